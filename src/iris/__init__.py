@@ -1,0 +1,3 @@
+"""Iris: a streaming-first AI agent gateway."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,67 @@
+"""The ``iris`` command: chat, serve, app. Expected failures print one line and exit non-zero."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from iris import __version__
+from iris.errors import IrisError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="iris", description="Iris: a streaming-first agent gateway")
+    parser.add_argument("--version", action="version", version=f"iris {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    chat = sub.add_parser("chat", help="chat in the terminal (streamed)")
+    chat.add_argument("-q", "--query", help="one prompt: print the reply and exit")
+    chat.add_argument("--config", help="config file (default: $IRIS_CONFIG or ~/.iris/config.yaml)")
+
+    serve = sub.add_parser("serve", help="run the server: API, iris WebSocket, chat platforms")
+    serve.add_argument("--config", help="config file")
+
+    app = sub.add_parser("app", help="the terminal app for the iris protocol")
+    app.add_argument("--config", help="config file")
+    app.add_argument("--url", default=None, help="ws://127.0.0.1:8642/iris/ws")
+    app.add_argument("--token", default=None, help="device token")
+    app.add_argument("--chat", default=None, help="chat id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except IrisError as exc:
+        print(f"iris: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from iris.config import load_config
+
+    if args.command == "app":
+        from iris.app.main import run_app
+
+        return run_app(args)
+    config = load_config(args.config)
+    if args.command == "serve":
+        from iris.server import serve
+
+        serve(config)
+        return 0
+    if args.query is not None:
+        from iris.surfaces.cli.oneshot import run_oneshot
+
+        return run_oneshot(config, args.query)
+    from iris.surfaces.cli.repl import run_repl
+
+    return run_repl(config)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

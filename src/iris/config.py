@@ -1,0 +1,348 @@
+"""Typed config: loading, validation, environment, and the streaming precedence rule.
+
+Lookup: ``--config FILE``, else ``$IRIS_CONFIG``, else ``~/.iris/config.yaml`` (written from a
+commented template on first run, with ``streaming.enabled: true``). Unknown keys and wrong types
+are ``ConfigError``s that name the key (``streaming.edit_interval: …``).
+
+Environment: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``IRIS_MODEL`` configure a
+chat-completions provider when the file configures no model; ``IRIS_STREAMING_ENABLED`` (alias
+``HERMES_STREAMING_ENABLED``) sets the master streaming switch. With no model anywhere the
+provider is ``local``, the embedded demo model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from iris.errors import ConfigError
+
+Surface = Literal["cli", "telegram", "discord", "slack", "api_server", "iris"]
+ToolProgressMode = Literal["off", "new", "all", "verbose"]
+ReasoningStyle = Literal["code", "blockquote", "subtext"]
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelEndpoint(_Section):
+    provider: Literal["chat_completions", "responses", "local"] = "chat_completions"
+    base_url: str | None = None
+    api_key: str | None = None
+    api_key_env: str | None = None
+    name: str = ""
+    timeout: float = 60.0
+
+    def resolved_api_key(self) -> str:
+        if self.api_key:
+            return self.api_key
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env, "")
+        return os.environ.get("OPENAI_API_KEY", "") or "not-needed"
+
+
+class ModelConfig(ModelEndpoint):
+    provider: Literal["chat_completions", "responses", "local"] = "local"
+    fallback: list[ModelEndpoint] = Field(default_factory=list[ModelEndpoint])
+    # How long a model that rejected stream=True is asked without streaming.
+    stream_reject_ttl: float = 600.0
+    # Embedded model: path to a GGUF file; empty means the packaged Gemma 3 270M.
+    local_path: str = ""
+    max_tokens: int | None = None
+    system_prompt: str = ""
+
+
+class StreamingConfig(_Section):
+    enabled: bool = False
+    cli: bool | None = None
+    telegram: bool | None = None
+    discord: bool | None = None
+    slack: bool | None = None
+    api_server: bool | None = None
+    iris: bool | None = None
+    edit_interval: float = Field(default=1.5, gt=0)
+    min_tokens: int = Field(default=20, ge=0)
+    buffer_threshold: int = Field(default=24, ge=1)
+
+
+class DisplayOverride(_Section):
+    streaming: bool | None = None
+    show_reasoning: bool | None = None
+    reasoning_style: ReasoningStyle | None = None
+    tool_progress: ToolProgressMode | None = None
+    edit_interval: float | None = Field(default=None, gt=0)
+    buffer_threshold: int | None = Field(default=None, ge=1)
+
+
+class DisplayConfig(_Section):
+    show_reasoning: bool = False
+    reasoning_style: ReasoningStyle = "code"
+    tool_progress: ToolProgressMode = "all"
+    platforms: dict[Surface, DisplayOverride] = Field(default_factory=dict[Surface, DisplayOverride])
+
+
+class ResolvedDisplay(BaseModel):
+    """Display settings for one platform after applying its overrides."""
+
+    show_reasoning: bool
+    reasoning_style: ReasoningStyle
+    tool_progress: ToolProgressMode
+    edit_interval: float
+    buffer_threshold: int
+    min_tokens: int
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8642, ge=0, le=65535)
+
+
+class ApiServerPlatform(_Section):
+    enabled: bool = True
+    api_key: str | None = None
+    max_concurrent: int = Field(default=16, ge=1)
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Agent tools run inside Iris when the client sends no tools of its own.
+    agent_tools: bool = True
+
+
+class IrisPlatform(_Section):
+    enabled: bool = True
+    tokens: list[str] = Field(default_factory=list[str])
+    max_text: int = Field(default=32_000, ge=1)
+    log_max_frames: int = Field(default=5_000, ge=10)
+    log_max_age: float = Field(default=24 * 3600, gt=0)
+    queue_size: int = Field(default=256, ge=8)
+
+
+class TelegramPlatform(_Section):
+    enabled: bool = False
+    token: str = ""
+    base_url: str = "https://api.telegram.org"
+    allowed_users: list[str | int] = Field(default_factory=list[str | int])
+    poll_timeout: float = Field(default=10.0, ge=0)
+
+
+class DiscordPlatform(_Section):
+    enabled: bool = False
+    token: str = ""
+    base_url: str = "https://discord.com/api/v10"
+    allowed_users: list[str | int] = Field(default_factory=list[str | int])
+
+
+class SlackPlatform(_Section):
+    enabled: bool = False
+    bot_token: str = ""
+    app_token: str = ""
+    base_url: str = "https://slack.com/api/"
+    allowed_users: list[str] = Field(default_factory=list[str])
+
+
+class PlatformsConfig(_Section):
+    api_server: ApiServerPlatform = Field(default_factory=ApiServerPlatform)
+    iris: IrisPlatform = Field(default_factory=IrisPlatform)
+    telegram: TelegramPlatform = Field(default_factory=TelegramPlatform)
+    discord: DiscordPlatform = Field(default_factory=DiscordPlatform)
+    slack: SlackPlatform = Field(default_factory=SlackPlatform)
+
+
+class TerminalTool(_Section):
+    cwd: str = "."
+    timeout: float = Field(default=60.0, gt=0)
+    output_limit: int = Field(default=16_000, ge=100)
+
+
+class ReadFileTool(_Section):
+    max_bytes: int = Field(default=64_000, ge=100)
+
+
+class ToolsConfig(_Section):
+    enabled: list[Literal["terminal", "read_file"]] = Field(
+        default_factory=lambda: ["terminal", "read_file"]
+    )
+    terminal: TerminalTool = Field(default_factory=TerminalTool)
+    read_file: ReadFileTool = Field(default_factory=ReadFileTool)
+    max_iterations: int = Field(default=8, ge=1)
+
+
+class StoreConfig(_Section):
+    path: str = "~/.iris/iris.db"
+
+    def resolved_path(self) -> Path:
+        return Path(self.path).expanduser()
+
+
+class Config(_Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    streaming: StreamingConfig = Field(default_factory=StreamingConfig)
+    display: DisplayConfig = Field(default_factory=DisplayConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    # Where this config came from (None: defaults and environment only).
+    source: str | None = Field(default=None, exclude=True)
+
+    # -- the streaming precedence rule ------------------------------------------------------
+    def streams(self, surface: Surface, client_stream: bool | None = None) -> bool:
+        """Does ``surface`` stream for this request?
+
+        The API client's ``stream`` field > per-surface override (``display.platforms.<p>
+        .streaming``, then ``streaming.<surface>``) > master switch (environment included) >
+        default off."""
+        if client_stream is not None:
+            return client_stream
+        override = self.display.platforms.get(surface)
+        if override is not None and override.streaming is not None:
+            return override.streaming
+        per_surface: bool | None = getattr(self.streaming, surface)
+        if per_surface is not None:
+            return per_surface
+        return self.streaming.enabled
+
+    def display_for(self, platform: Surface) -> ResolvedDisplay:
+        base = self.display
+        over = base.platforms.get(platform) or DisplayOverride()
+        return ResolvedDisplay(
+            show_reasoning=_pick(over.show_reasoning, base.show_reasoning),
+            reasoning_style=_pick(over.reasoning_style, base.reasoning_style),
+            tool_progress=_pick(over.tool_progress, base.tool_progress),
+            edit_interval=_pick(over.edit_interval, self.streaming.edit_interval),
+            buffer_threshold=_pick(over.buffer_threshold, self.streaming.buffer_threshold),
+            min_tokens=self.streaming.min_tokens,
+        )
+
+
+_T = TypeVar("_T")
+
+
+def _pick(override: _T | None, default: _T) -> _T:
+    return default if override is None else override
+
+
+def default_path() -> Path:
+    return Path.home() / ".iris" / "config.yaml"
+
+
+TEMPLATE = """\
+# Iris configuration. Every key is optional; see docs/config.md for the full reference.
+
+# model:
+#   provider: chat_completions     # chat_completions | responses | local (embedded demo model)
+#   base_url: http://127.0.0.1:8000/v1
+#   api_key_env: OPENAI_API_KEY    # or api_key: sk-...
+#   name: some-model
+#   fallback:
+#     - {provider: chat_completions, base_url: http://127.0.0.1:8001/v1, name: other-model}
+
+streaming:
+  enabled: true                    # master switch (the code default is false)
+  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, api_server, iris
+  # edit_interval: 1.5             # seconds between message edits on chat platforms
+  # min_tokens: 20                 # deltas before the first visible message on chat platforms
+
+# display:
+#   show_reasoning: false
+#   reasoning_style: code          # code | blockquote | subtext
+#   tool_progress: all             # off | new | all | verbose
+
+# server: {host: 127.0.0.1, port: 8642}
+# platforms:
+#   api_server: {enabled: true, api_key: null, max_concurrent: 16}
+#   iris: {enabled: true, tokens: [change-me]}
+# tools:
+#   enabled: [terminal, read_file]
+#   terminal: {cwd: ".", timeout: 60}
+"""
+
+
+def load_config(path: str | os.PathLike[str] | None = None, *, write_template: bool = True) -> Config:
+    """Load the config by the lookup order, apply the environment, validate.
+
+    Raises ``ConfigError`` naming the bad key."""
+    explicit = path if path is not None else os.environ.get("IRIS_CONFIG") or None
+    if explicit is not None:
+        file = Path(explicit).expanduser()
+        if not file.exists():
+            raise ConfigError(f"config file not found: {file}")
+    else:
+        file = default_path()
+        if not file.exists() and write_template:
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                file.write_text(TEMPLATE)
+            except OSError:
+                pass
+    data: dict[str, Any] = {}
+    if file.exists():
+        try:
+            loaded = yaml.safe_load(file.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{file}: invalid YAML: {str(exc).splitlines()[0]}") from None
+        except OSError as exc:
+            raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{file}: the top level must be a mapping of keys")
+        data = loaded
+    return config_from_dict(data, source=str(file) if file.exists() else None)
+
+
+def config_from_dict(
+    data: Mapping[str, Any], *, source: str | None = None, env: Mapping[str, str] | None = None
+) -> Config:
+    """Validate ``data`` (a parsed config file) and apply the environment."""
+    environ = os.environ if env is None else env
+    merged: dict[str, Any] = dict(data)
+    if "model" not in merged and (
+        environ.get("OPENAI_BASE_URL") or environ.get("IRIS_MODEL")
+    ):
+        merged["model"] = {
+            "provider": "chat_completions",
+            "base_url": environ.get("OPENAI_BASE_URL") or None,
+            "name": environ.get("IRIS_MODEL", "") or "gpt-4o-mini",
+        }
+    elif isinstance(merged.get("model"), dict) and "provider" not in merged["model"]:
+        # A model section that names an endpoint means a remote provider.
+        model = dict(merged["model"])
+        if model.get("base_url") or model.get("name"):
+            model["provider"] = "chat_completions"
+        merged["model"] = model
+    try:
+        config = Config.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from None
+    config.source = source
+    flag = _env_flag(environ)
+    if flag is not None:
+        config.streaming.enabled = flag
+    return config
+
+
+def _env_flag(environ: Mapping[str, str]) -> bool | None:
+    for name in ("IRIS_STREAMING_ENABLED", "HERMES_STREAMING_ENABLED"):
+        value = environ.get(name, "").strip().lower()
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+    return None
+
+
+def _describe(exc: ValidationError, source: str | None) -> str:
+    err = exc.errors()[0]
+    key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+    where = f"{source}: " if source else ""
+    if err["type"] == "extra_forbidden":
+        return f"{where}unknown config key '{key}'"
+    return f"{where}config key '{key}': {err['msg']} (got {err.get('input')!r})"

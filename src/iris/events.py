@@ -1,0 +1,174 @@
+"""The event vocabulary of one agent turn: what every surface consumes.
+
+A turn is one ordered stream of these frozen, plain-data events. Every surface (CLI, chat
+platforms, API server, iris WebSocket) turns the stream into what its user sees; none of them
+sees a provider SDK object.
+
+Shape of a turn::
+
+    TurnStarted
+    ( ReasoningDelta*                       reasoning, when the model exposes it
+      TextDelta*                            visible text of the current segment
+      StreamReset?                          a retry/fallback restarted: drop the segment's text
+      (Commentary | SegmentEnded)?          closes the segment: Commentary when the text
+                                            accompanied tool calls, SegmentEnded otherwise
+      (ToolStarted ToolProgress* ToolEnded)*
+    )*
+    TurnEnded | TurnFailed                  exactly one, always last
+
+Segments: each model round that produced text is one segment. Its text streams as
+``TextDelta``; when the round ends, exactly one closer says what the text was. A consumer that
+does not care about the difference treats ``Commentary`` like ``SegmentEnded``.
+
+Serialisation: ``to_json`` / ``from_json`` (and ``to_dict`` / ``from_dict``) round-trip every
+event through one pydantic ``TypeAdapter`` keyed on ``kind``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    turn_id: str
+    model: str
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """Visible text, already scrubbed of think/reasoning tags."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class Commentary:
+    """Closes a segment whose text accompanied tool calls ("I'll look at the repo first.").
+
+    ``text`` is the post-processed segment text; it was streamed as TextDelta before."""
+
+    text: str
+    kind: Literal["commentary"] = "commentary"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentEnded:
+    """Closes a text segment that was not commentary; ``text`` is post-processed."""
+
+    text: str
+    kind: Literal["segment_ended"] = "segment_ended"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    index: int  # monotonic per turn, from 1
+    name: str
+    args: dict[str, Any]
+    call_id: str = ""
+    kind: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProgress:
+    index: int
+    name: str
+    note: str
+    kind: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEnded:
+    index: int
+    name: str
+    ok: bool
+    duration: float  # seconds
+    output_preview: str  # a short tail of the output, at most 500 characters
+    kind: Literal["tool_ended"] = "tool_ended"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReset:
+    """A retry or fallback restarted the current segment: forget its streamed text."""
+
+    reason: str
+    model: str = ""
+    kind: Literal["stream_reset"] = "stream_reset"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """The turn finished. ``text`` is the final post-processed answer (last segment).
+
+    ``reason``: ``stop``; ``interrupted`` (text so far); ``max_iterations``; ``tool_calls``
+    (the model called client-defined tools, listed in ``tool_calls`` as
+    ``{"id", "name", "arguments"}`` with arguments as the raw JSON string).
+    ``messages`` are the chat-format messages this turn added to the conversation
+    (assistant messages with tool calls, tool results, the final assistant message).
+    ``usage``: ``{"input_tokens", "output_tokens", "total_tokens"}`` summed over rounds."""
+
+    text: str
+    reasoning: str = ""
+    model: str = ""
+    usage: dict[str, int] = field(default_factory=dict[str, int])
+    reason: str = "stop"
+    tool_calls: list[dict[str, str]] = field(default_factory=list[dict[str, str]])
+    messages: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    kind: Literal["turn_ended"] = "turn_ended"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailed:
+    """The turn failed. ``partial_text`` is what was already shown and is kept."""
+
+    code: str
+    message: str
+    retryable: bool = False
+    partial_text: str = ""
+    kind: Literal["turn_failed"] = "turn_failed"
+
+
+Event = (
+    TurnStarted
+    | TextDelta
+    | ReasoningDelta
+    | Commentary
+    | SegmentEnded
+    | ToolStarted
+    | ToolProgress
+    | ToolEnded
+    | StreamReset
+    | TurnEnded
+    | TurnFailed
+)
+
+TerminalEvent = TurnEnded | TurnFailed
+
+_ADAPTER: TypeAdapter[Event] = TypeAdapter(Annotated[Event, Field(discriminator="kind")])
+
+
+def to_dict(event: Event) -> dict[str, Any]:
+    return asdict(event)
+
+
+def from_dict(data: dict[str, Any]) -> Event:
+    return _ADAPTER.validate_python(data)
+
+
+def to_json(event: Event) -> str:
+    return _ADAPTER.dump_json(event).decode()
+
+
+def from_json(raw: str | bytes) -> Event:
+    return _ADAPTER.validate_json(raw)

@@ -1,0 +1,39 @@
+"""What every surface of a running server shares: config, the agent, the store, sessions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from starlette.routing import BaseRoute
+
+from iris.agent import Agent
+from iris.agent.sessions import SessionStore
+from iris.config import Config
+from iris.store import Store
+
+
+@dataclass
+class Runtime:
+    config: Config
+    agent: Agent
+    store: Store
+    sessions: SessionStore
+
+    @classmethod
+    def create(cls, config: Config, agent: Agent | None = None, store: Store | None = None) -> Runtime:
+        store = store or Store(config.store.resolved_path())
+        return cls(config=config, agent=agent or Agent(config), store=store, sessions=SessionStore(store))
+
+
+class ServerSurface(Protocol):
+    """A part of ``iris serve``: contributes routes and owns background work.
+
+    ``start`` runs in the server's lifespan before it accepts connections; ``stop`` runs on
+    shutdown and must finish or cancel in-flight turns and close connections."""
+
+    def routes(self) -> list[BaseRoute]: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...

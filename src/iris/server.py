@@ -1,0 +1,117 @@
+"""Builds the ASGI app from config; its lifespan owns the agent, the store and the surfaces.
+
+Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime``):
+
+- ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
+- ``iris.surfaces.iris.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
+- ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack gateway runners
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from iris import __version__
+from iris.config import Config
+from iris.errors import ConfigError
+from iris.runtime import Runtime, ServerSurface
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind_safety(config: Config) -> None:
+    """Refuse to expose an unauthenticated surface beyond this machine."""
+    host = config.server.host
+    if is_loopback(host):
+        return
+    api = config.platforms.api_server
+    if api.enabled and not api.api_key:
+        raise ConfigError(
+            f"refusing to bind {host}: the API server has no key; set "
+            "platforms.api_server.api_key or bind 127.0.0.1"
+        )
+    iris = config.platforms.iris
+    if iris.enabled and not iris.tokens:
+        raise ConfigError(
+            f"refusing to bind {host}: the iris socket has no device tokens; set "
+            "platforms.iris.tokens or bind 127.0.0.1"
+        )
+
+
+def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
+    config = runtime.config
+    surfaces: list[ServerSurface] = []
+    if config.platforms.api_server.enabled:
+        from iris.surfaces.api.routes import ApiSurface
+
+        surfaces.append(ApiSurface(runtime))
+    if config.platforms.iris.enabled:
+        from iris.surfaces.iris.endpoint import IrisSurface
+
+        surfaces.append(IrisSurface(runtime))
+    p = config.platforms
+    if p.telegram.enabled or p.discord.enabled or p.slack.enabled:
+        from iris.surfaces.chat.runner import ChatSurface
+
+        surfaces.append(ChatSurface(runtime))
+    return surfaces
+
+
+def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
+    runtime = runtime or Runtime.create(config)
+    surfaces = build_surfaces(runtime)
+
+    async def health(_: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "version": __version__, "model": runtime.agent.model_name})
+
+    routes: list[BaseRoute] = [Route("/health", health, methods=["GET"])]
+    for surface in surfaces:
+        routes.extend(surface.routes())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        started: list[ServerSurface] = []
+        try:
+            for surface in surfaces:
+                await surface.start()
+                started.append(surface)
+            yield
+        finally:
+            for surface in reversed(started):
+                with contextlib.suppress(Exception):
+                    await surface.stop()
+            await runtime.agent.aclose()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.runtime = runtime
+    return app
+
+
+def serve(config: Config) -> None:
+    """Run ``iris serve`` until Ctrl-C / SIGTERM (uvicorn handles both gracefully)."""
+    import uvicorn
+
+    check_bind_safety(config)
+    app = build_app(config)
+    uvicorn.run(
+        app,
+        host=config.server.host,
+        port=config.server.port,
+        log_level="info",
+        timeout_graceful_shutdown=5,
+        ws_max_size=1 << 20,
+    )
