@@ -1,0 +1,91 @@
+"""The chat-platform adapter interface: what the stream consumer and the runner need of a platform.
+
+One implementation per platform (``TelegramPlatform``, ``DiscordPlatform``, ``SlackPlatform``),
+each a thin layer over the platform's real client library with a configurable API base URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class RateBudget:
+    """A token bucket: at most ``capacity`` calls in any ``per_seconds`` window, refilled evenly.
+
+    Sends and edits to one chat/channel share one bucket."""
+
+    capacity: int
+    per_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    can_edit: bool
+    max_length: int  # in ``length_unit``
+    length_unit: Literal["utf16", "chars"]  # Telegram counts UTF-16 code units
+    rate: RateBudget  # per private chat / channel
+    group_rate: RateBudget | None = None  # per group chat, where stricter (Telegram: 20/min)
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    platform: str
+    chat_id: str
+    user_id: str
+    text: str
+    user_name: str = ""
+    is_group: bool = False
+    message_id: str = ""
+    # Thread metadata that must go with every send and edit of the reply
+    # (Telegram ``message_thread_id``, Slack ``thread_ts``, Discord thread channel).
+    thread: Mapping[str, str] = field(default_factory=dict[str, str])
+
+
+class PlatformError(Exception):
+    """A send/edit failed. ``maybe_landed``: the request may have reached the platform (the
+    answer was lost), so re-sending could duplicate the message."""
+
+    def __init__(self, message: str, *, maybe_landed: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_landed = maybe_landed
+
+
+class PlatformRateLimited(PlatformError):
+    """The platform answered 429 / flood control; do not call again for ``retry_after`` s."""
+
+    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+OnMessage = Callable[[IncomingMessage], Awaitable[None]]
+
+
+class ChatPlatform(Protocol):
+    name: str  # "telegram" | "discord" | "slack"
+    capabilities: Capabilities
+
+    async def connect(self, on_message: OnMessage) -> None:
+        """Start receiving; call ``on_message`` for each user message. Returns once connected."""
+        ...
+
+    async def disconnect(self) -> None: ...
+
+    async def send(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """Send a new message; return its platform message id."""
+        ...
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        """Replace the text of a message this bot sent."""
+        ...
+
+    async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
+        """Show the typing indicator (platforms expire it after a few seconds)."""
+        ...
