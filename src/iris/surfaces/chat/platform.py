@@ -2,6 +2,19 @@
 
 One implementation per platform (``TelegramPlatform``, ``DiscordPlatform``, ``SlackPlatform``),
 each a thin layer over the platform's real client library with a configurable API base URL.
+
+What the consumer relies on from every adapter:
+
+- One call, one request: ``send``/``edit_message`` never retry or sleep on their own. A 429 /
+  flood-control answer raises ``PlatformRateLimited(retry_after)`` at once; the consumer's
+  throttle owns waiting and backing off (a library that retries internally would spend the
+  chat's budget behind the throttle's back). Disable such retries in the client.
+- Any other failure raises ``PlatformError``; ``maybe_landed=True`` when the request may have
+  reached the platform (timeout after sending), so the consumer never re-sends it.
+- An edit to identical text ("message is not modified") is success, not an error.
+- ``thread`` (from ``IncomingMessage.thread``) goes with every send, edit and typing call.
+- Texts handed to ``send``/``edit_message`` already fit ``capabilities.max_length``; they are
+  plain text (no parse mode), so an adapter sends them verbatim.
 """
 
 from __future__ import annotations
@@ -13,9 +26,10 @@ from typing import Literal, Protocol
 
 @dataclass(frozen=True, slots=True)
 class RateBudget:
-    """A token bucket: at most ``capacity`` calls in any ``per_seconds`` window, refilled evenly.
+    """A platform's budget: at most ``capacity`` calls in any ``per_seconds`` window.
 
-    Sends and edits to one chat/channel share one bucket."""
+    Sends and edits to one chat/channel share it; ``throttle.Throttle`` enforces it as a token
+    bucket refilled evenly at ``capacity / per_seconds``."""
 
     capacity: int
     per_seconds: float
