@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from iris.config import Config, config_from_dict
+from tests.fakes.upstream import FakeUpstream
 
 _ENV = (
     "OPENAI_BASE_URL",
@@ -58,3 +59,11 @@ def make_config(tmp_path: Path) -> MakeConfig:
         return config_from_dict(data, env={})
 
     return build
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeUpstream]:
+    """A scripted OpenAI-compatible server on 127.0.0.1: ``up.script(text("Hi"))``, then point
+    a client at ``up.base_url``. See tests/fakes/upstream.py."""
+    with FakeUpstream() as up:
+        yield up
