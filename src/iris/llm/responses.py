@@ -1,0 +1,193 @@
+"""The Responses API (``model.provider: responses``) through the official ``openai`` SDK.
+
+The agent speaks chat-format messages; this file maps them to Responses input items and maps
+the Responses event stream back to raw deltas. The final tool calls are taken from
+``response.output_item.done`` items, which carry the complete arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from iris.config import ModelEndpoint
+from iris.errors import ProviderError
+from iris.llm.base import (
+    ProviderRequest,
+    RawDelta,
+    RawReasoning,
+    RawText,
+    RawToolCall,
+    RawUsage,
+    translate_errors,
+)
+from iris.llm.chat_completions import make_client
+
+
+def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """(instructions, input items) for chat-format ``messages``."""
+    instructions: list[str] = []
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        if role == "system":
+            instructions.append(_text_of(content))
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id", ""),
+                    "output": _text_of(content),
+                }
+            )
+        elif role == "assistant":
+            if content:
+                items.append({"role": "assistant", "content": _text_of(content)})
+            for call in message.get("tool_calls") or ():
+                function = call.get("function", {})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.get("id", ""),
+                        "name": function.get("name", ""),
+                        "arguments": function.get("arguments", ""),
+                    }
+                )
+        else:
+            items.append({"role": "user", "content": content if content is not None else ""})
+    return ("\n\n".join(instructions) or None), items
+
+
+def to_response_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    converted: list[dict[str, Any]] = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        converted.append(
+            {
+                "type": "function",
+                "name": function.get("name", ""),
+                "description": function.get("description", ""),
+                "parameters": function.get("parameters", {"type": "object", "properties": {}}),
+            }
+        )
+    return converted
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    return "" if content is None else json.dumps(content)
+
+
+class ResponsesProvider:
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        self.name = endpoint.name
+        self._client = make_client(endpoint)
+
+    def _kwargs(self, request: ProviderRequest) -> dict[str, Any]:
+        instructions, items = to_input_items(request.messages)
+        kwargs: dict[str, Any] = {"model": request.model, "input": items, "store": False}
+        if instructions:
+            kwargs["instructions"] = instructions
+        if request.tools:
+            kwargs["tools"] = to_response_tools(request.tools)
+        if request.max_tokens:
+            kwargs["max_output_tokens"] = request.max_tokens
+        return kwargs
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+        streamed_text: set[int] = set()
+        streamed_reasoning: set[int] = set()
+        with translate_errors(streaming=True):
+            stream = await self._client.responses.create(**self._kwargs(request), stream=True)
+            async with stream:
+                async for event in stream:
+                    data: dict[str, Any] = event.model_dump()
+                    kind = data.get("type", "")
+                    index = int(data.get("output_index") or 0)
+                    if kind == "response.output_text.delta":
+                        streamed_text.add(index)
+                        yield RawText(data.get("delta", ""))
+                    elif kind in (
+                        "response.reasoning_summary_text.delta",
+                        "response.reasoning_text.delta",
+                    ):
+                        streamed_reasoning.add(index)
+                        yield RawReasoning(data.get("delta", ""))
+                    elif kind == "response.output_item.added":
+                        item = data.get("item") or {}
+                        if item.get("type") == "function_call":
+                            yield RawToolCall(index, item.get("call_id", ""), item.get("name", ""))
+                    elif kind == "response.function_call_arguments.delta":
+                        yield RawToolCall(index, arguments=data.get("delta", ""))
+                    elif kind == "response.output_item.done":
+                        for raw in _item_deltas(
+                            data.get("item") or {},
+                            index,
+                            with_text=index not in streamed_text,
+                            with_reasoning=index not in streamed_reasoning,
+                        ):
+                            yield raw
+                    elif kind in ("response.completed", "response.incomplete"):
+                        usage = (data.get("response") or {}).get("usage") or {}
+                        yield RawUsage(
+                            int(usage.get("input_tokens") or 0),
+                            int(usage.get("output_tokens") or 0),
+                        )
+                    elif kind in ("response.failed", "error"):
+                        raise ProviderError(f"provider error: {_failure_text(data)}")
+
+    async def complete(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+        with translate_errors(streaming=False):
+            response = await self._client.responses.create(**self._kwargs(request))
+        data: dict[str, Any] = response.model_dump()
+        for index, item in enumerate(data.get("output") or []):
+            for raw in _item_deltas(item, index, with_text=True, with_reasoning=True):
+                yield raw
+        usage = data.get("usage") or {}
+        yield RawUsage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _item_deltas(
+    item: dict[str, Any], index: int, *, with_text: bool, with_reasoning: bool
+) -> list[RawDelta]:
+    kind = item.get("type")
+    if kind == "function_call":
+        return [
+            RawToolCall(
+                index,
+                item.get("call_id", ""),
+                item.get("name", ""),
+                item.get("arguments") or "",
+                complete=True,
+            )
+        ]
+    if kind == "message" and with_text:
+        text = "".join(
+            part.get("text", "")
+            for part in item.get("content") or []
+            if part.get("type") == "output_text"
+        )
+        return [RawText(text)] if text else []
+    if kind == "reasoning" and with_reasoning:
+        text = "".join(part.get("text", "") for part in item.get("summary") or [])
+        return [RawReasoning(text)] if text else []
+    return []
+
+
+def _failure_text(data: dict[str, Any]) -> str:
+    error = data.get("error") or (data.get("response") or {}).get("error") or {}
+    if isinstance(error, dict):
+        return str(error.get("message") or data.get("message") or "the response failed")
+    return str(data.get("message") or "the response failed")
