@@ -387,8 +387,9 @@ def _encode_chat(output: Output, request: Received) -> tuple[bytes, tuple[Event,
     events += [chunk({output.reasoning_field: part}, "delta") for part in output.reasoning]
     events += [chunk({"content": part}, "delta") for part in output.text]
     for index, call in enumerate(output.tool_calls):
-        opening = {"index": index, "id": call.call_id, "type": "function"}
-        opening["function"] = {"name": call.name, "arguments": ""}
+        # id, type and name only in the first delta of a call; later ones: index + arguments.
+        function = {"name": call.name, "arguments": ""}
+        opening = {"index": index, "id": call.call_id, "type": "function", "function": function}
         events.append(chunk({"tool_calls": [opening]}, "head"))
         for fragment in call.arguments:
             piece = {"index": index, "function": {"arguments": fragment}}

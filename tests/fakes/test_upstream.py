@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.fakes.upstream import (
     FakeUpstream,
@@ -30,7 +31,7 @@ from tests.fakes.upstream import (
 
 pytestmark = pytest.mark.timeout(10)
 
-MESSAGES = [{"role": "user", "content": "hi"}]
+MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture
@@ -323,3 +324,38 @@ def test_stopping_with_a_held_stream_leaves_no_thread() -> None:
         list(stream)
     sdk.close()
     assert set(threading.enumerate()) <= before
+
+
+async def test_gate_works_on_responses_too(upstream: FakeUpstream) -> None:
+    upstream.script(responses_text("one", "two", gate_after=1))
+    async with (
+        AsyncOpenAI(base_url=upstream.base_url, api_key="k", max_retries=0) as client,
+        client.responses.stream(model="m", input="hi") as stream,
+    ):
+        async for event in stream:
+            if event.type == "response.output_text.delta" and event.delta == "one":
+                assert not upstream.finished.is_set()
+                upstream.release()
+        final = await stream.get_final_response()
+    assert final.output_text == "onetwo"
+
+
+def test_gate_can_be_closed_again(upstream: FakeUpstream, client: OpenAI) -> None:
+    upstream.script(gated("a", "b"), hold("c"))
+    upstream.release()
+    first = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in first) == "ab"
+    upstream.reset_gate()
+    second = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    chunks = iter(second)
+    assert [next(chunks).choices[0].delta.content for _ in range(2)] == ["", "c"]
+    assert upstream.gate_reached.wait(2)
+    upstream.release()
+    assert [c.choices[0].finish_reason for c in chunks] == ["stop"]
+
+
+def test_unknown_path_is_a_recorded_404(upstream: FakeUpstream) -> None:
+    answer = httpx.post(f"{upstream.base_url}/embeddings", json={"input": "x"})
+    assert answer.status_code == 404
+    assert "unexpected request" in answer.json()["error"]["message"]
+    assert [r.path for r in upstream.unexpected] == ["/v1/embeddings"]

@@ -28,7 +28,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes.scenarios import (
@@ -153,6 +153,11 @@ class FakeUpstream:
         self._released.set()
         self._notify()
 
+    def reset_gate(self) -> None:
+        """Close the gate again, for a second gated scenario in the same test."""
+        self._released.clear()
+        self.gate_reached.clear()
+
     @property
     def delta_times(self) -> list[float]:
         with self._lock:
@@ -257,6 +262,7 @@ class FakeUpstream:
                 Route("/v1/chat/completions", _Endpoint(self), methods=["POST"]),
                 Route("/v1/responses", _Endpoint(self), methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/{path:path}", self._unknown, methods=["GET", "POST", "PUT", "DELETE"]),
             ]
         )
 
@@ -264,9 +270,19 @@ class FakeUpstream:
         model = {"id": self.model, "object": "model", "created": 0, "owned_by": "iris-fake"}
         return JSONResponse({"object": "list", "data": [model]})
 
+    async def _unknown(self, request: Request) -> Response:
+        received = Received(
+            request.method, request.url.path, {}, dict(request.headers), time.monotonic()
+        )
+        with self._lock:
+            self.requests.append(received)
+            self.unexpected.append(received)
+        reply = error_reply(404, f"unexpected request: {request.method} {request.url.path}")
+        return Response(reply.body, reply.status, media_type="application/json")
+
     async def handle(self, scope: Any, receive: Any, send: Any) -> None:
         raw = b""
-        while True:
+        while True:  # the whole request body
             message = await receive()
             if message["type"] == "http.disconnect":
                 return
