@@ -100,10 +100,10 @@ def builtin_tools(config: ToolsConfig) -> ToolRegistry:
 
 def _terminal_tool(config: ToolsConfig) -> Tool:
     settings = config.terminal
+    cwd = Path(settings.cwd).expanduser()
 
     async def run(args: dict[str, Any], progress: Progress) -> ToolResult:
         command = str(args["command"])
-        cwd = Path(settings.cwd).expanduser()
         process = await asyncio.create_subprocess_shell(
             command,
             cwd=cwd,

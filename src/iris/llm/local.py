@@ -9,7 +9,10 @@ queue, and a stop flag checked per token ends generation promptly on interruptio
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
+from collections.abc import Iterator
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,18 @@ def packaged_model_path() -> Path:
         ) from None
     target = Path.home() / ".cache" / "iris" / package.MODEL_NAME
     return package.assemble(target)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def build_prompt(messages: list[dict[str, Any]]) -> str:
@@ -82,7 +97,8 @@ class LocalProvider:
         path = Path(self._path).expanduser() if self._path else packaged_model_path()
         if not path.exists():
             raise ProviderError(f"model file not found: {path}")
-        return Llama(model_path=str(path), n_ctx=2048, n_threads=2, verbose=False)
+        with _quiet_stderr():  # llama.cpp prints load diagnostics straight to fd 2
+            return Llama(model_path=str(path), n_ctx=2048, n_threads=2, verbose=False)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
         llm = await self._model()
