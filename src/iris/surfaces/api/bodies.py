@@ -1,0 +1,408 @@
+"""Request bodies of the API surface: validated and translated into a ``TurnRequest``.
+
+Pure: a parsed JSON body in, plain data out, or an ``ApiError`` (400/404) that names the
+offending field. Both APIs end up as chat-format messages, which is what the agent speaks:
+
+- Chat Completions messages pass through (``developer`` becomes ``system``);
+- Responses ``input`` (a string, or message / ``function_call`` / ``function_call_output``
+  items with ``input_text`` / ``input_image`` parts) becomes the same messages, after the
+  stored conversation of ``previous_response_id``.
+
+A request that carries ``tools`` owns them: they become the turn's ``client_tools`` and the
+agent's own tools stay off for that turn, so the two are never mixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from iris.agent.core import TurnRequest
+from iris.config import Config
+from iris.surfaces.api.problems import ApiError, bad_request
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChatCall:
+    turn: TurnRequest
+    model: str
+    stream: bool
+    include_usage: bool
+
+
+@dataclass(frozen=True)
+class ResponsesCall:
+    turn: TurnRequest
+    model: str
+    stream: bool
+    store: bool
+    echo: Json  # the request settings the response object repeats
+    conversation: list[Json]  # chat-format history + this input (instructions excluded)
+
+
+# -- shared -----------------------------------------------------------------------------
+
+
+def _object(body: object) -> Json:
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    return body  # type: ignore[return-value]
+
+
+def _typed(body: Json, key: str, kinds: type | tuple[type, ...], what: str) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    # bool is an int in Python; a JSON true is never a number here.
+    is_bool = isinstance(value, bool)
+    allows_bool = kinds is bool or (isinstance(kinds, tuple) and bool in kinds)
+    if not isinstance(value, kinds) or (is_bool and not allows_bool):
+        raise bad_request(f"'{key}' must be {what}", param=key, code="invalid_type")
+    return value
+
+
+def _model(body: Json, models: Sequence[str]) -> str:
+    model = _typed(body, "model", str, "a string")
+    if model is None or model == "":
+        return models[0]
+    if model not in models:
+        raise ApiError(
+            404,
+            f"The model '{model}' does not exist; this server serves: {', '.join(models)}",
+            param="model",
+            code="model_not_found",
+        )
+    return model
+
+
+def _positive_int(body: Json, key: str) -> int | None:
+    value = _typed(body, key, int, "an integer")
+    if value is not None and value < 1:
+        raise bad_request(f"'{key}' must be at least 1", param=key, code="invalid_value")
+    return value
+
+
+def _function_tools(raw: Any, param: str = "tools") -> list[Json] | None:
+    """Client tools in chat format (``{"type": "function", "function": {...}}``); both the chat
+    and the flat Responses spelling are accepted."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise bad_request(f"'{param}' must be an array", param=param, code="invalid_type")
+    tools: list[Json] = []
+    for i, tool in enumerate(raw):
+        where = f"{param}[{i}]"
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise bad_request(
+                f"'{where}': only function tools are supported", param=where, code="invalid_value"
+            )
+        spec = tool.get("function", tool)
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise bad_request(f"'{where}' needs a function name", param=where)
+        function = {
+            k: spec[k] for k in ("name", "description", "parameters", "strict") if k in spec
+        }
+        tools.append({"type": "function", "function": function})
+    return tools or None
+
+
+def _tool_policy(
+    body: Json, tools: list[Json] | None, config: Config
+) -> tuple[list[Json] | None, bool]:
+    """(client_tools, agent_tools) for this request."""
+    choice = body.get("tool_choice")
+    if choice == "none":
+        return None, False
+    if tools:
+        return tools, False
+    return None, config.platforms.api_server.agent_tools
+
+
+# -- chat completions -------------------------------------------------------------------
+
+_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCall:
+    data = _object(body)
+    model = _model(data, models)
+    raw_messages = data.get("messages")
+    if raw_messages is None:
+        raise bad_request(
+            "'messages' is required", param="messages", code="missing_required_parameter"
+        )
+    if not isinstance(raw_messages, list) or not raw_messages:
+        raise bad_request("'messages' must be a non-empty array", param="messages")
+    messages = [_chat_message(m, i) for i, m in enumerate(raw_messages)]
+    stream = _typed(data, "stream", bool, "a boolean")
+    options = _typed(data, "stream_options", dict, "an object") or {}
+    include_usage = bool(_typed(options, "include_usage", bool, "a boolean"))
+    max_tokens = _positive_int(data, "max_completion_tokens") or _positive_int(data, "max_tokens")
+    for key in ("temperature", "top_p"):
+        _typed(data, key, (int, float), "a number")
+    client_tools, agent_tools = _tool_policy(data, _function_tools(data.get("tools")), config)
+    streams = config.streams("api_server", client_stream=stream)
+    turn = TurnRequest(
+        messages=messages,
+        stream=streams,
+        client_tools=client_tools,
+        agent_tools=agent_tools,
+        max_tokens=max_tokens,
+    )
+    return ChatCall(turn=turn, model=model, stream=streams, include_usage=include_usage)
+
+
+def _chat_message(raw: Any, index: int) -> Json:
+    where = f"messages[{index}]"
+    if not isinstance(raw, dict):
+        raise bad_request(f"'{where}' must be an object", param=where)
+    role = raw.get("role")
+    if role not in _CHAT_ROLES:
+        raise bad_request(
+            f"'{where}.role' must be one of {', '.join(sorted(_CHAT_ROLES))}",
+            param=f"{where}.role",
+            code="invalid_value",
+        )
+    content = raw.get("content")
+    if role == "assistant" and content is None and raw.get("tool_calls"):
+        pass
+    elif isinstance(content, list):
+        content = [_chat_part(part, f"{where}.content[{j}]") for j, part in enumerate(content)]
+    elif not isinstance(content, str):
+        raise bad_request(
+            f"'{where}.content' must be a string or an array of content parts",
+            param=f"{where}.content",
+        )
+    message: Json = {"role": "system" if role == "developer" else role, "content": content}
+    if role == "tool":
+        if not isinstance(raw.get("tool_call_id"), str):
+            raise bad_request(f"'{where}.tool_call_id' is required", param=f"{where}.tool_call_id")
+        message["tool_call_id"] = raw["tool_call_id"]
+    if role == "assistant" and raw.get("tool_calls") is not None:
+        message["tool_calls"] = _chat_tool_calls(raw["tool_calls"], where)
+    if isinstance(raw.get("name"), str):
+        message["name"] = raw["name"]
+    return message
+
+
+def _chat_part(part: Any, where: str) -> Json:
+    if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    if isinstance(part, dict) and part.get("type") == "image_url":
+        image = part.get("image_url")
+        if isinstance(image, dict) and isinstance(image.get("url"), str):
+            return {"type": "image_url", "image_url": dict(image)}
+    raise bad_request(
+        f"'{where}' must be a text or image_url content part", param=where, code="invalid_value"
+    )
+
+
+def _chat_tool_calls(raw: Any, where: str) -> list[Json]:
+    if not isinstance(raw, list):
+        raise bad_request(f"'{where}.tool_calls' must be an array", param=f"{where}.tool_calls")
+    calls: list[Json] = []
+    for call in raw:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (
+            isinstance(call, dict)
+            and isinstance(call.get("id"), str)
+            and isinstance(function, dict)
+            and isinstance(function.get("name"), str)
+        ):
+            raise bad_request(
+                f"'{where}.tool_calls' entries need an id and a function name",
+                param=f"{where}.tool_calls",
+            )
+        arguments = function.get("arguments")
+        calls.append(_assistant_call(call["id"], function["name"], arguments))
+    return calls
+
+
+def _assistant_call(call_id: str, name: str, arguments: Any) -> Json:
+    args = arguments if isinstance(arguments, str) else ""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+# -- responses --------------------------------------------------------------------------
+
+_ECHO_NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+
+
+def parse_responses(
+    body: object,
+    *,
+    models: Sequence[str],
+    config: Config,
+    history: Callable[[str], list[Json] | None],
+) -> ResponsesCall:
+    """``history(response_id)``: the stored conversation of a response, or None."""
+    data = _object(body)
+    model = _model(data, models)
+    if "input" not in data or data["input"] is None:
+        raise bad_request("'input' is required", param="input", code="missing_required_parameter")
+    new_messages = input_messages(data["input"])
+    instructions = _typed(data, "instructions", str, "a string")
+    previous_id = _typed(data, "previous_response_id", str, "a string")
+    past: list[Json] = []
+    if previous_id is not None:
+        found = history(previous_id)
+        if found is None:
+            raise ApiError(
+                404,
+                f"Previous response with id '{previous_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        past = found
+    stream = _typed(data, "stream", bool, "a boolean")
+    store = _typed(data, "store", bool, "a boolean")
+    if _typed(data, "background", bool, "a boolean"):
+        raise bad_request("background responses are not supported", param="background")
+    raw_tools = data.get("tools")
+    tools = _function_tools(raw_tools)
+    client_tools, agent_tools = _tool_policy(data, tools, config)
+    echo: Json = {
+        "previous_response_id": previous_id,
+        "instructions": instructions,
+        "tools": [_flat_tool(t) for t in tools or []],
+        "store": store is not False,
+    }
+    for key in _ECHO_NUMBERS:
+        value = _typed(data, key, (int, float), "a number")
+        if value is not None:
+            echo[key] = value
+    for key in ("max_output_tokens", "max_tool_calls"):
+        echo[key] = _positive_int(data, key)
+    for key, kinds, what in (
+        ("metadata", dict, "an object"),
+        ("user", str, "a string"),
+        ("safety_identifier", str, "a string"),
+        ("prompt_cache_key", str, "a string"),
+        ("parallel_tool_calls", bool, "a boolean"),
+        ("text", dict, "an object"),
+        ("reasoning", dict, "an object"),
+        ("truncation", str, "a string"),
+        ("top_logprobs", int, "an integer"),
+        ("tool_choice", (str, dict), "a string or an object"),
+    ):
+        value = _typed(data, key, kinds, what)
+        if value is not None:
+            echo[key] = value
+    streams = config.streams("api_server", client_stream=stream)
+    conversation = [*past, *new_messages]
+    turn = TurnRequest(
+        messages=conversation,
+        stream=streams,
+        client_tools=client_tools,
+        agent_tools=agent_tools,
+        instructions=instructions,
+        max_tokens=echo["max_output_tokens"],
+    )
+    return ResponsesCall(
+        turn=turn,
+        model=model,
+        stream=streams,
+        store=store is not False,
+        echo=echo,
+        conversation=conversation,
+    )
+
+
+def _flat_tool(tool: Json) -> Json:
+    function = tool["function"]
+    return {
+        "type": "function",
+        "name": function["name"],
+        "description": function.get("description"),
+        "parameters": function.get("parameters"),
+        "strict": function.get("strict"),
+    }
+
+
+_INPUT_ROLES = {"system", "developer", "user", "assistant"}
+
+
+def input_messages(raw: Any) -> list[Json]:
+    """Responses ``input`` → chat-format messages."""
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    if not isinstance(raw, list) or not raw:
+        raise bad_request("'input' must be a string or a non-empty array of items", param="input")
+    messages: list[Json] = []
+    for i, item in enumerate(raw):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise bad_request(f"'{where}' must be an object", param=where)
+        kind = item.get("type", "message")
+        if kind == "message":
+            messages.append(_input_message(item, where))
+        elif kind == "function_call":
+            call_id, name = item.get("call_id"), item.get("name")
+            if not isinstance(call_id, str) or not isinstance(name, str):
+                raise bad_request(f"'{where}' needs call_id and name", param=where)
+            call = _assistant_call(call_id, name, item.get("arguments"))
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant":
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            call_id, output = item.get("call_id"), item.get("output")
+            if not isinstance(call_id, str):
+                raise bad_request(f"'{where}.call_id' is required", param=f"{where}.call_id")
+            if isinstance(output, list):
+                output = "".join(p.get("text", "") for p in output if isinstance(p, dict))
+            if not isinstance(output, str):
+                raise bad_request(f"'{where}.output' must be a string", param=f"{where}.output")
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        elif kind == "reasoning":
+            continue  # the agent keeps no reasoning across turns
+        else:
+            raise bad_request(
+                f"'{where}.type' {kind!r} is not supported",
+                param=f"{where}.type",
+                code="invalid_value",
+            )
+    return messages
+
+
+def _input_message(item: Json, where: str) -> Json:
+    role = item.get("role")
+    if role not in _INPUT_ROLES:
+        raise bad_request(
+            f"'{where}.role' must be one of {', '.join(sorted(_INPUT_ROLES))}",
+            param=f"{where}.role",
+            code="invalid_value",
+        )
+    content = item.get("content")
+    if isinstance(content, list):
+        parts = [_input_part(p, f"{where}.content[{j}]") for j, p in enumerate(content)]
+        if all(p["type"] == "text" for p in parts):
+            content = "".join(p["text"] for p in parts)
+        else:
+            content = parts
+    elif not isinstance(content, str):
+        raise bad_request(
+            f"'{where}.content' must be a string or an array of content parts",
+            param=f"{where}.content",
+        )
+    return {"role": "system" if role == "developer" else role, "content": content}
+
+
+def _input_part(part: Any, where: str) -> Json:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    if kind == "input_image" and isinstance(part.get("image_url"), str):
+        image: Json = {"url": part["image_url"]}
+        if isinstance(part.get("detail"), str):
+            image["detail"] = part["detail"]
+        return {"type": "image_url", "image_url": image}
+    raise bad_request(
+        f"'{where}' must be an input_text or input_image (with image_url) part",
+        param=where,
+        code="invalid_value",
+    )

@@ -1,0 +1,225 @@
+"""Agent events → Chat Completions chunks (streamed) and the completion object (not streamed).
+
+Pure: events in, plain dicts out, no I/O. What the official clients parse, in order:
+
+- the first chunk carries ``role`` (once: the SDK concatenates repeated strings);
+- ``content`` deltas as the model produces them; segments of one turn (commentary before a
+  tool, the answer after it) are joined with a blank line, as the agent's user would read them;
+- reasoning as ``reasoning_content`` deltas (what Open WebUI and vLLM clients read);
+- client-defined tool calls as ``tool_calls`` deltas, each with an integer ``index`` and its
+  ``id``/``name`` only in its first delta;
+- a final chunk with ``finish_reason``; a usage chunk with empty ``choices`` when asked;
+- a failure after the first byte as an in-band ``{"error": {...}}`` chunk.
+
+The agent's own tools run inside Iris and are not shown here: the client sees what the agent
+says, not what it does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from iris.events import (
+    Commentary,
+    Event,
+    ReasoningDelta,
+    SegmentEnded,
+    StreamReset,
+    TextDelta,
+    ToolEnded,
+    ToolProgress,
+    ToolStarted,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
+from iris.surfaces.api.problems import error_body
+from iris.surfaces.api.segment import SegmentText
+
+Chunk = dict[str, Any]
+
+# TurnEnded.reason → finish_reason. "length" is the closest OpenAI word for "the agent ran
+# out of rounds"; an interrupted turn stopped normally with the text so far.
+_FINISH = {
+    "stop": "stop",
+    "interrupted": "stop",
+    "max_iterations": "length",
+    "tool_calls": "tool_calls",
+}
+
+
+class ChatEncoder:
+    def __init__(
+        self, completion_id: str, model: str, created: int, *, include_usage: bool = False
+    ) -> None:
+        self.completion_id = completion_id
+        self.model = model
+        self.created = created
+        self.include_usage = include_usage
+        self.segments: list[str] = []  # closed segments' text, as the client reads it
+        self.reasoning = ""
+        self.tool_calls: list[dict[str, str]] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] = {}
+        self.failure: TurnFailed | None = None
+        self._segment = SegmentText()
+        self._thinking = SegmentText()
+        self._role_sent = False
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None or self.failure is not None
+
+    # -- streaming ------------------------------------------------------------------------
+    def feed(self, event: Event) -> list[Chunk]:
+        """The chunks ``event`` produces, in order (often none or one)."""
+        out: list[Chunk] = []
+        match event:
+            case TurnStarted():
+                self._role(out)
+            case TextDelta(text=text):
+                self._text(out, self._segment.feed(text))
+            case ReasoningDelta():
+                text = self._thinking.feed(event.text)
+                if text:
+                    self._role(out)
+                    self.reasoning += text
+                    out.append(self._chunk({"reasoning_content": text}))
+            case StreamReset():
+                self._segment.reset()
+                self._thinking.reset()
+            case Commentary(text=text) | SegmentEnded(text=text):
+                self._close_segment(out, text)
+            case ToolStarted() | ToolProgress() | ToolEnded():
+                self._thinking.close("")
+            case TurnEnded():
+                self._close_segment(out, "")
+                self._role(out)
+                self.usage = dict(event.usage)
+                if event.reason == "tool_calls":
+                    self.tool_calls = [dict(call) for call in event.tool_calls]
+                    for index, call in enumerate(self.tool_calls):
+                        out.extend(self._tool_call_chunks(index, call))
+                self.finish_reason = _FINISH.get(event.reason, "stop")
+                if event.reason == "tool_calls" and not self.tool_calls:
+                    self.finish_reason = "stop"
+                out.append(self._chunk({}, self.finish_reason))
+                if self.include_usage:
+                    out.append(self._usage_chunk())
+            case TurnFailed():
+                self._close_segment(out, "")
+                self.failure = event
+                out.append(failure_chunk(event))
+            case _:
+                assert_never(event)
+        return out
+
+    def _role(self, out: list[Chunk]) -> None:
+        if not self._role_sent:
+            self._role_sent = True
+            out.append(self._chunk({"role": "assistant", "content": ""}))
+
+    def _text(self, out: list[Chunk], text: str) -> None:
+        if not text:
+            return
+        self._role(out)
+        # The first text of a later segment opens with the blank line that separates it from
+        # the one before; it is part of the stream, so a client's concatenation reads right.
+        if self._segment.sent == text and self.segments:
+            text = "\n\n" + text
+        out.append(self._chunk({"content": text}))
+
+    def _close_segment(self, out: list[Chunk], final: str) -> None:
+        tail = self._segment.tail(final)
+        if tail:
+            self._text(out, self._segment.feed(tail))
+        self._thinking.close("")
+        text = self._segment.close(final)
+        if text:
+            self.segments.append(text)
+
+    def _tool_call_chunks(self, index: int, call: dict[str, str]) -> list[Chunk]:
+        # As OpenAI streams them: id, type and name once, then the arguments.
+        head = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["name"], "arguments": ""},
+        }
+        args = {"index": index, "function": {"arguments": call.get("arguments", "")}}
+        return [self._chunk({"tool_calls": [head]}), self._chunk({"tool_calls": [args]})]
+
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> Chunk:
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+
+    def _usage_chunk(self) -> Chunk:
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [],
+            "usage": chat_usage(self.usage),
+        }
+
+    # -- not streamed ---------------------------------------------------------------------
+    def completion(self) -> dict[str, Any]:
+        """The ``chat.completion`` object of a finished (not failed) turn."""
+        assert self.finish_reason is not None, "completion() before TurnEnded"
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "\n\n".join(self.segments) or (None if self.tool_calls else ""),
+            "refusal": None,
+        }
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call.get("arguments", "")},
+                }
+                for call in self.tool_calls
+            ]
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason,
+                }
+            ],
+            "usage": chat_usage(self.usage),
+        }
+
+
+def chat_usage(usage: dict[str, int]) -> dict[str, int]:
+    prompt = usage.get("input_tokens", 0)
+    completion = usage.get("output_tokens", 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": usage.get("total_tokens", prompt + completion),
+    }
+
+
+def failure_chunk(event: TurnFailed) -> Chunk:
+    kind = "rate_limit_error" if event.code == "rate_limited" else "server_error"
+    return error_body(event.message, type=kind, code=event.code)

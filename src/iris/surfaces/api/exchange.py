@@ -1,0 +1,141 @@
+"""One HTTP exchange that runs one agent turn: real SSE or one JSON answer.
+
+The thin async transport around the pure encoders. It writes each event's frames as soon as
+the agent yields it (one network write per event), and races the turn against the client
+leaving: Starlette's own disconnect detection only fires on a failed write, and a turn that is
+thinking or running a tool writes nothing. Leaving the turn's ``async with`` cancels it and
+closes the upstream request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from iris.agent.core import Agent, Turn, TurnRequest
+from iris.errors import user_message
+from iris.events import Event, TurnEnded, TurnFailed
+
+log = logging.getLogger("iris.api")
+
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # tell nginx-style proxies not to buffer the stream
+]
+
+
+class Wire(Protocol):
+    """How one API spells a turn: the encoder behind an exchange."""
+
+    def frames(self, event: Event) -> bytes:
+        """The SSE bytes of ``event`` (empty when it shows nothing); also records it."""
+        ...
+
+    def trailer(self) -> bytes:
+        """What ends a stream after the terminal event (``data: [DONE]``)."""
+        ...
+
+    def answer(self) -> tuple[int, dict[str, Any]]:
+        """Status and JSON body of a non-streamed turn, after its terminal event."""
+        ...
+
+    def finished(self) -> None:
+        """The turn ended (store what needs storing)."""
+        ...
+
+
+class TurnExchange(Response):
+    """An ASGI response: runs ``request`` on ``agent`` and answers through ``wire``.
+
+    A ``Response`` only so Starlette routes accept it; it owns its own sending."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        request: TurnRequest,
+        wire: Wire,
+        *,
+        stream: bool,
+        turns: set[Turn],
+        release: Callable[[], None],
+    ) -> None:
+        super().__init__()
+        self._agent = agent
+        self._request = request
+        self._wire = wire
+        self._stream = stream
+        self._turns = turns  # the surface's in-flight turns, interrupted on shutdown
+        self._release = release
+        self._head_sent = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        work = asyncio.create_task(self._run(send))
+        gone = asyncio.create_task(_disconnected(receive))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # A client that left cancels the turn; so does a server that is shutting down.
+            work.cancel()
+            gone.cancel()
+            results = await asyncio.gather(work, gone, return_exceptions=True)
+            self._release()
+        error = results[0]
+        if isinstance(error, Exception) and not isinstance(error, OSError):
+            raise error
+
+    async def _run(self, send: Send) -> None:
+        ended = False
+        try:
+            async with self._agent.run(self._request) as turn:
+                self._turns.add(turn)
+                try:
+                    async for event in turn:
+                        ended = ended or isinstance(event, TurnEnded | TurnFailed)
+                        await self._emit(send, event)
+                finally:
+                    self._turns.discard(turn)
+        except Exception as exc:
+            if ended:
+                raise
+            # The agent reports failures as TurnFailed; anything else still ends the turn
+            # in the client's format, never as a 500 or a silent hang.
+            log.exception("turn failed outside the agent's event stream")
+            code, message, retryable = user_message(exc)
+            await self._emit(send, TurnFailed(code, message, retryable))
+        self._wire.finished()
+        if self._stream:
+            await self._write(send, self._wire.trailer())
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        status, body = self._wire.answer()
+        payload = json.dumps(body, ensure_ascii=False).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+    async def _emit(self, send: Send, event: Event) -> None:
+        data = self._wire.frames(event)
+        if self._stream and data:
+            await self._write(send, data)
+
+    async def _write(self, send: Send, data: bytes) -> None:
+        if not self._head_sent:
+            self._head_sent = True
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _disconnected(receive: Receive) -> None:
+    # The body was read already: the next message uvicorn delivers is http.disconnect.
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,38 @@
+"""Server-sent-event framing: wire objects in, the exact bytes a client parses out.
+
+Chat Completions clients want only ``data:`` lines (openai-node yields named events into the
+chunk iterator); Responses clients want ``event:`` equal to the payload's ``type``. Both end
+with ``data: [DONE]``. Each function returns whole events so a transport can write them in one
+network write (some parsers lose an event split across reads).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+DONE = b"data: [DONE]\n\n"
+
+
+def _json(obj: Mapping[str, Any]) -> str:
+    # Compact separators: the payload is parsed by machines, and bytes are latency.
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def data_frame(obj: Mapping[str, Any]) -> bytes:
+    """One unnamed event: ``data: {json}``."""
+    return f"data: {_json(obj)}\n\n".encode()
+
+
+def named_frame(obj: Mapping[str, Any]) -> bytes:
+    """One event named after its ``type`` field."""
+    return f"event: {obj['type']}\ndata: {_json(obj)}\n\n".encode()
+
+
+def data_frames(objs: Iterable[Mapping[str, Any]]) -> bytes:
+    return b"".join(data_frame(obj) for obj in objs)
+
+
+def named_frames(objs: Iterable[Mapping[str, Any]]) -> bytes:
+    return b"".join(named_frame(obj) for obj in objs)
