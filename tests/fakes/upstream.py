@@ -1,14 +1,25 @@
 """The fake OpenAI-compatible upstream: a real uvicorn server replaying scripted scenarios.
 
-    with FakeUpstream() as up:
+    with FakeUpstream() as up:            # or the function-scoped ``upstream`` fixture
         up.script(text("Hel", "lo"), error(429, retry_after=1))
         client = OpenAI(base_url=up.base_url, api_key="sk-test", max_retries=0)
 
 It runs in its own thread with its own event loop, so sync tests (subprocess CLIs) and async
 tests (any loop) can both talk to it over a real socket on 127.0.0.1. Each
 ``POST /v1/chat/completions`` or ``POST /v1/responses`` pops the next scenario; with nothing
-queued it answers 500 "unexpected request" and records the request in ``up.unexpected``.
-Scenario builders live in ``scenarios.py`` and are re-exported here.
+queued it answers 500 "unexpected request" and records the request in ``up.unexpected`` (any
+other path but ``GET /v1/models`` gets a recorded 404). Scenario builders live in
+``scenarios.py`` and are re-exported here.
+
+What a test can observe (all thread-safe, readable from any thread or loop):
+
+- ``requests`` / ``unexpected``: ``Received(method, path, body, headers, at)`` in order;
+- ``sends``: every body write as ``Sent(at, data, kind)``, one whole SSE event each;
+  ``delta_times`` the send times of the model-output events;
+- ``finished`` / ``finished_at``: some response body was completely written;
+- ``gate_reached``: a gated or held stream is waiting; ``release()`` lets it (and any later
+  gate) go on; ``reset_gate()`` closes the gate again;
+- ``disconnected`` / ``disconnected_at``: a client went away before its response was complete.
 """
 
 from __future__ import annotations
@@ -117,19 +128,19 @@ class FakeUpstream:
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
+        self._port = 0
         self._startup_error: BaseException | None = None
 
     # ------------------------------------------------------------ test-facing API
 
     @property
     def base_url(self) -> str:
-        assert self._socket is not None, "FakeUpstream is not started"
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def port(self) -> int:
-        assert self._socket is not None, "FakeUpstream is not started"
-        return self._socket.getsockname()[1]
+        assert self._port, "FakeUpstream is not started"
+        return self._port
 
     def script(self, *scenarios: Scenario) -> FakeUpstream:
         """Queue scenarios; each chat/responses request pops the next one."""
@@ -170,7 +181,7 @@ class FakeUpstream:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
-        self._socket = sock
+        self._socket, self._port = sock, sock.getsockname()[1]
         ready = threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(sock, ready), name="fake-upstream", daemon=True
