@@ -1,0 +1,326 @@
+"""ChatStore: iris frames in, the chat's view model out.
+
+One bubble per ``message_id``. Streamed bubbles hold the latest full snapshot and a
+:class:`Reveal` that shows it at the user's speed; a bubble stays *streaming* after
+``message.stop`` until its reveal has caught up (the cursor, the static renderer and the HTML
+card all wait for that). Tool calls hang under the bubble of the turn they belong to.
+
+The store never reads a clock of its own: ``clock`` is injected, so tests drive time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from iris.app.core.artifact import find_html
+from iris.app.core.reveal import Reveal
+
+Kind = Literal["message", "commentary", "tools", "error"]
+
+# Frames that take the next seq of the chat and are replayed on resume. The others (ready,
+# pong, bad-input error, sync) carry the chat's latest seq without having been sent to us.
+CHAT_SCOPED = frozenset(
+    {
+        "typing",
+        "message.start",
+        "message.update",
+        "message.stop",
+        "message",
+        "tool.start",
+        "tool.progress",
+        "tool.end",
+        "commentary",
+    }
+)
+
+
+@dataclass
+class ToolCall:
+    index: int
+    name: str
+    preview: str = ""
+    args: dict[str, Any] = field(default_factory=dict[str, Any])
+    notes: list[str] = field(default_factory=list[str])
+    ok: bool | None = None  # None until tool.end
+    duration: float | None = None
+    output_preview: str = ""
+
+
+@dataclass
+class Bubble:
+    message_id: str
+    role: str
+    kind: Kind = "message"
+    text: str = ""  # the latest snapshot (or final text)
+    shown: str = ""  # what is revealed so far
+    streaming: bool = False  # live, or stopped but the reveal has not caught up
+    stopped: bool = False
+    reasoning: str | None = None
+    model: str | None = None
+    tokens: int | None = None
+    tools: list[ToolCall] = field(default_factory=list[ToolCall])
+    version: int = 0  # bumped on every change, so a widget knows when to look again
+
+    @property
+    def html(self) -> str | None:
+        """The HTML artifact, offered only once the reveal has finished."""
+        return None if self.streaming else find_html(self.text)
+
+
+class ChatStore:
+    """Applies frames in order; ``tick()`` advances the reveals."""
+
+    def __init__(
+        self, clock: Callable[[], float], *, streaming: bool = True, smoothness: float = 0.3
+    ) -> None:
+        self._clock = clock
+        self.streaming = streaming
+        self.smoothness = smoothness
+        self.bubbles: list[Bubble] = []
+        self._by_id: dict[str, Bubble] = {}
+        self._reveals: dict[str, Reveal] = {}
+        self.typing = False
+        self.chat_id: str | None = None
+        self.last_seq = 0  # the resume point: highest chat-scoped seq applied
+        self._seen: set[int] = set()
+        self.epoch = 0  # bumped when the whole view is replaced (sync)
+        self._local = 0
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def set_smoothness(self, smoothness: float) -> None:
+        self.smoothness = smoothness
+        for reveal in self._reveals.values():
+            reveal.set_smoothness(smoothness)
+
+    def set_streaming(self, on: bool) -> None:
+        self.streaming = on
+
+    def reveal_rate(self, message_id: str) -> float | None:
+        reveal = self._reveals.get(message_id)
+        return reveal.rate if reveal else None
+
+    # -- input ------------------------------------------------------------------------------
+
+    def add_local_user(self, text: str) -> Bubble:
+        """The user's own message, shown at once (the server echoes it only to other devices)."""
+        self._local += 1
+        return self._add(Bubble(f"local-{self._local}", "user", text=text, shown=text))
+
+    def apply(self, frame: Mapping[str, Any]) -> None:
+        kind = str(frame.get("type", ""))
+        seq = frame.get("seq")
+        if kind in CHAT_SCOPED and isinstance(seq, int):
+            if seq in self._seen:
+                return  # a replay we already have
+            self._seen.add(seq)
+            self.last_seq = max(self.last_seq, seq)
+        if kind == "ready":
+            self.chat_id = str(frame.get("chat_id") or self.chat_id or "") or None
+        elif kind == "typing":
+            self.typing = bool(frame.get("on"))
+        elif kind == "message.start":
+            self.typing = False
+            if self.streaming:
+                self._start(str(frame["message_id"]), str(frame.get("role") or "assistant"))
+        elif kind == "message.update":
+            if self.streaming:
+                self._update(str(frame["message_id"]), str(frame.get("text") or ""))
+        elif kind == "message.stop":
+            self._stop(frame)
+        elif kind == "message":
+            self._message(frame)
+        elif kind == "commentary":
+            self._commentary(str(frame["message_id"]), str(frame.get("text") or ""))
+        elif kind.startswith("tool."):
+            self._tool(kind, frame)
+        elif kind == "error":
+            self.typing = False
+            text = f"{frame.get('code', 'error')}: {frame.get('message', '')}"
+            self._add(Bubble(f"error-{seq}-{len(self.bubbles)}", "system", "error", text, text))
+        elif kind == "sync":
+            self._sync(frame)
+
+    def tick(self) -> list[Bubble]:
+        """Advance every reveal to now; returns the bubbles whose shown text changed."""
+        now = self._clock()
+        changed: list[Bubble] = []
+        for message_id, reveal in list(self._reveals.items()):
+            bubble = self._by_id[message_id]
+            moved = reveal.tick(now)
+            if moved:
+                bubble.shown = reveal.text
+            if bubble.stopped and reveal.caught_up:
+                bubble.streaming = False
+                del self._reveals[message_id]
+                moved = True
+            if moved:
+                bubble.version += 1
+                changed.append(bubble)
+        return changed
+
+    # -- frames -----------------------------------------------------------------------------
+
+    def _add(self, bubble: Bubble) -> Bubble:
+        self.bubbles.append(bubble)
+        self._by_id[bubble.message_id] = bubble
+        return bubble
+
+    def _start(self, message_id: str, role: str) -> Bubble:
+        bubble = self._by_id.get(message_id)
+        if bubble is None:
+            bubble = self._add(Bubble(message_id, role))
+        bubble.streaming = True
+        bubble.stopped = False
+        if message_id not in self._reveals:
+            self._reveals[message_id] = Reveal(self.smoothness, self._clock())
+        bubble.version += 1
+        return bubble
+
+    def _update(self, message_id: str, text: str) -> None:
+        bubble = self._by_id.get(message_id) or self._start(message_id, "assistant")
+        reveal = self._reveals.get(message_id)
+        bubble.text = text
+        if reveal is None:  # an update after the reveal finished: show it as it is
+            bubble.shown = text
+        else:
+            reveal.push(text, self._clock())
+            bubble.shown = reveal.text
+        bubble.version += 1
+
+    def _stop(self, frame: Mapping[str, Any]) -> None:
+        message_id = str(frame["message_id"])
+        bubble = self._by_id.get(message_id)
+        text = str(frame.get("final_text") or (bubble.text if bubble else ""))
+        if bubble is None:
+            # Streaming off, or a stop for a bubble we never saw: materialize it whole.
+            bubble = self._add(Bubble(message_id, str(frame.get("role") or "assistant")))
+        self._finalize(bubble, frame)
+        reveal = self._reveals.get(message_id)
+        bubble.text = text
+        if reveal is None or not self.streaming:
+            bubble.shown = text
+            bubble.streaming = False
+            self._reveals.pop(message_id, None)
+        else:
+            reveal.push(text, self._clock())
+            bubble.shown = reveal.text
+            bubble.streaming = not reveal.caught_up
+            if not bubble.streaming:
+                del self._reveals[message_id]
+        bubble.stopped = True
+        bubble.version += 1
+
+    def _finalize(self, bubble: Bubble, frame: Mapping[str, Any]) -> None:
+        if frame.get("reasoning"):
+            bubble.reasoning = str(frame["reasoning"])
+        if frame.get("model"):
+            bubble.model = str(frame["model"])
+        tokens = frame.get("tokens")
+        if isinstance(tokens, int):
+            bubble.tokens = tokens
+
+    def _message(self, frame: Mapping[str, Any]) -> None:
+        message_id = str(frame["message_id"])
+        role = str(frame.get("role") or "assistant")
+        text = str(frame.get("text") or "")
+        if role == "user" and self._adopt_local(message_id, text):
+            return
+        bubble = self._by_id.get(message_id) or self._add(Bubble(message_id, role))
+        self._reveals.pop(message_id, None)
+        bubble.text = bubble.shown = text
+        bubble.streaming = False
+        bubble.stopped = True
+        self._finalize(bubble, frame)
+        bubble.version += 1
+
+    def _adopt_local(self, message_id: str, text: str) -> bool:
+        """A user message we already show locally (our own, echoed back on a replay)."""
+        for bubble in reversed(self.bubbles):
+            local = bubble.role == "user" and bubble.message_id.startswith("local-")
+            if local and bubble.text == text:
+                del self._by_id[bubble.message_id]
+                bubble.message_id = message_id
+                self._by_id[message_id] = bubble
+                return True
+        return False
+
+    def _commentary(self, message_id: str, text: str) -> None:
+        bubble = self._by_id.get(message_id)
+        if bubble is None:
+            self._add(Bubble(message_id, "assistant", "commentary", text, text, stopped=True))
+            return
+        # The segment streamed as this bubble turned out to be commentary: restyle and close.
+        bubble.kind = "commentary"
+        bubble.text = text
+        bubble.stopped = True
+        reveal = self._reveals.get(message_id)
+        if reveal is None:
+            bubble.shown = text
+        else:
+            reveal.push(text, self._clock())
+            bubble.shown = reveal.text
+        bubble.version += 1
+
+    def _tool(self, kind: str, frame: Mapping[str, Any]) -> None:
+        index = int(frame.get("index", 0))
+        name = str(frame.get("name") or "tool")
+        if kind == "tool.start":
+            args = frame.get("args")
+            call = ToolCall(index, name, str(frame.get("preview") or ""))
+            if isinstance(args, dict):
+                call.args = dict(args)
+            anchor = self._turn_anchor()
+            anchor.tools.append(call)
+            anchor.version += 1
+            return
+        found = self._find_tool(index, name)
+        if found is None:
+            return
+        bubble, call = found
+        if kind == "tool.progress":
+            call.notes.append(str(frame.get("note") or ""))
+        elif kind == "tool.end":
+            call.ok = bool(frame.get("ok", True))
+            duration = frame.get("duration")
+            call.duration = float(duration) if isinstance(duration, int | float) else None
+            call.output_preview = str(frame.get("output_preview") or "")
+        bubble.version += 1
+
+    def _turn_anchor(self) -> Bubble:
+        """The latest assistant bubble of the current turn, or a holder for its tools."""
+        for bubble in reversed(self.bubbles):
+            if bubble.role == "user":
+                break
+            if bubble.kind != "error":
+                return bubble
+        return self._add(Bubble(f"tools-{len(self.bubbles)}", "assistant", "tools"))
+
+    def _find_tool(self, index: int, name: str) -> tuple[Bubble, ToolCall] | None:
+        for bubble in reversed(self.bubbles):
+            for call in reversed(bubble.tools):
+                if call.index == index and call.name == name:
+                    return bubble, call
+        return None
+
+    def _sync(self, frame: Mapping[str, Any]) -> None:
+        """The log no longer reaches back: the server's conversation replaces the view."""
+        self.bubbles = []
+        self._by_id = {}
+        self._reveals = {}
+        self.typing = False
+        for item in frame.get("messages") or []:
+            if isinstance(item, Mapping):
+                message: Mapping[str, Any] = item
+                text = str(message.get("text") or "")
+                bubble = Bubble(str(message.get("message_id")), str(message.get("role")))
+                bubble.text = bubble.shown = text
+                bubble.stopped = True
+                self._finalize(bubble, message)
+                self._add(bubble)
+        seq = frame.get("seq")
+        if isinstance(seq, int):
+            self.last_seq = max(self.last_seq, seq)
+        self.epoch += 1
