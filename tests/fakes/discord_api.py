@@ -1,0 +1,328 @@
+"""A fake Discord REST API on 127.0.0.1: the endpoints the Discord adapter uses, on the real wire.
+
+It keeps each message's current content (what a user would see), records every call, enforces
+Discord's per-channel budget of 5 requests per 5 s with the headers discord.py reads, and lets
+a test script the next answers (a 429, a 500, a hang)::
+
+    async with DiscordAPI() as api:
+        platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
+        ...
+        api.script(Scripted(429, retry_after=0.25))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+BOT_ID = "4000000000000001"
+OWNER_ID = "4000000000000002"
+API_PREFIX = "/api/v10"
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    channel_id: str
+    json: dict[str, Any]
+    authorization: str
+    status: int = 0
+    message_id: str = ""
+    at: float = field(default_factory=time.monotonic)
+    answer_with: int = 0  # a scripted status sent after the request took effect
+
+
+@dataclass
+class Scripted:
+    """The answer to the next channel request instead of the normal one."""
+
+    status: int
+    retry_after: float = 0.0
+    is_global: bool = False
+    hang: bool = False  # never answer (until the server stops)
+    deliver: bool = False  # perform the request, then answer ``status`` (a 500 that landed)
+
+
+@dataclass
+class Message:
+    id: str
+    channel_id: str
+    content: str
+    edits: int = 0
+
+
+class DiscordAPI:
+    def __init__(self, *, token: str = "test-bot-token", rate: tuple[int, float] = (5, 5.0)):
+        self.token = token
+        self.rate_limit, self.rate_window = rate
+        self.calls: list[Call] = []
+        self.messages: dict[str, Message] = {}
+        self._scripted: list[Scripted] = []
+        self._windows: dict[str, list[float]] = {}
+        self._ids = itertools.count(1_000_000_000_000_000_001)
+        self._changed = asyncio.Condition()
+        self._release = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> DiscordAPI:
+        app = web.Application()
+        app.router.add_get(API_PREFIX + "/users/@me", self._me)
+        app.router.add_get(API_PREFIX + "/oauth2/applications/@me", self._application)
+        app.router.add_post(API_PREFIX + "/channels/{channel}/messages", self._create)
+        app.router.add_patch(API_PREFIX + "/channels/{channel}/messages/{message}", self._edit)
+        app.router.add_post(API_PREFIX + "/channels/{channel}/typing", self._typing)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://127.0.0.1:{port}{API_PREFIX}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- what tests use ----------------------------------------------------------------------
+
+    def script(self, *answers: Scripted) -> None:
+        self._scripted.extend(answers)
+
+    def channel_calls(self) -> list[Call]:
+        """Calls to /channels/..., the ones a chat user would notice."""
+        return [c for c in self.calls if c.channel_id]
+
+    async def wait_for_calls(self, count: int) -> list[Call]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: len(self.channel_calls()) >= count)
+        return self.channel_calls()
+
+    # -- handlers ----------------------------------------------------------------------------
+
+    async def _me(self, request: web.Request) -> web.Response:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        return _json(_user(BOT_ID, "iris-bot", bot=True))
+
+    async def _application(self, request: web.Request) -> web.Response:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        return _json(
+            {
+                "id": BOT_ID,
+                "name": "Iris",
+                "icon": None,
+                "description": "",
+                "bot_public": False,
+                "bot_require_code_grant": False,
+                "owner": _user(OWNER_ID, "owner"),
+                "verify_key": "0" * 64,
+                "flags": 0,
+            }
+        )
+
+    async def _create(self, request: web.Request) -> web.StreamResponse:
+        channel = request.match_info["channel"]
+        call, early = await self._begin(request, channel)
+        if early is not None:
+            return early
+        content = call.json.get("content") or ""
+        if (invalid := _invalid_content(content)) is not None:
+            return await self._finish(call, invalid)
+        message = Message(id=str(next(self._ids)), channel_id=channel, content=content)
+        self.messages[message.id] = message
+        call.message_id = message.id
+        return await self._finish(call, self._message_response(message, channel))
+
+    async def _edit(self, request: web.Request) -> web.StreamResponse:
+        channel = request.match_info["channel"]
+        call, early = await self._begin(request, channel)
+        if early is not None:
+            return early
+        call.message_id = request.match_info["message"]
+        message = self.messages.get(call.message_id)
+        if message is None or message.channel_id != channel:
+            body = {"message": "Unknown Message", "code": 10008}
+            return await self._finish(call, _json(body, status=404))
+        content = call.json.get("content") or ""
+        if (invalid := _invalid_content(content)) is not None:
+            return await self._finish(call, invalid)
+        # Discord accepts an edit to identical content; it is not an error there.
+        message.content = content
+        message.edits += 1
+        return await self._finish(call, self._message_response(message, channel))
+
+    async def _typing(self, request: web.Request) -> web.StreamResponse:
+        channel = request.match_info["channel"]
+        call, early = await self._begin(request, channel)
+        if early is not None:
+            return early
+        return await self._finish(
+            call, web.Response(status=204, headers=self._rate_headers(channel))
+        )
+
+    # -- the machinery -----------------------------------------------------------------------
+
+    async def _begin(
+        self, request: web.Request, channel: str
+    ) -> tuple[Call, web.StreamResponse | None]:
+        raw = await request.read()
+        call = Call(
+            method=request.method,
+            path=request.path.removeprefix(API_PREFIX),
+            channel_id=channel,
+            json=json.loads(raw) if raw else {},
+            authorization=request.headers.get("Authorization", ""),
+        )
+        if (denied := self._check_auth(request)) is not None:
+            return call, await self._finish(call, denied)
+        if self._scripted:
+            scripted = self._scripted.pop(0)
+            if scripted.hang:
+                await self._record(call)
+                await self._release.wait()
+                return call, web.Response(status=504)
+            if scripted.deliver:
+                call.answer_with = scripted.status
+                return call, None
+            return call, await self._finish(call, self._scripted_response(scripted, channel))
+        # Typing has a bucket of its own on Discord; messages share the channel's.
+        if not call.path.endswith("/typing") and (limited := self._take_budget(channel)):
+            return call, await self._finish(call, limited)
+        return call, None
+
+    async def _finish(self, call: Call, response: web.StreamResponse) -> web.StreamResponse:
+        if call.answer_with:
+            body = {"message": f"{call.answer_with}: Internal Server Error", "code": 0}
+            response = _json(body, status=call.answer_with)
+        call.status = response.status
+        await self._record(call)
+        return response
+
+    async def _record(self, call: Call) -> None:
+        async with self._changed:
+            self.calls.append(call)
+            self._changed.notify_all()
+
+    def _check_auth(self, request: web.Request) -> web.Response | None:
+        if request.headers.get("Authorization") == f"Bot {self.token}":
+            return None
+        return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+
+    def _take_budget(self, channel: str) -> web.Response | None:
+        now = time.monotonic()
+        window = [t for t in self._windows.get(channel, []) if now - t < self.rate_window]
+        self._windows[channel] = window
+        if len(window) >= self.rate_limit:
+            retry_after = round(self.rate_window - (now - window[0]), 3)
+            return self._scripted_response(Scripted(429, retry_after=retry_after), channel)
+        window.append(now)
+        return None
+
+    def _rate_headers(self, channel: str) -> dict[str, str]:
+        now = time.monotonic()
+        window = self._windows.get(channel, [])
+        reset_after = self.rate_window - (now - window[0]) if window else self.rate_window
+        return {
+            "X-RateLimit-Bucket": f"bucket-{channel}",
+            "X-RateLimit-Limit": str(self.rate_limit),
+            "X-RateLimit-Remaining": str(max(0, self.rate_limit - len(window))),
+            "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+            "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+        }
+
+    def _scripted_response(self, scripted: Scripted, channel: str) -> web.Response:
+        if scripted.status == 429:
+            headers = {
+                **self._rate_headers(channel),
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset-After": f"{scripted.retry_after:.3f}",
+                "X-RateLimit-Scope": "user",
+                "Retry-After": str(max(1, round(scripted.retry_after))),
+                # discord.py treats a 429 without Via as a Cloudflare ban.
+                "Via": "1.1 google",
+            }
+            if scripted.is_global:
+                headers["X-RateLimit-Global"] = "true"
+            body = {
+                "message": "You are being rate limited.",
+                "retry_after": scripted.retry_after,
+                "global": scripted.is_global,
+            }
+            return _json(body, status=429, headers=headers)
+        return _json({"message": f"{scripted.status} error", "code": 0}, status=scripted.status)
+
+    def _message_response(self, message: Message, channel: str) -> web.Response:
+        payload = {
+            "id": message.id,
+            "channel_id": message.channel_id,
+            "type": 0,
+            "content": message.content,
+            "author": _user(BOT_ID, "iris-bot", bot=True),
+            "timestamp": "2026-11-29T22:00:00.000000+00:00",
+            "edited_timestamp": "2026-11-29T22:00:01.000000+00:00" if message.edits else None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "flags": 0,
+        }
+        return _json(payload, headers=self._rate_headers(channel))
+
+
+def _invalid_content(content: str) -> web.Response | None:
+    if not content:
+        body = {"message": "Cannot send an empty message", "code": 50006}
+        return _json(body, status=400)
+    if len(content) > 2000:
+        body = {
+            "message": "Invalid Form Body",
+            "code": 50035,
+            "errors": {
+                "content": {
+                    "_errors": [
+                        {
+                            "code": "BASE_TYPE_MAX_LENGTH",
+                            "message": "Must be 2000 or fewer in length.",
+                        }
+                    ]
+                }
+            },
+        }
+        return _json(body, status=400)
+    return None
+
+
+def _user(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
+    return {
+        "id": user_id,
+        "username": name,
+        "discriminator": "0",
+        "global_name": None,
+        "avatar": None,
+        "bot": bot,
+        "flags": 0,
+    }
+
+
+def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    # Exactly ``application/json``, as Discord sends it: discord.py compares the header verbatim.
+    return web.Response(
+        body=json.dumps(body).encode(),
+        status=status,
+        headers={**(headers or {}), "Content-Type": "application/json"},
+    )
