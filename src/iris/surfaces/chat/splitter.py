@@ -1,0 +1,145 @@
+"""Splitting a reply into platform-sized messages: pure, no I/O.
+
+A long reply continues in a new message at the platform's limit. Each part is a slice of the
+original text (``Part.raw``; the slices re-joined equal the text) wrapped in whatever keeps it
+readable on its own: a part cut inside a fenced code block closes the fence (``suffix``) and
+the next part reopens it with the same info string (``prefix``). The rendered part
+(``prefix + raw + suffix``) always fits the limit.
+
+Cuts prefer a line break, then a space, in the last half of the window; a cut never falls
+between the two halves of a surrogate pair (Python strings hold code points, so a cut between
+characters is always between whole code points; astral characters count 2 in UTF-16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Unit = Literal["utf16", "chars"]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    raw: str
+    prefix: str = ""
+    suffix: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.raw + self.suffix
+
+
+def measure(text: str, unit: Unit) -> int:
+    if unit == "chars":
+        return len(text)
+    # Telegram counts UTF-16 code units, not code points: astral characters (emoji) count 2.
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def _fit(text: str, budget: int, unit: Unit) -> int:
+    """The longest prefix length of ``text`` whose size is at most ``budget``."""
+    budget = max(budget, 0)
+    if unit == "chars" or len(text) * 2 <= budget:
+        return min(len(text), budget)
+    used = 0
+    for i, ch in enumerate(text):
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > budget:
+            return i
+    return len(text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fence:
+    """An open fenced code block: its opening line and marker (``` or ~~~, 3 or more)."""
+
+    line: str
+    char: str
+    count: int
+
+
+def _fence_marker(line: str) -> tuple[str, int, str] | None:
+    stripped = line.lstrip(" ")
+    if len(line) - len(stripped) > 3 or len(stripped) < 3 or stripped[0] not in "`~":
+        return None
+    char = stripped[0]
+    count = len(stripped) - len(stripped.lstrip(char))
+    if count < 3:
+        return None
+    rest = stripped[count:]
+    if char == "`" and "`" in rest:
+        return None  # an inline code span, not a fence
+    return char, count, rest
+
+
+def fence_after(text: str, fence: _Fence | None = None) -> _Fence | None:
+    """The fence still open after ``text``, given the one open before it.
+
+    Only complete lines count: a line still being written cannot open or close a fence yet."""
+    lines = text.split("\n")[:-1]
+    for line in lines:
+        marker = _fence_marker(line)
+        if marker is None:
+            continue
+        char, count, rest = marker
+        if fence is None:
+            fence = _Fence(line.strip(), char, count)
+        elif char == fence.char and count >= fence.count and not rest.strip():
+            fence = None
+    return fence
+
+
+def _cut(window: str) -> int:
+    """Where to cut a full window: after the last newline, else the last space, in its second half."""
+    half = len(window) // 2
+    newline = window.rfind("\n", half)
+    if newline >= 0:
+        return newline + 1
+    space = window.rfind(" ", half)
+    if space >= 0:
+        return space + 1
+    return len(window)
+
+
+def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> list[Part]:
+    """Split ``text[start:]`` into parts whose rendered text fits ``limit``.
+
+    ``start`` lets a continuation begin mid-reply: the fence state of ``text[:start]`` carries
+    over. Returns ``[]`` for an empty remainder."""
+    if limit < 1:
+        raise ValueError(f"limit must be positive, got {limit}")
+    fence = fence_after(text[:start]) if start else None
+    parts: list[Part] = []
+    pos = start
+    while pos < len(text):
+        prefix = fence.line + "\n" if fence else ""
+        if measure(prefix, unit) * 2 > limit:
+            prefix = ""  # an absurdly long info string: readability yields to fitting
+        rest = text[pos:]
+        budget = limit - measure(prefix, unit)
+        end = _fit(rest, budget, unit)
+        if end < len(rest):
+            end = _cut(rest[:end]) or end
+        while True:
+            raw = rest[:end]
+            after = fence_after(raw, fence)
+            suffix = ""
+            if after is not None and end < len(rest):
+                suffix = ("" if raw.endswith("\n") else "\n") + after.char * after.count
+            size = measure(prefix + raw + suffix, unit)
+            if size <= limit or not suffix:
+                break
+            # Make room for the closing fence; the state at the new cut is computed again.
+            shorter = _fit(raw, budget - measure(suffix, unit), unit)
+            if shorter <= 0:
+                suffix = ""
+                break
+            end = _cut(raw[:shorter]) if shorter < len(raw) else shorter
+        if end <= 0:
+            # Nothing fits beside the prefix: one bare character (fits any limit >= 2).
+            end, prefix, raw, suffix, after = 1, "", rest[:1], "", fence
+        parts.append(Part(raw, prefix, suffix))
+        fence = after if end < len(rest) else None
+        pos += end
+    return parts

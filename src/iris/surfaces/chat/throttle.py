@@ -1,0 +1,81 @@
+"""The edit throttle of one chat: when the next send or edit may go out. Pure: callers pass ``now``.
+
+Three rules, all per chat/channel:
+
+- the platform budget, a token bucket shared by sends and edits (Telegram edits share the
+  per-chat budget with sends: pacing edits alone is what drew flood penalties elsewhere);
+- ``edit_interval`` between a visible update and the next edit, stretched after flood control;
+- a 429 blocks every call for ``retry_after`` seconds.
+
+The bucket holds ``burst`` tokens, one by default: with a full bucket of ``capacity`` tokens a
+window could see the burst plus a window's refill, twice the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from iris.surfaces.chat.platform import RateBudget
+
+CallKind = Literal["send", "edit"]
+
+# After this many 429s in a row the edit interval stops doubling (2**3 = 8x).
+_MAX_DOUBLINGS = 3
+
+
+@dataclass
+class Throttle:
+    budget: RateBudget
+    edit_interval: float
+    burst: int = 1
+    tokens: float = field(init=False)
+    stamp: float = field(default=float("-inf"), init=False)
+    blocked_until: float = field(default=float("-inf"), init=False)
+    last_update: float = field(default=float("-inf"), init=False)
+    strikes: int = field(default=0, init=False)  # 429s since the last success
+
+    def __post_init__(self) -> None:
+        if self.budget.capacity < 1 or self.budget.per_seconds <= 0:
+            raise ValueError(f"invalid rate budget: {self.budget}")
+        self.tokens = float(self.burst)
+
+    @property
+    def _rate(self) -> float:
+        return self.budget.capacity / self.budget.per_seconds
+
+    def _level(self, now: float) -> float:
+        if self.stamp == float("-inf"):
+            return self.tokens
+        return min(float(self.burst), self.tokens + (now - self.stamp) * self._rate)
+
+    @property
+    def interval(self) -> float:
+        """The current edit interval: doubled per 429 in a row, so edit cycles are skipped."""
+        return self.edit_interval * 2 ** min(self.strikes, _MAX_DOUBLINGS)
+
+    def ready_at(self, kind: CallKind, now: float) -> float:
+        """The earliest time (>= now) a call of ``kind`` may go out."""
+        level = self._level(now)
+        at = now if level >= 1 else now + (1 - level) / self._rate
+        at = max(at, self.blocked_until)
+        if kind == "edit":
+            at = max(at, self.last_update + self.interval)
+        return at
+
+    def spend(self, kind: CallKind, now: float) -> None:
+        """Record a call going out now (the caller checked ``ready_at``)."""
+        del kind  # sends and edits cost the same; kept for the call sites' clarity
+        self.tokens = self._level(now) - 1
+        self.stamp = now
+        self.last_update = now
+
+    def succeeded(self) -> None:
+        self.strikes = 0
+
+    def rate_limited(self, retry_after: float, now: float) -> None:
+        """The platform answered 429: honour ``retry_after`` and back off."""
+        self.strikes += 1
+        self.blocked_until = max(self.blocked_until, now + max(retry_after, 0.0))
+        self.tokens = min(self._level(now), 0.0)
+        self.stamp = now
