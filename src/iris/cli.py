@@ -11,7 +11,9 @@ from iris.errors import IrisError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="iris", description="Iris: a streaming-first agent gateway")
+    parser = argparse.ArgumentParser(
+        prog="iris", description="Iris: a streaming-first agent gateway"
+    )
     parser.add_argument("--version", action="version", version=f"iris {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -87,7 +87,9 @@ class DisplayConfig(_Section):
     show_reasoning: bool = False
     reasoning_style: ReasoningStyle = "code"
     tool_progress: ToolProgressMode = "all"
-    platforms: dict[Surface, DisplayOverride] = Field(default_factory=dict[Surface, DisplayOverride])
+    platforms: dict[Surface, DisplayOverride] = Field(
+        default_factory=dict[Surface, DisplayOverride]
+    )
 
 
 class ResolvedDisplay(BaseModel):
@@ -265,7 +267,9 @@ streaming:
 """
 
 
-def load_config(path: str | os.PathLike[str] | None = None, *, write_template: bool = True) -> Config:
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, write_template: bool = True
+) -> Config:
     """Load the config by the lookup order, apply the environment, validate.
 
     Raises ``ConfigError`` naming the bad key."""
@@ -304,9 +308,7 @@ def config_from_dict(
     """Validate ``data`` (a parsed config file) and apply the environment."""
     environ = os.environ if env is None else env
     merged: dict[str, Any] = dict(data)
-    if "model" not in merged and (
-        environ.get("OPENAI_BASE_URL") or environ.get("IRIS_MODEL")
-    ):
+    if "model" not in merged and (environ.get("OPENAI_BASE_URL") or environ.get("IRIS_MODEL")):
         merged["model"] = {
             "provider": "chat_completions",
             "base_url": environ.get("OPENAI_BASE_URL") or None,

@@ -21,9 +21,13 @@ class Runtime:
     sessions: SessionStore
 
     @classmethod
-    def create(cls, config: Config, agent: Agent | None = None, store: Store | None = None) -> Runtime:
+    def create(
+        cls, config: Config, agent: Agent | None = None, store: Store | None = None
+    ) -> Runtime:
         store = store or Store(config.store.resolved_path())
-        return cls(config=config, agent=agent or Agent(config), store=store, sessions=SessionStore(store))
+        return cls(
+            config=config, agent=agent or Agent(config), store=store, sessions=SessionStore(store)
+        )
 
 
 class ServerSurface(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -76,14 +76,16 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     surfaces = build_surfaces(runtime)
 
     async def health(_: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "version": __version__, "model": runtime.agent.model_name})
+        return JSONResponse(
+            {"status": "ok", "version": __version__, "model": runtime.agent.model_name}
+        )
 
     routes: list[BaseRoute] = [Route("/health", health, methods=["GET"])]
     for surface in surfaces:
         routes.extend(surface.routes())
 
     @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+    async def lifespan(_: Starlette) -> AsyncGenerator[None]:
         started: list[ServerSurface] = []
         try:
             for surface in surfaces:

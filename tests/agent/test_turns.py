@@ -99,8 +99,12 @@ async def test_reasoning_fields_become_reasoning_events(
     assert isinstance(end, TurnEnded) and end.reasoning == "Let me think."
 
 
-async def test_think_tags_split_across_chunks_never_leak(agent: Agent, upstream: FakeUpstream) -> None:
-    upstream.script(text("<thi", "nk>plan the ", "answer</th", "ink>\n\nThe ", "answer <", "b>is</b> 4."))
+async def test_think_tags_split_across_chunks_never_leak(
+    agent: Agent, upstream: FakeUpstream
+) -> None:
+    upstream.script(
+        text("<thi", "nk>plan the ", "answer</th", "ink>\n\nThe ", "answer <", "b>is</b> 4.")
+    )
     events = await collect(agent, TurnRequest(messages=USER))
     for event in events:
         if isinstance(event, TextDelta):
@@ -125,7 +129,9 @@ async def test_tool_call_fragments_run_the_tool_then_answer(
     assert kinds.index("Commentary") < kinds.index("ToolStarted") < kinds.index("ToolEnded")
     assert Commentary("Let me look.") in events
     started = next(e for e in events if isinstance(e, ToolStarted))
-    assert started.index == 1 and started.name == "terminal" and started.args == {"command": "ls -1"}
+    assert (
+        started.index == 1 and started.name == "terminal" and started.args == {"command": "ls -1"}
+    )
     ended = next(e for e in events if isinstance(e, ToolEnded))
     assert ended.ok and "marker.txt" in ended.output_preview
     end = last(events)
@@ -148,7 +154,9 @@ async def test_invalid_tool_arguments_are_a_tool_error_the_model_sees(
     assert isinstance(last(events), TurnEnded)
 
 
-async def test_drop_after_text_keeps_shown_text_and_reports(agent: Agent, upstream: FakeUpstream) -> None:
+async def test_drop_after_text_keeps_shown_text_and_reports(
+    agent: Agent, upstream: FakeUpstream
+) -> None:
     upstream.script(drop("Partial ", "answer"))
     events = await collect(agent, TurnRequest(messages=USER))
     assert texts(events) == "Partial answer"
@@ -159,7 +167,9 @@ async def test_drop_after_text_keeps_shown_text_and_reports(agent: Agent, upstre
     assert len(upstream.requests) == 1  # no retry that could duplicate the text
 
 
-async def test_drop_before_text_retries_without_streaming(agent: Agent, upstream: FakeUpstream) -> None:
+async def test_drop_before_text_retries_without_streaming(
+    agent: Agent, upstream: FakeUpstream
+) -> None:
     upstream.script(drop(), text("Whole ", "answer"))
     events = await collect(agent, TurnRequest(messages=USER))
     assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Whole answer")]
@@ -169,7 +179,9 @@ async def test_drop_before_text_retries_without_streaming(agent: Agent, upstream
     assert isinstance(end, TurnEnded) and end.text == "Whole answer"
 
 
-async def test_interrupt_closes_upstream_within_a_second(agent: Agent, upstream: FakeUpstream) -> None:
+async def test_interrupt_closes_upstream_within_a_second(
+    agent: Agent, upstream: FakeUpstream
+) -> None:
     upstream.script(hold("Thinking ", "about it"))
     async with agent.run(TurnRequest(messages=USER)) as turn:
         seen = ""
@@ -223,7 +235,9 @@ async def test_drop_after_text_with_fallback_resets_the_stream(
     assert isinstance(end, TurnEnded) and end.text == "A whole answer"
 
 
-async def test_server_error_without_fallback_fails_cleanly(agent: Agent, upstream: FakeUpstream) -> None:
+async def test_server_error_without_fallback_fails_cleanly(
+    agent: Agent, upstream: FakeUpstream
+) -> None:
     upstream.script(error(500, "boom"))
     events = await collect(agent, TurnRequest(messages=USER))
     end = last(events)
@@ -277,7 +291,9 @@ async def test_client_tools_are_returned_not_run(agent: Agent, upstream: FakeUps
     assert not any(isinstance(e, ToolStarted) for e in events)
     end = last(events)
     assert isinstance(end, TurnEnded) and end.reason == "tool_calls"
-    assert end.tool_calls == [{"id": "call_w", "name": "get_weather", "arguments": '{"city": "Paris"}'}]
+    assert end.tool_calls == [
+        {"id": "call_w", "name": "get_weather", "arguments": '{"city": "Paris"}'}
+    ]
     assert [t["function"]["name"] for t in upstream.requests[0].body["tools"]] == ["get_weather"]
 
 
@@ -293,7 +309,9 @@ async def test_terminal_never_runs_for_a_user_who_is_not_allowed(
     assert not (tmp_path / "pwned").exists()
 
 
-async def test_max_iterations_forces_an_answer(upstream: FakeUpstream, make_config: MakeConfig) -> None:
+async def test_max_iterations_forces_an_answer(
+    upstream: FakeUpstream, make_config: MakeConfig
+) -> None:
     config = make_config(upstream.base_url, tools={"max_iterations": 2})
     upstream.script(tool_call("read_file", ['{"path": "nope"}']), text("Done."))
     agent = Agent(config)
@@ -304,7 +322,9 @@ async def test_max_iterations_forces_an_answer(upstream: FakeUpstream, make_conf
     assert isinstance(end, TurnEnded) and end.text == "Done."
 
 
-async def test_stream_callback_gets_deltas_then_none_once(agent: Agent, upstream: FakeUpstream) -> None:
+async def test_stream_callback_gets_deltas_then_none_once(
+    agent: Agent, upstream: FakeUpstream
+) -> None:
     upstream.script(text("a", "b", "c"))
     got: list[str | None] = []
 

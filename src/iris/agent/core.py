@@ -25,7 +25,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +83,11 @@ class Agent:
 
     @property
     def model_name(self) -> str:
-        return self.provider(0).name if self.config.model.provider == "local" else self.endpoints[0].name
+        return (
+            self.provider(0).name
+            if self.config.model.provider == "local"
+            else self.endpoints[0].name
+        )
 
     def provider(self, index: int) -> Provider:
         if index not in self._providers:
@@ -273,22 +277,24 @@ class Turn:
 
     def _initial_messages(self) -> list[dict[str, Any]]:
         system = [
-            s
-            for s in (self.agent.config.model.system_prompt, self.request.instructions or "")
-            if s
+            s for s in (self.agent.config.model.system_prompt, self.request.instructions or "") if s
         ]
         head = [{"role": "system", "content": "\n\n".join(system)}] if system else []
         return head + [dict(m) for m in self.request.messages]
 
     # -- one model round, with the failure policy ---------------------------------------------
-    async def _round(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> RoundBuilder:
+    async def _round(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> RoundBuilder:
         request = self.request
         endpoints = self.agent.endpoints
         for i, endpoint in enumerate(endpoints):
             provider = self.agent.provider(i)
             model = (request.model if i == 0 and request.model else "") or provider.name
             self._model = model
-            ask = ProviderRequest(model, messages, tools, request.max_tokens or self.agent.config.model.max_tokens)
+            ask = ProviderRequest(
+                model, messages, tools, request.max_tokens or self.agent.config.model.max_tokens
+            )
             try:
                 if request.stream and self.agent.streams_allowed(endpoint, model):
                     try:
@@ -317,7 +323,7 @@ class Turn:
             self._emit(StreamReset(reason, model))
         self._builder = RoundBuilder()
 
-    async def _consume(self, deltas: AsyncIterator[RawDelta]) -> RoundBuilder:
+    async def _consume(self, deltas: AsyncGenerator[RawDelta]) -> RoundBuilder:
         builder = self._builder = RoundBuilder()
         self._segment_open = True
         async with contextlib.aclosing(deltas):
@@ -351,7 +357,9 @@ class Turn:
         tool = self.agent.tools.get(call.name)
         if tool is None or (call.name == "terminal" and not self.request.allow_terminal):
             why = "is not allowed for this user" if tool else "does not exist"
-            return self._tool_ended(index, call, ToolResult(False, f"error: tool '{call.name}' {why}"), started)
+            return self._tool_ended(
+                index, call, ToolResult(False, f"error: tool '{call.name}' {why}"), started
+            )
         problem = validate_args(tool.parameters, args)
         if problem:
             return self._tool_ended(index, call, ToolResult(False, f"error: {problem}"), started)
@@ -373,7 +381,9 @@ class Turn:
             result = ToolResult(False, f"error: {type(exc).__name__}: {exc}")
         return self._tool_ended(index, call, result, started)
 
-    def _tool_ended(self, index: int, call: ToolCall, result: ToolResult, started: float) -> ToolResult:
+    def _tool_ended(
+        self, index: int, call: ToolCall, result: ToolResult, started: float
+    ) -> ToolResult:
         duration = round(time.monotonic() - started, 3)
         preview = result.output[-PREVIEW_CHARS:]
         self._emit(ToolEnded(index, call.name, result.ok, duration, preview))
@@ -411,7 +421,9 @@ class Turn:
     def _end_interrupted(self) -> None:
         text = self._partial()
         for call in self._unanswered:
-            self._added.append({"role": "tool", "tool_call_id": call.id, "content": "[interrupted]"})
+            self._added.append(
+                {"role": "tool", "tool_call_id": call.id, "content": "[interrupted]"}
+            )
         if text:
             self._added.append({"role": "assistant", "content": text})
         self._end("interrupted", text)

@@ -131,7 +131,8 @@ def _terminal_tool(config: ToolsConfig) -> Tool:
                 raise
             output = b"".join(chunks).decode(errors="replace")
             return ToolResult(
-                False, cap(output, settings.output_limit) + f"\n[timed out after {settings.timeout:g} s]"
+                False,
+                cap(output, settings.output_limit) + f"\n[timed out after {settings.timeout:g} s]",
             )
         output = cap(b"".join(chunks).decode(errors="replace"), settings.output_limit)
         if code != 0:

@@ -7,7 +7,7 @@ format into these raw deltas; the agent's ``RoundBuilder`` turns them into event
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,6 +20,24 @@ from iris.errors import (
     ProviderHTTPError,
     StreamingRejected,
 )
+
+
+def _both(name: str) -> tuple[type[Exception], ...]:
+    """``httpx.<name>`` and, where installed, ``httpx2.<name>``: newer openai SDKs run on
+    httpx2, and a dropped stream surfaces as that library's transport error."""
+    found: list[type[Exception]] = [getattr(httpx, name)]
+    try:
+        import httpx2
+
+        found.append(getattr(httpx2, name))
+    except ImportError:  # pragma: no cover - depends on the installed SDK
+        pass
+    return tuple(found)
+
+
+_TRANSPORT = _both("TransportError") + _both("StreamError")
+_CONNECT = _both("ConnectError")
+_LOST = _both("RemoteProtocolError") + _both("ReadError")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +83,11 @@ class ProviderRequest:
 class Provider(Protocol):
     name: str  # the model name, as shown to users
 
-    def stream(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+    def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         """Stream the answer as it is produced. Raises ``ProviderError`` subclasses."""
         ...
 
-    def complete(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+    def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         """Ask without streaming; the whole answer arrives as a few raw deltas at once."""
         ...
 
@@ -80,7 +98,7 @@ _STREAM_WORDS = ("stream", "streaming")
 
 
 @contextlib.contextmanager
-def translate_errors(*, streaming: bool) -> Iterator[None]:
+def translate_errors(*, streaming: bool) -> Generator[None]:
     """Turn SDK / transport exceptions into the ``ProviderError`` tree."""
     try:
         yield
@@ -92,9 +110,11 @@ def translate_errors(*, streaming: bool) -> Iterator[None]:
         raise ProviderConnectionError("the provider timed out") from None
     except openai.APIConnectionError as exc:
         raise ProviderConnectionError(_connection_message(exc)) from None
-    except (httpx.TransportError, httpx.StreamError) as exc:
+    except _TRANSPORT as exc:
         # Raised mid-stream when the connection drops (not wrapped by the SDK while iterating).
-        raise ProviderConnectionError(f"connection to the provider lost: {type(exc).__name__}") from None
+        raise ProviderConnectionError(
+            f"connection to the provider lost: {type(exc).__name__}"
+        ) from None
     except openai.APIError as exc:
         # e.g. an in-band error event in a stream
         raise ProviderError(f"provider error: {exc.message}") from None
@@ -102,9 +122,9 @@ def translate_errors(*, streaming: bool) -> Iterator[None]:
 
 def _connection_message(exc: openai.APIConnectionError) -> str:
     cause = exc.__cause__
-    if isinstance(cause, httpx.ConnectError):
+    if isinstance(cause, _CONNECT):
         return "cannot reach the provider (connection refused or unknown host)"
-    if isinstance(cause, httpx.RemoteProtocolError | httpx.ReadError):
+    if isinstance(cause, _LOST):
         return "connection to the provider lost mid-response"
     return "cannot reach the provider"
 
@@ -124,7 +144,9 @@ def _http_error(exc: openai.APIStatusError, *, streaming: bool) -> ProviderError
         404: "the provider does not know this model or path (404)",
         429: "the provider is rate limiting (429)",
     }.get(status, f"the provider answered HTTP {status}")
-    return ProviderHTTPError(status, f"{prefix}: {message}" if message else prefix, body, retry_after)
+    return ProviderHTTPError(
+        status, f"{prefix}: {message}" if message else prefix, body, retry_after
+    )
 
 
 def _error_text(exc: openai.APIStatusError) -> str:
@@ -138,7 +160,7 @@ def _error_text(exc: openai.APIStatusError) -> str:
     return str(exc.message)[:300]
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Any) -> float | None:
     value = response.headers.get("retry-after")
     if value is None:
         return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import openai
@@ -42,7 +42,7 @@ class ChatCompletionsProvider:
             kwargs["max_tokens"] = request.max_tokens
         return kwargs
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         with translate_errors(streaming=True):
             stream = await self._client.chat.completions.create(
                 **self._kwargs(request), stream=True, stream_options={"include_usage": True}
@@ -71,7 +71,7 @@ class ChatCompletionsProvider:
                             arguments=(function.arguments or "") if function else "",
                         )
 
-    async def complete(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+    async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         with translate_errors(streaming=False):
             response = await self._client.chat.completions.create(**self._kwargs(request))
         if response.usage is not None:

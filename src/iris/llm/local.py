@@ -12,8 +12,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Generator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ def packaged_model_path() -> Path:
 
 
 @contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
+def _quiet_stderr() -> Generator[None]:
     saved = os.dup(2)
     try:
         with open(os.devnull, "wb") as null:
@@ -100,7 +99,7 @@ class LocalProvider:
         with _quiet_stderr():  # llama.cpp prints load diagnostics straight to fd 2
             return Llama(model_path=str(path), n_ctx=2048, n_threads=2, verbose=False)
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         llm = await self._model()
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -142,7 +141,7 @@ class LocalProvider:
                 stop.set()  # the worker sees it at its next token
                 await asyncio.shield(worker)
 
-    def complete(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+    def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         # In-process there is nothing to fall back to: the stream is the answer.
         return self.stream(request)
 

@@ -8,7 +8,7 @@ the Responses event stream back to raw deltas. The final tool calls are taken fr
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from iris.config import ModelEndpoint
@@ -103,7 +103,7 @@ class ResponsesProvider:
             kwargs["max_output_tokens"] = request.max_tokens
         return kwargs
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         streamed_text: set[int] = set()
         streamed_reasoning: set[int] = set()
         with translate_errors(streaming=True):
@@ -145,7 +145,7 @@ class ResponsesProvider:
                     elif kind in ("response.failed", "error"):
                         raise ProviderError(f"provider error: {_failure_text(data)}")
 
-    async def complete(self, request: ProviderRequest) -> AsyncIterator[RawDelta]:
+    async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         with translate_errors(streaming=False):
             response = await self._client.responses.create(**self._kwargs(request))
         data: dict[str, Any] = response.model_dump()
