@@ -359,3 +359,14 @@ def test_unknown_path_is_a_recorded_404(upstream: FakeUpstream) -> None:
     assert answer.status_code == 404
     assert "unexpected request" in answer.json()["error"]["message"]
     assert [r.path for r in upstream.unexpected] == ["/v1/embeddings"]
+
+
+async def test_wait_for_request_from_another_thread(upstream: FakeUpstream) -> None:
+    upstream.script(hold("x"))
+    async with AsyncOpenAI(base_url=upstream.base_url, api_key="k", max_retries=0) as client:
+        stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        received = await asyncio.to_thread(upstream.wait_for_request, 1, 2.0)
+        assert (received.api, received.stream) == ("chat", True)
+        await stream.close()
+    with pytest.raises(AssertionError, match="waited for 2"):
+        upstream.wait_for_request(2, timeout=0.01)

@@ -13,7 +13,8 @@ other path but ``GET /v1/models`` gets a recorded 404). Scenario builders live i
 
 What a test can observe (all thread-safe, readable from any thread or loop):
 
-- ``requests`` / ``unexpected``: ``Received(method, path, body, headers, at)`` in order;
+- ``requests`` / ``unexpected``: ``Received(method, path, body, headers, at)`` in order
+  (``.api``, ``.stream``); ``wait_for_request(n)`` blocks until the n-th arrived;
 - ``sends``: every body write as ``Sent(at, data, kind)``, one whole SSE event each;
   ``delta_times`` the send times of the model-output events;
 - ``finished`` / ``finished_at``: some response body was completely written;
@@ -120,6 +121,7 @@ class FakeUpstream:
         self.disconnected = threading.Event()  # a client went away mid-response
         self.disconnected_at: float | None = None
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._queue: deque[Scenario] = deque()
         self._released = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -163,6 +165,13 @@ class FakeUpstream:
         """Let gated/held streams continue (sticky: later gates pass at once)."""
         self._released.set()
         self._notify()
+
+    def wait_for_request(self, count: int = 1, timeout: float = 5.0) -> Received:
+        """Block until ``count`` requests have arrived; return the ``count``-th."""
+        with self._arrived:
+            arrived = self._arrived.wait_for(lambda: len(self.requests) >= count, timeout)
+            assert arrived, f"{len(self.requests)} request(s) arrived, waited for {count}"
+            return self.requests[count - 1]
 
     def reset_gate(self) -> None:
         """Close the gate again, for a second gated scenario in the same test."""
@@ -285,9 +294,10 @@ class FakeUpstream:
         received = Received(
             request.method, request.url.path, {}, dict(request.headers), time.monotonic()
         )
-        with self._lock:
+        with self._arrived:
             self.requests.append(received)
             self.unexpected.append(received)
+            self._arrived.notify_all()
         reply = error_reply(404, f"unexpected request: {request.method} {request.url.path}")
         return Response(reply.body, reply.status, media_type="application/json")
 
@@ -312,11 +322,12 @@ class FakeUpstream:
             headers,
             time.monotonic(),
         )
-        with self._lock:
+        with self._arrived:
             self.requests.append(received)
             scenario = self._queue.popleft() if self._queue else None
             if scenario is None:
                 self.unexpected.append(received)
+            self._arrived.notify_all()
         if not isinstance(body, dict):
             reply = error_reply(400, "request body is not a JSON object")
         elif scenario is None:
