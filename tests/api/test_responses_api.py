@@ -1,0 +1,249 @@
+"""POST /v1/responses end to end: the openai client's ``responses.stream()`` helper (which
+validates event order) and plain calls against Iris on a real socket."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from openai import NotFoundError, OpenAI
+
+from tests.api.conftest import IrisServer, StartIris
+from tests.fakes.upstream import FakeUpstream, gated, reasoning, stream_error, text, tool_call
+
+pytestmark = pytest.mark.timeout(30)
+
+WEATHER: Any = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+# What the Open Responses specification requires on every response object.
+REQUIRED = {
+    "id", "object", "created_at", "completed_at", "status", "incomplete_details", "model",
+    "previous_response_id", "instructions", "output", "error", "tools", "tool_choice",
+    "truncation", "parallel_tool_calls", "text", "top_p", "presence_penalty",
+    "frequency_penalty", "top_logprobs", "temperature", "reasoning", "user", "usage",
+    "max_output_tokens", "max_tool_calls", "store", "background", "service_tier", "metadata",
+    "safety_identifier", "prompt_cache_key",
+}  # fmt: skip
+
+
+@pytest.fixture
+def server(iris_server: StartIris) -> IrisServer:
+    return iris_server()
+
+
+@pytest.fixture
+def client(server: IrisServer) -> Iterator[OpenAI]:
+    with OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=10) as c:
+        yield c
+
+
+def raw_events(server: IrisServer, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    with httpx.Client(timeout=10) as http:
+        response = http.post(f"{server.base_url}/responses", json={**body, "stream": True})
+    assert response.status_code == 200
+    frames = response.text.split("\n\n")
+    assert frames[-2:] == ["data: [DONE]", ""]
+    events: list[tuple[str, dict[str, Any]]] = []
+    for frame in frames[:-2]:
+        name, data = frame.split("\n")
+        events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return events
+
+
+def test_stream_helper_accepts_the_event_sequence(upstream: FakeUpstream, client: OpenAI) -> None:
+    upstream.script(gated("Hel", "lo", after=1))
+    with client.responses.stream(model="fake-model", input="hi") as stream:
+        events = iter(stream)
+        types: list[str] = []
+        for event in events:
+            types.append(event.type)
+            if event.type == "response.output_text.delta":
+                break
+        # Relayed while the upstream is still held at its gate.
+        assert not upstream.finished.is_set()
+        upstream.release()
+        types.extend(event.type for event in events)
+        final = stream.get_final_response()
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert types[-1] == "response.completed"
+    assert final.output_text == "Hello"
+    assert final.status == "completed"
+    assert final.usage is not None and final.usage.total_tokens == 15
+    assert set(final.to_dict(exclude_unset=False)) >= REQUIRED
+
+
+def test_raw_events_are_named_after_their_type_with_monotonic_sequence(
+    upstream: FakeUpstream, server: IrisServer
+) -> None:
+    upstream.script(text("a", "b"))
+    events = raw_events(server, {"model": "fake-model", "input": "hi"})
+    assert all(name == data["type"] for name, data in events)
+    assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
+    deltas = [data for name, data in events if name == "response.output_text.delta"]
+    assert [d["delta"] for d in deltas] == ["a", "b"]
+    assert all(d["logprobs"] == [] for d in deltas)
+    completed = events[-1][1]["response"]
+    assert set(completed) >= REQUIRED
+    assert completed["output"][0]["content"][0]["text"] == "ab"
+
+
+def test_non_streamed_response_and_retrieve(upstream: FakeUpstream, client: OpenAI) -> None:
+    upstream.script(text("Hello", " there", usage=(4, 2)))
+    response = client.responses.create(
+        model="fake-model",
+        input=[
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        ],
+        metadata={"k": "v"},
+    )
+    assert response.output_text == "Hello there"
+    assert response.status == "completed"
+    assert response.metadata == {"k": "v"}
+    assert response.usage is not None and response.usage.input_tokens == 4
+    assert set(response.to_dict(exclude_unset=False)) >= REQUIRED
+    sent = upstream.requests[0].body["messages"]
+    assert sent[-2:] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
+    again = client.responses.retrieve(response.id)
+    assert again.output_text == "Hello there"
+    with pytest.raises(NotFoundError):
+        client.responses.retrieve("resp_missing")
+
+
+def test_previous_response_id_continues_the_conversation(
+    upstream: FakeUpstream, client: OpenAI
+) -> None:
+    upstream.script(text("Nice to meet you, Ada."), text("You are Ada."))
+    first = client.responses.create(model="fake-model", input="I am Ada", instructions="be nice")
+    second = client.responses.create(
+        model="fake-model", input="who am I?", previous_response_id=first.id
+    )
+    assert second.output_text == "You are Ada."
+    assert second.previous_response_id == first.id
+    sent = [(m["role"], m["content"]) for m in upstream.requests[1].body["messages"]]
+    assert sent == [
+        ("user", "I am Ada"),
+        ("assistant", "Nice to meet you, Ada."),
+        ("user", "who am I?"),
+    ], "instructions are not carried over; the conversation is"
+
+
+def test_input_image_parts_reach_the_model(upstream: FakeUpstream, client: OpenAI) -> None:
+    upstream.script(text("A cat."))
+    client.responses.create(
+        model="fake-model",
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "what is this?"},
+                    {
+                        "type": "input_image",
+                        "image_url": "data:image/png;base64,AAAA",
+                        "detail": "auto",
+                    },
+                ],
+            }
+        ],
+    )
+    content = upstream.requests[0].body["messages"][-1]["content"]
+    assert content == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "auto"}},
+    ]
+
+
+def test_reasoning_is_a_reasoning_item(upstream: FakeUpstream, server: IrisServer) -> None:
+    upstream.script(reasoning(["Think", "ing."], ["Done."]))
+    events = raw_events(server, {"model": "fake-model", "input": "hi"})
+    names = [name for name, _ in events]
+    summary = [d["delta"] for n, d in events if n == "response.reasoning_summary_text.delta"]
+    assert "".join(summary) == "Thinking."
+    assert names.index("response.reasoning_summary_text.delta") < names.index(
+        "response.output_text.delta"
+    )
+    output = events[-1][1]["response"]["output"]
+    assert [item["type"] for item in output] == ["reasoning", "message"]
+    assert output[0]["summary"] == [{"type": "summary_text", "text": "Thinking."}]
+
+
+def test_client_tools_are_function_call_items_and_outputs_continue(
+    upstream: FakeUpstream, client: OpenAI
+) -> None:
+    upstream.script(
+        tool_call("get_weather", ['{"city": ', '"Paris"}'], call_id="call_p"),
+        text("Sunny."),
+    )
+    arg_deltas: list[str] = []
+    with client.responses.stream(model="fake-model", input="weather?", tools=[WEATHER]) as stream:
+        for event in stream:
+            if event.type == "response.function_call_arguments.delta":
+                arg_deltas.append(event.delta)
+        final = stream.get_final_response()
+    calls = [item for item in final.output if item.type == "function_call"]
+    assert len(calls) == 1
+    call = calls[0]
+    assert (call.call_id, call.name, call.arguments) == (
+        "call_p",
+        "get_weather",
+        '{"city": "Paris"}',
+    )
+    assert "".join(arg_deltas) == '{"city": "Paris"}'
+    offered = [t["function"]["name"] for t in upstream.requests[0].body["tools"]]
+    assert offered == ["get_weather"]
+
+    answer = client.responses.create(
+        model="fake-model",
+        previous_response_id=final.id,
+        input=[{"type": "function_call_output", "call_id": "call_p", "output": "sunny, 24C"}],
+        tools=[WEATHER],
+    )
+    assert answer.output_text == "Sunny."
+    sent = upstream.requests[1].body["messages"]
+    assert sent[-1] == {"role": "tool", "tool_call_id": "call_p", "content": "sunny, 24C"}
+    assert sent[-2]["tool_calls"][0]["id"] == "call_p"
+
+
+def test_stateless_function_call_round_trip(upstream: FakeUpstream, client: OpenAI) -> None:
+    upstream.script(text("Done."))
+    client.responses.create(
+        model="fake-model",
+        input=[
+            {"role": "user", "content": "weather?"},
+            {
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "get_weather",
+                "arguments": "{}",
+            },
+            {"type": "function_call_output", "call_id": "c1", "output": "rain"},
+        ],
+        tools=[WEATHER],
+    )
+    sent = upstream.requests[0].body["messages"]
+    assert sent[-2]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert sent[-1] == {"role": "tool", "tool_call_id": "c1", "content": "rain"}
+
+
+def test_failure_after_the_header_is_error_then_response_failed(
+    upstream: FakeUpstream, server: IrisServer, client: OpenAI
+) -> None:
+    upstream.script(stream_error("Hel", message="model exploded"), text("fine"))
+    events = raw_events(server, {"model": "fake-model", "input": "hi"})
+    names = [name for name, _ in events]
+    assert names[-2:] == ["error", "response.failed"]
+    assert "model exploded" in events[-2][1]["message"]
+    failed = events[-1][1]["response"]
+    assert failed["status"] == "failed" and "model exploded" in failed["error"]["message"]
+    assert client.responses.create(model="fake-model", input="hi").output_text == "fine"
