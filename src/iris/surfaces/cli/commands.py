@@ -1,0 +1,136 @@
+"""The chat's slash commands and the per-session settings they change (pure: no I/O).
+
+Only a first word of lowercase letters after one slash is a command, so a message that starts
+with a path (``/etc/hosts looks odd``) is sent to the model as written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from iris.config import Config, ToolProgressMode
+
+Action = Literal["continue", "new", "quit"]
+
+_COMMAND = re.compile(r"^/([a-z]+)(?:\s+(.*))?$", re.DOTALL)
+_TOOL_MODES: dict[str, ToolProgressMode] = {m: m for m in ("off", "new", "all", "verbose")}
+
+
+@dataclass
+class ChatSettings:
+    """What the next turn asks for and how it is shown; starts from the config."""
+
+    model: str
+    streaming: bool
+    show_reasoning: bool
+    tool_progress: ToolProgressMode
+
+    @classmethod
+    def from_config(cls, config: Config, model: str) -> ChatSettings:
+        display = config.display_for("cli")
+        return cls(
+            model=model,
+            streaming=config.streams("cli"),
+            show_reasoning=display.show_reasoning,
+            tool_progress=display.tool_progress,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    text: str  # what to tell the user
+    action: Action = "continue"
+
+
+def is_command(line: str) -> bool:
+    return _COMMAND.match(line.strip()) is not None
+
+
+def run_command(line: str, settings: ChatSettings) -> CommandResult:
+    """Apply one slash command to ``settings``; the result says what to print and do next."""
+    match = _COMMAND.match(line.strip())
+    assert match is not None, "run_command needs is_command(line)"
+    name, arg = match.group(1), (match.group(2) or "").strip()
+    command = _COMMANDS.get(_ALIASES.get(name, name))
+    if command is None:
+        return CommandResult(f"unknown command /{name}; /help lists the commands")
+    return command.run(settings, arg)
+
+
+def _on_off(arg: str) -> bool | None:
+    return {"on": True, "off": False}.get(arg.lower())
+
+
+def _new(settings: ChatSettings, arg: str) -> CommandResult:
+    return CommandResult("new conversation: the history is cleared", "new")
+
+
+def _model(settings: ChatSettings, arg: str) -> CommandResult:
+    if not arg:
+        return CommandResult(f"model: {settings.model}")
+    settings.model = arg
+    return CommandResult(f"model: {arg} (from the next message)")
+
+
+def _stream(settings: ChatSettings, arg: str) -> CommandResult:
+    if arg:
+        value = _on_off(arg)
+        if value is None:
+            return CommandResult("usage: /stream on|off")
+        settings.streaming = value
+    state = "on: replies appear as they are written" if settings.streaming else "off"
+    return CommandResult(f"streaming {state}")
+
+
+def _reasoning(settings: ChatSettings, arg: str) -> CommandResult:
+    if arg:
+        value = _on_off(arg)
+        if value is None:
+            return CommandResult("usage: /reasoning on|off")
+        settings.show_reasoning = value
+    return CommandResult(f"reasoning {'shown' if settings.show_reasoning else 'hidden'}")
+
+
+def _tools(settings: ChatSettings, arg: str) -> CommandResult:
+    if arg:
+        mode = _TOOL_MODES.get(arg.lower())
+        if mode is None:
+            return CommandResult(f"usage: /tools {'|'.join(_TOOL_MODES)}")
+        settings.tool_progress = mode
+    return CommandResult(f"tool activity: {settings.tool_progress}")
+
+
+def _help(settings: ChatSettings, arg: str) -> CommandResult:
+    width = max(len(c.usage) for c in _COMMANDS.values())
+    lines = [f"  {c.usage.ljust(width)}  {c.summary}" for c in _COMMANDS.values()]
+    keys = [
+        "  Enter sends; Alt-Enter (or a line ending in \\) adds a new line",
+        "  Ctrl-C stops a reply; at an empty prompt Ctrl-C or Ctrl-D quits",
+    ]
+    return CommandResult("\n".join(["commands:", *lines, "keys:", *keys]))
+
+
+def _quit(settings: ChatSettings, arg: str) -> CommandResult:
+    return CommandResult("", "quit")
+
+
+@dataclass(frozen=True, slots=True)
+class _Command:
+    usage: str
+    summary: str
+    run: Callable[[ChatSettings, str], CommandResult]
+
+
+_COMMANDS: dict[str, _Command] = {
+    "new": _Command("/new", "start a new conversation", _new),
+    "model": _Command("/model [NAME]", "show or change the model", _model),
+    "stream": _Command("/stream on|off", "stream replies as they are written", _stream),
+    "reasoning": _Command("/reasoning on|off", "show the model's reasoning", _reasoning),
+    "tools": _Command("/tools off|new|all|verbose", "how much tool activity to show", _tools),
+    "help": _Command("/help", "this list", _help),
+    "quit": _Command("/quit", "leave (also Ctrl-D)", _quit),
+}
+_ALIASES = {"exit": "quit", "clear": "new", "q": "quit"}

@@ -1,0 +1,385 @@
+"""The reply renderer: one turn's events in, terminal output out. Pure: no I/O, clock injected.
+
+A terminal cannot unprint, so every ``Frame`` has two parts. ``commit`` is printed once above
+the live area and never changes: box borders, finished lines (styled by ``MarkdownLines``),
+tool results, the footer. ``live`` is the unfinished tail the transport redraws in place: the
+current line of text and the running tool. Text is released in batches (``batch_interval``,
+50 ms): a model emitting 200 tokens a second costs the terminal ~20 writes, not 200. The first
+text of a box and everything that is not text release at once, so nothing feels late.
+
+Without a terminal (``box=False``) there is no live area and no styling: text is committed as
+it arrives, plain, with no borders, so a pipe or a file gets exactly the words.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, assert_never
+
+from iris.config import ToolProgressMode
+from iris.events import (
+    Commentary,
+    Event,
+    ReasoningDelta,
+    SegmentEnded,
+    StreamReset,
+    TextDelta,
+    ToolEnded,
+    ToolProgress,
+    ToolStarted,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
+from iris.surfaces.cli.markdown import MarkdownLines, Piece
+
+# What the style classes used here and in ``markdown.py`` look like (prompt_toolkit syntax).
+THEME: dict[str, str] = {
+    "box": "ansicyan",
+    "box.commentary": "ansicyan",
+    "commentary": "italic fg:ansibrightblack",
+    "reasoning": "fg:ansibrightblack",
+    "reasoning.box": "fg:ansibrightblack",
+    "reset": "ansiyellow",
+    "tool": "fg:ansibrightblack",
+    "tool.running": "fg:ansibrightblack",
+    "tool.ok": "ansigreen",
+    "tool.fail": "ansired",
+    "tool.detail": "fg:ansibrightblack",
+    "footer": "fg:ansibrightblack",
+    "interrupted": "ansiyellow",
+    "error": "ansired bold",
+    "md.heading": "bold underline",
+    "md.strong": "bold",
+    "md.em": "italic",
+    "md.strike": "strike",
+    "md.code": "ansiyellow",
+    "md.fence": "fg:ansibrightblack",
+    "md.link": "underline ansiblue",
+    "md.url": "fg:ansibrightblack",
+    "md.quote": "italic",
+    "md.bullet": "ansicyan",
+    "md.rule": "fg:ansibrightblack",
+}
+
+Block = Literal["reasoning", "answer"]
+_ARG_PREVIEW = 60  # characters of a tool's main argument on its line
+_DETAIL_LINES = 6  # lines of tool output shown in verbose mode
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    commit: tuple[Piece, ...] = ()  # print once, above the live area
+    live: tuple[Piece, ...] = ()  # the whole live area now (replaces what it showed)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOptions:
+    width: int = 80
+    box: bool = True  # False when stdout is not a terminal: plain text, no borders, no live area
+    streaming: bool = True  # False: each segment appears whole when it closes
+    show_reasoning: bool = False
+    tool_progress: ToolProgressMode = "all"
+    batch_interval: float = 0.05
+    title: str = "Iris"
+
+
+class ReplyRenderer:
+    """Renders one turn. ``feed`` each event; when ``due()`` passes with no event, ``flush``."""
+
+    def __init__(self, options: RenderOptions, clock: Callable[[], float] = time.monotonic) -> None:
+        self.options = options
+        self.clock = clock
+        self._pending: list[Piece] = []
+        self._dirty = False  # the live area changed since the last frame
+        self._released_at: float | None = None
+        self._at_line_start = True
+        self._block: Block | None = None
+        self._lines = MarkdownLines(options.width)
+        self._partial = ""  # the unfinished line of the open block
+        self._held = ""  # streaming off: segment text not shown yet
+        self._held_reasoning = ""
+        self._tool: tuple[Piece, ...] = ()  # live line of the running tool
+        self._tool_shown = False
+        self._last_tool = ""
+
+    # -- the interface -----------------------------------------------------------------------
+    def feed(self, event: Event) -> Frame | None:
+        """Take one event; return what to show now, or None while text waits for its batch."""
+        match event:
+            case TurnStarted():
+                return None
+            case ReasoningDelta(text=text):
+                if not self.options.show_reasoning:
+                    return None
+                if not self.options.streaming:
+                    self._held_reasoning += text
+                    return None
+                return self._stream("reasoning", text)
+            case TextDelta(text=text):
+                if not self.options.streaming:
+                    self._held += text
+                    return None
+                return self._stream("answer", text)
+            case StreamReset(reason=reason):
+                self._reset(reason)
+            case Commentary(text=text):
+                self._close_segment(text, commentary=True)
+            case SegmentEnded(text=text):
+                self._close_segment(text, commentary=False)
+            case ToolStarted():
+                self._tool_started(event)
+            case ToolProgress(note=note):
+                self._tool_progress(note)
+            case ToolEnded():
+                self._tool_ended(event)
+            case TurnEnded():
+                self._turn_ended(event)
+            case TurnFailed(message=message, partial_text=partial):
+                self._show_held(partial)
+                self._close_block()
+                self._end_tool()
+                self._commit(("class:error", f"✗ {message}"), ("", "\n"))
+            case _:
+                assert_never(event)
+        return self.flush()
+
+    def due(self) -> float | None:
+        """When held output must be shown even if no event arrives (None: nothing held)."""
+        if not (self._pending or self._dirty):
+            return None
+        return (self._released_at or 0.0) + self.options.batch_interval
+
+    def flush(self) -> Frame | None:
+        """Release everything held now."""
+        if not (self._pending or self._dirty):
+            return None
+        frame = Frame(tuple(self._pending), self._live())
+        self._pending.clear()
+        self._dirty = False
+        self._released_at = self.clock()
+        return frame
+
+    # -- text --------------------------------------------------------------------------------
+    def _stream(self, block: Block, text: str) -> Frame | None:
+        opened = self._block != block
+        if opened:
+            self._close_block()
+            self._open_block(block)
+        self._append(text)
+        released = self._released_at
+        if opened or released is None or self.clock() - released >= self.options.batch_interval:
+            return self.flush()
+        return None
+
+    def _append(self, text: str) -> None:
+        style = "class:reasoning" if self._block == "reasoning" else ""
+        if not self.options.box:
+            self._commit((style, text))
+            return
+        *finished, self._partial = (self._partial + text).split("\n")
+        for line in finished:
+            self._commit(*self._style(line), ("", "\n"))
+        self._dirty = True
+
+    def _style(self, line: str, *, finished: bool = True) -> list[Piece]:
+        if self._block == "reasoning":
+            return [("class:reasoning", line)]
+        return self._lines.line(line) if finished else self._lines.partial(line)
+
+    def _open_block(self, block: Block) -> None:
+        self._end_tool()
+        self._block = block
+        self._lines = MarkdownLines(self.options.width)
+        if not self.options.box:
+            if block == "reasoning":
+                self._commit(("", "(reasoning)\n"))
+            return
+        title = "reasoning" if block == "reasoning" else self.options.title
+        style = "class:reasoning.box" if block == "reasoning" else "class:box"
+        self._commit((style, self._rule(f"╭─ {title} ")), ("", "\n"))
+
+    def _close_block(self, *, commentary: bool = False) -> None:
+        block = self._block
+        if block is None:
+            return
+        if self.options.box:
+            if self._partial:
+                pieces = self._style(self._partial)
+                if commentary:
+                    pieces = [(f"{style} class:commentary".strip(), text) for style, text in pieces]
+                self._commit(*pieces, ("", "\n"))
+                self._partial = ""
+                self._dirty = True
+            if block == "reasoning":
+                self._commit(("class:reasoning.box", self._rule("╰")), ("", "\n"))
+            elif commentary:
+                # A dotted edge: this text accompanied tool calls; the answer is still to come.
+                self._commit(("class:box.commentary", self._rule("╰", "┄")), ("", "\n"))
+            else:
+                self._commit(("class:box", self._rule("╰")), ("", "\n"))
+        elif not self._at_line_start:
+            self._commit(("", "\n"))
+        if block == "reasoning" and not self.options.box:
+            self._commit(("", "\n"))
+        self._block = None
+
+    def _close_segment(self, text: str, *, commentary: bool) -> None:
+        self._show_held(text, commentary=commentary)
+        self._close_block(commentary=commentary)
+
+    def _show_held(self, text: str = "", *, commentary: bool = False) -> None:
+        """Streaming off: show the held reasoning and segment text, whole, in their boxes."""
+        if self._held_reasoning:
+            self._open_block("reasoning")
+            self._append(self._held_reasoning)
+            self._close_block()
+            self._held_reasoning = ""
+        # The closer's text is the post-processed segment; only show it if it was held back.
+        shown = (text or self._held) if self._held else ""
+        if shown:
+            self._open_block("answer")
+            if commentary and self.options.box:
+                for line in shown.split("\n"):
+                    self._commit(("class:commentary", line), ("", "\n"))
+            else:
+                self._append(shown)
+        self._held = ""
+
+    def _reset(self, reason: str) -> None:
+        """A retry restarted the segment: what is printed stays, so mark where it restarts."""
+        self._held = ""
+        self._partial = ""
+        self._dirty = True
+        self._lines = MarkdownLines(self.options.width)
+        if self._block is None:
+            return
+        if not self._at_line_start:
+            self._commit(("", "\n"))
+        self._commit(("class:reset", f"↻ {reason}; the reply restarts"), ("", "\n"))
+
+    # -- tools -------------------------------------------------------------------------------
+    def _tool_started(self, event: ToolStarted) -> None:
+        self._show_held()
+        self._close_block()
+        self._end_tool()
+        mode = self.options.tool_progress
+        self._tool_shown = mode in ("all", "verbose") or (
+            mode == "new" and event.name != self._last_tool
+        )
+        self._last_tool = event.name
+        if not self._tool_shown:
+            return
+        label = _tool_label(event.name, event.args, verbose=mode == "verbose")
+        if self.options.box and mode != "verbose":
+            # Running: a live line; it is committed once, with its result, when the tool ends.
+            self._tool = (("class:tool", label), ("class:tool.running", " …"))
+            self._dirty = True
+        else:
+            self._commit(("class:tool", label), ("", "\n"))
+
+    def _tool_progress(self, note: str) -> None:
+        if not self._tool_shown or not note:
+            return
+        note = note.strip().splitlines()[-1][: self.options.width] if note.strip() else ""
+        if self._tool:
+            self._tool = (self._tool[0], ("class:tool.running", f" … {note}"))
+            self._dirty = True
+        elif self.options.tool_progress == "verbose":
+            self._commit(("class:tool.detail", f"┊   {note}"), ("", "\n"))
+
+    def _tool_ended(self, event: ToolEnded) -> None:
+        if not self._tool_shown:
+            return
+        mark = ("class:tool.ok", "✓") if event.ok else ("class:tool.fail", "✗")
+        took = f" {event.duration:.1f} s"
+        tail = event.output_preview.strip().splitlines()
+        if self._tool:
+            self._commit(self._tool[0], ("", "  "), mark, ("class:tool", took))
+            self._tool = ()
+            self._dirty = True
+        else:
+            self._commit(("class:tool", "┊   "), mark, ("class:tool", took))
+        if not event.ok and tail and self.options.tool_progress != "verbose":
+            self._commit(("class:tool.fail", f"  {tail[-1][: self.options.width]}"))
+        self._commit(("", "\n"))
+        if self.options.tool_progress == "verbose":
+            for line in tail[-_DETAIL_LINES:]:
+                self._commit(("class:tool.detail", f"┊   │ {line}"), ("", "\n"))
+        self._tool_shown = False
+
+    def _end_tool(self) -> None:
+        """A tool line still live when something else starts is committed as it is."""
+        if self._tool:
+            self._commit(self._tool[0], ("", "\n"))
+            self._tool = ()
+            self._dirty = True
+
+    # -- the end -----------------------------------------------------------------------------
+    def _turn_ended(self, event: TurnEnded) -> None:
+        self._show_held(event.text)
+        self._close_block()
+        self._end_tool()
+        parts: list[Piece] = []
+        if event.reason == "interrupted":
+            parts.append(("class:interrupted", "⏹ interrupted · "))
+        elif event.reason == "max_iterations":
+            parts.append(("class:interrupted", "stopped at tools.max_iterations · "))
+        parts.append(("class:footer", _footer(event.model, event.usage)))
+        self._commit(*parts, ("", "\n"))
+
+    # -- output ------------------------------------------------------------------------------
+    def _commit(self, *pieces: Piece) -> None:
+        for style, text in pieces:
+            if not text:
+                continue
+            self._pending.append(("", text) if not self.options.box else (style, text))
+            self._at_line_start = text.endswith("\n")
+
+    def _live(self) -> tuple[Piece, ...]:
+        if not self.options.box:
+            return ()
+        pieces: list[Piece] = []
+        if self._partial:
+            pieces.extend(self._style(self._partial, finished=False))
+        if self._tool:
+            if pieces:
+                pieces.append(("", "\n"))
+            pieces.extend(self._tool)
+        return tuple(pieces)
+
+    def _rule(self, head: str, fill: str = "─") -> str:
+        return head + fill * max(3, self.options.width - len(head))
+
+
+def _tool_label(name: str, args: dict[str, Any], *, verbose: bool) -> str:
+    full = json.dumps(args, ensure_ascii=False) if args else ""
+    shown = full if verbose else _main_arg(args)
+    return f"┊ ⚡ {name}: {shown}" if shown else f"┊ ⚡ {name}"
+
+
+def _main_arg(args: dict[str, Any]) -> str:
+    """The argument that says what the call does (the command, the path), quoted, shortened."""
+    for key in ("command", "path", "query", "url"):
+        if isinstance(args.get(key), str):
+            return _quoted(args[key])
+    for value in args.values():
+        if isinstance(value, str):
+            return _quoted(value)
+    return ""
+
+
+def _quoted(value: str) -> str:
+    value = " ".join(value.split())
+    if len(value) > _ARG_PREVIEW:
+        value = value[: _ARG_PREVIEW - 1] + "…"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _footer(model: str, usage: dict[str, int]) -> str:
+    inp, out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+    tokens = f" · {inp} in · {out} out tokens" if inp or out else ""
+    return f"{model or 'model'}{tokens}"

@@ -1,0 +1,200 @@
+"""``iris chat``: the interactive loop — prompt, slash commands, conversation, one turn at a time.
+
+The prompt is a prompt_toolkit ``PromptSession`` with a persisted history
+(``~/.iris/chat_history``): Enter sends, Alt-Enter or a trailing backslash adds a line, Ctrl-C
+clears a line (or quits at an empty prompt), Ctrl-D quits. A turn is shown by ``screen.py``.
+When stdout is not a terminal the chat prints plain text; when stdin is not one either, it reads
+one message per line, so ``iris chat < questions.txt > answers.txt`` works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import Input, create_input
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import Output, create_output
+from prompt_toolkit.styles import Style
+
+from iris.agent import Agent, TurnRequest
+from iris.config import Config
+from iris.events import TurnEnded
+from iris.llm.local import DEMO_NOTICE
+from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
+from iris.surfaces.cli.render import THEME, Frame, RenderOptions, ReplyRenderer
+from iris.surfaces.cli.screen import LiveScreen, PlainScreen, Screen, show_turn
+
+STYLE = Style.from_dict({**THEME, "prompt": "ansicyan bold", "info": "fg:ansibrightblack"})
+
+
+def history_path() -> Path:
+    return Path.home() / ".iris" / "chat_history"
+
+
+def run_repl(config: Config) -> int:
+    """The ``iris chat`` entry point on the real stdin/stdout."""
+    if sys.stdout.isatty():
+        input, output = create_input(), create_output()
+        screen: Screen = LiveScreen(input, output, STYLE)
+        prompt: Prompt = TerminalPrompt(input, output, _file_history())
+    else:
+        screen = PlainScreen(sys.stdout)
+        if sys.stdin.isatty():
+            # Answers go to the pipe; the prompt and what is typed stay on the terminal.
+            prompt = TerminalPrompt(create_input(), create_output(sys.stderr), _file_history())
+        else:
+            prompt = LinePrompt(sys.stdin)
+    return asyncio.run(Chat(config, prompt, screen).run())
+
+
+class Prompt(Protocol):
+    async def read(self) -> str:
+        """The next message; ``EOFError`` when the user is done."""
+        ...
+
+
+class TerminalPrompt:
+    def __init__(self, input: Input, output: Output, history: History | None = None) -> None:
+        self.session: PromptSession[str] = PromptSession(
+            input=input,
+            output=output,
+            history=history or InMemoryHistory(),
+            multiline=True,
+            key_bindings=_prompt_bindings(),
+            prompt_continuation="… ",
+            style=STYLE,
+        )
+
+    async def read(self) -> str:
+        try:
+            return await self.session.prompt_async([("class:prompt", "❯ ")])
+        except KeyboardInterrupt:
+            raise EOFError from None  # Ctrl-C at an empty prompt leaves, like Ctrl-D
+
+
+class LinePrompt:
+    """Messages from a stream, one per line (a trailing backslash continues the message)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    async def read(self) -> str:
+        lines: list[str] = []
+        while True:
+            line = await asyncio.to_thread(self.stream.readline)
+            if not line:
+                if lines:
+                    return "\n".join(lines)
+                raise EOFError
+            line = line.rstrip("\n")
+            if not line.endswith("\\"):
+                return "\n".join([*lines, line])
+            lines.append(line[:-1])
+
+
+class Chat:
+    """One chat session: the conversation so far and the settings the slash commands change."""
+
+    def __init__(self, config: Config, prompt: Prompt, screen: Screen) -> None:
+        self.config = config
+        self.prompt = prompt
+        self.screen = screen
+        self.agent = Agent(config)
+        self.settings = ChatSettings.from_config(config, self.agent.model_name)
+        self.history: list[dict[str, Any]] = []
+
+    async def run(self) -> int:
+        try:
+            await self.say(self.banner())
+            while True:
+                try:
+                    line = await self.prompt.read()
+                except EOFError:
+                    return 0
+                if not line.strip():
+                    continue
+                if is_command(line):
+                    result = run_command(line, self.settings)
+                    if result.text:
+                        await self.say(result.text)
+                    if result.action == "quit":
+                        return 0
+                    if result.action == "new":
+                        self.history.clear()
+                    continue
+                await self.turn(line)
+        finally:
+            await self.agent.aclose()
+
+    def banner(self) -> str:
+        streaming = "on" if self.settings.streaming else "off"
+        head = f"Iris · {self.settings.model} · streaming {streaming} · /help for commands"
+        if self.config.model.provider == "local":
+            return f"{head}\n{DEMO_NOTICE}"
+        return head
+
+    async def say(self, text: str) -> None:
+        await self.screen.show(Frame((("class:info", text + "\n"),)))
+
+    async def turn(self, text: str) -> None:
+        user = {"role": "user", "content": text}
+        settings = self.settings
+        request = TurnRequest(
+            messages=[*self.history, user],
+            stream=settings.streaming,
+            model=settings.model if settings.model != self.agent.model_name else None,
+        )
+        renderer = ReplyRenderer(
+            RenderOptions(
+                width=self.screen.width(),
+                box=self.screen.boxed,
+                streaming=settings.streaming,
+                show_reasoning=settings.show_reasoning,
+                tool_progress=settings.tool_progress,
+            )
+        )
+        async with self.agent.run(request) as turn, self.screen.running(turn.interrupt):
+            end = await show_turn(turn, renderer, self.screen)
+        if isinstance(end, TurnEnded):
+            # An interrupted reply stays in the conversation as far as it got.
+            self.history.extend([user, *end.messages])
+
+
+def _file_history() -> History:
+    path = history_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return FileHistory(str(path))
+    except OSError:
+        return InMemoryHistory()
+
+
+def _prompt_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("enter")
+    def _send(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.document.text_before_cursor.endswith("\\"):
+            buffer.delete_before_cursor()
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add("c-c")
+    def _clear_or_quit(event: KeyPressEvent) -> None:
+        if event.current_buffer.text:
+            event.current_buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt())
+
+    return bindings

@@ -1,0 +1,196 @@
+"""The terminal while a turn runs: frames from the renderer in, output on the screen.
+
+``LiveScreen`` runs a small prompt_toolkit Application for the length of a turn. Its layout is
+the renderer's live tail plus a status line; committed pieces are printed above it inside
+``in_terminal`` (prompt_toolkit erases the app, prints, redraws), so output never tears the
+screen or a prompt. The Application reads the keyboard in raw mode: Ctrl-C arrives as a key (a
+real SIGINT through its ``<sigint>`` binding) and interrupts the turn.
+
+``PlainScreen`` is for a stdout that is not a terminal: the committed text, unstyled, and
+SIGINT to interrupt.
+
+``show_turn`` is the transport between them: it feeds events to the renderer and, when text is
+held for a batch and no event comes, flushes at the renderer's ``due()`` time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from typing import Protocol, TextIO
+
+from prompt_toolkit.application import Application, in_terminal
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
+from prompt_toolkit.layout.controls import FormattedTextControl
+from prompt_toolkit.output import Output
+from prompt_toolkit.renderer import print_formatted_text
+from prompt_toolkit.styles import BaseStyle
+
+from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.surfaces.cli.markdown import Piece
+from iris.surfaces.cli.render import Frame, ReplyRenderer
+
+Interrupt = Callable[[], None]
+
+
+class Screen(Protocol):
+    @property
+    def boxed(self) -> bool:
+        """True for a terminal: boxes, styles and a live area."""
+        ...
+
+    def width(self) -> int: ...
+
+    def running(self, on_interrupt: Interrupt) -> contextlib.AbstractAsyncContextManager[None]:
+        """The lifetime of one turn on screen; ``on_interrupt`` runs on Ctrl-C."""
+        ...
+
+    async def show(self, frame: Frame) -> None: ...
+
+
+class LiveScreen:
+    """A terminal: a live area during turns, everything else printed above it."""
+
+    boxed = True
+
+    def __init__(self, input: Input, output: Output, style: BaseStyle) -> None:
+        self.input, self.output, self.style = input, output, style
+        self._live: tuple[Piece, ...] = ()
+        self._status = ""
+        self._app: Application[None] | None = None
+
+    def width(self) -> int:
+        return max(20, min(self.output.get_size().columns, 100))
+
+    @contextlib.asynccontextmanager
+    async def running(self, on_interrupt: Interrupt) -> AsyncGenerator[None]:
+        self._live, self._status = (), "  Ctrl-C to interrupt"
+        bindings = KeyBindings()
+
+        @bindings.add("c-c")
+        @bindings.add("<sigint>")
+        def _interrupt(event: KeyPressEvent) -> None:
+            self._status = "  interrupting…"
+            event.app.invalidate()
+            on_interrupt()
+
+        @bindings.add(Keys.Any)
+        def _ignore(event: KeyPressEvent) -> None:
+            """Typing while a reply streams must not land in the reply."""
+
+        live = Window(
+            FormattedTextControl(lambda: list(self._live)), wrap_lines=True, dont_extend_height=True
+        )
+        status = Window(FormattedTextControl(lambda: [("class:footer", self._status)]), height=1)
+        app: Application[None] = Application(
+            layout=Layout(
+                HSplit([ConditionalContainer(live, Condition(lambda: bool(self._live))), status])
+            ),
+            key_bindings=bindings,
+            style=self.style,
+            input=self.input,
+            output=self.output,
+            erase_when_done=True,
+        )
+        started = asyncio.Event()
+        task = asyncio.create_task(app.run_async(pre_run=started.set, set_exception_handler=False))
+        # From pre_run to the first await, the app attaches the input synchronously.
+        await started.wait()
+        self._app = app
+        try:
+            yield
+        finally:
+            self._app = None
+            self._live = ()
+            if not task.done():
+                app.exit()
+            await task
+
+    async def show(self, frame: Frame) -> None:
+        if frame.commit:
+            # in_terminal erases the app, lets us print, then redraws it with the new live area;
+            # without a running app it simply prints.
+            async with in_terminal():
+                self._live = frame.live
+                print_formatted_text(self.output, list(frame.commit), self.style)
+        else:
+            self._live = frame.live
+            if self._app is not None:
+                self._app.invalidate()
+
+
+class PlainScreen:
+    """Not a terminal: plain text as it comes; SIGINT interrupts."""
+
+    boxed = False
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def width(self) -> int:
+        return 80
+
+    @contextlib.asynccontextmanager
+    async def running(self, on_interrupt: Interrupt) -> AsyncGenerator[None]:
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
+            yield
+            return
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    async def show(self, frame: Frame) -> None:
+        text = "".join(piece[1] for piece in frame.commit)
+        if text:
+            self.stream.write(text)
+            self.stream.flush()
+
+
+async def show_turn(
+    events: AsyncIterable[Event], renderer: ReplyRenderer, screen: Screen
+) -> TerminalEvent:
+    """Render one turn's events on ``screen``; return its last event."""
+    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        # A separate reader: timing out a wait on the turn's iterator would cancel it.
+        try:
+            async for event in events:
+                queue.put_nowait(event)
+        finally:
+            queue.put_nowait(None)  # the stream ended (or broke): never leave the loop waiting
+
+    reader = asyncio.create_task(pump())
+    try:
+        while True:
+            due = renderer.due()
+            timeout = None if due is None else max(0.0, due - renderer.clock())
+            try:
+                event = await asyncio.wait_for(queue.get(), timeout)
+            except TimeoutError:
+                frame = renderer.flush()
+            else:
+                if event is None:
+                    await reader  # re-raises what broke the stream
+                    raise RuntimeError("the turn ended without TurnEnded or TurnFailed")
+                frame = renderer.feed(event)
+                if isinstance(event, TurnEnded | TurnFailed):
+                    if frame is not None:
+                        await screen.show(frame)
+                    return event
+            if frame is not None:
+                await screen.show(frame)
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
