@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import signal
 from collections.abc import AsyncGenerator
+from types import FrameType
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -109,11 +111,21 @@ def serve(config: Config) -> None:
 
     check_bind_safety(config)
     app = build_app(config)
-    uvicorn.run(
-        app,
-        host=config.server.host,
-        port=config.server.port,
-        log_level="info",
-        timeout_graceful_shutdown=5,
-        ws_max_size=1 << 20,
-    )
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler it
+    # found; with the default one that kills the process (exit 143) after a clean shutdown.
+    previous = signal.signal(signal.SIGTERM, _exit_cleanly)
+    try:
+        uvicorn.run(
+            app,
+            host=config.server.host,
+            port=config.server.port,
+            log_level="info",
+            timeout_graceful_shutdown=5,
+            ws_max_size=1 << 20,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)

@@ -1,0 +1,111 @@
+"""``iris serve`` as a user runs it: a subprocess that starts, answers /health, streams, and
+shuts down cleanly on SIGTERM (exit 0) after letting an in-flight turn finish."""
+
+from __future__ import annotations
+
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from openai import OpenAI
+
+from tests.fakes.upstream import FakeUpstream, gated
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Served:
+    """A running ``iris serve`` whose stderr lines are readable as they come."""
+
+    def __init__(self, config: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line)
+
+    def wait_for(self, text: str, timeout: float = 20) -> None:
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"never logged {text!r}; got {self.log}") from None
+            self.log.append(line)
+            if text in line:
+                return
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path: Path, upstream: FakeUpstream) -> Iterator[tuple[Served, str]]:
+    port = free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "server": {"host": "127.0.0.1", "port": port},
+                "model": {"base_url": upstream.base_url, "name": "fake-model", "api_key": "sk"},
+                "platforms": {"iris": {"enabled": False}},
+                "store": {"path": str(tmp_path / "iris.db")},
+            }
+        )
+    )
+    server = Served(config)
+    try:
+        server.wait_for("Application startup complete")
+        yield server, f"http://127.0.0.1:{port}"
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+        server.process.wait(10)
+
+
+def test_serve_answers_health_and_exits_0_on_sigterm(served: tuple[Served, str]) -> None:
+    server, url = served
+    with httpx.Client(timeout=10) as http:
+        health = http.get(f"{url}/health").json()
+    assert health["status"] == "ok" and health["model"] == "fake-model"
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(15) == 0
+
+
+def test_sigterm_lets_an_in_flight_stream_finish(
+    served: tuple[Served, str], upstream: FakeUpstream
+) -> None:
+    server, url = served
+    upstream.script(gated("Hel", "lo", after=1))
+    with OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=15) as client:
+        stream = client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        chunks = iter(stream)
+        next(chunks)
+        assert next(chunks).choices[0].delta.content == "Hel"
+        server.process.send_signal(signal.SIGTERM)
+        server.wait_for("Shutting down")
+        upstream.release()
+        rest = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert rest == "lo"
+    assert server.process.wait(15) == 0
