@@ -1,0 +1,60 @@
+"""The fan-out hub: numbers each chat's frames, logs them, and hands them to every device.
+
+``publish`` is synchronous and never waits on a subscriber: it assigns the chat's next ``seq``,
+appends the frame to the log and pushes it into each subscription's bounded queue. Because
+nothing awaits between those steps, a subscription that reads the log and goes live in one step
+(see ``Subscription.resume``) sees every frame exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iris.fanout.framelog import FrameLog
+from iris.fanout.subscription import Subscription
+
+Frame = dict[str, Any]
+
+
+class Hub:
+    def __init__(self, log: FrameLog, *, queue_size: int = 256) -> None:
+        self.log = log
+        self.queue_size = queue_size
+        self._latest: dict[str, int] = {}
+        self._subscribers: dict[str, set[Subscription]] = {}
+
+    def latest(self, chat_id: str) -> int:
+        if chat_id not in self._latest:
+            self._latest[chat_id] = self.log.last_seq(chat_id)
+        return self._latest[chat_id]
+
+    def publish(self, chat_id: str, body: Frame, *, exclude: Subscription | None = None) -> Frame:
+        """Sequence, log and deliver one chat-scoped frame; ``exclude`` skips one device live."""
+        seq = self.latest(chat_id) + 1
+        self._latest[chat_id] = seq
+        frame = {**body, "chat_id": chat_id, "seq": seq}
+        self.log.append(frame)
+        for subscription in self._subscribers.get(chat_id, ()):
+            if subscription is not exclude:
+                subscription.push(frame)
+        return frame
+
+    def publish_all(self, chat_id: str, bodies: list[Frame]) -> None:
+        for body in bodies:
+            self.publish(chat_id, body)
+
+    def subscribe(self, chat_id: str) -> Subscription:
+        """A live subscription from the chat's latest seq; ``resume`` it to replay."""
+        subscription = Subscription(self, chat_id, self.queue_size, self.latest(chat_id))
+        self._subscribers.setdefault(chat_id, set()).add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        subscribers = self._subscribers.get(subscription.chat_id)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del self._subscribers[subscription.chat_id]
+
+    def subscribers(self, chat_id: str) -> int:
+        return len(self._subscribers.get(chat_id, ()))

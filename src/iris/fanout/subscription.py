@@ -1,0 +1,165 @@
+"""One device's place in one chat: a bounded queue in front of its socket, and catch-up.
+
+The hub ``push``es every chat frame without waiting. The device's sender ``await``s ``get()``.
+A device that falls behind never slows anyone else:
+
+1. when the queue passes its capacity, ``message.update`` frames superseded by a later frame of
+   the same message are dropped (each update is a full snapshot, so nothing is lost);
+2. if it is still over capacity, the queue gives up its chat frames and the device reads them
+   back from the frame log in pages (``catch-up``), as a resume does — start/stop/tool/commentary
+   frames are never dropped, only re-read.
+
+``position`` is the seq of the last chat frame put in line for the device. Connection-scoped
+frames (``ready``, ``pong``, ``error``, ``sync``) are stamped with it, so whatever seq a device
+has seen last is a valid point to resume from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from iris.fanout.hub import Hub
+
+Frame = dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Item:
+    frame: Frame
+    chat: bool  # a chat-scoped frame (has its own seq) or a connection-scoped one
+
+
+class Subscription:
+    def __init__(self, hub: Hub, chat_id: str, capacity: int, position: int) -> None:
+        self.chat_id = chat_id
+        self.capacity = capacity
+        self.position = position
+        self.skipped = 0  # superseded updates this device never got
+        self.catchups = 0  # times the queue overflowed and the device re-read the log
+        self._hub = hub
+        self._queue: deque[_Item] = deque()
+        self._catching_up = False
+        self._wake = asyncio.Event()
+
+    # -- the hub's side ------------------------------------------------------------------------
+    def push(self, frame: Frame) -> None:
+        """A new chat frame; never waits."""
+        if self._catching_up:
+            return  # the log has it; the catch-up reads it in order
+        self._queue.append(_Item(frame, True))
+        self.position = frame["seq"]
+        if len(self._queue) > self.capacity:
+            self._relieve()
+        self._wake.set()
+
+    # -- the connection's side -----------------------------------------------------------------
+    def send_local(self, body: Frame) -> None:
+        """A connection-scoped frame, in line behind the chat frames already queued."""
+        frame = {**body, "chat_id": self.chat_id, "seq": self.position}
+        self._queue.append(_Item(frame, False))
+        self._wake.set()
+
+    def resume(self, after_seq: int) -> None:
+        """Replay every chat frame after ``after_seq``, then continue live: no gap, no duplicate."""
+        latest = self._hub.latest(self.chat_id)
+        self._drop_chat_frames()
+        if after_seq == latest:
+            self._go_live(latest)
+        elif after_seq > latest or after_seq < self._hub.log.floor(self.chat_id):
+            # The device knows a future we do not (a reset server) or the log no longer reaches.
+            self._sync(latest)
+        else:
+            self.position = after_seq
+            self._catching_up = True
+        self._restamp()
+        self._wake.set()
+
+    async def get(self) -> Frame:
+        while True:
+            if self._queue:
+                return self._queue.popleft().frame
+            if self._catching_up:
+                self._read_page()
+                continue
+            self._wake.clear()
+            await self._wake.wait()
+
+    def pending(self) -> int:
+        return len(self._queue)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _read_page(self) -> None:
+        chat, log = self.chat_id, self._hub.log
+        latest = self._hub.latest(chat)
+        if self.position < log.floor(chat):
+            self._sync(latest)  # the bounds moved past us while we were catching up
+            return
+        page = log.after(chat, self.position, self.capacity)
+        if not page:
+            self._go_live(latest)
+            return
+        for frame in coalesce(page):
+            self._queue.append(_Item(frame, True))
+        self.position = page[-1]["seq"]
+        if self.position >= latest:
+            # Read and switch in one step: no frame can be published in between.
+            self._go_live(latest)
+
+    def _sync(self, latest: int) -> None:
+        self.position = latest
+        messages = self._hub.log.conversation(self.chat_id)
+        self.send_local({"type": "sync", "messages": messages})
+        self._go_live(latest)
+
+    def _go_live(self, latest: int) -> None:
+        self.position = latest
+        self._catching_up = False
+
+    def _relieve(self) -> None:
+        before = len(self._queue)
+        kept = coalesce_items(self._queue)
+        self.skipped += before - len(kept)
+        self._queue = deque(kept)
+        if len(self._queue) <= self.capacity:
+            return
+        # Still too far behind: forget the queued chat frames and re-read them from the log.
+        self.catchups += 1
+        self._drop_chat_frames()
+        self._catching_up = True
+        self._restamp()
+
+    def _drop_chat_frames(self) -> None:
+        """Forget queued chat frames; ``position`` falls back to what the device already got."""
+        chat_frames = [item for item in self._queue if item.chat]
+        if chat_frames:
+            self.position = chat_frames[0].frame["seq"] - 1
+        self._queue = deque(item for item in self._queue if not item.chat)
+
+    def _restamp(self) -> None:
+        for item in self._queue:
+            if not item.chat:
+                item.frame["seq"] = min(item.frame["seq"], self.position)
+
+
+def coalesce(frames: Iterable[Frame]) -> list[Frame]:
+    """Drop each ``message.update`` that a later frame of the same message supersedes."""
+    return [item.frame for item in coalesce_items(_Item(f, True) for f in frames)]
+
+
+def coalesce_items(items: Iterable[_Item]) -> list[_Item]:
+    kept: list[_Item] = []
+    later: set[str] = set()
+    for item in reversed(list(items)):
+        message_id = item.frame.get("message_id")
+        if item.chat and isinstance(message_id, str):
+            if item.frame["type"] == "message.update" and message_id in later:
+                continue
+            later.add(message_id)
+        kept.append(item)
+    kept.reverse()
+    return kept

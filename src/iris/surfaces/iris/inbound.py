@@ -1,0 +1,129 @@
+"""What a device may send, parsed and checked: raw WebSocket text in, a typed request out. Pure.
+
+Anything else becomes a ``BadFrame`` whose ``code`` the device gets back in an ``error`` frame:
+
+    bad_json       not UTF-8 JSON text
+    bad_frame      JSON, but not an object with a string ``type``
+    unknown_type   a ``type`` the server does not know
+    missing_field  a required field is absent
+    bad_field      a field has the wrong type or value
+    too_large      ``message.send`` text longer than ``platforms.iris.max_text``
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_CHAT_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    token: str
+    chat_id: str | None = None
+    after_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessage:
+    text: str
+    chat_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTurn:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    after_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class BadFrame:
+    code: str
+    message: str
+
+
+Request = Hello | SendMessage | CancelTurn | Resume | Ping
+
+
+def valid_chat_id(value: object) -> bool:
+    return isinstance(value, str) and _CHAT_ID.fullmatch(value) is not None
+
+
+def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode()
+        except UnicodeDecodeError:
+            return BadFrame("bad_json", "frames are UTF-8 JSON text")
+    if raw is None:
+        return BadFrame("bad_json", "empty frame")
+    try:
+        data: Any = json.loads(raw)
+    except ValueError as exc:
+        return BadFrame("bad_json", f"invalid JSON: {exc}")
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        return BadFrame("bad_frame", 'a frame is a JSON object with a string "type"')
+    frame: dict[str, Any] = data
+    match frame["type"]:
+        case "ping":
+            return Ping()
+        case "turn.cancel":
+            return CancelTurn()
+        case "resume":
+            after = _seq(frame, "after_seq", required=True)
+            return after if isinstance(after, BadFrame) else Resume(after or 0)
+        case "message.send":
+            return _send(frame, max_text)
+        case "hello":
+            return _hello(frame)
+        case other:
+            return BadFrame("unknown_type", f"unknown frame type {other[:64]!r}")
+
+
+def _send(frame: dict[str, Any], max_text: int) -> SendMessage | BadFrame:
+    if "text" not in frame:
+        return BadFrame("missing_field", "message.send needs 'text'")
+    text = frame["text"]
+    if not isinstance(text, str) or not text.strip():
+        return BadFrame("bad_field", "'text' must be a non-empty string")
+    if len(text) > max_text:
+        return BadFrame("too_large", f"'text' is longer than {max_text} characters")
+    chat_id = frame.get("chat_id")
+    if chat_id is not None and not valid_chat_id(chat_id):
+        return BadFrame("bad_field", "'chat_id' must be 1-128 of A-Z a-z 0-9 . _ : @ -")
+    return SendMessage(text, chat_id)
+
+
+def _hello(frame: dict[str, Any]) -> Hello | BadFrame:
+    token = frame.get("token")
+    if not isinstance(token, str):
+        return BadFrame("missing_field", "hello needs 'token'")
+    chat_id = frame.get("chat_id")
+    if chat_id is not None and not valid_chat_id(chat_id):
+        return BadFrame("bad_field", "'chat_id' must be 1-128 of A-Z a-z 0-9 . _ : @ -")
+    after = _seq(frame, "after_seq", required=False)
+    if isinstance(after, BadFrame):
+        return after
+    return Hello(token, chat_id, after)
+
+
+def _seq(frame: dict[str, Any], key: str, *, required: bool) -> int | None | BadFrame:
+    if key not in frame or frame[key] is None:
+        return BadFrame("missing_field", f"'{key}' is required") if required else None
+    value = frame[key]
+    # bool is an int in Python; a JSON true is not a sequence number.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return BadFrame("bad_field", f"'{key}' must be an integer >= 0")
+    return value

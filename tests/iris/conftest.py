@@ -1,0 +1,184 @@
+"""The real server on 127.0.0.1 and devices that speak the iris protocol with ``websockets``.
+
+Every frame a device receives is validated against the shipped JSON Schema, so every test is
+also a schema test. Waits have timeouts; a hung stream fails in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import jsonschema
+import pytest
+import uvicorn
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from iris.config import Config
+from iris.server import build_app
+from iris.surfaces.iris.endpoint import IrisSurface
+from tests.conftest import MakeConfig
+from tests.fakes.upstream import FakeUpstream
+
+TOKEN = "t1"
+WAIT = 5.0
+
+SCHEMA: dict[str, Any] = json.loads(
+    resources.files("iris.surfaces.iris").joinpath("frames.schema.json").read_text()
+)
+SERVER_FRAME = jsonschema.Draft202012Validator(SCHEMA)
+
+
+class Device:
+    """One app connection: sends frames, receives and checks them."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.frames: list[dict[str, Any]] = []
+
+    async def send(self, frame: dict[str, Any] | str) -> None:
+        await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+
+    async def recv(self, timeout: float = WAIT) -> dict[str, Any]:
+        async with asyncio.timeout(timeout):
+            raw = await self.ws.recv()
+        frame = json.loads(raw)
+        SERVER_FRAME.validate(frame)
+        self.frames.append(frame)
+        return frame
+
+    async def until(self, type_: str, timeout: float = WAIT, **fields: Any) -> list[dict[str, Any]]:
+        """Frames up to and including the first of ``type_`` whose fields match."""
+        got: list[dict[str, Any]] = []
+        async with asyncio.timeout(timeout):
+            while True:
+                frame = await self.recv(timeout)
+                got.append(frame)
+                if frame["type"] == type_ and all(frame.get(k) == v for k, v in fields.items()):
+                    return got
+
+    async def turn(self, timeout: float = WAIT) -> list[dict[str, Any]]:
+        """Frames up to the end of a turn (``typing {on:false}``)."""
+        return await self.until("typing", timeout, on=False)
+
+    async def closed(self, timeout: float = WAIT) -> int | None:
+        """Wait for the server to close; the close code. Frames before it are kept."""
+        async with asyncio.timeout(timeout):
+            with contextlib.suppress(ConnectionClosed):
+                while True:
+                    frame = json.loads(await self.ws.recv())
+                    self.frames.append(frame)
+        return self.ws.close_code
+
+    @property
+    def max_seq(self) -> int:
+        return max((f["seq"] for f in self.frames), default=0)
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+@dataclass
+class IrisServer:
+    config: Config
+    url: str
+    surface: IrisSurface
+    devices: list[Device] = field(default_factory=list[Device])
+
+    async def connect(
+        self,
+        token: str | None = TOKEN,
+        *,
+        chat_id: str | None = None,
+        after_seq: int | None = None,
+        header: bool = False,
+        ready: bool = True,
+    ) -> Device:
+        """A device; with ``ready`` it authenticated and its ``ready`` frame was read."""
+        headers = {"Authorization": f"Bearer {token}"} if header and token is not None else None
+        ws = await connect(self.url, additional_headers=headers, open_timeout=WAIT)
+        device = Device(ws)
+        self.devices.append(device)
+        if not header and token is not None:
+            hello: dict[str, Any] = {"type": "hello", "token": token}
+            if chat_id is not None:
+                hello["chat_id"] = chat_id
+            if after_seq is not None:
+                hello["after_seq"] = after_seq
+            await device.send(hello)
+        if ready:
+            frame = await device.recv()
+            assert frame["type"] == "ready", frame
+        return device
+
+
+StartServer = Callable[..., Awaitable[IrisServer]]
+
+
+@pytest.fixture
+async def iris_server(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> AsyncIterator[StartServer]:
+    """``await iris_server(**config_sections)``: ``iris serve``'s app on a free port."""
+    running: list[tuple[uvicorn.Server, IrisServer]] = []
+
+    async def start(**sections: Any) -> IrisServer:
+        platforms = {"iris": {"tokens": [TOKEN]}, "api_server": {"enabled": False}}
+        platforms["iris"].update(sections.pop("iris", {}))
+        config = make_config(upstream.base_url, platforms=platforms, **sections)
+        app = build_app(config)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        server = uvicorn.Server(
+            uvicorn.Config(app, lifespan="on", log_config=None, ws_max_size=1 << 20)
+        )
+        server.config.load()
+        server.lifespan = server.config.lifespan_class(server.config)
+        await server.startup(sockets=[sock])
+        port = sock.getsockname()[1]
+        surface = next(s for s in _surfaces(app) if isinstance(s, IrisSurface))
+        handle = IrisServer(config, f"ws://127.0.0.1:{port}/iris/ws", surface)
+        running.append((server, handle))
+        return handle
+
+    yield start
+    for server, handle in running:
+        for device in handle.devices:
+            with contextlib.suppress(Exception):
+                await device.close()
+        await _stop(server)
+    upstream.assert_used_up()
+
+
+def _surfaces(app: Any) -> list[Any]:
+    # build_app keeps the runtime on app.state; the surface owns the route's endpoint.
+    for route in app.routes:
+        endpoint = getattr(route, "endpoint", None)
+        owner = getattr(endpoint, "__self__", None)
+        if owner is not None:
+            return [owner]
+    return []
+
+
+async def _stop(server: uvicorn.Server) -> None:
+    # uvicorn's own shutdown sleeps and polls in 0.1 s steps; close the same things, faster.
+    for listener in server.servers:
+        listener.close()
+    state = server.server_state
+    for connection in list(state.connections):
+        connection.shutdown()
+    for _ in range(200):
+        if not state.connections and not state.tasks:
+            break
+        await asyncio.sleep(0.01)
+    for task in list(state.tasks):
+        task.cancel()
+    await server.lifespan.shutdown()
