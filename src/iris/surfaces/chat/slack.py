@@ -1,0 +1,246 @@
+"""The Slack adapter: Web API sends and edits through slack-sdk; receiving over Socket Mode.
+
+- ``send`` is ``chat.postMessage`` (its ``ts`` is the message id), ``edit_message`` is
+  ``chat.update``; both carry ``thread_ts`` when the reply belongs to a thread.
+- Typing: the Web API has no typing indicator for bots. In a thread, ``send_typing`` sets the
+  AI-assistant status (``assistant.threads.setStatus``, "is thinking…"), which Slack clears
+  when the app posts; outside threads it does nothing. An app without the ``assistant:write``
+  scope answers ``missing_scope`` once and the adapter stops asking.
+- Receiving: ``message`` events of the Events API arrive over Socket Mode (the app-level
+  token); each envelope is acknowledged before the runner sees the message, and a redelivered
+  event is handed over only once.
+- slack-sdk's retry handlers are off: one call, one request (a retried ``chat.postMessage``
+  after a dropped connection could post the reply twice).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from iris.config import SlackPlatform as SlackConfig
+from iris.surfaces.chat.platform import (
+    Capabilities,
+    IncomingMessage,
+    OnMessage,
+    PlatformError,
+    PlatformRateLimited,
+    RateBudget,
+)
+
+log = logging.getLogger(__name__)
+
+THREAD_KEY = "thread_ts"
+TYPING_STATUS = "is thinking…"
+
+# Answers meaning the app cannot set an assistant status at all (not a passing failure).
+_NO_ASSISTANT = {"missing_scope", "not_allowed_token_type", "unknown_method", "no_permission"}
+# Message subtypes that are still a person writing to us; the rest are edits, joins, bots.
+_USER_SUBTYPES = {None, "thread_broadcast", "file_share"}
+_SEEN_LIMIT = 1024
+
+_T = TypeVar("_T")
+
+
+class SlackRefused(PlatformError):
+    """Slack answered ``{"ok": false, "error": …}``: the request did not take effect."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(f"slack: {error}")
+        self.error = error
+
+
+class SlackPlatform:
+    """``ChatPlatform`` for Slack, built from ``config.platforms.slack``."""
+
+    name = "slack"
+    capabilities = Capabilities(
+        can_edit=True,
+        max_length=40_000,
+        length_unit="chars",
+        # chat.update is Tier 3: about 50 calls a minute.
+        rate=RateBudget(capacity=50, per_seconds=60.0),
+    )
+
+    def __init__(
+        self, config: SlackConfig, *, request_timeout: int = 10, ping_interval: float = 5.0
+    ) -> None:
+        self._config = config
+        self._timeout = request_timeout
+        self._ping_interval = ping_interval
+        self._web = self._web_client(config.bot_token)
+        self._socket: SocketModeClient | None = None
+        self._on_message: OnMessage | None = None
+        self._bot_user_id = ""
+        self._assistant_status = True
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    async def connect(self, on_message: OnMessage) -> None:
+        """Check the bot token, then open Socket Mode; returns once the WebSocket is up."""
+        auth = await self._call(self._web.auth_test())
+        self._bot_user_id = str(auth.get("user_id", ""))
+        self._on_message = on_message
+        # The app-level token goes with apps.connections.open only; slack-sdk passes it per call.
+        socket = SocketModeClient(
+            app_token=self._config.app_token,
+            web_client=self._web_client(None),
+            ping_interval=self._ping_interval,
+        )
+        socket.socket_mode_request_listeners.append(self._on_request)
+        self._socket = socket
+        try:
+            # Asked here, not inside connect(): slack-sdk would retry a bad app token forever.
+            socket.wss_uri = await self._call(socket.issue_new_wss_url())
+            await socket.connect()
+        except BaseException:
+            await self.disconnect()
+            raise
+
+    async def disconnect(self) -> None:
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            await socket.close()
+
+    async def send(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        response = await self._call(
+            self._web.chat_postMessage(
+                channel=chat_id, text=_escape(text), thread_ts=_thread_ts(thread)
+            )
+        )
+        return str(response["ts"])
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        # chat.update finds the message by channel + ts; thread_ts goes along so every call of
+        # a threaded reply names its thread.
+        await self._call(
+            self._web.chat_update(
+                channel=chat_id, ts=message_id, text=_escape(text), thread_ts=_thread_ts(thread)
+            )
+        )
+
+    async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
+        thread_ts = _thread_ts(thread)
+        if thread_ts is None or not self._assistant_status:
+            return
+        try:
+            await self._call(
+                self._web.assistant_threads_setStatus(
+                    channel_id=chat_id, thread_ts=thread_ts, status=TYPING_STATUS
+                )
+            )
+        except SlackRefused as exc:
+            # Typing is a courtesy: a refusal never fails the turn.
+            if exc.error in _NO_ASSISTANT:
+                log.info("slack: no assistant status for this app (%s); typing is off", exc)
+                self._assistant_status = False
+            else:
+                log.debug("slack: typing status refused: %s", exc)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _web_client(self, token: str | None) -> AsyncWebClient:
+        return AsyncWebClient(
+            token=token,
+            base_url=self._config.base_url,
+            timeout=self._timeout,
+            retry_handlers=[],
+        )
+
+    async def _call(self, call: Awaitable[_T]) -> _T:
+        try:
+            return await call
+        except SlackApiError as exc:
+            raise _platform_error(exc) from None
+        except TimeoutError:
+            raise PlatformError("slack: no answer in time", maybe_landed=True) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise PlatformError(f"slack: cannot connect: {exc}") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            # The connection broke after the request went out: it may have been posted.
+            raise PlatformError(f"slack: connection lost: {exc}", maybe_landed=True) from None
+
+    async def _on_request(
+        self, client: AsyncBaseSocketModeClient, request: SocketModeRequest
+    ) -> None:
+        # Ack first: Slack redelivers an envelope that is not acknowledged within 3 s.
+        await client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+        if request.type != "events_api" or self._on_message is None:
+            return
+        event: Any = request.payload.get("event")
+        if not isinstance(event, dict):
+            return
+        incoming = incoming_message(event, bot_user_id=self._bot_user_id)
+        if incoming is None or self._redelivered(incoming):
+            return
+        await self._on_message(incoming)
+
+    def _redelivered(self, incoming: IncomingMessage) -> bool:
+        key = (incoming.chat_id, incoming.message_id)
+        if key in self._seen:
+            return True
+        self._seen[key] = None
+        if len(self._seen) > _SEEN_LIMIT:
+            self._seen.popitem(last=False)
+        return False
+
+
+def incoming_message(event: Mapping[str, Any], *, bot_user_id: str) -> IncomingMessage | None:
+    """Plain data for the runner from a ``message`` event, or None when no person wrote it.
+
+    ``user_id`` is the Slack user id (``U…``) that ``allowed_users`` lists."""
+    if event.get("type") != "message" or event.get("subtype") not in _USER_SUBTYPES:
+        return None
+    user = event.get("user")
+    if not user or event.get("bot_id") or user == bot_user_id:
+        return None
+    thread_ts = event.get("thread_ts")
+    return IncomingMessage(
+        platform="slack",
+        chat_id=str(event.get("channel", "")),
+        user_id=str(user),
+        text=html.unescape(str(event.get("text", ""))),
+        is_group=event.get("channel_type") != "im",
+        message_id=str(event.get("ts", "")),
+        thread={THREAD_KEY: str(thread_ts)} if thread_ts else {},
+    )
+
+
+def _thread_ts(thread: Mapping[str, str] | None) -> str | None:
+    return (thread or {}).get(THREAD_KEY) or None
+
+
+def _escape(text: str) -> str:
+    # Slack reads <…> as links and mentions (<!channel> pings everyone) and &…; as entities;
+    # escaping the three shows the reply as written and lets a model's text ping no one.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _platform_error(exc: SlackApiError) -> PlatformError:
+    response = exc.response
+    # A proxy in front of Slack can answer with a text body; only a dict carries "error".
+    error = str(response.data.get("error") or "") if isinstance(response.data, dict) else ""
+    if response.status_code == 429 or error == "ratelimited":
+        try:
+            retry_after = float(response.headers.get("Retry-After", "1"))
+        except ValueError:
+            retry_after = 1.0
+        return PlatformRateLimited(retry_after, f"slack: {error or 'ratelimited'}")
+    if response.status_code >= 500:
+        # Slack received the request; whether it posted the message is unknown.
+        return PlatformError(f"slack: server error {response.status_code}", maybe_landed=True)
+    return SlackRefused(error or f"http_{response.status_code}")

@@ -1,0 +1,264 @@
+"""A fake Slack Web API and Socket Mode server on 127.0.0.1, on the real wire.
+
+Web API: ``auth.test``, ``apps.connections.open`` (answers with a ``ws://`` URL of this
+server), ``chat.postMessage``, ``chat.update`` and ``assistant.threads.setStatus``; it keeps
+each message's current text (what a user would see) and records every call. Socket Mode: the
+WebSocket says ``hello``, then a test pushes ``events_api`` envelopes and waits for their acks::
+
+    async with SlackAPI() as api:
+        api.script(Scripted(429, retry_after=2))      # the next Web API call is rate limited
+        envelope = await api.push_event({"type": "message", ...})
+        await api.wait_for_ack(envelope)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+BOT_USER_ID = "UBOT0001"
+API_PREFIX = "/api/"
+
+
+@dataclass
+class Call:
+    method: str
+    args: dict[str, Any]
+    authorization: str
+    ok: bool = False
+    status: int = 200
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Scripted:
+    """The answer to the next call of ``method`` (any method when empty)."""
+
+    status: int = 200
+    error: str = ""  # {"ok": false, "error": error}
+    retry_after: int = 0
+    hang: bool = False
+    method: str = ""
+
+
+@dataclass
+class Message:
+    channel: str
+    ts: str
+    text: str
+    thread_ts: str | None
+    edits: int = 0
+
+
+class SlackAPI:
+    def __init__(self, *, bot_token: str = "xoxb-test", app_token: str = "xapp-test") -> None:
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.calls: list[Call] = []
+        self.messages: dict[tuple[str, str], Message] = {}
+        self.statuses: list[dict[str, Any]] = []
+        self.acks: list[dict[str, Any]] = []
+        self._scripted: list[Scripted] = []
+        self._ts = itertools.count(1)
+        self._envelopes = itertools.count(1)
+        self._sockets: list[web.WebSocketResponse] = []
+        self._changed = asyncio.Condition()
+        self._release = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+        self._origin = ""
+
+    async def __aenter__(self) -> SlackAPI:
+        app = web.Application()
+        app.router.add_post(API_PREFIX + "{method}", self._api)
+        app.router.add_get("/link/", self._link)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        port = self._runner.addresses[0][1]
+        self._origin = f"127.0.0.1:{port}"
+        self.base_url = f"http://{self._origin}{API_PREFIX}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release.set()
+        for socket in self._sockets:
+            await socket.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- what tests use ----------------------------------------------------------------------
+
+    def script(self, *answers: Scripted) -> None:
+        self._scripted.extend(answers)
+
+    def calls_to(self, *methods: str) -> list[Call]:
+        return [c for c in self.calls if c.method in methods]
+
+    async def push_event(self, event: dict[str, Any], *, retry_attempt: int = 0) -> str:
+        """Deliver an Events API envelope over the open Socket Mode connection."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._sockets))
+        envelope_id = f"env-{next(self._envelopes)}"
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": retry_attempt,
+            "retry_reason": "timeout" if retry_attempt else "",
+            "payload": {
+                "token": "verification-token",
+                "team_id": "T0001",
+                "api_app_id": "A0001",
+                "type": "event_callback",
+                "event_id": f"Ev{envelope_id}",
+                "event_time": int(time.time()),
+                "event": event,
+            },
+        }
+        await self._sockets[-1].send_str(json.dumps(envelope))
+        return envelope_id
+
+    async def wait_for_ack(self, envelope_id: str) -> None:
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: any(a.get("envelope_id") == envelope_id for a in self.acks)
+            )
+
+    # -- Web API -----------------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        call = Call(method, await _arguments(request), request.headers.get("Authorization", ""))
+        response = await self._answer(call)
+        call.status = response.status
+        call.ok = response.content_type == "application/json" and '"ok": true' in (
+            response.text or ""
+        )
+        async with self._changed:
+            self.calls.append(call)
+            self._changed.notify_all()
+        return response
+
+    async def _answer(self, call: Call) -> web.Response:
+        token = self.app_token if call.method == "apps.connections.open" else self.bot_token
+        if call.authorization != f"Bearer {token}":
+            return _json({"ok": False, "error": "invalid_auth"})
+        for index, scripted in enumerate(self._scripted):
+            if scripted.method in ("", call.method):
+                del self._scripted[index]
+                return await self._scripted_answer(scripted)
+        handler = {
+            "auth.test": self._auth_test,
+            "apps.connections.open": self._connections_open,
+            "chat.postMessage": self._post_message,
+            "chat.update": self._update,
+            "assistant.threads.setStatus": self._set_status,
+        }.get(call.method)
+        if handler is None:
+            return _json({"ok": False, "error": "unknown_method"})
+        return handler(call.args)
+
+    async def _scripted_answer(self, scripted: Scripted) -> web.Response:
+        if scripted.hang:
+            await self._release.wait()
+        if scripted.status == 429:
+            headers = {"Retry-After": str(scripted.retry_after)}
+            return _json({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
+        if scripted.status >= 500:
+            return web.Response(status=scripted.status, text="upstream connect error")
+        return _json({"ok": False, "error": scripted.error or "internal_error"})
+
+    def _auth_test(self, args: dict[str, Any]) -> web.Response:
+        return _json(
+            {
+                "ok": True,
+                "url": "https://iris-test.slack.com/",
+                "team": "Iris Test",
+                "user": "iris",
+                "team_id": "T0001",
+                "user_id": BOT_USER_ID,
+                "bot_id": "B0001",
+            }
+        )
+
+    def _connections_open(self, args: dict[str, Any]) -> web.Response:
+        return _json({"ok": True, "url": f"ws://{self._origin}/link/?ticket=t-1"})
+
+    def _post_message(self, args: dict[str, Any]) -> web.Response:
+        channel, text = str(args.get("channel", "")), args.get("text")
+        if not channel:
+            return _json({"ok": False, "error": "channel_not_found"})
+        if not text:
+            return _json({"ok": False, "error": "no_text"})
+        if len(text) > 40_000:
+            return _json({"ok": False, "error": "msg_too_long"})
+        ts = f"{1764453600 + next(self._ts)}.000100"
+        thread_ts = args.get("thread_ts")
+        self.messages[(channel, ts)] = Message(channel, ts, text, thread_ts)
+        message = {"type": "message", "user": BOT_USER_ID, "text": text, "ts": ts}
+        if thread_ts:
+            message["thread_ts"] = thread_ts
+        return _json({"ok": True, "channel": channel, "ts": ts, "message": message})
+
+    def _update(self, args: dict[str, Any]) -> web.Response:
+        channel, ts, text = str(args.get("channel", "")), str(args.get("ts", "")), args.get("text")
+        message = self.messages.get((channel, ts))
+        if message is None:
+            return _json({"ok": False, "error": "message_not_found"})
+        if not text:
+            return _json({"ok": False, "error": "no_text"})
+        if len(text) > 40_000:
+            return _json({"ok": False, "error": "msg_too_long"})
+        message.text = text
+        message.edits += 1
+        return _json({"ok": True, "channel": channel, "ts": ts, "text": text})
+
+    def _set_status(self, args: dict[str, Any]) -> web.Response:
+        self.statuses.append(args)
+        return _json({"ok": True})
+
+    # -- Socket Mode -------------------------------------------------------------------------
+
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        hello = {
+            "type": "hello",
+            "num_connections": 1,
+            "debug_info": {"host": "fake-slack", "approximate_connection_time": 18060},
+            "connection_info": {"app_id": "A0001"},
+        }
+        await socket.send_str(json.dumps(hello))
+        async with self._changed:
+            self._sockets.append(socket)
+            self._changed.notify_all()
+        async for frame in socket:
+            if frame.type is WSMsgType.TEXT:
+                async with self._changed:
+                    self.acks.append(json.loads(frame.data))
+                    self._changed.notify_all()
+        return socket
+
+
+async def _arguments(request: web.Request) -> dict[str, Any]:
+    args: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        args.update(await request.json())
+    elif request.can_read_body:
+        args.update(await request.post())
+    return args
+
+
+def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=json.dumps(body).encode(),
+        status=status,
+        headers={**(headers or {}), "Content-Type": "application/json; charset=utf-8"},
+    )
