@@ -65,7 +65,9 @@ class RecordingPlatform:
     async def disconnect(self) -> None:
         self.connected = False
 
-    async def send(self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None) -> str:
+    async def send(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
         message_id = str(len(self.order) + 1)
         try:
             await self._call("send", chat_id, message_id, text, thread)

@@ -97,6 +97,8 @@ Action = Send | Edit
 @dataclass
 class _Segment:
     run: list[int] = field(default_factory=list[int])  # live slots, from ``base`` on
+    starts: list[int] = field(default_factory=list[int])  # where each run slot's slice starts
+    rewound: bool = False  # the text was reset: lay it out again from the start
     text: str = ""  # streamed so far
     deltas: int = 0
     closed: str | None = None  # post-processed text from SegmentEnded/Commentary
@@ -147,6 +149,7 @@ class Reply:
                 if self._segment is not None:
                     self._segment.text = ""
                     self._segment.closed = None
+                    self._segment.rewound = True
             case SegmentEnded(text=text):
                 # Finalized at the next event: TurnEnded may still prepend the reasoning.
                 self._open_segment().closed = text
@@ -191,18 +194,30 @@ class Reply:
             or (not seg.run and seg.base == 0 and seg.deltas < self.display.min_tokens)
         ):
             return
-        base = seg.base
-        if base and seg.base_text != text:
-            base = min(base, _common_prefix(seg.base_text, text))
-        parts = split(text, self.limit, self.caps.length_unit, start=base)
-        end = base
-        for j, part in enumerate(parts):
-            end += len(part.raw)
-            last = j == len(parts) - 1
+        if final or seg.rewound or not seg.run:
+            first = 0
+            start = seg.base
+            if start and seg.base_text != text:
+                start = min(start, _common_prefix(seg.base_text, text))
+            seg.rewound = False
+        else:
+            # While streaming, text only grows: every part but the last had a full window
+            # when it was cut, so it cannot change. Re-split from the last part only, which
+            # keeps a long reply linear instead of quadratic.
+            first = len(seg.run) - 1
+            start = seg.starts[first]
+        parts = split(text, self.limit, self.caps.length_unit, start=start)
+        end = start
+        for offset, part in enumerate(parts):
+            j = first + offset
             if j == len(seg.run):
                 seg.run.append(len(self.slots))
+                seg.starts.append(end)
                 self.slots.append(Slot("text"))
                 self._segment_slot_of[seg.run[j]] = seg
+            seg.starts[j] = end
+            end += len(part.raw)
+            last = offset == len(parts) - 1
             slot = self.slots[seg.run[j]]
             if slot.dead:
                 continue
@@ -375,6 +390,6 @@ class Reply:
             self.slots[later].dead = True
         seg.base_text = seg.final if seg.final is not None else seg.text
         seg.base = slot.shown_end
-        seg.run = []
+        seg.run, seg.starts = [], []
         seg.held = seg.final is None
         self._layout(seg)

@@ -57,7 +57,8 @@ class Throttle:
     def ready_at(self, kind: CallKind, now: float) -> float:
         """The earliest time (>= now) a call of ``kind`` may go out."""
         level = self._level(now)
-        at = now if level >= 1 else now + (1 - level) / self._rate
+        # The epsilon keeps float refill arithmetic from landing a hair short of a token.
+        at = now if level >= 1 - 1e-9 else now + (1 - level) / self._rate
         at = max(at, self.blocked_until)
         if kind == "edit":
             at = max(at, self.last_update + self.interval)

@@ -1,0 +1,91 @@
+"""Splitting a long reply into platform-sized messages."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iris.surfaces.chat.splitter import fence_after, measure, split
+
+# Text that exercises the hard cases: astral characters (2 UTF-16 units), fences, newlines.
+_alphabet = st.sampled_from(list("ab c\n`~") + ["😀", "é", "```", "```py\n", "\n```\n", "~~~\n"])
+texts = st.lists(_alphabet, max_size=300).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=texts,
+    limit=st.integers(min_value=8, max_value=120),
+    unit=st.sampled_from(["utf16", "chars"]),
+)
+def test_parts_rejoin_to_the_text_and_each_fits(text: str, limit: int, unit: str) -> None:
+    parts = split(text, limit, unit)  # type: ignore[arg-type]
+    assert "".join(p.raw for p in parts) == text
+    for part in parts:
+        assert part.raw, "every part makes progress"
+        assert measure(part.text, unit) <= limit  # type: ignore[arg-type]
+        # Never half of a surrogate pair: every part encodes on its own.
+        part.text.encode("utf-16-le")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    blocks=st.lists(
+        st.tuples(
+            st.booleans(), st.lists(st.sampled_from(["x", "yy zz", "😀 w", ""]), max_size=12)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    limit=st.integers(min_value=30, max_value=90),
+)
+def test_a_part_never_leaves_a_code_block_open(
+    blocks: list[tuple[bool, list[str]]], limit: int
+) -> None:
+    chunks = []
+    for is_code, lines in blocks:
+        body = "\n".join(lines)
+        chunks.append(f"```python\n{body}\n```" if is_code else body)
+    text = "\n\n".join(chunks) + "\n"
+    for part in split(text, limit, "utf16"):
+        assert fence_after(part.text + "\n") is None, part.text
+
+
+def test_a_code_block_is_closed_and_reopened_with_its_language() -> None:
+    code = "\n".join(f"print({i})" for i in range(40))
+    text = f"Here:\n```python\n{code}\n```\nDone."
+    parts = split(text, 100, "chars")
+    assert len(parts) > 2
+    assert parts[0].text.endswith("\n```")
+    for part in parts[1:]:
+        assert part.text.startswith("```python\n")
+    assert parts[-1].text.endswith("```\nDone.")
+
+
+def test_telegram_counts_utf16_units() -> None:
+    text = "😀" * 10  # 20 UTF-16 units, 10 code points
+    parts = split(text, 7, "utf16")
+    assert [p.raw for p in parts] == ["😀😀😀", "😀😀😀", "😀😀😀", "😀"]
+    assert split(text, 10, "chars")[0].raw == text
+
+
+def test_cuts_prefer_line_breaks_then_spaces() -> None:
+    text = "first line here\nsecond line is here and long"
+    assert split(text, 20, "chars")[0].raw == "first line here\n"
+    assert split("aaaa bbbb cccc dddd", 12, "chars")[0].raw == "aaaa bbbb "
+
+
+def test_start_continues_mid_reply_inside_a_fence() -> None:
+    text = "```sh\nls\npwd\n```\n"
+    parts = split(text, 100, "chars", start=len("```sh\nls\n"))
+    assert parts[0].text == "```sh\npwd\n```\n"
+
+
+def test_empty_text_has_no_parts_and_a_bad_limit_is_an_error() -> None:
+    assert split("", 10) == []
+    try:
+        split("x", 0)
+    except ValueError as exc:
+        assert "limit" in str(exc)
+    else:
+        raise AssertionError("limit 0 accepted")
