@@ -196,6 +196,9 @@ class Turn:
 
     # -- the turn ----------------------------------------------------------------------------
     async def _main(self) -> None:
+        if self._interrupted:  # interrupted before it began
+            self._end("interrupted", "")
+            return
         try:
             await self._loop()
         except asyncio.CancelledError:
