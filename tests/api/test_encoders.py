@@ -1,0 +1,258 @@
+"""The pure encoders: lists of agent events in, lists of wire objects out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from openai import omit
+from openai._models import construct_type
+from openai.lib.streaming.responses._responses import ResponseStreamState
+from openai.types.chat import ChatCompletionChunk
+from openai.types.responses import ResponseStreamEvent
+
+from iris.events import (
+    Commentary,
+    Event,
+    ReasoningDelta,
+    SegmentEnded,
+    StreamReset,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
+from iris.surfaces.api.chat_encoder import ChatEncoder
+from iris.surfaces.api.responses_encoder import ResponsesEncoder
+from iris.surfaces.api.segment import SegmentText
+from iris.surfaces.api.sse import data_frame, named_frame
+
+USAGE = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+CALL = {"id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}
+
+AGENT_TOOL_TURN: list[Event] = [
+    TurnStarted("t1", "m"),
+    ReasoningDelta("hmm"),
+    TextDelta("Let me "),
+    TextDelta("look."),
+    Commentary("Let me look."),
+    ToolStarted(1, "read_file", {"path": "a"}, "c1"),
+    ToolEnded(1, "read_file", True, 0.1, "42"),
+    TextDelta("It is "),
+    TextDelta("42."),
+    SegmentEnded("It is 42."),
+    TurnEnded("It is 42.", usage=USAGE),
+]
+
+CLIENT_TOOL_TURN: list[Event] = [
+    TurnStarted("t1", "m"),
+    TextDelta("Checking."),
+    Commentary("Checking."),
+    TurnEnded("Checking.", reason="tool_calls", tool_calls=[CALL], usage=USAGE),
+]
+
+
+def chat(
+    events: list[Event], include_usage: bool = False
+) -> tuple[ChatEncoder, list[dict[str, Any]]]:
+    encoder = ChatEncoder("chatcmpl-1", "m", 0, include_usage=include_usage)
+    return encoder, [chunk for event in events for chunk in encoder.feed(event)]
+
+
+def content(chunks: list[dict[str, Any]]) -> str:
+    return "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices")
+    )
+
+
+# -- chat -------------------------------------------------------------------------------
+
+
+def test_chat_joins_commentary_and_answer_with_a_blank_line() -> None:
+    encoder, chunks = chat(AGENT_TOOL_TURN)
+    assert content(chunks) == "Let me look.\n\nIt is 42."
+    assert encoder.completion()["choices"][0]["message"]["content"] == "Let me look.\n\nIt is 42."
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    for chunk in chunks:  # every chunk is one the SDK parses
+        ChatCompletionChunk.model_validate(chunk)
+
+
+def test_chat_never_repeats_role_id_or_name() -> None:
+    _, chunks = chat(
+        [
+            *CLIENT_TOOL_TURN[:-1],
+            TurnEnded("", reason="tool_calls", tool_calls=[CALL, {**CALL, "id": "call_2"}]),
+        ]
+    )
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert [d.get("role") for d in deltas].count("assistant") == 1
+    calls = [call for d in deltas for call in d.get("tool_calls", [])]
+    assert [c.get("id") for c in calls] == ["call_1", None, "call_2", None]
+    assert [c["index"] for c in calls] == [0, 0, 1, 1]
+    assert [c["function"].get("name") for c in calls] == ["get_weather", None, "get_weather", None]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_chat_usage_chunk_only_when_asked() -> None:
+    _, plain = chat(AGENT_TOOL_TURN)
+    assert all(c["choices"] for c in plain)
+    _, with_usage = chat(AGENT_TOOL_TURN, include_usage=True)
+    assert with_usage[-1]["choices"] == []
+    assert with_usage[-1]["usage"] == {
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "total_tokens": 15,
+    }
+
+
+def test_chat_failure_is_an_in_band_error_after_the_partial_text() -> None:
+    encoder, chunks = chat(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("Hel"),
+            TurnFailed("provider_error", "boom", partial_text="Hel"),
+        ]
+    )
+    assert content(chunks) == "Hel"
+    assert chunks[-1] == {
+        "error": {
+            "message": "boom",
+            "type": "server_error",
+            "param": None,
+            "code": "provider_error",
+        }
+    }
+    assert encoder.failure is not None
+
+
+def test_chat_stream_reset_does_not_repeat_text_the_client_has() -> None:
+    events: list[Event] = [
+        TurnStarted("t", "m"),
+        TextDelta("Hello "),
+        TextDelta("wor"),
+        StreamReset("fallback"),
+        TextDelta("Hello"),
+        TextDelta(" world!"),
+        SegmentEnded("Hello world!"),
+        TurnEnded("Hello world!"),
+    ]
+    _, chunks = chat(events)
+    assert content(chunks) == "Hello world!"
+
+
+def test_chat_text_held_back_by_the_agent_is_sent_at_the_segment_end() -> None:
+    _, chunks = chat(
+        [TurnStarted("t", "m"), TextDelta("Hi"), SegmentEnded("Hi there"), TurnEnded("Hi there")]
+    )
+    assert content(chunks) == "Hi there"
+
+
+def test_reasoning_is_never_in_content() -> None:
+    _, chunks = chat(AGENT_TOOL_TURN)
+    reasoning = "".join(c["choices"][0]["delta"].get("reasoning_content") or "" for c in chunks)
+    assert reasoning == "hmm"
+    assert "hmm" not in content(chunks)
+
+
+# -- responses ---------------------------------------------------------------------------
+
+
+def responses(events: list[Event]) -> tuple[ResponsesEncoder, list[dict[str, Any]]]:
+    encoder = ResponsesEncoder("resp_1", "m", 0, {"tools": []})
+    return encoder, [payload for event in events for payload in encoder.feed(event)]
+
+
+def sdk_accepts(payloads: list[dict[str, Any]]) -> Any:
+    """Run the events through the openai SDK's own stream state machine (what
+    ``responses.stream()`` uses); it raises on any ordering or identity mistake."""
+    state: ResponseStreamState[Any] = ResponseStreamState(input_tools=omit, text_format=omit)
+    for payload in payloads:
+        event = construct_type(type_=ResponseStreamEvent, value=payload)
+        state.handle_event(event)  # type: ignore[arg-type]
+    return state._completed_response  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize(
+    "events", [AGENT_TOOL_TURN, CLIENT_TOOL_TURN], ids=["agent-tools", "client-tools"]
+)
+def test_responses_sequence_is_what_the_sdk_accepts(events: list[Event]) -> None:
+    encoder, payloads = responses(events)
+    assert [p["sequence_number"] for p in payloads] == list(range(len(payloads)))
+    final = sdk_accepts(payloads)
+    assert final is not None and final.status == "completed"
+    assert encoder.response is not None and final.id == encoder.response["id"]
+
+
+def test_responses_items_for_a_tool_using_turn() -> None:
+    encoder, _ = responses(AGENT_TOOL_TURN)
+    assert encoder.response is not None
+    output = encoder.response["output"]
+    assert [item["type"] for item in output] == ["reasoning", "message", "message"]
+    assert output[1]["phase"] == "commentary" and "phase" not in output[2]
+    assert output[2]["content"][0]["text"] == "It is 42."
+    assert encoder.response["usage"]["total_tokens"] == 15
+
+
+def test_responses_client_tool_call_items() -> None:
+    encoder, payloads = responses(CLIENT_TOOL_TURN)
+    assert encoder.response is not None
+    call = encoder.response["output"][-1]
+    assert {k: call[k] for k in ("type", "call_id", "name", "arguments", "status")} == {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city": "Paris"}',
+        "status": "completed",
+    }
+    types = [p["type"] for p in payloads]
+    assert types.index("response.function_call_arguments.delta") < types.index(
+        "response.function_call_arguments.done"
+    )
+
+
+def test_responses_failure_is_error_then_failed() -> None:
+    encoder, payloads = responses(
+        [TurnStarted("t", "m"), TextDelta("Hel"), TurnFailed("rate_limited", "slow down")]
+    )
+    assert [p["type"] for p in payloads][-2:] == ["error", "response.failed"]
+    assert payloads[-1]["response"]["status"] == "failed"
+    assert payloads[-1]["response"]["error"] == {"code": "rate_limited", "message": "slow down"}
+    assert payloads[-1]["response"]["output"][0]["status"] == "incomplete"
+    assert encoder.failure is not None
+
+
+# -- framing and the segment replay filter -----------------------------------------------
+
+
+def test_frames() -> None:
+    assert data_frame({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
+    assert (
+        named_frame({"type": "response.created"})
+        == b'event: response.created\ndata: {"type":"response.created"}\n\n'
+    )
+
+
+@given(
+    st.text(max_size=30),
+    st.integers(0, 30),
+    st.text(max_size=30),
+    st.lists(st.integers(1, 5), max_size=10),
+)
+def test_a_replay_never_duplicates_what_was_sent(
+    prefix: str, cut: int, extra: str, sizes: list[int]
+) -> None:
+    """Whatever was shown before a reset, and however the replay is chunked, a replay that
+    agrees with it adds exactly the unseen suffix."""
+    full = prefix + extra
+    segment = SegmentText()
+    shown = segment.feed(full[:cut])
+    segment.reset()
+    pos = 0
+    for size in [*sizes, len(full)]:
+        shown += segment.feed(full[pos : pos + size])
+        pos += size
+    assert shown == full
