@@ -7,16 +7,18 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import yarl
+from discord.gateway import DiscordWebSocket
 
 from iris.config import DiscordPlatform as DiscordConfig
 from iris.surfaces.chat.discord import DiscordPlatform
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
-from tests.fakes.discord_api import BOT_ID, DiscordAPI, Scripted
+from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, THREAD_ID, DiscordAPI, Scripted
 
 pytestmark = pytest.mark.timeout(15)
 
-CHANNEL = "1100000000000000001"
-THREAD = "1100000000000000002"
+CHANNEL = CHANNEL_ID
+THREAD = THREAD_ID
 
 
 @pytest.fixture
@@ -26,7 +28,7 @@ async def api() -> AsyncIterator[DiscordAPI]:
 
 
 @pytest.fixture
-async def discord(api: DiscordAPI) -> AsyncIterator[DiscordPlatform]:
+async def bot(api: DiscordAPI) -> AsyncIterator[DiscordPlatform]:
     platform = DiscordPlatform(
         DiscordConfig(enabled=True, token=api.token, base_url=api.base_url), request_timeout=1.0
     )
@@ -36,9 +38,9 @@ async def discord(api: DiscordAPI) -> AsyncIterator[DiscordPlatform]:
 
 
 async def test_send_creates_the_message_and_returns_its_id(
-    api: DiscordAPI, discord: DiscordPlatform
+    api: DiscordAPI, bot: DiscordPlatform
 ) -> None:
-    message_id = await discord.send(CHANNEL, "Hello **there**")
+    message_id = await bot.send(CHANNEL, "Hello **there**")
 
     assert api.messages[message_id].content == "Hello **there**"
     [call] = api.channel_calls()
@@ -46,16 +48,16 @@ async def test_send_creates_the_message_and_returns_its_id(
     assert call.authorization == f"Bot {api.token}"
 
 
-async def test_a_reply_never_pings_anyone(api: DiscordAPI, discord: DiscordPlatform) -> None:
-    await discord.send(CHANNEL, "@everyone look")
+async def test_a_reply_never_pings_anyone(api: DiscordAPI, bot: DiscordPlatform) -> None:
+    await bot.send(CHANNEL, "@everyone look")
 
     [call] = api.channel_calls()
     assert call.json["allowed_mentions"] == {"parse": []}
 
 
-async def test_edit_replaces_the_text_in_place(api: DiscordAPI, discord: DiscordPlatform) -> None:
-    message_id = await discord.send(CHANNEL, "The answer is ▌")
-    await discord.edit_message(CHANNEL, message_id, "The answer is 42.")
+async def test_edit_replaces_the_text_in_place(api: DiscordAPI, bot: DiscordPlatform) -> None:
+    message_id = await bot.send(CHANNEL, "The answer is ▌")
+    await bot.edit_message(CHANNEL, message_id, "The answer is 42.")
 
     assert api.messages[message_id].content == "The answer is 42."
     assert len(api.messages) == 1
@@ -64,27 +66,27 @@ async def test_edit_replaces_the_text_in_place(api: DiscordAPI, discord: Discord
     assert edit.json["content"] == "The answer is 42."
 
 
-async def test_an_edit_to_the_same_text_succeeds(api: DiscordAPI, discord: DiscordPlatform) -> None:
-    message_id = await discord.send(CHANNEL, "same")
-    await discord.edit_message(CHANNEL, message_id, "same")
+async def test_an_edit_to_the_same_text_succeeds(api: DiscordAPI, bot: DiscordPlatform) -> None:
+    message_id = await bot.send(CHANNEL, "same")
+    await bot.edit_message(CHANNEL, message_id, "same")
 
     assert api.messages[message_id].content == "same"
 
 
-async def test_typing_triggers_the_indicator(api: DiscordAPI, discord: DiscordPlatform) -> None:
-    await discord.send_typing(CHANNEL)
+async def test_typing_triggers_the_indicator(api: DiscordAPI, bot: DiscordPlatform) -> None:
+    await bot.send_typing(CHANNEL)
 
     [call] = api.channel_calls()
     assert (call.method, call.path, call.status) == ("POST", f"/channels/{CHANNEL}/typing", 204)
 
 
 async def test_every_call_of_a_threaded_reply_goes_to_the_thread(
-    api: DiscordAPI, discord: DiscordPlatform
+    api: DiscordAPI, bot: DiscordPlatform
 ) -> None:
     thread = {"thread_id": THREAD}
-    await discord.send_typing(CHANNEL, thread=thread)
-    message_id = await discord.send(CHANNEL, "in the thread", thread=thread)
-    await discord.edit_message(CHANNEL, message_id, "still in the thread", thread=thread)
+    await bot.send_typing(CHANNEL, thread=thread)
+    message_id = await bot.send(CHANNEL, "in the thread", thread=thread)
+    await bot.edit_message(CHANNEL, message_id, "still in the thread", thread=thread)
 
     assert [(c.method, c.path) for c in api.channel_calls()] == [
         ("POST", f"/channels/{THREAD}/typing"),
@@ -95,16 +97,16 @@ async def test_every_call_of_a_threaded_reply_goes_to_the_thread(
 
 
 async def test_a_429_surfaces_at_once_with_retry_after(
-    api: DiscordAPI, discord: DiscordPlatform
+    api: DiscordAPI, bot: DiscordPlatform
 ) -> None:
-    message_id = await discord.send(CHANNEL, "first")
+    message_id = await bot.send(CHANNEL, "first")
     api.script(Scripted(429, retry_after=3.5), Scripted(429, retry_after=0.25))
 
     with pytest.raises(PlatformRateLimited) as send_limited:
         async with asyncio.timeout(1.0):  # discord.py alone would sleep 3.5 s and retry
-            await discord.send(CHANNEL, "second")
+            await bot.send(CHANNEL, "second")
     with pytest.raises(PlatformRateLimited) as edit_limited:
-        await discord.edit_message(CHANNEL, message_id, "first, edited")
+        await bot.edit_message(CHANNEL, message_id, "first, edited")
 
     assert send_limited.value.retry_after == 3.5
     assert edit_limited.value.retry_after == 0.25
@@ -114,14 +116,14 @@ async def test_a_429_surfaces_at_once_with_retry_after(
 
 
 async def test_the_channel_budget_is_not_waited_on_inside_a_call(
-    api: DiscordAPI, discord: DiscordPlatform
+    api: DiscordAPI, bot: DiscordPlatform
 ) -> None:
     # The fifth answer says "0 remaining, resets in ~5 s"; discord.py would sleep on that.
     async with asyncio.timeout(2.0):
         for n in range(5):
-            await discord.send(CHANNEL, f"message {n}")
+            await bot.send(CHANNEL, f"message {n}")
         with pytest.raises(PlatformRateLimited) as limited:
-            await discord.send(CHANNEL, "one too many")
+            await bot.send(CHANNEL, "one too many")
 
     assert 0 < limited.value.retry_after <= 5.0
     assert [c.status for c in api.channel_calls()] == [200] * 5 + [429]
@@ -129,44 +131,44 @@ async def test_the_channel_budget_is_not_waited_on_inside_a_call(
 
 
 async def test_a_server_error_is_not_retried_and_may_have_landed(
-    api: DiscordAPI, discord: DiscordPlatform
+    api: DiscordAPI, bot: DiscordPlatform
 ) -> None:
     api.script(Scripted(500, deliver=True))
 
     with pytest.raises(PlatformError) as failed:
-        await discord.send(CHANNEL, "posted, but the answer was a 500")
+        await bot.send(CHANNEL, "posted, but the answer was a 500")
 
     assert failed.value.maybe_landed
     assert len(api.channel_calls()) == 1  # discord.py would have retried: a duplicate message
     assert [m.content for m in api.messages.values()] == ["posted, but the answer was a 500"]
 
 
-async def test_no_answer_in_time_may_have_landed(api: DiscordAPI, discord: DiscordPlatform) -> None:
+async def test_no_answer_in_time_may_have_landed(api: DiscordAPI, bot: DiscordPlatform) -> None:
     api.script(Scripted(0, hang=True))
 
     with pytest.raises(PlatformError) as failed:
-        await discord.send(CHANNEL, "lost answer")
+        await bot.send(CHANNEL, "lost answer")
 
     assert failed.value.maybe_landed
     assert not isinstance(failed.value, PlatformRateLimited)
 
 
-async def test_a_rejected_edit_did_not_land(api: DiscordAPI, discord: DiscordPlatform) -> None:
+async def test_a_rejected_edit_did_not_land(api: DiscordAPI, bot: DiscordPlatform) -> None:
     with pytest.raises(PlatformError) as failed:
-        await discord.edit_message(CHANNEL, "1234", "no such message")
+        await bot.edit_message(CHANNEL, "1234", "no such message")
 
     assert not failed.value.maybe_landed
     assert "404" in str(failed.value)
 
 
-async def test_a_refused_connection_did_not_land(api: DiscordAPI, discord: DiscordPlatform) -> None:
+async def test_a_refused_connection_did_not_land(api: DiscordAPI, bot: DiscordPlatform) -> None:
     await api.__aexit__(None, None, None)
     # The first call may still write into the pooled keep-alive connection (ambiguous); once
     # that is gone, the API refuses the connection: nothing can have been posted.
     with pytest.raises(PlatformError):
-        await discord.send(CHANNEL, "nobody listens")
+        await bot.send(CHANNEL, "nobody listens")
     with pytest.raises(PlatformError) as refused:
-        await discord.send(CHANNEL, "nobody listens")
+        await bot.send(CHANNEL, "nobody listens")
 
     assert not refused.value.maybe_landed
     assert "cannot connect" in str(refused.value)
@@ -179,15 +181,27 @@ async def test_a_wrong_token_fails_login(api: DiscordAPI) -> None:
         await platform.login()
 
 
-# -- receiving: discord.py's own MESSAGE_CREATE parsing, as the gateway delivers it --------------
+# -- receiving through a fake gateway: HELLO, IDENTIFY, READY, GUILD_CREATE, MESSAGE_CREATE ------
+
+
+@pytest.fixture
+async def received(
+    api: DiscordAPI, bot: DiscordPlatform, monkeypatch: pytest.MonkeyPatch
+) -> asyncio.Queue[IncomingMessage]:
+    # discord.py connects to its built-in gateway URL, not one derived from the REST base.
+    monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(api.gateway_url))
+    queue: asyncio.Queue[IncomingMessage] = asyncio.Queue()
+    await bot.disconnect()  # the fixture logged in without a receiver
+    await bot.connect(queue.put)
+    return queue
 
 
 def _message_create(
-    author_id: str, content: str, *, bot: bool = False, guild: bool = True
+    author_id: str, content: str, *, channel: str = CHANNEL, bot: bool = False, dm: bool = False
 ) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "id": "1300000000000000001",
-        "channel_id": CHANNEL,
+        "channel_id": channel,
         "type": 0,
         "content": content,
         "author": {
@@ -208,24 +222,26 @@ def _message_create(
         "embeds": [],
         "pinned": False,
     }
-    if guild:
+    if not dm:
         payload["guild_id"] = "1200000000000000001"
     return payload
 
 
-async def test_a_user_message_reaches_the_runner_with_its_author(api: DiscordAPI) -> None:
-    received: asyncio.Queue[IncomingMessage] = asyncio.Queue()
-    platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
-    client = await platform.login(received.put)
-    try:
-        state = client._connection
-        state.parse_message_create(_message_create(BOT_ID, "my own reply", bot=True))
-        state.parse_message_create(_message_create("5000000000000009", "another bot", bot=True))
-        state.parse_message_create(_message_create("5000000000000001", "hi iris"))
+async def test_connect_identifies_with_the_message_content_intent(
+    api: DiscordAPI, received: asyncio.Queue[IncomingMessage]
+) -> None:
+    assert api.identify["token"] == api.token
+    assert api.identify["intents"] & (1 << 15)
 
-        incoming = await received.get()
-    finally:
-        await platform.disconnect()
+
+async def test_a_user_message_reaches_the_runner_with_its_author(
+    api: DiscordAPI, received: asyncio.Queue[IncomingMessage]
+) -> None:
+    await api.dispatch("MESSAGE_CREATE", _message_create(BOT_ID, "my own reply", bot=True))
+    await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000009", "a bot", bot=True))
+    await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000001", "hi iris"))
+
+    incoming = await received.get()
 
     assert incoming == IncomingMessage(
         platform="discord",
@@ -239,20 +255,40 @@ async def test_a_user_message_reaches_the_runner_with_its_author(api: DiscordAPI
     assert received.empty()
 
 
-async def test_a_direct_message_is_not_a_group(api: DiscordAPI) -> None:
-    received: asyncio.Queue[IncomingMessage] = asyncio.Queue()
-    platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
-    client = await platform.login(received.put)
-    try:
-        client._connection.parse_message_create(
-            _message_create("5000000000000001", "psst", guild=False)
-        )
-        incoming = await received.get()
-    finally:
-        await platform.disconnect()
+async def test_a_message_in_a_thread_is_answered_in_the_thread(
+    api: DiscordAPI, bot: DiscordPlatform, received: asyncio.Queue[IncomingMessage]
+) -> None:
+    await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000001", "q", channel=THREAD))
+    incoming = await received.get()
+
+    message_id = await bot.send(incoming.chat_id, "an answer", thread=incoming.thread)
+
+    assert (incoming.chat_id, incoming.thread) == (CHANNEL, {"thread_id": THREAD})
+    assert api.messages[message_id].channel_id == THREAD
+
+
+async def test_a_direct_message_is_not_a_group(
+    api: DiscordAPI, received: asyncio.Queue[IncomingMessage]
+) -> None:
+    await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000001", "psst", dm=True))
+
+    incoming = await received.get()
 
     assert (incoming.chat_id, incoming.user_id, incoming.is_group) == (
         CHANNEL,
         "5000000000000001",
         False,
     )
+
+
+async def test_a_missing_message_content_intent_fails_connect_with_the_fix(
+    api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(api.gateway_url))
+    api.message_content_allowed = False
+    platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
+
+    async def ignore(message: IncomingMessage) -> None: ...
+
+    with pytest.raises(PlatformError, match="Message Content intent"):
+        await platform.connect(ignore)

@@ -63,18 +63,23 @@ class DiscordPlatform:
         self._gateway: asyncio.Task[None] | None = None
 
     async def connect(self, on_message: OnMessage) -> None:
-        """Log in over REST, then open the gateway; returns once the gateway is ready."""
+        """Log in over REST, then open the gateway; returns once the session is up (READY).
+
+        Messages flow from READY on; discord.py's own ``ready`` waits seconds longer for every
+        guild to stream in, which receiving does not need."""
         client = await self.login(on_message)
-        self._gateway = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
-        ready = asyncio.create_task(client.wait_until_ready())
-        await asyncio.wait({self._gateway, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if not ready.done():
-            ready.cancel()
-            # The gateway ended before it was ready: surface why (bad intents, bad token).
-            await self._gateway
+        connected = asyncio.ensure_future(client.wait_for("connect"))
+        gateway = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
+        self._gateway = gateway
+        await asyncio.wait({gateway, connected}, return_when=asyncio.FIRST_COMPLETED)
+        if connected.done():
+            return
+        connected.cancel()
+        await self.disconnect()
+        raise _gateway_error(None if gateway.cancelled() else gateway.exception())
 
     async def login(self, on_message: OnMessage | None = None) -> _IrisClient:
-        """Log in over REST only: enough to send, edit and type (the tests stop here)."""
+        """Log in over REST only: enough to send, edit and type."""
         if self._client is not None:
             return self._client
         client = _IrisClient(base_url=self._config.base_url, on_message=on_message)
@@ -153,6 +158,18 @@ class DiscordPlatform:
             raise PlatformError(f"discord: connection lost: {exc}", maybe_landed=True) from None
         except discord.HTTPException as exc:
             raise PlatformError(f"discord: {exc.status} {exc.text or exc}") from None
+
+
+def _gateway_error(exc: BaseException | None) -> PlatformError:
+    """Why the gateway ended before READY, in words an operator can act on."""
+    if isinstance(exc, discord.PrivilegedIntentsRequired):
+        return PlatformError(
+            "discord: the gateway refused the Message Content intent; enable it for the bot"
+            " in the developer portal"
+        )
+    if isinstance(exc, discord.ConnectionClosed):
+        return PlatformError(f"discord: the gateway closed ({exc.code}): {exc.reason}")
+    return PlatformError(f"discord: the gateway closed before the session started: {exc}")
 
 
 async def _trigger_typing(channel: discord.PartialMessageable) -> None:
