@@ -46,31 +46,31 @@ class Device:
     async def send(self, frame: dict[str, Any] | str) -> None:
         await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
 
-    async def recv(self, timeout: float = WAIT) -> dict[str, Any]:
-        async with asyncio.timeout(timeout):
+    async def recv(self, within: float = WAIT) -> dict[str, Any]:
+        async with asyncio.timeout(within):
             raw = await self.ws.recv()
         frame = json.loads(raw)
         SERVER_FRAME.validate(frame)
         self.frames.append(frame)
         return frame
 
-    async def until(self, type_: str, timeout: float = WAIT, **fields: Any) -> list[dict[str, Any]]:
+    async def until(self, type_: str, within: float = WAIT, **fields: Any) -> list[dict[str, Any]]:
         """Frames up to and including the first of ``type_`` whose fields match."""
         got: list[dict[str, Any]] = []
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             while True:
-                frame = await self.recv(timeout)
+                frame = await self.recv(within)
                 got.append(frame)
                 if frame["type"] == type_ and all(frame.get(k) == v for k, v in fields.items()):
                     return got
 
-    async def turn(self, timeout: float = WAIT) -> list[dict[str, Any]]:
+    async def turn(self, within: float = WAIT) -> list[dict[str, Any]]:
         """Frames up to the end of a turn (``typing {on:false}``)."""
-        return await self.until("typing", timeout, on=False)
+        return await self.until("typing", within, on=False)
 
-    async def closed(self, timeout: float = WAIT) -> int | None:
+    async def closed(self, within: float = WAIT) -> int | None:
         """Wait for the server to close; the close code. Frames before it are kept."""
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             with contextlib.suppress(ConnectionClosed):
                 while True:
                     frame = json.loads(await self.ws.recv())

@@ -66,6 +66,7 @@ class Subscription:
 
     def resume(self, after_seq: int) -> None:
         """Replay every chat frame after ``after_seq``, then continue live: no gap, no duplicate."""
+        self._hub.log.prune(self.chat_id)  # the bounds hold for what a resume can reach
         latest = self._hub.latest(self.chat_id)
         self._drop_chat_frames()
         if after_seq == latest:

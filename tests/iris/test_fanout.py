@@ -1,0 +1,174 @@
+"""The hub, the per-device queue and the SQLite frame log, without a server."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris.fanout.framelog import FrameLog
+from iris.fanout.hub import Hub
+from iris.fanout.subscription import Subscription
+from iris.store import Store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "iris.db")
+
+
+def hub_on(store: Store, *, queue_size: int = 256, **log: Any) -> Hub:
+    return Hub(FrameLog(store, **log), queue_size=queue_size)
+
+
+def update(message_id: str, text: str) -> dict[str, Any]:
+    return {"type": "message.update", "message_id": message_id, "text": text}
+
+
+def reply(hub: Hub, chat: str, message_id: str, text: str, *, steps: int = 3) -> None:
+    """A streamed reply: start, ``steps`` growing updates, stop."""
+    hub.publish(chat, {"type": "message.start", "message_id": message_id, "role": "assistant"})
+    for n in range(1, steps + 1):
+        hub.publish(chat, update(message_id, text[: n * len(text) // steps]))
+    hub.publish(chat, {"type": "message.stop", "message_id": message_id, "final_text": text})
+
+
+async def drain(sub: Subscription) -> list[dict[str, Any]]:
+    """Everything the device would be sent right now."""
+    got: list[dict[str, Any]] = []
+    while True:
+        try:
+            async with asyncio.timeout(0.01):
+                got.append(await sub.get())
+        except TimeoutError:
+            return got
+
+
+def seqs(frames: list[dict[str, Any]]) -> list[int]:
+    return [f["seq"] for f in frames]
+
+
+async def test_seq_is_monotonic_per_chat_and_survives_a_restart(store: Store) -> None:
+    hub = hub_on(store)
+    assert [hub.publish("a", {"type": "typing", "on": True})["seq"] for _ in range(3)] == [1, 2, 3]
+    assert hub.publish("b", {"type": "typing", "on": True})["seq"] == 1
+    assert hub_on(store).publish("a", {"type": "typing", "on": False})["seq"] == 4
+
+
+async def test_resume_replays_then_continues_live_without_gap_or_duplicate(store: Store) -> None:
+    hub = hub_on(store)
+    for n in range(10):
+        hub.publish("c", {"type": "tool.progress", "index": 1, "name": "t", "note": str(n)})
+    sub = hub.subscribe("c")
+    sub.resume(4)
+    first = [await sub.get() for _ in range(3)]
+    for n in range(10, 13):  # published while the device is still replaying
+        hub.publish("c", {"type": "tool.progress", "index": 1, "name": "t", "note": str(n)})
+    rest = await drain(sub)
+    assert seqs(first + rest) == list(range(5, 14))
+
+
+async def test_a_slow_device_skips_superseded_updates_only(store: Store) -> None:
+    hub = hub_on(store, queue_size=8)
+    slow, fast = hub.subscribe("c"), hub.subscribe("c")
+    fast_got: list[dict[str, Any]] = []
+    hub.publish("c", {"type": "message.start", "message_id": "m1", "role": "assistant"})
+    for n in range(1, 101):
+        hub.publish("c", update("m1", "x" * n))
+        fast_got += await drain(fast) if n % 5 == 0 else []
+    hub.publish("c", {"type": "message.stop", "message_id": "m1", "final_text": "x" * 100})
+    fast_got += await drain(fast)
+    got = await drain(slow)
+    assert [f["type"] for f in got][0] == "message.start"
+    assert got[-1]["type"] == "message.stop"
+    texts = [len(f["text"]) for f in got if f["type"] == "message.update"]
+    assert texts == sorted(texts) and len(texts) < 100  # skipped, never reordered
+    assert slow.skipped > 0
+    assert len(fast_got) == 102 and fast.skipped == 0  # the other device missed nothing
+
+
+async def test_an_overflowing_device_reads_essential_frames_back_from_the_log(
+    store: Store,
+) -> None:
+    hub = hub_on(store, queue_size=8)
+    sub = hub.subscribe("c")
+    for n in range(1, 41):  # tool frames are never dropped; 40 do not fit in 8
+        hub.publish("c", {"type": "tool.start", "index": n, "name": "t", "preview": "", "args": {}})
+    sub.send_local({"type": "pong"})
+    got = await drain(sub)
+    tools = [f["index"] for f in got if f["type"] == "tool.start"]
+    assert tools == list(range(1, 41))
+    assert sub.catchups == 1
+    pong = next(f for f in got if f["type"] == "pong")
+    before_pong = [f["seq"] for f in got[: got.index(pong)] if f["type"] != "pong"]
+    assert pong["seq"] == max(before_pong, default=0)  # a valid resume point when seen
+    hub.publish("c", {"type": "typing", "on": False})
+    assert seqs(await drain(sub)) == [41]  # and it is live again
+
+
+async def test_log_drops_superseded_updates_when_a_message_closes(store: Store) -> None:
+    hub = hub_on(store)
+    hub.publish("c", {"type": "message.start", "message_id": "m1", "role": "assistant"})
+    hub.publish("c", update("m1", "He"))
+    hub.publish("c", update("m1", "Hello"))
+    mid_reply = hub.log.after("c", 0, 100)
+    assert [f["type"] for f in mid_reply] == ["message.start", "message.update", "message.update"]
+    hub.publish("c", {"type": "commentary", "message_id": "m1", "text": "Hello"})
+    assert [f["type"] for f in hub.log.after("c", 0, 100)] == ["message.start", "commentary"]
+
+
+async def test_resume_below_the_log_floor_gets_a_sync_of_the_conversation(store: Store) -> None:
+    hub = hub_on(store, max_frames=10)
+    hub.publish("c", {"type": "message", "message_id": "u1", "role": "user", "text": "hi"})
+    for n in range(1, 30):
+        reply(hub, "c", f"m{n}", f"answer {n}")
+    hub.publish("c", {"type": "message.start", "message_id": "live", "role": "assistant"})
+    hub.publish("c", update("live", "still typ"))
+    hub.log.prune("c")
+    assert hub.log.floor("c") > 1
+    sub = hub.subscribe("c")
+    sub.resume(1)
+    got = await drain(sub)
+    assert [f["type"] for f in got] == ["sync"]
+    assert got[0]["seq"] == hub.latest("c")
+    messages = got[0]["messages"]
+    assert messages[0] == {"message_id": "u1", "role": "user", "text": "hi"}
+    assert messages[1]["text"] == "answer 1"
+    assert messages[-1] == {"message_id": "live", "role": "assistant", "text": "still typ"}
+    hub.publish("c", update("live", "still typing"))
+    assert [f["text"] for f in await drain(sub)] == ["still typing"]
+
+
+async def test_age_bound(store: Store) -> None:
+    now = [1000.0]
+    hub = hub_on(store, max_age=60.0, clock=lambda: now[0])
+    for _ in range(5):
+        hub.publish("c", {"type": "typing", "on": True})
+    now[0] += 61
+    hub.publish("c", {"type": "typing", "on": False})
+    hub.log.prune("c")
+    assert hub.log.floor("c") == 5
+    assert seqs(hub.log.after("c", 0, 100)) == [6]
+    assert hub_on(store).latest("c") == 6
+
+
+async def test_resume_from_the_future_syncs(store: Store) -> None:
+    hub = hub_on(store)
+    reply(hub, "c", "m1", "hello")
+    sub = hub.subscribe("c")
+    sub.resume(999)  # a device that saw a previous incarnation of this chat
+    got = await drain(sub)
+    assert [f["type"] for f in got] == ["sync"]
+    assert got[0]["seq"] == hub.latest("c")
+
+
+async def test_excluded_device_does_not_get_the_frame_live(store: Store) -> None:
+    hub = hub_on(store)
+    sender, other = hub.subscribe("c"), hub.subscribe("c")
+    hub.publish(
+        "c", {"type": "message", "message_id": "u", "role": "user", "text": "x"}, exclude=sender
+    )
+    assert await drain(sender) == []
+    assert [f["text"] for f in await drain(other)] == ["x"]

@@ -1,0 +1,125 @@
+"""Bad input and authentication on the real socket: errors with codes, nothing else disturbed."""
+
+from __future__ import annotations
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from iris.surfaces.iris import inbound
+from tests.fakes.upstream import FakeUpstream, gated
+from tests.iris.conftest import WAIT, StartServer
+
+STREAMING = {"enabled": True}
+
+BAD_FRAMES = [
+    ("{not json", "bad_json"),
+    (b"\xff\xfe", "bad_json"),
+    ("[1, 2]", "bad_frame"),
+    ('{"text": "no type"}', "bad_frame"),
+    ('{"type": "message.delete"}', "unknown_type"),
+    ('{"type": "message.send"}', "missing_field"),
+    ('{"type": "message.send", "text": 5}', "bad_field"),
+    ('{"type": "message.send", "text": "   "}', "bad_field"),
+    ('{"type": "message.send", "text": "hi", "chat_id": "no spaces allowed"}', "bad_field"),
+    ('{"type": "message.send", "text": "hi", "chat_id": "other"}', "wrong_chat"),
+    ('{"type": "message.send", "text": "' + "x" * 101 + '"}', "too_large"),
+    ('{"type": "resume"}', "missing_field"),
+    ('{"type": "resume", "after_seq": -1}', "bad_field"),
+    ('{"type": "resume", "after_seq": true}', "bad_field"),
+    ('{"type": "hello", "token": "t1"}', "unexpected_hello"),
+]
+
+
+@pytest.mark.parametrize(("raw", "code"), BAD_FRAMES)
+async def test_each_bad_frame_gets_an_error_and_the_connection_stays_usable(
+    iris_server: StartServer, raw: str | bytes, code: str
+) -> None:
+    server = await iris_server(streaming=STREAMING, iris={"max_text": 100})
+    device = await server.connect()
+    await device.ws.send(raw)
+    frame = await device.recv()
+    assert frame["type"] == "error" and frame["code"] == code and frame["message"]
+    await device.send({"type": "ping"})
+    pong = await device.recv()
+    assert pong["type"] == "pong" and pong["seq"] == frame["seq"]
+
+
+async def test_bad_input_does_not_disturb_a_running_turn_or_other_devices(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(gated("steady ", "reply", after=1))
+    server = await iris_server(streaming=STREAMING)
+    sender, other = await server.connect(), await server.connect()
+    await sender.send({"type": "message.send", "text": "go"})
+    await sender.until("message.update")
+    for _ in range(5):
+        await sender.ws.send("garbage")
+    errors = [await sender.recv() for _ in range(5)]
+    assert {f["code"] for f in errors} == {"bad_json"}
+    upstream.release()
+    frames = await sender.turn()
+    assert frames[-2]["final_text"] == "steady reply"
+    seen_by_other = await other.turn()
+    assert "error" not in [f["type"] for f in seen_by_other]  # errors are the sender's own
+
+
+async def test_more_than_20_bad_frames_a_minute_closes_with_1008(iris_server: StartServer) -> None:
+    server = await iris_server(streaming=STREAMING)
+    device = await server.connect()
+    for _ in range(20):
+        await device.ws.send("nope")
+    for _ in range(20):
+        assert (await device.recv())["code"] == "bad_json"
+    await device.ws.send("one too many")
+    assert await device.closed() == 1008
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        '{"type": "hello", "token": "wrong"}',
+        '{"type": "hello"}',
+        '{"type": "ping"}',
+        "not even json",
+    ],
+)
+async def test_bad_or_missing_token_closes_with_4401_and_sends_nothing(
+    iris_server: StartServer, first: str
+) -> None:
+    server = await iris_server(streaming=STREAMING)
+    device = await server.connect(None, ready=False)
+    await device.ws.send(first)
+    assert await device.closed() == 4401
+    assert device.frames == []
+
+
+async def test_bad_bearer_header_closes_with_4401(iris_server: StartServer) -> None:
+    server = await iris_server(streaming=STREAMING)
+    async with connect(
+        server.url, additional_headers={"Authorization": "Bearer nope"}, open_timeout=WAIT
+    ) as ws:
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+        assert ws.close_code == 4401
+
+
+async def test_bearer_header_and_hello_both_authenticate(iris_server: StartServer) -> None:
+    server = await iris_server(streaming=STREAMING)
+    by_header = await server.connect(header=True)
+    by_hello = await server.connect(chat_id="work")
+    assert by_header.frames[0] == {"type": "ready", "chat_id": "main", "seq": 0}
+    assert by_hello.frames[0] == {"type": "ready", "chat_id": "work", "seq": 0}
+
+
+def test_parse_accepts_the_documented_requests() -> None:
+    parse = inbound.parse
+    assert parse('{"type":"ping"}', max_text=10) == inbound.Ping()
+    assert parse('{"type":"turn.cancel"}', max_text=10) == inbound.CancelTurn()
+    assert parse('{"type":"resume","after_seq":7}', max_text=10) == inbound.Resume(7)
+    assert parse('{"type":"message.send","text":"hi","chat_id":"c"}', max_text=10) == (
+        inbound.SendMessage("hi", "c")
+    )
+    assert parse('{"type":"hello","token":"t","after_seq":3}', max_text=10) == inbound.Hello(
+        "t", None, 3
+    )
