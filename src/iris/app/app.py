@@ -1,0 +1,198 @@
+"""IrisApp: the Textual app. It wires the connection, the store and the widgets together.
+
+Frames go straight into the :class:`ChatStore`; a 30 Hz frame tick advances the reveals and
+syncs the bubble widgets that changed, so the screen repaints at most ~30 times a second
+however fast frames arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Input, Static
+
+from iris.app.connection import IrisConnection, Status
+from iris.app.core.store import ChatStore
+from iris.app.settings import Settings, save_settings
+from iris.app.settings_screen import SettingsScreen
+from iris.app.widgets.bubble import MessageBubble
+from iris.app.widgets.typing_indicator import TypingIndicator
+
+FPS = 30
+_STATUS_MARK = {
+    "connecting": "◌",
+    "connected": "●",
+    "reconnecting": "◐",
+    "offline": "○",
+    "unauthorized": "✗",
+}
+
+
+class IrisApp(App[None]):
+    TITLE = "iris"
+    AUTO_FOCUS = "#composer"
+    CSS = """
+    #status { height: auto; padding: 0 1; background: $panel; color: $text-muted; }
+    #status.connected { color: $text-success; }
+    #status.offline, #status.unauthorized { color: $text-warning; }
+    #chat { height: 1fr; padding: 1 0 0 0; }
+    #composer { dock: bottom; margin: 0 1 1 1; }
+    """
+    BINDINGS = [
+        Binding("f2", "settings", "Settings"),
+        Binding("ctrl+o", "settings", "Settings", show=False),
+        Binding("escape", "cancel_turn", "Stop reply"),
+        Binding("ctrl+q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        settings_file: Path | None = None,
+        retry_min: float = 0.5,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self._settings_file = settings_file
+        self.store = ChatStore(clock, streaming=settings.streaming, smoothness=settings.smoothness)
+        self.store.chat_id = settings.chat_id
+        self.status = Status("connecting", settings.url)
+        self.connection = self._connection(retry_min)
+        self._retry_min = retry_min
+        self._link_task: asyncio.Task[None] | None = None
+        self._widgets: dict[str, MessageBubble] = {}
+        self._epoch = 0
+        self._frame = 0
+        # Held directly: while Settings is open, queries would search the modal screen.
+        self._status = Static("", id="status", markup=False)
+        self._chat = VerticalScroll(id="chat")
+        self._typing = TypingIndicator()
+
+    def _connection(self, retry_min: float) -> IrisConnection:
+        return IrisConnection(
+            self.settings.url,
+            self.settings.token,
+            chat_id=lambda: self.store.chat_id,
+            resume_point=lambda: self.store.last_seq,
+            on_frame=self._on_frame,
+            on_status=self._on_status,
+            retry_min=retry_min,
+        )
+
+    def compose(self) -> ComposeResult:
+        yield self._status
+        yield self._chat
+        yield self._typing
+        yield Input(placeholder="Message iris…  (F2 settings, Esc stops the reply)", id="composer")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._chat.anchor()
+        self._show_status()
+        self._link_task = asyncio.create_task(self.connection.run())
+        self.set_interval(1 / FPS, self._tick)
+
+    async def on_unmount(self) -> None:
+        if self._link_task is not None:
+            self._link_task.cancel()
+
+    # -- from the connection ------------------------------------------------------------------
+
+    def _on_frame(self, frame: dict[str, Any]) -> None:
+        self.store.apply(frame)
+        if frame.get("type") == "ready" and self.store.chat_id != self.settings.chat_id:
+            self._save(replace(self.settings, chat_id=self.store.chat_id))
+
+    def _on_status(self, status: Status) -> None:
+        self.status = status
+        self._show_status()
+
+    def _show_status(self) -> None:
+        status = self.status
+        widget = self._status
+        widget.set_classes(status.state)
+        text = f"{_STATUS_MARK.get(status.state, '')} {status.state}"
+        if status.detail:
+            text += f" — {status.detail}"
+        widget.update(text)
+
+    # -- the frame tick -----------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self._frame += 1
+        self.store.tick()
+        self.sync_view()
+
+    def sync_view(self) -> None:
+        """Mount new bubbles and let existing ones catch up with the store."""
+        chat = self._chat
+        if self.store.epoch != self._epoch:  # a sync replaced the conversation
+            self._epoch = self.store.epoch
+            chat.remove_children()
+            self._widgets = {}
+        fresh: list[MessageBubble] = []
+        for bubble in self.store.bubbles:
+            widget = self._widgets.get(bubble.message_id)
+            if widget is None or widget.bubble is not bubble:
+                widget = MessageBubble(bubble, self.settings.tool_detail)
+                self._widgets[bubble.message_id] = widget
+                fresh.append(widget)
+            elif widget.is_mounted:
+                widget.sync(bubble, self.settings.tool_detail, self._frame // 3)
+        if fresh:
+            chat.mount_all(fresh)
+        self._typing.show(self.store.typing, self._frame)
+
+    # -- user actions ------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#composer")
+    async def _send(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        frame: dict[str, Any] = {"type": "message.send", "text": text}
+        if self.store.chat_id:
+            frame["chat_id"] = self.store.chat_id
+        if not await self.connection.send(frame):
+            self.notify("Not connected; the message was not sent.", severity="warning")
+            return
+        event.input.value = ""
+        self.store.add_local_user(text)
+        self._chat.anchor()  # sending returns you to the bottom
+        self.sync_view()
+
+    async def action_cancel_turn(self) -> None:
+        await self.connection.send({"type": "turn.cancel"})
+
+    def action_settings(self) -> None:
+        self.push_screen(SettingsScreen(self.settings, self.apply_settings))
+
+    def apply_settings(self, settings: Settings) -> None:
+        """Apply live (speed, streaming, tool detail; a new URL or token reconnects) and save."""
+        relink = (settings.url, settings.token) != (self.settings.url, self.settings.token)
+        self._save(settings)
+        self.store.set_streaming(settings.streaming)
+        self.store.set_smoothness(settings.smoothness)
+        for widget in self._widgets.values():
+            if widget.is_mounted:
+                widget.sync(widget.bubble, settings.tool_detail, self._frame // 3)
+        if relink:
+            if self._link_task is not None:
+                self._link_task.cancel()
+            self.connection = self._connection(self._retry_min)
+            self._link_task = asyncio.create_task(self.connection.run())
+
+    def _save(self, settings: Settings) -> None:
+        self.settings = settings
+        save_settings(settings, self._settings_file)

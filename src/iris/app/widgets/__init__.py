@@ -1,0 +1,1 @@
+"""The app's widgets: thin views over the core's view model."""
