@@ -53,8 +53,8 @@ class Recorder:
     def text(self) -> str:
         return strip_ansi(self.raw)
 
-    async def wait_for(self, check: str | Callable[[str], bool], timeout: float = 5.0) -> str:
-        """Wait until the visible text contains ``check`` (or satisfies it); fail after timeout."""
+    async def wait_for(self, check: str | Callable[[str], bool], within: float = 5.0) -> str:
+        """Wait until the visible text contains ``check`` (or satisfies it); fail after ``within`` s."""
 
         def done() -> bool:
             text = self.text
@@ -66,9 +66,11 @@ class Recorder:
                 await self._changed.wait()
 
         try:
-            await asyncio.wait_for(wait(), timeout)
+            await asyncio.wait_for(wait(), within)
         except TimeoutError:
-            raise AssertionError(f"never saw {check!r} on the terminal; it shows:\n{self.text}")
+            raise AssertionError(
+                f"never saw {check!r} on the terminal; it shows:\n{self.text}"
+            ) from None
         return self.text
 
 

@@ -39,17 +39,20 @@ def history_path() -> Path:
 def run_repl(config: Config) -> int:
     """The ``iris chat`` entry point on the real stdin/stdout."""
     if sys.stdout.isatty():
-        input, output = create_input(), create_output()
-        screen: Screen = LiveScreen(input, output, STYLE)
-        prompt: Prompt = TerminalPrompt(input, output, _file_history())
+        chat = terminal_chat(config, create_input(), create_output())
+    elif sys.stdin.isatty():
+        # Answers go to the pipe; the prompt and what is typed stay on the terminal.
+        prompt = TerminalPrompt(create_input(), create_output(sys.stderr), _file_history())
+        chat = Chat(config, prompt, PlainScreen(sys.stdout))
     else:
-        screen = PlainScreen(sys.stdout)
-        if sys.stdin.isatty():
-            # Answers go to the pipe; the prompt and what is typed stay on the terminal.
-            prompt = TerminalPrompt(create_input(), create_output(sys.stderr), _file_history())
-        else:
-            prompt = LinePrompt(sys.stdin)
-    return asyncio.run(Chat(config, prompt, screen).run())
+        chat = Chat(config, LinePrompt(sys.stdin), PlainScreen(sys.stdout))
+    return asyncio.run(chat.run())
+
+
+def terminal_chat(config: Config, input: Input, output: Output) -> Chat:
+    """The chat on a terminal: the prompt with its persisted history, the live screen."""
+    prompt = TerminalPrompt(input, output, _file_history())
+    return Chat(config, prompt, LiveScreen(input, output, STYLE))
 
 
 class Prompt(Protocol):
