@@ -111,10 +111,10 @@ class RecordingPlatform:
         """The messages as the user sees them, in order."""
         return [self.messages[m] for m in self.order]
 
-    async def wait_for(self, predicate: object, timeout: float = 10.0) -> None:
+    async def wait_for(self, predicate: object, within: float = 10.0) -> None:
         assert callable(predicate)
         cond = self._condition()
-        async with asyncio.timeout(timeout), cond:
+        async with asyncio.timeout(within), cond:
             await cond.wait_for(predicate)  # type: ignore[arg-type]
 
     # -- internals ----------------------------------------------------------------------------

@@ -1,0 +1,256 @@
+"""The chat gateway: runs each enabled platform inside ``iris serve`` and one turn per chat.
+
+``ChatSurface`` connects every enabled platform and handles its messages:
+
+- only ``platforms.<name>.allowed_users`` reach the agent (by user id, or by user name with or
+  without ``@``); anyone else gets a short refusal, at most once per ``REFUSAL_EVERY`` seconds,
+  and nothing else happens. An empty list allows nobody.
+- one active turn per conversation (a chat, or a thread within it): a new message interrupts
+  the turn that is streaming (its text is finalized without the cursor), then runs. A message
+  that was overtaken by a newer one before its turn began only joins the history.
+- history per conversation lives in ``runtime.sessions`` (SQLite), keyed
+  ``<platform>:<chat>[:<thread>]``.
+- the chat's throttle outlives single turns, so back-to-back replies share its budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from starlette.routing import BaseRoute
+
+from iris.agent.core import Turn, TurnRequest
+from iris.config import Config, Surface
+from iris.errors import user_message
+from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.runtime import Runtime
+from iris.surfaces.chat.consumer import StreamConsumer
+from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
+from iris.surfaces.chat.throttle import Throttle
+
+log = logging.getLogger(__name__)
+
+PlatformFactory = Callable[[Config], ChatPlatform]
+
+REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
+REFUSAL_EVERY = 600.0
+# How long a turn gets to end after an interrupt before its task is cancelled.
+_STOP_GRACE = 5.0
+
+
+def _adapter(module: str, cls: str) -> PlatformFactory:
+    # Imported when enabled only: each adapter pulls in its platform's client library.
+    def build(config: Config) -> ChatPlatform:
+        adapter = getattr(importlib.import_module(f"iris.surfaces.chat.{module}"), cls)
+        return cast(ChatPlatform, adapter(getattr(config.platforms, module)))
+
+    return build
+
+
+PLATFORMS: dict[str, PlatformFactory] = {
+    "telegram": _adapter("telegram", "TelegramPlatform"),
+    "discord": _adapter("discord", "DiscordPlatform"),
+    "slack": _adapter("slack", "SlackPlatform"),
+}
+
+
+def build_platforms(config: Config) -> list[ChatPlatform]:
+    """One adapter per enabled platform, in ``PLATFORMS`` order."""
+    return [
+        build(config)
+        for name, build in PLATFORMS.items()
+        if getattr(config.platforms, name).enabled
+    ]
+
+
+def conversation_key(message: IncomingMessage) -> str:
+    thread = ":".join(message.thread[k] for k in sorted(message.thread))
+    base = f"{message.platform}:{message.chat_id}"
+    return f"{base}:{thread}" if thread else base
+
+
+@dataclass
+class _Conversation:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    turn: Turn | None = None
+    latest: int = 0  # sequence number of the newest message received
+    throttle: Throttle | None = None
+
+
+class ChatSurface:
+    def __init__(self, runtime: Runtime, platforms: list[ChatPlatform] | None = None) -> None:
+        self.runtime = runtime
+        self.platforms = platforms if platforms is not None else build_platforms(runtime.config)
+        self._conversations: dict[str, _Conversation] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._refused: dict[tuple[str, str], float] = {}
+        self._connected: list[ChatPlatform] = []
+
+    # -- ServerSurface ------------------------------------------------------------------------
+    def routes(self) -> list[BaseRoute]:
+        return []
+
+    async def start(self) -> None:
+        for platform in self.platforms:
+            await platform.connect(self._receiver(platform))
+            self._connected.append(platform)
+            log.info("chat platform %s connected", platform.name)
+
+    async def stop(self) -> None:
+        for conversation in self._conversations.values():
+            if conversation.turn is not None:
+                conversation.turn.interrupt()
+        if self._tasks:
+            _, late = await asyncio.wait(set(self._tasks), timeout=_STOP_GRACE)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        for platform in reversed(self._connected):
+            with contextlib.suppress(Exception):
+                await platform.disconnect()
+        self._connected.clear()
+
+    async def idle(self) -> None:
+        """Wait until no message is being handled (for tests and shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*set(self._tasks), return_exceptions=True)
+
+    # -- messages -----------------------------------------------------------------------------
+    def _receiver(self, platform: ChatPlatform) -> Callable[[IncomingMessage], Any]:
+        async def on_message(message: IncomingMessage) -> None:
+            self.receive(platform, message)
+
+        return on_message
+
+    def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+        """Take one message; returns at once (the platform's receive loop must not block)."""
+        if not message.text.strip():
+            return
+        if not self._allowed(platform.name, message):
+            self._spawn(self._refuse(platform, message))
+            return
+        conversation = self._conversations.setdefault(conversation_key(message), _Conversation())
+        conversation.latest += 1
+        if conversation.turn is not None:
+            conversation.turn.interrupt()  # finalized without the cursor, then this one runs
+        self._spawn(self._handle(platform, message, conversation, conversation.latest))
+
+    def _spawn(self, work: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _allowed(self, name: str, message: IncomingMessage) -> bool:
+        allowed: list[str | int] = getattr(self.runtime.config.platforms, name).allowed_users
+        handle = message.user_name.lstrip("@").lower()
+        for entry in allowed:
+            text = str(entry)
+            if text == message.user_id or (handle and text.lstrip("@").lower() == handle):
+                return True
+        return False
+
+    async def _refuse(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+        key = (platform.name, message.user_id)
+        now = time.monotonic()
+        if now - self._refused.get(key, float("-inf")) < REFUSAL_EVERY:
+            return
+        self._refused[key] = now
+        log.warning("refused %s user %s (%s)", platform.name, message.user_id, message.user_name)
+        try:
+            await platform.send(
+                message.chat_id, REFUSAL.format(user_id=message.user_id), thread=message.thread
+            )
+        except PlatformError as exc:
+            log.info("refusal to %s not delivered: %s", message.user_id, exc)
+
+    async def _handle(
+        self,
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        conversation: _Conversation,
+        sequence: int,
+    ) -> None:
+        session = conversation_key(message)
+        user = {"role": "user", "content": message.text}
+        async with conversation.lock:
+            if sequence != conversation.latest:
+                # A newer message arrived while this one waited: keep it as context only.
+                self.runtime.sessions.append(session, [user])
+                return
+            try:
+                outcome = await self._run_turn(platform, message, conversation, user, sequence)
+            except Exception:
+                log.exception("chat turn crashed in %s", session)
+                outcome = None
+            self.runtime.sessions.append(session, [user, *_added(outcome)])
+
+    async def _run_turn(
+        self,
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        conversation: _Conversation,
+        user: dict[str, Any],
+        sequence: int,
+    ) -> TerminalEvent:
+        config = self.runtime.config
+        name = cast(Surface, platform.name)
+        display = config.display_for(name)
+        streaming = config.streams(name)
+        if conversation.throttle is None:
+            caps = platform.capabilities
+            budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
+            conversation.throttle = Throttle(budget, display.edit_interval)
+        consumer = StreamConsumer(
+            platform,
+            message.chat_id,
+            display=display,
+            streaming=streaming,
+            throttle=conversation.throttle,
+            thread=message.thread,
+        )
+        history = self.runtime.sessions.history(conversation_key(message))
+        request = TurnRequest(
+            messages=[*history, user],
+            stream=streaming,
+            allow_terminal=True,  # only allowed users get here
+            metadata={"platform": name, "chat_id": message.chat_id, "user_id": message.user_id},
+        )
+        try:
+            turn = self.runtime.agent.run(request)
+        except Exception as exc:
+            # The turn could not even start: tell the user in one line, like a failed turn.
+            code, text, retryable = user_message(exc)
+            log.warning("turn failed to start in %s: %s", message.chat_id, text)
+            return await consumer.consume(_only(TurnFailed(code, text, retryable)))
+        try:
+            async with turn:
+                conversation.turn = turn
+                if sequence != conversation.latest:
+                    turn.interrupt()  # overtaken while it was being set up
+                return await consumer.consume(turn)
+        finally:
+            conversation.turn = None
+
+
+async def _only(event: TurnFailed) -> AsyncIterator[Event]:
+    yield event
+
+
+def _added(outcome: TerminalEvent | None) -> list[dict[str, Any]]:
+    """The messages a turn adds to the history (the user message is added by the caller)."""
+    match outcome:
+        case TurnEnded(messages=messages, text=text):
+            if messages:
+                return list(messages)
+            return [{"role": "assistant", "content": text}] if text else []
+        case TurnFailed(partial_text=partial):
+            return [{"role": "assistant", "content": partial}] if partial else []
+        case None:
+            return []

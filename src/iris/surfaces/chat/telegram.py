@@ -1,0 +1,202 @@
+"""``TelegramPlatform``: the Telegram Bot API through python-telegram-bot, with long polling.
+
+Requests go to ``{base_url}/bot{token}/{method}`` (``platforms.telegram.base_url``), so tests
+point the real library at a local Bot API server. The adapter uses ``telegram.Bot`` directly,
+not ``Application``: no update queue, no built-in rate limiter or retries — the consumer's
+throttle owns pacing, and a 429 surfaces at once as ``PlatformRateLimited``.
+
+Telegram facts this relies on: 4096 UTF-16 code units per message; about one message per
+second per private chat and 20 per minute per group, edits included; editing to identical text
+fails with "message is not modified" (treated as success); the typing action lasts ~5 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from telegram import Bot, Message, Update
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.request import HTTPXRequest
+from telegram.warnings import PTBDeprecationWarning
+
+from iris.config import TelegramPlatform as TelegramSettings
+from iris.surfaces.chat.platform import (
+    Capabilities,
+    IncomingMessage,
+    OnMessage,
+    PlatformError,
+    PlatformRateLimited,
+    RateBudget,
+)
+
+log = logging.getLogger(__name__)
+
+THREAD_KEY = "message_thread_id"
+# Errors before a request left this machine: the message cannot have landed.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_POLL_BACKOFF_MAX = 30.0
+
+
+def _retry_after(exc: RetryAfter) -> float:
+    # PTB 22.2+ warns on reading it as int; the value is the same either way.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value: int | float | dt.timedelta = exc.retry_after
+    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+
+
+def _platform_error(exc: TelegramError) -> PlatformError:
+    if isinstance(exc, RetryAfter):
+        return PlatformRateLimited(_retry_after(exc), str(exc))
+    if isinstance(exc, TimedOut | NetworkError) and not isinstance(exc, BadRequest):
+        # A timeout or dropped connection after the request went out: it may have landed.
+        return PlatformError(str(exc), maybe_landed=not isinstance(exc.__cause__, _NOT_SENT))
+    return PlatformError(str(exc))
+
+
+def _thread_id(thread: Mapping[str, str] | None) -> int | None:
+    value = (thread or {}).get(THREAD_KEY)
+    return int(value) if value else None
+
+
+def _chat(chat_id: str) -> int | str:
+    # Numeric ids as ints; "@channelname" stays a string.
+    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
+
+
+class TelegramPlatform:
+    name = "telegram"
+    capabilities = Capabilities(
+        can_edit=True,
+        max_length=4096,
+        length_unit="utf16",
+        rate=RateBudget(1, 1.0),
+        group_rate=RateBudget(20, 60.0),
+    )
+
+    def __init__(self, settings: TelegramSettings) -> None:
+        if not settings.token:
+            raise PlatformError("platforms.telegram.token is empty")
+        self.settings = settings
+        poll = settings.poll_timeout
+        self.bot = Bot(
+            settings.token,
+            base_url=settings.base_url.rstrip("/") + "/bot",
+            base_file_url=settings.base_url.rstrip("/") + "/file/bot",
+            request=HTTPXRequest(connection_pool_size=16, read_timeout=15.0),
+            # Long polling holds the request open for ``poll`` seconds.
+            get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=poll + 10.0),
+        )
+        self._poller: asyncio.Task[None] | None = None
+
+    # -- receiving ----------------------------------------------------------------------------
+    async def connect(self, on_message: OnMessage) -> None:
+        try:
+            await self.bot.initialize()  # getMe: a wrong token or base_url fails here, loudly
+        except TelegramError as exc:
+            raise PlatformError(f"telegram: cannot connect: {exc}") from None
+        self._poller = asyncio.create_task(self._poll(on_message), name="telegram-poll")
+
+    async def disconnect(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
+        with contextlib.suppress(TelegramError):
+            await self.bot.shutdown()
+
+    async def _poll(self, on_message: OnMessage) -> None:
+        offset: int | None = None
+        backoff = 1.0
+        while True:
+            try:
+                updates = await self.bot.get_updates(
+                    offset=offset,
+                    timeout=int(self.settings.poll_timeout),
+                    allowed_updates=["message"],
+                )
+            except RetryAfter as exc:
+                await asyncio.sleep(_retry_after(exc))
+                continue
+            except TelegramError as exc:
+                log.warning("telegram getUpdates failed: %s (retrying in %.0fs)", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _POLL_BACKOFF_MAX)
+                continue
+            backoff = 1.0
+            for update in updates:
+                offset = update.update_id + 1
+                incoming = self._incoming(update)
+                if incoming is not None:
+                    try:
+                        await on_message(incoming)
+                    except Exception:  # one bad message must not stop receiving
+                        log.exception("telegram message handler failed")
+
+    @staticmethod
+    def _incoming(update: Update) -> IncomingMessage | None:
+        message: Message | None = update.message
+        if message is None or not message.text or message.from_user is None:
+            return None
+        thread: dict[str, str] = {}
+        if message.message_thread_id is not None:
+            thread[THREAD_KEY] = str(message.message_thread_id)
+        return IncomingMessage(
+            platform="telegram",
+            chat_id=str(message.chat.id),
+            user_id=str(message.from_user.id),
+            text=message.text,
+            user_name=message.from_user.username or "",
+            is_group=message.chat.type in ("group", "supergroup"),
+            message_id=str(message.message_id),
+            thread=thread,
+        )
+
+    # -- sending ------------------------------------------------------------------------------
+    async def send(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        try:
+            sent = await self.bot.send_message(
+                _chat(chat_id), text, message_thread_id=_thread_id(thread)
+            )
+        except TelegramError as exc:
+            raise _platform_error(exc) from exc
+        return str(sent.message_id)
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        # editMessageText identifies the message by chat and id; the thread goes along anyway
+        # so every call of a reply carries it (the Bot API ignores unknown parameters).
+        extra: dict[str, Any] = {}
+        thread_id = _thread_id(thread)
+        if thread_id is not None:
+            extra[THREAD_KEY] = thread_id
+        try:
+            await self.bot.edit_message_text(
+                text, chat_id=_chat(chat_id), message_id=int(message_id), api_kwargs=extra or None
+            )
+        except BadRequest as exc:
+            if "message is not modified" in str(exc).lower():
+                return
+            raise _platform_error(exc) from exc
+        except TelegramError as exc:
+            raise _platform_error(exc) from exc
+
+    async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
+        try:
+            await self.bot.send_chat_action(
+                _chat(chat_id), ChatAction.TYPING, message_thread_id=_thread_id(thread)
+            )
+        except TelegramError as exc:
+            raise _platform_error(exc) from exc

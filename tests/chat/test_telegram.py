@@ -1,0 +1,165 @@
+"""Telegram end to end: the real agent and python-telegram-bot against local fakes over HTTP.
+
+User messages arrive through getUpdates from ``FakeBotApi``; the agent streams from
+``FakeUpstream``; the reply must grow as one sendMessage plus editMessageText calls within the
+per-chat budget, survive flood control, and never reach the agent for a stranger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from iris.config import Config
+from iris.runtime import Runtime
+from iris.surfaces.chat.reply import CURSOR
+from iris.surfaces.chat.runner import ChatSurface
+from iris.surfaces.chat.telegram import TelegramPlatform
+from tests.conftest import MakeConfig
+from tests.fakes.telegram_api import ApiCall, FakeBotApi
+from tests.fakes.upstream import FakeUpstream, hold, text
+
+pytestmark = pytest.mark.timeout(30)
+
+OWNER = 7
+CHAT = 42
+# A reply that streams for ~2.5 s: long enough for a send and several edits.
+CHUNKS = [f"word{i} " for i in range(50)]
+REPLY = "".join(CHUNKS).strip()
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeBotApi]:
+    async with FakeBotApi() as fake:
+        yield fake
+
+
+def telegram_config(
+    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi, **extra: Any
+) -> Config:
+    return make_config(
+        upstream.base_url,
+        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
+        platforms={
+            "api_server": {"enabled": False},
+            "iris": {"enabled": False},
+            "telegram": {
+                "enabled": True,
+                "token": api.token,
+                "base_url": api.base_url,
+                "allowed_users": [OWNER, "@friend"],
+                "poll_timeout": 1,
+            },
+        },
+        tools={"enabled": []},
+        **extra,
+    )
+
+
+@pytest.fixture
+async def gateway(
+    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
+) -> AsyncIterator[ChatSurface]:
+    config = telegram_config(make_config, upstream, api)
+    runtime = Runtime.create(config)
+    surface = ChatSurface(runtime)
+    assert [type(p) for p in surface.platforms] == [TelegramPlatform]
+    await surface.start()
+    try:
+        yield surface
+    finally:
+        await surface.stop()
+        await runtime.agent.aclose()
+        runtime.store.close()
+
+
+def reply_calls(api: FakeBotApi, chat: int = CHAT) -> list[ApiCall]:
+    return api.sent_in(chat)
+
+
+async def test_a_reply_streams_as_one_message_edited_within_the_budget(
+    gateway: ChatSurface, api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.03))
+    api.user_says(CHAT, OWNER, "tell me something")
+    await api.wait_until(lambda: api.chat(CHAT) == [REPLY])
+    await gateway.idle()
+
+    calls = reply_calls(api)
+    assert [c.method for c in calls][0] == "sendMessage"
+    assert {c.method for c in calls[1:]} == {"editMessageText"}
+    assert len(calls) >= 3, "the reply grew in place"
+    assert all(str(c.params["text"]).endswith(CURSOR) for c in calls[:-1])
+    assert calls[-1].params["text"] == REPLY
+    # One message per second in a private chat, sends and edits together (network jitter aside).
+    gaps = [b.t - a.t for a, b in zip(calls, calls[1:], strict=False)]
+    assert min(gaps) >= 0.95
+    assert api.unmodified == 0
+    assert api.sent_in(CHAT, "sendChatAction"), "typing was shown"
+    request = upstream.requests[0]
+    assert request.stream and request.body["messages"][-1]["content"] == "tell me something"
+
+
+async def test_flood_control_is_survived_with_retry_after(
+    gateway: ChatSurface, api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.03))
+    api.flood("editMessageText", retry_after=1, times=1)
+    api.user_says(CHAT, OWNER, "go")
+    await api.wait_until(lambda: api.chat(CHAT) == [REPLY])
+    await gateway.idle()
+
+    flooded = [c for c in api.calls if c.status == 429]
+    assert len(flooded) == 1
+    after = [c for c in api.calls if c.t > flooded[0].t and c.method != "sendChatAction"]
+    assert after and after[0].t >= flooded[0].t + 1.0  # retry_after honoured
+    assert [c.method for c in reply_calls(api)].count("sendMessage") == 1  # never sent twice
+    assert api.chat(CHAT) == [REPLY]
+
+
+async def test_a_stranger_is_refused_and_never_reaches_the_agent(
+    gateway: ChatSurface, api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    api.user_says(99, 666, "run rm -rf /", username="mallory")
+    api.user_says(99, 666, "please?", username="mallory")
+    await api.wait_until(lambda: len(api.chat(99)) == 1)
+    api.user_says(CHAT, 8, "hi", username="Friend")  # allowed by user name
+    upstream.script(text("Hello", " friend"))
+    await api.wait_until(lambda: api.chat(CHAT) == ["Hello friend"])
+    await gateway.idle()
+    assert "not" in api.chat(99)[0] or "private" in api.chat(99)[0]
+    assert len(api.chat(99)) == 1  # one refusal, not one per message
+    assert [r.body["messages"][-1]["content"] for r in upstream.requests] == ["hi"]
+
+
+async def test_a_new_message_interrupts_the_streaming_reply_then_runs(
+    gateway: ChatSurface, api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold(*CHUNKS[:10]), text("Second", " answer"))
+    api.user_says(CHAT, OWNER, "first")
+    first_text = "".join(CHUNKS[:10])
+    await api.wait_until(lambda: any(first_text.strip() in m for m in api.chat(CHAT)))
+    api.user_says(CHAT, OWNER, "second")
+    await api.wait_until(lambda: len(api.chat(CHAT)) == 2 and api.chat(CHAT)[1] == "Second answer")
+    await gateway.idle()
+    assert api.chat(CHAT)[0] == first_text.strip()  # finalized without the cursor
+    # The second turn saw the interrupted exchange in its history (SQLite sessions).
+    history = upstream.requests[1].body["messages"]
+    assert [m["content"] for m in history if m["role"] == "user"] == ["first", "second"]
+    assert any(m["role"] == "assistant" and m["content"] for m in history)
+
+
+async def test_thread_metadata_goes_with_every_call_of_a_reply(
+    gateway: ChatSurface, api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS[:30], delay=0.03))
+    group = -100123
+    api.user_says(group, OWNER, "in a topic", chat_type="supergroup", thread_id=77)
+    expected = "".join(CHUNKS[:30]).strip()
+    await api.wait_until(lambda: api.chat(group) == [expected])
+    await gateway.idle()
+    calls = api.sent_in(group, "sendMessage", "editMessageText", "sendChatAction")
+    assert len(calls) >= 3
+    assert all(c.params.get("message_thread_id") == 77 for c in calls)

@@ -1,0 +1,239 @@
+"""A fake Telegram Bot API on 127.0.0.1: real HTTP for the real python-telegram-bot, with 429s.
+
+    async with FakeBotApi(token="123:abc") as api:   # api.base_url -> config base_url
+        api.user_says(chat_id=42, user_id=7, text="hi")
+        await api.wait_until(lambda: api.sent_in(42))
+
+Serves ``/bot{token}/{method}`` for getMe, getUpdates (long polling, honouring ``offset`` and
+``timeout``), sendMessage, editMessageText and sendChatAction, like Telegram: message ids per
+chat, "message is not modified" (400) for an edit to identical text, 404 for a wrong token.
+``flood(method, retry_after, times)`` answers the next calls of a method with 429 and
+``parameters.retry_after``, as Telegram's flood control does.
+
+Every request is recorded in ``calls`` as ``ApiCall(t, method, params, status)`` (``t`` on the
+loop clock); ``chat(chat_id)`` is what the user sees now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    t: float
+    method: str
+    params: dict[str, Any]
+    status: int
+
+
+@dataclass
+class _Flood:
+    retry_after: int
+    times: int
+
+
+@dataclass
+class FakeBotApi:
+    token: str = "123:abc"
+    bot_id: int = 123
+    calls: list[ApiCall] = field(default_factory=list[ApiCall])
+    messages: dict[int, dict[int, str]] = field(default_factory=dict[int, dict[int, str]])
+    unmodified: int = 0  # edits that Telegram would reject as "message is not modified"
+    _updates: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    _next_update: int = 1
+    _floods: dict[str, _Flood] = field(default_factory=dict[str, _Flood])
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _runner: web.AppRunner | None = None
+    port: int = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- lifetime -----------------------------------------------------------------------------
+    async def __aenter__(self) -> FakeBotApi:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server  # pyright: ignore[reportPrivateUsage]
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- test side ----------------------------------------------------------------------------
+    def user_says(
+        self,
+        chat_id: int,
+        user_id: int,
+        text: str,
+        *,
+        username: str = "",
+        chat_type: str = "private",
+        thread_id: int | None = None,
+    ) -> None:
+        message: dict[str, Any] = {
+            "message_id": 10_000 + self._next_update,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": chat_type},
+            "from": {"id": user_id, "is_bot": False, "first_name": "U", "username": username},
+            "text": text,
+        }
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+        self._updates.append({"update_id": self._next_update, "message": message})
+        self._next_update += 1
+        asyncio.get_running_loop().create_task(self._notify())
+
+    def flood(self, method: str, retry_after: int = 1, times: int = 1) -> None:
+        self._floods[method] = _Flood(retry_after, times)
+
+    def chat(self, chat_id: int) -> list[str]:
+        return list(self.messages.get(chat_id, {}).values())
+
+    def sent_in(self, chat_id: int, *methods: str) -> list[ApiCall]:
+        wanted = methods or ("sendMessage", "editMessageText")
+        return [
+            c
+            for c in self.calls
+            if c.method in wanted
+            and c.status == 200
+            and str(c.params.get("chat_id")) == str(chat_id)
+        ]
+
+    async def wait_until(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(predicate)
+
+    # -- the API ------------------------------------------------------------------------------
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await self._params(request)
+        if request.match_info["token"] != self.token:
+            return await self._answer(
+                method, params, 404, {"ok": False, "error_code": 404, "description": "Not Found"}
+            )
+        flood = self._floods.get(method)
+        if flood is not None and flood.times > 0:
+            flood.times -= 1
+            body = {
+                "ok": False,
+                "error_code": 429,
+                "description": f"Too Many Requests: retry after {flood.retry_after}",
+                "parameters": {"retry_after": flood.retry_after},
+            }
+            return await self._answer(method, params, 429, body)
+        handler = getattr(self, f"_api_{method}", None)
+        if handler is None:
+            body = {"ok": False, "error_code": 404, "description": "Not Found: method not found"}
+            return await self._answer(method, params, 404, body)
+        status, result = await handler(params)
+        if status != 200:
+            return await self._answer(
+                method, params, status, {"ok": False, "error_code": status, "description": result}
+            )
+        return await self._answer(method, params, 200, {"ok": True, "result": result})
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type == "application/json":
+            data: dict[str, Any] = await request.json()
+            return data
+        form = await request.post()
+        params: dict[str, Any] = {}
+        for key, value in form.items():
+            text = str(value)
+            try:
+                params[key] = json.loads(text)
+            except ValueError:
+                params[key] = text
+        return params
+
+    async def _answer(
+        self, method: str, params: dict[str, Any], status: int, body: dict[str, Any]
+    ) -> web.Response:
+        if method != "getUpdates":
+            self.calls.append(ApiCall(asyncio.get_running_loop().time(), method, params, status))
+            await self._notify()
+        return web.json_response(body, status=status)
+
+    def _message(self, chat_id: int, message_id: int, text: str) -> dict[str, Any]:
+        return {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private"},
+            "from": {"id": self.bot_id, "is_bot": True, "first_name": "Iris"},
+            "text": text,
+        }
+
+    async def _api_getMe(self, params: dict[str, Any]) -> tuple[int, Any]:
+        return 200, {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": "Iris",
+            "username": "iris_bot",
+        }
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> tuple[int, Any]:
+        offset = int(params.get("offset") or 0)
+        timeout = float(params.get("timeout") or 0)
+        self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        if not self._updates and timeout:
+            try:
+                async with asyncio.timeout(timeout), self._changed:
+                    await self._changed.wait_for(lambda: bool(self._updates))
+            except TimeoutError:
+                pass
+        return 200, list(self._updates)
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> tuple[int, Any]:
+        chat_id, text = int(params["chat_id"]), str(params["text"])
+        if not text or len(text.encode("utf-16-le")) // 2 > 4096:
+            return 400, "Bad Request: message text is empty or too long"
+        chat = self.messages.setdefault(chat_id, {})
+        message_id = len(chat) + 1
+        chat[message_id] = text
+        return 200, self._message(chat_id, message_id, text)
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> tuple[int, Any]:
+        chat_id, message_id, text = (
+            int(params["chat_id"]),
+            int(params["message_id"]),
+            str(params["text"]),
+        )
+        chat = self.messages.get(chat_id, {})
+        if message_id not in chat:
+            return 400, "Bad Request: message to edit not found"
+        if len(text.encode("utf-16-le")) // 2 > 4096:
+            return 400, "Bad Request: MESSAGE_TOO_LONG"
+        if chat[message_id] == text:
+            self.unmodified += 1
+            return (
+                400,
+                "Bad Request: message is not modified: specified new message content is exactly the same",
+            )
+        chat[message_id] = text
+        return 200, self._message(chat_id, message_id, text)
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> tuple[int, Any]:
+        return 200, True
