@@ -49,10 +49,10 @@ async def test_send_creates_the_message_and_returns_its_id(
 
 
 async def test_a_reply_never_pings_anyone(api: DiscordAPI, bot: DiscordPlatform) -> None:
-    await bot.send(CHANNEL, "@everyone look")
+    message_id = await bot.send(CHANNEL, "<@5000000000000001> look")
+    await bot.edit_message(CHANNEL, message_id, "<@5000000000000001> look, @everyone")
 
-    [call] = api.channel_calls()
-    assert call.json["allowed_mentions"] == {"parse": []}
+    assert [c.json["allowed_mentions"] for c in api.channel_calls()] == [{"parse": []}] * 2
 
 
 async def test_edit_replaces_the_text_in_place(api: DiscordAPI, bot: DiscordPlatform) -> None:

@@ -73,6 +73,7 @@ class DiscordPlatform:
         self._gateway = gateway
         await asyncio.wait({gateway, connected}, return_when=asyncio.FIRST_COMPLETED)
         if connected.done():
+            gateway.add_done_callback(_report_gateway_end)
             return
         connected.cancel()
         await self.disconnect()
@@ -170,6 +171,12 @@ def _gateway_error(exc: BaseException | None) -> PlatformError:
     if isinstance(exc, discord.ConnectionClosed):
         return PlatformError(f"discord: the gateway closed ({exc.code}): {exc.reason}")
     return PlatformError(f"discord: the gateway closed before the session started: {exc}")
+
+
+def _report_gateway_end(gateway: asyncio.Task[None]) -> None:
+    # discord.py reconnects by itself; an end it did not recover from means no more messages.
+    if not gateway.cancelled() and (exc := gateway.exception()) is not None:
+        log.error("discord: the gateway stopped, no more messages arrive: %s", _gateway_error(exc))
 
 
 async def _trigger_typing(channel: discord.PartialMessageable) -> None:
