@@ -84,8 +84,10 @@ def test_text_is_released_in_batches_not_per_token() -> None:
         if (frame := r.feed(TextDelta(f"w{i} "))) is not None:
             frames.append(frame)
     assert 3 <= len(frames) <= 6  # the first token, then one frame per 50 ms
-    last = r.flush() or frames[-1]
-    assert "".join(text for _, text in last.live) == "".join(f"w{i} " for i in range(200))
+    last = r.flush()
+    frames += [last] if last else []
+    body = committed(frames).split("\n", 1)[1] + "".join(text for _, text in frames[-1].live)
+    assert body.replace("\n", "") == "".join(f"w{i} " for i in range(200))
 
 
 def test_held_text_is_due_one_batch_after_the_last_release() -> None:
@@ -252,6 +254,24 @@ def test_plain_output_has_no_box_no_styles_and_no_live_area() -> None:
     assert text.endswith("m · 12 in · 34 out tokens\n")
 
 
+def test_a_very_long_line_is_committed_a_row_at_a_time() -> None:
+    clock = Clock()
+    r = renderer(clock, width=20)
+    words = [f"word{i:03} " for i in range(60)]  # 540 characters, no newline
+    frames: list[Frame] = []
+    for word in words:
+        clock.now += 0.06
+        if (frame := r.feed(TextDelta(word))) is not None:
+            frames.append(frame)
+        assert len("".join(t for _, t in (frames[-1].live if frames else ()))) <= 20 * 4
+    rows = committed(frames).splitlines()[1:]  # after the box top
+    assert rows and all(len(row) <= 20 for row in rows)
+    assert rows[0] == "word000 word001 "  # broken at a space, as the terminal would wrap
+    end = r.feed(SegmentEnded("".join(words)))
+    assert end is not None
+    assert committed([*frames, end]).replace("\n", "").count("word059") == 1
+
+
 def test_markdown_is_formatted_line_by_line() -> None:
     reply = "# Title\n- item with `code`\n```py\nx = '**'\n```\nsee [docs](http://d)"
     frames = play(turn(TextDelta(reply), SegmentEnded(reply)))
@@ -262,14 +282,15 @@ def test_markdown_is_formatted_line_by_line() -> None:
     assert "class:md.url" in styles_of(frames, "(http://d)")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
-    reply=st.text(alphabet="ab *`#-\n>_[]()", max_size=80),
-    cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=12),
+    reply=st.text(alphabet="ab *`#-\n>_[]()", max_size=160),
+    cuts=st.lists(st.integers(min_value=0, max_value=160), max_size=12),
     box=st.booleans(),
+    width=st.sampled_from([12, 80]),
 )
 def test_how_a_reply_is_chunked_never_changes_what_is_printed(
-    reply: str, cuts: list[int], box: bool
+    reply: str, cuts: list[int], box: bool, width: int
 ) -> None:
     """The stable prefix: output depends on the text, never on where the deltas split it."""
     points = sorted({c for c in cuts if 0 < c < len(reply)})
@@ -278,7 +299,7 @@ def test_how_a_reply_is_chunked_never_changes_what_is_printed(
     whole = turn(TextDelta(reply), SegmentEnded(reply)) if reply else turn()
 
     def shown(events: list[Event]) -> list[tuple[str, str]]:
-        pieces = [p for f in play(events, box=box) for p in f.commit]
+        pieces = [p for f in play(events, box=box, width=width) for p in f.commit]
         merged: list[tuple[str, str]] = []
         for style, text in pieces:
             if merged and merged[-1][0] == style:

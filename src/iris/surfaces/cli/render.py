@@ -68,6 +68,7 @@ THEME: dict[str, str] = {
 Block = Literal["reasoning", "answer"]
 _ARG_PREVIEW = 60  # characters of a tool's main argument on its line
 _DETAIL_LINES = 6  # lines of tool output shown in verbose mode
+_LIVE_ROWS = 4  # an unfinished line longer than this many rows is committed a row at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +184,19 @@ class ReplyRenderer:
         *finished, self._partial = (self._partial + text).split("\n")
         for line in finished:
             self._commit(*self._style(line), ("", "\n"))
+        self._wrap_long_partial()
         self._dirty = True
+
+    def _wrap_long_partial(self) -> None:
+        """Commit the head of a very long unfinished line, broken at a space like the terminal
+        would wrap it: a live area taller than the screen would hide the tail being written.
+        The cuts depend only on the text, so output stays independent of delta boundaries."""
+        width = self.options.width
+        while len(self._partial) > width * _LIVE_ROWS:
+            head = self._partial[:width]
+            cut = head.rfind(" ") + 1 or width
+            self._commit(*self._style(self._partial[:cut], finished=False), ("", "\n"))
+            self._partial = self._partial[cut:]
 
     def _style(self, line: str, *, finished: bool = True) -> list[Piece]:
         if self._block == "reasoning":
