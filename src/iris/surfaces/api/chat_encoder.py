@@ -65,6 +65,7 @@ class ChatEncoder:
         self._segment = SegmentText()
         self._thinking = SegmentText()
         self._role_sent = False
+        self._segment_fresh = True  # no text of the current segment was sent yet
 
     @property
     def done(self) -> bool:
@@ -120,13 +121,15 @@ class ChatEncoder:
             out.append(self._chunk({"role": "assistant", "content": ""}))
 
     def _text(self, out: list[Chunk], text: str) -> None:
+        """Send ``text``, which the segment filter already passed."""
         if not text:
             return
         self._role(out)
         # The first text of a later segment opens with the blank line that separates it from
         # the one before; it is part of the stream, so a client's concatenation reads right.
-        if self._segment.sent == text and self.segments:
+        if self._segment_fresh and self.segments:
             text = "\n\n" + text
+        self._segment_fresh = False
         out.append(self._chunk({"content": text}))
 
     def _close_segment(self, out: list[Chunk], final: str) -> None:
@@ -134,6 +137,7 @@ class ChatEncoder:
         if tail:
             self._text(out, self._segment.feed(tail))
         self._thinking.close("")
+        self._segment_fresh = True
         text = self._segment.close(final)
         if text:
             self.segments.append(text)

@@ -11,8 +11,15 @@ from __future__ import annotations
 
 class SegmentText:
     def __init__(self) -> None:
-        self.sent = ""
+        # Parts, joined only when needed: appending to one growing str copies it every time.
+        self._parts: list[str] = []
         self._replay: str | None = None
+
+    @property
+    def sent(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
 
     def reset(self) -> None:
         self._replay = "" if self.sent else None
@@ -20,29 +27,29 @@ class SegmentText:
     def feed(self, delta: str) -> str:
         """Take a model delta; return the text to send (maybe empty)."""
         if self._replay is None:
-            self.sent += delta
+            if delta:
+                self._parts.append(delta)
             return delta
         self._replay += delta
-        if self.sent.startswith(self._replay):
+        sent = self.sent
+        if sent.startswith(self._replay):
             return ""
-        if self._replay.startswith(self.sent):
-            new = self._replay[len(self.sent) :]
-        else:
-            new = "\n\n" + self._replay
-        self.sent += new
+        new = self._replay[len(sent) :] if self._replay.startswith(sent) else "\n\n" + self._replay
+        self._parts.append(new)
         self._replay = None
         return new
 
     def tail(self, final: str) -> str:
         """What of the segment's final text the client has not been sent (held-back text, or
         a segment that was not streamed at all)."""
-        if self._replay is None and final.startswith(self.sent):
-            return final[len(self.sent) :]
+        sent = self.sent
+        if self._replay is None and final.startswith(sent):
+            return final[len(sent) :]
         return ""
 
     def close(self, final: str) -> str:
         """End the segment; return the text it stands for (``final`` when the agent gave one)."""
         text = final or self.sent
-        self.sent = ""
+        self._parts = []
         self._replay = None
         return text

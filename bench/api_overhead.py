@@ -1,0 +1,404 @@
+"""Per-chunk delay a proxy adds to a token stream: direct vs Iris (vs LiteLLM when installed).
+
+A raw-asyncio fake upstream (its own process) streams chat-completion chunks at a fixed rate,
+each carrying the ``time.monotonic_ns()`` it was written at (CLOCK_MONOTONIC: one clock for
+every process on the machine). A light client (raw sockets and SSE lines, not the SDK, so the
+client is not the bottleneck) reads the streams and records, per chunk, receive time minus
+send time. The same run measures:
+
+- direct: client → upstream;
+- iris:   client → ``iris serve`` (its own process) → upstream;
+- litellm: client → LiteLLM proxy (one worker) → upstream, when a side environment has it
+  (``--litellm /path/to/venv/bin/litellm`` or ``$LITELLM_BIN``; never in Iris's environment).
+
+and prints, at 1 stream and at N concurrent streams, each path's p50/p99 chunk delay, what the
+proxy adds over direct (p50/p99), and the errors (failed or incomplete streams).
+
+    python bench/api_overhead.py [--chunks 100] [--rate 100] [--concurrent 20]
+
+Targets for Iris on 2 cores: adds p50 < 1 ms and p99 < 5 ms at 1 stream; p99 < 50 ms at
+20 × 100 chunks/s with zero errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "bench-model"
+
+
+# -- the fake upstream (runs in its own process: ``--upstream PORT``) ---------------------
+
+
+async def _upstream_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chunks: int, rate: float
+) -> None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        body = json.loads(await reader.readexactly(length)) if length else {}
+        if head.startswith(b"GET"):
+            payload = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                + f"content-length: {len(payload)}\r\n\r\n{payload}".encode()
+            )
+            await writer.drain()
+            return
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        )
+
+        def frame(obj: dict[str, object]) -> bytes:
+            data = f"data: {json.dumps(obj, separators=(',', ':'))}\n\n".encode()
+            return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+        def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+            return {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": MODEL,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        writer.write(frame(chunk({"role": "assistant", "content": ""})))
+        interval = 1.0 / rate
+        start = time.monotonic()
+        for i in range(chunks):
+            # Absolute schedule: the rate does not drift with the time a write takes.
+            delay = start + i * interval - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            writer.write(frame(chunk({"content": f"[{time.monotonic_ns()}]"})))
+            await writer.drain()
+        writer.write(frame(chunk({}, "stop")))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 1, "completion_tokens": chunks, "total_tokens": chunks + 1}
+            writer.write(frame({**chunk({}), "choices": [], "usage": usage}))
+        done = b"data: [DONE]\n\n"
+        writer.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
+        await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        writer.close()
+
+
+async def run_upstream(port: int, chunks: int, rate: float) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _upstream_connection(reader, writer, chunks, rate)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=256)
+    async with server:
+        await server.serve_forever()
+
+
+# -- the light client ---------------------------------------------------------------------
+
+
+@dataclass
+class StreamResult:
+    delays_ms: list[float] = field(default_factory=list[float])
+    error: str | None = None
+
+
+async def read_stream(port: int, path: str, chunks: int, headers: dict[str, str]) -> StreamResult:
+    result = StreamResult()
+    body = json.dumps(
+        {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "go"}]}
+    ).encode()
+    extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"{extra}content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError as exc:
+        result.error = f"connect: {exc}"
+        return result
+    try:
+        writer.write(request)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = head.split(b" ", 2)[1]
+        if status != b"200":
+            result.error = f"HTTP {status.decode()}"
+            return result
+        chunked = b"transfer-encoding: chunked" in head.lower()
+        buffer = b""
+        done = False
+        while not done:
+            if chunked:
+                size = int((await reader.readline()).strip() or b"0", 16)
+                if size == 0:
+                    break
+                data = await reader.readexactly(size + 2)
+                buffer += data[:-2]
+            else:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                buffer += data
+            now = time.monotonic_ns()
+            while b"\n\n" in buffer:
+                event, buffer = buffer.split(b"\n\n", 1)
+                for line in event.split(b"\n"):
+                    if not line.startswith(b"data: "):
+                        continue
+                    payload = line[6:]
+                    if payload == b"[DONE]":
+                        done = True
+                        break
+                    # Find the stamp without a JSON parse: the client must stay light.
+                    start = payload.find(b'"content":"[')
+                    if start >= 0:
+                        end = payload.index(b"]", start)
+                        sent = int(payload[start + 12 : end])
+                        result.delays_ms.append((now - sent) / 1e6)
+        if not done:
+            result.error = "stream ended without [DONE]"
+        elif len(result.delays_ms) != chunks:
+            result.error = f"{len(result.delays_ms)} of {chunks} chunks"
+    except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    return result
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def start_upstream(chunks: int, rate: float) -> tuple[int, subprocess.Popen[bytes]]:
+    port = free_port()
+    args = [sys.executable, __file__, "--upstream", str(port), "--chunks", str(chunks)]
+    process = subprocess.Popen([*args, "--rate", str(rate)])
+    wait_port(port, process)
+    return port, process
+
+
+def start_iris(upstream_port: int, workdir: Path) -> tuple[int, subprocess.Popen[bytes]]:
+    port = free_port()
+    config = workdir / "iris.yaml"
+    config.write_text(
+        json.dumps(  # JSON is YAML
+            {
+                "server": {"host": "127.0.0.1", "port": port},
+                "model": {
+                    "provider": "chat_completions",
+                    "base_url": f"http://127.0.0.1:{upstream_port}/v1",
+                    "name": MODEL,
+                    "api_key": "sk-bench",
+                },
+                "platforms": {"iris": {"enabled": False}, "api_server": {"max_concurrent": 64}},
+                "tools": {"enabled": []},
+                "store": {"path": str(workdir / "iris.db")},
+            }
+        )
+    )
+    env = {**os.environ, "HOME": str(workdir)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
+        env=env,
+        stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    wait_port(port, process)
+    return port, process
+
+
+def start_litellm(
+    binary: str, upstream_port: int, workdir: Path
+) -> tuple[int, subprocess.Popen[bytes]]:
+    port = free_port()
+    config = workdir / "litellm.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "model_list": [
+                    {
+                        "model_name": MODEL,
+                        "litellm_params": {
+                            "model": f"openai/{MODEL}",
+                            "api_base": f"http://127.0.0.1:{upstream_port}/v1",
+                            "api_key": "sk-bench",
+                        },
+                    }
+                ]
+            }
+        )
+    )
+    process = subprocess.Popen(
+        [binary, "--config", str(config), "--port", str(port), "--num_workers", "1"],
+        stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    wait_port(port, process, timeout=120)
+    return port, process
+
+
+# -- the measurement ----------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(
+    port: int, path: str, streams: int, chunks: int, repeat: int = 1
+) -> tuple[list[float], list[str]]:
+    delays: list[float] = []
+    errors: list[str] = []
+    for _ in range(repeat):
+        results = await asyncio.gather(
+            *(
+                read_stream(port, path, chunks, {"authorization": "Bearer sk-bench"})
+                for _ in range(streams)
+            )
+        )
+        for result in results:
+            delays.extend(result.delays_ms)
+            if result.error:
+                errors.append(result.error)
+    return delays, errors
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux ``/proc``), to show when a proxy saturates."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def timed(
+    pid: int | None, work: Awaitable[tuple[list[float], list[str]]]
+) -> tuple[list[float], list[str], float]:
+    """``work``'s result and the proxy's CPU use during it, in % of one core."""
+    cpu, wall = cpu_seconds(pid) if pid else 0.0, time.monotonic()
+    delays, errors = await work
+    used = (cpu_seconds(pid) - cpu) / (time.monotonic() - wall) * 100 if pid else float("nan")
+    return delays, errors, used
+
+
+def report(label: str, paths: dict[str, tuple[list[float], list[str], float]]) -> None:
+    direct = paths["direct"][0]
+    d50, d99 = percentile(direct, 0.5), percentile(direct, 0.99)
+    print(f"\n{label}")
+    print(
+        f"  {'path':<8} {'chunks':>7} {'p50 ms':>8} {'p99 ms':>8} {'adds p50':>9} "
+        f"{'adds p99':>9} {'proxy cpu':>10}  errors"
+    )
+    for name, (delays, errors, cpu) in paths.items():
+        p50, p99 = percentile(delays, 0.5), percentile(delays, 0.99)
+        adds = "" if name == "direct" else f"{p50 - d50:9.2f} {p99 - d99:9.2f}"
+        load = "" if name == "direct" else f"{cpu:9.0f}%"
+        shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
+        print(f"  {name:<8} {len(delays):>7} {p50:8.2f} {p99:8.2f} {adds:>19} {load:>10}  {shown}")
+
+
+async def run(args: argparse.Namespace) -> None:
+    up_port, upstream = start_upstream(args.chunks, args.rate)
+    processes = [upstream]
+    targets: dict[str, tuple[int, str]] = {"direct": (up_port, "/v1/chat/completions")}
+    pids: dict[str, int | None] = {"direct": None}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            iris_port, iris = start_iris(up_port, Path(tmp))
+            processes.append(iris)
+            targets["iris"] = (iris_port, "/v1/chat/completions")
+            pids["iris"] = iris.pid
+            litellm = args.litellm or os.environ.get("LITELLM_BIN") or shutil.which("litellm")
+            if litellm:
+                lite_port, lite = start_litellm(litellm, up_port, Path(tmp))
+                processes.append(lite)
+                targets["litellm"] = (lite_port, "/v1/chat/completions")
+                pids["litellm"] = lite.pid
+            else:
+                print("LiteLLM: not installed (pass --litellm /venv/bin/litellm); skipped")
+            for port, path in targets.values():  # warm up connections, imports, caches
+                await measure(port, path, 2, args.chunks)
+            print(f"{args.chunks} chunks per stream at {args.rate:g} chunks/s")
+            single = {
+                name: await timed(pids[name], measure(port, path, 1, args.chunks, args.repeat))
+                for name, (port, path) in targets.items()
+            }
+            report(f"1 stream (x{args.repeat} runs)", single)
+            many = {
+                name: await timed(pids[name], measure(port, path, args.concurrent, args.chunks))
+                for name, (port, path) in targets.items()
+            }
+            report(f"{args.concurrent} concurrent streams", many)
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=100.0, help="chunks per second per stream")
+    parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=5, help="single-stream runs")
+    parser.add_argument("--litellm", default=None, help="path to a side venv's litellm binary")
+    parser.add_argument("--upstream", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.upstream is not None:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_upstream(args.upstream, args.chunks, args.rate))
+        return
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()
