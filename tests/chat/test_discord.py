@@ -13,7 +13,16 @@ from discord.gateway import DiscordWebSocket
 from iris.config import DiscordPlatform as DiscordConfig
 from iris.surfaces.chat.discord import DiscordPlatform
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
-from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, THREAD_ID, DiscordAPI, Scripted
+from tests.fakes.discord_api import (
+    BOT_ID,
+    CHANNEL_ID,
+    GUILD_ID,
+    THREAD_ID,
+    DiscordAPI,
+    Scripted,
+    message_payload,
+    user_payload,
+)
 
 pytestmark = pytest.mark.timeout(15)
 
@@ -199,32 +208,9 @@ async def received(
 def _message_create(
     author_id: str, content: str, *, channel: str = CHANNEL, bot: bool = False, dm: bool = False
 ) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "id": "1300000000000000001",
-        "channel_id": channel,
-        "type": 0,
-        "content": content,
-        "author": {
-            "id": author_id,
-            "username": "ada",
-            "global_name": "Ada",
-            "discriminator": "0",
-            "avatar": None,
-            "bot": bot,
-        },
-        "timestamp": "2026-11-29T22:00:00.000000+00:00",
-        "edited_timestamp": None,
-        "tts": False,
-        "mention_everyone": False,
-        "mentions": [],
-        "mention_roles": [],
-        "attachments": [],
-        "embeds": [],
-        "pinned": False,
-    }
-    if not dm:
-        payload["guild_id"] = "1200000000000000001"
-    return payload
+    author = user_payload(author_id, "ada", bot=bot, global_name="Ada")
+    guild_id = None if dm else GUILD_ID
+    return message_payload("1300000000000000001", channel, content, author, guild_id=guild_id)
 
 
 async def test_connect_identifies_with_the_message_content_intent(

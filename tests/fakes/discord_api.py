@@ -1,8 +1,10 @@
-"""A fake Discord REST API on 127.0.0.1: the endpoints the Discord adapter uses, on the real wire.
+"""A fake Discord REST API and gateway on 127.0.0.1: what the Discord adapter uses, on the wire.
 
 It keeps each message's current content (what a user would see), records every call, enforces
 Discord's per-channel budget of 5 requests per 5 s with the headers discord.py reads, and lets
-a test script the next answers (a 429, a 500, a hang)::
+a test script the next answers (a 429, a 500, a hang). The gateway (``gateway_url``) says
+HELLO, answers heartbeats, answers IDENTIFY with READY and one guild (a channel and a thread),
+then sends what a test dispatches::
 
     async with DiscordAPI() as api:
         platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
@@ -49,7 +51,6 @@ class Scripted:
 
     status: int
     retry_after: float = 0.0
-    is_global: bool = False
     hang: bool = False  # never answer (until the server stops)
     deliver: bool = False  # perform the request, then answer ``status`` (a 500 that landed)
 
@@ -84,7 +85,7 @@ class DiscordAPI:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> DiscordAPI:
-        app = web.Application()
+        app = web.Application(middlewares=[self._authorized])
         app.router.add_get(API_PREFIX + "/users/@me", self._me)
         app.router.add_get(API_PREFIX + "/oauth2/applications/@me", self._application)
         app.router.add_post(API_PREFIX + "/channels/{channel}/messages", self._create)
@@ -115,11 +116,6 @@ class DiscordAPI:
     def channel_calls(self) -> list[Call]:
         """Calls to /channels/..., the ones a chat user would notice."""
         return [c for c in self.calls if c.channel_id]
-
-    async def wait_for_calls(self, count: int) -> list[Call]:
-        async with self._changed:
-            await self._changed.wait_for(lambda: len(self.channel_calls()) >= count)
-        return self.channel_calls()
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
         """Send a gateway event (``MESSAGE_CREATE``, …) once a session is identified."""
@@ -155,7 +151,7 @@ class DiscordAPI:
             return
         ready = {
             "v": 10,
-            "user": _user(BOT_ID, "iris-bot", bot=True),
+            "user": user_payload(BOT_ID, "iris-bot", bot=True),
             "guilds": [{"id": GUILD_ID, "unavailable": True}],
             "session_id": "fake-session",
             "resume_gateway_url": self.gateway_url,
@@ -168,16 +164,21 @@ class DiscordAPI:
             self._gateway_socket = socket
             self._changed.notify_all()
 
+    @web.middleware
+    async def _authorized(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        # Channel calls check the token themselves, so that a refused one is recorded too.
+        if "/channels/" in request.path or request.path.startswith("/gateway"):
+            return await handler(request)
+        if request.headers.get("Authorization") != f"Bot {self.token}":
+            return _unauthorized()
+        return await handler(request)
+
     # -- handlers ----------------------------------------------------------------------------
 
     async def _me(self, request: web.Request) -> web.Response:
-        if (denied := self._check_auth(request)) is not None:
-            return denied
-        return _json(_user(BOT_ID, "iris-bot", bot=True))
+        return _json(user_payload(BOT_ID, "iris-bot", bot=True))
 
     async def _application(self, request: web.Request) -> web.Response:
-        if (denied := self._check_auth(request)) is not None:
-            return denied
         return _json(
             {
                 "id": BOT_ID,
@@ -186,7 +187,7 @@ class DiscordAPI:
                 "description": "",
                 "bot_public": False,
                 "bot_require_code_grant": False,
-                "owner": _user(OWNER_ID, "owner"),
+                "owner": user_payload(OWNER_ID, "owner"),
                 "verify_key": "0" * 64,
                 "flags": 0,
             }
@@ -245,8 +246,8 @@ class DiscordAPI:
             json=json.loads(raw) if raw else {},
             authorization=request.headers.get("Authorization", ""),
         )
-        if (denied := self._check_auth(request)) is not None:
-            return call, await self._finish(call, denied)
+        if call.authorization != f"Bot {self.token}":
+            return call, await self._finish(call, _unauthorized())
         if self._scripted:
             scripted = self._scripted.pop(0)
             if scripted.hang:
@@ -274,11 +275,6 @@ class DiscordAPI:
         async with self._changed:
             self.calls.append(call)
             self._changed.notify_all()
-
-    def _check_auth(self, request: web.Request) -> web.Response | None:
-        if request.headers.get("Authorization") == f"Bot {self.token}":
-            return None
-        return _json({"message": "401: Unauthorized", "code": 0}, status=401)
 
     def _take_budget(self, channel: str) -> web.Response | None:
         now = time.monotonic()
@@ -313,55 +309,38 @@ class DiscordAPI:
                 # discord.py treats a 429 without Via as a Cloudflare ban.
                 "Via": "1.1 google",
             }
-            if scripted.is_global:
-                headers["X-RateLimit-Global"] = "true"
             body = {
                 "message": "You are being rate limited.",
                 "retry_after": scripted.retry_after,
-                "global": scripted.is_global,
+                "global": False,
             }
             return _json(body, status=429, headers=headers)
         return _json({"message": f"{scripted.status} error", "code": 0}, status=scripted.status)
 
     def _message_response(self, message: Message, channel: str) -> web.Response:
-        payload = {
-            "id": message.id,
-            "channel_id": message.channel_id,
-            "type": 0,
-            "content": message.content,
-            "author": _user(BOT_ID, "iris-bot", bot=True),
-            "timestamp": "2026-11-29T22:00:00.000000+00:00",
-            "edited_timestamp": "2026-11-29T22:00:01.000000+00:00" if message.edits else None,
-            "tts": False,
-            "mention_everyone": False,
-            "mentions": [],
-            "mention_roles": [],
-            "attachments": [],
-            "embeds": [],
-            "pinned": False,
-            "flags": 0,
-        }
+        payload = message_payload(
+            message.id,
+            message.channel_id,
+            message.content,
+            user_payload(BOT_ID, "iris-bot", bot=True),
+            edited=bool(message.edits),
+        )
         return _json(payload, headers=self._rate_headers(channel))
+
+
+def _unauthorized() -> web.Response:
+    return _json({"message": "401: Unauthorized", "code": 0}, status=401)
 
 
 def _invalid_content(content: str) -> web.Response | None:
     if not content:
-        body = {"message": "Cannot send an empty message", "code": 50006}
-        return _json(body, status=400)
+        return _json({"message": "Cannot send an empty message", "code": 50006}, status=400)
     if len(content) > 2000:
+        too_long = {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}
         body = {
             "message": "Invalid Form Body",
             "code": 50035,
-            "errors": {
-                "content": {
-                    "_errors": [
-                        {
-                            "code": "BASE_TYPE_MAX_LENGTH",
-                            "message": "Must be 2000 or fewer in length.",
-                        }
-                    ]
-                }
-            },
+            "errors": {"content": {"_errors": [too_long]}},
         }
         return _json(body, status=400)
     return None
@@ -403,22 +382,49 @@ def _guild() -> dict[str, Any]:
         "member_count": 2,
         "channels": [channel],
         "threads": [thread],
-        "roles": [],
-        "emojis": [],
-        "stickers": [],
-        "features": [],
-        "members": [],
-        "voice_states": [],
-        "presences": [],
     }
 
 
-def _user(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
+def message_payload(
+    message_id: str,
+    channel_id: str,
+    content: str,
+    author: dict[str, Any],
+    *,
+    guild_id: str | None = None,
+    edited: bool = False,
+) -> dict[str, Any]:
+    """A message object as Discord sends it (REST answers and MESSAGE_CREATE)."""
+    payload: dict[str, Any] = {
+        "id": message_id,
+        "channel_id": channel_id,
+        "type": 0,
+        "content": content,
+        "author": author,
+        "timestamp": "2026-11-29T22:00:00.000000+00:00",
+        "edited_timestamp": "2026-11-29T22:00:01.000000+00:00" if edited else None,
+        "tts": False,
+        "mention_everyone": False,
+        "mentions": [],
+        "mention_roles": [],
+        "attachments": [],
+        "embeds": [],
+        "pinned": False,
+        "flags": 0,
+    }
+    if guild_id is not None:
+        payload["guild_id"] = guild_id
+    return payload
+
+
+def user_payload(
+    user_id: str, name: str, *, bot: bool = False, global_name: str | None = None
+) -> dict[str, Any]:
     return {
         "id": user_id,
         "username": name,
         "discriminator": "0",
-        "global_name": None,
+        "global_name": global_name,
         "avatar": None,
         "bot": bot,
         "flags": 0,
