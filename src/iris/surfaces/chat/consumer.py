@@ -55,14 +55,14 @@ class StreamConsumer:
         self.throttle = throttle
         self.clock = clock
         self.reply = Reply(platform.capabilities, display, preview=streaming)
-        self._typing = TypingLease(
+        self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )
         self._wake = asyncio.Event()
 
     async def consume(self, events: AsyncIterable[Event]) -> TerminalEvent:
         """Deliver the turn; return its last event once every message is settled."""
-        async with self._typing:
+        async with self.typing:
             pump = asyncio.create_task(self._pump(events), name=f"pump:{self.chat_id}")
             try:
                 await self._flush(pump)
@@ -87,7 +87,7 @@ class StreamConsumer:
             log.exception("turn stream for %s failed", self.chat_id)
             reply.apply(TurnFailed("internal_error", "The reply failed.", partial_text=""))
         finally:
-            self._typing.release()
+            self.typing.release()
             if not reply.ended:
                 # The stream stopped without a last event: settle what was shown, no cursor.
                 reply.apply(TurnEnded(text="", reason="interrupted"))

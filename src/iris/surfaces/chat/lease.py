@@ -49,6 +49,12 @@ class TypingLease:
     def active(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    async def expired(self) -> None:
+        """Wait until the indicator stopped, by release or by the hard limit."""
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._task)
+
     def release(self) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -1,0 +1,135 @@
+"""The gateway runner with the real agent and fake upstream, on a recording platform."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris.config import Config
+from iris.runtime import Runtime
+from iris.surfaces.chat.platform import IncomingMessage
+from iris.surfaces.chat.runner import PLATFORMS, ChatSurface, build_platforms
+from tests.conftest import MakeConfig
+from tests.fakes.recording_platform import RecordingPlatform
+from tests.fakes.upstream import FakeUpstream, error, hold, text, tool_call
+
+pytestmark = pytest.mark.timeout(20)
+
+Gateway = Callable[..., Any]
+
+
+def message(text_: str, *, user: str = "7", chat: str = "c1", name: str = "") -> IncomingMessage:
+    return IncomingMessage("telegram", chat, user, text_, user_name=name)
+
+
+@pytest.fixture
+async def gateway(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> AsyncIterator[Callable[..., Any]]:
+    surfaces: list[tuple[ChatSurface, Runtime]] = []
+
+    async def start(
+        allowed: list[Any] | None = None, **sections: Any
+    ) -> tuple[ChatSurface, RecordingPlatform]:
+        config: Config = make_config(
+            upstream.base_url,
+            streaming={"enabled": True, "min_tokens": 2, "edit_interval": 0.05},
+            platforms={
+                "telegram": {
+                    "enabled": True,
+                    "token": "1:x",
+                    "allowed_users": [7] if allowed is None else allowed,
+                }
+            },
+            **sections,
+        )
+        runtime = Runtime.create(config)
+        platform = RecordingPlatform()
+        surface = ChatSurface(runtime, platforms=[platform])
+        await surface.start()
+        surfaces.append((surface, runtime))
+        return surface, platform
+
+    yield start
+    for surface, runtime in surfaces:
+        await surface.stop()
+        await runtime.agent.aclose()
+        runtime.store.close()
+
+
+async def test_an_empty_allow_list_lets_nobody_reach_the_agent(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    surface, platform = await gateway(allowed=[])
+    await platform.deliver(message("hello"))
+    await surface.idle()
+    assert len(platform.chat()) == 1 and "private" in platform.chat()[0]
+    assert upstream.requests == []
+
+
+async def test_a_failed_turn_tells_the_user_briefly(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(error(401, "bad key"))
+    surface, platform = await gateway()
+    await platform.deliver(message("hello"))
+    await surface.idle()
+    assert len(platform.chat()) == 1
+    assert platform.chat()[0].startswith("⚠️ ")
+    assert "\n" not in platform.chat()[0]
+
+
+async def test_tool_progress_and_answer_are_separate_messages(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    note = tmp_path / "note.txt"
+    note.write_text("secret plan")
+    upstream.script(
+        tool_call("read_file", ['{"path": ', f'"{note}"}}']),
+        text("The ", "note ", "says ", "secret plan."),
+    )
+    surface, platform = await gateway(tools={"enabled": ["read_file"]})
+    await platform.deliver(message("read my note"))
+    await surface.idle()
+    tools, answer = platform.chat()
+    assert tools.startswith("🔧 read_file: /")  # the path, clipped to a chat-sized summary
+    assert answer == "The note says secret plan."
+
+
+async def test_an_overtaken_message_joins_the_history_and_the_newest_runs(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Working ", "on ", "it "), text("All ", "done."))
+    surface, platform = await gateway()
+    await platform.deliver(message("one"))
+    await platform.wait_for(lambda: bool(platform.chat()))
+    await platform.deliver(message("two"))
+    await platform.deliver(message("three"))
+    await surface.idle()
+    assert platform.chat() == ["Working on it", "All done."]
+    users = [m["content"] for m in upstream.requests[1].body["messages"] if m["role"] == "user"]
+    assert users == ["one", "two", "three"]
+    assert len(upstream.requests) == 2
+
+
+async def test_streaming_off_for_the_platform_sends_the_reply_once(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(text("One ", "two ", "three ", "four."))
+    surface, platform = await gateway(display={"platforms": {"telegram": {"streaming": False}}})
+    await platform.deliver(message("count"))
+    await surface.idle()
+    assert [(c.kind, c.text) for c in platform.edits_and_sends()] == [
+        ("send", "One two three four.")
+    ]
+    assert upstream.requests[0].stream is False
+
+
+def test_the_registry_builds_only_enabled_platforms(make_config: MakeConfig) -> None:
+    assert set(PLATFORMS) == {"telegram", "discord", "slack"}
+    assert build_platforms(make_config()) == []
+    config = make_config(platforms={"telegram": {"enabled": True, "token": "1:x"}})
+    assert [p.name for p in build_platforms(config)] == ["telegram"]
