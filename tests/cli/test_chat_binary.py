@@ -43,6 +43,7 @@ def test_piped_chat_prints_plain_text(tmp_path: Path, upstream: FakeUpstream) ->
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
+    assert out.startswith("Looking.") and "/help for commands" in done.stderr
     assert "\x1b" not in out and not any(ch in out for ch in "╭╰─┄")
     assert out.index("Looking.") < out.index("⚡ terminal") < out.index("Here **it** is.\n")
     assert out.rstrip().endswith("fake-model · 10 in · 5 out tokens")

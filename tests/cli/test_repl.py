@@ -332,11 +332,14 @@ async def test_without_a_terminal_the_chat_prints_plain_text(
         tool_call("terminal", ['{"command": "echo x"}'], content="Looking."),
         text("# Heading\n", "Some **bold** ", "shown."),
     )
-    out = io.StringIO()
-    prompt = LinePrompt(io.StringIO("hello\n/quit\n"))
-    chat = Chat(streaming(make_config, upstream), prompt, PlainScreen(out))
+    out, info = io.StringIO(), io.StringIO()
+    prompt = LinePrompt(io.StringIO("hello\n/model\n/quit\n"))
+    chat = Chat(streaming(make_config, upstream), prompt, PlainScreen(out, info))
     assert await asyncio.wait_for(chat.run(), 10) == 0
+    # Only replies on stdout; the banner and command results go to stderr.
+    assert "/help for commands" in info.getvalue() and "model: fake-model" in info.getvalue()
     printed = out.getvalue()
+    assert printed.startswith("Looking.")
     assert "\x1b" not in printed
     assert not any(ch in printed for ch in "╭╰─┄")
     assert "Looking.\n" in printed and "# Heading\nSome **bold** shown.\n" in printed

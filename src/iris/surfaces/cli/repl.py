@@ -26,7 +26,7 @@ from iris.config import Config
 from iris.events import TurnEnded
 from iris.llm.local import DEMO_NOTICE
 from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
-from iris.surfaces.cli.render import THEME, Frame, RenderOptions, ReplyRenderer
+from iris.surfaces.cli.render import THEME, RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import LiveScreen, PlainScreen, Screen, show_turn
 
 STYLE = Style.from_dict({**THEME, "prompt": "ansicyan bold", "info": "fg:ansibrightblack"})
@@ -142,7 +142,7 @@ class Chat:
         return head
 
     async def say(self, text: str) -> None:
-        await self.screen.show(Frame((("class:info", text + "\n"),)))
+        await self.screen.say(text)
 
     async def turn(self, text: str) -> None:
         user = {"role": "user", "content": text}

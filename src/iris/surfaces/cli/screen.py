@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from typing import Protocol, TextIO
 
@@ -52,6 +53,10 @@ class Screen(Protocol):
         ...
 
     async def show(self, frame: Frame) -> None: ...
+
+    async def say(self, text: str) -> None:
+        """A line for the user that is not part of a reply (banner, command results)."""
+        ...
 
 
 class LiveScreen:
@@ -124,14 +129,21 @@ class LiveScreen:
             if self._app is not None:
                 self._app.invalidate()
 
+    async def say(self, text: str) -> None:
+        await self.show(Frame((("class:info", text + "\n"),)))
+
 
 class PlainScreen:
-    """Not a terminal: plain text as it comes; SIGINT interrupts."""
+    """Not a terminal: replies as plain text on ``stream``; SIGINT interrupts.
+
+    Everything else goes to ``info`` (stderr), so ``iris chat < q.txt > a.txt`` keeps only the
+    replies in the file."""
 
     boxed = False
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, info: TextIO | None = None) -> None:
         self.stream = stream
+        self.info = info if info is not None else sys.stderr
 
     def width(self) -> int:
         return 80
@@ -154,6 +166,10 @@ class PlainScreen:
         if text:
             self.stream.write(text)
             self.stream.flush()
+
+    async def say(self, text: str) -> None:
+        self.info.write(text + "\n")
+        self.info.flush()
 
 
 async def show_turn(
