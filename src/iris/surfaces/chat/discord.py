@@ -196,7 +196,9 @@ def incoming_message(message: discord.Message) -> IncomingMessage:
         chat_id=chat_id,
         user_id=str(message.author.id),
         text=message.content,
-        user_name=message.author.display_name,
+        # The unique username, not the display name anyone can set to look like someone else:
+        # the runner may match allowed_users by name.
+        user_name=message.author.name,
         # Anything but a DM is a group, also a guild channel discord.py has not cached.
         is_group=not isinstance(channel, discord.DMChannel),
         message_id=str(message.id),
