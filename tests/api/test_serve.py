@@ -109,3 +109,26 @@ def test_sigterm_lets_an_in_flight_stream_finish(
         rest = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert rest == "lo"
     assert server.process.wait(15) == 0
+
+
+def test_a_public_bind_without_a_key_refuses_to_start(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "server": {"host": "0.0.0.0", "port": free_port()},
+                "platforms": {"iris": {"enabled": False}},
+                "store": {"path": str(tmp_path / "iris.db")},
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode != 0
+    assert "refusing to bind 0.0.0.0" in done.stderr
+    assert "api_key" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.errors import user_message
-from iris.events import Event, TurnEnded, TurnFailed
+from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
 
 log = logging.getLogger("iris.api")
 
@@ -74,6 +74,7 @@ class TurnExchange(Response):
         self._turns = turns  # the surface's in-flight turns, interrupted on shutdown
         self._release = release
         self._head_sent = False
+        self._held = b""  # opening frames not yet written
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         work = asyncio.create_task(self._run(send))
@@ -110,10 +111,11 @@ class TurnExchange(Response):
             code, message, retryable = user_message(exc)
             await self._emit(send, TurnFailed(code, message, retryable))
         self._wire.finished()
-        if self._stream:
+        if self._stream and self._head_sent:
             await self._write(send, self._wire.trailer())
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
+        # Not streamed, or failed before any output: a real status and one JSON body.
         status, body = self._wire.answer()
         payload = json.dumps(body, ensure_ascii=False).encode()
         headers = [
@@ -125,7 +127,20 @@ class TurnExchange(Response):
 
     async def _emit(self, send: Send, event: Event) -> None:
         data = self._wire.frames(event)
-        if self._stream and data:
+        if not self._stream:
+            return
+        if not self._head_sent:
+            # The opening frames (role chunk, response.created) wait for the model's first
+            # output; they carry no text, and a turn that fails before any output can still
+            # answer with a real status (429, 502) instead of a 200 and an in-band error.
+            if isinstance(event, TurnStarted):
+                self._held += data
+                return
+            if isinstance(event, TurnFailed):
+                return
+            data = self._held + data
+            self._held = b""
+        if data:
             await self._write(send, data)
 
     async def _write(self, send: Send, data: bytes) -> None:

@@ -1,0 +1,108 @@
+"""Who decides streaming, what an early upstream failure looks like, and what a client that
+goes away does to the turn."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from openai import APIStatusError, OpenAI, RateLimitError
+
+from tests.api.conftest import IrisServer, StartIris
+from tests.fakes.upstream import FakeUpstream, error, hold, text
+
+pytestmark = pytest.mark.timeout(30)
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+def client_for(server: IrisServer) -> OpenAI:
+    return OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=10)
+
+
+def raw_post(server: IrisServer, path: str, body: dict[str, object]) -> socket.socket:
+    payload = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock.sendall(
+        f"POST /v1{path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(payload)}\r\n\r\n".encode()
+        + payload
+    )
+    return sock
+
+
+@pytest.mark.parametrize(
+    ("config_says", "client_says", "streams"),
+    [(False, True, True), (True, False, False), (True, None, True), (False, None, False)],
+)
+def test_the_request_stream_field_decides_over_the_config(
+    iris_server: StartIris,
+    upstream: FakeUpstream,
+    config_says: bool,
+    client_says: bool | None,
+    streams: bool,
+) -> None:
+    server = iris_server(streaming={"enabled": not config_says, "api_server": config_says})
+    upstream.script(text("ok"))
+    body: dict[str, object] = {"model": "fake-model", "messages": USER}
+    if client_says is not None:
+        body["stream"] = client_says
+    sock = raw_post(server, "/chat/completions", body)
+    with sock, sock.makefile("rb") as reply:
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += reply.readline()
+    kind = b"text/event-stream" if streams else b"application/json"
+    assert kind in head.lower()
+
+
+def test_streamed_request_failing_before_any_output_gets_a_real_status(
+    iris_server: StartIris, upstream: FakeUpstream
+) -> None:
+    server = iris_server()
+    upstream.script(error(429, "slow down", retry_after=1), error(500, "upstream broke"))
+    with client_for(server) as client:
+        with pytest.raises(RateLimitError, match="slow down"):
+            client.chat.completions.create(model="fake-model", messages=USER, stream=True)
+        with pytest.raises(APIStatusError) as caught:
+            client.responses.create(model="fake-model", input="hi", stream=True)
+    assert caught.value.status_code == 502
+    assert "upstream broke" in caught.value.message
+
+
+def test_non_streamed_upstream_failure_is_a_502(
+    iris_server: StartIris, upstream: FakeUpstream
+) -> None:
+    server = iris_server()
+    upstream.script(error(500, "upstream broke"), text("still here"))
+    with client_for(server) as client:
+        with pytest.raises(APIStatusError) as caught:
+            client.chat.completions.create(model="fake-model", messages=USER)
+        assert caught.value.status_code == 502
+        again = client.chat.completions.create(model="fake-model", messages=USER)
+    assert again.choices[0].message.content == "still here"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/chat/completions", {"messages": USER, "stream": False}),
+        ("/responses", {"input": "hi", "stream": True}),
+    ],
+    ids=["chat-not-streamed", "responses-streamed"],
+)
+def test_a_client_that_leaves_closes_the_upstream_request(
+    iris_server: StartIris, upstream: FakeUpstream, path: str, body: dict[str, object]
+) -> None:
+    server = iris_server()
+    upstream.script(hold("Hel"))
+    sock = raw_post(server, path, body)
+    assert upstream.gate_reached.wait(10), "the turn never reached the upstream"
+    sock.close()
+    assert upstream.disconnected.wait(1.0), "the upstream request stayed open"
+    # The server is fine afterwards.
+    upstream.script(text("ok"))
+    with client_for(server) as client:
+        answer = client.chat.completions.create(model="fake-model", messages=USER)
+    assert answer.choices[0].message.content == "ok"
