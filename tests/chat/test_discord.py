@@ -11,8 +11,12 @@ import yarl
 from discord.gateway import DiscordWebSocket
 
 from iris.config import DiscordPlatform as DiscordConfig
+from iris.runtime import Runtime
 from iris.surfaces.chat.discord import DiscordPlatform
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
+from iris.surfaces.chat.reply import CURSOR
+from iris.surfaces.chat.runner import ChatSurface
+from tests.conftest import MakeConfig
 from tests.fakes.discord_api import (
     BOT_ID,
     CHANNEL_ID,
@@ -23,8 +27,9 @@ from tests.fakes.discord_api import (
     message_payload,
     user_payload,
 )
+from tests.fakes.upstream import FakeUpstream, text
 
-pytestmark = pytest.mark.timeout(15)
+pytestmark = pytest.mark.timeout(20)
 
 CHANNEL = CHANNEL_ID
 THREAD = THREAD_ID
@@ -278,3 +283,80 @@ async def test_a_missing_message_content_intent_fails_connect_with_the_fix(
 
     with pytest.raises(PlatformError, match="Message Content intent"):
         await platform.connect(ignore)
+
+
+# -- end to end: the runner and the real agent, streaming from a scripted upstream ---------------
+
+OWNER = "5000000000000001"
+# A reply that streams for ~2.4 s: long enough for a send and a few edits.
+CHUNKS = [f"word{i} " for i in range(60)]
+REPLY = "".join(CHUNKS).strip()
+
+
+@pytest.fixture
+async def gateway(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    api: DiscordAPI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[ChatSurface]:
+    monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(api.gateway_url))
+    config = make_config(
+        upstream.base_url,
+        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
+        platforms={
+            "api_server": {"enabled": False},
+            "iris": {"enabled": False},
+            "discord": {
+                "enabled": True,
+                "token": api.token,
+                "base_url": api.base_url,
+                "allowed_users": [OWNER],
+            },
+        },
+        tools={"enabled": []},
+    )
+    runtime = Runtime.create(config)
+    surface = ChatSurface(runtime)
+    await surface.start()
+    try:
+        yield surface
+    finally:
+        await surface.stop()
+        await runtime.agent.aclose()
+        runtime.store.close()
+
+
+def _contents(api: DiscordAPI) -> list[str]:
+    return [m.content for m in api.messages.values()]
+
+
+async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
+    gateway: ChatSurface, api: DiscordAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.04))
+    await api.dispatch("MESSAGE_CREATE", _message_create(OWNER, "tell me", channel=THREAD))
+    await api.wait_until(lambda: _contents(api) == [REPLY])
+    await gateway.idle()
+
+    calls = api.channel_calls()
+    replies = [c for c in calls if not c.path.endswith("/typing")]
+    assert [c.method for c in replies][:1] == ["POST"]
+    assert {c.method for c in replies[1:]} == {"PATCH"}
+    assert len(replies) >= 3, "the reply grew in place"
+    assert all(c.json["content"].endswith(CURSOR) for c in replies[:-1])
+    assert replies[-1].json["content"] == REPLY
+    assert all(c.path.startswith(f"/channels/{THREAD}/") for c in calls)
+    assert all(c.status in (200, 204) for c in calls), "never over the channel's budget"
+    assert any(c.path.endswith("/typing") for c in calls), "typing was shown"
+
+
+async def test_a_stranger_is_refused_and_never_reaches_the_agent(
+    gateway: ChatSurface, api: DiscordAPI, upstream: FakeUpstream
+) -> None:
+    await api.dispatch("MESSAGE_CREATE", _message_create("6660000000000000", "run rm -rf /"))
+    await api.wait_until(lambda: len(api.messages) == 1)
+    await gateway.idle()
+
+    assert "private" in _contents(api)[0]
+    assert upstream.requests == []

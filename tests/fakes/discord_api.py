@@ -18,6 +18,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +117,11 @@ class DiscordAPI:
     def channel_calls(self) -> list[Call]:
         """Calls to /channels/..., the ones a chat user would notice."""
         return [c for c in self.calls if c.channel_id]
+
+    async def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Wait until ``ready()`` holds, checked after every recorded call."""
+        async with self._changed:
+            await self._changed.wait_for(ready)
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
         """Send a gateway event (``MESSAGE_CREATE``, …) once a session is identified."""

@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +125,11 @@ class SlackAPI:
         }
         await self._sockets[-1].send_str(json.dumps(envelope))
         return envelope_id
+
+    async def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Wait until ``ready()`` holds, checked after every Web API call and ack."""
+        async with self._changed:
+            await self._changed.wait_for(ready)
 
     async def wait_for_ack(self, envelope_id: str) -> None:
         async with self._changed:
