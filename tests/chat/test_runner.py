@@ -10,7 +10,7 @@ import pytest
 
 from iris.config import Config
 from iris.runtime import Runtime
-from iris.surfaces.chat.platform import IncomingMessage
+from iris.surfaces.chat.platform import IncomingMessage, PlatformError
 from iris.surfaces.chat.runner import PLATFORMS, ChatSurface, build_platforms
 from tests.conftest import MakeConfig
 from tests.fakes.recording_platform import RecordingPlatform
@@ -133,3 +133,42 @@ def test_the_registry_builds_only_enabled_platforms(make_config: MakeConfig) -> 
     assert build_platforms(make_config()) == []
     config = make_config(platforms={"telegram": {"enabled": True, "token": "1:x"}})
     assert [p.name for p in build_platforms(config)] == ["telegram"]
+
+
+class _Unreachable(RecordingPlatform):
+    async def connect(self, on_message: Any) -> None:
+        raise PlatformError("telegram: cannot connect: Unauthorized")
+
+
+async def test_a_platform_that_cannot_connect_leaves_the_others_running(
+    make_config: MakeConfig, upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    upstream.script(text("Still ", "here."))
+    config = make_config(
+        upstream.base_url,
+        platforms={
+            "telegram": {"enabled": True, "token": "1:x", "allowed_users": [7]},
+            "discord": {"enabled": True, "token": "x", "allowed_users": [7]},
+        },
+    )
+    runtime = Runtime.create(config)
+    broken, working = _Unreachable(name="telegram"), RecordingPlatform(name="discord")
+    surface = ChatSurface(runtime, platforms=[broken, working])
+    await surface.start()
+    try:
+        assert "Unauthorized" in caplog.text
+        await working.deliver(IncomingMessage("discord", "c", "7", "hi"))
+        await surface.idle()
+        assert working.chat() == ["Still here."]
+    finally:
+        await surface.stop()
+        await runtime.agent.aclose()
+        runtime.store.close()
+
+
+def test_an_enabled_platform_without_a_token_is_reported_not_fatal(
+    make_config: MakeConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(platforms={"telegram": {"enabled": True, "token": ""}})
+    assert build_platforms(config) == []
+    assert "token" in caplog.text

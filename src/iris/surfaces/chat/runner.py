@@ -41,6 +41,7 @@ PlatformFactory = Callable[[Config], ChatPlatform]
 
 REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
+_REFUSED_MEMORY = 10_000
 # How long a turn gets to end after an interrupt before its task is cancelled.
 _STOP_GRACE = 5.0
 
@@ -62,12 +63,19 @@ PLATFORMS: dict[str, PlatformFactory] = {
 
 
 def build_platforms(config: Config) -> list[ChatPlatform]:
-    """One adapter per enabled platform, in ``PLATFORMS`` order."""
-    return [
-        build(config)
-        for name, build in PLATFORMS.items()
-        if getattr(config.platforms, name).enabled
-    ]
+    """One adapter per enabled platform, in ``PLATFORMS`` order.
+
+    A platform that cannot be built (say, an empty token) is logged and left out: one bad
+    platform section must not take the other surfaces of the server down with it."""
+    platforms: list[ChatPlatform] = []
+    for name, build in PLATFORMS.items():
+        if not getattr(config.platforms, name).enabled:
+            continue
+        try:
+            platforms.append(build(config))
+        except (PlatformError, ImportError) as exc:
+            log.error("chat platform %s not started: %s", name, exc)
+    return platforms
 
 
 def conversation_key(message: IncomingMessage) -> str:
@@ -99,7 +107,12 @@ class ChatSurface:
 
     async def start(self) -> None:
         for platform in self.platforms:
-            await platform.connect(self._receiver(platform))
+            try:
+                await platform.connect(self._receiver(platform))
+            except PlatformError as exc:
+                # A wrong token or an unreachable API: say so, keep the rest of the server up.
+                log.error("chat platform %s not started: %s", platform.name, exc)
+                continue
             self._connected.append(platform)
             log.info("chat platform %s connected", platform.name)
 
@@ -161,6 +174,9 @@ class ChatSurface:
         now = time.monotonic()
         if now - self._refused.get(key, float("-inf")) < REFUSAL_EVERY:
             return
+        if len(self._refused) > _REFUSED_MEMORY:
+            # Strangers are unbounded; only the recent ones need remembering.
+            self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSAL_EVERY}
         self._refused[key] = now
         log.warning("refused %s user %s (%s)", platform.name, message.user_id, message.user_name)
         try:
