@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import create_app_session
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output, create_output
+from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
 from iris.agent import Agent, TurnRequest
@@ -38,15 +40,17 @@ def history_path() -> Path:
 
 def run_repl(config: Config) -> int:
     """The ``iris chat`` entry point on the real stdin/stdout."""
-    if sys.stdout.isatty():
-        chat = terminal_chat(config, create_input(), create_output())
-    elif sys.stdin.isatty():
-        # Answers go to the pipe; the prompt and what is typed stay on the terminal.
+    if not sys.stdin.isatty():
+        return asyncio.run(Chat(config, LinePrompt(sys.stdin), PlainScreen(sys.stdout)).run())
+    if not sys.stdout.isatty():
+        # Replies go to the pipe; the prompt and what is typed stay on the terminal.
         prompt = TerminalPrompt(create_input(), create_output(sys.stderr), _file_history())
-        chat = Chat(config, prompt, PlainScreen(sys.stdout))
-    else:
-        chat = Chat(config, LinePrompt(sys.stdin), PlainScreen(sys.stdout))
-    return asyncio.run(chat.run())
+        return asyncio.run(Chat(config, prompt, PlainScreen(sys.stdout)).run())
+    input, output = create_input(), create_output()
+    # Stray writes (a library's warning on stderr) are printed above the live area and the
+    # prompt instead of through them.
+    with create_app_session(input=input, output=output), patch_stdout(raw=True):
+        return asyncio.run(terminal_chat(config, input, output).run())
 
 
 def terminal_chat(config: Config, input: Input, output: Output) -> Chat:
