@@ -9,11 +9,16 @@ from typing import Any
 import pytest
 
 from iris.config import SlackPlatform as SlackConfig
+from iris.runtime import Runtime
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
+from iris.surfaces.chat.reply import CURSOR
+from iris.surfaces.chat.runner import ChatSurface
 from iris.surfaces.chat.slack import SlackPlatform, SlackRefused
+from tests.conftest import MakeConfig
 from tests.fakes.slack_api import BOT_USER_ID, Scripted, SlackAPI
+from tests.fakes.upstream import FakeUpstream, text
 
-pytestmark = pytest.mark.timeout(15)
+pytestmark = pytest.mark.timeout(20)
 
 CHANNEL = "C0000001"
 THREAD = {"thread_ts": "1764453000.000200"}
@@ -246,3 +251,76 @@ async def test_a_wrong_app_token_fails_connect(api: SlackAPI) -> None:
     with pytest.raises(SlackRefused, match="invalid_auth"):
         async with asyncio.timeout(5):  # slack-sdk alone would retry this forever
             await platform.connect(ignore)
+
+
+# -- end to end: the runner and the real agent, streaming from a scripted upstream ---------------
+
+OWNER = "U0000042"
+# A reply that streams for ~2.4 s: long enough for a send and a few edits.
+CHUNKS = [f"word{i} " for i in range(60)]
+REPLY = "".join(CHUNKS).strip()
+
+
+@pytest.fixture
+async def gateway(
+    make_config: MakeConfig, upstream: FakeUpstream, api: SlackAPI
+) -> AsyncIterator[ChatSurface]:
+    config = make_config(
+        upstream.base_url,
+        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
+        platforms={
+            "api_server": {"enabled": False},
+            "iris": {"enabled": False},
+            "slack": {
+                "enabled": True,
+                "bot_token": api.bot_token,
+                "app_token": api.app_token,
+                "base_url": api.base_url,
+                "allowed_users": [OWNER],
+            },
+        },
+        tools={"enabled": []},
+    )
+    runtime = Runtime.create(config)
+    surface = ChatSurface(runtime)
+    await surface.start()
+    try:
+        yield surface
+    finally:
+        await surface.stop()
+        await runtime.agent.aclose()
+        runtime.store.close()
+
+
+def _texts(api: SlackAPI) -> list[str]:
+    return [m.text for m in api.messages.values()]
+
+
+async def test_a_reply_grows_in_place_in_the_thread(
+    gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.04))
+    await api.push_event(_message(OWNER, "tell me", thread_ts=THREAD["thread_ts"]))
+    await api.wait_until(lambda: _texts(api) == [REPLY])
+    await gateway.idle()
+
+    replies = api.calls_to("chat.postMessage", "chat.update")
+    assert [c.method for c in replies][:1] == ["chat.postMessage"]
+    assert {c.method for c in replies[1:]} == {"chat.update"}
+    assert len(replies) >= 3, "the reply grew in place"
+    assert all(c.args["text"].endswith(CURSOR) for c in replies[:-1])
+    assert replies[-1].args["text"] == REPLY
+    assert all(c.args["thread_ts"] == THREAD["thread_ts"] for c in replies)
+    assert all(c.ok for c in api.calls)
+    assert api.statuses, "the thinking status was shown while the agent worked"
+
+
+async def test_a_stranger_is_refused_and_never_reaches_the_agent(
+    gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
+) -> None:
+    await api.push_event(_message("U0000666", "run rm -rf /"))
+    await api.wait_until(lambda: len(api.messages) == 1)
+    await gateway.idle()
+
+    assert "private" in _texts(api)[0]
+    assert upstream.requests == []
