@@ -126,6 +126,23 @@ async def test_ctrl_c_stops_the_reply_keeps_its_text_and_closes_the_upstream(
         assert s.task.done() is False
 
 
+async def test_what_is_typed_during_a_reply_waits_in_the_next_prompt(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    upstream.script(gated("Rep", "ly.", after=1), text("Sure."))
+    async with chat_on_terminal(streaming(make_config, upstream)) as s:
+        s.type("first\r")
+        assert await asyncio.to_thread(upstream.gate_reached.wait, 5.0)
+        s.type("follow upx\x7f")  # a backspace too
+        await s.see("next: follow up")
+        upstream.release()
+        await s.replies(1)
+        s.type(" please\r")
+        await s.replies(2)
+        sent = upstream.requests[-1].body["messages"][-1]
+        assert sent == {"role": "user", "content": "follow up please"}
+
+
 async def test_streaming_off_prints_the_whole_reply_at_once(
     make_config: MakeConfig, upstream: FakeUpstream
 ) -> None:

@@ -60,8 +60,8 @@ def terminal_chat(config: Config, input: Input, output: Output) -> Chat:
 
 
 class Prompt(Protocol):
-    async def read(self) -> str:
-        """The next message; ``EOFError`` when the user is done."""
+    async def read(self, default: str = "") -> str:
+        """The next message, starting from ``default``; ``EOFError`` when the user is done."""
         ...
 
 
@@ -77,9 +77,9 @@ class TerminalPrompt:
             style=STYLE,
         )
 
-    async def read(self) -> str:
+    async def read(self, default: str = "") -> str:
         try:
-            return await self.session.prompt_async([("class:prompt", "❯ ")])
+            return await self.session.prompt_async([("class:prompt", "❯ ")], default=default)
         except KeyboardInterrupt:
             raise EOFError from None  # Ctrl-C at an empty prompt leaves, like Ctrl-D
 
@@ -90,7 +90,8 @@ class LinePrompt:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
-    async def read(self) -> str:
+    async def read(self, default: str = "") -> str:
+        del default  # nothing is typed ahead without a terminal
         lines: list[str] = []
         while True:
             line = await asyncio.to_thread(self.stream.readline)
@@ -120,7 +121,7 @@ class Chat:
             await self.say(self.banner())
             while True:
                 try:
-                    line = await self.prompt.read()
+                    line = await self.prompt.read(self.screen.take_typed())
                 except EOFError:
                     return 0
                 if not line.strip():

@@ -58,6 +58,10 @@ class Screen(Protocol):
         """A line for the user that is not part of a reply (banner, command results)."""
         ...
 
+    def take_typed(self) -> str:
+        """What the user typed while the last turn ran, for the next prompt (then forgotten)."""
+        ...
+
 
 class LiveScreen:
     """A terminal: a live area during turns, everything else printed above it."""
@@ -68,6 +72,7 @@ class LiveScreen:
         self.input, self.output, self.style = input, output, style
         self._live: tuple[Piece, ...] = ()
         self._status = ""
+        self._typed = ""
         self._app: Application[None] | None = None
 
     def width(self) -> int:
@@ -86,16 +91,30 @@ class LiveScreen:
             on_interrupt()
 
         @bindings.add(Keys.Any)
-        def _ignore(event: KeyPressEvent) -> None:
-            """Typing while a reply streams must not land in the reply."""
+        def _type_ahead(event: KeyPressEvent) -> None:
+            # Typing while a reply streams must not land in the reply: keep it for the prompt.
+            if event.data.isprintable():
+                self._typed += event.data
+
+        @bindings.add("backspace")
+        def _erase(event: KeyPressEvent) -> None:
+            self._typed = self._typed[:-1]
+
+        def status() -> list[Piece]:
+            typed = f" · next: {self._typed[-40:]}" if self._typed else ""
+            return [("class:footer", self._status + typed)]
 
         live = Window(
             FormattedTextControl(lambda: list(self._live)), wrap_lines=True, dont_extend_height=True
         )
-        status = Window(FormattedTextControl(lambda: [("class:footer", self._status)]), height=1)
         app: Application[None] = Application(
             layout=Layout(
-                HSplit([ConditionalContainer(live, Condition(lambda: bool(self._live))), status])
+                HSplit(
+                    [
+                        ConditionalContainer(live, Condition(lambda: bool(self._live))),
+                        Window(FormattedTextControl(status), height=1),
+                    ]
+                )
             ),
             key_bindings=bindings,
             style=self.style,
@@ -131,6 +150,10 @@ class LiveScreen:
 
     async def say(self, text: str) -> None:
         await self.show(Frame((("class:info", text + "\n"),)))
+
+    def take_typed(self) -> str:
+        typed, self._typed = self._typed, ""
+        return typed
 
 
 class PlainScreen:
@@ -170,6 +193,9 @@ class PlainScreen:
     async def say(self, text: str) -> None:
         self.info.write(text + "\n")
         self.info.flush()
+
+    def take_typed(self) -> str:
+        return ""  # without a terminal nothing is read while a turn runs
 
 
 async def show_turn(
