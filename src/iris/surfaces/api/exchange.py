@@ -72,7 +72,7 @@ class TurnExchange(Response):
         self._wire = wire
         self._stream = stream
         self._turns = turns  # the surface's in-flight turns, interrupted on shutdown
-        self._release = release
+        self._release: Callable[[], None] | None = release  # frees the turn's slot, once
         self._head_sent = False
         self._held = b""  # opening frames not yet written
 
@@ -86,7 +86,7 @@ class TurnExchange(Response):
             work.cancel()
             gone.cancel()
             results = await asyncio.gather(work, gone, return_exceptions=True)
-            self._release()
+            self._free()
         error = results[0]
         if isinstance(error, Exception) and not isinstance(error, OSError):
             raise error
@@ -110,6 +110,9 @@ class TurnExchange(Response):
             log.exception("turn failed outside the agent's event stream")
             code, message, retryable = user_message(exc)
             await self._emit(send, TurnFailed(code, message, retryable))
+        # The turn's slot is free before the client reads the end of the reply: a client that
+        # sends its next request at once must not be told the server is busy.
+        self._free()
         self._wire.finished()
         if self._stream and self._head_sent:
             await self._write(send, self._wire.trailer())
@@ -124,6 +127,11 @@ class TurnExchange(Response):
         ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+    def _free(self) -> None:
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
 
     async def _emit(self, send: Send, event: Event) -> None:
         data = self._wire.frames(event)
