@@ -102,6 +102,20 @@ def _cut(window: str) -> int:
     return len(window)
 
 
+def _off_fence_line(rest: str, end: int) -> int:
+    """Move a cut that falls inside a fence line to the start of that line.
+
+    A fence line cut in two would neither open nor close its block where the reader sees it."""
+    if end >= len(rest) or end <= 0 or rest[end - 1] == "\n":
+        return end
+    line_start = rest.rfind("\n", 0, end) + 1
+    line_end = rest.find("\n", end)
+    line = rest[line_start : line_end if line_end >= 0 else len(rest)]
+    if line_start > 0 and _fence_marker(line) is not None:
+        return line_start
+    return end
+
+
 def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> list[Part]:
     """Split ``text[start:]`` into parts whose rendered text fits ``limit``.
 
@@ -120,7 +134,7 @@ def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> lis
         budget = limit - measure(prefix, unit)
         end = _fit(rest, budget, unit)
         if end < len(rest):
-            end = _cut(rest[:end]) or end
+            end = _off_fence_line(rest, _cut(rest[:end]) or end)
         while True:
             raw = rest[:end]
             after = fence_after(raw, fence)
@@ -135,7 +149,7 @@ def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> lis
             if shorter <= 0:
                 suffix = ""
                 break
-            end = _cut(raw[:shorter]) if shorter < len(raw) else shorter
+            end = _off_fence_line(rest, _cut(raw[:shorter]) if shorter < len(raw) else shorter)
         if end <= 0:
             # Nothing fits beside the prefix: one bare character (fits any limit >= 2).
             end, prefix, raw, suffix, after = 1, "", rest[:1], "", fence
