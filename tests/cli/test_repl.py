@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,7 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def chat_on_terminal(config: Config) -> AsyncIterator[Session]:
+async def chat_on_terminal(config: Config) -> AsyncGenerator[Session]:
     with create_pipe_input() as pipe:
         term = Terminal(pipe)
         chat = terminal_chat(config, pipe, term.output)
