@@ -205,8 +205,7 @@ async def received(
     # discord.py connects to its built-in gateway URL, not one derived from the REST base.
     monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(api.gateway_url))
     queue: asyncio.Queue[IncomingMessage] = asyncio.Queue()
-    await bot.disconnect()  # the fixture logged in without a receiver
-    await bot.connect(queue.put)
+    await bot.connect(queue.put)  # after the fixture's login: the session is reused
     return queue
 
 

@@ -67,7 +67,8 @@ class DiscordPlatform:
 
         Messages flow from READY on; discord.py's own ``ready`` waits seconds longer for every
         guild to stream in, which receiving does not need."""
-        client = await self.login(on_message)
+        client = await self.login()
+        client.hand_off = on_message
         connected = asyncio.ensure_future(client.wait_for("connect"))
         gateway = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         self._gateway = gateway
@@ -79,11 +80,11 @@ class DiscordPlatform:
         await self.disconnect()
         raise _gateway_error(None if gateway.cancelled() else gateway.exception())
 
-    async def login(self, on_message: OnMessage | None = None) -> _IrisClient:
+    async def login(self) -> _IrisClient:
         """Log in over REST only: enough to send, edit and type."""
         if self._client is not None:
             return self._client
-        client = _IrisClient(base_url=self._config.base_url, on_message=on_message)
+        client = _IrisClient(base_url=self._config.base_url)
         try:
             await self._bounded(client.login(self._config.token))
         except discord.LoginFailure:
@@ -209,7 +210,7 @@ def incoming_message(message: discord.Message) -> IncomingMessage:
 class _IrisClient(discord.Client):
     """discord.py's client with the direct HTTP client and the message hand-off."""
 
-    def __init__(self, *, base_url: str, on_message: OnMessage | None) -> None:
+    def __init__(self, *, base_url: str) -> None:
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: enable it in the developer portal
         super().__init__(
@@ -221,14 +222,14 @@ class _IrisClient(discord.Client):
         http = _DirectHTTPClient(self.http, base_url)
         self.http = http
         self._connection.http = http
-        self._hand_off = on_message
+        self.hand_off: OnMessage | None = None  # set by connect(); None: receive nothing
 
     async def on_message(self, message: discord.Message) -> None:
         me = self.user
         # Never answer ourselves or another bot: two bots would talk forever.
-        if self._hand_off is None or message.author.bot or (me and message.author.id == me.id):
+        if self.hand_off is None or message.author.bot or (me and message.author.id == me.id):
             return
-        await self._hand_off(incoming_message(message))
+        await self.hand_off(incoming_message(message))
 
 
 class _DirectHTTPClient(HTTPClient):
