@@ -18,11 +18,6 @@ def types(frames: list[dict[str, Any]]) -> list[str]:
     return [f["type"] for f in frames]
 
 
-def squash(names: list[str]) -> list[str]:
-    """Runs of the same frame type as one (update counts depend on the cadence)."""
-    return [name for name, _ in itertools.groupby(names)]
-
-
 def increasing(frames: list[dict[str, Any]]) -> bool:
     return all(a["seq"] < b["seq"] for a, b in itertools.pairwise(frames))
 
@@ -44,21 +39,23 @@ async def test_a_tool_turn_follows_doc05(
     frames = await device.turn()
     progress = [f for f in frames if f["type"] == "tool.progress"]
     assert all(f["index"] == 1 and f["name"] == "terminal" for f in progress)
-    assert squash([t for t in types(frames) if t != "tool.progress"]) == [
+    # Updates and progress notes are optional by nature: newest wins for a device behind.
+    assert [t for t in types(frames) if t not in ("tool.progress", "message.update")] == [
         "typing",
         "message.start",
-        "message.update",
         "commentary",
         "tool.start",
         "tool.end",
         "message.start",
-        "message.update",
         "message.stop",
         "typing",
     ]
     assert frames[0]["on"] is True and frames[-1]["on"] is False
     first, second = (f["message_id"] for f in frames if f["type"] == "message.start")
     assert first != second
+    closed_first = next(f["seq"] for f in frames if f["type"] == "commentary")
+    for update in (f for f in frames if f["type"] == "message.update"):
+        assert update["message_id"] == (first if update["seq"] < closed_first else second)
     commentary = next(f for f in frames if f["type"] == "commentary")
     assert commentary == {**commentary, "message_id": first, "text": "Let me look."}
     start = next(f for f in frames if f["type"] == "tool.start")
@@ -76,7 +73,7 @@ async def test_updates_extend_the_snapshot_until_stop(
     iris_server: StartServer, upstream: FakeUpstream
 ) -> None:
     chunks = [f"word{n} " for n in range(30)]
-    upstream.script(text(*chunks))
+    upstream.script(text(*chunks, delay=0.03))
     server = await iris_server(
         streaming=STREAMING, display={"platforms": {"iris": {"buffer_threshold": 10}}}
     )
@@ -84,7 +81,7 @@ async def test_updates_extend_the_snapshot_until_stop(
     await device.send({"type": "message.send", "text": "count"})
     frames = await device.turn()
     updates = [f["text"] for f in frames if f["type"] == "message.update"]
-    assert len(updates) > 5
+    assert len(updates) >= 3  # a device that keeps up sees the reply grow
     assert all(b.startswith(a) and len(b) > len(a) for a, b in itertools.pairwise(updates))
     assert frames[-2]["final_text"] == "".join(chunks).strip()
 

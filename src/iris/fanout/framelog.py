@@ -68,13 +68,14 @@ class FrameLog:
         store.ensure_schema(_DDL)
 
     # -- writing -------------------------------------------------------------------------------
-    def append(self, frame: Frame) -> None:
+    def append(self, frame: Frame, text: str | None = None) -> None:
+        """Log one sequenced frame; ``text`` is its JSON when the caller already made it."""
         chat_id, seq, kind = frame["chat_id"], frame["seq"], frame["type"]
         message_id = frame.get("message_id")
         self._store.execute(
             "INSERT INTO iris_frames (chat_id, seq, type, message_id, created, frame)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            (chat_id, seq, kind, message_id, self._clock(), json.dumps(frame)),
+            (chat_id, seq, kind, message_id, self._clock(), text or json.dumps(frame)),
         )
         if kind in _CLOSERS and message_id:
             self._store.execute(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from iris.fanout.framelog import FrameLog
-from iris.fanout.subscription import Subscription
+from iris.fanout.subscription import Subscription, encode_frame
 
 Frame = dict[str, Any]
 
@@ -33,10 +33,11 @@ class Hub:
         seq = self.latest(chat_id) + 1
         self._latest[chat_id] = seq
         frame = {**body, "chat_id": chat_id, "seq": seq}
-        self.log.append(frame)
+        text = encode_frame(frame)  # once, not once per device
+        self.log.append(frame, text)
         for subscription in self._subscribers.get(chat_id, ()):
             if subscription is not exclude:
-                subscription.push(frame)
+                subscription.push(frame, text)
         return frame
 
     def publish_all(self, chat_id: str, bodies: list[Frame]) -> None:

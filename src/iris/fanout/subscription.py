@@ -3,8 +3,9 @@
 The hub ``push``es every chat frame without waiting. The device's sender ``await``s ``get()``.
 A device that falls behind never slows anyone else:
 
-1. when the queue passes its capacity, ``message.update`` frames superseded by a later frame of
-   the same message are dropped (each update is a full snapshot, so nothing is lost);
+1. a ``message.update`` superseded by a later queued frame of the same message is skipped when
+   its turn to be sent comes (newest wins: each update is a full snapshot, so nothing is lost),
+   and dropped at once when the queue passes its capacity;
 2. if it is still over capacity, the queue gives up its chat frames and the device reads them
    back from the frame log in pages (``catch-up``), as a resume does — start/stop/tool/commentary
    frames are never dropped, only re-read.
@@ -17,6 +18,7 @@ has seen last is a valid point to resume from.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,6 +34,14 @@ Frame = dict[str, Any]
 class _Item:
     frame: Frame
     chat: bool  # a chat-scoped frame (has its own seq) or a connection-scoped one
+    text: str | None = None  # the frame as JSON, when the hub serialised it once for everyone
+
+    def json(self) -> str:
+        return self.text if self.text is not None else encode_frame(self.frame)
+
+
+def encode_frame(frame: Frame) -> str:
+    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
 
 
 class Subscription:
@@ -43,16 +53,16 @@ class Subscription:
         self.catchups = 0  # times the queue overflowed and the device re-read the log
         self._hub = hub
         self._queue: deque[_Item] = deque()
+        self._newest: dict[str, int] = {}  # message_id -> seq of its newest queued frame
         self._catching_up = False
         self._wake = asyncio.Event()
 
     # -- the hub's side ------------------------------------------------------------------------
-    def push(self, frame: Frame) -> None:
-        """A new chat frame; never waits."""
+    def push(self, frame: Frame, text: str | None = None) -> None:
+        """A new chat frame (and its JSON, if already made); never waits."""
         if self._catching_up:
             return  # the log has it; the catch-up reads it in order
-        self._queue.append(_Item(frame, True))
-        self.position = frame["seq"]
+        self._enqueue(frame, text)
         if len(self._queue) > self.capacity:
             self._relieve()
         self._wake.set()
@@ -81,9 +91,22 @@ class Subscription:
         self._wake.set()
 
     async def get(self) -> Frame:
+        return (await self._next()).frame
+
+    async def get_json(self) -> str:
+        """The next frame as the JSON text to send."""
+        return (await self._next()).json()
+
+    async def _next(self) -> _Item:
         while True:
             if self._queue:
-                return self._queue.popleft().frame
+                item = self._queue.popleft()
+                if self._superseded(item):
+                    # Newest wins: a device that fell even slightly behind gets the latest
+                    # snapshot now instead of every stale one first.
+                    self.skipped += 1
+                    continue
+                return item
             if self._catching_up:
                 self._read_page()
                 continue
@@ -105,11 +128,27 @@ class Subscription:
             self._go_live(latest)
             return
         for frame in coalesce(page):
-            self._queue.append(_Item(frame, True))
+            self._enqueue(frame)
         self.position = page[-1]["seq"]
         if self.position >= latest:
             # Read and switch in one step: no frame can be published in between.
             self._go_live(latest)
+
+    def _enqueue(self, frame: Frame, text: str | None = None) -> None:
+        self._queue.append(_Item(frame, True, text))
+        self.position = frame["seq"]
+        message_id = frame.get("message_id")
+        if isinstance(message_id, str):
+            self._newest[message_id] = frame["seq"]
+
+    def _superseded(self, item: _Item) -> bool:
+        frame = item.frame
+        if not item.chat or frame["type"] != "message.update":
+            return False
+        newest = self._newest.get(frame["message_id"], 0)
+        if newest == frame["seq"]:
+            del self._newest[frame["message_id"]]  # nothing newer queued: keep the map small
+        return newest > frame["seq"]
 
     def _sync(self, latest: int) -> None:
         self.position = latest
@@ -140,6 +179,7 @@ class Subscription:
         if chat_frames:
             self.position = chat_frames[0].frame["seq"] - 1
         self._queue = deque(item for item in self._queue if not item.chat)
+        self._newest.clear()
 
     def _restamp(self) -> None:
         for item in self._queue:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 import logging
 import time
 from collections import deque
@@ -141,8 +140,7 @@ class _Connection:
         ws = self.ws
         with contextlib.suppress(WebSocketDisconnect, RuntimeError):
             while True:
-                frame = await self.subscription.get()
-                await ws.send_text(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
+                await ws.send_text(await self.subscription.get_json())
 
     async def _receive_loop(self) -> None:
         max_text = self.surface.settings.max_text
