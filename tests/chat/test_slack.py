@@ -253,6 +253,17 @@ async def test_a_wrong_app_token_fails_connect(api: SlackAPI) -> None:
             await platform.connect(ignore)
 
 
+async def test_a_wrong_bot_token_fails_connect_before_socket_mode(api: SlackAPI) -> None:
+    platform = SlackPlatform(_config(api, bot_token="xoxb-wrong"))
+
+    async def ignore(message: IncomingMessage) -> None: ...
+
+    with pytest.raises(SlackRefused, match="invalid_auth"):
+        await platform.connect(ignore)
+
+    assert [c.method for c in api.calls] == ["auth.test"]
+
+
 # -- end to end: the runner and the real agent, streaming from a scripted upstream ---------------
 
 OWNER = "U0000042"
