@@ -1,4 +1,9 @@
-"""The Discord adapter: discord.py against a fake Discord REST API on 127.0.0.1."""
+"""The Discord adapter: the real discord.py against a fake Discord REST API and gateway on 127.0.0.1.
+
+Sends, edits and typing as the wire sees them (thread channel, no mentions, 429s and 5xx
+surfaced at once without discord.py's own sleeping or retrying), receiving through the
+gateway, and one reply end to end through the runner and the agent.
+"""
 
 from __future__ import annotations
 

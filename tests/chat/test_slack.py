@@ -1,4 +1,9 @@
-"""The Slack adapter: slack-sdk's Web API and Socket Mode clients against a fake Slack on 127.0.0.1."""
+"""The Slack adapter: slack-sdk's Web API and Socket Mode clients against a fake Slack on 127.0.0.1.
+
+Sends and edits with ``thread_ts`` on every call, escaping, the assistant status as typing,
+429s and 5xx surfaced at once without retries, Socket Mode receiving (ack, filtering,
+redelivery), and one reply end to end through the runner and the agent.
+"""
 
 from __future__ import annotations
 
