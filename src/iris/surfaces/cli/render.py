@@ -36,35 +36,6 @@ from iris.events import (
 )
 from iris.surfaces.cli.markdown import MarkdownLines, Piece
 
-# What the style classes used here and in ``markdown.py`` look like (prompt_toolkit syntax).
-THEME: dict[str, str] = {
-    "box": "ansicyan",
-    "box.commentary": "ansicyan",
-    "commentary": "italic fg:ansibrightblack",
-    "reasoning": "fg:ansibrightblack",
-    "reasoning.box": "fg:ansibrightblack",
-    "reset": "ansiyellow",
-    "tool": "fg:ansibrightblack",
-    "tool.running": "fg:ansibrightblack",
-    "tool.ok": "ansigreen",
-    "tool.fail": "ansired",
-    "tool.detail": "fg:ansibrightblack",
-    "footer": "fg:ansibrightblack",
-    "interrupted": "ansiyellow",
-    "error": "ansired bold",
-    "md.heading": "bold underline",
-    "md.strong": "bold",
-    "md.em": "italic",
-    "md.strike": "strike",
-    "md.code": "ansiyellow",
-    "md.fence": "fg:ansibrightblack",
-    "md.link": "underline ansiblue",
-    "md.url": "fg:ansibrightblack",
-    "md.quote": "italic",
-    "md.bullet": "ansicyan",
-    "md.rule": "fg:ansibrightblack",
-}
-
 Block = Literal["reasoning", "answer"]
 _ARG_PREVIEW = 60  # characters of a tool's main argument on its line
 _DETAIL_LINES = 6  # lines of tool output shown in verbose mode

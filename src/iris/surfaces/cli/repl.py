@@ -21,17 +21,15 @@ from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
-from prompt_toolkit.styles import Style
 
 from iris.agent import Agent, TurnRequest
 from iris.config import Config
 from iris.events import TurnEnded
 from iris.llm.local import DEMO_NOTICE
 from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
-from iris.surfaces.cli.render import THEME, RenderOptions, ReplyRenderer
+from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import LiveScreen, PlainScreen, Screen, show_turn
-
-STYLE = Style.from_dict({**THEME, "prompt": "ansicyan bold", "info": "fg:ansibrightblack"})
+from iris.surfaces.cli.theme import STYLE
 
 
 def history_path() -> Path:
