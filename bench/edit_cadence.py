@@ -134,7 +134,7 @@ async def run_case(
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=40.0, help="deltas per second")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per platform call")

@@ -163,3 +163,16 @@ async def test_thread_metadata_goes_with_every_call_of_a_reply(
     calls = api.sent_in(group, "sendMessage", "editMessageText", "sendChatAction")
     assert len(calls) >= 3
     assert all(c.params.get("message_thread_id") == 77 for c in calls)
+
+
+async def test_iris_serve_starts_the_telegram_gateway(
+    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
+) -> None:
+    from iris.server import build_app
+
+    upstream.script(text("Served", " by iris serve"))
+    app = build_app(telegram_config(make_config, upstream, api))
+    async with app.router.lifespan_context(app):
+        api.user_says(CHAT, OWNER, "are you there?")
+        await api.wait_until(lambda: api.chat(CHAT) == ["Served by iris serve"])
+    assert api.calls[0].method == "getMe"  # the token was checked at startup
