@@ -265,3 +265,30 @@ def test_a_stream_reset_drops_the_segment_text() -> None:
     events += [(4.0, SegmentEnded("Right one ok")), (4.0, TurnEnded("Right one ok"))]
     result = simulate(events)
     assert result.chat() == ["Right one ok"]
+
+
+def test_an_answer_only_in_the_last_event_is_sent_and_commentary_is_not_repeated() -> None:
+    events: Timeline = [(0.0, TextDelta("Checking.")), (0.1, Commentary("Checking."))]
+    events += [
+        (0.2, ToolStarted(1, "terminal", {"command": "ls"})),
+        (0.3, ToolEnded(1, "terminal", True, 0.1, "")),
+    ]
+    result = simulate(
+        [*events, (0.5, TurnEnded("Checking.", reason="max_iterations"))],
+        shown=display(tool_progress="off"),
+    )
+    assert result.chat() == ["Checking."]
+    result = simulate(
+        [*events, (0.5, TurnEnded("Final words."))], shown=display(tool_progress="off")
+    )
+    assert result.chat() == ["Checking.", "Final words."]
+
+
+def test_text_after_a_closed_segment_starts_a_new_message() -> None:
+    events: Timeline = [*deltas(["One ", "two ", "three."]), (0.5, SegmentEnded("One two three."))]
+    events += [
+        *deltas(["Four ", "five ", "six."], start=1.0),
+        (2.0, SegmentEnded("Four five six.")),
+    ]
+    result = simulate([*events, (2.0, TurnEnded("Four five six."))])
+    assert result.chat() == ["One two three.", "Four five six."]

@@ -139,6 +139,8 @@ class Reply:
             case TurnStarted():
                 pass
             case TextDelta(text=text):
+                if self._segment is not None and self._segment.closed is not None:
+                    self._finish_segment()  # a closed segment never grows: this is the next one
                 seg = self._open_segment()
                 seg.text += text
                 seg.deltas += 1
@@ -263,14 +265,17 @@ class Reply:
 
     def _end(self, event: TurnEnded) -> None:
         seg = self._segment
-        answer = event.text
-        if seg is not None and seg.closed is None and (event.reason == "interrupted" or not answer):
-            answer = seg.text  # what the user watched stream, without the cursor
+        text = event.text
+        if seg is not None and seg.closed is None and (event.reason == "interrupted" or not text):
+            text = seg.text  # what the user watched stream, without the cursor
+        if seg is None and text == self._last_final:
+            text = ""  # the last segment (commentary, say) already showed it
+        answer = text
         if self.display.show_reasoning:
             reasoning = event.reasoning or "".join(self._reasoning)
-            answer = with_reasoning(answer, reasoning, self.display.reasoning_style)
-        if seg is None and answer and answer != self._last_final:
-            # No segment carried the answer (or the last one was commentary): send it now.
+            answer = with_reasoning(text, reasoning, self.display.reasoning_style)
+        if seg is None and answer:
+            # No open segment carries the answer: it becomes its own message.
             seg = self._open_segment()
         if seg is not None:
             self._finish_segment(answer if answer else None)
