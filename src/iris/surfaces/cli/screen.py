@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import time
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from typing import Protocol, TextIO
 
@@ -38,6 +39,9 @@ from iris.surfaces.cli.markdown import Piece
 from iris.surfaces.cli.render import Frame, ReplyRenderer
 
 Interrupt = Callable[[], None]
+
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_SPIN_INTERVAL = 0.1  # seconds; the status line is the only thing redrawn on this timer
 
 
 class Screen(Protocol):
@@ -80,13 +84,14 @@ class LiveScreen:
 
     @contextlib.asynccontextmanager
     async def running(self, on_interrupt: Interrupt) -> AsyncGenerator[None]:
-        self._live, self._status = (), "  Ctrl-C to interrupt"
+        self._live, self._status = (), "Ctrl-C to interrupt"
+        started_at = time.monotonic()
         bindings = KeyBindings()
 
         @bindings.add("c-c")
         @bindings.add("<sigint>")
         def _interrupt(event: KeyPressEvent) -> None:
-            self._status = "  interrupting…"
+            self._status = "interrupting…"
             event.app.invalidate()
             on_interrupt()
 
@@ -101,8 +106,11 @@ class LiveScreen:
             self._typed = self._typed[:-1]
 
         def status() -> list[Piece]:
+            # A spinner and the time so far: a slow first token or a long tool is not a hang.
+            elapsed = time.monotonic() - started_at
+            spin = _SPINNER[int(elapsed * 10) % len(_SPINNER)]
             typed = f" · next: {self._typed[-40:]}" if self._typed else ""
-            return [("class:footer", self._status + typed)]
+            return [("class:footer", f"{spin} {elapsed:.0f} s · {self._status}{typed}")]
 
         live = Window(
             FormattedTextControl(lambda: list(self._live)), wrap_lines=True, dont_extend_height=True
@@ -121,6 +129,7 @@ class LiveScreen:
             input=self.input,
             output=self.output,
             erase_when_done=True,
+            refresh_interval=_SPIN_INTERVAL,
         )
         started = asyncio.Event()
         task = asyncio.create_task(app.run_async(pre_run=started.set, set_exception_handler=False))
