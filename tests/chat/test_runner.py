@@ -172,3 +172,15 @@ def test_an_enabled_platform_without_a_token_is_reported_not_fatal(
     config = make_config(platforms={"telegram": {"enabled": True, "token": ""}})
     assert build_platforms(config) == []
     assert "token" in caplog.text
+
+
+async def test_stopping_the_server_settles_a_streaming_reply_without_cursor(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Half ", "an ", "answer "))
+    surface, platform = await gateway()
+    await platform.deliver(message("long question"))
+    await platform.wait_for(lambda: bool(platform.chat()) and "answer" in platform.chat()[0])
+    await surface.stop()
+    assert platform.chat() == ["Half an answer"]
+    assert not platform.connected

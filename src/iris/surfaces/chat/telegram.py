@@ -148,7 +148,9 @@ class TelegramPlatform:
         if message is None or not message.text or message.from_user is None:
             return None
         thread: dict[str, str] = {}
-        if message.message_thread_id is not None:
+        # Only forum topics are threads to answer in; a reply chain elsewhere also carries a
+        # message_thread_id, and sending into it can fail with "message thread not found".
+        if message.is_topic_message and message.message_thread_id is not None:
             thread[THREAD_KEY] = str(message.message_thread_id)
         return IncomingMessage(
             platform="telegram",
