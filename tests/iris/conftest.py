@@ -90,7 +90,15 @@ class IrisServer:
     config: Config
     url: str
     surface: IrisSurface
+    uvicorn: uvicorn.Server
     devices: list[Device] = field(default_factory=list[Device])
+    stopped: bool = False
+
+    async def stop(self) -> None:
+        """Shut the server down as ``iris serve`` does on SIGTERM (devices see 1012)."""
+        if not self.stopped:
+            self.stopped = True
+            await _stop(self.uvicorn)
 
     async def connect(
         self,
@@ -100,10 +108,27 @@ class IrisServer:
         after_seq: int | None = None,
         header: bool = False,
         ready: bool = True,
+        receive_buffer: int | None = None,
     ) -> Device:
-        """A device; with ``ready`` it authenticated and its ``ready`` frame was read."""
+        """A device; with ``ready`` it authenticated and its ``ready`` frame was read.
+
+        ``receive_buffer`` shrinks its socket's kernel buffer, and turns compression off, so a
+        device that stops reading pushes back on the server after kilobytes, not megabytes."""
         headers = {"Authorization": f"Bearer {token}"} if header and token is not None else None
-        ws = await connect(self.url, additional_headers=headers, open_timeout=WAIT)
+        sock = None
+        if receive_buffer is not None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            sock.setblocking(False)
+            port = int(self.url.split(":")[2].split("/")[0])
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        ws = await connect(
+            self.url,
+            additional_headers=headers,
+            open_timeout=WAIT,
+            sock=sock,
+            compression=None if receive_buffer is not None else "deflate",
+        )
         device = Device(ws)
         self.devices.append(device)
         if not header and token is not None:
@@ -127,7 +152,7 @@ async def iris_server(
     make_config: MakeConfig, upstream: FakeUpstream
 ) -> AsyncIterator[StartServer]:
     """``await iris_server(**config_sections)``: ``iris serve``'s app on a free port."""
-    running: list[tuple[uvicorn.Server, IrisServer]] = []
+    running: list[IrisServer] = []
 
     async def start(**sections: Any) -> IrisServer:
         platforms = {"iris": {"tokens": [TOKEN]}, "api_server": {"enabled": False}}
@@ -145,16 +170,16 @@ async def iris_server(
         await server.startup(sockets=[sock])
         port = sock.getsockname()[1]
         surface = next(s for s in _surfaces(app) if isinstance(s, IrisSurface))
-        handle = IrisServer(config, f"ws://127.0.0.1:{port}/iris/ws", surface)
-        running.append((server, handle))
+        handle = IrisServer(config, f"ws://127.0.0.1:{port}/iris/ws", surface, server)
+        running.append(handle)
         return handle
 
     yield start
-    for server, handle in running:
+    for handle in running:
         for device in handle.devices:
             with contextlib.suppress(Exception):
                 await device.close()
-        await _stop(server)
+        await handle.stop()
     upstream.assert_used_up()
 
 

@@ -266,3 +266,69 @@ async def test_a_failed_turn_ends_with_error_then_typing_off(
     frames = await device.turn()
     assert types(frames) == ["typing", "error", "typing"]
     assert frames[1]["code"] == "provider_bad_request"
+
+
+async def test_a_pause_in_the_model_still_shows_the_waiting_text(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Hi", " there"))
+    server = await iris_server(
+        streaming=STREAMING,
+        display={"platforms": {"iris": {"edit_interval": 0.2, "buffer_threshold": 100}}},
+    )
+    device = await server.connect()
+    await device.send({"type": "message.send", "text": "hello"})
+    # " there" is below the threshold; the interval sends it although the model went quiet.
+    await device.until("message.update", text="Hi there", within=3.0)
+    await device.send({"type": "turn.cancel"})
+    frames = await device.turn()
+    assert frames[-2]["type"] == "message.stop" and frames[-2]["final_text"] == "Hi there"
+
+
+async def test_a_device_that_stops_reading_slows_no_one(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    chunks = [f"{n:04d}" + "x" * 496 for n in range(200)]  # 100 000 characters in 200 deltas
+    upstream.script(text(*chunks, delay=0.005))
+    server = await iris_server(
+        streaming=STREAMING,
+        iris={"queue_size": 8},
+        display={"platforms": {"iris": {"buffer_threshold": 1}}},
+    )
+    slow = await server.connect(receive_buffer=4096)
+    slow.ws.transport.pause_reading()  # the device's app froze: its socket fills up
+    fast = await server.connect()
+    await fast.send({"type": "message.send", "text": "a long one"})
+    frames = await fast.turn(within=20.0)  # the turn ends for everyone else
+    assert frames[-2]["final_text"] == "".join(chunks)
+    # Bounded: the frozen device's queue never holds the whole reply.
+    assert all(sub.pending() <= 8 for sub in server.surface.hub.subscriptions("main"))
+
+    slow.ws.transport.resume_reading()
+    got = await slow.turn(within=20.0)
+    assert increasing(got)
+    kinds = types(got)
+    assert kinds[0] == "message" and kinds[1] == "typing"  # the echo, then the turn
+    assert kinds[-2:] == ["message.stop", "typing"]
+    assert got[-2]["final_text"] == "".join(chunks)
+    assert kinds.count("message.start") == 1
+    assert kinds.count("message.update") < 200  # it skipped superseded snapshots
+
+
+async def test_seq_and_history_survive_a_server_restart(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(text("Noted: blue."), text("Blue."))
+    first = await iris_server(streaming=STREAMING)
+    device = await first.connect()
+    await device.send({"type": "message.send", "text": "my colour is blue"})
+    await device.turn()
+    await first.stop()
+    assert await device.closed() == 1012  # "service restart": reconnect and resume
+    second = await iris_server(streaming=STREAMING)  # the same database
+    back = await second.connect(after_seq=device.max_seq)
+    assert back.frames[0]["seq"] == device.max_seq
+    await back.send({"type": "message.send", "text": "my colour?"})
+    frames = await back.turn()
+    assert frames[0]["seq"] == device.max_seq + 2  # +1 went to its own echo (for others)
+    assert "my colour is blue" in str(upstream.requests[-1].body["messages"])

@@ -57,5 +57,5 @@ class Hub:
             if not subscribers:
                 del self._subscribers[subscription.chat_id]
 
-    def subscribers(self, chat_id: str) -> int:
-        return len(self._subscribers.get(chat_id, ()))
+    def subscriptions(self, chat_id: str) -> list[Subscription]:
+        return list(self._subscribers.get(chat_id, ()))
