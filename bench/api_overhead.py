@@ -230,7 +230,10 @@ def start_iris(upstream_port: int, workdir: Path) -> tuple[int, subprocess.Popen
                     "name": MODEL,
                     "api_key": "sk-bench",
                 },
-                "platforms": {"iris": {"enabled": False}, "api_server": {"max_concurrent": 64}},
+                "platforms": {
+                    "iris": {"enabled": False},
+                    "api_server": {"max_concurrent": 64, "api_key": "sk-bench"},
+                },
                 "tools": {"enabled": []},
                 "store": {"path": str(workdir / "iris.db")},
             }
@@ -265,7 +268,9 @@ def start_litellm(
                             "api_key": "sk-bench",
                         },
                     }
-                ]
+                ],
+                # LiteLLM refuses to start without one; both proxies check the same key.
+                "general_settings": {"master_key": "sk-bench"},
             }
         )
     )

@@ -160,7 +160,7 @@ def _chat_message(raw: Any, index: int) -> Json:
     if not isinstance(raw, dict):
         raise bad_request(f"'{where}' must be an object", param=where)
     role = raw.get("role")
-    if role not in _CHAT_ROLES:
+    if not isinstance(role, str) or role not in _CHAT_ROLES:
         raise bad_request(
             f"'{where}.role' must be one of {', '.join(sorted(_CHAT_ROLES))}",
             param=f"{where}.role",
@@ -354,7 +354,8 @@ def input_messages(raw: Any) -> list[Json]:
             if not isinstance(call_id, str):
                 raise bad_request(f"'{where}.call_id' is required", param=f"{where}.call_id")
             if isinstance(output, list):
-                output = "".join(p.get("text", "") for p in output if isinstance(p, dict))
+                texts = [p.get("text") for p in output if isinstance(p, dict)]
+                output = "".join(t for t in texts if isinstance(t, str))
             if not isinstance(output, str):
                 raise bad_request(f"'{where}.output' must be a string", param=f"{where}.output")
             messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
@@ -371,7 +372,7 @@ def input_messages(raw: Any) -> list[Json]:
 
 def _input_message(item: Json, where: str) -> Json:
     role = item.get("role")
-    if role not in _INPUT_ROLES:
+    if not isinstance(role, str) or role not in _INPUT_ROLES:
         raise bad_request(
             f"'{where}.role' must be one of {', '.join(sorted(_INPUT_ROLES))}",
             param=f"{where}.role",
