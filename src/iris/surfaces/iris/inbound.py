@@ -22,7 +22,7 @@ _CHAT_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    token: str
+    token: str = ""
     chat_id: str | None = None
     after_seq: int | None = None
 
@@ -107,9 +107,9 @@ def _send(frame: dict[str, Any], max_text: int) -> SendMessage | BadFrame:
 
 
 def _hello(frame: dict[str, Any]) -> Hello | BadFrame:
-    token = frame.get("token")
+    token = frame.get("token", "")
     if not isinstance(token, str):
-        return BadFrame("missing_field", "hello needs 'token'")
+        return BadFrame("bad_field", "'token' must be a string")
     chat_id = frame.get("chat_id")
     if chat_id is not None and not valid_chat_id(chat_id):
         return BadFrame("bad_field", "'chat_id' must be 1-128 of A-Z a-z 0-9 . _ : @ -")
