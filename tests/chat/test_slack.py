@@ -258,6 +258,53 @@ async def test_a_wrong_app_token_fails_connect(api: SlackAPI) -> None:
             await platform.connect(ignore)
 
 
+async def test_the_thinking_status_is_never_left_behind_by_a_growing_reply(
+    api: SlackAPI, slack: SlackPlatform, received: asyncio.Queue[IncomingMessage]
+) -> None:
+    await slack.send_typing(CHANNEL, thread=THREAD)
+    ts = await slack.send(CHANNEL, "the reply ▌", thread=THREAD)
+    # Slack cleared the status on the post; one set now would outlive the edits below.
+    await slack.send_typing(CHANNEL, thread=THREAD)
+    await slack.edit_message(CHANNEL, ts, "the reply", thread=THREAD)
+    assert [s["status"] for s in api.statuses] == ["is thinking…"]
+
+    # The next question in the thread shows it again.
+    question = _message("U0000042", "and then?", ts="1764453300.0", thread_ts=THREAD["thread_ts"])
+    await api.wait_for_ack(await api.push_event(question))
+    await received.get()
+    await slack.send_typing(CHANNEL, thread=THREAD)
+
+    assert [s["status"] for s in api.statuses] == ["is thinking…"] * 2
+
+
+async def test_a_status_that_lands_after_the_reply_is_cleared(
+    api: SlackAPI, slack: SlackPlatform
+) -> None:
+    gate = asyncio.Event()
+    api.script(Scripted(method="assistant.threads.setStatus", until=gate))
+    typing = asyncio.create_task(slack.send_typing(CHANNEL, thread=THREAD))
+    await api.wait_until(lambda: api.held == 1)
+
+    await slack.send(CHANNEL, "the reply", thread=THREAD)
+    gate.set()  # Slack applies the status after the post
+    await typing
+
+    assert [s["status"] for s in api.statuses] == ["is thinking…", ""]
+
+
+async def test_a_thread_that_refuses_the_status_is_not_asked_again(
+    api: SlackAPI, slack: SlackPlatform
+) -> None:
+    other = {"thread_ts": "1764453999.000100"}
+    api.script(Scripted(error="invalid_thread_ts", method="assistant.threads.setStatus"))
+
+    await slack.send_typing(CHANNEL, thread=THREAD)
+    await slack.send_typing(CHANNEL, thread=THREAD)
+    await slack.send_typing(CHANNEL, thread=other)
+
+    assert [c.args["thread_ts"] for c in api.calls] == [THREAD["thread_ts"], other["thread_ts"]]
+
+
 async def test_a_wrong_bot_token_fails_connect_before_socket_mode(api: SlackAPI) -> None:
     platform = SlackPlatform(_config(api, bot_token="xoxb-wrong"))
 
@@ -328,7 +375,16 @@ async def test_a_reply_grows_in_place_in_the_thread(
     assert replies[-1].args["text"] == REPLY
     assert all(c.args["thread_ts"] == THREAD["thread_ts"] for c in replies)
     assert all(c.ok for c in api.calls)
-    assert api.statuses, "the thinking status was shown while the agent worked"
+    methods = [c.method for c in api.calls]
+    first_post = methods.index("chat.postMessage")
+    assert "assistant.threads.setStatus" in methods[:first_post], "the thinking status was shown"
+    # A status set after the reply's first post would outlive the edits: none is left standing.
+    after = [
+        c.args["status"]
+        for c in api.calls[first_post:]
+        if c.method == "assistant.threads.setStatus"
+    ]
+    assert after in ([], ["is thinking…", ""])
 
 
 async def test_a_stranger_is_refused_and_never_reaches_the_agent(

@@ -46,6 +46,7 @@ class Scripted:
     retry_after: int = 0
     hang: bool = False
     method: str = ""
+    until: asyncio.Event | None = None  # hold the call until set, then answer it normally
 
 
 @dataclass
@@ -65,6 +66,7 @@ class SlackAPI:
         self.messages: dict[tuple[str, str], Message] = {}
         self.statuses: list[dict[str, Any]] = []
         self.acks: list[dict[str, Any]] = []
+        self.held = 0  # calls waiting on a Scripted.until
         self._scripted: list[Scripted] = []
         self._ts = itertools.count(1)
         self._envelopes = itertools.count(1)
@@ -159,7 +161,13 @@ class SlackAPI:
         for index, scripted in enumerate(self._scripted):
             if scripted.method in ("", call.method):
                 del self._scripted[index]
-                return await self._scripted_answer(scripted)
+                if scripted.until is None:
+                    return await self._scripted_answer(scripted)
+                async with self._changed:
+                    self.held += 1
+                    self._changed.notify_all()
+                await scripted.until.wait()
+                break
         handler = {
             "auth.test": self._auth_test,
             "apps.connections.open": self._connections_open,

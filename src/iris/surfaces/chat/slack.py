@@ -3,9 +3,9 @@
 - ``send`` is ``chat.postMessage`` (its ``ts`` is the message id), ``edit_message`` is
   ``chat.update``; both carry ``thread_ts`` when the reply belongs to a thread.
 - Typing: the Web API has no typing indicator for bots. In a thread, ``send_typing`` sets the
-  AI-assistant status (``assistant.threads.setStatus``, "is thinking…"), which Slack clears
-  when the app posts; outside threads it does nothing. An app without the ``assistant:write``
-  scope answers ``missing_scope`` once and the adapter stops asking.
+  AI-assistant status (``assistant.threads.setStatus``, "is thinking…") until the reply's
+  first post, which clears it (see ``_ThinkingStatus``); outside threads it does nothing. An
+  app or thread that refuses the status is not asked again.
 - Receiving: ``message`` events of the Events API arrive over Socket Mode (the app-level
   token); each envelope is acknowledged before the runner sees the message, and a redelivered
   event is handed over only once.
@@ -84,6 +84,7 @@ class SlackPlatform:
         self._on_message: OnMessage | None = None
         self._bot_user_id = ""
         self._assistant_status = True
+        self._status = _ThinkingStatus()
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     async def connect(self, on_message: OnMessage) -> None:
@@ -115,11 +116,12 @@ class SlackPlatform:
     async def send(
         self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
     ) -> str:
+        thread_ts = _thread_ts(thread)
         response = await self._call(
-            self._web.chat_postMessage(
-                channel=chat_id, text=_escape(text), thread_ts=_thread_ts(thread)
-            )
+            self._web.chat_postMessage(channel=chat_id, text=_escape(text), thread_ts=thread_ts)
         )
+        if thread_ts is not None:
+            self._status.replied((chat_id, thread_ts))
         return str(response["ts"])
 
     async def edit_message(
@@ -137,21 +139,33 @@ class SlackPlatform:
         thread_ts = _thread_ts(thread)
         if thread_ts is None or not self._assistant_status:
             return
+        key = (chat_id, thread_ts)
+        if not self._status.allowed(key):
+            return
         try:
-            await self._call(
-                self._web.assistant_threads_setStatus(
-                    channel_id=chat_id, thread_ts=thread_ts, status=TYPING_STATUS
-                )
-            )
+            await self._set_status(chat_id, thread_ts, TYPING_STATUS)
         except SlackRefused as exc:
             # Typing is a courtesy: a refusal never fails the turn.
             if exc.error in _NO_ASSISTANT:
                 log.info("slack: no assistant status for this app (%s); typing is off", exc)
                 self._assistant_status = False
             else:
-                log.debug("slack: typing status refused: %s", exc)
+                log.debug("slack: no assistant status in this thread: %s", exc)
+                self._status.refused(key)
+            return
+        if not self._status.allowed(key):
+            # The reply was posted while the status was on its way; if Slack applied the status
+            # last, only an explicit clear removes it.
+            await self._set_status(chat_id, thread_ts, "")
 
     # -- internals --------------------------------------------------------------------------
+
+    async def _set_status(self, chat_id: str, thread_ts: str, status: str) -> None:
+        await self._call(
+            self._web.assistant_threads_setStatus(
+                channel_id=chat_id, thread_ts=thread_ts, status=status
+            )
+        )
 
     def _web_client(self, token: str | None) -> AsyncWebClient:
         return AsyncWebClient(
@@ -187,6 +201,8 @@ class SlackPlatform:
         incoming = incoming_message(event, bot_user_id=self._bot_user_id)
         if incoming is None or self._redelivered(incoming):
             return
+        if thread_ts := _thread_ts(incoming.thread):
+            self._status.asked((incoming.chat_id, thread_ts))
         await self._on_message(incoming)
 
     def _redelivered(self, incoming: IncomingMessage) -> bool:
@@ -197,6 +213,39 @@ class SlackPlatform:
         if len(self._seen) > _SEEN_LIMIT:
             self._seen.popitem(last=False)
         return False
+
+
+class _ThinkingStatus:
+    """Which threads may show the "is thinking…" status now.
+
+    Only between a person's message and the first post of the reply: Slack clears the status
+    when the app posts, but not when it edits, so a status set while the reply grows by edits
+    would outlive the reply by up to two minutes (a stuck indicator). Threads where Slack
+    refuses a status (not an assistant thread) stay quiet for good."""
+
+    def __init__(self) -> None:
+        # (channel, thread_ts) -> True when refused for good, False when already replied to.
+        self._quiet: OrderedDict[tuple[str, str], bool] = OrderedDict()
+
+    def allowed(self, key: tuple[str, str]) -> bool:
+        return key not in self._quiet
+
+    def asked(self, key: tuple[str, str]) -> None:
+        if self._quiet.get(key) is False:
+            del self._quiet[key]
+
+    def replied(self, key: tuple[str, str]) -> None:
+        if key not in self._quiet:
+            self._remember(key, refused=False)
+
+    def refused(self, key: tuple[str, str]) -> None:
+        self._remember(key, refused=True)
+
+    def _remember(self, key: tuple[str, str], *, refused: bool) -> None:
+        self._quiet[key] = refused
+        self._quiet.move_to_end(key)
+        if len(self._quiet) > _SEEN_LIMIT:
+            self._quiet.popitem(last=False)
 
 
 def incoming_message(event: Mapping[str, Any], *, bot_user_id: str) -> IncomingMessage | None:
