@@ -154,26 +154,19 @@ class ChatEncoder:
         return [self._chunk({"tool_calls": [head]}), self._chunk({"tool_calls": [args]})]
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> Chunk:
-        return {
-            "id": self.completion_id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": None,
-            "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            ],
-        }
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return {**self._head(), "choices": [choice]}
 
     def _usage_chunk(self) -> Chunk:
+        return {**self._head(), "choices": [], "usage": chat_usage(self.usage)}
+
+    def _head(self) -> Chunk:
         return {
             "id": self.completion_id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
             "system_fingerprint": None,
-            "choices": [],
-            "usage": chat_usage(self.usage),
         }
 
     # -- not streamed ---------------------------------------------------------------------

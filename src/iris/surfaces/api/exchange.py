@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.errors import user_message
 from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
+from iris.surfaces.api.sse import DONE
 
 log = logging.getLogger("iris.api")
 
@@ -36,10 +37,6 @@ class Wire(Protocol):
 
     def frames(self, event: Event) -> bytes:
         """The SSE bytes of ``event`` (empty when it shows nothing); also records it."""
-        ...
-
-    def trailer(self) -> bytes:
-        """What ends a stream after the terminal event (``data: [DONE]``)."""
         ...
 
     def answer(self) -> tuple[int, dict[str, Any]]:
@@ -115,7 +112,7 @@ class TurnExchange(Response):
         self._free()
         self._wire.finished()
         if self._stream and self._head_sent:
-            await self._write(send, self._wire.trailer())
+            await self._write(send, DONE)  # both APIs end a stream so
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         # Not streamed, or failed before any output: a real status and one JSON body.

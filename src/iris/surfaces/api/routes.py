@@ -31,7 +31,7 @@ from iris.surfaces.api.exchange import TurnExchange, Wire
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.responses_store import ResponsesStore
-from iris.surfaces.api.sse import DONE, data_frames, named_frames
+from iris.surfaces.api.sse import data_frames, named_frames
 
 Json = dict[str, Any]
 
@@ -47,9 +47,6 @@ class ChatWire:
 
     def frames(self, event: Event) -> bytes:
         return data_frames(self.encoder.feed(event))
-
-    def trailer(self) -> bytes:
-        return DONE
 
     def answer(self) -> tuple[int, Json]:
         failure = self.encoder.failure
@@ -74,9 +71,6 @@ class ResponsesWire:
         if isinstance(event, TurnEnded):
             self._added = list(event.messages)
         return named_frames(self.encoder.feed(event))
-
-    def trailer(self) -> bytes:
-        return DONE
 
     def answer(self) -> tuple[int, Json]:
         failure = self.encoder.failure
