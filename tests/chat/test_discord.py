@@ -119,17 +119,20 @@ async def test_a_429_surfaces_at_once_with_retry_after(
     api: DiscordAPI, bot: DiscordPlatform
 ) -> None:
     message_id = await bot.send(CHANNEL, "first")
-    api.script(Scripted(429, retry_after=3.5), Scripted(429, retry_after=0.25))
+    api.script(*(Scripted(429, retry_after=t) for t in (3.5, 0.25, 2.0)))
 
     with pytest.raises(PlatformRateLimited) as send_limited:
         async with asyncio.timeout(1.0):  # discord.py alone would sleep 3.5 s and retry
             await bot.send(CHANNEL, "second")
     with pytest.raises(PlatformRateLimited) as edit_limited:
         await bot.edit_message(CHANNEL, message_id, "first, edited")
+    with pytest.raises(PlatformRateLimited) as typing_limited:
+        await bot.send_typing(CHANNEL)
 
     assert send_limited.value.retry_after == 3.5
     assert edit_limited.value.retry_after == 0.25
-    assert [c.status for c in api.channel_calls()] == [200, 429, 429]  # no retry
+    assert typing_limited.value.retry_after == 2.0
+    assert [c.status for c in api.channel_calls()] == [200, 429, 429, 429]  # no retry
     assert api.messages[message_id].content == "first"
     assert len(api.messages) == 1
 
