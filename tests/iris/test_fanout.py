@@ -172,3 +172,12 @@ async def test_excluded_device_does_not_get_the_frame_live(store: Store) -> None
     )
     assert await drain(sender) == []
     assert [f["text"] for f in await drain(other)] == ["x"]
+
+
+async def test_a_device_keeping_up_holds_no_bookkeeping_per_message(store: Store) -> None:
+    hub = hub_on(store)
+    sub = hub.subscribe("c")
+    for n in range(50):
+        reply(hub, "c", f"m{n}", "some text")
+        await drain(sub)
+    assert sub._newest == {}

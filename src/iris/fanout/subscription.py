@@ -143,12 +143,13 @@ class Subscription:
 
     def _superseded(self, item: _Item) -> bool:
         frame = item.frame
-        if not item.chat or frame["type"] != "message.update":
+        message_id = frame.get("message_id")
+        if not item.chat or not isinstance(message_id, str):
             return False
-        newest = self._newest.get(frame["message_id"], 0)
-        if newest == frame["seq"]:
-            del self._newest[frame["message_id"]]  # nothing newer queued: keep the map small
-        return newest > frame["seq"]
+        if self._newest.get(message_id, 0) <= frame["seq"]:
+            self._newest.pop(message_id, None)  # nothing newer queued: keep the map small
+            return False
+        return frame["type"] == "message.update"
 
     def _sync(self, latest: int) -> None:
         self.position = latest

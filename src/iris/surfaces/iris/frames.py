@@ -144,7 +144,7 @@ class FrameEncoder:
                     out.append({"type": "commentary", "message_id": message_id, "text": text})
             case SegmentEnded(text=text):
                 out += self._flush_pending()
-                out += self._close_segment(text)
+                self._close_segment(text)
             case ToolStarted(index=index, name=name, args=args):
                 out += self._flush_pending()
                 out += self._close_open_segment()
@@ -220,16 +220,16 @@ class FrameEncoder:
         seg.last_update = now
         return {"type": "message.update", "message_id": seg.message_id, "text": seg.text}
 
-    def _close_segment(self, text: str) -> list[Frame]:
+    def _close_segment(self, text: str) -> None:
+        """Hold the segment's stop/message until the next event says whether the turn ends."""
         seg, self._segment = self._segment, None
         reasoning = self._carried_reasoning + self._round_reasoning
         self._carried_reasoning = self._round_reasoning = ""
         if seg is None:
             if not text:
-                return []
+                return
             seg = _Segment(self.new_id())
         self._pending = _PendingClose(seg.message_id, text or seg.text, seg.started, reasoning)
-        return []
 
     def _close_open_segment(self, text: str = "") -> list[Frame]:
         """A segment cut short (interrupt, failure) ends with the text it has shown."""
