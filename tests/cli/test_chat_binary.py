@@ -69,7 +69,7 @@ class Tmux:
     def screen(self) -> str:
         return self._tmux("capture-pane", "-p", "-J")
 
-    def wait_for(self, check: Callable[[str], bool], within: float = 10.0) -> str:
+    def wait_for(self, check: Callable[[str], bool], within: float = 20.0) -> str:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             shown = self.screen()

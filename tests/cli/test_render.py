@@ -273,7 +273,7 @@ def test_a_very_long_line_is_committed_a_row_at_a_time() -> None:
 
 
 def test_markdown_is_formatted_line_by_line() -> None:
-    reply = "# Title\n- item with `code`\n```py\nx = '**'\n```\nsee [docs](http://d)"
+    reply = "# Title\n- item with `code`\n```\nx = '**'\n```\nsee [docs](http://d)"
     frames = play(turn(TextDelta(reply), SegmentEnded(reply)))
     assert "class:md.heading" in styles_of(frames, "Title")
     assert "class:md.bullet" in styles_of(frames, "• ")

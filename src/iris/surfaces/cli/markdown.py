@@ -2,16 +2,23 @@
 
 A terminal cannot unprint, so a streamed reply is formatted with a stable prefix: a finished
 line is styled from its own text and the code-fence state the lines before it left, and nothing
-that arrives later changes how it looks. Constructs that need later lines to be known (tables,
-setext headings) are shown as written. Inline spans come from markdown-it-py, so escapes, code
-spans and nesting follow CommonMark rather than a regex's guess.
+that arrives later changes how it looks. What needs later lines to be known is left out: table
+columns are not aligned (each row is drawn alone), setext headings show as written, and code is
+highlighted a line at a time (a string spanning lines loses its colour after the first).
+Inline spans come from markdown-it-py, so escapes, code spans and nesting follow CommonMark
+rather than a regex's guess; code is coloured by Pygments.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import Any
 
 from markdown_it import MarkdownIt
+from prompt_toolkit.styles.pygments import pygments_token_to_classname
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
 
 Piece = tuple[str, str]  # (prompt_toolkit style classes, text): one run of formatted text
 
@@ -21,6 +28,9 @@ _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _QUOTE = re.compile(r"^ {0,3}>[ ]?(.*)$")
 _BULLET = re.compile(r"^([ \t]*)[-*+][ \t]+(.*)$")
 _ORDERED = re.compile(r"^([ \t]*)(\d{1,9}[.)])[ \t]+(.*)$")
+_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*$")
+_TABLE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
+_CELL_EDGE = re.compile(r"(?<!\\)\|")  # a pipe that is not escaped
 
 _SPAN_OPEN = {
     "strong_open": "class:md.strong",
@@ -37,6 +47,7 @@ class MarkdownLines:
     def __init__(self, width: int = 80) -> None:
         self._rule_width = max(3, min(width, 60))
         self._fence: str | None = None  # the marker of the open code fence
+        self._lexer: Any = None  # Pygments lexer for the open fence's language, if known
         self._md = MarkdownIt("commonmark").enable("strikethrough")
 
     def line(self, text: str) -> list[Piece]:
@@ -44,19 +55,21 @@ class MarkdownLines:
         fence = _FENCE.match(text)
         if self._fence is not None:
             if fence and self._closes(fence):
-                self._fence = None
+                self._fence, self._lexer = None, None
                 return [("class:md.fence", text)]
-            return [("class:md.code", text)]
+            return self._code(text)
         # A backtick fence's info string cannot hold a backtick (that is inline code instead).
         if fence and not (fence.group(1)[0] == "`" and "`" in fence.group(2)):
             self._fence = fence.group(1)
+            language = fence.group(2).strip().split(" ")[0]
+            self._lexer = _lexer(language) if language else None
             return [("class:md.fence", text)]
         return self._block(text)
 
     def partial(self, text: str) -> list[Piece]:
         """Style the unfinished last line for a preview; the fence state does not change."""
         if self._fence is not None:
-            return [("class:md.code", text)]
+            return self._code(text)
         if _FENCE.match(text):
             return [("class:md.fence", text)]
         return self._block(text)
@@ -70,11 +83,27 @@ class MarkdownLines:
             and not fence.group(2).strip()
         )
 
+    def _code(self, text: str) -> list[Piece]:
+        if self._lexer is None:
+            return [("class:md.code", text)]
+        pieces = [
+            (f"class:{pygments_token_to_classname(token)}", value)
+            for token, value in self._lexer.get_tokens(text)
+        ]
+        return [(style, value.rstrip("\n")) for style, value in pieces if value.rstrip("\n")]
+
     def _block(self, text: str) -> list[Piece]:
         if match := _HEADING.match(text):
             return self._inline(match.group(2), "class:md.heading")
         if _RULE.match(text):
             return [("class:md.rule", "─" * self._rule_width)]
+        if _TABLE_RULE.match(text):
+            rule = text.strip().replace("-", "─").replace(":", "─")
+            left = "├" if rule.startswith("|") else ""
+            right = "┤" if rule.endswith("|") else ""
+            return [("class:md.rule", left + rule.strip("|").replace("|", "┼") + right)]
+        if _TABLE_ROW.match(text):
+            return self._table_row(text)
         if match := _QUOTE.match(text):
             return [("class:md.quote", "▌ "), *self._inline(match.group(1), "class:md.quote")]
         if match := _BULLET.match(text):
@@ -83,6 +112,13 @@ class MarkdownLines:
             indent, number, rest = match.groups()
             return [("", indent), ("class:md.bullet", f"{number} "), *self._inline(rest)]
         return self._inline(text)
+
+    def _table_row(self, text: str) -> list[Piece]:
+        cells = _CELL_EDGE.split(text.strip())[1:-1]
+        pieces: list[Piece] = [("class:md.rule", "│")]
+        for cell in cells:
+            pieces += [("", " "), *self._inline(cell.strip()), ("", " "), ("class:md.rule", "│")]
+        return pieces
 
     def _inline(self, text: str, base: str = "") -> list[Piece]:
         if not text:
@@ -111,3 +147,11 @@ class MarkdownLines:
             elif token.content:
                 pieces.append((style, token.content))
         return pieces
+
+
+@functools.cache
+def _lexer(language: str) -> Any:
+    try:
+        return get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None

@@ -6,7 +6,7 @@ prompt_toolkit's style syntax, so a theme change touches one file.
 
 from __future__ import annotations
 
-from prompt_toolkit.styles import Style
+from prompt_toolkit.styles import Style, default_pygments_style, merge_styles
 
 THEME: dict[str, str] = {
     "prompt": "ansicyan bold",
@@ -38,4 +38,5 @@ THEME: dict[str, str] = {
     "md.rule": "fg:ansibrightblack",
 }
 
-STYLE = Style.from_dict(THEME)
+# Code in fences is coloured by Pygments token classes (``class:pygments.keyword``).
+STYLE = merge_styles([default_pygments_style(), Style.from_dict(THEME)])
