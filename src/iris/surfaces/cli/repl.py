@@ -3,8 +3,9 @@
 The prompt is a prompt_toolkit ``PromptSession`` with a persisted history
 (``~/.iris/chat_history``): Enter sends, Alt-Enter or a trailing backslash adds a line, Ctrl-C
 clears a line (or quits at an empty prompt), Ctrl-D quits. A turn is shown by ``screen.py``.
-When stdout is not a terminal the chat prints plain text; when stdin is not one either, it reads
-one message per line, so ``iris chat < questions.txt > answers.txt`` works.
+When stdout or stdin is not a terminal the chat prints plain text; when stdin is not one, it
+reads one message per line, so ``iris chat < questions.txt > answers.txt`` works. The
+conversation lives in memory for the session; ``/new`` forgets it.
 """
 
 from __future__ import annotations
