@@ -65,6 +65,15 @@ async def test_send_posts_the_message_and_returns_its_ts(
     assert "thread_ts" not in call.args
 
 
+async def test_calls_reuse_one_connection(api: SlackAPI, slack: SlackPlatform) -> None:
+    # A new connection (and TLS handshake) per edit would delay every step of a streaming reply.
+    ts = await slack.send(CHANNEL, "one")
+    for n in range(3):
+        await slack.edit_message(CHANNEL, ts, f"one {n}")
+
+    assert len({c.connection for c in api.calls}) == 1
+
+
 async def test_the_text_shows_as_written_and_pings_no_one(
     api: SlackAPI, slack: SlackPlatform
 ) -> None:

@@ -34,6 +34,7 @@ class Call:
     authorization: str
     ok: bool = False
     status: int = 200
+    connection: int = 0  # the client's port: calls on one kept-alive connection share it
     at: float = field(default_factory=time.monotonic)
 
 
@@ -144,6 +145,8 @@ class SlackAPI:
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         call = Call(method, await _arguments(request), request.headers.get("Authorization", ""))
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        call.connection = peer[1] if peer else 0
         response = await self._answer(call)
         call.status = response.status
         call.ok = response.content_type == "application/json" and '"ok": true' in (

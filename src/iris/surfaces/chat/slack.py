@@ -80,6 +80,7 @@ class SlackPlatform:
         self._timeout = request_timeout
         self._ping_interval = ping_interval
         self._web = self._web_client(config.bot_token)
+        self._http: aiohttp.ClientSession | None = None
         self._socket: SocketModeClient | None = None
         self._on_message: OnMessage | None = None
         self._bot_user_id = ""
@@ -89,18 +90,19 @@ class SlackPlatform:
 
     async def connect(self, on_message: OnMessage) -> None:
         """Check the bot token, then open Socket Mode; returns once the WebSocket is up."""
-        auth = await self._call(self._web.auth_test())
-        self._bot_user_id = str(auth.get("user_id", ""))
-        self._on_message = on_message
-        # The app-level token goes with apps.connections.open only; slack-sdk passes it per call.
-        socket = SocketModeClient(
-            app_token=self._config.app_token,
-            web_client=self._web_client(None),
-            ping_interval=self._ping_interval,
-        )
-        socket.socket_mode_request_listeners.append(self._on_request)
-        self._socket = socket
         try:
+            auth = await self._call(self._api.auth_test())
+            self._bot_user_id = str(auth.get("user_id", ""))
+            self._on_message = on_message
+            # The app-level token goes with apps.connections.open only; slack-sdk passes it
+            # per call.
+            socket = SocketModeClient(
+                app_token=self._config.app_token,
+                web_client=self._web_client(None),
+                ping_interval=self._ping_interval,
+            )
+            socket.socket_mode_request_listeners.append(self._on_request)
+            self._socket = socket
             # Asked here, not inside connect(): slack-sdk would retry a bad app token forever.
             socket.wss_uri = await self._call(socket.issue_new_wss_url())
             await socket.connect()
@@ -112,13 +114,16 @@ class SlackPlatform:
         socket, self._socket = self._socket, None
         if socket is not None:
             await socket.close()
+        http, self._http = self._http, None
+        if http is not None:
+            await http.close()
 
     async def send(
         self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
     ) -> str:
         thread_ts = _thread_ts(thread)
         response = await self._call(
-            self._web.chat_postMessage(channel=chat_id, text=_escape(text), thread_ts=thread_ts)
+            self._api.chat_postMessage(channel=chat_id, text=_escape(text), thread_ts=thread_ts)
         )
         if thread_ts is not None:
             self._status.replied((chat_id, thread_ts))
@@ -130,7 +135,7 @@ class SlackPlatform:
         # chat.update finds the message by channel + ts; thread_ts goes along so every call of
         # a threaded reply names its thread.
         await self._call(
-            self._web.chat_update(
+            self._api.chat_update(
                 channel=chat_id, ts=message_id, text=_escape(text), thread_ts=_thread_ts(thread)
             )
         )
@@ -162,10 +167,21 @@ class SlackPlatform:
 
     async def _set_status(self, chat_id: str, thread_ts: str, status: str) -> None:
         await self._call(
-            self._web.assistant_threads_setStatus(
+            self._api.assistant_threads_setStatus(
                 channel_id=chat_id, thread_ts=thread_ts, status=status
             )
         )
+
+    @property
+    def _api(self) -> AsyncWebClient:
+        """The bot's Web API client on one kept-alive session (created in the running loop).
+
+        Without it slack-sdk opens a new connection, TLS included, for every call: a delay on
+        every edit of a streaming reply."""
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout))
+            self._web.session = self._http
+        return self._web
 
     def _web_client(self, token: str | None) -> AsyncWebClient:
         return AsyncWebClient(
