@@ -92,6 +92,14 @@ async def test_an_edit_to_the_same_text_succeeds(api: DiscordAPI, bot: DiscordPl
     assert api.messages[message_id].content == "same"
 
 
+async def test_calls_reuse_one_connection(api: DiscordAPI, bot: DiscordPlatform) -> None:
+    message_id = await bot.send(CHANNEL, "one")
+    for n in range(3):
+        await bot.edit_message(CHANNEL, message_id, f"one {n}")
+
+    assert len({c.connection for c in api.channel_calls()}) == 1
+
+
 async def test_typing_triggers_the_indicator(api: DiscordAPI, bot: DiscordPlatform) -> None:
     await bot.send_typing(CHANNEL)
 

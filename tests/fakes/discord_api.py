@@ -44,6 +44,7 @@ class Call:
     message_id: str = ""
     at: float = field(default_factory=time.monotonic)
     answer_with: int = 0  # a scripted status sent after the request took effect
+    connection: int = 0  # the client's port: calls on one kept-alive connection share it
 
 
 @dataclass
@@ -252,6 +253,8 @@ class DiscordAPI:
             json=json.loads(raw) if raw else {},
             authorization=request.headers.get("Authorization", ""),
         )
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        call.connection = peer[1] if peer else 0
         if call.authorization != f"Bot {self.token}":
             return call, await self._finish(call, _unauthorized())
         if self._scripted:
