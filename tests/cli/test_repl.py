@@ -128,6 +128,19 @@ async def test_ctrl_c_stops_the_reply_keeps_its_text_and_closes_the_upstream(
         assert s.task.done() is False
 
 
+async def test_ctrl_c_during_a_tool_run_stops_the_turn(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    upstream.script(tool_call("terminal", ['{"command": "sleep 30"}']))
+    async with chat_on_terminal(streaming(make_config, upstream)) as s:
+        s.type("wait\r")
+        await s.see('terminal: "sleep 30"')
+        s.type("\x03")
+        shown = await s.see("⏹ interrupted")  # long before the 30 s command would end
+        assert shown.rindex('┊ ⚡ terminal: "sleep 30"') < shown.rindex("⏹ interrupted")
+        assert "✓" not in shown
+
+
 async def test_what_is_typed_during_a_reply_waits_in_the_next_prompt(
     make_config: MakeConfig, upstream: FakeUpstream
 ) -> None:
