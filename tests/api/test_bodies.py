@@ -60,7 +60,7 @@ def history(response_id: str) -> list[dict[str, Any]] | None:
     return [{"role": "user", "content": "before"}] if response_id == "resp_known" else None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(chat_bodies | json_values)
 def test_any_chat_body_parses_or_is_a_4xx(body: Any) -> None:
     try:
@@ -73,7 +73,7 @@ def test_any_chat_body_parses_or_is_a_4xx(body: Any) -> None:
         assert all(m["role"] in {"system", "user", "assistant", "tool"} for m in call.turn.messages)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(responses_bodies | json_values)
 def test_any_responses_body_parses_or_is_a_4xx(body: Any) -> None:
     try:

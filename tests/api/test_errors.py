@@ -175,3 +175,12 @@ def test_a_bad_request_does_not_disturb_a_stream_in_flight(
         upstream.release()
         rest = list(chunks)
         assert rest[-1].choices[0].finish_reason == "stop"
+
+
+def test_wrong_method_and_unknown_endpoint_are_openai_errors(server: IrisServer) -> None:
+    with httpx.Client(timeout=10) as http:
+        wrong = http.get(f"{server.base_url}/chat/completions")
+        missing = http.post(f"{server.base_url}/embeddings", json={"input": "x"})
+    assert_error(wrong, 405)
+    assert wrong.headers["allow"] == "POST"
+    assert assert_error(missing, 404)["code"] == "unknown_url"

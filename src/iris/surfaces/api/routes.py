@@ -122,6 +122,7 @@ def _error_response(error: ApiError) -> JSONResponse:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+_ANY = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 class ApiSurface:
@@ -135,11 +136,16 @@ class ApiSurface:
 
     # -- ServerSurface --------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
+        # Routes take every method and the last one every /v1 path, so a wrong method or an
+        # endpoint Iris lacks is an OpenAI error body too, not Starlette's plain text.
         return [
-            Route("/v1/chat/completions", self._guard(self.chat), methods=["POST"]),
-            Route("/v1/responses", self._guard(self.create_response), methods=["POST"]),
-            Route("/v1/responses/{response_id}", self._guard(self.get_response), methods=["GET"]),
-            Route("/v1/models", self._guard(self.models), methods=["GET"]),
+            Route("/v1/chat/completions", self._guard(self.chat, "POST"), methods=_ANY),
+            Route("/v1/responses", self._guard(self.create_response, "POST"), methods=_ANY),
+            Route(
+                "/v1/responses/{response_id}", self._guard(self.get_response, "GET"), methods=_ANY
+            ),
+            Route("/v1/models", self._guard(self.models, "GET"), methods=_ANY),
+            Route("/v1/{path:path}", self._guard(self.unknown, None), methods=_ANY),
         ]
 
     async def start(self) -> None:
@@ -177,6 +183,9 @@ class ApiSurface:
         )
         return self._exchange(call.turn, ResponsesWire(call, self.responses), stream=call.stream)
 
+    async def unknown(self, request: Request) -> Response:
+        raise ApiError(404, f"Iris does not serve {request.url.path}.", code="unknown_url")
+
     async def get_response(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
         found = self.responses.response(response_id)
@@ -187,10 +196,17 @@ class ApiSurface:
         return JSONResponse(found)
 
     # -- the parts every endpoint shares --------------------------------------------------
-    def _guard(self, handler: Handler) -> Handler:
+    def _guard(self, handler: Handler, method: str | None) -> Handler:
         async def guarded(request: Request) -> Response:
             try:
                 self._authorize(request)
+                if method is not None and request.method != method:
+                    raise ApiError(
+                        405,
+                        f"{request.method} is not allowed here; use {method}.",
+                        code="method_not_allowed",
+                        headers={"allow": method},
+                    )
                 return await handler(request)
             except ApiError as error:
                 return _error_response(error)
