@@ -8,6 +8,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from iris.fanout.framelog import FrameLog
+from iris.fanout.hub import Hub
+from iris.store import Store
 from tests.fakes.upstream import FakeUpstream, error, gated, hold, reasoning, text, tool_call
 from tests.iris.conftest import StartServer
 
@@ -332,3 +335,25 @@ async def test_seq_and_history_survive_a_server_restart(
     frames = await back.turn()
     assert frames[0]["seq"] == device.max_seq + 2  # +1 went to its own echo (for others)
     assert "my colour is blue" in str(upstream.requests[-1].body["messages"])
+
+
+async def test_a_turn_cut_by_a_crash_is_closed_when_the_chat_comes_back(
+    iris_server: StartServer, tmp_path: Path
+) -> None:
+    # What a server killed mid-reply leaves in its log: typing on and a half reply.
+    store = Store(tmp_path / "iris.db")
+    Hub(FrameLog(store)).publish_all(
+        "main",
+        [
+            {"type": "typing", "on": True},
+            {"type": "message.start", "message_id": "m1", "role": "assistant"},
+            {"type": "message.update", "message_id": "m1", "text": "Half a"},
+        ],
+    )
+    store.close()
+    server = await iris_server(streaming=STREAMING)
+    device = await server.connect(after_seq=0)
+    frames = await device.turn()
+    # (the replay skips the snapshot: the stop that closes m1 supersedes it)
+    assert types(frames) == ["typing", "message.start", "message.stop", "error", "typing"]
+    assert frames[2]["final_text"] == "Half a" and frames[3]["code"] == "interrupted"

@@ -104,6 +104,11 @@ class FrameLog:
             (chat_id, self._clock() - self.max_age),
         )
         cut = max([int(r["seq"]) for r in (*by_count, *by_age) if r["seq"] is not None], default=0)
+        self._store.execute(
+            "DELETE FROM iris_transcript WHERE chat_id=? AND seq <= (SELECT seq FROM"
+            " iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+            (chat_id, chat_id, TRANSCRIPT_LIMIT),
+        )
         if cut <= self.floor(chat_id):
             return
         self._store.execute("DELETE FROM iris_frames WHERE chat_id=? AND seq<=?", (chat_id, cut))
@@ -111,11 +116,6 @@ class FrameLog:
             "INSERT INTO iris_chats (chat_id, floor) VALUES (?, ?)"
             " ON CONFLICT(chat_id) DO UPDATE SET floor=excluded.floor",
             (chat_id, cut),
-        )
-        self._store.execute(
-            "DELETE FROM iris_transcript WHERE chat_id=? AND seq <= (SELECT seq FROM"
-            " iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
-            (chat_id, chat_id, TRANSCRIPT_LIMIT),
         )
 
     # -- reading -------------------------------------------------------------------------------
@@ -144,19 +144,39 @@ class FrameLog:
             (chat_id, TRANSCRIPT_LIMIT),
         )
         messages: list[dict[str, Any]] = [json.loads(row["message"]) for row in reversed(rows)]
-        # Updates left in the log belong to messages that have not closed yet.
-        live: dict[str, str] = {}
-        for row in self._store.query(
-            "SELECT message_id, frame FROM iris_frames"
-            " WHERE chat_id=? AND type='message.update' ORDER BY seq",
-            (chat_id,),
-        ):
-            live[row["message_id"]] = json.loads(row["frame"])["text"]
         closed = {m["message_id"] for m in messages}
-        for message_id, text in live.items():
+        for message_id, text in self.open_messages(chat_id).items():
             if message_id not in closed:
                 messages.append({"message_id": message_id, "role": "assistant", "text": text})
         return messages
+
+    def open_messages(self, chat_id: str) -> dict[str, str]:
+        """Messages started and not closed, with their latest snapshot, oldest first."""
+        rows = self._store.query(
+            "SELECT type, message_id, frame FROM iris_frames WHERE chat_id=? AND"
+            " type IN ('message.start', 'message.update', 'message.stop', 'commentary')"
+            " ORDER BY seq",
+            (chat_id,),
+        )
+        live: dict[str, str] = {}
+        for row in rows:
+            message_id = row["message_id"]
+            if row["type"] == "message.start":
+                live[message_id] = ""
+            elif row["type"] == "message.update":
+                live[message_id] = json.loads(row["frame"])["text"]
+            else:
+                live.pop(message_id, None)
+        return live
+
+    def turn_open(self, chat_id: str) -> bool:
+        """Did the chat's last turn start (typing on) and never end (typing off)?"""
+        rows = self._store.query(
+            "SELECT frame FROM iris_frames WHERE chat_id=? AND type='typing'"
+            " ORDER BY seq DESC LIMIT 1",
+            (chat_id,),
+        )
+        return bool(rows) and json.loads(rows[0]["frame"])["on"] is True
 
 
 def transcript_entry(frame: Frame) -> dict[str, Any] | None:

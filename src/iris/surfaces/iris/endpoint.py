@@ -62,7 +62,8 @@ class IrisSurface:
 
     def room(self, chat_id: str) -> ChatRoom:
         if chat_id not in self.rooms:
-            self.rooms[chat_id] = ChatRoom(self.runtime, self.hub, chat_id)
+            room = self.rooms[chat_id] = ChatRoom(self.runtime, self.hub, chat_id)
+            room.recover()
         return self.rooms[chat_id]
 
     # -- one connection ------------------------------------------------------------------------
@@ -72,12 +73,12 @@ class IrisSurface:
         if hello is None:
             await _close(ws, CLOSE_UNAUTHORIZED, "unauthorized")
             return
-        chat_id = hello.chat_id or DEFAULT_CHAT
-        subscription = self.hub.subscribe(chat_id)
+        room = self.room(hello.chat_id or DEFAULT_CHAT)
+        subscription = self.hub.subscribe(room.chat_id)
         subscription.send_local({"type": "ready"})
         if hello.after_seq is not None:
             subscription.resume(hello.after_seq)
-        connection = _Connection(self, ws, self.room(chat_id), subscription)
+        connection = _Connection(self, ws, room, subscription)
         try:
             await connection.run()
         finally:

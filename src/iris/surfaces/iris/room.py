@@ -73,6 +73,27 @@ class ChatRoom:
         self._task = asyncio.create_task(self._run(text), name=f"iris-turn-{self.chat_id}")
         return True
 
+    def recover(self) -> None:
+        """End a turn the log shows open: the server stopped without finishing it (a crash).
+
+        Without this, every device that resumes would show the typing indicator forever."""
+        log = self.hub.log
+        if self.busy or not log.turn_open(self.chat_id):
+            return
+        frames: list[dict[str, Any]] = [
+            {"type": "message.stop", "message_id": message_id, "final_text": text}
+            for message_id, text in log.open_messages(self.chat_id).items()
+        ]
+        frames.append(
+            {
+                "type": "error",
+                "code": "interrupted",
+                "message": "the server stopped during this turn",
+            }
+        )
+        frames.append({"type": "typing", "on": False})
+        self._publish(frames)
+
     def cancel(self) -> bool:
         """Interrupt the running turn; False if there is none."""
         if not self.busy:
@@ -144,6 +165,7 @@ class ChatRoom:
                 wake.clear()
                 continue
             publish(encoder.tick(loop.time()))
+            await asyncio.sleep(0)  # never spin, whatever the clock says
 
     def _publish(self, frames: list[dict[str, Any]]) -> None:
         self.hub.publish_all(self.chat_id, frames)
