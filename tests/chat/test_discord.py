@@ -245,7 +245,9 @@ async def test_a_user_message_reaches_the_runner_with_its_author(
 ) -> None:
     await api.dispatch("MESSAGE_CREATE", _message_create(BOT_ID, "my own reply", bot=True))
     await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000009", "a bot", bot=True))
-    await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000001", "hi iris"))
+    await api.dispatch(
+        "MESSAGE_CREATE", _message_create("5000000000000001", f"<@{BOT_ID}> hi iris")
+    )
 
     incoming = await received.get()
 

@@ -211,7 +211,7 @@ async def test_a_user_message_is_acked_and_reaches_the_runner(
     api: SlackAPI, received: asyncio.Queue[IncomingMessage]
 ) -> None:
     envelope = await api.push_event(
-        _message("U0000042", "is 1 &lt; 2?", thread_ts="1764453000.000200")
+        _message("U0000042", f"<@{BOT_USER_ID}> is 1 &lt; 2?", thread_ts="1764453000.000200")
     )
 
     await api.wait_for_ack(envelope)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import re
 from collections.abc import Awaitable, Generator, Mapping
 from types import SimpleNamespace
 from typing import Any, TypeVar
@@ -184,8 +185,10 @@ async def _trigger_typing(channel: discord.PartialMessageable) -> None:
     await channel.typing()
 
 
-def incoming_message(message: discord.Message) -> IncomingMessage:
-    """Plain data for the runner from a discord.py message (``user_id`` for allowed_users)."""
+def incoming_message(message: discord.Message, *, bot_id: int | None = None) -> IncomingMessage:
+    """Plain data for the runner from a discord.py message (``user_id`` for allowed_users).
+
+    A mention of the bot (``<@id>``, ``<@!id>``) is addressing, not content: it is dropped."""
     channel = message.channel
     thread: dict[str, str] = {}
     chat_id = str(channel.id)
@@ -196,7 +199,7 @@ def incoming_message(message: discord.Message) -> IncomingMessage:
         platform="discord",
         chat_id=chat_id,
         user_id=str(message.author.id),
-        text=message.content,
+        text=_without_mention(message.content, bot_id),
         # The unique username, not the display name anyone can set to look like someone else:
         # the runner may match allowed_users by name.
         user_name=message.author.name,
@@ -205,6 +208,12 @@ def incoming_message(message: discord.Message) -> IncomingMessage:
         message_id=str(message.id),
         thread=thread,
     )
+
+
+def _without_mention(text: str, bot_id: int | None) -> str:
+    if bot_id is None:
+        return text
+    return re.sub(rf"<@!?{bot_id}>", "", text).strip()
 
 
 class _IrisClient(discord.Client):
@@ -229,7 +238,7 @@ class _IrisClient(discord.Client):
         # Never answer ourselves or another bot: two bots would talk forever.
         if self.hand_off is None or message.author.bot or (me and message.author.id == me.id):
             return
-        await self.hand_off(incoming_message(message))
+        await self.hand_off(incoming_message(message, bot_id=me.id if me else None))
 
 
 class _DirectHTTPClient(HTTPClient):

@@ -278,7 +278,8 @@ def incoming_message(event: Mapping[str, Any], *, bot_user_id: str) -> IncomingM
         platform="slack",
         chat_id=str(event.get("channel", "")),
         user_id=str(user),
-        text=html.unescape(str(event.get("text", ""))),
+        # A mention of the bot is addressing, not content.
+        text=html.unescape(str(event.get("text", "")).replace(f"<@{bot_user_id}>", "").strip()),
         is_group=event.get("channel_type") != "im",
         message_id=str(event.get("ts", "")),
         thread={THREAD_KEY: str(thread_ts)} if thread_ts else {},
