@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -247,3 +248,24 @@ def test_failure_after_the_header_is_error_then_response_failed(
     failed = events[-1][1]["response"]
     assert failed["status"] == "failed" and "model exploded" in failed["error"]["message"]
     assert client.responses.create(model="fake-model", input="hi").output_text == "fine"
+
+
+def test_agent_tools_run_inside_and_commentary_is_its_own_message(
+    upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("the secret is 42")
+    server = iris_server(tools={"enabled": ["read_file"], "terminal": {"cwd": str(tmp_path)}})
+    upstream.script(
+        tool_call("read_file", ['{"path": "notes.txt"}'], content="Let me look."),
+        text("It is 42."),
+    )
+    with (
+        OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=10) as client,
+        client.responses.stream(model="fake-model", input="secret?") as stream,
+    ):
+        final = stream.get_final_response()
+    messages = [item for item in final.output if item.type == "message"]
+    assert [m.phase for m in messages] == ["commentary", None]
+    assert final.output_text == "Let me look.It is 42."  # the SDK joins message texts as-is
+    assert [item.type for item in final.output] == ["message", "message"], "no tool items"
+    assert "the secret is 42" in upstream.requests[1].body["messages"][-1]["content"]
