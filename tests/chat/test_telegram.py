@@ -111,11 +111,13 @@ async def test_flood_control_is_survived_with_retry_after(
     await api.wait_until(lambda: api.chat(CHAT) == [REPLY])
     await gateway.idle()
 
+    timeline = [(round(c.t, 3), c.method, c.status) for c in api.calls]
     flooded = [c for c in api.calls if c.status == 429]
-    assert len(flooded) == 1
+    assert len(flooded) == 1, timeline
     after = [c for c in api.calls if c.t > flooded[0].t and c.method != "sendChatAction"]
-    assert after and after[0].t >= flooded[0].t + 1.0  # retry_after honoured
-    assert [c.method for c in reply_calls(api)].count("sendMessage") == 1  # never sent twice
+    assert after and after[0].t >= flooded[0].t + 1.0, timeline  # retry_after honoured
+    sends = [c.method for c in reply_calls(api)].count("sendMessage")
+    assert sends == 1, timeline  # never sent twice
     assert api.chat(CHAT) == [REPLY]
 
 

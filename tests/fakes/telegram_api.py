@@ -52,6 +52,7 @@ class FakeBotApi:
     _floods: dict[str, _Flood] = field(default_factory=dict[str, _Flood])
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
+    _closing: bool = False
     port: int = 0
 
     @property
@@ -72,6 +73,7 @@ class FakeBotApi:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._closing = True  # ends a pending long poll now instead of at its timeout
         async with self._changed:
             self._changed.notify_all()
         if self._runner is not None:
@@ -201,7 +203,7 @@ class FakeBotApi:
         if not self._updates and timeout:
             try:
                 async with asyncio.timeout(timeout), self._changed:
-                    await self._changed.wait_for(lambda: bool(self._updates))
+                    await self._changed.wait_for(lambda: bool(self._updates) or self._closing)
             except TimeoutError:
                 pass
         return 200, list(self._updates)
