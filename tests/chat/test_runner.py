@@ -105,7 +105,8 @@ async def test_an_overtaken_message_joins_the_history_and_the_newest_runs(
     upstream.script(hold("Working ", "on ", "it "), text("All ", "done."))
     surface, platform = await gateway()
     await platform.deliver(message("one"))
-    await platform.wait_for(lambda: bool(platform.chat()))
+    # Interrupt only once all the held text is shown, so the kept text is known.
+    await platform.wait_for(lambda: bool(platform.chat()) and "it" in platform.chat()[0])
     await platform.deliver(message("two"))
     await platform.deliver(message("three"))
     await surface.idle()
