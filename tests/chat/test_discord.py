@@ -22,15 +22,13 @@ from iris.surfaces.chat.platform import IncomingMessage, PlatformError, Platform
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.runner import ChatSurface
 from tests.conftest import MakeConfig
-from tests.fakes.discord_api import (
-    BOT_ID,
+from tests.fakes.discord_api import BOT_ID, DiscordAPI, Scripted, message_payload, user_payload
+from tests.fakes.discord_gateway import (
     CHANNEL_ID,
     GUILD_ID,
+    MESSAGE_CONTENT_INTENT,
     THREAD_ID,
-    DiscordAPI,
-    Scripted,
-    message_payload,
-    user_payload,
+    DiscordGateway,
 )
 from tests.fakes.upstream import FakeUpstream, text
 
@@ -47,7 +45,18 @@ async def api() -> AsyncIterator[DiscordAPI]:
 
 
 @pytest.fixture
-async def bot(api: DiscordAPI) -> AsyncIterator[DiscordPlatform]:
+async def gateway(
+    api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[DiscordGateway]:
+    async with DiscordGateway(token=api.token) as fake:
+        # discord.py connects to its built-in gateway URL, not one derived from the REST base.
+        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(fake.url))
+        yield fake
+
+
+@pytest.fixture
+async def bot(api: DiscordAPI, gateway: DiscordGateway) -> AsyncIterator[DiscordPlatform]:
+    # Depends on the gateway so that it closes after the bot has disconnected.
     platform = DiscordPlatform(
         DiscordConfig(enabled=True, token=api.token, base_url=api.base_url), request_timeout=1.0
     )
@@ -216,10 +225,8 @@ async def test_a_wrong_token_fails_login(api: DiscordAPI) -> None:
 
 @pytest.fixture
 async def received(
-    api: DiscordAPI, bot: DiscordPlatform, monkeypatch: pytest.MonkeyPatch
+    bot: DiscordPlatform,
 ) -> asyncio.Queue[IncomingMessage]:
-    # discord.py connects to its built-in gateway URL, not one derived from the REST base.
-    monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(api.gateway_url))
     queue: asyncio.Queue[IncomingMessage] = asyncio.Queue()
     await bot.connect(queue.put)  # after the fixture's login: the session is reused
     return queue
@@ -234,18 +241,18 @@ def _message_create(
 
 
 async def test_connect_identifies_with_the_message_content_intent(
-    api: DiscordAPI, received: asyncio.Queue[IncomingMessage]
+    api: DiscordAPI, gateway: DiscordGateway, received: asyncio.Queue[IncomingMessage]
 ) -> None:
-    assert api.identify["token"] == api.token
-    assert api.identify["intents"] & (1 << 15)
+    assert gateway.identify["token"] == api.token
+    assert gateway.identify["intents"] & MESSAGE_CONTENT_INTENT
 
 
 async def test_a_user_message_reaches_the_runner_with_its_author(
-    api: DiscordAPI, received: asyncio.Queue[IncomingMessage]
+    gateway: DiscordGateway, received: asyncio.Queue[IncomingMessage]
 ) -> None:
-    await api.dispatch("MESSAGE_CREATE", _message_create(BOT_ID, "my own reply", bot=True))
-    await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000009", "a bot", bot=True))
-    await api.dispatch(
+    await gateway.dispatch("MESSAGE_CREATE", _message_create(BOT_ID, "my own reply", bot=True))
+    await gateway.dispatch("MESSAGE_CREATE", _message_create("5000000000000009", "a bot", bot=True))
+    await gateway.dispatch(
         "MESSAGE_CREATE", _message_create("5000000000000001", f"<@{BOT_ID}> hi iris")
     )
 
@@ -264,9 +271,14 @@ async def test_a_user_message_reaches_the_runner_with_its_author(
 
 
 async def test_a_message_in_a_thread_is_answered_in_the_thread(
-    api: DiscordAPI, bot: DiscordPlatform, received: asyncio.Queue[IncomingMessage]
+    api: DiscordAPI,
+    gateway: DiscordGateway,
+    bot: DiscordPlatform,
+    received: asyncio.Queue[IncomingMessage],
 ) -> None:
-    await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000001", "q", channel=THREAD))
+    await gateway.dispatch(
+        "MESSAGE_CREATE", _message_create("5000000000000001", "q", channel=THREAD)
+    )
     incoming = await received.get()
 
     message_id = await bot.send(incoming.chat_id, "an answer", thread=incoming.thread)
@@ -276,9 +288,9 @@ async def test_a_message_in_a_thread_is_answered_in_the_thread(
 
 
 async def test_a_direct_message_is_not_a_group(
-    api: DiscordAPI, received: asyncio.Queue[IncomingMessage]
+    gateway: DiscordGateway, received: asyncio.Queue[IncomingMessage]
 ) -> None:
-    await api.dispatch("MESSAGE_CREATE", _message_create("5000000000000001", "psst", dm=True))
+    await gateway.dispatch("MESSAGE_CREATE", _message_create("5000000000000001", "psst", dm=True))
 
     incoming = await received.get()
 
@@ -290,10 +302,9 @@ async def test_a_direct_message_is_not_a_group(
 
 
 async def test_a_missing_message_content_intent_fails_connect_with_the_fix(
-    api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
+    api: DiscordAPI, gateway: DiscordGateway
 ) -> None:
-    monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(api.gateway_url))
-    api.message_content_allowed = False
+    gateway.message_content_allowed = False
     platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
 
     async def ignore(message: IncomingMessage) -> None: ...
@@ -311,13 +322,12 @@ REPLY = "".join(CHUNKS).strip()
 
 
 @pytest.fixture
-async def gateway(
+async def surface(
     make_config: MakeConfig,
     upstream: FakeUpstream,
     api: DiscordAPI,
-    monkeypatch: pytest.MonkeyPatch,
+    gateway: DiscordGateway,
 ) -> AsyncIterator[ChatSurface]:
-    monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(api.gateway_url))
     config = make_config(
         upstream.base_url,
         streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
@@ -349,12 +359,12 @@ def _contents(api: DiscordAPI) -> list[str]:
 
 
 async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
-    gateway: ChatSurface, api: DiscordAPI, upstream: FakeUpstream
+    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
 ) -> None:
     upstream.script(text(*CHUNKS, delay=0.04))
-    await api.dispatch("MESSAGE_CREATE", _message_create(OWNER, "tell me", channel=THREAD))
+    await gateway.dispatch("MESSAGE_CREATE", _message_create(OWNER, "tell me", channel=THREAD))
     await api.wait_until(lambda: _contents(api) == [REPLY])
-    await gateway.idle()
+    await surface.idle()
 
     calls = api.channel_calls()
     replies = [c for c in calls if not c.path.endswith("/typing")]
@@ -369,11 +379,11 @@ async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
 
 
 async def test_a_stranger_is_refused_and_never_reaches_the_agent(
-    gateway: ChatSurface, api: DiscordAPI, upstream: FakeUpstream
+    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
 ) -> None:
-    await api.dispatch("MESSAGE_CREATE", _message_create("6660000000000000", "run rm -rf /"))
+    await gateway.dispatch("MESSAGE_CREATE", _message_create("6660000000000000", "run rm -rf /"))
     await api.wait_until(lambda: len(api.messages) == 1)
-    await gateway.idle()
+    await surface.idle()
 
     assert "private" in _contents(api)[0]
     assert upstream.requests == []

@@ -1,10 +1,8 @@
-"""A fake Discord REST API and gateway on 127.0.0.1: what the Discord adapter uses, on the wire.
+"""A fake Discord REST API on 127.0.0.1: the endpoints the Discord adapter uses, on the wire.
 
 It keeps each message's current content (what a user would see), records every call, enforces
 Discord's per-channel budget of 5 requests per 5 s with the headers discord.py reads, and lets
-a test script the next answers (a 429, a 500, a hang). The gateway (``gateway_url``) says
-HELLO, answers heartbeats, answers IDENTIFY with READY and one guild (a channel and a thread),
-then sends what a test dispatches::
+a test script the next answers (a 429, a 500, a hang). The gateway is ``discord_gateway``::
 
     async with DiscordAPI() as api:
         platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
@@ -22,15 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 BOT_ID = "4000000000000001"
 OWNER_ID = "4000000000000002"
-GUILD_ID = "1200000000000000001"
-CHANNEL_ID = "1100000000000000001"
-THREAD_ID = "1100000000000000002"
 API_PREFIX = "/api/v10"
-MESSAGE_CONTENT_INTENT = 1 << 15
 
 
 @dataclass
@@ -68,11 +62,6 @@ class Message:
 class DiscordAPI:
     def __init__(self, *, token: str = "test-bot-token", rate: tuple[int, float] = (5, 5.0)):
         self.token = token
-        # Whether the bot may ask for the Message Content intent (a switch in the portal).
-        self.message_content_allowed = True
-        self.identify: dict[str, Any] = {}
-        self._gateway_socket: web.WebSocketResponse | None = None
-        self._sequence = itertools.count(1)
         self.rate_limit, self.rate_window = rate
         self.calls: list[Call] = []
         self.messages: dict[str, Message] = {}
@@ -93,20 +82,16 @@ class DiscordAPI:
         app.router.add_post(API_PREFIX + "/channels/{channel}/messages", self._create)
         app.router.add_patch(API_PREFIX + "/channels/{channel}/messages/{message}", self._edit)
         app.router.add_post(API_PREFIX + "/channels/{channel}/typing", self._typing)
-        app.router.add_get("/gateway/", self._gateway)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = self._runner.addresses[0][1]
         self.base_url = f"http://127.0.0.1:{port}{API_PREFIX}"
-        self.gateway_url = f"ws://127.0.0.1:{port}/gateway/"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self._release.set()
-        if self._gateway_socket is not None:
-            await self._gateway_socket.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -124,57 +109,10 @@ class DiscordAPI:
         async with self._changed:
             await self._changed.wait_for(ready)
 
-    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send a gateway event (``MESSAGE_CREATE``, …) once a session is identified."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self._gateway_socket is not None)
-        assert self._gateway_socket is not None
-        payload = {"op": 0, "t": event, "s": next(self._sequence), "d": data}
-        await self._gateway_socket.send_str(json.dumps(payload))
-
-    # -- the gateway: HELLO, heartbeats, IDENTIFY -> READY + GUILD_CREATE, then dispatches ---
-
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
-        socket = web.WebSocketResponse()
-        await socket.prepare(request)
-        await socket.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}}))
-        async for frame in socket:
-            if frame.type is not WSMsgType.TEXT:
-                continue
-            message = json.loads(frame.data)
-            if message["op"] == 1:
-                await socket.send_str(json.dumps({"op": 11, "d": None}))
-            elif message["op"] == 2:
-                await self._identified(socket, message["d"])
-        return socket
-
-    async def _identified(self, socket: web.WebSocketResponse, identify: dict[str, Any]) -> None:
-        self.identify = identify
-        if identify.get("token") != self.token:
-            await socket.close(code=4004, message=b"Authentication failed.")
-            return
-        if identify.get("intents", 0) & MESSAGE_CONTENT_INTENT and not self.message_content_allowed:
-            await socket.close(code=4014, message=b"Disallowed intent(s).")
-            return
-        ready = {
-            "v": 10,
-            "user": user_payload(BOT_ID, "iris-bot", bot=True),
-            "guilds": [{"id": GUILD_ID, "unavailable": True}],
-            "session_id": "fake-session",
-            "resume_gateway_url": self.gateway_url,
-            "application": {"id": BOT_ID, "flags": 0},
-        }
-        for event, data in (("READY", ready), ("GUILD_CREATE", _guild())):
-            payload = {"op": 0, "t": event, "s": next(self._sequence), "d": data}
-            await socket.send_str(json.dumps(payload))
-        async with self._changed:
-            self._gateway_socket = socket
-            self._changed.notify_all()
-
     @web.middleware
     async def _authorized(self, request: web.Request, handler: Any) -> web.StreamResponse:
         # Channel calls check the token themselves, so that a refused one is recorded too.
-        if "/channels/" in request.path or request.path.startswith("/gateway"):
+        if "/channels/" in request.path:
             return await handler(request)
         if request.headers.get("Authorization") != f"Bot {self.token}":
             return _unauthorized()
@@ -353,45 +291,6 @@ def _invalid_content(content: str) -> web.Response | None:
         }
         return _json(body, status=400)
     return None
-
-
-def _guild() -> dict[str, Any]:
-    channel = {
-        "id": CHANNEL_ID,
-        "type": 0,
-        "guild_id": GUILD_ID,
-        "name": "general",
-        "position": 0,
-        "permission_overwrites": [],
-        "nsfw": False,
-        "parent_id": None,
-        "rate_limit_per_user": 0,
-    }
-    thread = {
-        "id": THREAD_ID,
-        "type": 11,
-        "guild_id": GUILD_ID,
-        "parent_id": CHANNEL_ID,
-        "owner_id": OWNER_ID,
-        "name": "a question",
-        "message_count": 1,
-        "member_count": 2,
-        "rate_limit_per_user": 0,
-        "thread_metadata": {
-            "archived": False,
-            "auto_archive_duration": 1440,
-            "archive_timestamp": "2026-11-29T21:00:00.000000+00:00",
-            "locked": False,
-        },
-    }
-    return {
-        "id": GUILD_ID,
-        "name": "Iris test",
-        "unavailable": False,
-        "member_count": 2,
-        "channels": [channel],
-        "threads": [thread],
-    }
 
 
 def message_payload(
