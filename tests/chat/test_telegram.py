@@ -102,9 +102,11 @@ async def test_a_reply_streams_as_one_message_edited_within_the_budget(
     assert len(calls) >= 3, "the reply grew in place"
     assert all(str(c.params["text"]).endswith(CURSOR) for c in calls[:-1])
     assert calls[-1].params["text"] == REPLY
-    # One message per second in a private chat, sends and edits together (network jitter aside).
+    # One call per second in a private chat, sends and edits together. The consumer issues
+    # them >= 1 s apart (exact on the virtual clock in test_reply); arrival jitter on a loaded
+    # 2-core machine can eat a little of that here.
     gaps = [b.t - a.t for a, b in zip(calls, calls[1:], strict=False)]
-    assert min(gaps) >= 0.95
+    assert min(gaps) >= 0.8
     assert api.unmodified == 0
     assert api.sent_in(CHAT, "sendChatAction"), "typing was shown"
     request = upstream.requests[0]
