@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS iris_frames (
     frame TEXT NOT NULL,
     PRIMARY KEY (chat_id, seq)
 );
+CREATE INDEX IF NOT EXISTS iris_frames_message ON iris_frames (chat_id, message_id);
 CREATE TABLE IF NOT EXISTS iris_chats (
     chat_id TEXT PRIMARY KEY,
     floor INTEGER NOT NULL
