@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import socket
 
+import httpx
 import pytest
 from openai import APIStatusError, OpenAI, RateLimitError
 
+from iris.surfaces.api.exchange import TurnExchange
 from tests.api.conftest import IrisServer, StartIris
-from tests.fakes.upstream import FakeUpstream, error, hold, text
+from tests.fakes.upstream import FakeUpstream, error, gated, hold, text
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -106,3 +108,35 @@ def test_a_client_that_leaves_closes_the_upstream_request(
     with client_for(server) as client:
         answer = client.chat.completions.create(model="fake-model", messages=USER)
     assert answer.choices[0].message.content == "ok"
+
+
+@pytest.mark.parametrize("before_first_output", [False, True], ids=["mid-stream", "before-output"])
+def test_a_silent_stream_gets_keep_alive_comments(
+    iris_server: StartIris,
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    before_first_output: bool,
+) -> None:
+    monkeypatch.setattr(TurnExchange, "heartbeat", 0.05)
+    server = iris_server()
+    upstream.script(gated("Hel", "lo", after=0 if before_first_output else 1))
+    body = {"model": "fake-model", "messages": USER, "stream": True}
+    lines: list[str] = []
+    with (
+        httpx.Client(timeout=10) as http,
+        http.stream("POST", f"{server.base_url}/chat/completions", json=body) as response,
+    ):
+        assert response.status_code == 200
+        stream = response.iter_lines()
+        for line in stream:
+            lines.append(line)
+            if line == ": keep-alive":
+                break
+        # The upstream is still at its gate: the comment is what kept the stream alive.
+        assert not upstream.finished.is_set()
+        upstream.release()
+        lines.extend(stream)
+    data = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in data if c["choices"])
+    assert text == "Hello"
+    assert [line for line in lines if line][-1] == "data: [DONE]"

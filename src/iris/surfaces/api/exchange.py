@@ -72,17 +72,26 @@ class TurnExchange(Response):
         self._release: Callable[[], None] | None = release  # frees the turn's slot, once
         self._head_sent = False
         self._held = b""  # opening frames not yet written
+        self._sending = asyncio.Lock()  # the turn and the heartbeat share one stream
+        self._last_write = 0.0
+        self._ended = False  # the terminal event was seen: the heartbeat stays quiet
+
+    # Seconds of silence (an agent tool running) before a stream gets an SSE comment, so
+    # proxies with an idle timeout (nginx: 60 s) keep it open. Clients ignore comments.
+    heartbeat = 15.0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         work = asyncio.create_task(self._run(send))
         gone = asyncio.create_task(_disconnected(receive))
+        beat = asyncio.create_task(self._beat(send)) if self._stream else None
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             # A client that left cancels the turn; so does a server that is shutting down.
-            work.cancel()
-            gone.cancel()
-            results = await asyncio.gather(work, gone, return_exceptions=True)
+            tasks = [work, gone] if beat is None else [work, gone, beat]
+            for task in tasks:
+                task.cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
             self._free()
         error = results[0]
         if isinstance(error, Exception) and not isinstance(error, OSError):
@@ -112,8 +121,7 @@ class TurnExchange(Response):
         self._free()
         self._wire.finished()
         if self._stream and self._head_sent:
-            await self._write(send, DONE)  # both APIs end a stream so
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self._write(send, DONE, more=False)  # both APIs end a stream so
             return
         # Not streamed, or failed before any output: a real status and one JSON body.
         status, body = self._wire.answer()
@@ -134,6 +142,8 @@ class TurnExchange(Response):
         data = self._wire.frames(event)
         if not self._stream:
             return
+        terminal = isinstance(event, TurnEnded | TurnFailed)
+        self._ended = self._ended or terminal
         if not self._head_sent:
             # The opening frames (role chunk, response.created) wait for the model's first
             # output; they carry no text, and a turn that fails before any output can still
@@ -143,16 +153,28 @@ class TurnExchange(Response):
                 return
             if isinstance(event, TurnFailed):
                 return
-            data = self._held + data
-            self._held = b""
-        if data:
+        if data or terminal:
             await self._write(send, data)
 
-    async def _write(self, send: Send, data: bytes) -> None:
-        if not self._head_sent:
-            self._head_sent = True
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        await send({"type": "http.response.body", "body": data, "more_body": True})
+    async def _write(self, send: Send, data: bytes, *, more: bool = True) -> None:
+        async with self._sending:
+            if not self._head_sent:
+                self._head_sent = True
+                start = {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+                await send(start)
+                data, self._held = self._held + data, b""
+            await send({"type": "http.response.body", "body": data, "more_body": more})
+            self._last_write = asyncio.get_running_loop().time()
+
+    async def _beat(self, send: Send) -> None:
+        """Comment lines while the stream is silent; after ``heartbeat`` seconds without any
+        output the head goes out too, so a long wait for the first token stays open."""
+        loop = asyncio.get_running_loop()
+        self._last_write = loop.time()
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            if not self._ended and loop.time() - self._last_write >= self.heartbeat:
+                await self._write(send, b": keep-alive\n\n")
 
 
 async def _disconnected(receive: Receive) -> None:
