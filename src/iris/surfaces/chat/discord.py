@@ -70,6 +70,8 @@ class DiscordPlatform:
         guild to stream in, which receiving does not need."""
         client = await self.login()
         client.hand_off = on_message
+        if self._gateway is not None and not self._gateway.done():
+            return  # already receiving: only the hand-off changes
         connected = asyncio.ensure_future(client.wait_for("connect"))
         gateway = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         self._gateway = gateway
