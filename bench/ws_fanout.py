@@ -264,7 +264,7 @@ async def run_devices(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--devices", type=int, default=100)
     parser.add_argument("--deltas", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=200.0, help="deltas per second")
