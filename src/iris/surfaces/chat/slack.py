@@ -90,6 +90,9 @@ class SlackPlatform:
 
     async def connect(self, on_message: OnMessage) -> None:
         """Check the bot token, then open Socket Mode; returns once the WebSocket is up."""
+        if self._socket is not None:
+            self._on_message = on_message  # already receiving: only the hand-off changes
+            return
         try:
             auth = await self._call(self._api.auth_test())
             self._bot_user_id = str(auth.get("user_id", ""))
