@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from iris.surfaces.iris import inbound
-from tests.fakes.upstream import FakeUpstream, gated
-from tests.iris.conftest import WAIT, StartServer
+from tests.fakes.upstream import FakeUpstream, gated, text
+from tests.iris.conftest import TOKEN, WAIT, StartServer
 
 STREAMING = {"enabled": True}
 
@@ -133,3 +135,21 @@ def test_parse_accepts_the_documented_requests() -> None:
     assert parse('{"type":"hello","token":"t","after_seq":3}', max_text=10) == inbound.Hello(
         "t", None, 3
     )
+
+
+async def test_bearer_header_takes_chat_and_resume_point_from_the_query(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(text("noted"))
+    server = await iris_server(streaming=STREAMING)
+    first = await server.connect(chat_id="work")
+    await first.send({"type": "message.send", "text": "remember this"})
+    await first.turn()
+    async with connect(
+        f"{server.url}?chat_id=work&after_seq=0",
+        additional_headers={"Authorization": f"Bearer {TOKEN}"},
+        open_timeout=WAIT,
+    ) as ws:
+        frames = [json.loads(await ws.recv()) for _ in range(2)]
+    assert frames[0] == {"type": "ready", "chat_id": "work", "seq": 0}
+    assert frames[1]["type"] == "message" and frames[1]["text"] == "remember this"
