@@ -378,6 +378,23 @@ async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
     assert any(c.path.endswith("/typing") for c in calls), "typing was shown"
 
 
+async def test_a_429_mid_reply_is_survived_with_retry_after(
+    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.04))
+    api.script(Scripted(429, retry_after=1.0, method="PATCH"))
+    await gateway.dispatch("MESSAGE_CREATE", _message_create(OWNER, "go"))
+    await api.wait_until(lambda: _contents(api) == [REPLY])
+    await surface.idle()
+
+    replies = [c for c in api.channel_calls() if not c.path.endswith("/typing")]
+    [limited] = [c for c in replies if c.status == 429]
+    after = [c for c in replies if c.at > limited.at]
+    assert after and after[0].at >= limited.at + 1.0, "retry_after honoured"
+    assert [c.method for c in replies].count("POST") == 1, "never sent twice"
+    assert _contents(api) == [REPLY]
+
+
 async def test_a_stranger_is_refused_and_never_reaches_the_agent(
     surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
 ) -> None:

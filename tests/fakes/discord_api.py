@@ -49,6 +49,7 @@ class Scripted:
     retry_after: float = 0.0
     hang: bool = False  # never answer (until the server stops)
     deliver: bool = False  # perform the request, then answer ``status`` (a 500 that landed)
+    method: str = ""  # only a request with this HTTP method (any when empty)
 
 
 @dataclass
@@ -195,8 +196,7 @@ class DiscordAPI:
         call.connection = peer[1] if peer else 0
         if call.authorization != f"Bot {self.token}":
             return call, await self._finish(call, _unauthorized())
-        if self._scripted:
-            scripted = self._scripted.pop(0)
+        if scripted := self._next_scripted(call.method):
             if scripted.hang:
                 await self._record(call)
                 await self._release.wait()
@@ -209,6 +209,12 @@ class DiscordAPI:
         if not call.path.endswith("/typing") and (limited := self._take_budget(channel)):
             return call, await self._finish(call, limited)
         return call, None
+
+    def _next_scripted(self, method: str) -> Scripted | None:
+        for index, scripted in enumerate(self._scripted):
+            if scripted.method in ("", method):
+                return self._scripted.pop(index)
+        return None
 
     async def _finish(self, call: Call, response: web.StreamResponse) -> web.StreamResponse:
         if call.answer_with:
