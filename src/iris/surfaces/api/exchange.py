@@ -1,10 +1,13 @@
 """One HTTP exchange that runs one agent turn: real SSE or one JSON answer.
 
-The thin async transport around the pure encoders. It writes each event's frames as soon as
-the agent yields it (one network write per event), and races the turn against the client
-leaving: Starlette's own disconnect detection only fires on a failed write, and a turn that is
-thinking or running a tool writes nothing. Leaving the turn's ``async with`` cancels it and
-closes the upstream request.
+The thin async transport around the pure encoders:
+
+- each event's frames are written as soon as the agent yields it, in one network write;
+- the opening frames wait for the first output, so a turn that fails before it still gets a
+  real status; a silent stream gets ``: keep-alive`` comments (``heartbeat``);
+- the turn races the client leaving: Starlette's own disconnect detection only fires on a
+  failed write, and a turn that is thinking or running a tool writes nothing. Leaving the
+  turn's ``async with`` cancels it and closes the upstream request.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ class Wire(Protocol):
         ...
 
     def answer(self) -> tuple[int, dict[str, Any]]:
-        """Status and JSON body of a non-streamed turn, after its terminal event."""
+        """Status and JSON body after the terminal event: a non-streamed turn, or a streamed
+        one that failed before any output."""
         ...
 
     def finished(self) -> None:
