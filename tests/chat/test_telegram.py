@@ -135,6 +135,29 @@ async def test_flood_control_is_survived_with_retry_after(
     assert "adapter raised" not in caplog.text
 
 
+async def test_under_repeated_flood_control_the_remainder_comes_once_at_the_end(
+    gateway: ChatSurface, api: FakeBotApi, upstream: FakeUpstream
+) -> None:
+    # ~5 s: three failed edits (at ~1, ~2 and ~4 s: the interval doubles) while it streams.
+    chunks = [f"part{i} " for i in range(140)]
+    reply = "".join(chunks).strip()
+    upstream.script(text(*chunks, delay=0.035))
+    api.flood("editMessageText", retry_after=1, times=3)
+    api.user_says(CHAT, OWNER, "go")
+    await api.wait_until(lambda: len(api.chat(CHAT)) == 2)
+    await gateway.idle()
+
+    timeline = [(round(c.t, 3), c.method, c.status) for c in api.calls]
+    first, rest = api.chat(CHAT)
+    assert not first.endswith(CURSOR), timeline  # the abandoned preview was cleaned up
+    assert reply.startswith(first)
+    assert rest == reply[len(first) :].strip()  # only the unseen remainder, nothing twice
+    sends = [c for c in reply_calls(api) if c.method == "sendMessage"]
+    assert len(sends) == 2
+    last_flood = max(c.t for c in api.calls if c.status == 429)
+    assert sends[1].t > last_flood  # delivered at the end, after editing stopped
+
+
 async def test_a_stranger_is_refused_and_never_reaches_the_agent(
     gateway: ChatSurface, api: FakeBotApi, upstream: FakeUpstream
 ) -> None:
