@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from iris.events import (
     Commentary,
     Event,
@@ -260,3 +263,71 @@ def test_answer_only_in_turn_ended_still_reaches_the_device() -> None:
     frames = run([TurnStarted("t", "m"), TurnEnded("just this", model="m", usage=USAGE)])
     assert types(frames) == ["typing", "message", "typing"]
     assert frames[1]["text"] == "just this"
+
+
+# -- properties over any well-formed turn (the grammar of iris.events) --------------------------
+
+words = st.text(alphabet="ab c\n", min_size=1, max_size=6)
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> list[Event]:
+    events: list[Event] = [TurnStarted("t", "m")]
+    index = 0
+    for _ in range(draw(st.integers(0, 4))):
+        events += [ReasoningDelta(w) for w in draw(st.lists(words, max_size=2))]
+        texts = draw(st.lists(words, max_size=8))
+        events += [TextDelta(w) for w in texts]
+        if texts and draw(st.booleans()):
+            events.append(StreamReset("retry"))
+            texts = draw(st.lists(words, max_size=4))
+            events += [TextDelta(w) for w in texts]
+        calls = draw(st.integers(0, 2))
+        if texts:
+            closer = Commentary if calls else SegmentEnded
+            events.append(closer("".join(texts)))
+        for _ in range(calls):
+            index += 1
+            events.append(ToolStarted(index, "terminal", {"command": "ls"}))
+            events += [ToolProgress(index, "terminal", "…")] * draw(st.integers(0, 2))
+            events.append(ToolEnded(index, "terminal", draw(st.booleans()), 0.1, "out"))
+        if not calls:
+            break
+    if draw(st.booleans()):
+        events.append(TurnEnded("", model="m", usage=USAGE))
+    else:
+        events.append(TurnFailed("provider_unreachable", "gone", True))
+    return events
+
+
+@given(turns(), st.integers(1, 30), st.booleans())
+def test_every_turn_is_well_bracketed(events: list[Event], threshold: int, streaming: bool) -> None:
+    encoder = FrameEncoder(EncoderSettings(streaming=streaming, buffer_threshold=threshold), ids())
+    frames = encoder.begin()
+    for n, event in enumerate(events):
+        frames += encoder.tick(n * 0.3) + encoder.feed(event, n * 0.3)
+    assert frames[0] == {"type": "typing", "on": True}
+    assert frames[-1] == {"type": "typing", "on": False}
+    assert [f["type"] for f in frames].count("typing") == 2
+    failed = isinstance(events[-1], TurnFailed)
+    assert (frames[-2]["type"] == "error") == failed
+    open_: dict[str, str] = {}  # started message -> its last snapshot
+    closed: set[str] = set()
+    for frame in frames:
+        kind, message_id = frame["type"], frame.get("message_id")
+        if kind == "message.start":
+            assert streaming and message_id not in open_ and message_id not in closed
+            open_[message_id] = ""
+        elif kind == "message.update":
+            last = open_[message_id]
+            assert frame["text"].startswith(last) or frame["text"] == ""  # extend, or reset
+            open_[message_id] = frame["text"]
+        elif kind in ("message.stop", "commentary", "message"):
+            assert message_id not in closed
+            if kind != "commentary":  # commentary closes a streamed bubble or stands alone
+                assert (kind == "message.stop") == (message_id in open_)
+            open_.pop(message_id, None)
+            closed.add(message_id)
+    assert open_ == {}  # every bubble that opened was closed
+    tools = [(f["type"], f["index"]) for f in frames if f["type"].startswith("tool.")]
+    assert [i for t, i in tools if t == "tool.start"] == [i for t, i in tools if t == "tool.end"]
