@@ -396,6 +396,23 @@ async def test_a_reply_grows_in_place_in_the_thread(
     assert after in ([], ["is thinking…", ""])
 
 
+async def test_a_429_mid_reply_is_survived_with_retry_after(
+    gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.04))
+    api.script(Scripted(429, retry_after=1, method="chat.update"))
+    await api.push_event(_message(OWNER, "go"))
+    await api.wait_until(lambda: _texts(api) == [REPLY])
+    await gateway.idle()
+
+    replies = api.calls_to("chat.postMessage", "chat.update")
+    [limited] = [c for c in replies if c.status == 429]
+    after = [c for c in replies if c.at > limited.at]
+    assert after and after[0].at >= limited.at + 1.0, "Retry-After honoured"
+    assert [c.method for c in replies].count("chat.postMessage") == 1, "never sent twice"
+    assert _texts(api) == [REPLY]
+
+
 async def test_a_stranger_is_refused_and_never_reaches_the_agent(
     gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
 ) -> None:
