@@ -314,6 +314,17 @@ async def test_a_thread_that_refuses_the_status_is_not_asked_again(
     assert [c.args["thread_ts"] for c in api.calls] == [THREAD["thread_ts"], other["thread_ts"]]
 
 
+async def test_a_missing_app_token_is_named(api: SlackAPI) -> None:
+    platform = SlackPlatform(_config(api, app_token=""))
+
+    async def ignore(message: IncomingMessage) -> None: ...
+
+    with pytest.raises(PlatformError, match="platforms.slack.app_token"):
+        await platform.connect(ignore)
+
+    assert api.calls == []
+
+
 async def test_a_wrong_bot_token_fails_connect_before_socket_mode(api: SlackAPI) -> None:
     platform = SlackPlatform(_config(api, bot_token="xoxb-wrong"))
 

@@ -93,6 +93,9 @@ class SlackPlatform:
         if self._socket is not None:
             self._on_message = on_message  # already receiving: only the hand-off changes
             return
+        missing = [key for key in ("bot_token", "app_token") if not getattr(self._config, key)]
+        if missing:
+            raise PlatformError(f"slack: platforms.slack.{missing[0]} is not set")
         try:
             auth = await self._call(self._api.auth_test())
             self._bot_user_id = str(auth.get("user_id", ""))
