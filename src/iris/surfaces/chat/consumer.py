@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterable, Callable, Mapping
+from typing import assert_never
 
 from iris.config import ResolvedDisplay
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
@@ -121,6 +122,8 @@ class StreamConsumer:
                         self.chat_id, message_id, text, thread=self.thread
                     )
                     reply.landed(action, throttle)
+                case _:
+                    assert_never(action)
         except PlatformRateLimited as exc:
             log.info(
                 "%s rate limited in %s: retry after %.1fs",
