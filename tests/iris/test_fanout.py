@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
@@ -181,3 +183,82 @@ async def test_a_device_keeping_up_holds_no_bookkeeping_per_message(store: Store
         reply(hub, "c", f"m{n}", "some text")
         await drain(sub)
     assert sub._newest == {}
+
+
+# -- a property: whatever the timing, a device misses nothing that matters -----------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("publish"),
+            st.sampled_from(["start", "update", "stop", "tool"]),
+            st.sampled_from("ab"),
+        ),
+        st.tuples(st.just("drain"), st.integers(0, 12)),
+        st.tuples(st.just("resume"), st.integers(0, 15)),
+        st.tuples(st.just("ping")),
+    ),
+    max_size=80,
+)
+
+
+def body(kind: str, message_id: str, n: int) -> dict[str, Any]:
+    match kind:
+        case "start":
+            return {"type": "message.start", "message_id": message_id, "role": "assistant"}
+        case "update":
+            return update(message_id, "x" * n)
+        case "stop":
+            return {"type": "message.stop", "message_id": message_id, "final_text": "done"}
+        case _:
+            return {"type": "tool.start", "index": n, "name": "t", "preview": "", "args": {}}
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, st.integers(2, 8))
+def test_a_device_gets_every_frame_that_matters_once_in_order(
+    plan: list[tuple[Any, ...]], capacity: int
+) -> None:
+    asyncio.run(check_plan(plan, capacity))
+
+
+async def check_plan(plan: list[tuple[Any, ...]], capacity: int) -> None:
+    hub = Hub(FrameLog(Store(":memory:")), queue_size=capacity)
+    sub = hub.subscribe("c")
+    published: list[dict[str, Any]] = []
+    got: list[dict[str, Any]] = []  # chat frames since the last resume
+    point = 0  # the last resume point
+    seen = 0  # the highest seq the device has seen, connection frames included
+
+    async def take(n: int) -> None:
+        nonlocal seen
+        for _ in range(n):
+            if sub.idle:
+                return
+            frame = await sub.get()
+            assert frame["seq"] >= seen  # a seen seq is always a valid resume point
+            seen = frame["seq"]
+            if frame["type"] != "pong":
+                got.append(frame)
+
+    for n, step in enumerate(plan):
+        match step:
+            case ("publish", kind, message_id):
+                published.append(hub.publish("c", body(kind, message_id, n)))
+            case ("drain", count):
+                await take(count)
+            case ("resume", back):
+                point = seen = max(0, seen - back)
+                got.clear()
+                sub.resume(point)
+            case _:
+                sub.send_local({"type": "pong"})
+    await take(10_000)
+    assert [f["seq"] for f in got] == sorted({f["seq"] for f in got})  # in order, no duplicate
+    after = [f for f in published if f["seq"] > point]
+    essential = [f["seq"] for f in after if f["type"] != "message.update"]
+    assert [f["seq"] for f in got if f["type"] != "message.update"] == essential
+    for message_id in "ab":  # and each message's newest frame always arrives
+        mine = [f["seq"] for f in after if f.get("message_id") == message_id]
+        if mine:
+            assert [f["seq"] for f in got if f.get("message_id") == message_id][-1] == mine[-1]

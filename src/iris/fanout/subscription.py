@@ -116,6 +116,11 @@ class Subscription:
     def pending(self) -> int:
         return len(self._queue)
 
+    @property
+    def idle(self) -> bool:
+        """Would ``get`` wait? (Nothing queued and nothing left to read back from the log.)"""
+        return not self._queue and not self._catching_up
+
     # -- internals -----------------------------------------------------------------------------
     def _read_page(self) -> None:
         chat, log = self.chat_id, self._hub.log
