@@ -216,8 +216,17 @@ async def test_a_refused_connection_did_not_land(api: DiscordAPI, bot: DiscordPl
 async def test_a_wrong_token_fails_login(api: DiscordAPI) -> None:
     platform = DiscordPlatform(DiscordConfig(token="wrong", base_url=api.base_url))
 
-    with pytest.raises(PlatformError, match="token"):
+    with pytest.raises(PlatformError, match="token was refused"):
         await platform.login()
+
+
+async def test_a_missing_token_is_named(api: DiscordAPI) -> None:
+    platform = DiscordPlatform(DiscordConfig(base_url=api.base_url))
+
+    with pytest.raises(PlatformError, match="platforms.discord.token"):
+        await platform.login()
+
+    assert api.calls == []
 
 
 # -- receiving through a fake gateway: HELLO, IDENTIFY, READY, GUILD_CREATE, MESSAGE_CREATE ------

@@ -87,6 +87,8 @@ class DiscordPlatform:
         """Log in over REST only: enough to send, edit and type."""
         if self._client is not None:
             return self._client
+        if not self._config.token:
+            raise PlatformError("discord: platforms.discord.token is not set")
         client = _IrisClient(base_url=self._config.base_url)
         try:
             await self._bounded(client.login(self._config.token))
