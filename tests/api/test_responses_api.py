@@ -269,3 +269,25 @@ def test_agent_tools_run_inside_and_commentary_is_its_own_message(
     assert final.output_text == "Let me look.It is 42."  # the SDK joins message texts as-is
     assert [item.type for item in final.output] == ["message", "message"], "no tool items"
     assert "the secret is 42" in upstream.requests[1].body["messages"][-1]["content"]
+
+
+def test_store_false_is_not_kept(upstream: FakeUpstream, client: OpenAI) -> None:
+    upstream.script(text("Forget me."))
+    response = client.responses.create(model="fake-model", input="hi", store=False)
+    assert response.store is False
+    with pytest.raises(NotFoundError):
+        client.responses.retrieve(response.id)
+    with pytest.raises(NotFoundError):
+        client.responses.create(model="fake-model", input="again", previous_response_id=response.id)
+
+
+def test_instructions_reach_the_model_as_a_system_message(
+    upstream: FakeUpstream, client: OpenAI
+) -> None:
+    upstream.script(text("Ahoy."))
+    response = client.responses.create(
+        model="fake-model", input="hi", instructions="talk like a pirate"
+    )
+    assert response.instructions == "talk like a pirate"
+    sent = upstream.requests[0].body["messages"]
+    assert sent[0]["role"] == "system" and "talk like a pirate" in sent[0]["content"]
