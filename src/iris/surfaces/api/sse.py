@@ -15,9 +15,9 @@ from typing import Any
 DONE = b"data: [DONE]\n\n"
 
 
-def _json(obj: Mapping[str, Any]) -> str:
-    # Compact separators: the payload is parsed by machines, and bytes are latency.
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+# Compact separators: the payload is parsed by machines, and bytes are latency. One encoder
+# for all: json.dumps with options builds a new one per call, a fifth of a chunk's cost.
+_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def data_frame(obj: Mapping[str, Any]) -> bytes:
