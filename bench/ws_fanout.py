@@ -245,6 +245,8 @@ async def run_devices(
         f"p99 {percentile(delays, 99) * 1000:.1f} ms, max {max(delays) * 1000:.1f} ms "
         f"({len(delays)} frames)"
     )
+    p99 = percentile(delays, 99) * 1000
+    print(f"target p99 < 50 ms      {'met' if p99 < 50 else 'MISSED'} ({p99:.1f} ms)")
     print(f"client CPU              {client_cpu:.2f} s for all devices (this process)")
     for ws in sockets:
         await ws.close()
@@ -255,10 +257,12 @@ async def run_devices(
     idle = await asyncio.gather(*(device(url, offer) for _ in range(args.idle)))
     await asyncio.sleep(0.5)
     after = rss_kib(pid)
+    per_connection = (after - before) / args.idle
     print(
-        f"memory per idle conn    {(after - before) / args.idle:.1f} KiB "
+        f"memory per idle conn    {per_connection:.1f} KiB "
         f"(server RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB over {args.idle} connections)"
     )
+    print(f"target < 64 KiB         {'met' if per_connection < 64 else 'MISSED'}")
     for ws in idle:
         await ws.close()
 

@@ -153,3 +153,13 @@ async def test_bearer_header_takes_chat_and_resume_point_from_the_query(
         frames = [json.loads(await ws.recv()) for _ in range(2)]
     assert frames[0] == {"type": "ready", "chat_id": "work", "seq": 0}
     assert frames[1]["type"] == "message" and frames[1]["text"] == "remember this"
+
+
+async def test_a_device_that_never_says_hello_is_closed_with_4401(
+    iris_server: StartServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("iris.surfaces.iris.endpoint.HELLO_TIMEOUT", 0.2)
+    server = await iris_server(streaming=STREAMING)
+    device = await server.connect(None, ready=False)
+    assert await device.closed() == 4401
+    assert device.frames == []
