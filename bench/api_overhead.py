@@ -12,7 +12,8 @@ send time. The same run measures:
   (``--litellm /path/to/venv/bin/litellm`` or ``$LITELLM_BIN``; never in Iris's environment).
 
 and prints, at 1 stream and at N concurrent streams, each path's p50/p99 chunk delay, what the
-proxy adds over direct (p50/p99), and the errors (failed or incomplete streams).
+proxy adds over direct (its percentile minus the direct path's), the proxy's CPU use (% of one
+core, from /proc: near 100 % it saturates) and the errors (failed or incomplete streams).
 
     python bench/api_overhead.py [--chunks 100] [--rate 100] [--concurrent 20]
 
