@@ -1,7 +1,7 @@
 """The iris WebSocket transport: ``GET /iris/ws``, one task pair per connected device.
 
 Connect, authenticate (``Authorization: Bearer <token>``, else a first ``hello`` frame within
-``HELLO_TIMEOUT``), then two loops run until either ends: the sender writes whatever the
+``HELLO_TIMEOUT``), then two loops run until the device goes: the sender writes whatever the
 device's subscription yields; the receiver parses the device's frames and acts on them. Bad
 input gets an ``error`` frame and nothing else happens; more than ``BAD_FRAMES_PER_MINUTE``
 closes the socket with 1008. A bad or missing token closes with 4401 before anything is sent
@@ -131,16 +131,15 @@ class _Connection:
         self._bad: deque[float] = deque()
 
     async def run(self) -> None:
+        # The receiver runs in the connection's own task: one task less per idle device. A
+        # socket the sender can no longer write to also ends the receiver (disconnect).
         sender = asyncio.create_task(self._send_loop())
-        receiver = asyncio.create_task(self._receive_loop())
         try:
-            await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
+            await self._receive_loop()
         finally:
-            for task in (sender, receiver):
-                task.cancel()
-            for task in (sender, receiver):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
 
     async def _send_loop(self) -> None:
         ws = self.ws
