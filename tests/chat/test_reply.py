@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iris.events import (
     Commentary,
@@ -22,6 +24,7 @@ from iris.surfaces.chat.splitter import measure
 from tests.chat.sim import (
     TELEGRAM,
     Failed,
+    Outcome,
     RateLimited,
     SimResult,
     deltas,
@@ -292,3 +295,45 @@ def test_text_after_a_closed_segment_starts_a_new_message() -> None:
     ]
     result = simulate([*events, (2.0, TurnEnded("Four five six."))])
     assert result.chat() == ["One two three.", "Four five six."]
+
+
+_outcome = st.one_of(
+    st.none(),
+    st.builds(RateLimited, st.sampled_from([0.5, 1.0, 3.0])),
+    st.builds(Failed, st.booleans()),
+)
+
+
+def _runs_at_most_two(script: list[Outcome]) -> bool:
+    run = 0
+    for outcome in script:
+        run = run + 1 if outcome is not None else 0
+        if run > 2:
+            return False
+    return True
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    chunks=st.lists(
+        st.sampled_from(["ab ", "cd\n", "ef", "😀 ", "long-word ", "\n\n"]),
+        min_size=1,
+        max_size=120,
+    ),
+    every=st.sampled_from([0.01, 0.05, 0.2]),
+    limit=st.integers(min_value=30, max_value=200),
+    script=st.lists(_outcome, max_size=12).filter(_runs_at_most_two),
+)
+def test_whatever_the_platform_answers_the_text_arrives_once_and_fits(
+    chunks: list[str], every: float, limit: int, script: list[Outcome]
+) -> None:
+    text = "".join(chunks)
+    caps = Capabilities(
+        can_edit=True, max_length=limit, length_unit="utf16", rate=RateBudget(1, 1.0)
+    )
+    result = simulate(reply_of(chunks, every=every), caps=caps, outcomes=script)
+    chat = result.chat()
+    # Nothing lost, nothing twice: the messages, read in order, are the reply.
+    assert "".join(visible(m) for m in chat) == text
+    assert all(measure(m, "utf16") <= limit for m in chat)
+    assert all(c.t >= 0 for c in result.calls)
