@@ -17,7 +17,7 @@ import pytest
 import yaml
 from openai import OpenAI
 
-from tests.fakes.upstream import FakeUpstream, gated
+from tests.fakes.upstream import FakeUpstream, gated, hold
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -132,3 +132,26 @@ def test_a_public_bind_without_a_key_refuses_to_start(tmp_path: Path) -> None:
     assert "refusing to bind 0.0.0.0" in done.stderr
     assert "api_key" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_sigterm_ends_a_stream_that_would_not_finish_cleanly(
+    served: tuple[Served, str], upstream: FakeUpstream
+) -> None:
+    """After uvicorn's grace period the turn is interrupted: the client still gets its text so
+    far, a finish chunk and [DONE] (no connection error), and the upstream is closed."""
+    server, url = served
+    upstream.script(hold("Hel"))
+    with OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=20) as client:
+        stream = client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        chunks = iter(stream)
+        next(chunks)
+        assert next(chunks).choices[0].delta.content == "Hel"
+        server.process.send_signal(signal.SIGTERM)
+        rest = list(chunks)
+    assert rest[-1].choices[0].finish_reason == "stop"
+    assert server.process.wait(20) == 0
+    assert upstream.disconnected.is_set()
+    server.wait_for("Finished server process")
+    assert not any("Traceback" in line for line in server.log)

@@ -64,7 +64,7 @@ class TurnExchange(Response):
         wire: Wire,
         *,
         stream: bool,
-        turns: set[Turn],
+        live: set[TurnExchange],
         release: Callable[[], None],
     ) -> None:
         super().__init__()
@@ -72,24 +72,44 @@ class TurnExchange(Response):
         self._request = request
         self._wire = wire
         self._stream = stream
-        self._turns = turns  # the surface's in-flight turns, interrupted on shutdown
+        self._live = live  # the surface's open exchanges, wound down on shutdown
+        self._closed = asyncio.Event()
         self._release: Callable[[], None] | None = release  # frees the turn's slot, once
         self._head_sent = False
         self._held = b""  # opening frames not yet written
         self._sending = asyncio.Lock()  # the turn and the heartbeat share one stream
         self._last_write = 0.0
         self._ended = False  # the terminal event was seen: the heartbeat stays quiet
+        self._turn: Turn | None = None
 
     # Seconds of silence (an agent tool running) before a stream gets an SSE comment, so
     # proxies with an idle timeout (nginx: 60 s) keep it open. Clients ignore comments.
     heartbeat = 15.0
 
+    def interrupt(self) -> None:
+        """End the turn now (server shutdown): it finishes as interrupted, text so far."""
+        if self._turn is not None:
+            self._turn.interrupt("server shutting down")
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._live.add(self)
         work = asyncio.create_task(self._run(send))
         gone = asyncio.create_task(_disconnected(receive))
         beat = asyncio.create_task(self._beat(send)) if self._stream else None
         try:
-            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                # The server's graceful shutdown ran out of patience: the turn ends as
+                # interrupted, so the client still gets its text so far and a proper end.
+                if not await self._wind_down(work):
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
         finally:
             # A client that left cancels the turn; so does a server that is shutting down.
             tasks = [work, gone] if beat is None else [work, gone, beat]
@@ -97,21 +117,26 @@ class TurnExchange(Response):
                 task.cancel()
             results = await asyncio.gather(*tasks, return_exceptions=True)
             self._free()
+            self._live.discard(self)
+            self._closed.set()
         error = results[0]
         if isinstance(error, Exception) and not isinstance(error, OSError):
             raise error
+
+    async def _wind_down(self, work: asyncio.Task[None]) -> bool:
+        """Interrupt the turn and let it finish its reply; True when it did in time."""
+        self.interrupt()
+        done, _ = await asyncio.wait({work}, timeout=2.0)
+        return work in done and not work.cancelled() and work.exception() is None
 
     async def _run(self, send: Send) -> None:
         ended = False
         try:
             async with self._agent.run(self._request) as turn:
-                self._turns.add(turn)
-                try:
-                    async for event in turn:
-                        ended = ended or isinstance(event, TurnEnded | TurnFailed)
-                        await self._emit(send, event)
-                finally:
-                    self._turns.discard(turn)
+                self._turn = turn
+                async for event in turn:
+                    ended = ended or isinstance(event, TurnEnded | TurnFailed)
+                    await self._emit(send, event)
         except Exception as exc:
             if ended:
                 raise

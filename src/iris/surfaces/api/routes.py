@@ -11,6 +11,7 @@ after it, the encoders report it in-band (see ``exchange``).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import time
@@ -22,7 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from iris.agent.core import Turn, TurnRequest
+from iris.agent.core import TurnRequest
 from iris.events import Event, TurnEnded
 from iris.runtime import Runtime
 from iris.surfaces.api.bodies import ChatCall, ResponsesCall, parse_chat, parse_responses
@@ -130,7 +131,7 @@ class ApiSurface:
         self.runtime = runtime
         self.settings = runtime.config.platforms.api_server
         self.responses = ResponsesStore(runtime.store)
-        self.turns: set[Turn] = set()  # in flight, interrupted on shutdown
+        self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends
         self._key = (self.settings.api_key or "").encode()
 
@@ -152,9 +153,16 @@ class ApiSurface:
         pass
 
     async def stop(self) -> None:
-        # Whatever uvicorn's graceful shutdown did not see finish ends now, as "interrupted".
-        for turn in list(self.turns):
-            turn.interrupt("server shutting down")
+        # uvicorn's graceful shutdown gave open replies their time; what is left ends now, as
+        # interrupted, and is waited for so every client gets a proper end of its reply.
+        open_now = list(self.exchanges)
+        for exchange in open_now:
+            exchange.interrupt()
+        if open_now:
+            waits = [asyncio.create_task(exchange.wait_closed()) for exchange in open_now]
+            _, pending = await asyncio.wait(waits, timeout=3.0)
+            for task in pending:
+                task.cancel()
 
     # -- endpoints ------------------------------------------------------------------------
     def model_names(self) -> list[str]:
@@ -267,7 +275,7 @@ class ApiSurface:
             request,
             wire,
             stream=stream,
-            turns=self.turns,
+            live=self.exchanges,
             release=self._release,
         )
 
