@@ -16,9 +16,9 @@ Printed:
 Targets: p99 < 50 ms; < 64 KiB per idle connection.
 
 It runs twice: devices that do not offer permessage-deflate, then devices that do (the
-``websockets`` default, which uvicorn accepts). Compression costs the server one zlib pass over
-every full snapshot for every device, which is what dominates at 100 devices; a device that
-falls behind then skips superseded snapshots (newest wins), so the printed update count drops.
+``websockets`` default). ``iris serve`` declines compression (``UVICORN_WS_OPTIONS``): it cost
+one zlib pass over every full snapshot for every device and ~35 KiB per idle connection, so
+both runs should now look alike.
 
     python bench/ws_fanout.py [--devices 100] [--deltas 2000] [--rate 200] [--idle 500]
                               [--compression both|on|off]
@@ -107,7 +107,7 @@ def serve(port: int, deltas: int, rate: float, times_file: str, db: str) -> None
 
     from iris.config import config_from_dict
     from iris.runtime import Runtime
-    from iris.server import build_app
+    from iris.server import UVICORN_WS_OPTIONS, build_app
 
     config = config_from_dict(
         {
@@ -119,7 +119,8 @@ def serve(port: int, deltas: int, rate: float, times_file: str, db: str) -> None
     )
     agent: Any = ScriptedAgent(deltas, rate, times_file)
     app = build_app(config, Runtime.create(config, agent=agent))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=1 << 20)
+    # The same WebSocket options as ``iris serve``.
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", **UVICORN_WS_OPTIONS)
 
 
 # ---------------------------------------------------------------- the devices (this process)

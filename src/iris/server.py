@@ -14,6 +14,7 @@ import ipaddress
 import signal
 from collections.abc import AsyncGenerator
 from types import FrameType
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -45,12 +46,6 @@ def check_bind_safety(config: Config) -> None:
         raise ConfigError(
             f"refusing to bind {host}: the API server has no key; set "
             "platforms.api_server.api_key or bind 127.0.0.1"
-        )
-    iris = config.platforms.iris
-    if iris.enabled and not iris.tokens:
-        raise ConfigError(
-            f"refusing to bind {host}: the iris socket has no device tokens; set "
-            "platforms.iris.tokens or bind 127.0.0.1"
         )
 
 
@@ -105,6 +100,14 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     return app
 
 
+UVICORN_WS_OPTIONS: dict[str, Any] = {
+    "ws_max_size": 1 << 20,
+    # permessage-deflate cost ~35 KiB of zlib state per idle device and most of the fan-out
+    # CPU (bench/ws_fanout.py); iris frames are small JSON on a local or LAN link.
+    "ws_per_message_deflate": False,
+}
+
+
 def serve(config: Config) -> None:
     """Run ``iris serve`` until Ctrl-C / SIGTERM (uvicorn handles both gracefully)."""
     import uvicorn
@@ -121,7 +124,7 @@ def serve(config: Config) -> None:
             port=config.server.port,
             log_level="info",
             timeout_graceful_shutdown=5,
-            ws_max_size=1 << 20,
+            **UVICORN_WS_OPTIONS,
         )
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -114,14 +114,20 @@ async def test_bearer_header_and_hello_both_authenticate(iris_server: StartServe
     assert by_hello.frames[0] == {"type": "ready", "chat_id": "work", "seq": 0}
 
 
-async def test_with_no_tokens_configured_a_local_socket_is_open(
+async def test_with_no_tokens_configured_every_device_is_refused(
     iris_server: StartServer,
 ) -> None:
     server = await iris_server(streaming=STREAMING, iris={"tokens": []})
     device = await server.connect(None, ready=False)
     await device.send({"type": "hello"})
-    assert (await device.recv())["type"] == "ready"
-    await server.connect("anything", header=True)
+    with pytest.raises(ConnectionClosed) as closed:
+        await device.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    device = await server.connect(None, ready=False)
+    await device.send({"type": "hello", "token": ""})
+    with pytest.raises(ConnectionClosed) as closed:
+        await device.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
 
 
 def test_parse_accepts_the_documented_requests() -> None:

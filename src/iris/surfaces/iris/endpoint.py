@@ -4,8 +4,8 @@ Connect, authenticate (``Authorization: Bearer <token>``, else a first ``hello``
 ``HELLO_TIMEOUT``), then two loops run until the device goes: the sender writes whatever the
 device's subscription yields; the receiver parses the device's frames and acts on them. Bad
 input gets an ``error`` frame and nothing else happens; more than ``BAD_FRAMES_PER_MINUTE``
-closes the socket with 1008. A bad or missing token closes with 4401 before anything is sent
-(when ``platforms.iris.tokens`` is empty the socket is open, which only loopback allows).
+closes the socket with 1008. A bad or missing token closes with 4401 before anything is sent;
+with ``platforms.iris.tokens`` empty every device is refused (secure by default).
 """
 
 from __future__ import annotations
@@ -55,7 +55,11 @@ class IrisSurface:
         return [WebSocketRoute("/iris/ws", self._endpoint)]
 
     async def start(self) -> None:
-        return None
+        if not self.settings.tokens:
+            log.warning(
+                "platforms.iris.tokens is empty: the iris socket refuses every device; "
+                "add a device token to use iris app"
+            )
 
     async def stop(self) -> None:
         await asyncio.gather(*(room.close() for room in self.rooms.values()))
@@ -109,11 +113,7 @@ class IrisSurface:
         return None
 
     def _token_ok(self, token: str) -> bool:
-        if not self.settings.tokens:
-            # No tokens configured: open, like the API server without a key. ``iris serve``
-            # refuses to bind anything but loopback in that case (server.check_bind_safety).
-            return True
-        # Compare against every token in constant time: no early exit leaks which one matched.
+        # No tokens configured: nobody gets in. Compare against every token in constant time: no early exit leaks which one matched.
         found = False
         for known in self.settings.tokens:
             found |= hmac.compare_digest(token.encode(), known.encode())
