@@ -34,6 +34,7 @@ from tests.fakes.upstream import (
     hold,
     reasoning,
     reject_stream,
+    stream_error,
     text,
     tool_call,
 )
@@ -360,3 +361,12 @@ async def test_responses_api_mode(upstream: FakeUpstream, make_config: MakeConfi
     end = last(events)
     assert isinstance(end, TurnEnded) and end.text == "Fine." and end.reasoning == "Summary"
     assert json.loads(json.dumps(end.usage)) == end.usage
+
+
+async def test_in_band_stream_error_keeps_shown_text(agent: Agent, upstream: FakeUpstream) -> None:
+    upstream.script(stream_error("Half ", "way", message="model overloaded"))
+    events = await collect(agent, TurnRequest(messages=USER))
+    end = last(events)
+    assert isinstance(end, TurnFailed)
+    assert "model overloaded" in end.message and end.partial_text == "Half way"
+    assert texts(events) == "Half way"
