@@ -44,7 +44,7 @@ class IrisApp(App[None]):
     #status { height: auto; padding: 0 1; background: $panel; color: $text-muted; }
     #status.connected { color: $text-success; }
     #status.offline, #status.unauthorized { color: $text-warning; }
-    #chat { height: 1fr; padding: 1 0 0 0; }
+    #chat { height: 1fr; padding: 1 0 0 0; scrollbar-gutter: stable; }
     #composer { dock: bottom; margin: 0 1 1 1; }
     """
     BINDINGS = [

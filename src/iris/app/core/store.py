@@ -99,8 +99,9 @@ class ChatStore:
         self.streaming = on
 
     def reveal_rate(self, message_id: str) -> float | None:
+        """The live bubble's base rate (chars/s) from the speed setting; None once revealed."""
         reveal = self._reveals.get(message_id)
-        return reveal.rate if reveal else None
+        return reveal.base_rate if reveal else None
 
     # -- input ------------------------------------------------------------------------------
 

@@ -1,0 +1,131 @@
+"""Markdown drawn as cached lines (Textual's Line API), so layout cost does not grow with a reply.
+
+A widget per Markdown element (what Textual's ``Markdown`` mounts) makes every layout walk the
+whole reply: a frame cost 30 ms at the start of a long reply and 200 ms a few thousand
+characters later. Here each settled block is rendered to lines once, from the splitter's own
+tokens (no second parse), and a bubble's body is two widgets whatever its length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from markdown_it.token import Token
+from rich.console import Console
+from rich.markdown import Markdown as RichMarkdown
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+from iris.app.core.mdstream import Block
+
+
+def render_tokens(
+    tokens: Sequence[Token], console: Console, width: int, style: Style
+) -> list[Strip]:
+    """Rich's Markdown renderer over already-parsed tokens."""
+    markdown = RichMarkdown("", code_theme="monokai", hyperlinks=False)
+    markdown.parsed = list(tokens)
+    options = console.options.update_width(max(width, 1))
+    lines = console.render_lines(markdown, options, style=style, pad=True)
+    # Rich opens a list with an empty line; the gap between blocks is ours to draw.
+    while lines and _blank(lines[0], style):
+        lines.pop(0)
+    while lines and _blank(lines[-1], style):
+        lines.pop()
+    return [Strip(Segment.adjust_line_length(line, width, style), width) for line in lines]
+
+
+def _blank(line: list[Segment], base: Style) -> bool:
+    """Empty and without a background of its own (a code block's padding is not blank)."""
+    return all(
+        not segment.text.strip()
+        and (segment.style is None or segment.style.bgcolor in (None, base.bgcolor))
+        for segment in line
+    )
+
+
+class MarkdownLines(Widget):
+    """Base: a list of strips with the height it implies."""
+
+    DEFAULT_CSS = "MarkdownLines { height: auto; width: 1fr; }"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._width = -1
+
+    def lines_for(self, width: int) -> list[Strip]:
+        raise NotImplementedError
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.lines_for(width))
+
+    def render_line(self, y: int) -> Strip:
+        lines = self.lines_for(self.size.width)
+        return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
+
+
+class SettledLines(MarkdownLines):
+    """Settled blocks: each rendered once (again only if the width changes), never touched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: list[Block] = []
+        self._rendered: list[list[Strip]] = []
+        self._lines: list[Strip] = []
+        self.renders = 0  # block renders, for tests: equals len(blocks) at a fixed width
+
+    def add(self, blocks: Sequence[Block]) -> None:
+        self.blocks.extend(blocks)
+        self.refresh(layout=True)
+
+    def clear(self) -> None:
+        self.blocks = []
+        self._rendered = []
+        self._lines = []
+        self.refresh(layout=True)
+
+    def lines_for(self, width: int) -> list[Strip]:
+        if width != self._width:
+            self._width = width
+            self._rendered = []
+            self._lines = []
+        style = self.rich_style
+        for block in self.blocks[len(self._rendered) :]:
+            strips = render_tokens(block.tokens, self.app.console, width, style)
+            self.renders += 1
+            if self._rendered:
+                self._lines.append(Strip.blank(width, style))  # Rich's gap between blocks
+            self._rendered.append(strips)
+            self._lines.extend(strips)
+        return self._lines
+
+
+class TailLines(MarkdownLines):
+    """The unstable tail, re-rendered when it changes (at most once per frame tick)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tokens: list[Token] = []
+        self._gap = False
+        self._lines: list[Strip] | None = None
+        self.paints = 0
+
+    def set_tokens(self, tokens: list[Token], gap: bool) -> None:
+        self._tokens = tokens
+        self._gap = gap and bool(tokens)
+        self._lines = None
+        self.refresh(layout=True)
+
+    def lines_for(self, width: int) -> list[Strip]:
+        if self._lines is None or width != self._width:
+            self._width = width
+            style = self.rich_style
+            lines = (
+                render_tokens(self._tokens, self.app.console, width, style) if self._tokens else []
+            )
+            self._lines = ([Strip.blank(width, style)] if self._gap else []) + lines
+            self.paints += 1
+        return self._lines
