@@ -161,3 +161,45 @@ async def test_html_artifact_card_after_the_reveal(
         await until(pilot, lambda: artifact_path("m1").exists())
         assert artifact_path("m1").read_text() == page + "\n"
         assert artifact_path("m1").is_relative_to(isolated_home)
+
+
+async def test_tool_card_spins_until_it_ends_then_marks_failure(server: FakeIrisServer) -> None:
+    app = make_app(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"run it", "enter")
+        await server.emit(
+            {
+                "type": "tool.start",
+                "index": 1,
+                "name": "terminal",
+                "preview": "make test",
+                "args": {"command": "make test"},
+            }
+        )
+        spinner = re.compile(r'[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] 💻 terminal: "make test"')
+        await until(pilot, lambda: bool(spinner.search(screen_text(app))))
+        await server.emit(
+            {"type": "tool.progress", "index": 1, "name": "terminal", "note": "running 12 tests"}
+        )
+        await until(pilot, lambda: "running 12 tests" in screen_text(app))
+        await server.emit(
+            {
+                "type": "tool.end",
+                "index": 1,
+                "name": "terminal",
+                "ok": False,
+                "duration": 2.5,
+                "output_preview": "1 failed",
+            }
+        )
+        await until(pilot, lambda: '✗ 💻 terminal: "make test" · 2.5s' in screen_text(app))
+        assert not spinner.search(screen_text(app))
+
+
+async def test_escape_asks_the_server_to_stop_the_reply(server: FakeIrisServer) -> None:
+    app = make_app(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press("escape")
+        assert (await server.wait_for("turn.cancel"))["type"] == "turn.cancel"
