@@ -89,7 +89,7 @@ async def test_dropped_connection_resumes_after_the_last_seq(server: FakeIrisSer
         assert "reconnecting" in screen_text(app)
         release.set()  # the rest of the turn happens while the app is away
         await server.wait_until(lambda: server.seq == 4)
-        resume = await server.wait_for("resume")
+        resume = await server.wait_for("resume", count=2)  # the first was at start-up
         assert resume["after_seq"] == 2
         await until(pilot, lambda: app.status.state == "connected" and settled(app))
         assert [b.bubble.shown for b in bubbles(app)] == ["hi", "Part one. Part two."]
@@ -139,3 +139,15 @@ async def test_message_from_another_device_appears(server: FakeIrisServer) -> No
         await until(pilot, lambda: len(bubbles(app)) == 1)
         assert bubbles(app)[0].has_class("user")
         assert isinstance(bubbles(app)[0], MessageBubble)
+
+
+async def test_start_up_shows_the_chat_so_far(server: FakeIrisServer) -> None:
+    await server.emit({"type": "message", "message_id": "u1", "role": "user", "text": "earlier q"})
+    await server.emit({"type": "message.start", "message_id": "m1", "role": "assistant"})
+    await server.emit({"type": "message.update", "message_id": "m1", "text": "earlier answer"})
+    await server.emit({"type": "message.stop", "message_id": "m1", "final_text": "earlier answer"})
+    app = make_app(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: len(bubbles(app)) == 2 and settled(app))
+        assert [b.bubble.text for b in bubbles(app)] == ["earlier q", "earlier answer"]
+        assert (await server.wait_for("resume"))["after_seq"] == 0

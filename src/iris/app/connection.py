@@ -118,9 +118,9 @@ class IrisConnection:
         self.connects += 1
         self._on_frame(first)
         self._on_status(Status("connected", self.url))
-        after = self._resume_point()
-        if after > 0:
-            await socket.send(json.dumps({"type": "resume", "after_seq": after}))
+        # Everything after the last seq applied: the missed part of a turn after a drop, or on a
+        # fresh start (0) the chat so far — as a replay, or a `sync` if the log is trimmed.
+        await socket.send(json.dumps({"type": "resume", "after_seq": self._resume_point()}))
         async for raw in socket:
             frame = json.loads(raw)
             if isinstance(frame, dict):
