@@ -158,6 +158,22 @@ async def test_what_is_typed_during_a_reply_waits_in_the_next_prompt(
         assert sent == {"role": "user", "content": "follow up please"}
 
 
+async def test_a_line_finished_during_a_reply_is_sent_after_it(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    upstream.script(gated("Rep", "ly.", after=1), text("Sure."))
+    async with chat_on_terminal(streaming(make_config, upstream)) as s:
+        s.type("first\r")
+        assert await asyncio.to_thread(upstream.gate_reached.wait, 5.0)
+        s.type("and then\r")
+        await s.see("next: and then ⏎")
+        upstream.release()
+        shown = await s.replies(2)  # no second Enter needed
+        sent = upstream.requests[-1].body["messages"][-1]
+        assert sent == {"role": "user", "content": "and then"}
+        assert shown.index("Reply.") < shown.index("❯ and then") < shown.index("Sure.")
+
+
 async def test_streaming_off_prints_the_whole_reply_at_once(
     make_config: MakeConfig, upstream: FakeUpstream
 ) -> None:

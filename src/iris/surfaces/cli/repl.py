@@ -118,11 +118,21 @@ class Chat:
     async def run(self) -> int:
         try:
             await self.say(self.banner())
+            queued: list[str] = []  # lines finished (Enter) while a reply streamed
+            draft = ""
             while True:
-                try:
-                    line = await self.prompt.read(self.screen.take_typed())
-                except EOFError:
-                    return 0
+                *finished, tail = self.screen.take_typed().split("\n")
+                queued.extend(line for line in finished if line.strip())
+                draft += tail
+                if queued:
+                    line = queued.pop(0)
+                    await self.say(f"❯ {line}")
+                else:
+                    try:
+                        line = await self.prompt.read(draft)
+                    except EOFError:
+                        return 0
+                    draft = ""
                 if not line.strip():
                     continue
                 if is_command(line):

@@ -63,7 +63,8 @@ class Screen(Protocol):
         ...
 
     def take_typed(self) -> str:
-        """What the user typed while the last turn ran, for the next prompt (then forgotten)."""
+        """What the user typed while the last turn ran (lines ended by Enter are to be sent;
+        the rest fills the next prompt), then forgotten."""
         ...
 
 
@@ -101,15 +102,22 @@ class LiveScreen:
             if event.data.isprintable():
                 self._typed += event.data
 
+        @bindings.add("enter")
+        def _submit(event: KeyPressEvent) -> None:
+            # A line finished while a reply streams is sent after it, as the user meant.
+            self._typed += "\n"
+
         @bindings.add("backspace")
         def _erase(event: KeyPressEvent) -> None:
-            self._typed = self._typed[:-1]
+            if not self._typed.endswith("\n"):
+                self._typed = self._typed[:-1]
 
         def status() -> list[Piece]:
             # A spinner and the time so far: a slow first token or a long tool is not a hang.
             elapsed = time.monotonic() - started_at
             spin = _SPINNER[int(elapsed * 10) % len(_SPINNER)]
-            typed = f" · next: {self._typed[-40:]}" if self._typed else ""
+            shown = self._typed[-40:].replace("\n", " ⏎ ")
+            typed = f" · next: {shown}" if self._typed else ""
             return [("class:footer", f"{spin} {elapsed:.0f} s · {self._status}{typed}")]
 
         live = Window(
