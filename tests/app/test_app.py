@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-
-import pytest
 
 from iris.app.widgets.bubble import MessageBubble
 from iris.app.widgets.reasoning import ReasoningBlock
@@ -13,12 +10,6 @@ from iris.app.widgets.toolcard import ToolCard
 from tests.fakes.iris_server import FakeIrisServer, full_turn
 
 from .driver import SIZE, bubbles, make_app, screen_text, settled, until
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeIrisServer]:
-    async with FakeIrisServer() as running:
-        yield running
 
 
 async def test_full_turn_renders_in_order(server: FakeIrisServer) -> None:

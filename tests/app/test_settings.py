@@ -6,10 +6,8 @@ import argparse
 import asyncio
 import json
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from textual.widgets import Select, Switch
 
 from iris.app.main import resolve_settings
@@ -19,12 +17,6 @@ from iris.app.widgets.toolcard import ToolCard
 from tests.fakes.iris_server import FakeIrisServer, full_turn
 
 from .driver import SIZE, bubbles, make_app, screen_text, settled, until
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeIrisServer]:
-    async with FakeIrisServer() as running:
-        yield running
 
 
 async def choose(pilot, select_id: str, label: str) -> None:  # noqa: ANN001 - Pilot

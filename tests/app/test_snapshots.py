@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,6 @@ from .driver import SIZE, bubbles, make_app, screen_text, settled, until
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 DOCS_SHOT = Path(__file__).parents[2] / "docs" / "app-turn.svg"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeIrisServer]:
-    async with FakeIrisServer() as running:
-        yield running
 
 
 def normalized(svg: str, port: int) -> str:

@@ -4,10 +4,8 @@ view follows only when at the bottom, typing, reasoning copy and the HTML artifa
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from textual.containers import VerticalScroll
 
 from iris.app.widgets.artifact import ArtifactCard, artifact_path
@@ -21,12 +19,6 @@ REPLY = "".join(
     f"```python\nprint({n})\n```\n\n| k | v |\n| - | - |\n| {n} | {n * n} |\n\n"
     for n in range(1, 7)
 )
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeIrisServer]:
-    async with FakeIrisServer() as running:
-        yield running
 
 
 async def stream(server: FakeIrisServer, message_id: str, text: str, step: int) -> None:
