@@ -11,9 +11,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from iris.app.core.cursor import with_cursor
-from iris.app.core.mdstream import MarkdownFeed
+from iris.app.core.cursor import CURSOR, with_cursor
+from iris.app.core.mdstream import MarkdownFeed, make_parser
 from iris.app.widgets.lines import SettledLines, TailLines
+
+_LONE_CURSOR = make_parser().parse(CURSOR)
 
 
 class MarkdownBody(Vertical):
@@ -59,6 +61,7 @@ class MarkdownBody(Vertical):
             return
         self._shown = wanted
         tail = self._feed.splitter.tail_tokens
-        self.tail.set_tokens(
-            with_cursor(tail) if streaming else list(tail), gap=bool(self.settled.blocks)
-        )
+        if streaming:
+            # Nothing revealed yet: a lone cursor says the reply is on its way.
+            tail = with_cursor(tail) if tail else _LONE_CURSOR
+        self.tail.set_tokens(list(tail), gap=bool(self.settled.blocks))
