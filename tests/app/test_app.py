@@ -28,10 +28,11 @@ async def test_full_turn_renders_in_order(server: FakeIrisServer) -> None:
         assert not m3.has_class("commentary")
         # The tool card hangs under the bubble of its segment; reasoning sits above the answer.
         [card] = m1.query(ToolCard)
-        assert card.call.ok and '✓ 💻 terminal: "ls -la" · 0.4s' in screen_text(app)
+        assert card.call.ok
+        await until(pilot, lambda: '✓ 💻 terminal: "ls -la" · 0.4s' in screen_text(app))
         reasoning = m3.query_one(ReasoningBlock)
         assert m3.children.index(reasoning) < m3.children.index(m3.body)
-        assert "fake-model · 42 tokens" in screen_text(app)
+        await until(pilot, lambda: "fake-model · 42 tokens" in screen_text(app))
         assert not app.store.typing
 
 
@@ -57,7 +58,7 @@ async def test_streaming_bubble_waits_for_the_reveal_and_shows_a_cursor(
         await until(pilot, lambda: bubble.bubble.stopped)
         assert bubble.streaming  # stopped, but still revealing
         await until(pilot, lambda: settled(app), within=10)
-        assert "▉" not in screen_text(app)
+        await until(pilot, lambda: "▉" not in screen_text(app))
         assert bubble.bubble.shown == answer
 
 
@@ -77,7 +78,7 @@ async def test_dropped_connection_resumes_after_the_last_seq(server: FakeIrisSer
         await until(pilot, lambda: app.store.last_seq == 2)
         await server.drop()
         await until(pilot, lambda: app.status.state == "reconnecting")
-        assert "reconnecting" in screen_text(app)
+        await until(pilot, lambda: "reconnecting" in screen_text(app))
         release.set()  # the rest of the turn happens while the app is away
         await server.wait_until(lambda: server.seq == 4)
         resume = await server.wait_for("resume", count=2)  # the first was at start-up

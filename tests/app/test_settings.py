@@ -37,7 +37,8 @@ async def test_tool_detail_changes_live_and_is_saved(server: FakeIrisServer) -> 
         await until(pilot, lambda: app.connection.connected)
         await pilot.press(*"go", "enter")
         await until(pilot, lambda: len(bubbles(app)) == 4 and settled(app))
-        assert 'terminal: "ls -la"' in screen_text(app)  # truncated: the one-line summary
+        # Truncated: the one-line summary.
+        await until(pilot, lambda: 'terminal: "ls -la"' in screen_text(app))
         await pilot.press("f2")
         await until(pilot, lambda: isinstance(app.screen, SettingsScreen))
         await choose(pilot, "#tool-detail", "Everything")

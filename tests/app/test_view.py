@@ -42,12 +42,11 @@ async def test_settled_blocks_are_drawn_once_and_the_tail_at_most_once_a_frame(
         await until(pilot, lambda: len(blocks.blocks) >= 6, within=10)
         early = list(blocks.blocks)
         await until(pilot, lambda: settled(app), within=15)
+        await until(pilot, lambda: "Part 6" in (t := screen_text(app)) and "▉" not in t)
         # The same blocks, in place, each rendered exactly once while the reply grew.
         assert all(a is b for a, b in zip(early, blocks.blocks[: len(early)], strict=True))
         assert blocks.renders == len(blocks.blocks) > len(early)
         assert bubble.body.tail_paints - start_paints <= app._frame - start_frame + 1
-        text = screen_text(app)
-        assert "Part 6" in text and "▉" not in text
 
 
 async def test_an_ordered_list_streamed_by_character_stays_one_list(
@@ -61,8 +60,8 @@ async def test_an_ordered_list_streamed_by_character_stays_one_list(
         [bubble] = bubbles(app)
         kinds = [token.type for token in bubble.body.tokens()]  # type: ignore[attr-defined]
         assert kinds.count("ordered_list_open") == 1
-        text = screen_text(app)
-        assert re.search(r"2\.? two", text) and re.search(r"3\.? three", text)
+        numbered = re.compile(r"1\.? one\n.*2\.? two\n.*3\.? three")
+        await until(pilot, lambda: bool(numbered.search(screen_text(app))))
 
 
 async def test_view_follows_new_text_only_while_at_the_bottom(server: FakeIrisServer) -> None:
@@ -129,6 +128,7 @@ async def test_reasoning_sits_above_the_answer_and_copies(server: FakeIrisServer
         await until(pilot, lambda: len(app.query(ReasoningBlock)) == 2 and settled(app))
         short_block, long_block = app.query(ReasoningBlock)
         assert not short_block.collapsed and long_block.collapsed  # long starts collapsed
+        await until(pilot, lambda: "short thought" in (t := screen_text(app)) and "Answer." in t)
         text = screen_text(app)
         assert text.index("short thought") < text.index("Answer.")
         await pilot.click("#copy-reasoning")
