@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from iris.app.core.graphemes import is_boundary
 from iris.app.core.reveal import Reveal, chars_per_second
@@ -122,3 +124,34 @@ def test_reveal_never_cuts_inside_a_grapheme() -> None:
         now += FRAME / 3
         reveal.tick(now)
         assert is_boundary(text, reveal.shown), repr(reveal.text[-6:])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.sampled_from(["a", "b", " ", "\n", "é", "👍🏽", "🇫🇷", "👨‍👩‍👧"]), max_size=20
+            ).map("".join),
+            st.booleans(),  # extend the snapshot, or rewrite it
+            st.floats(0, 0.5),  # time until the next snapshot
+        ),
+        max_size=30,
+    ),
+    st.sampled_from([0.2, 0.5, 0.8]),
+)
+def test_shown_text_is_always_a_whole_grapheme_prefix_of_the_latest_snapshot(
+    pushes: list[tuple[str, bool, float]], smoothness: float
+) -> None:
+    reveal, now, snapshot = Reveal(smoothness, now=0.0), 0.0, ""
+    for text, extend, wait in pushes:
+        snapshot = snapshot + text if extend else text
+        reveal.push(snapshot, now=now)
+        for _ in range(int(wait * 30)):
+            now += FRAME
+            reveal.tick(now)
+            assert snapshot.startswith(reveal.text)
+            assert is_boundary(snapshot, reveal.shown)
+    for _ in range(400):  # given time, it always catches up
+        now += FRAME
+        reveal.tick(now)
+    assert reveal.text == snapshot
