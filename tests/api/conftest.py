@@ -7,17 +7,16 @@ clients, async clients and raw sockets can all talk to it over 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 
 from iris.config import Config
 from iris.server import build_app
 from tests.conftest import MakeConfig
+from tests.fakes import loopback
 from tests.fakes.upstream import FakeUpstream
 
 
@@ -25,9 +24,7 @@ class IrisServer:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.app = build_app(config)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(128)
+        self._sock = loopback.bind()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
@@ -70,26 +67,10 @@ class IrisServer:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        config = uvicorn.Config(self.app, log_config=None, access_log=False, loop="none")
-        config.load()
-        server = uvicorn.Server(config)
-        server.lifespan = config.lifespan_class(config)
-        await server.startup(sockets=[self._sock])
+        server = await loopback.start(self.app, self._sock)
         self._ready.set()
         await self._stop.wait()
-        # uvicorn's own shutdown polls every 0.1 s; close the same things, polling fast.
-        for listener in server.servers:
-            listener.close()
-        state = server.server_state
-        for connection in list(state.connections):
-            connection.shutdown()
-        for _ in range(400):
-            if not state.connections and not state.tasks:
-                break
-            await asyncio.sleep(0.005)
-        for task in list(state.tasks):
-            task.cancel()
-        await server.lifespan.shutdown()
+        await loopback.stop(server)
 
 
 StartIris = Callable[..., IrisServer]

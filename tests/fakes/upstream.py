@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.fakes import loopback
 from tests.fakes.scenarios import (
     Event,
     Received,
@@ -187,9 +187,7 @@ class FakeUpstream:
 
     def start(self) -> FakeUpstream:
         # Bind before the thread starts: clients may connect at once (the backlog holds them).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
+        sock = loopback.bind()
         self._socket, self._port = sock, sock.getsockname()[1]
         ready = threading.Event()
         self._thread = threading.Thread(
@@ -246,33 +244,10 @@ class FakeUpstream:
     async def _serve(self, sock: socket.socket, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake, self._stop = asyncio.Event(), asyncio.Event()
-        config = uvicorn.Config(
-            self._app(), lifespan="off", log_config=None, access_log=False, loop="none"
-        )
-        config.load()
-        server = uvicorn.Server(config)
-        server.lifespan = config.lifespan_class(config)
-        await server.startup(sockets=[sock])
+        server = await loopback.start(self._app(), sock, lifespan="off")
         ready.set()
         await self._stop.wait()
-        await self._shutdown(server)
-
-    async def _shutdown(self, server: uvicorn.Server) -> None:
-        # uvicorn's own shutdown sleeps 0.1 s and polls every 0.1 s; tests start and stop a
-        # server each, so close the same things but poll fast.
-        for listener in server.servers:
-            listener.close()
-        state = server.server_state
-        for connection in list(state.connections):
-            connection.shutdown()
-        for _ in range(400):
-            if not state.connections and not state.tasks:
-                break
-            await asyncio.sleep(0.005)
-        for task in list(state.tasks):
-            task.cancel()
-        for listener in server.servers:
-            await listener.wait_closed()
+        await loopback.stop(server)
 
     # ------------------------------------------------------------ HTTP
 

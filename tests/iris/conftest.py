@@ -22,9 +22,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from iris.config import Config
-from iris.server import build_app
+from iris.server import UVICORN_WS_OPTIONS, build_app
 from iris.surfaces.iris.endpoint import IrisSurface
 from tests.conftest import MakeConfig
+from tests.fakes import loopback
 from tests.fakes.upstream import FakeUpstream
 
 TOKEN = "t1"
@@ -98,7 +99,7 @@ class IrisServer:
         """Shut the server down as ``iris serve`` does on SIGTERM (devices see 1012)."""
         if not self.stopped:
             self.stopped = True
-            await _stop(self.uvicorn)
+            await loopback.stop(self.uvicorn)
 
     async def connect(
         self,
@@ -159,15 +160,8 @@ async def iris_server(
         platforms["iris"].update(sections.pop("iris", {}))
         config = make_config(upstream.base_url, platforms=platforms, **sections)
         app = build_app(config)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        server = uvicorn.Server(
-            uvicorn.Config(app, lifespan="on", log_config=None, ws_max_size=1 << 20)
-        )
-        server.config.load()
-        server.lifespan = server.config.lifespan_class(server.config)
-        await server.startup(sockets=[sock])
+        sock = loopback.bind()
+        server = await loopback.start(app, sock, **UVICORN_WS_OPTIONS)
         port = sock.getsockname()[1]
         surface = next(s for s in _surfaces(app) if isinstance(s, IrisSurface))
         handle = IrisServer(config, f"ws://127.0.0.1:{port}/iris/ws", surface, server)
@@ -191,19 +185,3 @@ def _surfaces(app: Any) -> list[Any]:
         if owner is not None:
             return [owner]
     return []
-
-
-async def _stop(server: uvicorn.Server) -> None:
-    # uvicorn's own shutdown sleeps and polls in 0.1 s steps; close the same things, faster.
-    for listener in server.servers:
-        listener.close()
-    state = server.server_state
-    for connection in list(state.connections):
-        connection.shutdown()
-    for _ in range(200):
-        if not state.connections and not state.tasks:
-            break
-        await asyncio.sleep(0.01)
-    for task in list(state.tasks):
-        task.cancel()
-    await server.lifespan.shutdown()
