@@ -142,11 +142,7 @@ def _terminal_tool(config: ToolsConfig) -> Tool:
     return Tool(
         name="terminal",
         description="Run a shell command and return its output (stdout and stderr).",
-        parameters={
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "the shell command"}},
-            "required": ["command"],
-        },
+        parameters=_one_string("command", "the shell command"),
         run=run,
     )
 
@@ -169,13 +165,18 @@ def _read_file_tool(config: ToolsConfig) -> Tool:
     return Tool(
         name="read_file",
         description="Read a text file and return its content.",
-        parameters={
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": "the file path"}},
-            "required": ["path"],
-        },
+        parameters=_one_string("path", "the file path"),
         run=run,
     )
+
+
+def _one_string(name: str, description: str) -> dict[str, Any]:
+    """The JSON Schema of an arguments object with one required string."""
+    return {
+        "type": "object",
+        "properties": {name: {"type": "string", "description": description}},
+        "required": [name],
+    }
 
 
 def _read_head(path: Path, size: int) -> bytes:
