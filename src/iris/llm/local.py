@@ -44,11 +44,14 @@ def packaged_model_path() -> Path:
 
 @contextlib.contextmanager
 def _quiet_stderr() -> Generator[None]:
+    """Silence llama.cpp while it loads: it writes to fd 2 from C, and its log callback prints
+    to ``sys.stderr``, which under prompt_toolkit's ``patch_stdout`` lands in the chat."""
     saved = os.dup(2)
     try:
-        with open(os.devnull, "wb") as null:
+        with open(os.devnull, "wb") as null, open(os.devnull, "w") as text:
             os.dup2(null.fileno(), 2)
-        yield
+            with contextlib.redirect_stderr(text):
+                yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
