@@ -25,6 +25,7 @@ from iris.app.core.store import ChatStore
 from iris.app.settings import Settings, save_settings
 from iris.app.settings_screen import SettingsScreen
 from iris.app.widgets.bubble import MessageBubble
+from iris.app.widgets.lines import warm_up_highlighting
 from iris.app.widgets.typing_indicator import TypingIndicator
 
 FPS = 30
@@ -71,6 +72,7 @@ class IrisApp(App[None]):
         self.connection = self._connection(retry_min)
         self._retry_min = retry_min
         self._link_task: asyncio.Task[None] | None = None
+        self._warm_up: asyncio.Task[None] | None = None
         self._widgets: dict[str, MessageBubble] = {}
         self._epoch = 0
         self._frame = 0
@@ -102,10 +104,12 @@ class IrisApp(App[None]):
         self._show_status()
         self._link_task = asyncio.create_task(self.connection.run())
         self.set_interval(1 / FPS, self._tick)
+        self._warm_up = asyncio.create_task(asyncio.to_thread(warm_up_highlighting))
 
     async def on_unmount(self) -> None:
-        if self._link_task is not None:
-            self._link_task.cancel()
+        for task in (self._link_task, self._warm_up):
+            if task is not None:
+                task.cancel()
 
     # -- from the connection ------------------------------------------------------------------
 

@@ -69,6 +69,9 @@ class SettingsScreen(ModalScreen[None]):
                 yield Input(s.token, password=True, id="token")
             yield Button("Done", id="done", variant="primary")
 
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).border_title = "Settings"
+
     def _change(self, **values: object) -> None:
         self.settings = replace(self.settings, **values)  # type: ignore[arg-type]
         self._on_change(self.settings)

@@ -8,6 +8,7 @@ tokens (no second parse), and a bubble's body is two widgets whatever its length
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from markdown_it.token import Token
@@ -45,6 +46,20 @@ def _blank(line: list[Segment], base: Style) -> bool:
         and (segment.style is None or segment.style.bgcolor in (None, base.bgcolor))
         for segment in line
     )
+
+
+def warm_up_highlighting() -> None:
+    """Look up a lexer name that does not exist, once, off the render path.
+
+    An unknown fence language (``pyth`` while ``python`` is still arriving, or ``mermaid``) makes
+    Pygments import every installed plugin once — ~400 ms that would otherwise land on one
+    frame in the middle of a reply."""
+    from pygments.lexers import find_lexer_class_by_name
+    from pygments.util import ClassNotFound
+
+    with contextlib.suppress(ClassNotFound):
+        find_lexer_class_by_name("iris-warm-up")
+    find_lexer_class_by_name("python")  # the most common fence: its import too
 
 
 class MarkdownLines(Widget):
