@@ -53,7 +53,7 @@ class Recorder:
     def text(self) -> str:
         return strip_ansi(self.raw)
 
-    async def wait_for(self, check: str | Callable[[str], bool], within: float = 5.0) -> str:
+    async def wait_for(self, check: str | Callable[[str], bool], within: float = 15.0) -> str:
         """Wait until the visible text contains ``check`` (or satisfies it); fail after ``within`` s."""
 
         def done() -> bool:
