@@ -40,7 +40,7 @@ class Session:
     def type(self, keys: str) -> None:
         self.term.type(keys)
 
-    async def see(self, check: Any, within: float = 5.0) -> str:
+    async def see(self, check: Any, within: float = 15.0) -> str:
         return await self.term.out.wait_for(check, within)
 
     async def replies(self, count: int) -> str:
