@@ -1,0 +1,64 @@
+"""The app against the real ``iris serve`` app (not the scripted server): the real agent on the
+fake OpenAI upstream, the real iris socket, the app through Textual's run_test + Pilot."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from iris.app.app import IrisApp
+from iris.app.widgets.reasoning import ReasoningBlock
+from iris.app.widgets.toolcard import ToolCard
+from iris.server import UVICORN_WS_OPTIONS, build_app
+from tests.conftest import MakeConfig
+from tests.fakes import loopback
+from tests.fakes.upstream import FakeUpstream, reasoning, tool_call
+
+from .driver import SIZE, bubbles, make_app, screen_text, settled, until
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+async def iris_url(
+    make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path
+) -> AsyncIterator[str]:
+    config = make_config(
+        upstream.base_url,
+        platforms={"iris": {"tokens": ["device-token"]}, "api_server": {"enabled": False}},
+        display={"platforms": {"iris": {"show_reasoning": True}}},
+        tools={"terminal": {"cwd": str(tmp_path)}},
+    )
+    (tmp_path / "notes.txt").write_text("x")
+    sock = loopback.bind()
+    server = await loopback.start(build_app(config), sock, **UVICORN_WS_OPTIONS)
+    yield f"ws://127.0.0.1:{sock.getsockname()[1]}/iris/ws"
+    await loopback.stop(server)
+
+
+async def test_a_tool_turn_from_the_real_server_renders_in_order(
+    iris_url: str, upstream: FakeUpstream
+) -> None:
+    upstream.script(
+        tool_call("terminal", ['{"command": "ls"}'], content="Let me look."),
+        reasoning(["The user wants ", "a list."], ["There is ", "**one** file."]),
+    )
+    app: IrisApp = make_app(iris_url, smoothness=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.click("#composer")
+        await pilot.press(*"what is here?", "enter")
+        await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
+        user, commentary, answer = bubbles(app)
+        assert user.bubble.text == "what is here?"
+        assert commentary.has_class("commentary") and commentary.bubble.text == "Let me look."
+        [card] = commentary.query(ToolCard)
+        assert card.call.ok
+        assert answer.bubble.text == "There is **one** file."
+        block = answer.query_one(ReasoningBlock)
+        assert answer.children.index(block) < answer.children.index(answer.body)
+        await until(pilot, lambda: "fake-model" in screen_text(app), within=10)
+        assert not app.store.typing
+    upstream.assert_used_up()
