@@ -1,38 +1,32 @@
 """The Discord adapter: the real discord.py against a fake Discord REST API and gateway on 127.0.0.1.
 
 Sends, edits and typing as the wire sees them (thread channel, no mentions, 429s and 5xx
-surfaced at once without discord.py's own sleeping or retrying), receiving through the
-gateway, and one reply end to end through the runner and the agent.
+surfaced at once without discord.py's own sleeping or retrying) and receiving through the
+gateway. One reply end to end through the runner: ``test_discord_e2e.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import yarl
 from discord.gateway import DiscordWebSocket
 
 from iris.config import DiscordPlatform as DiscordConfig
-from iris.runtime import Runtime
 from iris.surfaces.chat.discord import DiscordPlatform
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
-from iris.surfaces.chat.reply import CURSOR
-from iris.surfaces.chat.runner import ChatSurface
-from tests.conftest import MakeConfig
-from tests.fakes.discord_api import BOT_ID, DiscordAPI, Scripted, message_payload, user_payload
+from tests.fakes.discord_api import BOT_ID, DiscordAPI, Scripted
 from tests.fakes.discord_gateway import (
     CHANNEL_ID,
-    GUILD_ID,
     MESSAGE_CONTENT_INTENT,
     THREAD_ID,
     DiscordGateway,
+    message_create,
 )
-from tests.fakes.upstream import FakeUpstream, text
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(15)
 
 CHANNEL = CHANNEL_ID
 THREAD = THREAD_ID
@@ -239,14 +233,6 @@ async def received(
     return queue
 
 
-def _message_create(
-    author_id: str, content: str, *, channel: str = CHANNEL, bot: bool = False, dm: bool = False
-) -> dict[str, Any]:
-    author = user_payload(author_id, "ada", bot=bot, global_name="Ada")
-    guild_id = None if dm else GUILD_ID
-    return message_payload("1300000000000000001", channel, content, author, guild_id=guild_id)
-
-
 async def test_connect_identifies_with_the_message_content_intent(
     api: DiscordAPI, gateway: DiscordGateway, received: asyncio.Queue[IncomingMessage]
 ) -> None:
@@ -257,10 +243,10 @@ async def test_connect_identifies_with_the_message_content_intent(
 async def test_a_user_message_reaches_the_runner_with_its_author(
     gateway: DiscordGateway, received: asyncio.Queue[IncomingMessage]
 ) -> None:
-    await gateway.dispatch("MESSAGE_CREATE", _message_create(BOT_ID, "my own reply", bot=True))
-    await gateway.dispatch("MESSAGE_CREATE", _message_create("5000000000000009", "a bot", bot=True))
+    await gateway.dispatch("MESSAGE_CREATE", message_create(BOT_ID, "my own reply", bot=True))
+    await gateway.dispatch("MESSAGE_CREATE", message_create("5000000000000009", "a bot", bot=True))
     await gateway.dispatch(
-        "MESSAGE_CREATE", _message_create("5000000000000001", f"<@{BOT_ID}> hi iris")
+        "MESSAGE_CREATE", message_create("5000000000000001", f"<@{BOT_ID}> hi iris")
     )
 
     incoming = await received.get()
@@ -284,7 +270,7 @@ async def test_a_message_in_a_thread_is_answered_in_the_thread(
     received: asyncio.Queue[IncomingMessage],
 ) -> None:
     await gateway.dispatch(
-        "MESSAGE_CREATE", _message_create("5000000000000001", "q", channel=THREAD)
+        "MESSAGE_CREATE", message_create("5000000000000001", "q", channel=THREAD)
     )
     incoming = await received.get()
 
@@ -297,7 +283,7 @@ async def test_a_message_in_a_thread_is_answered_in_the_thread(
 async def test_a_direct_message_is_not_a_group(
     gateway: DiscordGateway, received: asyncio.Queue[IncomingMessage]
 ) -> None:
-    await gateway.dispatch("MESSAGE_CREATE", _message_create("5000000000000001", "psst", dm=True))
+    await gateway.dispatch("MESSAGE_CREATE", message_create("5000000000000001", "psst", dm=True))
 
     incoming = await received.get()
 
@@ -318,96 +304,3 @@ async def test_a_missing_message_content_intent_fails_connect_with_the_fix(
 
     with pytest.raises(PlatformError, match="Message Content intent"):
         await platform.connect(ignore)
-
-
-# -- end to end: the runner and the real agent, streaming from a scripted upstream ---------------
-
-OWNER = "5000000000000001"
-# A reply that streams for ~2.4 s: long enough for a send and a few edits.
-CHUNKS = [f"word{i} " for i in range(60)]
-REPLY = "".join(CHUNKS).strip()
-
-
-@pytest.fixture
-async def surface(
-    make_config: MakeConfig,
-    upstream: FakeUpstream,
-    api: DiscordAPI,
-    gateway: DiscordGateway,
-) -> AsyncIterator[ChatSurface]:
-    config = make_config(
-        upstream.base_url,
-        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
-        platforms={
-            "api_server": {"enabled": False},
-            "iris": {"enabled": False},
-            "discord": {
-                "enabled": True,
-                "token": api.token,
-                "base_url": api.base_url,
-                "allowed_users": [OWNER],
-            },
-        },
-        tools={"enabled": []},
-    )
-    runtime = Runtime.create(config)
-    surface = ChatSurface(runtime)
-    await surface.start()
-    try:
-        yield surface
-    finally:
-        await surface.stop()
-        await runtime.agent.aclose()
-        runtime.store.close()
-
-
-def _contents(api: DiscordAPI) -> list[str]:
-    return [m.content for m in api.messages.values()]
-
-
-async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
-    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
-) -> None:
-    upstream.script(text(*CHUNKS, delay=0.04))
-    await gateway.dispatch("MESSAGE_CREATE", _message_create(OWNER, "tell me", channel=THREAD))
-    await api.wait_until(lambda: _contents(api) == [REPLY])
-    await surface.idle()
-
-    calls = api.channel_calls()
-    replies = [c for c in calls if not c.path.endswith("/typing")]
-    assert [c.method for c in replies][:1] == ["POST"]
-    assert {c.method for c in replies[1:]} == {"PATCH"}
-    assert len(replies) >= 3, "the reply grew in place"
-    assert all(c.json["content"].endswith(CURSOR) for c in replies[:-1])
-    assert replies[-1].json["content"] == REPLY
-    assert all(c.path.startswith(f"/channels/{THREAD}/") for c in calls)
-    assert all(c.status in (200, 204) for c in calls), "never over the channel's budget"
-    assert any(c.path.endswith("/typing") for c in calls), "typing was shown"
-
-
-async def test_a_429_mid_reply_is_survived_with_retry_after(
-    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
-) -> None:
-    upstream.script(text(*CHUNKS, delay=0.04))
-    api.script(Scripted(429, retry_after=1.0, method="PATCH"))
-    await gateway.dispatch("MESSAGE_CREATE", _message_create(OWNER, "go"))
-    await api.wait_until(lambda: _contents(api) == [REPLY])
-    await surface.idle()
-
-    replies = [c for c in api.channel_calls() if not c.path.endswith("/typing")]
-    [limited] = [c for c in replies if c.status == 429]
-    after = [c for c in replies if c.at > limited.at]
-    assert after and after[0].at >= limited.at + 1.0, "retry_after honoured"
-    assert [c.method for c in replies].count("POST") == 1, "never sent twice"
-    assert _contents(api) == [REPLY]
-
-
-async def test_a_stranger_is_refused_and_never_reaches_the_agent(
-    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
-) -> None:
-    await gateway.dispatch("MESSAGE_CREATE", _message_create("6660000000000000", "run rm -rf /"))
-    await api.wait_until(lambda: len(api.messages) == 1)
-    await surface.idle()
-
-    assert "private" in _contents(api)[0]
-    assert upstream.requests == []

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tests.fakes.discord_api import BOT_ID, OWNER_ID, user_payload
+from tests.fakes.discord_api import BOT_ID, OWNER_ID, message_payload, user_payload
 
 GUILD_ID = "1200000000000000001"
 CHANNEL_ID = "1100000000000000001"
@@ -139,3 +139,12 @@ def _guild() -> dict[str, Any]:
         "channels": [channel],
         "threads": [thread],
     }
+
+
+def message_create(
+    author_id: str, content: str, *, channel: str = CHANNEL_ID, bot: bool = False, dm: bool = False
+) -> dict[str, Any]:
+    """A MESSAGE_CREATE from user ``ada`` (display name "Ada") in the guild, or a DM."""
+    author = user_payload(author_id, "ada", bot=bot, global_name="Ada")
+    guild_id = None if dm else GUILD_ID
+    return message_payload("1300000000000000001", channel, content, author, guild_id=guild_id)

@@ -1,0 +1,133 @@
+"""Discord end to end: the runner and the real agent, streaming from a scripted upstream.
+
+A user message arrives through the fake gateway; the reply must grow as one POST plus PATCHes
+in the thread, within the channel's budget, survive a 429, and never reach the agent for a
+stranger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import yarl
+from discord.gateway import DiscordWebSocket
+
+from iris.runtime import Runtime
+from iris.surfaces.chat.reply import CURSOR
+from iris.surfaces.chat.runner import ChatSurface
+from tests.conftest import MakeConfig
+from tests.fakes.discord_api import DiscordAPI, Scripted
+from tests.fakes.discord_gateway import THREAD_ID, DiscordGateway, message_create
+from tests.fakes.upstream import FakeUpstream, text
+
+pytestmark = pytest.mark.timeout(20)
+
+THREAD = THREAD_ID
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[DiscordAPI]:
+    async with DiscordAPI() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def gateway(
+    api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[DiscordGateway]:
+    async with DiscordGateway(token=api.token) as fake:
+        # discord.py connects to its built-in gateway URL, not one derived from the REST base.
+        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(fake.url))
+        yield fake
+
+
+OWNER = "5000000000000001"
+# A reply that streams for ~2.4 s: long enough for a send and a few edits.
+CHUNKS = [f"word{i} " for i in range(60)]
+REPLY = "".join(CHUNKS).strip()
+
+
+@pytest.fixture
+async def surface(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    api: DiscordAPI,
+    gateway: DiscordGateway,
+) -> AsyncIterator[ChatSurface]:
+    config = make_config(
+        upstream.base_url,
+        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
+        platforms={
+            "api_server": {"enabled": False},
+            "iris": {"enabled": False},
+            "discord": {
+                "enabled": True,
+                "token": api.token,
+                "base_url": api.base_url,
+                "allowed_users": [OWNER],
+            },
+        },
+        tools={"enabled": []},
+    )
+    runtime = Runtime.create(config)
+    surface = ChatSurface(runtime)
+    await surface.start()
+    try:
+        yield surface
+    finally:
+        await surface.stop()
+        await runtime.agent.aclose()
+        runtime.store.close()
+
+
+def _contents(api: DiscordAPI) -> list[str]:
+    return [m.content for m in api.messages.values()]
+
+
+async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
+    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.04))
+    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "tell me", channel=THREAD))
+    await api.wait_until(lambda: _contents(api) == [REPLY])
+    await surface.idle()
+
+    calls = api.channel_calls()
+    replies = [c for c in calls if not c.path.endswith("/typing")]
+    assert [c.method for c in replies][:1] == ["POST"]
+    assert {c.method for c in replies[1:]} == {"PATCH"}
+    assert len(replies) >= 3, "the reply grew in place"
+    assert all(c.json["content"].endswith(CURSOR) for c in replies[:-1])
+    assert replies[-1].json["content"] == REPLY
+    assert all(c.path.startswith(f"/channels/{THREAD}/") for c in calls)
+    assert all(c.status in (200, 204) for c in calls), "never over the channel's budget"
+    assert any(c.path.endswith("/typing") for c in calls), "typing was shown"
+
+
+async def test_a_429_mid_reply_is_survived_with_retry_after(
+    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.04))
+    api.script(Scripted(429, retry_after=1.0, method="PATCH"))
+    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "go"))
+    await api.wait_until(lambda: _contents(api) == [REPLY])
+    await surface.idle()
+
+    replies = [c for c in api.channel_calls() if not c.path.endswith("/typing")]
+    [limited] = [c for c in replies if c.status == 429]
+    after = [c for c in replies if c.at > limited.at]
+    assert after and after[0].at >= limited.at + 1.0, "retry_after honoured"
+    assert [c.method for c in replies].count("POST") == 1, "never sent twice"
+    assert _contents(api) == [REPLY]
+
+
+async def test_a_stranger_is_refused_and_never_reaches_the_agent(
+    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
+) -> None:
+    await gateway.dispatch("MESSAGE_CREATE", message_create("6660000000000000", "run rm -rf /"))
+    await api.wait_until(lambda: len(api.messages) == 1)
+    await surface.idle()
+
+    assert "private" in _contents(api)[0]
+    assert upstream.requests == []
