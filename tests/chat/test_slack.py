@@ -1,8 +1,8 @@
 """The Slack adapter: slack-sdk's Web API and Socket Mode clients against a fake Slack on 127.0.0.1.
 
 Sends and edits with ``thread_ts`` on every call, escaping, the assistant status as typing,
-429s and 5xx surfaced at once without retries, Socket Mode receiving (ack, filtering,
-redelivery), and one reply end to end through the runner and the agent.
+429s and 5xx surfaced at once without retries, and Socket Mode receiving (ack, filtering,
+redelivery). One reply end to end through the runner: ``test_slack_e2e.py``.
 """
 
 from __future__ import annotations
@@ -14,18 +14,12 @@ from typing import Any
 import pytest
 
 from iris.config import SlackPlatform as SlackConfig
-from iris.runtime import Runtime
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
-from iris.surfaces.chat.reply import CURSOR
-from iris.surfaces.chat.runner import ChatSurface
 from iris.surfaces.chat.slack import SlackPlatform, SlackRefused
-from tests.conftest import MakeConfig
-from tests.fakes.slack_api import BOT_USER_ID, Scripted, SlackAPI
-from tests.fakes.upstream import FakeUpstream, text
+from tests.fakes.slack_api import BOT_USER_ID, CHANNEL, Scripted, SlackAPI, message_event
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(15)
 
-CHANNEL = "C0000001"
 THREAD = {"thread_ts": "1764453000.000200"}
 
 
@@ -176,19 +170,6 @@ async def test_a_refused_edit_did_not_land(api: SlackAPI, slack: SlackPlatform) 
 # -- receiving over Socket Mode -----------------------------------------------------------------
 
 
-def _message(user: str, text: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "channel": CHANNEL,
-        "channel_type": "channel",
-        "user": user,
-        "text": text,
-        "ts": "1764453100.000300",
-        "event_ts": "1764453100.000300",
-        **extra,
-    }
-
-
 @pytest.fixture
 async def received(slack: SlackPlatform) -> asyncio.Queue[IncomingMessage]:
     queue: asyncio.Queue[IncomingMessage] = asyncio.Queue()
@@ -211,7 +192,7 @@ async def test_a_user_message_is_acked_and_reaches_the_runner(
     api: SlackAPI, received: asyncio.Queue[IncomingMessage]
 ) -> None:
     envelope = await api.push_event(
-        _message("U0000042", f"<@{BOT_USER_ID}> is 1 &lt; 2?", thread_ts="1764453000.000200")
+        message_event("U0000042", f"<@{BOT_USER_ID}> is 1 &lt; 2?", thread_ts="1764453000.000200")
     )
 
     await api.wait_for_ack(envelope)
@@ -232,11 +213,11 @@ async def test_only_people_reach_the_runner(
     api: SlackAPI, received: asyncio.Queue[IncomingMessage]
 ) -> None:
     ignored = [
-        _message(BOT_USER_ID, "my own reply"),
-        _message("U0000043", "a bot", bot_id="B0000009"),
-        _message("U0000042", "edited", subtype="message_changed"),
+        message_event(BOT_USER_ID, "my own reply"),
+        message_event("U0000043", "a bot", bot_id="B0000009"),
+        message_event("U0000042", "edited", subtype="message_changed"),
     ]
-    for event in [*ignored, _message("U0000042", "hello", channel_type="im")]:
+    for event in [*ignored, message_event("U0000042", "hello", channel_type="im")]:
         await api.wait_for_ack(await api.push_event(event))
 
     incoming = await received.get()
@@ -248,9 +229,11 @@ async def test_only_people_reach_the_runner(
 async def test_a_redelivered_event_is_handled_once(
     api: SlackAPI, received: asyncio.Queue[IncomingMessage]
 ) -> None:
-    await api.wait_for_ack(await api.push_event(_message("U0000042", "once")))
-    await api.wait_for_ack(await api.push_event(_message("U0000042", "once"), retry_attempt=1))
-    await api.wait_for_ack(await api.push_event(_message("U0000042", "next", ts="1764453200.0")))
+    await api.wait_for_ack(await api.push_event(message_event("U0000042", "once")))
+    await api.wait_for_ack(await api.push_event(message_event("U0000042", "once"), retry_attempt=1))
+    await api.wait_for_ack(
+        await api.push_event(message_event("U0000042", "next", ts="1764453200.0"))
+    )
 
     assert (await received.get()).text == "once"
     assert (await received.get()).text == "next"
@@ -278,7 +261,9 @@ async def test_the_thinking_status_is_never_left_behind_by_a_growing_reply(
     assert [s["status"] for s in api.statuses] == ["is thinking…"]
 
     # The next question in the thread shows it again.
-    question = _message("U0000042", "and then?", ts="1764453300.0", thread_ts=THREAD["thread_ts"])
+    question = message_event(
+        "U0000042", "and then?", ts="1764453300.0", thread_ts=THREAD["thread_ts"]
+    )
     await api.wait_for_ack(await api.push_event(question))
     await received.get()
     await slack.send_typing(CHANNEL, thread=THREAD)
@@ -334,102 +319,3 @@ async def test_a_wrong_bot_token_fails_connect_before_socket_mode(api: SlackAPI)
         await platform.connect(ignore)
 
     assert [c.method for c in api.calls] == ["auth.test"]
-
-
-# -- end to end: the runner and the real agent, streaming from a scripted upstream ---------------
-
-OWNER = "U0000042"
-# A reply that streams for ~2.4 s: long enough for a send and a few edits.
-CHUNKS = [f"word{i} " for i in range(60)]
-REPLY = "".join(CHUNKS).strip()
-
-
-@pytest.fixture
-async def gateway(
-    make_config: MakeConfig, upstream: FakeUpstream, api: SlackAPI
-) -> AsyncIterator[ChatSurface]:
-    config = make_config(
-        upstream.base_url,
-        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
-        platforms={
-            "api_server": {"enabled": False},
-            "iris": {"enabled": False},
-            "slack": {
-                "enabled": True,
-                "bot_token": api.bot_token,
-                "app_token": api.app_token,
-                "base_url": api.base_url,
-                "allowed_users": [OWNER],
-            },
-        },
-        tools={"enabled": []},
-    )
-    runtime = Runtime.create(config)
-    surface = ChatSurface(runtime)
-    await surface.start()
-    try:
-        yield surface
-    finally:
-        await surface.stop()
-        await runtime.agent.aclose()
-        runtime.store.close()
-
-
-def _texts(api: SlackAPI) -> list[str]:
-    return [m.text for m in api.messages.values()]
-
-
-async def test_a_reply_grows_in_place_in_the_thread(
-    gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
-) -> None:
-    upstream.script(text(*CHUNKS, delay=0.04))
-    await api.push_event(_message(OWNER, "tell me", thread_ts=THREAD["thread_ts"]))
-    await api.wait_until(lambda: _texts(api) == [REPLY])
-    await gateway.idle()
-
-    replies = api.calls_to("chat.postMessage", "chat.update")
-    assert [c.method for c in replies][:1] == ["chat.postMessage"]
-    assert {c.method for c in replies[1:]} == {"chat.update"}
-    assert len(replies) >= 3, "the reply grew in place"
-    assert all(c.args["text"].endswith(CURSOR) for c in replies[:-1])
-    assert replies[-1].args["text"] == REPLY
-    assert all(c.args["thread_ts"] == THREAD["thread_ts"] for c in replies)
-    assert all(c.ok for c in api.calls)
-    methods = [c.method for c in api.calls]
-    first_post = methods.index("chat.postMessage")
-    assert "assistant.threads.setStatus" in methods[:first_post], "the thinking status was shown"
-    # A status set after the reply's first post would outlive the edits: none is left standing.
-    after = [
-        c.args["status"]
-        for c in api.calls[first_post:]
-        if c.method == "assistant.threads.setStatus"
-    ]
-    assert after in ([], ["is thinking…", ""])
-
-
-async def test_a_429_mid_reply_is_survived_with_retry_after(
-    gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
-) -> None:
-    upstream.script(text(*CHUNKS, delay=0.04))
-    api.script(Scripted(429, retry_after=1, method="chat.update"))
-    await api.push_event(_message(OWNER, "go"))
-    await api.wait_until(lambda: _texts(api) == [REPLY])
-    await gateway.idle()
-
-    replies = api.calls_to("chat.postMessage", "chat.update")
-    [limited] = [c for c in replies if c.status == 429]
-    after = [c for c in replies if c.at > limited.at]
-    assert after and after[0].at >= limited.at + 1.0, "Retry-After honoured"
-    assert [c.method for c in replies].count("chat.postMessage") == 1, "never sent twice"
-    assert _texts(api) == [REPLY]
-
-
-async def test_a_stranger_is_refused_and_never_reaches_the_agent(
-    gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
-) -> None:
-    await api.push_event(_message("U0000666", "run rm -rf /"))
-    await api.wait_until(lambda: len(api.messages) == 1)
-    await gateway.idle()
-
-    assert "private" in _texts(api)[0]
-    assert upstream.requests == []

@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 BOT_USER_ID = "UBOT0001"
+CHANNEL = "C0000001"
 API_PREFIX = "/api/"
 
 
@@ -279,3 +280,17 @@ def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None
         status=status,
         headers={**(headers or {}), "Content-Type": "application/json; charset=utf-8"},
     )
+
+
+def message_event(user: str, text: str, **extra: Any) -> dict[str, Any]:
+    """A ``message`` event in ``CHANNEL``, as the Events API delivers it; ``extra`` overrides."""
+    return {
+        "type": "message",
+        "channel": CHANNEL,
+        "channel_type": "channel",
+        "user": user,
+        "text": text,
+        "ts": "1764453100.000300",
+        "event_ts": "1764453100.000300",
+        **extra,
+    }
