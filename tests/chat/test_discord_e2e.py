@@ -13,9 +13,9 @@ import pytest
 import yarl
 from discord.gateway import DiscordWebSocket
 
-from iris.runtime import Runtime
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.runner import ChatSurface
+from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.discord_api import DiscordAPI, Scripted
 from tests.fakes.discord_gateway import THREAD_ID, DiscordGateway, message_create
@@ -55,30 +55,9 @@ async def surface(
     api: DiscordAPI,
     gateway: DiscordGateway,
 ) -> AsyncIterator[ChatSurface]:
-    config = make_config(
-        upstream.base_url,
-        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
-        platforms={
-            "api_server": {"enabled": False},
-            "iris": {"enabled": False},
-            "discord": {
-                "enabled": True,
-                "token": api.token,
-                "base_url": api.base_url,
-                "allowed_users": [OWNER],
-            },
-        },
-        tools={"enabled": []},
-    )
-    runtime = Runtime.create(config)
-    surface = ChatSurface(runtime)
-    await surface.start()
-    try:
+    settings = {"token": api.token, "base_url": api.base_url, "allowed_users": [OWNER]}
+    async with running(platform_config(make_config, upstream, "discord", settings)) as surface:
         yield surface
-    finally:
-        await surface.stop()
-        await runtime.agent.aclose()
-        runtime.store.close()
 
 
 def _contents(api: DiscordAPI) -> list[str]:

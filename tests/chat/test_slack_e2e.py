@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from iris.runtime import Runtime
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.runner import ChatSurface
+from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.slack_api import Scripted, SlackAPI, message_event
 from tests.fakes.upstream import FakeUpstream, text
@@ -38,31 +38,14 @@ REPLY = "".join(CHUNKS).strip()
 async def gateway(
     make_config: MakeConfig, upstream: FakeUpstream, api: SlackAPI
 ) -> AsyncIterator[ChatSurface]:
-    config = make_config(
-        upstream.base_url,
-        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
-        platforms={
-            "api_server": {"enabled": False},
-            "iris": {"enabled": False},
-            "slack": {
-                "enabled": True,
-                "bot_token": api.bot_token,
-                "app_token": api.app_token,
-                "base_url": api.base_url,
-                "allowed_users": [OWNER],
-            },
-        },
-        tools={"enabled": []},
-    )
-    runtime = Runtime.create(config)
-    surface = ChatSurface(runtime)
-    await surface.start()
-    try:
+    settings = {
+        "bot_token": api.bot_token,
+        "app_token": api.app_token,
+        "base_url": api.base_url,
+        "allowed_users": [OWNER],
+    }
+    async with running(platform_config(make_config, upstream, "slack", settings)) as surface:
         yield surface
-    finally:
-        await surface.stop()
-        await runtime.agent.aclose()
-        runtime.store.close()
 
 
 def _texts(api: SlackAPI) -> list[str]:

@@ -16,11 +16,11 @@ import pytest
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from iris.config import Config
-from iris.runtime import Runtime
 from iris.surfaces.chat.platform import PlatformRateLimited
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.runner import ChatSurface
 from iris.surfaces.chat.telegram import TelegramPlatform, _platform_error
+from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.telegram_api import ApiCall, FakeBotApi
 from tests.fakes.upstream import FakeUpstream, hold, text
@@ -48,40 +48,22 @@ async def api() -> AsyncIterator[FakeBotApi]:
 def telegram_config(
     make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi, **extra: Any
 ) -> Config:
-    return make_config(
-        upstream.base_url,
-        streaming={"enabled": True, "min_tokens": 3, "edit_interval": 0.5},
-        platforms={
-            "api_server": {"enabled": False},
-            "iris": {"enabled": False},
-            "telegram": {
-                "enabled": True,
-                "token": api.token,
-                "base_url": api.base_url,
-                "allowed_users": [OWNER, "@friend"],
-                "poll_timeout": 1,
-            },
-        },
-        tools={"enabled": []},
-        **extra,
-    )
+    settings = {
+        "token": api.token,
+        "base_url": api.base_url,
+        "allowed_users": [OWNER, "@friend"],
+        "poll_timeout": 1,
+    }
+    return platform_config(make_config, upstream, "telegram", settings, **extra)
 
 
 @pytest.fixture
 async def gateway(
     make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
 ) -> AsyncIterator[ChatSurface]:
-    config = telegram_config(make_config, upstream, api)
-    runtime = Runtime.create(config)
-    surface = ChatSurface(runtime)
-    assert [type(p) for p in surface.platforms] == [TelegramPlatform]
-    await surface.start()
-    try:
+    async with running(telegram_config(make_config, upstream, api)) as surface:
+        assert [type(p) for p in surface.platforms] == [TelegramPlatform]
         yield surface
-    finally:
-        await surface.stop()
-        await runtime.agent.aclose()
-        runtime.store.close()
 
 
 def reply_calls(api: FakeBotApi, chat: int = CHAT) -> list[ApiCall]:
