@@ -33,6 +33,7 @@ from iris.surfaces.chat.platform import (
     PlatformError,
     PlatformRateLimited,
     RateBudget,
+    aiohttp_failures,
 )
 
 log = logging.getLogger(__name__)
@@ -152,17 +153,9 @@ class DiscordPlatform:
 
     async def _bounded(self, call: Awaitable[_T]) -> _T:
         try:
-            async with asyncio.timeout(self._timeout):
-                return await call
-        except PlatformError:
-            raise
-        except TimeoutError:
-            raise PlatformError("discord: no answer in time", maybe_landed=True) from None
-        except aiohttp.ClientConnectorError as exc:
-            raise PlatformError(f"discord: cannot connect: {exc}") from None
-        except (aiohttp.ClientError, OSError) as exc:
-            # The connection broke after the request went out: it may have been posted.
-            raise PlatformError(f"discord: connection lost: {exc}", maybe_landed=True) from None
+            with aiohttp_failures("discord"):
+                async with asyncio.timeout(self._timeout):
+                    return await call
         except discord.HTTPException as exc:
             raise PlatformError(f"discord: {exc.status} {exc.text or exc}") from None
 

@@ -19,9 +19,12 @@ What the consumer relies on from every adapter:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
+
+import aiohttp
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,22 @@ class PlatformRateLimited(PlatformError):
     def __init__(self, retry_after: float, message: str = "rate limited") -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+@contextlib.contextmanager
+def aiohttp_failures(platform: str) -> Generator[None]:
+    """A request's transport failure as a ``PlatformError`` (for the aiohttp-based adapters).
+
+    A refused connection never reached the platform; a timeout or a connection that broke
+    after the request went out may have posted it (``maybe_landed``)."""
+    try:
+        yield
+    except TimeoutError:
+        raise PlatformError(f"{platform}: no answer in time", maybe_landed=True) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise PlatformError(f"{platform}: cannot connect: {exc}") from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise PlatformError(f"{platform}: connection lost: {exc}", maybe_landed=True) from None
 
 
 OnMessage = Callable[[IncomingMessage], Awaitable[None]]

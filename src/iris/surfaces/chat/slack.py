@@ -37,6 +37,7 @@ from iris.surfaces.chat.platform import (
     PlatformError,
     PlatformRateLimited,
     RateBudget,
+    aiohttp_failures,
 )
 
 log = logging.getLogger(__name__)
@@ -199,16 +200,10 @@ class SlackPlatform:
 
     async def _call(self, call: Awaitable[_T]) -> _T:
         try:
-            return await call
+            with aiohttp_failures("slack"):
+                return await call
         except SlackApiError as exc:
             raise _platform_error(exc) from None
-        except TimeoutError:
-            raise PlatformError("slack: no answer in time", maybe_landed=True) from None
-        except aiohttp.ClientConnectorError as exc:
-            raise PlatformError(f"slack: cannot connect: {exc}") from None
-        except (aiohttp.ClientError, OSError) as exc:
-            # The connection broke after the request went out: it may have been posted.
-            raise PlatformError(f"slack: connection lost: {exc}", maybe_landed=True) from None
 
     async def _on_request(
         self, client: AsyncBaseSocketModeClient, request: SocketModeRequest
