@@ -174,6 +174,21 @@ async def test_a_line_finished_during_a_reply_is_sent_after_it(
         assert shown.index("Reply.") < shown.index("❯ and then") < shown.index("Sure.")
 
 
+async def test_ctrl_d_during_a_reply_leaves_once_it_is_done(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    upstream.script(gated("Rep", "ly.", after=1))
+    async with chat_on_terminal(streaming(make_config, upstream)) as s:
+        s.type("first\r")
+        assert await asyncio.to_thread(upstream.gate_reached.wait, 5.0)
+        s.type("\x04")
+        await s.see("next: ^D")
+        upstream.release()
+        shown = await s.replies(1)
+        assert "Reply." in shown
+        assert await s.exit_code() == 0
+
+
 async def test_streaming_off_prints_the_whole_reply_at_once(
     make_config: MakeConfig, upstream: FakeUpstream
 ) -> None:

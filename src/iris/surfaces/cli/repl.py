@@ -29,7 +29,7 @@ from iris.events import TurnEnded
 from iris.llm.local import DEMO_NOTICE
 from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
-from iris.surfaces.cli.screen import LiveScreen, PlainScreen, Screen, show_turn
+from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.theme import STYLE
 
 
@@ -126,6 +126,8 @@ class Chat:
                 draft += tail
                 if queued:
                     line = queued.pop(0)
+                    if line == EOF:
+                        return 0
                     await self.say(f"❯ {line}")
                 else:
                     try:

@@ -68,6 +68,9 @@ class Screen(Protocol):
         ...
 
 
+EOF = "\x04"  # in what take_typed returns: Ctrl-D pressed on an empty line during a reply
+
+
 class LiveScreen:
     """A terminal: a live area during turns, everything else printed above it."""
 
@@ -107,6 +110,12 @@ class LiveScreen:
             # A line finished while a reply streams is sent after it, as the user meant.
             self._typed += "\n"
 
+        @bindings.add("c-d")
+        def _end_of_input(event: KeyPressEvent) -> None:
+            # As a terminal queues an EOF typed during output: leave once the reply is done.
+            if self._typed.endswith("\n") or not self._typed:
+                self._typed += EOF + "\n"
+
         @bindings.add("backspace")
         def _erase(event: KeyPressEvent) -> None:
             if not self._typed.endswith("\n"):
@@ -116,7 +125,7 @@ class LiveScreen:
             # A spinner and the time so far: a slow first token or a long tool is not a hang.
             elapsed = time.monotonic() - started_at
             spin = _SPINNER[int(elapsed * 10) % len(_SPINNER)]
-            shown = self._typed[-40:].replace("\n", " ⏎ ")
+            shown = self._typed[-40:].replace(EOF, "^D").replace("\n", " ⏎ ")
             typed = f" · next: {shown}" if self._typed else ""
             return [("class:footer", f"{spin} {elapsed:.0f} s · {self._status}{typed}")]
 
