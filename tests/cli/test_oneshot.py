@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.upstream import FakeUpstream, error, gated, reasoning, text
+from tests.fakes.upstream import FakeUpstream, error, gated, reasoning, text, tool_call
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -70,6 +70,16 @@ def test_reasoning_goes_to_stderr_only(
     out, err = proc.communicate(timeout=20)
     assert out == b"Answer\n"
     assert b"pondering" in err
+
+
+def test_tool_activity_goes_to_stderr(upstream: FakeUpstream, env: dict[str, str]) -> None:
+    upstream.script(
+        tool_call("terminal", ['{"command": "echo hi"}'], content="Checking."), text("Done.")
+    )
+    proc = iris("chat", "-q", "hi", env=env)
+    out, err = proc.communicate(timeout=20)
+    assert out == b"Checking.\n\nDone.\n", err
+    assert '┊ ⚡ terminal: "echo hi"' in err.decode() and "✓" in err.decode()
 
 
 def _one_line_failure(proc: subprocess.Popen[bytes]) -> str:

@@ -28,6 +28,7 @@ from iris.events import (
     TurnStarted,
 )
 from iris.llm.local import DEMO_NOTICE
+from iris.surfaces.cli.render import tool_label
 
 
 def run_oneshot(config: Config, prompt: str) -> int:
@@ -94,8 +95,7 @@ class _Printer:
                     self._write("\n")
                 self.err.write(f"iris: {reason}; the answer restarts\n")
             case ToolStarted(name=name, args=args):
-                preview = str(args.get("command") or args.get("path") or "")[:80]
-                self.err.write(f'┊ ⚡ {name}: "{preview}"\n' if preview else f"┊ ⚡ {name}\n")
+                self.err.write(tool_label(name, args, verbose=False) + "\n")
             case ToolProgress():
                 pass
             case ToolEnded(ok=ok, duration=duration):

@@ -257,7 +257,7 @@ class ReplyRenderer:
         self._last_tool = event.name
         if not self._tool_shown:
             return
-        label = _tool_label(event.name, event.args, verbose=mode == "verbose")
+        label = tool_label(event.name, event.args, verbose=mode == "verbose")
         if self.options.box and mode != "verbose":
             # Running: a live line; it is committed once, with its result, when the tool ends.
             self._tool = (("class:tool", label), ("class:tool.running", " …"))
@@ -339,7 +339,8 @@ class ReplyRenderer:
         return head + fill * max(3, self.options.width - len(head))
 
 
-def _tool_label(name: str, args: dict[str, Any], *, verbose: bool) -> str:
+def tool_label(name: str, args: dict[str, Any], *, verbose: bool) -> str:
+    """``┊ ⚡ terminal: "ls -la"`` — the line that says a tool started (also used by ``-q``)."""
     full = json.dumps(args, ensure_ascii=False) if args else ""
     shown = full if verbose else _main_arg(args)
     return f"┊ ⚡ {name}: {shown}" if shown else f"┊ ⚡ {name}"
