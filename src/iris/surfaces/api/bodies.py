@@ -155,17 +155,22 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
     return ChatCall(turn=turn, model=model, stream=streams, include_usage=include_usage)
 
 
+def _role(message: Json, where: str, allowed: set[str]) -> str:
+    role = message.get("role")
+    if not isinstance(role, str) or role not in allowed:
+        raise bad_request(
+            f"'{where}.role' must be one of {', '.join(sorted(allowed))}",
+            param=f"{where}.role",
+            code="invalid_value",
+        )
+    return role
+
+
 def _chat_message(raw: Any, index: int) -> Json:
     where = f"messages[{index}]"
     if not isinstance(raw, dict):
         raise bad_request(f"'{where}' must be an object", param=where)
-    role = raw.get("role")
-    if not isinstance(role, str) or role not in _CHAT_ROLES:
-        raise bad_request(
-            f"'{where}.role' must be one of {', '.join(sorted(_CHAT_ROLES))}",
-            param=f"{where}.role",
-            code="invalid_value",
-        )
+    role = _role(raw, where, _CHAT_ROLES)
     content = raw.get("content")
     if role == "assistant" and content is None and raw.get("tool_calls"):
         pass
@@ -371,13 +376,7 @@ def input_messages(raw: Any) -> list[Json]:
 
 
 def _input_message(item: Json, where: str) -> Json:
-    role = item.get("role")
-    if not isinstance(role, str) or role not in _INPUT_ROLES:
-        raise bad_request(
-            f"'{where}.role' must be one of {', '.join(sorted(_INPUT_ROLES))}",
-            param=f"{where}.role",
-            code="invalid_value",
-        )
+    role = _role(item, where, _INPUT_ROLES)
     content = item.get("content")
     if isinstance(content, list):
         parts = [_input_part(p, f"{where}.content[{j}]") for j, p in enumerate(content)]
