@@ -191,7 +191,7 @@ async def test_interrupt_closes_upstream_within_a_second(
                 seen += event.text
                 if seen == "Thinking about it":
                     interrupted_at = time.monotonic()
-                    turn.interrupt("user")
+                    turn.interrupt()
             if isinstance(event, TurnEnded):
                 end = event
     assert upstream.disconnected.wait(2)

@@ -167,9 +167,9 @@ class Turn:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(task), timeout=2.0)
 
-    def interrupt(self, reason: str = "interrupted") -> None:
-        """Stop the turn: the upstream is closed and the turn ends with the text so far."""
-        del reason  # surfaces see TurnEnded(reason="interrupted")
+    def interrupt(self) -> None:
+        """Stop the turn: the upstream is closed and the turn ends with the text so far, as
+        ``TurnEnded(reason="interrupted")``."""
         if self._finished or self._interrupted:
             return
         self._interrupted = True

@@ -89,7 +89,7 @@ class TurnExchange(Response):
     def interrupt(self) -> None:
         """End the turn now (server shutdown): it finishes as interrupted, text so far."""
         if self._turn is not None:
-            self._turn.interrupt("server shutting down")
+            self._turn.interrupt()
 
     async def wait_closed(self) -> None:
         await self._closed.wait()
