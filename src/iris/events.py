@@ -130,12 +130,14 @@ class TurnEnded:
 
 @dataclass(frozen=True, slots=True)
 class TurnFailed:
-    """The turn failed. ``partial_text`` is what was already shown and is kept."""
+    """The turn failed. ``partial_text`` is what was already shown and is kept;
+    ``retry_after`` is the provider's Retry-After in seconds, when it sent one."""
 
     code: str
     message: str
     retryable: bool = False
     partial_text: str = ""
+    retry_after: float | None = None
     kind: Literal["turn_failed"] = "turn_failed"
 
 

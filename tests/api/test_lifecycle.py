@@ -63,10 +63,13 @@ def test_streamed_request_failing_before_any_output_gets_a_real_status(
     iris_server: StartIris, upstream: FakeUpstream
 ) -> None:
     server = iris_server()
-    upstream.script(error(429, "slow down", retry_after=1), error(500, "upstream broke"))
+    upstream.script(error(429, "slow down", retry_after=1.5), error(500, "upstream broke"))
     with client_for(server) as client:
-        with pytest.raises(RateLimitError, match="slow down"):
+        with pytest.raises(RateLimitError, match="slow down") as limited:
             client.chat.completions.create(model="fake-model", messages=USER, stream=True)
+        # The provider's Retry-After reaches the client, so its own retry waits that long.
+        assert limited.value.response.headers["retry-after"] == "2"
+        assert limited.value.response.headers["retry-after-ms"] == "1500"
         with pytest.raises(APIStatusError) as caught:
             client.responses.create(model="fake-model", input="hi", stream=True)
     assert caught.value.status_code == 502

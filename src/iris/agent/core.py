@@ -208,7 +208,8 @@ class Turn:
             self._end_interrupted()
         except ProviderError as exc:
             code, message, retryable = user_message(exc)
-            self._fail(code, message, retryable)
+            retry_after = exc.retry_after if isinstance(exc, ProviderHTTPError) else None
+            self._fail(code, message, retryable, retry_after)
         except Exception as exc:  # a bug must not hang every consumer of the turn
             log.exception("turn %s crashed", self.turn_id)
             code, message, retryable = user_message(exc)
@@ -431,9 +432,11 @@ class Turn:
             self._added.append({"role": "assistant", "content": text})
         self._end("interrupted", text)
 
-    def _fail(self, code: str, message: str, retryable: bool) -> None:
+    def _fail(
+        self, code: str, message: str, retryable: bool, retry_after: float | None = None
+    ) -> None:
         partial = self._partial()
-        self._emit(TurnFailed(code, message, retryable, partial))
+        self._emit(TurnFailed(code, message, retryable, partial, retry_after))
 
 
 async def run_with_callback(

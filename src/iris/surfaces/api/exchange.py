@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -81,6 +82,7 @@ class TurnExchange(Response):
         self._last_write = 0.0
         self._ended = False  # the terminal event was seen: the heartbeat stays quiet
         self._turn: Turn | None = None
+        self._retry_after: float | None = None  # the provider's, from a failed turn
 
     # Seconds of silence (an agent tool running) before a stream gets an SSE comment, so
     # proxies with an idle timeout (nginx: 60 s) keep it open. Clients ignore comments.
@@ -136,6 +138,8 @@ class TurnExchange(Response):
                 self._turn = turn
                 async for event in turn:
                     ended = ended or isinstance(event, TurnEnded | TurnFailed)
+                    if isinstance(event, TurnFailed):
+                        self._retry_after = event.retry_after
                     await self._emit(send, event)
         except Exception as exc:
             if ended:
@@ -159,6 +163,12 @@ class TurnExchange(Response):
             (b"content-type", b"application/json"),
             (b"content-length", str(len(payload)).encode()),
         ]
+        if status == 429 and self._retry_after is not None:
+            # Passed on so the client's own retry waits as long as the provider asked; the
+            # SDKs read the millisecond header first, HTTP wants whole seconds.
+            seconds = self._retry_after
+            headers.append((b"retry-after", str(math.ceil(seconds)).encode()))
+            headers.append((b"retry-after-ms", str(round(seconds * 1000)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload, "more_body": False})
 
