@@ -105,7 +105,7 @@ def test_a_client_that_leaves_closes_the_upstream_request(
     sock = raw_post(server, path, body)
     assert upstream.gate_reached.wait(10), "the turn never reached the upstream"
     sock.close()
-    assert upstream.disconnected.wait(1.0), "the upstream request stayed open"
+    assert upstream.disconnected.wait(2.0), "the upstream request stayed open"  # 1 s + CI slack
     # The server is fine afterwards.
     upstream.script(text("ok"))
     with client_for(server) as client:
