@@ -246,6 +246,15 @@ async def test_server_error_without_fallback_fails_cleanly(
     assert end.code == "provider_server_error" and end.retryable and "500" in end.message
 
 
+async def test_rate_limit_without_fallback_fails_with_the_providers_retry_after(
+    agent: Agent, upstream: FakeUpstream
+) -> None:
+    upstream.script(error(429, "slow down", retry_after=2.5))
+    end = last(await collect(agent, TurnRequest(messages=USER)))
+    assert isinstance(end, TurnFailed) and end.code == "rate_limited" and end.retryable
+    assert end.retry_after == 2.5  # the API surface passes it on to its client
+
+
 async def test_auth_error_is_reported(agent: Agent, upstream: FakeUpstream) -> None:
     upstream.script(error(401, "bad key"))
     end = last(await collect(agent, TurnRequest(messages=USER)))
