@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from textual.css.query import NoMatches
 from textual.pilot import Pilot
 
 from iris.app.app import IrisApp
@@ -26,9 +27,18 @@ def make_app(url: str, token: str = "device-token", **settings: object) -> IrisA
 
 
 async def until(pilot: Pilot[None], predicate: Callable[[], bool], within: float = 5.0) -> None:
-    """Let the app run until ``predicate()`` holds; fail after ``within`` seconds."""
+    """Let the app run until ``predicate()`` holds; fail after ``within`` seconds. A widget
+    the predicate queries may not be mounted yet (a card composes its buttons after it is
+    itself mounted): that counts as "not yet"."""
+
+    def holds() -> bool:
+        try:
+            return predicate()
+        except NoMatches:
+            return False
+
     async with asyncio.timeout(within):
-        while not predicate():
+        while not holds():
             await pilot.pause(0.01)
 
 

@@ -21,6 +21,7 @@ from .driver import SIZE, bubbles, make_app, screen_text, settled, until
 
 async def choose(pilot, select_id: str, label: str) -> None:  # noqa: ANN001 - Pilot
     """Open a Select with the keyboard and pick the option whose label starts with ``label``."""
+    await until(pilot, lambda: pilot.app.screen.query_one(select_id, Select) is not None)
     select = pilot.app.screen.query_one(select_id, Select)
     select.focus()
     await pilot.press("enter")
@@ -88,6 +89,7 @@ async def test_streaming_off_shows_replies_whole(server: FakeIrisServer) -> None
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.connection.connected)
         await pilot.press("f2")
+        await until(pilot, lambda: app.screen.query_one("#streaming", Switch) is not None)
         app.screen.query_one("#streaming", Switch).focus()
         await pilot.press("enter")
         await until(pilot, lambda: not app.settings.streaming)
