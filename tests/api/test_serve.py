@@ -3,12 +3,9 @@ shuts down cleanly on SIGTERM (exit 0) after letting an in-flight turn finish.""
 
 from __future__ import annotations
 
-import queue
 import signal
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,45 +14,10 @@ import pytest
 import yaml
 from openai import OpenAI
 
+from tests.fakes.served import Served, free_port
 from tests.fakes.upstream import FakeUpstream, gated, hold
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Served:
-    """A running ``iris serve`` whose stderr lines are readable as they come."""
-
-    def __init__(self, config: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.log: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.put(line)
-
-    def wait_for(self, text: str, timeout: float = 20) -> None:
-        while True:
-            try:
-                line = self.lines.get(timeout=timeout)
-            except queue.Empty:
-                raise AssertionError(f"never logged {text!r}; got {self.log}") from None
-            self.log.append(line)
-            if text in line:
-                return
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

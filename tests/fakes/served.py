@@ -1,0 +1,108 @@
+"""``iris serve`` as a user runs it: a subprocess on a free loopback port, its stderr readable.
+
+Shared by the serve tests and the adversarial suite (``tests/adversarial/``), which attack the
+real server process over real sockets.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+
+class Served:
+    """A running ``iris serve`` whose stderr lines are readable as they come."""
+
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line)
+
+    def wait_for(self, text: str, timeout: float = 20) -> None:
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"never logged {text!r}; got {self.log}") from None
+            self.log.append(line)
+            if text in line:
+                return
+
+    def drain(self) -> list[str]:
+        """Every stderr line logged so far (including those not yet waited for)."""
+        while True:
+            try:
+                self.log.append(self.lines.get_nowait())
+            except queue.Empty:
+                return self.log
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_config(tmp_path: Path, upstream_url: str, port: int, **sections: Any) -> Path:
+    """A config for ``iris serve`` on ``port`` against a (fake) upstream; ``sections`` are
+    merged over the baseline one level deep."""
+    data: dict[str, Any] = {
+        "server": {"host": "127.0.0.1", "port": port},
+        "model": {"base_url": upstream_url, "name": "fake-model", "api_key": "sk"},
+        "platforms": {"iris": {"enabled": False}},
+        "store": {"path": str(tmp_path / "iris.db")},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(data))
+    return config
+
+
+def serve(tmp_path: Path, upstream_url: str, **sections: Any) -> tuple[Served, str]:
+    """Start ``iris serve`` and wait until it answers; returns it and its base URL."""
+    port = free_port()
+    server = Served(write_config(tmp_path, upstream_url, port, **sections))
+    try:
+        server.wait_for("Application startup complete")
+    except BaseException:
+        server.stop()
+        raise
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/health", timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    return server, url
