@@ -370,7 +370,6 @@ def _preflight(origin: str, method: str | None, request: Request) -> Response:
 def _cors_headers(origin: str) -> dict[str, str]:
     return {
         "access-control-allow-origin": origin,
-        "access-control-allow-credentials": "true",
         "access-control-expose-headers": "retry-after, retry-after-ms",
         "vary": "Origin",
     }
