@@ -20,6 +20,8 @@ V6 = ("::1", 8642)
         ("LOCALHOST:8642", LOOPBACK, [], True),
         ("[::1]:8642", LOOPBACK, [], True),
         ("[::1]:8642", V6, [], True),
+        ("[0:0::1]:8642", V6, [], True),
+        ("127.0.0.1:8642", ("::ffff:127.0.0.1", 8642), [], True),  # a dual-stack bind
         ("localhost:8643", LOOPBACK, [], False),  # another port
         ("localhost", LOOPBACK, [], False),  # port 80 implied
         ("evil.example:8642", LOOPBACK, [], False),  # DNS rebinding

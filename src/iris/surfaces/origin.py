@@ -73,13 +73,13 @@ class SiteGuard:
             return True
         if server is None:
             return False
-        local_ip, local_port = server[0].lower(), server[1]
+        local_ip, local_port = _ip(server[0]), server[1]
         wanted_port = port if port is not None else _default_port(scheme)
-        if local_port is not None and wanted_port != local_port:
+        if local_ip is None or (local_port is not None and wanted_port != local_port):
             return False
-        if name == local_ip:
+        if _ip(name) == local_ip:
             return True
-        return _is_loopback(local_ip) and name in _LOOPBACK_NAMES
+        return local_ip.is_loopback and name in _LOOPBACK_NAMES
 
     def origin_ok(self, origin: str, host: str | None) -> bool:
         value = origin.strip().rstrip("/").lower()
@@ -129,8 +129,12 @@ def _default_port(scheme: str) -> int:
     return 443 if scheme in ("https", "wss") else 80
 
 
-def _is_loopback(ip: str) -> bool:
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``text`` names (an IPv4-mapped IPv6 one as IPv4: a dual-stack bind)."""
     try:
-        return ipaddress.ip_address(ip).is_loopback
+        address = ipaddress.ip_address(text)
     except ValueError:
-        return False
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
