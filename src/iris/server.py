@@ -5,6 +5,10 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.iris.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack gateway runners
+
+Any error that escapes a handler is a JSON 500 without the traceback, and Starlette's own
+404/405 are JSON too. ``serve`` runs uvicorn with the connection guard of ``iris.connections``
+(a deadline for request heads, a connection cap) and ``server.timeout_keep_alive``.
 """
 
 from __future__ import annotations

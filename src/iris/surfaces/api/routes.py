@@ -5,6 +5,10 @@
     GET  /v1/responses/{id}      a stored response
     GET  /v1/models              the configured model
 
+Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
+see ``iris.surfaces.origin``), CORS for listed origins only, the API key, the method, and a
+JSON ``Content-Type`` for a body. Without an API key the agent's own tools are not offered.
+
 Every failure before the first byte is an OpenAI error body with a 4xx (see ``problems``);
 after it, the encoders report it in-band (see ``exchange``).
 """
