@@ -106,6 +106,21 @@ class ResolvedDisplay(BaseModel):
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8642, ge=0, le=65535)
+    # Host names accepted besides the bound address ("name" any port, "name:port" exact, "*"
+    # any): the DNS-rebinding guard. A reverse proxy's public name goes here.
+    allowed_hosts: list[str] = Field(default_factory=list[str])
+    # Browser origins ("https://app.example") allowed to call the API and open the iris socket.
+    cors_origins: list[str] = Field(default_factory=list[str])
+    # Running turns across every surface (API, iris socket, chat platforms).
+    max_turns: int = Field(default=32, ge=1)
+    # Seconds a connection may take to send a request's line and headers (slowloris guard).
+    timeout_headers: float = Field(default=10.0, gt=0)
+    # Seconds an API request may take to send its body once the headers are in.
+    timeout_body: float = Field(default=30.0, gt=0)
+    # Seconds an idle keep-alive connection stays open between requests.
+    timeout_keep_alive: int = Field(default=5, ge=1)
+    # Open HTTP connections; past it a new one evicts the oldest that has not sent its headers.
+    max_connections: int = Field(default=1000, ge=8)
 
 
 class ApiServerPlatform(_Section):
@@ -124,6 +139,8 @@ class IrisPlatform(_Section):
     log_max_frames: int = Field(default=5_000, ge=10)
     log_max_age: float = Field(default=24 * 3600, gt=0)
     queue_size: int = Field(default=256, ge=8)
+    # Running turns one device token may have at once, across all its chats.
+    max_turns_per_token: int = Field(default=4, ge=1)
 
 
 class TelegramPlatform(_Section):
@@ -131,6 +148,8 @@ class TelegramPlatform(_Section):
     token: str = ""
     base_url: str = "https://api.telegram.org"
     allowed_users: list[str | int] = Field(default_factory=list[str | int])
+    # Running turns one user may have at once, across all their chats and threads.
+    max_turns_per_user: int = Field(default=2, ge=1)
     poll_timeout: float = Field(default=10.0, ge=0)
 
 
@@ -139,6 +158,8 @@ class DiscordPlatform(_Section):
     token: str = ""
     base_url: str = "https://discord.com/api/v10"
     allowed_users: list[str | int] = Field(default_factory=list[str | int])
+    # Running turns one user may have at once, across all their chats and threads.
+    max_turns_per_user: int = Field(default=2, ge=1)
 
 
 class SlackPlatform(_Section):
@@ -147,6 +168,8 @@ class SlackPlatform(_Section):
     app_token: str = ""
     base_url: str = "https://slack.com/api/"
     allowed_users: list[str] = Field(default_factory=list[str])
+    # Running turns one user may have at once, across all their chats and threads.
+    max_turns_per_user: int = Field(default=2, ge=1)
 
 
 class PlatformsConfig(_Section):
@@ -257,7 +280,7 @@ streaming:
 #   reasoning_style: code          # code | blockquote | subtext
 #   tool_progress: all             # off | new | all | verbose
 
-# server: {host: 127.0.0.1, port: 8642}
+# server: {host: 127.0.0.1, port: 8642, allowed_hosts: [], cors_origins: [], max_turns: 32}
 # platforms:
 #   api_server: {enabled: true, api_key: null, max_concurrent: 16}
 #   iris: {enabled: true, tokens: [change-me]}

@@ -27,7 +27,7 @@ def raw_post(server: IrisServer, path: str, body: dict[str, object]) -> socket.s
     payload = json.dumps(body).encode()
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     sock.sendall(
-        f"POST /v1{path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        f"POST /v1{path} HTTP/1.1\r\nhost: 127.0.0.1:{server.port}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(payload)}\r\n\r\n".encode()
         + payload
     )

@@ -5,6 +5,10 @@
     GET  /v1/responses/{id}      a stored response
     GET  /v1/models              the configured model
 
+Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
+see ``iris.surfaces.origin``), CORS for listed origins only, the API key, the method, and a
+JSON ``Content-Type`` for a body. Without an API key the agent's own tools are not offered.
+
 Every failure before the first byte is an OpenAI error body with a 4xx (see ``problems``);
 after it, the encoders report it in-band (see ``exchange``).
 """
@@ -22,6 +26,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Message, Receive, Scope, Send
 
 from iris.agent.core import TurnRequest
 from iris.events import Event, TurnEnded
@@ -33,6 +38,7 @@ from iris.surfaces.api.problems import ApiError, bad_request, error_body, failur
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.responses_store import ResponsesStore
 from iris.surfaces.api.sse import data_frames, named_frames
+from iris.surfaces.origin import SiteGuard
 
 Json = dict[str, Any]
 
@@ -134,6 +140,7 @@ class ApiSurface:
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends
         self._key = (self.settings.api_key or "").encode()
+        self.site = SiteGuard(runtime.config.server)
 
     # -- ServerSurface --------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
@@ -179,7 +186,8 @@ class ApiSurface:
     async def chat(self, request: Request) -> Response:
         body = await self._json(request)
         call = parse_chat(body, models=self.model_names(), config=self.runtime.config)
-        return self._exchange(call.turn, ChatWire(call), stream=call.stream)
+        turn = self._agent_tools_allowed(call.turn)
+        return self._exchange(turn, ChatWire(call), stream=call.stream)
 
     async def create_response(self, request: Request) -> Response:
         body = await self._json(request)
@@ -189,7 +197,8 @@ class ApiSurface:
             config=self.runtime.config,
             history=self.responses.conversation,
         )
-        return self._exchange(call.turn, ResponsesWire(call, self.responses), stream=call.stream)
+        turn = self._agent_tools_allowed(call.turn)
+        return self._exchange(turn, ResponsesWire(call, self.responses), stream=call.stream)
 
     async def unknown(self, request: Request) -> Response:
         raise ApiError(404, f"Iris does not serve {request.url.path}.", code="unknown_url")
@@ -206,7 +215,12 @@ class ApiSurface:
     # -- the parts every endpoint shares --------------------------------------------------
     def _guard(self, handler: Handler, method: str | None) -> Handler:
         async def guarded(request: Request) -> Response:
+            cors = self.site.cors_origin(request.headers)
             try:
+                # Before any work, the body included: a web page must not get this far.
+                self._check_site(request)
+                if cors is not None and _is_preflight(request):
+                    return _preflight(cors, method, request)
                 self._authorize(request)
                 if method is not None and request.method != method:
                     raise ApiError(
@@ -215,11 +229,19 @@ class ApiSurface:
                         code="method_not_allowed",
                         headers={"allow": method},
                     )
-                return await handler(request)
+                _check_content_type(request)
+                response = await handler(request)
             except ApiError as error:
-                return _error_response(error)
+                response = _error_response(error)
+            return response if cors is None else _WithHeaders(response, _cors_headers(cors))
 
         return guarded
+
+    def _check_site(self, request: Request) -> None:
+        scope = request.scope
+        refusal = self.site.refusal(request.headers, scope.get("server"), scope["scheme"])
+        if refusal is not None:
+            raise ApiError(403, refusal.message, code=refusal.code, type="permission_error")
 
     def _authorize(self, request: Request) -> None:
         if not self._key:
@@ -235,6 +257,13 @@ class ApiSurface:
                 headers={"www-authenticate": "Bearer"},
             )
 
+    def _agent_tools_allowed(self, turn: TurnRequest) -> TurnRequest:
+        # Without a key anything that reaches the port may call the API (another local user, a
+        # page that got past the browser): Iris's own tools run commands, so they need a key.
+        if not self._key:
+            turn.agent_tools = False
+        return turn
+
     async def _json(self, request: Request) -> object:
         limit = self.settings.max_body_bytes
         too_large = ApiError(
@@ -244,17 +273,28 @@ class ApiSurface:
         if declared.isdigit() and int(declared) > limit:
             raise too_large
         raw = bytearray()
+        timeout = self.runtime.config.server.timeout_body
         try:
-            async for chunk in request.stream():
-                raw += chunk
-                if len(raw) > limit:
-                    raise too_large
+            # A client that trickles its body would hold a connection and this task forever.
+            async with asyncio.timeout(timeout):
+                async for chunk in request.stream():
+                    raw += chunk
+                    if len(raw) > limit:
+                        raise too_large
         except ClientDisconnect:
             raise bad_request("the client went away while sending the body") from None
+        except TimeoutError:
+            raise ApiError(
+                408, f"The request body took longer than {timeout:g} s.", code="request_timeout"
+            ) from None
         if not raw:
             raise bad_request("the request body is empty; send a JSON object", code="invalid_json")
         try:
             return json.loads(raw)
+        except RecursionError:
+            raise bad_request(
+                "the request body is nested too deeply", code="invalid_json"
+            ) from None
         except ValueError as exc:
             raise bad_request(
                 f"the request body is not valid JSON: {exc}", code="invalid_json"
@@ -269,15 +309,89 @@ class ApiSurface:
                 code="too_many_concurrent_requests",
                 headers={"retry-after": "1"},
             )
+        slot = self.runtime.turns.acquire()
+        if slot is None:
+            raise ApiError(
+                429,
+                f"The server is busy: {self.runtime.turns.limit} turns are running "
+                "(server.max_turns). Try again shortly.",
+                code="too_many_turns",
+                headers={"retry-after": "1"},
+            )
         self._active += 1
+
+        def release() -> None:
+            self._active -= 1
+            slot.release()
+
         return TurnExchange(
             self.runtime.agent,
             request,
             wire,
             stream=stream,
             live=self.exchanges,
-            release=self._release,
+            release=release,
         )
 
-    def _release(self) -> None:
-        self._active -= 1
+
+_JSON_TYPES = ("application/json",)
+
+
+def _check_content_type(request: Request) -> None:
+    """A body must say it is JSON: a browser sends text/plain and form posts cross-site
+    without asking first (no CORS preflight), so those never reach a handler."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return
+    length = request.headers.get("content-length")
+    if length is None and "transfer-encoding" not in request.headers:
+        return
+    if length is not None and length.strip() == "0":
+        return
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json")):
+        return
+    raise ApiError(
+        415,
+        f"Send the body as JSON with 'Content-Type: application/json' (got {media or 'none'!r}).",
+        code="unsupported_media_type",
+    )
+
+
+def _is_preflight(request: Request) -> bool:
+    return request.method == "OPTIONS" and "access-control-request-method" in request.headers
+
+
+def _preflight(origin: str, method: str | None, request: Request) -> Response:
+    headers = _cors_headers(origin)
+    headers["access-control-allow-methods"] = f"{method}, OPTIONS" if method else "GET, POST"
+    asked = request.headers.get("access-control-request-headers")
+    # The SDKs send their own x-stainless-* headers; a listed origin may send what it asks.
+    headers["access-control-allow-headers"] = asked or "authorization, content-type"
+    headers["access-control-max-age"] = "600"
+    return Response(status_code=204, headers=headers)
+
+
+def _cors_headers(origin: str) -> dict[str, str]:
+    return {
+        "access-control-allow-origin": origin,
+        "access-control-expose-headers": "retry-after, retry-after-ms",
+        "vary": "Origin",
+    }
+
+
+class _WithHeaders(Response):
+    """Another response with extra headers (CORS) added to whatever head it sends; the turn
+    exchanges write their own heads, so the headers go in at the ASGI level."""
+
+    def __init__(self, inner: Response, headers: dict[str, str]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.extra = [(k.encode(), v.encode()) for k, v in headers.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.extra]}
+            await send(message)
+
+        await self.inner(scope, receive, send_with)

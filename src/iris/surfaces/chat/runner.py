@@ -41,6 +41,7 @@ PlatformFactory = Callable[[Config], ChatPlatform]
 
 REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
+BUSY = "Busy right now, please try again in a moment."
 _REFUSED_MEMORY = 10_000
 # How long a turn gets to end after an interrupt before its task is cancelled.
 _STOP_GRACE = 5.0
@@ -200,12 +201,28 @@ class ChatSurface:
                 # A newer message arrived while this one waited: keep it as context only.
                 self.runtime.sessions.append(session, [user])
                 return
+            slot = self.runtime.turns.acquire(
+                f"{platform.name}:{message.user_id}",
+                getattr(self.runtime.config.platforms, platform.name).max_turns_per_user,
+            )
+            if slot is None:
+                # Over server.max_turns or the user's own limit: say so now, queue nothing.
+                await self._busy(platform, message)
+                return
             try:
                 outcome = await self._run_turn(platform, message, conversation, user, sequence)
             except Exception:
                 log.exception("chat turn crashed in %s", session)
                 outcome = None
+            finally:
+                slot.release()
             self.runtime.sessions.append(session, [user, *_added(outcome)])
+
+    async def _busy(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+        try:
+            await platform.send(message.chat_id, BUSY, thread=message.thread)
+        except PlatformError as exc:
+            log.info("busy note to %s not delivered: %s", message.user_id, exc)
 
     async def _run_turn(
         self,

@@ -27,6 +27,7 @@ from iris.fanout.subscription import Subscription
 from iris.runtime import Runtime
 from iris.surfaces.iris import inbound
 from iris.surfaces.iris.room import ChatRoom
+from iris.surfaces.origin import SiteGuard
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class IrisSurface:
             queue_size=self.settings.queue_size,
         )
         self.rooms: dict[str, ChatRoom] = {}
+        self.site = SiteGuard(runtime.config.server)
 
     def routes(self) -> list[BaseRoute]:
         return [WebSocketRoute("/iris/ws", self._endpoint)]
@@ -72,6 +74,9 @@ class IrisSurface:
 
     # -- one connection ------------------------------------------------------------------------
     async def _endpoint(self, ws: WebSocket) -> None:
+        if self.site.refusal(ws.headers, ws.scope.get("server"), ws.scope["scheme"]):
+            await ws.close(CLOSE_POLICY)  # before accept: the handshake is answered 403
+            return
         await ws.accept()
         hello = await self._authenticate(ws)
         if hello is None:
@@ -82,7 +87,7 @@ class IrisSurface:
         subscription.send_local({"type": "ready"})
         if hello.after_seq is not None:
             subscription.resume(hello.after_seq)
-        connection = _Connection(self, ws, room, subscription)
+        connection = _Connection(self, ws, room, subscription, hello.token)
         try:
             await connection.run()
         finally:
@@ -122,9 +127,15 @@ class IrisSurface:
 
 class _Connection:
     def __init__(
-        self, surface: IrisSurface, ws: WebSocket, room: ChatRoom, subscription: Subscription
+        self,
+        surface: IrisSurface,
+        ws: WebSocket,
+        room: ChatRoom,
+        subscription: Subscription,
+        token: str,
     ) -> None:
         self.surface = surface
+        self.token = token
         self.ws = ws
         self.room = room
         self.subscription = subscription
@@ -169,8 +180,10 @@ class _Connection:
             case inbound.SendMessage(text=text, chat_id=chat_id):
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
-                elif not self.room.send(text, origin=self.subscription):
+                elif self.room.busy:
                     self._error("turn_active", "a turn is running; cancel it or wait for it")
+                else:
+                    self._start(text)
             case inbound.CancelTurn():
                 if not self.room.cancel():
                     self._error("no_turn", "no turn is running")
@@ -180,6 +193,17 @@ class _Connection:
                 self._error("unexpected_hello", "already authenticated")
             case _:
                 assert_never(request)
+
+    def _start(self, text: str) -> None:
+        settings = self.surface.settings
+        turns = self.surface.runtime.turns
+        # The token, not the chat id, is the caller: one device could open any number of chats.
+        slot = turns.acquire(f"iris:{self.token}", settings.max_turns_per_token)
+        if slot is None:
+            self._error("busy", "too many turns are running; try again shortly")
+        elif not self.room.send(text, origin=self.subscription, slot=slot):
+            slot.release()
+            self._error("turn_active", "a turn is running; cancel it or wait for it")
 
     def _error(self, code: str, message: str) -> None:
         self.subscription.send_local({"type": "error", "code": code, "message": message})

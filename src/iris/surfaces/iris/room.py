@@ -18,6 +18,7 @@ from iris.errors import user_message
 from iris.events import TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
+from iris.limits import TurnSlot
 from iris.runtime import Runtime
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
 
@@ -63,14 +64,19 @@ class ChatRoom:
     def busy(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    def send(self, text: str, origin: Subscription | None = None) -> bool:
-        """Start a turn for ``text``; False if one is already running."""
+    def send(
+        self, text: str, origin: Subscription | None = None, slot: TurnSlot | None = None
+    ) -> bool:
+        """Start a turn for ``text``; False if one is already running. The turn gives
+        ``slot`` (its place under ``server.max_turns``) back when it ends."""
         if self.busy:
             return False
         echo = {"type": "message", "message_id": new_message_id(), "role": "user", "text": text}
         self.hub.publish(self.chat_id, echo, exclude=origin)
         self._cancel_requested = False
         self._task = asyncio.create_task(self._run(text), name=f"iris-turn-{self.chat_id}")
+        if slot is not None:
+            self._task.add_done_callback(lambda _: slot.release())
         return True
 
     def recover(self) -> None:
