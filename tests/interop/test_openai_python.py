@@ -126,9 +126,7 @@ def test_chat_tool_loop_call_output_answer(upstream: FakeUpstream, client: OpenA
         tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w"),
         text("Sunny, 21 °C."),
     )
-    messages: list[ChatCompletionMessageParam] = [
-        {"role": "user", "content": "Weather in Paris?"}
-    ]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Weather in Paris?"}]
     first = client.chat.completions.create(
         model="fake-model", messages=messages, tools=[CHAT_WEATHER]
     )
@@ -202,9 +200,7 @@ def test_background_stream_resumes_after_a_dropped_connection(
 ) -> None:
     upstream.script(gated("Hel", "lo", after=1))
     before: list[ResponseStreamEvent] = []
-    stream = client.responses.create(
-        model="fake-model", input="hi", background=True, stream=True
-    )
+    stream = client.responses.create(model="fake-model", input="hi", background=True, stream=True)
     for event in stream:
         before.append(event)
         if event.type == "response.output_text.delta":
