@@ -41,6 +41,18 @@ def weather() -> list[Scenario]:
     ]
 
 
+def reasoned_weather() -> list[Scenario]:
+    return [
+        tool_call(
+            "get_weather",
+            ['{"city":', '"Paris"}'],
+            call_id="call_w",
+            reasoning=["Need the ", "weather."],
+        ),
+        text("Sunny, ", "21 °C."),
+    ]
+
+
 def two_turns() -> list[Scenario]:
     return [text("Hi Ada."), text("You are Ada.")]
 
@@ -102,6 +114,13 @@ for provider in ("openai", "compatible"):
         ),
         Case(
             "ai_sdk",
+            f"{provider}-reasoning-tools",
+            reasoned_weather,
+            {"cities": ["Paris"], "reasoned": True, "text": "Sunny, 21 °C."}
+            | ({"reasoning": "Need the weather."} if provider == "compatible" else {}),
+        ),
+        Case(
+            "ai_sdk",
             f"{provider}-second-turn",
             two_turns,
             {"first": "Hi Ada.", "second": "You are Ada."},
@@ -140,7 +159,7 @@ def test_node_client(upstream: FakeUpstream, iris: IrisServer, case: Case) -> No
     assert run_case(iris, case) == case.expected
     bodies = upstream_bodies(upstream)
     assert len(bodies) == len(case.scenarios())
-    if case.scenarios is weather:
+    if case.scenarios in (weather, reasoned_weather):
         last = bodies[1]["messages"][-1]
         assert last["role"] == "tool" and last["tool_call_id"] == "call_w"
     if case.scenarios is two_turns:

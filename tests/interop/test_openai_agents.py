@@ -96,3 +96,22 @@ async def test_runner_run_streamed_streams_text_after_the_tool(
     assert deltas == ["Sunny, ", "21 °C."]
     assert result.final_output == "Sunny, 21 °C."
     assert_tool_output_reached_the_model(upstream)
+
+
+async def test_runner_replays_a_reasoning_item_with_the_tool_output(
+    upstream: FakeUpstream, client: AsyncOpenAI
+) -> None:
+    # The Responses model sends the whole first turn back, its reasoning item included.
+    upstream.script(
+        tool_call(
+            "get_weather", ['{"city":', '"Paris"}'], call_id="call_w", reasoning=["Need data."]
+        ),
+        text("Sunny, ", "21 °C."),
+    )
+    cities: list[str] = []
+    agent = weather_agent(MODELS["responses"](client), cities)
+    result = await Runner.run(agent, "Weather in Paris?")
+    assert cities == ["Paris"]
+    assert result.final_output == "Sunny, 21 °C."
+    assert any(item.type == "reasoning_item" for item in result.new_items)
+    assert_tool_output_reached_the_model(upstream)

@@ -62,6 +62,23 @@ function cases(name, model) {
       for await (const delta of result.textStream) deltas.push(delta);
       return { cities, deltas, steps: (await result.steps).length };
     },
+    // The Responses model replays the step's reasoning as an `item_reference` (store: true).
+    // It reads reasoning text from a reasoning item's summary only, which Iris gives only when
+    // the provider summarised; the chat model reads `reasoning_content`, so it shows the text.
+    [`${name}-reasoning-tools`]: async () => {
+      const cities = [];
+      const result = await generateText({
+        ...settings,
+        model,
+        prompt: "Weather in Paris?",
+        tools: weatherTools(cities),
+        stopWhen: stepCountIs(3),
+      });
+      const [first] = result.steps;
+      const reasoned = first.reasoning.length > 0;
+      const shown = name === "compatible" ? { reasoning: first.reasoningText } : {};
+      return { cities, reasoned, ...shown, text: result.text };
+    },
     [`${name}-second-turn`]: async () => {
       const messages = [{ role: "user", content: "My name is Ada." }];
       const first = await generateText({ ...settings, model, messages });
