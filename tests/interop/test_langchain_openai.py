@@ -24,6 +24,13 @@ class Weather(BaseModel):
     celsius: int
 
 
+@pytest.fixture(autouse=True)
+def no_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LangSmith tracing would send every run to its servers; this suite stays on the loopback.
+    for name in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "LANGSMITH_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @tool
 def get_weather(city: str) -> str:
     """The weather in a city."""
