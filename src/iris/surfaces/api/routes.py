@@ -188,6 +188,7 @@ class ApiSurface:
             models=self.model_names(),
             config=self.runtime.config,
             history=self.responses.conversation,
+            items=self.responses.item,
         )
         return self._exchange(call.turn, ResponsesWire(call, self.responses), stream=call.stream)
 
