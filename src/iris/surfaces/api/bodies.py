@@ -42,6 +42,7 @@ class ResponsesCall:
     store: bool
     echo: Json  # the request settings the response object repeats
     conversation: list[Json]  # chat-format history + this input (instructions excluded)
+    background: bool = False  # run without a client (see ``background``)
 
 
 # -- shared -----------------------------------------------------------------------------
@@ -267,8 +268,14 @@ def parse_responses(
         past = found
     stream = _typed(data, "stream", bool, "a boolean")
     store = _typed(data, "store", bool, "a boolean")
-    if _typed(data, "background", bool, "a boolean"):
-        raise bad_request("background responses are not supported", param="background")
+    background = _typed(data, "background", bool, "a boolean") is True
+    if background and store is False:
+        # As on OpenAI: a background response is polled and resumed from the store.
+        raise bad_request(
+            "background responses must be stored; drop 'store': false",
+            param="background",
+            code="invalid_value",
+        )
     raw_tools = data.get("tools")
     tools = _function_tools(raw_tools)
     client_tools, agent_tools = _tool_policy(data, tools, config)
@@ -277,6 +284,7 @@ def parse_responses(
         "instructions": instructions,
         "tools": [_flat_tool(t) for t in tools or []],
         "store": store is not False,
+        "background": background,
     }
     for key in _ECHO_NUMBERS:
         value = _typed(data, key, (int, float), "a number")
@@ -316,6 +324,7 @@ def parse_responses(
         store=store is not False,
         echo=echo,
         conversation=conversation,
+        background=background,
     )
 
 
