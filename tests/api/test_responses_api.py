@@ -347,7 +347,7 @@ def test_a_second_turn_replays_the_first_as_item_references(
     first = client.responses.create(model="fake-model", input="I am Ada")
     valid_response(first)
     assert [item.type for item in first.output] == ["reasoning", "message"]
-    assert [item.id[:3] for item in first.output] == ["rs_", "msg"]
+    assert [(item.id or "")[:3] for item in first.output] == ["rs_", "msg"]
     refs: Any = [{"type": "item_reference", "id": item.id} for item in first.output]
     second = client.responses.create(
         model="fake-model",
@@ -368,14 +368,14 @@ def test_a_second_turn_replays_the_first_as_item_references(
 
     # A tool loop: the call and the text before it come back as references, the output inline.
     call = next(item for item in second.output if item.type == "function_call")
-    assert call.id.startswith("fc_")
+    assert (call.id or "").startswith("fc_")
+    replay: Any = [{"type": "item_reference", "id": item.id} for item in second.output]
     third = client.responses.create(
         model="fake-model",
-        input=[
-            {"type": "item_reference", "id": item.id}
-            for item in second.output  # first position
-        ]
-        + [{"type": "function_call_output", "call_id": "call_w", "output": "sunny"}],
+        input=[  # references in the first position
+            *replay,
+            {"type": "function_call_output", "call_id": "call_w", "output": "sunny"},
+        ],
         tools=[WEATHER],
     )
     assert third.output_text == "Sunny, Ada."
@@ -404,10 +404,9 @@ def test_items_of_a_store_false_response_cannot_be_referenced(
 ) -> None:
     upstream.script(text("Forget me."))
     response = client.responses.create(model="fake-model", input="hi", store=False)
+    reference: Any = {"type": "item_reference", "id": response.output[0].id}
     with pytest.raises(NotFoundError):
-        client.responses.create(
-            model="fake-model", input=[{"type": "item_reference", "id": response.output[0].id}]
-        )
+        client.responses.create(model="fake-model", input=[reference])
 
 
 def test_inline_items_with_ids_still_work(upstream: FakeUpstream, client: OpenAI) -> None:
