@@ -3,6 +3,7 @@ without its client, polled, followed and resumed from a sequence number, and can
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -165,13 +166,22 @@ def test_shutdown_interrupts_a_running_turn_and_stores_it(
             model="fake-model", input="hi", background=True, stream=True
         )
         first: list[dict[str, Any]] = []
-        for event in stream:
-            first.append(payload(event))
-            if event.type == "response.output_text.delta":
-                break
-        stream.close()
-    server.close()
+        started = threading.Event()
+
+        def follow() -> None:
+            for event in stream:
+                first.append(payload(event))
+                if event.type == "response.output_text.delta":
+                    started.set()
+
+        follower = threading.Thread(target=follow)
+        follower.start()
+        assert started.wait(5), "no text streamed"
+        server.close()  # while the stream is still following the held turn
+        follower.join(10)
+        assert not follower.is_alive(), "the following stream did not end"
     assert upstream.disconnected.wait(5), "the upstream request stayed open"
+    assert first[-1]["type"] == "response.incomplete", "the follower got the end of the turn"
     response_id = first[0]["response"]["id"]
     with connect(iris_server()) as client:
         stored = client.responses.retrieve(response_id)

@@ -191,7 +191,16 @@ class RunStream(Response):
         follow = asyncio.create_task(self._follow(send))
         gone = asyncio.create_task(client_gone(receive))
         try:
-            await asyncio.wait({follow, gone}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await asyncio.wait({follow, gone}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                # The server's graceful shutdown ran out of patience before the turn ended:
+                # it ends now as interrupted, and this follower still gets the end of it.
+                await self._run.stop("incomplete", "interrupted")
+                await asyncio.wait({follow}, timeout=2.0)
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
         finally:
             for task in (follow, gone):
                 task.cancel()
