@@ -207,7 +207,10 @@ def test_raw_reasoning_is_the_reasoning_items_content(
 def test_a_provider_summary_stays_a_summary(upstream: FakeUpstream, iris_server: StartIris) -> None:
     """On a Responses-API provider, reasoning the provider summarised is the summary."""
     server = iris_server(model={"provider": "responses"})
-    upstream.script(responses_text("Done.", reasoning=["Brief ", "plan."]))
+    upstream.script(
+        responses_text("Done.", reasoning=["Brief ", "plan."]),
+        responses_text("Again.", reasoning=["Same plan."]),
+    )
     events = raw_events(server, {"model": "fake-model", "input": "hi"})
     summary = [d["delta"] for n, d in events if n == "response.reasoning_summary_text.delta"]
     assert "".join(summary) == "Brief plan."
@@ -215,6 +218,13 @@ def test_a_provider_summary_stays_a_summary(upstream: FakeUpstream, iris_server:
     output = events[-1][1]["response"]["output"]
     assert output[0]["summary"] == [{"type": "summary_text", "text": "Brief plan."}]
     assert output[0]["content"] == []
+
+    with OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=10) as client:
+        plain = client.responses.create(model="fake-model", input="hi")  # upstream not streamed
+    valid_response(plain)
+    item = plain.output[0]
+    assert item.type == "reasoning" and not item.content
+    assert [part.text for part in item.summary] == ["Same plan."]
 
 
 def test_client_tools_are_function_call_items_and_outputs_continue(
@@ -397,6 +407,15 @@ def test_an_unknown_item_reference_is_a_404_naming_it(
     assert error["code"] == "item_not_found" and "msg_nope" in error["message"]
     assert error["param"] == "input[1]"
     assert upstream.requests == []
+
+
+def test_a_reference_may_leave_out_its_type(upstream: FakeUpstream, client: OpenAI) -> None:
+    upstream.script(text("Hi Ada."), text("Ada."))
+    first = client.responses.create(model="fake-model", input="I am Ada")
+    bare: Any = [{"role": "user", "content": "I am Ada"}, {"id": first.output[0].id}]
+    client.responses.create(model="fake-model", input=[*bare, {"role": "user", "content": "?"}])
+    sent = [(m["role"], m["content"]) for m in upstream.requests[1].body["messages"]]
+    assert sent == [("user", "I am Ada"), ("assistant", "Hi Ada."), ("user", "?")]
 
 
 def test_items_of_a_store_false_response_cannot_be_referenced(
