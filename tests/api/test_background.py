@@ -6,12 +6,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
 from openai import BadRequestError, NotFoundError, OpenAI, RateLimitError
 
+from iris.surfaces.api.background import BackgroundRun, BackgroundRuns
 from tests.api.conftest import IrisServer, StartIris
 from tests.api.openresponses import valid_event, valid_response
 from tests.conftest import MakeConfig
@@ -214,3 +215,22 @@ def test_foreground_responses_neither_stream_from_get_nor_cancel(
     with httpx.Client(timeout=10) as http:
         bad = http.get(f"{server.base_url}/responses/{done.id}?stream=true&starting_after=x")
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "starting_after"
+
+
+def test_ended_runs_are_kept_by_age_and_by_count() -> None:
+    now = [0.0]
+    runs = BackgroundRuns(ttl=60.0, keep=2, clock=lambda: now[0])
+    made: list[BackgroundRun] = []
+    nothing = cast(Any, None)  # the runs never start here
+    for number in range(4):
+        run = BackgroundRun(f"resp_{number}", nothing, nothing, nothing, release=lambda: None)
+        made.append(run)
+        runs.add(run)
+    for number, run in enumerate(made[:3]):
+        run.ended_at = float(number)  # resp_3 is still running
+    assert [runs.get(f"resp_{n}") is not None for n in range(4)] == [False, True, True, True]
+    now[0] = 61.5  # resp_1 ended 60.5 s ago, resp_2 59.5 s ago
+    assert [runs.get(f"resp_{n}") is not None for n in range(4)] == [False, False, True, True]
+    now[0] = 10_000.0
+    assert runs.get("resp_3") is made[3], "a running turn is never dropped"
+    assert runs.running() == [made[3]]
