@@ -120,7 +120,12 @@ class BackgroundRun:
                 log.exception("background turn failed outside the agent's event stream")
                 code, message, retryable = user_message(exc)
                 self._add(self._wire.feed(TurnFailed(code, message, retryable)))
-            self._wire.finished()
+            try:
+                self._wire.finished()
+            except Exception:
+                # Nobody awaits this task: the failure to store is logged, and the run still
+                # ends, so its followers and pollers see the final response from memory.
+                log.exception("could not store background response %s", self.id)
         finally:
             self.ended_at = self._clock()
             self._release()
