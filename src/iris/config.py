@@ -130,6 +130,10 @@ class ApiServerPlatform(_Section):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # Agent tools run inside Iris when the client sends no tools of its own.
     agent_tools: bool = True
+    # Background responses: the events of an ended one are kept this many seconds for
+    # resumed streams, and at most this many ended ones (the stored response outlives both).
+    background_ttl: float = Field(default=3600.0, gt=0)
+    background_keep: int = Field(default=1000, ge=1)
 
 
 class IrisPlatform(_Section):

@@ -49,7 +49,11 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
+    """Reasoning text. ``summary``: the provider's summary of its reasoning (Responses API
+    ``reasoning_summary_text``), not the raw reasoning itself."""
+
     text: str
+    summary: bool = False
     kind: Literal["reasoning_delta"] = "reasoning_delta"
 
 

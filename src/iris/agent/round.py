@@ -44,9 +44,9 @@ class RoundBuilder:
             case RawText(text=text):
                 self.raw_text.append(text)
                 return self._scrubbed(*self._scrubber.feed(text))
-            case RawReasoning(text=text):
+            case RawReasoning(text=text, summary=summary):
                 self.reasoning.append(text)
-                return [ReasoningDelta(text)]
+                return [ReasoningDelta(text, summary=summary)]
             case RawToolCall():
                 call = self.calls.setdefault(raw.index, ToolCall())
                 if raw.id:

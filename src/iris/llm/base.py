@@ -48,6 +48,7 @@ class RawText:
 @dataclass(frozen=True, slots=True)
 class RawReasoning:
     text: str
+    summary: bool = False  # a summary of the reasoning, not the raw text
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,7 +121,8 @@ class ResponsesProvider:
                         "response.reasoning_text.delta",
                     ):
                         streamed_reasoning.add(index)
-                        yield RawReasoning(data.get("delta", ""))
+                        summary = kind == "response.reasoning_summary_text.delta"
+                        yield RawReasoning(data.get("delta", ""), summary=summary)
                     elif kind == "response.output_item.added":
                         item = data.get("item") or {}
                         if item.get("type") == "function_call":
@@ -181,8 +182,10 @@ def _item_deltas(
         )
         return [RawText(text)] if text else []
     if kind == "reasoning" and with_reasoning:
-        text = "".join(part.get("text", "") for part in item.get("summary") or [])
-        return [RawReasoning(text)] if text else []
+        raw = "".join(part.get("text", "") for part in item.get("content") or [])
+        summary = "".join(part.get("text", "") for part in item.get("summary") or [])
+        deltas: list[RawDelta] = [RawReasoning(raw)] if raw else []
+        return [*deltas, RawReasoning(summary, summary=True)] if summary else deltas
     return []
 
 

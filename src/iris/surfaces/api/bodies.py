@@ -5,8 +5,9 @@ offending field. Both APIs end up as chat-format messages, which is what the age
 
 - Chat Completions messages pass through (``developer`` becomes ``system``);
 - Responses ``input`` (a string, or message / ``function_call`` / ``function_call_output``
-  items with ``input_text`` / ``input_image`` parts) becomes the same messages, after the
-  stored conversation of ``previous_response_id``.
+  items with ``input_text`` / ``input_image`` parts, or ``item_reference`` items naming a stored
+  response's output item) becomes the same messages, after the stored conversation of
+  ``previous_response_id``.
 
 A request that carries ``tools`` owns them: they become the turn's ``client_tools`` and the
 agent's own tools stay off for that turn, so the two are never mixed.
@@ -41,6 +42,7 @@ class ResponsesCall:
     store: bool
     echo: Json  # the request settings the response object repeats
     conversation: list[Json]  # chat-format history + this input (instructions excluded)
+    background: bool = False  # run without a client (see ``background``)
 
 
 # -- shared -----------------------------------------------------------------------------
@@ -242,13 +244,15 @@ def parse_responses(
     models: Sequence[str],
     config: Config,
     history: Callable[[str], list[Json] | None],
+    items: Callable[[str], Json | None] | None = None,
 ) -> ResponsesCall:
-    """``history(response_id)``: the stored conversation of a response, or None."""
+    """``history(response_id)``: the stored conversation of a response, or None;
+    ``items(item_id)``: a stored output item, or None."""
     data = _object(body)
     model = _model(data, models)
     if "input" not in data or data["input"] is None:
         raise bad_request("'input' is required", param="input", code="missing_required_parameter")
-    new_messages = input_messages(data["input"])
+    new_messages = input_messages(data["input"], items)
     instructions = _typed(data, "instructions", str, "a string")
     previous_id = _typed(data, "previous_response_id", str, "a string")
     past: list[Json] = []
@@ -264,8 +268,14 @@ def parse_responses(
         past = found
     stream = _typed(data, "stream", bool, "a boolean")
     store = _typed(data, "store", bool, "a boolean")
-    if _typed(data, "background", bool, "a boolean"):
-        raise bad_request("background responses are not supported", param="background")
+    background = _typed(data, "background", bool, "a boolean") is True
+    if background and store is False:
+        # As on OpenAI: a background response is polled and resumed from the store.
+        raise bad_request(
+            "background responses must be stored; drop 'store': false",
+            param="background",
+            code="invalid_value",
+        )
     raw_tools = data.get("tools")
     tools = _function_tools(raw_tools)
     client_tools, agent_tools = _tool_policy(data, tools, config)
@@ -274,6 +284,7 @@ def parse_responses(
         "instructions": instructions,
         "tools": [_flat_tool(t) for t in tools or []],
         "store": store is not False,
+        "background": background,
     }
     for key in _ECHO_NUMBERS:
         value = _typed(data, key, (int, float), "a number")
@@ -313,6 +324,7 @@ def parse_responses(
         store=store is not False,
         echo=echo,
         conversation=conversation,
+        background=background,
     )
 
 
@@ -330,8 +342,9 @@ def _flat_tool(tool: Json) -> Json:
 _INPUT_ROLES = {"system", "developer", "user", "assistant"}
 
 
-def input_messages(raw: Any) -> list[Json]:
-    """Responses ``input`` → chat-format messages."""
+def input_messages(raw: Any, items: Callable[[str], Json | None] | None = None) -> list[Json]:
+    """Responses ``input`` → chat-format messages. ``items(item_id)`` finds the stored output
+    item an ``item_reference`` names; it then counts as if it had been given inline."""
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
     if not isinstance(raw, list) or not raw:
@@ -341,38 +354,66 @@ def input_messages(raw: Any) -> list[Json]:
         where = f"input[{i}]"
         if not isinstance(item, dict):
             raise bad_request(f"'{where}' must be an object", param=where)
-        kind = item.get("type", "message")
-        if kind == "message":
-            messages.append(_input_message(item, where))
-        elif kind == "function_call":
-            call_id, name = item.get("call_id"), item.get("name")
-            if not isinstance(call_id, str) or not isinstance(name, str):
-                raise bad_request(f"'{where}' needs call_id and name", param=where)
-            call = _assistant_call(call_id, name, item.get("arguments"))
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant":
-                last.setdefault("tool_calls", []).append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            call_id, output = item.get("call_id"), item.get("output")
-            if not isinstance(call_id, str):
-                raise bad_request(f"'{where}.call_id' is required", param=f"{where}.call_id")
-            if isinstance(output, list):
-                texts = [p.get("text") for p in output if isinstance(p, dict)]
-                output = "".join(t for t in texts if isinstance(t, str))
-            if not isinstance(output, str):
-                raise bad_request(f"'{where}.output' must be a string", param=f"{where}.output")
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
-        elif kind == "reasoning":
-            continue  # the agent keeps no reasoning across turns
-        else:
-            raise bad_request(
-                f"'{where}.type' {kind!r} is not supported",
-                param=f"{where}.type",
-                code="invalid_value",
-            )
+        if _is_reference(item):
+            item = _referenced(item, where, items)
+        _add_input_item(messages, item, where)
     return messages
+
+
+def _is_reference(item: Json) -> bool:
+    # The specification lets a reference omit its type: then it is an id and nothing else.
+    kind = item.get("type")
+    return kind == "item_reference" or (kind is None and "role" not in item and "id" in item)
+
+
+def _referenced(item: Json, where: str, items: Callable[[str], Json | None] | None) -> Json:
+    item_id = item.get("id")
+    if not isinstance(item_id, str) or not item_id:
+        raise bad_request(f"'{where}.id' must be a non-empty string", param=f"{where}.id")
+    found = items(item_id) if items is not None else None
+    if found is None:
+        raise ApiError(
+            404,
+            f"Item with id '{item_id}' not found (only output items of stored responses can "
+            "be referenced).",
+            param=where,
+            code="item_not_found",
+        )
+    return found
+
+
+def _add_input_item(messages: list[Json], item: Json, where: str) -> None:
+    kind = item.get("type", "message")
+    if kind == "message":
+        messages.append(_input_message(item, where))
+    elif kind == "function_call":
+        call_id, name = item.get("call_id"), item.get("name")
+        if not isinstance(call_id, str) or not isinstance(name, str):
+            raise bad_request(f"'{where}' needs call_id and name", param=where)
+        call = _assistant_call(call_id, name, item.get("arguments"))
+        last = messages[-1] if messages else None
+        if last is not None and last["role"] == "assistant":
+            last.setdefault("tool_calls", []).append(call)
+        else:
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    elif kind == "function_call_output":
+        call_id, output = item.get("call_id"), item.get("output")
+        if not isinstance(call_id, str):
+            raise bad_request(f"'{where}.call_id' is required", param=f"{where}.call_id")
+        if isinstance(output, list):
+            texts = [p.get("text") for p in output if isinstance(p, dict)]
+            output = "".join(t for t in texts if isinstance(t, str))
+        if not isinstance(output, str):
+            raise bad_request(f"'{where}.output' must be a string", param=f"{where}.output")
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+    elif kind == "reasoning":
+        return  # the agent keeps no reasoning across turns
+    else:
+        raise bad_request(
+            f"'{where}.type' {kind!r} is not supported",
+            param=f"{where}.type",
+            code="invalid_value",
+        )
 
 
 def _input_message(item: Json, where: str) -> Json:

@@ -1,8 +1,11 @@
 """The OpenAI-compatible API surface: routes, auth, limits, and the wiring of the encoders.
 
     POST /v1/chat/completions    Chat Completions, streamed (SSE) or not
-    POST /v1/responses           Responses, streamed (SSE) or not; stored in SQLite
-    GET  /v1/responses/{id}      a stored response
+    POST /v1/responses           Responses, streamed (SSE) or not; stored in SQLite;
+                                 ``background: true`` runs on without the client
+    GET  /v1/responses/{id}      a stored response, or a background one so far;
+                                 ``?stream=true&starting_after=N`` follows a background one
+    POST /v1/responses/{id}/cancel  stops a background response
     GET  /v1/models              the configured model
 
 Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
@@ -31,6 +34,7 @@ from starlette.types import Message, Receive, Scope, Send
 from iris.agent.core import TurnRequest
 from iris.events import Event, TurnEnded
 from iris.runtime import Runtime
+from iris.surfaces.api.background import BackgroundRun, BackgroundRuns, RunStream
 from iris.surfaces.api.bodies import ChatCall, ResponsesCall, parse_chat, parse_responses
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.exchange import TurnExchange, Wire
@@ -75,9 +79,18 @@ class ResponsesWire:
         self._added: list[Json] = []  # chat-format messages the turn added
 
     def frames(self, event: Event) -> bytes:
+        return named_frames(self.feed(event))
+
+    def feed(self, event: Event) -> list[Json]:
         if isinstance(event, TurnEnded):
             self._added = list(event.messages)
-        return named_frames(self.encoder.feed(event))
+        return self.encoder.feed(event)
+
+    def stop(self, status: str, reason: str) -> list[Json]:
+        return self.encoder.stop(status, reason)
+
+    def snapshot(self) -> Json:
+        return self.encoder.snapshot()
 
     def answer(self) -> tuple[int, Json]:
         failure = self.encoder.failure
@@ -118,6 +131,22 @@ class ResponsesWire:
         return messages
 
 
+def _starting_after(raw: str | None) -> int:
+    if raw is None:
+        return -1
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -2
+    if value < -1:
+        raise bad_request(
+            "'starting_after' must be a sequence number (an integer, 0 or more)",
+            param="starting_after",
+            code="invalid_value",
+        )
+    return value
+
+
 def _failure(code: str, message: str) -> tuple[int, Json]:
     status = failure_status(code)
     kind = "rate_limit_error" if status == 429 else "server_error"
@@ -137,6 +166,9 @@ class ApiSurface:
         self.runtime = runtime
         self.settings = runtime.config.platforms.api_server
         self.responses = ResponsesStore(runtime.store)
+        self.background = BackgroundRuns(
+            ttl=self.settings.background_ttl, keep=self.settings.background_keep
+        )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends
         self._key = (self.settings.api_key or "").encode()
@@ -150,6 +182,11 @@ class ApiSurface:
             Route("/v1/chat/completions", self._guard(self.chat, "POST"), methods=_ANY),
             Route("/v1/responses", self._guard(self.create_response, "POST"), methods=_ANY),
             Route(
+                "/v1/responses/{response_id}/cancel",
+                self._guard(self.cancel_response, "POST"),
+                methods=_ANY,
+            ),
+            Route(
                 "/v1/responses/{response_id}", self._guard(self.get_response, "GET"), methods=_ANY
             ),
             Route("/v1/models", self._guard(self.models, "GET"), methods=_ANY),
@@ -160,6 +197,9 @@ class ApiSurface:
         pass
 
     async def stop(self) -> None:
+        # Background turns have no client to give time to: they end now, stored as
+        # interrupted, and their followers get the end of the stream.
+        await self.background.stop()
         # uvicorn's graceful shutdown gave open replies their time; what is left ends now, as
         # interrupted, and is waited for so every client gets a proper end of its reply.
         open_now = list(self.exchanges)
@@ -196,21 +236,74 @@ class ApiSurface:
             models=self.model_names(),
             config=self.runtime.config,
             history=self.responses.conversation,
+            items=self.responses.item,
         )
         turn = self._agent_tools_allowed(call.turn)
-        return self._exchange(turn, ResponsesWire(call, self.responses), stream=call.stream)
+        wire = ResponsesWire(call, self.responses)
+        if call.background:
+            return self._start_background(call, turn, wire)
+        return self._exchange(turn, wire, stream=call.stream)
+
+    def _start_background(
+        self, call: ResponsesCall, turn: TurnRequest, wire: ResponsesWire
+    ) -> Response:
+        release = self._admit()  # a background turn holds its slots while it runs
+        run = BackgroundRun(
+            wire.encoder.response_id,
+            self.runtime.agent,
+            turn,
+            wire,
+            release=release,
+        )
+        self.background.add(run)
+        run.start()
+        if call.stream:
+            return RunStream(run, after=-1)
+        return JSONResponse(run.snapshot())
 
     async def unknown(self, request: Request) -> Response:
         raise ApiError(404, f"Iris does not serve {request.url.path}.", code="unknown_url")
 
     async def get_response(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
+        run = self.background.get(response_id)
+        if request.query_params.get("stream", "false").lower() == "true":
+            after = _starting_after(request.query_params.get("starting_after"))
+            if run is None:
+                self._stored(response_id)  # 404 when there is no such response at all
+                raise bad_request(
+                    "only a background response can be streamed, and only while its events "
+                    f"are kept (platforms.api_server.background_ttl); '{response_id}' has none",
+                    param="stream",
+                    code="stream_not_available",
+                )
+            return RunStream(run, after=after)
+        if run is not None:
+            return JSONResponse(run.snapshot())
+        return JSONResponse(self._stored(response_id))
+
+    async def cancel_response(self, request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        run = self.background.get(response_id)
+        if run is not None:
+            await run.stop("cancelled", "cancelled")  # a run that ended stays as it ended
+            return JSONResponse(run.snapshot())
+        found = self._stored(response_id)
+        if not found.get("background"):
+            raise bad_request(
+                "only a background response can be cancelled",
+                param="response_id",
+                code="not_cancellable",
+            )
+        return JSONResponse(found)
+
+    def _stored(self, response_id: str) -> Json:
         found = self.responses.response(response_id)
         if found is None:
             raise ApiError(
                 404, f"No response found with id '{response_id}'.", code="response_not_found"
             )
-        return JSONResponse(found)
+        return found
 
     # -- the parts every endpoint shares --------------------------------------------------
     def _guard(self, handler: Handler, method: str | None) -> Handler:
@@ -300,7 +393,8 @@ class ApiSurface:
                 f"the request body is not valid JSON: {exc}", code="invalid_json"
             ) from None
 
-    def _exchange(self, request: TurnRequest, wire: Wire, *, stream: bool) -> Response:
+    def _admit(self) -> Callable[[], None]:
+        """Take an API slot and a server turn slot, or refuse with a 429; returns the release."""
         limit = self.settings.max_concurrent
         if self._active >= limit:
             raise ApiError(
@@ -324,6 +418,10 @@ class ApiSurface:
             self._active -= 1
             slot.release()
 
+        return release
+
+    def _exchange(self, request: TurnRequest, wire: Wire, *, stream: bool) -> Response:
+        release = self._admit()
         return TurnExchange(
             self.runtime.agent,
             request,
