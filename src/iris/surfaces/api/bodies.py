@@ -98,7 +98,7 @@ def _check_chars(messages: list[Json], instructions: str | None, config: Config)
         elif isinstance(content, list):
             total += sum(len(part.get("text") or "") for part in content)  # type: ignore[misc]
         for call in message.get("tool_calls") or ():
-            total += len(call["function"]["arguments"])
+            total += len((call.get("function") or {}).get("arguments") or "")
     if total > limit:
         raise bad_request(
             f"the conversation has {total} characters of text; this server accepts at most "
