@@ -160,6 +160,10 @@ def test_the_response_echoes_what_was_applied() -> None:
     assert echo["text"] == {"format": {"type": "json_object"}}
     assert echo["reasoning"] == {"effort": "low", "summary": "auto"}
     assert echo["tool_choice"] == "required"
+    off = parse_responses(
+        {"input": "x", "tool_choice": "none"}, models=MODELS, config=config(), history=no_history
+    )
+    assert off.echo["tool_choice"] == "none" and off.turn.agent_tools is False
     # Nothing echoed that was not applied: defaults stay the encoder's.
     plain = parse_responses(
         {"input": "x", "unknown": 1}, models=MODELS, config=config(), history=no_history

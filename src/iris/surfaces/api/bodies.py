@@ -328,6 +328,8 @@ def parse_responses(
         echo[key] = _positive_int(data, key)
     if (truncation := _typed(data, "truncation", str, "a string")) is not None:
         echo["truncation"] = truncation
+    if data.get("tool_choice") == "none":
+        echo["tool_choice"] = "none"  # applied by sending no tools at all
     conversation = [*past, *new_messages]
     _check_count(len(conversation), config, "input")
     _check_chars(conversation, instructions, config)
