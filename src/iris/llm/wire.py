@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar, cast
@@ -23,6 +25,18 @@ T = TypeVar("T")
 _RAW_STREAM = {"X-Stainless-Raw-Response": "stream"}
 
 
+@functools.cache
+def _bytes_keyword() -> str:
+    """Newer SDKs take encoded bytes as ``content`` (and deprecate bytes as ``body``); older
+    ones (2.0 here) send bytes given as ``body`` unchanged."""
+    accepts = inspect.signature(openai.AsyncOpenAI.post).parameters
+    return "content" if "content" in accepts else "body"
+
+
+def _send(body: bytes) -> dict[str, Any]:
+    return {_bytes_keyword(): body}
+
+
 async def encode(build: Callable[[], Body]) -> bytes:
     """``build()`` and its JSON, computed in a worker thread."""
     return await asyncio.to_thread(lambda: json.dumps(build()).encode())
@@ -30,7 +44,7 @@ async def encode(build: Callable[[], Body]) -> bytes:
 
 async def post(client: openai.AsyncOpenAI, path: str, body: bytes, cast_to: type[T]) -> T:
     """POST and parse the whole answer as ``cast_to`` (an SDK model)."""
-    return await client.post(path, cast_to=cast_to, content=body)
+    return await client.post(path, cast_to=cast_to, **_send(body))
 
 
 async def post_events(
@@ -38,7 +52,9 @@ async def post_events(
 ) -> openai.AsyncStream[T]:
     """POST and read the answer as the SDK's typed SSE stream (events typed by
     ``stream_cls``'s parameter, as the SDK's own ``create(stream=True)`` does)."""
-    return await client.post(path, cast_to=object, content=body, stream=True, stream_cls=stream_cls)
+    return await client.post(
+        path, cast_to=object, stream=True, stream_cls=stream_cls, **_send(body)
+    )
 
 
 @contextlib.asynccontextmanager
@@ -48,7 +64,7 @@ async def post_raw_stream(
     """POST and hand over the unread response (``iter_lines()``); closed on exit."""
     response = cast(
         "openai.AsyncAPIResponse[object]",
-        await client.post(path, cast_to=object, content=body, options={"headers": _RAW_STREAM}),
+        await client.post(path, cast_to=object, options={"headers": _RAW_STREAM}, **_send(body)),
     )
     try:
         yield response
