@@ -125,6 +125,19 @@ TOOL = {
 }
 
 
+def ask_with_tool(server: IrisServer, upstream: FakeUpstream, **params: Any) -> dict[str, Any]:
+    """A chat request naming its one tool in ``tool_choice``; the body the upstream got."""
+    with client_for(server) as client:
+        client.chat.completions.create(
+            model="fake-model",
+            messages=USER,
+            tools=[TOOL],  # type: ignore[list-item]
+            tool_choice={"type": "function", "function": {"name": "lookup"}},
+            **params,
+        )
+    return upstream.wait_for_request().body
+
+
 def test_chat_parameters_reach_a_chat_provider(
     iris_server: StartIris, upstream: FakeUpstream
 ) -> None:
@@ -137,17 +150,7 @@ def test_chat_parameters_reach_a_chat_provider(
         "frequency_penalty": -0.5,
         "logit_bias": {"50256": -100},
     }
-    with client_for(server) as client:
-        client.chat.completions.create(
-            model="fake-model",
-            messages=USER,
-            tools=[TOOL],  # type: ignore[list-item]
-            tool_choice={"type": "function", "function": {"name": "lookup"}},
-            max_completion_tokens=50,
-            **CHAT_PARAMS,
-            **extra,
-        )
-    body = upstream.wait_for_request().body
+    body = ask_with_tool(server, upstream, max_completion_tokens=50, **CHAT_PARAMS, **extra)
     for key, value in {**CHAT_PARAMS, **extra}.items():
         assert body[key] == value, key
     assert body["tool_choice"] == {"type": "function", "function": {"name": "lookup"}}
@@ -159,16 +162,7 @@ def test_chat_parameters_reach_a_responses_provider_under_responses_names(
 ) -> None:
     server = iris_server(model={"provider": "responses"})
     upstream.script(tool_call("lookup", ["{}"]))
-    with client_for(server) as client:
-        client.chat.completions.create(
-            model="fake-model",
-            messages=USER,
-            tools=[TOOL],  # type: ignore[list-item]
-            tool_choice={"type": "function", "function": {"name": "lookup"}},
-            max_tokens=50,
-            **CHAT_PARAMS,
-        )
-    body = upstream.wait_for_request().body
+    body = ask_with_tool(server, upstream, max_tokens=50, **CHAT_PARAMS)
     moved = {"reasoning_effort", "verbosity"}
     for key, value in CHAT_PARAMS.items():
         if key not in moved:

@@ -35,31 +35,25 @@ ProviderKind = Literal["chat_completions", "responses", "local"]
 
 Params = dict[str, Any]
 
-ALL: frozenset[str] = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "stop",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
+_SAMPLING = frozenset(
+    {"temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty"}
+)
+# Who a request is for, not how to generate: the embedded model has no provider to tell.
+_IDENTITY = frozenset({"user", "safety_identifier", "prompt_cache_key", "service_tier", "metadata"})
+
+ALL: frozenset[str] = (
+    _SAMPLING
+    | _IDENTITY
+    | {
         "logit_bias",
         "response_format",
         "tool_choice",
         "parallel_tool_calls",
-        "user",
-        "safety_identifier",
-        "prompt_cache_key",
-        "service_tier",
-        "metadata",
         "reasoning_effort",
         "reasoning_summary",
         "verbosity",
     }
 )
-
-# Who a request is for, not how to generate: the embedded model has no provider to tell.
-_IDENTITY = frozenset({"user", "safety_identifier", "prompt_cache_key", "service_tier", "metadata"})
 
 HONOURED: Mapping[ProviderKind, frozenset[str]] = {
     # Chat Completions has no way to ask for a reasoning summary.
@@ -68,16 +62,7 @@ HONOURED: Mapping[ProviderKind, frozenset[str]] = {
     "responses": ALL - {"stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias"},
     # llama.cpp: sampling, stops, seed and a JSON grammar; the demo model calls no tools and
     # its token ids are not OpenAI's, so a logit bias would mean something else.
-    "local": _IDENTITY
-    | {
-        "temperature",
-        "top_p",
-        "stop",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
-        "response_format",
-    },
+    "local": _SAMPLING | _IDENTITY | {"response_format"},
 }
 
 
