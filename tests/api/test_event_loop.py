@@ -23,8 +23,8 @@ class LoopWatch:
     """A task on the server's loop that wakes every 10 ms and keeps the longest gap."""
 
     def __init__(self, server: IrisServer) -> None:
-        assert server._loop is not None  # pyright: ignore[reportPrivateUsage]
-        self._loop = server._loop  # pyright: ignore[reportPrivateUsage]
+        assert server._loop is not None
+        self._loop = server._loop
         self._stop = threading.Event()
         self.longest = 0.0
         self._future = asyncio.run_coroutine_threadsafe(self._watch(), self._loop)
