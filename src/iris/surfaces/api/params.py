@@ -35,7 +35,7 @@ _STRINGS = ("user", "safety_identifier", "prompt_cache_key", "service_tier")
 
 def chat_params(body: Json, client_tools: list[Json] | None) -> Params:
     """The parameters of a Chat Completions body."""
-    params = _shared(body, _NUMBERS, client_tools)
+    params = _shared(body, client_tools)
     if (stop := body.get("stop")) is not None:
         params["stop"] = _stop(stop)
     if (seed := typed(body, "seed", int, "an integer")) is not None:
@@ -52,15 +52,15 @@ def chat_params(body: Json, client_tools: list[Json] | None) -> Params:
         )
     if (fmt := typed(body, "response_format", dict, "an object")) is not None:
         _set_format(params, _chat_format(fmt))
-    for key, name in (("reasoning_effort", "reasoning_effort"), ("verbosity", "verbosity")):
+    for key in ("reasoning_effort", "verbosity"):
         if (value := typed(body, key, str, "a string")) is not None:
-            params[name] = value
+            params[key] = value
     return params
 
 
 def responses_params(body: Json, client_tools: list[Json] | None) -> Params:
     """The parameters of a Responses body (which has no stop, seed or logit_bias)."""
-    params = _shared(body, _NUMBERS, client_tools)
+    params = _shared(body, client_tools)
     if (text := typed(body, "text", dict, "an object")) is not None:
         if (fmt := typed(text, "format", dict, "an object", where="text.format")) is not None:
             _set_format(params, _flat_format(fmt, "text.format"))
@@ -95,7 +95,7 @@ def check_honoured(params: Params, config: Config, *, names: dict[str, str]) -> 
         )
 
 
-CHAT_NAMES: dict[str, str] = {}
+CHAT_NAMES: dict[str, str] = {}  # the neutral names are Chat Completions' own
 RESPONSES_NAMES = {
     "response_format": "text.format",
     "verbosity": "text.verbosity",
@@ -127,11 +127,9 @@ def responses_echo(params: Params) -> Json:
 # -- the parts both APIs share ----------------------------------------------------------
 
 
-def _shared(
-    body: Json, numbers: dict[str, tuple[float, float]], client_tools: list[Json] | None
-) -> Params:
+def _shared(body: Json, client_tools: list[Json] | None) -> Params:
     params: Params = {}
-    for key, (low, high) in numbers.items():
+    for key, (low, high) in _NUMBERS.items():
         value = body.get(key)
         if value is None:
             continue
