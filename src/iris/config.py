@@ -128,6 +128,10 @@ class ApiServerPlatform(_Section):
     api_key: str | None = None
     max_concurrent: int = Field(default=16, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Per-request caps, checked before any work: OpenAI's own cap on `messages` is 2048; a
+    # million characters of text is past every model's context window.
+    max_messages: int = Field(default=2048, ge=1)
+    max_input_chars: int = Field(default=1_000_000, ge=1)
     # Agent tools run inside Iris when the client sends no tools of its own.
     agent_tools: bool = True
     # Background responses: the events of an ended one are kept this many seconds for
@@ -222,14 +226,14 @@ class Config(_Section):
     source: str | None = Field(default=None, exclude=True)
 
     # -- the streaming precedence rule ------------------------------------------------------
-    def streams(self, surface: Surface, client_stream: bool | None = None) -> bool:
-        """Does ``surface`` stream for this request?
+    def streams(self, surface: Surface) -> bool:
+        """Does ``surface`` stream?
 
-        The API client's ``stream`` field > per-surface override (``display.platforms.<p>
-        .streaming``, then ``streaming.<surface>``) > master switch (environment included) >
-        default off."""
-        if client_stream is not None:
-            return client_stream
+        Per-surface override (``display.platforms.<p>.streaming``, then ``streaming.<surface>``)
+        > master switch (environment included) > default off. For ``api_server`` it only says
+        whether Iris streams *from the provider* while it builds a non-streamed answer: what
+        the API client receives is decided by the request's ``stream`` field alone (absent =
+        false, as on OpenAI)."""
         override = self.display.platforms.get(surface)
         if override is not None and override.streaming is not None:
             return override.streaming

@@ -238,6 +238,26 @@ def responses_tool_call(
     return tool_call(name, arg_fragments, call_id=call_id, **delivery)
 
 
+def structured(
+    value: Any, *, prose: str = "Sure! Here is what you asked for.", **delivery: Any
+) -> Scenario:
+    """A model that honours a JSON response format: asked for one (chat ``response_format``,
+    responses ``text.format``: ``json_schema`` or ``json_object``) it answers ``value`` as JSON
+    in 8-character chunks; asked for none it answers ``prose``, which no JSON parser accepts."""
+    answer = json.dumps(value)
+    chunks = tuple(answer[i : i + 8] for i in range(0, len(answer), 8))
+
+    def reply(request: Received) -> Reply:
+        if request.api == "chat":
+            fmt = request.body.get("response_format")
+        else:
+            fmt = (request.body.get("text") or {}).get("format")
+        wants_json = isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object")
+        return text(*(chunks if wants_json else (prose,)), **delivery).reply(request)
+
+    return Scenario(f"structured({answer[:20]})", reply)
+
+
 def error(
     status: int,
     message: str = "upstream error",

@@ -68,6 +68,8 @@ class TurnRequest:
     model: str | None = None  # override the configured model name
     instructions: str | None = None  # an extra system message
     max_tokens: int | None = None
+    # Generation parameters in the neutral spelling of ``iris.llm.params``, sent every round.
+    params: dict[str, Any] = field(default_factory=dict[str, Any])
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
@@ -297,7 +299,11 @@ class Turn:
             model = (request.model if i == 0 and request.model else "") or provider.name
             self._model = model
             ask = ProviderRequest(
-                model, messages, tools, request.max_tokens or self.agent.config.model.max_tokens
+                model,
+                messages,
+                tools,
+                request.max_tokens or self.agent.config.model.max_tokens,
+                request.params,
             )
             try:
                 if request.stream and self.agent.streams_allowed(endpoint, model):

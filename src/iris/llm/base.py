@@ -79,6 +79,8 @@ class ProviderRequest:
     messages: list[dict[str, Any]]  # chat format, system message first when there is one
     tools: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])  # chat format
     max_tokens: int | None = None
+    # Generation parameters, neutral spelling (``iris.llm.params``); each provider maps them.
+    params: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 class Provider(Protocol):
