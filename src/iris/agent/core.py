@@ -270,9 +270,10 @@ class Turn:
                 )
                 return
             self._unanswered = list(calls)
+            offered = _names(round_tools)
             for call in calls:
                 index += 1
-                result = await self._run_tool(index, call)
+                result = await self._run_tool(index, call, offered)
                 message = {"role": "tool", "tool_call_id": call.id, "content": result.output}
                 self._unanswered.remove(call)
                 self._added.append(message)
@@ -343,7 +344,8 @@ class Turn:
         return builder
 
     # -- tools -------------------------------------------------------------------------------
-    async def _run_tool(self, index: int, call: ToolCall) -> ToolResult:
+    async def _run_tool(self, index: int, call: ToolCall, offered: frozenset[str]) -> ToolResult:
+        """Run one call, if and only if its tool was offered to the model in this round."""
         started = time.monotonic()
         try:
             args: Any = json.loads(call.arguments or "{}")
@@ -358,12 +360,17 @@ class Turn:
         if not isinstance(args, dict):
             args = {"_value": args}
         self._emit(ToolStarted(index, call.name, args, call.id))
-        tool = self.agent.tools.get(call.name)
+        # A model may call any name it likes; only what this round offered may run
+        # (agent_tools off, tool_choice "none" and the last round offer nothing).
+        tool = self.agent.tools.get(call.name) if call.name in offered else None
         if tool is None or (call.name == "terminal" and not self.request.allow_terminal):
-            why = "is not allowed for this user" if tool else "does not exist"
-            return self._tool_ended(
-                index, call, ToolResult(False, f"error: tool '{call.name}' {why}"), started
+            why = (
+                "is not allowed for this user"
+                if call.name == "terminal" and not self.request.allow_terminal
+                else "was not offered to you in this round"
             )
+            refusal = ToolResult(False, f"error: tool '{call.name}' {why}; it was not run")
+            return self._tool_ended(index, call, refusal, started)
         problem = validate_args(tool.parameters, args)
         if problem:
             return self._tool_ended(index, call, ToolResult(False, f"error: {problem}"), started)
@@ -437,6 +444,11 @@ class Turn:
     ) -> None:
         partial = self._partial()
         self._emit(TurnFailed(code, message, retryable, partial, retry_after))
+
+
+def _names(tools: list[dict[str, Any]]) -> frozenset[str]:
+    """The function names of chat-format tools."""
+    return frozenset(str(tool.get("function", {}).get("name", "")) for tool in tools)
 
 
 async def run_with_callback(
