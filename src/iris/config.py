@@ -13,12 +13,13 @@ provider is ``local``, the embedded demo model.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from iris.errors import ConfigError
 
@@ -157,14 +158,38 @@ class PlatformsConfig(_Section):
     slack: SlackPlatform = Field(default_factory=SlackPlatform)
 
 
+# What the terminal tool's commands see of Iris's environment: enough for a shell to work.
+TERMINAL_ENV = tuple("PATH HOME USER LOGNAME SHELL LANG LC_ALL LC_CTYPE TERM TZ TMPDIR".split())
+_SECRET = re.compile(
+    r"^(IRIS|HERMES)_|(^|_)(KEY|APIKEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)"
+)
+
+
+def looks_secret(name: str) -> bool:
+    """Does an environment variable name look like it holds a key or an Iris setting?"""
+    return bool(_SECRET.search(name.upper()))
+
+
 class TerminalTool(_Section):
     cwd: str = "."
     timeout: float = Field(default=60.0, gt=0)
     output_limit: int = Field(default=16_000, ge=100)
+    # The only environment variables a command sees (when Iris has them).
+    env: list[str] = Field(default_factory=lambda: list(TERMINAL_ENV))
+
+    @field_validator("env")
+    @classmethod
+    def _no_secrets(cls, names: list[str]) -> list[str]:
+        secret = [name for name in names if looks_secret(name)]
+        if secret:
+            raise ValueError(f"{', '.join(secret)} looks like a secret; commands never see one")
+        return names
 
 
 class ReadFileTool(_Section):
     max_bytes: int = Field(default=64_000, ge=100)
+    # Folders read_file may read from (symlinks resolved); empty means the terminal cwd.
+    roots: list[str] = Field(default_factory=list[str])
 
 
 class ToolsConfig(_Section):
@@ -263,7 +288,8 @@ streaming:
 #   iris: {enabled: true, tokens: [change-me]}
 # tools:
 #   enabled: [terminal, read_file]
-#   terminal: {cwd: ".", timeout: 60}
+#   terminal: {cwd: ".", timeout: 60, env: [PATH, HOME, LANG]}   # env: what commands see
+#   read_file: {roots: ["."]}      # folders read_file may read; default: the terminal cwd
 """
 
 

@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from iris.agent.round import RoundBuilder, ToolCall
@@ -76,7 +77,9 @@ class Agent:
 
     def __init__(self, config: Config, *, tools: ToolRegistry | None = None) -> None:
         self.config = config
-        self.tools = tools if tools is not None else builtin_tools(config.tools)
+        self.tools = (
+            tools if tools is not None else builtin_tools(config.tools, private=_private(config))
+        )
         self.endpoints: list[ModelEndpoint] = [config.model, *config.model.fallback]
         self._providers: dict[int, Provider] = {}
         self._stream_rejected_until: dict[str, float] = {}
@@ -114,6 +117,14 @@ class Agent:
     def remember_stream_rejected(self, endpoint: ModelEndpoint, model: str) -> None:
         ttl = self.config.model.stream_reject_ttl
         self._stream_rejected_until[self._key(endpoint, model)] = time.monotonic() + ttl
+
+
+def _private(config: Config) -> list[Path]:
+    """Iris's own files, which read_file refuses even inside a root: they hold keys and
+    transcripts."""
+    database = config.store.resolved_path()
+    paths = [Path.home() / ".iris", *(Path(f"{database}{end}") for end in ("", "-wal", "-shm"))]
+    return paths + ([Path(config.source)] if config.source else [])
 
 
 def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
