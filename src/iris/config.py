@@ -159,7 +159,7 @@ class PlatformsConfig(_Section):
 
 
 # What the terminal tool's commands see of Iris's environment: enough for a shell to work.
-TERMINAL_ENV = tuple("PATH HOME USER LOGNAME SHELL LANG LC_ALL LC_CTYPE TERM TZ TMPDIR".split())
+TERMINAL_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TERM", "TZ")
 _SECRET = re.compile(
     r"^(IRIS|HERMES)_|(^|_)(KEY|APIKEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)"
 )
