@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from iris.errors import ConfigError
+from iris.private import private_dir, write_private
 
 Surface = Literal["cli", "telegram", "discord", "slack", "api_server", "iris"]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
@@ -308,8 +309,9 @@ def load_config(
         file = default_path()
         if not file.exists() and write_template:
             try:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                file.write_text(TEMPLATE)
+                # It will hold keys: private from its first byte.
+                private_dir(file.parent)
+                write_private(file, TEMPLATE)
             except OSError:
                 pass
     data: dict[str, Any] = {}
