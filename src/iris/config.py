@@ -61,6 +61,9 @@ class ModelConfig(ModelEndpoint):
     local_path: str = ""
     max_tokens: int | None = None
     system_prompt: str = ""
+    # Characters of visible text one turn may produce (reasoning and tool arguments are bounded
+    # by the same number): past it the upstream is closed and the turn ends with "length".
+    max_output_chars: int = Field(default=200_000, ge=1)
 
 
 class StreamingConfig(_Section):

@@ -15,6 +15,10 @@ Failure policy for one round (``_round``):
   ``StreamReset`` when something of the round was already shown.
 - anything else, or the chain is exhausted → the turn fails; text already shown is kept
   (``SegmentEnded`` + ``TurnFailed.partial_text``), never repeated.
+
+Output cap: once the turn's visible text would pass ``model.max_output_chars`` (or its reasoning
+or one round's tool arguments would), the turn stops reading the upstream — leaving the stream's
+``async with`` closes it — and ends with ``TurnEnded(reason="length")`` and the text up to the cap.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from iris.errors import ProviderError, ProviderHTTPError, StreamingRejected, use
 from iris.events import (
     Commentary,
     Event,
+    ReasoningDelta,
     SegmentEnded,
     StreamReset,
     TerminalEvent,
@@ -49,7 +54,7 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
-from iris.llm.base import Provider, ProviderRequest, RawDelta
+from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +148,10 @@ def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
             return LocalProvider(config.model)
 
 
+class _OutputCapped(Exception):
+    """The turn reached ``model.max_output_chars``: stop reading the upstream."""
+
+
 class Turn:
     def __init__(self, agent: Agent, request: TurnRequest) -> None:
         self.agent = agent
@@ -160,6 +169,7 @@ class Turn:
         self._unanswered: list[ToolCall] = []
         self._usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         self._model = agent.model_name
+        self._shown_chars = 0  # visible text of the finished rounds, for the output cap
 
     # -- lifetime ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -217,6 +227,8 @@ class Turn:
                 self._fail("cancelled", "the turn was cancelled", False)
                 raise
             self._end_interrupted()
+        except _OutputCapped:
+            self._end_capped()
         except ProviderError as exc:
             code, message, retryable = user_message(exc)
             retry_after = exc.retry_after if isinstance(exc, ProviderHTTPError) else None
@@ -342,17 +354,47 @@ class Turn:
     async def _consume(self, deltas: AsyncGenerator[RawDelta]) -> RoundBuilder:
         builder = self._builder = RoundBuilder()
         self._segment_open = True
+        cap = self.agent.config.model.max_output_chars
+        # What this round may still add before the cap: visible text and reasoning count over
+        # the whole turn, tool arguments per round (all of them are held in memory).
+        text_room = cap - self._shown_chars
+        thought_room = cap - sum(map(len, self._reasoning))
+        arguments_room = cap
         async with contextlib.aclosing(deltas):
             async for raw in deltas:
+                if isinstance(raw, RawToolCall):
+                    arguments_room -= len(raw.arguments)
+                    if arguments_room < 0:
+                        raise _OutputCapped
                 for event in builder.feed(raw):
+                    if isinstance(event, TextDelta):
+                        text_room -= len(event.text)
+                        if text_room < 0:
+                            self._emit_head(builder.visible, TextDelta, text_room)
+                    elif isinstance(event, ReasoningDelta):
+                        thought_room -= len(event.text)
+                        if thought_room < 0:
+                            self._emit_head(builder.reasoning, ReasoningDelta, thought_room)
                     self._emit(event)
         for event in builder.finish():
             self._emit(event)
+        self._shown_chars += len(builder.shown_text)
         self._reasoning.extend(builder.reasoning)
         self._usage["input_tokens"] += builder.input_tokens
         self._usage["output_tokens"] += builder.output_tokens
         self._usage["total_tokens"] = self._usage["input_tokens"] + self._usage["output_tokens"]
         return builder
+
+    def _emit_head(
+        self, parts: list[str], kind: type[TextDelta | ReasoningDelta], overflow: int
+    ) -> None:
+        """The delta that passed the cap (the last of ``parts``): keep and show only its head
+        up to the cap, then end the turn."""
+        head = parts[-1][: len(parts[-1]) + overflow]
+        parts[-1] = head
+        if head:
+            self._emit(kind(head))
+        raise _OutputCapped
 
     # -- tools -------------------------------------------------------------------------------
     async def _run_tool(self, index: int, call: ToolCall, offered: frozenset[str]) -> ToolResult:
@@ -431,11 +473,12 @@ class Turn:
             return ""
         self._segment_open = False
         builder = self._builder
+        shown = builder.shown_text  # before finish(): what it flushes now is not shown
         for event in builder.finish():
             if not isinstance(event, TextDelta):  # text after the cut is not shown now
                 self._emit(event)
         self._reasoning.extend(builder.reasoning)
-        text = finalize(builder.shown_text)
+        text = finalize(shown)
         if text:
             self._emit(SegmentEnded(text))
         return text
@@ -449,6 +492,12 @@ class Turn:
         if text:
             self._added.append({"role": "assistant", "content": text})
         self._end("interrupted", text)
+
+    def _end_capped(self) -> None:
+        text = self._partial()
+        if text:
+            self._added.append({"role": "assistant", "content": text})
+        self._end("length", text)
 
     def _fail(
         self, code: str, message: str, retryable: bool, retry_after: float | None = None
