@@ -96,6 +96,12 @@ async def test_a_fifo_is_refused_without_blocking(make_config: MakeConfig, root:
     assert not result.ok and "not a regular file" in result.output
 
 
+async def test_a_path_with_a_nul_byte_is_refused(make_config: MakeConfig, root: Path) -> None:
+    read = tool(make_config, "read_file", terminal={"cwd": str(root)})
+    result = await run(read, path="notes.txt\x00.png")
+    assert not result.ok and "not a valid path" in result.output
+
+
 async def test_a_directory_is_refused(make_config: MakeConfig, root: Path) -> None:
     (root / "sub").mkdir()
     read = tool(make_config, "read_file", terminal={"cwd": str(root)})

@@ -42,7 +42,10 @@ class FileReach:
         """Up to ``size`` bytes of the file ``name``; raises ``Refused`` or ``OSError``.
 
         Blocking: run it in a worker thread."""
-        target = _real(self.base / name)
+        try:
+            target = _real(self.base / name)
+        except ValueError:  # an embedded NUL byte
+            raise Refused("it is not a valid path") from None
         if not any(target.is_relative_to(root) for root in self.roots):
             raise Refused("it is outside the folders read_file may read")
         if any(target.is_relative_to(denied) for denied in self.denied):
