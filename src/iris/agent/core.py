@@ -32,7 +32,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from iris.agent.round import RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
@@ -387,7 +387,7 @@ class Turn:
 
     def _emit_head(
         self, parts: list[str], kind: type[TextDelta | ReasoningDelta], overflow: int
-    ) -> None:
+    ) -> NoReturn:
         """The delta that passed the cap (the last of ``parts``): keep and show only its head
         up to the cap, then end the turn."""
         head = parts[-1][: len(parts[-1]) + overflow]
