@@ -71,7 +71,7 @@ def secure_existing(
     database files wherever they are. Logs one warning naming what was tightened."""
     home = home or iris_home()
     paths = [home, home / "config.yaml", home / "app.json", home / "chat_history"]
-    paths += [home / "iris.db", *database_files(home / "iris.db")[1:]]
+    paths += database_files(home / "iris.db")
     if config is not None:
         paths.append(config)
     if database is not None:
