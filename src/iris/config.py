@@ -13,14 +13,16 @@ provider is ``local``, the embedded demo model.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from iris.errors import ConfigError
+from iris.private import private_dir, write_private
 
 Surface = Literal["cli", "telegram", "discord", "slack", "api_server", "iris"]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
@@ -59,6 +61,9 @@ class ModelConfig(ModelEndpoint):
     local_path: str = ""
     max_tokens: int | None = None
     system_prompt: str = ""
+    # Characters of visible text one turn may produce (reasoning and tool arguments are bounded
+    # by the same number): past it the upstream is closed and the turn ends with "length".
+    max_output_chars: int = Field(default=200_000, ge=1)
 
 
 class StreamingConfig(_Section):
@@ -188,14 +193,38 @@ class PlatformsConfig(_Section):
     slack: SlackPlatform = Field(default_factory=SlackPlatform)
 
 
+# What the terminal tool's commands see of Iris's environment: enough for a shell to work.
+TERMINAL_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TERM", "TZ")
+_SECRET = re.compile(
+    r"^(IRIS|HERMES)_|(^|_)(KEY|APIKEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)"
+)
+
+
+def looks_secret(name: str) -> bool:
+    """Does an environment variable name look like it holds a key or an Iris setting?"""
+    return bool(_SECRET.search(name.upper()))
+
+
 class TerminalTool(_Section):
     cwd: str = "."
     timeout: float = Field(default=60.0, gt=0)
     output_limit: int = Field(default=16_000, ge=100)
+    # The only environment variables a command sees (when Iris has them).
+    env: list[str] = Field(default_factory=lambda: list(TERMINAL_ENV))
+
+    @field_validator("env")
+    @classmethod
+    def _no_secrets(cls, names: list[str]) -> list[str]:
+        secret = [name for name in names if looks_secret(name)]
+        if secret:
+            raise ValueError(f"{', '.join(secret)} looks like a secret; commands never see one")
+        return names
 
 
 class ReadFileTool(_Section):
     max_bytes: int = Field(default=64_000, ge=100)
+    # Folders read_file may read from (symlinks resolved); empty means the terminal cwd.
+    roots: list[str] = Field(default_factory=list[str])
 
 
 class ToolsConfig(_Section):
@@ -294,7 +323,8 @@ streaming:
 #   iris: {enabled: true, tokens: [change-me]}
 # tools:
 #   enabled: [terminal, read_file]
-#   terminal: {cwd: ".", timeout: 60}
+#   terminal: {cwd: ".", timeout: 60, env: [PATH, HOME, LANG]}   # env: what commands see
+#   read_file: {roots: ["."]}      # folders read_file may read; default: the terminal cwd
 """
 
 
@@ -313,8 +343,9 @@ def load_config(
         file = default_path()
         if not file.exists() and write_template:
             try:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                file.write_text(TEMPLATE)
+                # It will hold keys: private from its first byte.
+                private_dir(file.parent)
+                write_private(file, TEMPLATE)
             except OSError:
                 pass
     data: dict[str, Any] = {}

@@ -12,12 +12,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from iris.private import private_dir, private_file
+
 
 class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            # Transcripts: owner-only; SQLite gives the WAL and SHM the database file's mode.
+            private_dir(Path(self.path).expanduser().parent)
+            private_file(Path(self.path).expanduser())
         # One connection shared by the event loop thread; the lock covers the rare call from a
         # worker thread. WAL keeps readers from blocking the writer.
         self._conn = sqlite3.connect(

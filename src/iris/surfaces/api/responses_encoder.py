@@ -15,12 +15,14 @@ helper enforces::
         function_call: function_call_arguments.delta, function_call_arguments.done
                       response.output_item.done
     response.completed (the whole response)  |  error, response.failed
-                                              |  response.incomplete (cancelled, interrupted)
+                                              |  response.incomplete (cancelled, interrupted,
+                                                 or ``max_output_tokens`` when the output cap,
+                                                 ``model.max_output_chars``, cut the answer)
 
 Every event carries a monotonic ``sequence_number``. Each text segment of the turn is its own
 message item; one that accompanied tool calls has ``phase: "commentary"``. Every output item
-has an id (``msg_…``, ``rs_…``, ``fc_…``) that a later request can name in an ``item_reference``. The agent's own tools
-run inside Iris and produce no items; client-defined tool calls become ``function_call`` items.
+has an id (``msg_…``, ``rs_…``, ``fc_…``) that a later request can name in an
+``item_reference``. The agent's own tools run inside Iris and produce no items; client-defined tool calls become ``function_call`` items.
 """
 
 from __future__ import annotations
@@ -216,15 +218,17 @@ class ResponsesEncoder:
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._close(out, "completed")
             case TurnEnded():
-                self._close(out, "completed")
+                # The output cap cut the answer: OpenAI's word is an incomplete response.
+                status = "incomplete" if event.reason == "length" else "completed"
+                self._close(out, status)
                 if event.reason == "tool_calls":
                     for call in event.tool_calls:
                         self._function_call(out, call)
                 completed_at = int(self._clock()) if self._clock else self.created_at
-                self.response = self._snapshot(
-                    "completed", usage=event.usage, completed_at=completed_at
-                )
-                self._event(out, "response.completed", response=self.response)
+                self.response = self._snapshot(status, usage=event.usage, completed_at=completed_at)
+                if status == "incomplete":
+                    self.response["incomplete_details"] = {"reason": "max_output_tokens"}
+                self._event(out, f"response.{status}", response=self.response)
             case TurnFailed():
                 self._close(out, "incomplete")
                 self.failure = event
