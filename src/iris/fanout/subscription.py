@@ -24,12 +24,14 @@ chat frames are in the log, so it resumes from the last seq it saw.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from iris.errors import StoreUnavailable
 from iris.fanout.storeguard import store_errors
 
 if TYPE_CHECKING:
@@ -118,8 +120,11 @@ class Subscription:
         Raises ``StoreUnavailable`` (and changes nothing) if the log cannot be read."""
         if self.overflowed:
             return
+        # The bounds hold for what a resume can reach; a store that takes no writes (locked)
+        # can still be read, so the replay goes on without this pass.
+        with contextlib.suppress(StoreUnavailable), store_errors():
+            self._hub.log.prune(self.chat_id)
         with store_errors():
-            self._hub.log.prune(self.chat_id)  # the bounds hold for what a resume can reach
             latest = self._hub.latest(self.chat_id)
             past_reach = after_seq > latest or after_seq < self._hub.log.floor(self.chat_id)
             messages = self._hub.log.conversation(self.chat_id) if past_reach else []

@@ -52,6 +52,7 @@ CLOSE_TOO_SLOW = 4008  # over its queue bound with frames that cannot be re-read
 CLOSE_RATE_LIMITED = 4029  # kept sending far over its inbound budget
 CLOSE_POLICY = 1008
 CLOSE_TRY_LATER = 1013  # the store failed where the device cannot go on without a gap
+CLOSE_WAIT = 2.0  # seconds a close waits on a device's socket (one that stopped reading)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,13 +175,26 @@ class _Connection:
     async def run(self) -> None:
         # The receiver runs in the connection's own task: one task less per idle device. A
         # socket the sender can no longer write to (or closes) also ends the receiver.
-        sender = asyncio.create_task(self._send_loop())
+        self._sender = asyncio.create_task(self._send_loop())
         try:
             await self._receive_loop()
         finally:
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await sender
+            await self._stop_sender()
+
+    async def _stop_sender(self) -> None:
+        self._sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._sender
+
+    async def _close(self, code: int, reason: str) -> None:
+        """Close from the receiving side; what is already queued goes out first, if it can."""
+        await self._stop_sender()
+        subscription = self.subscription
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CLOSE_WAIT):
+                while subscription.pending():
+                    await self.ws.send_text(await subscription.get_json())
+        await _close(self.ws, code, reason)
 
     async def _send_loop(self) -> None:
         ws, subscription = self.ws, self.subscription
@@ -203,7 +217,7 @@ class _Connection:
                 return
             if not self._budget.take(time.monotonic()):
                 if self._budget.over > INBOUND_BURST:
-                    await _close(self.ws, CLOSE_RATE_LIMITED, "too many frames")
+                    await self._close(CLOSE_RATE_LIMITED, "too many frames")
                     return
                 if self._budget.over == 1:
                     self._error(
@@ -214,7 +228,7 @@ class _Connection:
                 request = inbound.parse(_payload(message), max_text=max_text)
                 if isinstance(request, inbound.BadFrame):
                     if self._too_many_bad():
-                        await _close(self.ws, CLOSE_POLICY, "too many bad frames")
+                        await self._close(CLOSE_POLICY, "too many bad frames")
                         return
                     self._error(request.code, request.message)
                 else:
@@ -276,7 +290,7 @@ async def _store_failed(ws: WebSocket, chat_id: str, seq: int, exc: StoreUnavail
     frame = {"type": "error", "code": exc.code, "message": exc.message, "chat_id": chat_id}
     log.warning("iris device on %s closed: %s", chat_id, exc.message)
     with contextlib.suppress(Exception):
-        async with asyncio.timeout(2.0):
+        async with asyncio.timeout(CLOSE_WAIT):
             await ws.send_text(encode_frame({**frame, "seq": seq}))
     await _close(ws, CLOSE_TRY_LATER, "store unavailable; reconnect and resume")
 
@@ -284,5 +298,5 @@ async def _store_failed(ws: WebSocket, chat_id: str, seq: int, exc: StoreUnavail
 async def _close(ws: WebSocket, code: int, reason: str) -> None:
     # A device that stopped reading keeps the socket unwritable; do not wait on it forever.
     with contextlib.suppress(Exception):
-        async with asyncio.timeout(2.0):
+        async with asyncio.timeout(CLOSE_WAIT):
             await ws.close(code, reason)
