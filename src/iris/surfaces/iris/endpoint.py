@@ -51,6 +51,7 @@ CLOSE_BAD_REQUEST = 4400  # a malformed query parameter on an authenticated conn
 CLOSE_TOO_SLOW = 4008  # over its queue bound with frames that cannot be re-read later
 CLOSE_RATE_LIMITED = 4029  # kept sending far over its inbound budget
 CLOSE_POLICY = 1008
+CLOSE_INTERNAL = 1011  # a fault of the server's (it is logged)
 CLOSE_TRY_LATER = 1013  # the store failed where the device cannot go on without a gap
 CLOSE_WAIT = 2.0  # seconds a close waits on a device's socket (one that stopped reading)
 
@@ -99,6 +100,13 @@ class IrisSurface:
     # -- one connection ------------------------------------------------------------------------
     async def _endpoint(self, ws: WebSocket) -> None:
         await ws.accept()
+        try:
+            await self._serve(ws)
+        except Exception:  # a fault of ours still ends in a close frame, not a dropped socket
+            log.exception("iris connection failed")
+            await _close(ws, CLOSE_INTERNAL, "internal error")
+
+    async def _serve(self, ws: WebSocket) -> None:
         hello = await self._authenticate(ws)
         if isinstance(hello, _Refusal):
             await _close(ws, hello.code, hello.reason)
