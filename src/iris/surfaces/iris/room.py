@@ -5,6 +5,7 @@ devices, starts the turn and returns at once; the turn's events go through the f
 into the hub. A background flusher sends the waiting text when ``edit_interval`` passes with no
 new event, so a model that pauses mid-sentence still shows what it has.
 
+``send`` raises ``StoreUnavailable`` if the log cannot take the user's message: no turn starts.
 Whatever breaks a turn — the provider, the agent, a frame the log cannot take — the turn ends
 for every device the same way: ``error``, ``message.stop`` for text already shown, then
 ``typing {on:false}``; those closing frames go out live even when the log is down.
@@ -70,9 +71,7 @@ class ChatRoom:
         return self._task is not None and not self._task.done()
 
     def send(self, text: str, origin: Subscription | None = None) -> bool:
-        """Start a turn for ``text``; False if one is already running.
-
-        Raises ``StoreUnavailable`` if the log cannot take the user's message (no turn starts)."""
+        """Start a turn for ``text``; False if one is already running."""
         if self.busy:
             return False
         echo = {"type": "message", "message_id": new_message_id(), "role": "user", "text": text}
