@@ -53,6 +53,7 @@ CLOSE_RATE_LIMITED = 4029  # kept sending far over its inbound budget
 CLOSE_POLICY = 1008
 CLOSE_INTERNAL = 1011  # a fault of the server's (it is logged)
 CLOSE_TRY_LATER = 1013  # the store failed where the device cannot go on without a gap
+TOO_SLOW = "too slow: frames waiting past the queue bound"
 CLOSE_WAIT = 2.0  # seconds a close waits on a device's socket (one that stopped reading)
 
 
@@ -179,6 +180,7 @@ class _Connection:
         self.subscription = subscription
         self._bad: deque[float] = deque()
         self._budget = Budget(INBOUND_RATE, INBOUND_BURST)
+        self._sender: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         # The receiver runs in the connection's own task: one task less per idle device. A
@@ -190,9 +192,11 @@ class _Connection:
             await self._stop_sender()
 
     async def _stop_sender(self) -> None:
-        self._sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._sender
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
 
     async def _close(self, code: int, reason: str) -> None:
         """Close from the receiving side; what is already queued goes out first, if it can."""
@@ -210,7 +214,7 @@ class _Connection:
             while True:
                 await ws.send_text(await subscription.get_json())
         except TooSlow:
-            await _close(ws, CLOSE_TOO_SLOW, "too slow: frames waiting past the queue bound")
+            await _close(ws, CLOSE_TOO_SLOW, TOO_SLOW)
         except StoreUnavailable as exc:  # a catch-up read failed: resume later, with no gap
             position = subscription.position
             await _store_failed(ws, subscription.chat_id, position, exc)
@@ -243,9 +247,7 @@ class _Connection:
                     self._handle_safely(request)
             if self.subscription.overflowed:
                 # The sender may be stuck on a full socket and never see it: close from here.
-                await _close(
-                    self.ws, CLOSE_TOO_SLOW, "too slow: frames waiting past the queue bound"
-                )
+                await self._close(CLOSE_TOO_SLOW, TOO_SLOW)
                 return
 
     def _handle_safely(self, request: inbound.Request) -> None:
