@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -223,4 +224,39 @@ async def test_an_oversized_frame_closes_with_1009(served: StartServed) -> None:
     await ws.send(json.dumps({"type": "message.send", "text": "x" * (2 * MIB)}))
     await until_closed(ws, WAIT)
     assert ws.close_code == 1009
+    assert_no_traceback(server)
+
+
+async def test_a_lone_surrogate_from_the_model_still_ends_the_turn(
+    served: StartServed, upstream: FakeUpstream
+) -> None:
+    server, base = served(**IRIS)
+    upstream.script(text("half \ud800", " whole"))
+    ws = await device(base)
+    await ws.send(json.dumps({"type": "message.send", "text": "hi"}))
+    frames = [await recv(ws)]
+    while frames[-1]["type"] != "typing" or frames[-1]["on"]:
+        frames.append(await recv(ws))
+    reply = next(f for f in frames if f["type"] == "message")
+    assert reply["text"] == "half \ufffd whole"
+    assert_no_traceback(server)
+
+
+async def test_a_database_locked_by_another_process_is_an_error_frame(
+    served: StartServed, tmp_path: Path
+) -> None:
+    server, base = served(**IRIS)
+    ws = await device(base)
+    other = sqlite3.connect(tmp_path / "iris.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # what another process holding the write lock looks like
+    try:
+        await ws.send(json.dumps({"type": "message.send", "text": "hello?"}))
+        async with asyncio.timeout(30):  # the store's busy timeout passes first
+            error = json.loads(await ws.recv())
+        assert error["type"] == "error" and error["code"] == "store_unavailable"
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    await ws.send(json.dumps({"type": "ping"}))
+    assert (await recv(ws))["type"] == "pong"  # the device was not dropped
     assert_no_traceback(server)
