@@ -9,7 +9,8 @@
     │   ├── ProviderHTTPError         an HTTP status from the provider (status_code, body,
     │   │                             retry_after); 401/403 are auth, 429 rate limit, 5xx server
     │   └── StreamingRejected         the provider refused ``stream=True`` for this model
-    └── ToolError                 a tool could not run (reported to the model, not raised out)
+    ├── ToolError                 a tool could not run (reported to the model, not raised out)
+    └── StoreUnavailable          the store could not read or write (locked, read-only, gone)
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class StreamingRejected(ProviderError):
 
 class ToolError(IrisError):
     code = "tool_error"
+
+
+class StoreUnavailable(IrisError):
+    code = "store_unavailable"
 
 
 def user_message(exc: BaseException) -> tuple[str, str, bool]:

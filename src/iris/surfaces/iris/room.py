@@ -4,6 +4,11 @@ A room is shared by every device on the chat. ``send`` echoes the user's message
 devices, starts the turn and returns at once; the turn's events go through the frame encoder
 into the hub. A background flusher sends the waiting text when ``edit_interval`` passes with no
 new event, so a model that pauses mid-sentence still shows what it has.
+
+``send`` raises ``StoreUnavailable`` if the log cannot take the user's message: no turn starts.
+Whatever breaks a turn — the provider, the agent, a frame the log cannot take — the turn ends
+for every device the same way: ``error``, ``message.stop`` for text already shown, then
+``typing {on:false}``; those closing frames go out live even when the log is down.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import logging
 from typing import Any
 
 from iris.agent import Turn, TurnRequest
-from iris.errors import user_message
+from iris.errors import StoreUnavailable, user_message
 from iris.events import TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
+from iris.fanout.storeguard import store_errors
 from iris.fanout.subscription import Subscription
 from iris.limits import TurnSlot
 from iris.runtime import Runtime
@@ -59,6 +65,7 @@ class ChatRoom:
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
         self._cancel_requested = False
+        self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
 
     @property
     def busy(self) -> bool:
@@ -82,13 +89,16 @@ class ChatRoom:
     def recover(self) -> None:
         """End a turn the log shows open: the server stopped without finishing it (a crash).
 
-        Without this, every device that resumes would show the typing indicator forever."""
+        Without this, every device that resumes would show the typing indicator forever.
+        Raises ``StoreUnavailable`` if the log cannot be read or written."""
         log = self.hub.log
-        if self.busy or not log.turn_open(self.chat_id):
-            return
+        with store_errors():
+            if self.busy or not log.turn_open(self.chat_id):
+                return
+            open_messages = log.open_messages(self.chat_id)
         frames: list[dict[str, Any]] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
-            for message_id, text in log.open_messages(self.chat_id).items()
+            for message_id, text in open_messages.items()
         ]
         frames.append(
             {
@@ -98,7 +108,7 @@ class ChatRoom:
             }
         )
         frames.append({"type": "typing", "on": False})
-        self._publish(frames)
+        self.hub.publish_all(self.chat_id, frames)
 
     def cancel(self) -> bool:
         """Interrupt the running turn; False if there is none."""
@@ -122,41 +132,49 @@ class ChatRoom:
                 await task
 
     async def _run(self, text: str) -> None:
-        loop = asyncio.get_running_loop()
         encoder = FrameEncoder(encoder_settings(self.runtime))
-        publish = self._publish
-        publish(encoder.begin())
-        user: dict[str, Any] = {"role": "user", "content": text}
         wake = asyncio.Event()
         flusher = asyncio.create_task(self._flush(encoder, wake))
         try:
-            request = TurnRequest(
-                messages=[*self.runtime.sessions.history(self.session), user],
-                stream=encoder.settings.streaming,
-            )
-            async with self.runtime.agent.run(request) as turn:
-                self._turn = turn
-                if self._cancel_requested:
-                    turn.interrupt()
-                async for event in turn:
-                    publish(encoder.feed(event, loop.time()))
-                    wake.set()
-                    if isinstance(event, TurnEnded):
-                        self.runtime.sessions.append(self.session, [user, *event.messages])
-                    elif isinstance(event, TurnFailed):
-                        kept = [{"role": "assistant", "content": event.partial_text}]
-                        self.runtime.sessions.append(
-                            self.session, [user, *(kept if event.partial_text else [])]
-                        )
+            with store_errors():  # the session store failing is the same fault to the user
+                await self._stream(text, encoder, wake)
         except Exception as exc:  # a broken turn must still end with error + typing off
-            log.exception("iris turn in %s crashed", self.chat_id)
+            if isinstance(exc, StoreUnavailable):
+                log.warning("iris turn in %s stopped: %s", self.chat_id, exc.message)
+            else:
+                log.exception("iris turn in %s crashed", self.chat_id)
             code, message, _ = user_message(exc)
-            publish(encoder.fail(code, message))
+            self._end(encoder.fail(code, message))
         finally:
             flusher.cancel()
             self._turn = None
             # Also on cancellation (server shutdown): every turn ends with typing off.
-            publish(encoder.fail("cancelled", "the turn was cancelled"))
+            self._end(encoder.fail("cancelled", "the turn was cancelled"))
+
+    async def _stream(self, text: str, encoder: FrameEncoder, wake: asyncio.Event) -> None:
+        """Run the agent turn, publishing its frames and keeping its history."""
+        loop = asyncio.get_running_loop()
+        publish = self._publish
+        publish(encoder.begin())
+        user: dict[str, Any] = {"role": "user", "content": text}
+        request = TurnRequest(
+            messages=[*self.runtime.sessions.history(self.session), user],
+            stream=encoder.settings.streaming,
+        )
+        async with self.runtime.agent.run(request) as turn:
+            self._turn = turn
+            if self._cancel_requested:
+                turn.interrupt()
+            async for event in turn:
+                publish(encoder.feed(event, loop.time()))
+                wake.set()
+                if isinstance(event, TurnEnded):
+                    self.runtime.sessions.append(self.session, [user, *event.messages])
+                elif isinstance(event, TurnFailed):
+                    kept = [{"role": "assistant", "content": event.partial_text}]
+                    self.runtime.sessions.append(
+                        self.session, [user, *(kept if event.partial_text else [])]
+                    )
 
     async def _flush(self, encoder: FrameEncoder, wake: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
@@ -170,8 +188,26 @@ class ChatRoom:
                         await wake.wait()
                 wake.clear()
                 continue
-            publish(encoder.tick(loop.time()))
+            try:
+                publish(encoder.tick(loop.time()))
+            except StoreUnavailable:
+                return  # the turn's next frame meets the same failure and ends the turn
             await asyncio.sleep(0)  # never spin, whatever the clock says
 
     def _publish(self, frames: list[dict[str, Any]]) -> None:
-        self.hub.publish_all(self.chat_id, frames)
+        for n, frame in enumerate(frames):
+            try:
+                self.hub.publish(self.chat_id, frame)
+            except Exception:
+                # The encoder counts these as sent (a typing-off among them, maybe): the turn's
+                # end sends them before its own closing frames.
+                self._unsent = frames[n:]
+                raise
+
+    def _end(self, frames: list[dict[str, Any]]) -> None:
+        """Publish a turn's closing frames: live even if the log cannot keep them; never raises."""
+        frames, self._unsent = [*self._unsent, *frames], []
+        try:
+            self.hub.publish_all(self.chat_id, frames, durable=False)
+        except Exception:  # the hub itself broke: nothing more a device can be told
+            log.exception("iris turn in %s could not be closed", self.chat_id)
