@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
 
 import openai
 
 from iris.config import ModelEndpoint
-from iris.errors import ProviderError
+from iris.errors import ProviderConnectionError, ProviderError
 from iris.llm.base import (
     ProviderRequest,
     RawDelta,
@@ -17,6 +17,8 @@ from iris.llm.base import (
     RawText,
     RawToolCall,
     RawUsage,
+    bad_response,
+    describe_body,
     translate_errors,
 )
 
@@ -52,26 +54,16 @@ class ChatCompletionsProvider:
             async with self._client.chat.completions.with_streaming_response.create(
                 **self._kwargs(request), stream=True, stream_options={"include_usage": True}
             ) as response:
-                data: list[str] = []
-                async for line in response.iter_lines():
-                    if line.startswith("data:"):
-                        data.append(line[5:].removeprefix(" "))
-                        continue
-                    if line or not data:
-                        continue  # comments, other fields, keep-alives
-                    payload, data = "\n".join(data), []
-                    if payload == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(payload)
-                    except ValueError:
-                        raise ProviderError("the provider sent a malformed stream chunk") from None
-                    for raw in _chunk_deltas(chunk):
-                        yield raw
+                async for raw in _stream_deltas(response.iter_lines()):
+                    yield raw
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         with translate_errors(streaming=False):
-            response = await self._client.chat.completions.create(**self._kwargs(request))
+            response: Any = await self._client.chat.completions.create(**self._kwargs(request))
+        if isinstance(response, str):  # the SDK's answer for a body that is not JSON
+            raise bad_response(describe_body(response))
+        if not isinstance(getattr(response, "choices", None), list):
+            raise bad_response("the JSON has no 'choices'")
         if response.usage is not None:
             yield RawUsage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
         if not response.choices:
@@ -96,6 +88,55 @@ class ChatCompletionsProvider:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+_SSE_FIELDS = ("data", "event", "id", "retry", ":")
+
+
+async def _stream_deltas(lines: AsyncIterator[str]) -> AsyncGenerator[RawDelta]:
+    """Raw deltas of an SSE body. A body that is not SSE is a bad response; a stream that
+    stops without ``[DONE]`` or a ``finish_reason`` was cut, not finished."""
+    data: list[str] = []
+    chunks = 0
+    finished = False
+    first = ""
+    async for line in lines:
+        first = first or line
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            continue
+        if line and not chunks and not line.startswith(_SSE_FIELDS):
+            raise bad_response(describe_body(line))  # an HTML page, plain text...
+        if line or not data:
+            continue  # comments, other fields, keep-alives
+        payload, data = "\n".join(data), []
+        if payload == "[DONE]":
+            finished = True
+            break
+        try:
+            chunk: Any = json.loads(payload)
+        except ValueError:
+            raise ProviderError("the provider sent a malformed stream chunk") from None
+        if not isinstance(chunk, dict):
+            raise ProviderError("the provider sent a stream chunk that is not a JSON object")
+        chunks += 1
+        finished = finished or _finishes(cast(dict[str, Any], chunk))
+        for raw in _chunk_deltas(cast(dict[str, Any], chunk)):
+            yield raw
+    if finished:
+        return
+    if not chunks:
+        raise bad_response(describe_body(first))
+    raise ProviderConnectionError(
+        "connection to the provider lost mid-response (the stream ended without [DONE])"
+    )
+
+
+def _finishes(chunk: dict[str, Any]) -> bool:
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, dict) and c.get("finish_reason") for c in cast(list[Any], choices)
+    )
 
 
 def _chunk_deltas(chunk: dict[str, Any]) -> list[RawDelta]:

@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from iris.config import ModelEndpoint
-from iris.errors import ProviderError
+from iris.errors import ProviderConnectionError, ProviderError
 from iris.llm.base import (
     ProviderRequest,
     RawDelta,
@@ -20,6 +20,8 @@ from iris.llm.base import (
     RawText,
     RawToolCall,
     RawUsage,
+    bad_response,
+    describe_body,
     translate_errors,
 )
 from iris.llm.chat_completions import make_client
@@ -106,12 +108,15 @@ class ResponsesProvider:
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         streamed_text: set[int] = set()
         streamed_reasoning: set[int] = set()
+        events = 0
+        finished = False  # response.completed / incomplete: the stream ended on purpose
         with translate_errors(streaming=True):
             stream = await self._client.responses.create(**self._kwargs(request), stream=True)
             async with stream:
                 async for event in stream:
                     data: dict[str, Any] = event.model_dump()
                     kind = data.get("type", "")
+                    events += 1
                     index = int(data.get("output_index") or 0)
                     if kind == "response.output_text.delta":
                         streamed_text.add(index)
@@ -137,6 +142,7 @@ class ResponsesProvider:
                         ):
                             yield raw
                     elif kind in ("response.completed", "response.incomplete"):
+                        finished = True
                         usage = (data.get("response") or {}).get("usage") or {}
                         yield RawUsage(
                             int(usage.get("input_tokens") or 0),
@@ -144,11 +150,25 @@ class ResponsesProvider:
                         )
                     elif kind in ("response.failed", "error"):
                         raise ProviderError(f"provider error: {_failure_text(data)}")
+        if finished:
+            return
+        if not events:
+            # The SDK's SSE reader skips what is not SSE: an HTML page reads as no events.
+            raise bad_response(
+                f"no events (content type {stream.response.headers.get('content-type')!r})"
+            )
+        raise ProviderConnectionError(
+            "connection to the provider lost mid-response (no response.completed)"
+        )
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         with translate_errors(streaming=False):
-            response = await self._client.responses.create(**self._kwargs(request))
+            response: Any = await self._client.responses.create(**self._kwargs(request))
+        if isinstance(response, str):  # the SDK's answer for a body that is not JSON
+            raise bad_response(describe_body(response))
         data: dict[str, Any] = response.model_dump()
+        if not isinstance(data.get("output"), list):
+            raise bad_response("the JSON has no 'output'")
         for index, item in enumerate(data.get("output") or []):
             for raw in _item_deltas(item, index, with_text=True, with_reasoning=True):
                 yield raw
