@@ -24,23 +24,34 @@ CREATE TABLE IF NOT EXISTS api_responses (
 
 
 class ResponsesStore:
+    """Every method runs on the store's thread; a locked or lost database raises
+    ``StoreUnavailable`` (503)."""
+
     def __init__(self, store: Store) -> None:
         self._store = store
         store.ensure_schema(_DDL)
 
-    def save(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
-        self._store.execute(
-            "INSERT OR REPLACE INTO api_responses (id, response, conversation, created) "
-            "VALUES (?, ?, ?, ?)",
-            (response["id"], json.dumps(response), json.dumps(conversation), time.time()),
+    async def save(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        row = (response["id"], json.dumps(response), json.dumps(conversation), time.time())
+        await self._store.run(
+            lambda conn: conn.execute(
+                "INSERT OR REPLACE INTO api_responses (id, response, conversation, created) "
+                "VALUES (?, ?, ?, ?)",
+                row,
+            )
         )
 
-    def response(self, response_id: str) -> dict[str, Any] | None:
-        rows = self._store.query("SELECT response FROM api_responses WHERE id=?", (response_id,))
-        return json.loads(rows[0]["response"]) if rows else None
+    async def response(self, response_id: str) -> dict[str, Any] | None:
+        return await self._column("response", response_id)
 
-    def conversation(self, response_id: str) -> list[dict[str, Any]] | None:
-        rows = self._store.query(
-            "SELECT conversation FROM api_responses WHERE id=?", (response_id,)
+    async def conversation(self, response_id: str) -> list[dict[str, Any]] | None:
+        return await self._column("conversation", response_id)
+
+    async def _column(self, column: str, response_id: str) -> Any:
+        row = await self._store.run(
+            lambda conn: conn.execute(
+                f"SELECT {column} FROM api_responses WHERE id=?", (response_id,)
+            ).fetchone(),
+            write=False,
         )
-        return json.loads(rows[0]["conversation"]) if rows else None
+        return None if row is None else json.loads(row[0])

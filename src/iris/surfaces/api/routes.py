@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from iris.agent.core import TurnRequest
+from iris.errors import StoreUnavailable
 from iris.events import Event, TurnEnded
 from iris.runtime import Runtime
 from iris.surfaces.api.bodies import ChatCall, ResponsesCall, parse_chat, parse_responses
@@ -55,7 +56,7 @@ class ChatWire:
             return _failure(failure.code, failure.message)
         return 200, self.encoder.completion()
 
-    def finished(self) -> None:
+    async def finished(self) -> None:
         pass
 
 
@@ -80,10 +81,10 @@ class ResponsesWire:
         assert self.encoder.response is not None, "answer() before the turn ended"
         return 200, self.encoder.response
 
-    def finished(self) -> None:
+    async def finished(self) -> None:
         response = self.encoder.response
         if response is not None and self.call.store:
-            self.store.save(response, [*self.call.conversation, *self._turn_messages()])
+            await self.store.save(response, [*self.call.conversation, *self._turn_messages()])
 
     def _turn_messages(self) -> list[Json]:
         """What this turn added to the conversation, for ``previous_response_id``."""
@@ -183,11 +184,14 @@ class ApiSurface:
 
     async def create_response(self, request: Request) -> Response:
         body = await self._json(request)
+        # Read off the loop before parsing; the parser only looks it up.
+        previous = body.get("previous_response_id") if isinstance(body, dict) else None
+        stored = await self.responses.conversation(previous) if isinstance(previous, str) else None
         call = parse_responses(
             body,
             models=self.model_names(),
             config=self.runtime.config,
-            history=self.responses.conversation,
+            history=lambda response_id: stored if response_id == previous else None,
         )
         return self._exchange(call.turn, ResponsesWire(call, self.responses), stream=call.stream)
 
@@ -196,7 +200,7 @@ class ApiSurface:
 
     async def get_response(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        found = self.responses.response(response_id)
+        found = await self.responses.response(response_id)
         if found is None:
             raise ApiError(
                 404, f"No response found with id '{response_id}'.", code="response_not_found"
@@ -218,6 +222,8 @@ class ApiSurface:
                 return await handler(request)
             except ApiError as error:
                 return _error_response(error)
+            except StoreUnavailable as exc:
+                return _error_response(ApiError(503, exc.message, code=exc.code))
 
         return guarded
 

@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute
 
 from iris.agent.core import Turn, TurnRequest
 from iris.config import Config, Surface
-from iris.errors import user_message
+from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.runtime import Runtime
 from iris.surfaces.chat.consumer import StreamConsumer
@@ -198,14 +198,20 @@ class ChatSurface:
         async with conversation.lock:
             if sequence != conversation.latest:
                 # A newer message arrived while this one waited: keep it as context only.
-                self.runtime.sessions.append(session, [user])
+                await self._remember(session, [user])
                 return
             try:
                 outcome = await self._run_turn(platform, message, conversation, user, sequence)
             except Exception:
                 log.exception("chat turn crashed in %s", session)
                 outcome = None
-            self.runtime.sessions.append(session, [user, *_added(outcome)])
+            await self._remember(session, [user, *_added(outcome)])
+
+    async def _remember(self, session: str, messages: list[dict[str, Any]]) -> None:
+        try:
+            await self.runtime.sessions.append(session, messages)
+        except StoreUnavailable as exc:  # the reply was delivered; only the history misses it
+            log.error("history of %s not saved: %s", session, exc.message)
 
     async def _run_turn(
         self,
@@ -231,7 +237,7 @@ class ChatSurface:
             throttle=conversation.throttle,
             thread=message.thread,
         )
-        history = self.runtime.sessions.history(conversation_key(message))
+        history = await self.runtime.sessions.history(conversation_key(message))
         request = TurnRequest(
             messages=[*history, user],
             stream=streaming,

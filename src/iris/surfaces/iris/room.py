@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from iris.agent import Turn, TurnRequest
-from iris.errors import user_message
+from iris.errors import StoreUnavailable, user_message
 from iris.events import TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
@@ -58,6 +58,7 @@ class ChatRoom:
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
         self._cancel_requested = False
+        self._repair: asyncio.Task[None] | None = None  # history repair after a crash
 
     @property
     def busy(self) -> bool:
@@ -76,13 +77,23 @@ class ChatRoom:
     def recover(self) -> None:
         """End a turn the log shows open: the server stopped without finishing it (a crash).
 
-        Without this, every device that resumes would show the typing indicator forever."""
+        Without this, every device that resumes would show the typing indicator forever. The
+        text devices saw also goes into the model's history, as an interrupted reply, so the
+        model knows what the user read."""
         log = self.hub.log
         if self.busy or not log.turn_open(self.chat_id):
             return
+        shown = log.open_messages(self.chat_id)
+        user = next(
+            (m["text"] for m in reversed(log.conversation(self.chat_id)) if m["role"] == "user"),
+            None,
+        )
+        self._repair = asyncio.create_task(
+            self._repair_history(user, "\n\n".join(t for t in shown.values() if t))
+        )
         frames: list[dict[str, Any]] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
-            for message_id, text in log.open_messages(self.chat_id).items()
+            for message_id, text in shown.items()
         ]
         frames.append(
             {
@@ -93,6 +104,25 @@ class ChatRoom:
         )
         frames.append({"type": "typing", "on": False})
         self._publish(frames)
+
+    async def _repair_history(self, user: str | None, shown: str) -> None:
+        try:
+            await self._add_interrupted(user, shown)
+        except StoreUnavailable as exc:
+            log.error("history of %s not repaired after a crash: %s", self.chat_id, exc.message)
+
+    async def _add_interrupted(self, user: str | None, shown: str) -> None:
+        sessions = self.runtime.sessions
+        last = await sessions.last(self.session)
+        if last is not None and last.get("role") == "user":
+            added: list[dict[str, Any]] = []  # the turn's user message was saved when it began
+        elif user is not None and not (last and last.get("content") == shown):
+            added = [{"role": "user", "content": user}]
+        else:
+            return
+        if shown:
+            added.append({"role": "assistant", "content": f"{shown}\n\n[interrupted]"})
+        await sessions.append(self.session, added)
 
     def cancel(self) -> bool:
         """Interrupt the running turn; False if there is none."""
@@ -123,11 +153,16 @@ class ChatRoom:
         user: dict[str, Any] = {"role": "user", "content": text}
         wake = asyncio.Event()
         flusher = asyncio.create_task(self._flush(encoder, wake))
+        sessions = self.runtime.sessions
         try:
-            request = TurnRequest(
-                messages=[*self.runtime.sessions.history(self.session), user],
-                stream=encoder.settings.streaming,
-            )
+            if self._repair is not None:
+                # The history a crash left must be whole before it is read.
+                repair, self._repair = self._repair, None
+                await repair
+            history = await sessions.history(self.session)
+            # Saved now, so a crash mid-reply still leaves the question in the history.
+            await sessions.append(self.session, [user])
+            request = TurnRequest(messages=[*history, user], stream=encoder.settings.streaming)
             async with self.runtime.agent.run(request) as turn:
                 self._turn = turn
                 if self._cancel_requested:
@@ -136,12 +171,10 @@ class ChatRoom:
                     publish(encoder.feed(event, loop.time()))
                     wake.set()
                     if isinstance(event, TurnEnded):
-                        self.runtime.sessions.append(self.session, [user, *event.messages])
-                    elif isinstance(event, TurnFailed):
-                        kept = [{"role": "assistant", "content": event.partial_text}]
-                        self.runtime.sessions.append(
-                            self.session, [user, *(kept if event.partial_text else [])]
-                        )
+                        await sessions.append(self.session, event.messages)
+                    elif isinstance(event, TurnFailed) and event.partial_text:
+                        kept = {"role": "assistant", "content": event.partial_text}
+                        await sessions.append(self.session, [kept])
         except Exception as exc:  # a broken turn must still end with error + typing off
             log.exception("iris turn in %s crashed", self.chat_id)
             code, message, _ = user_message(exc)
