@@ -19,6 +19,7 @@ from websockets.asyncio.client import connect
 
 from tests.adversarial.conftest import StartServed
 from tests.fakes.served import Served, free_port, write_config
+from tests.fakes.store_faults import exclusive_lock
 from tests.fakes.upstream import (
     FakeUpstream,
     Scenario,
@@ -29,7 +30,6 @@ from tests.fakes.upstream import (
     not_sse_200,
     text,
 )
-from tests.store.conftest import exclusive_lock, read_only  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -133,7 +133,8 @@ async def test_lone_surrogates_from_the_model_or_the_user_end_cleanly(
     # A lone surrogate in the user's text (a JSON escape) reaches the upstream repaired.
     raw = b'{"model": "fake-model", "stream": false,'
     raw += b' "messages": [{"role": "user", "content": "a \\ud800 b"}]}'
-    answer = httpx.post(
+    answer = await asyncio.to_thread(
+        httpx.post,
         f"{url}/v1/chat/completions",
         content=raw,
         headers={"content-type": "application/json"},
@@ -144,7 +145,7 @@ async def test_lone_surrogates_from_the_model_or_the_user_end_cleanly(
     assert "a \ufffd b" in json.dumps(upstream.requests[-1].body, ensure_ascii=False)
 
 
-async def test_a_locked_database_is_a_503_while_health_still_answers(
+def test_a_locked_database_is_a_503_while_health_still_answers(
     served: StartServed, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     _, url = served(store={"busy_timeout": 2})
@@ -159,7 +160,7 @@ async def test_a_locked_database_is_a_503_while_health_still_answers(
     with exclusive_lock(tmp_path / "iris.db"):
         asker = threading.Thread(target=ask)
         asker.start()
-        await asyncio.to_thread(upstream.finished.wait, 10)  # the turn ended; saving waits
+        assert upstream.finished.wait(10)  # the turn ended; saving it waits for the lock
         answered_while_waiting = 0
         while not done.is_set():
             health = httpx.get(f"{url}/health", timeout=5)

@@ -14,7 +14,7 @@ from iris.agent.sessions import SessionStore
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
 from iris.store import Store
-from tests.store.conftest import exclusive_lock
+from tests.fakes.store_faults import exclusive_lock
 
 pytestmark = pytest.mark.timeout(30)
 

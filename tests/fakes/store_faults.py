@@ -1,4 +1,4 @@
-"""Ways to take a SQLite file away from Iris, as another process or an admin would."""
+"""Ways to take the SQLite file away from Iris, as another process or an admin would."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ import shutil
 import sqlite3
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-import pytest
-
-LockFile = Callable[[Path], AbstractContextManager[None]]
 
 
 @contextmanager
@@ -40,21 +36,22 @@ def exclusive_lock(path: Path) -> Iterator[None]:
         holder.join(5)
 
 
-@pytest.fixture
-def read_only() -> Iterator[Callable[[Path], None]]:
-    """``read_only(path)``: a file Iris cannot write. root ignores modes, so as root the file
-    is made immutable (``chattr +i``, undone at the end)."""
-    immutable: list[Path] = []
+class ReadOnlyFiles:
+    """``make(path)``: a file Iris cannot write. root ignores file modes, so as root the file
+    is made immutable (``chattr +i``); ``undo()`` lets the test's tmp dir be removed."""
 
-    def make(path: Path) -> None:
+    def __init__(self) -> None:
+        self._immutable: list[Path] = []
+
+    def make(self, path: Path) -> None:
         if os.geteuid() == 0:
             chattr = shutil.which("chattr")
             assert chattr, "running as root needs chattr to make a file read-only"
             subprocess.run([chattr, "+i", str(path)], check=True)
-            immutable.append(path)
+            self._immutable.append(path)
         else:
             path.chmod(0o444)
 
-    yield make
-    for path in immutable:
-        subprocess.run(["chattr", "-i", str(path)], check=False)
+    def undo(self) -> None:
+        for path in self._immutable:
+            subprocess.run(["chattr", "-i", str(path)], check=False)
