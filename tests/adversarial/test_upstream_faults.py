@@ -171,6 +171,16 @@ def test_a_locked_database_is_a_503_while_health_still_answers(
     assert_json_error(result[0], 503, "store_unavailable")
 
 
+async def test_a_locked_database_ends_an_iris_turn_with_an_error_frame(
+    served: StartServed, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    _, url = served(store={"busy_timeout": 1}, platforms=IRIS)
+    upstream.script(text("not saved"))
+    with exclusive_lock(tmp_path / "iris.db"):
+        frames = await iris_turn(url, "hello?")
+    assert "store_unavailable" in errors(frames)
+
+
 def test_a_read_only_database_stops_serve_with_one_line(
     served: StartServed,
     upstream: FakeUpstream,

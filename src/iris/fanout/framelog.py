@@ -19,6 +19,7 @@ Two things keep the log small without losing anything a device needs:
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -30,6 +31,7 @@ from iris.store import Store, transaction
 
 Frame = dict[str, Any]
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS iris_frames (
@@ -60,6 +62,7 @@ TRANSCRIPT_LIMIT = 500  # messages kept per chat for sync
 # A read waits behind the writes queued before it (so it sees them); while another process
 # holds the lock that is bounded here, then the read fails with StoreUnavailable.
 READ_WAIT = 2.0
+MAX_PENDING = 20_000  # frames kept for a retry while the store is locked
 
 
 class FrameLog:
@@ -87,6 +90,8 @@ class FrameLog:
     # -- writing -------------------------------------------------------------------------------
     def append(self, frame: Frame, text: str | None = None) -> None:
         """Log one sequenced frame; ``text`` is its JSON when the caller already made it."""
+        if not self._store.available:
+            return  # the file is gone (reported once by the store); devices still get frames
         chat_id = frame["chat_id"]
         count = self._appends.get(chat_id, 0) + 1
         self._appends[chat_id] = count
@@ -111,7 +116,10 @@ class FrameLog:
                 for frame, text, created, _ in batch:
                     _write(conn, frame, text, created)
         except BaseException:
-            self._pending.extendleft(reversed(batch))
+            if len(self._pending) + len(batch) <= MAX_PENDING:
+                self._pending.extendleft(reversed(batch))
+            else:  # a lock held for very long: memory matters more than replay
+                log.error("the iris frame log dropped %d frames it could not write", len(batch))
             raise
         for frame, _, _, prune in batch:
             if prune:
