@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from iris.errors import StoreUnavailable
 from iris.store import Store, transaction
 
 Frame = dict[str, Any]
@@ -126,8 +127,14 @@ class FrameLog:
                 self._prune(conn, frame["chat_id"])
 
     def prune(self, chat_id: str) -> None:
-        """Apply the count and age bounds; raise the chat's floor past what was dropped."""
-        self._read(lambda conn: self._prune(conn, chat_id))
+        """Apply the count and age bounds; raise the chat's floor past what was dropped.
+
+        Housekeeping: while the store is unavailable the log just stays longer (the floor
+        still matches what it holds), so a failure here is logged, not raised."""
+        try:
+            self._read(lambda conn: self._prune(conn, chat_id))
+        except StoreUnavailable as exc:
+            log.warning("the frame log of %s was not pruned: %s", chat_id, exc.message)
 
     def _prune(self, conn: sqlite3.Connection, chat_id: str) -> None:
         by_count = conn.execute(
@@ -155,23 +162,23 @@ class FrameLog:
             )
 
     # -- reading -------------------------------------------------------------------------------
-    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn`` on the store's thread once every frame appended so far is written."""
+    def _after_writes(
+        self, fn: Callable[[sqlite3.Connection], T]
+    ) -> Callable[[sqlite3.Connection], T]:
+        """``fn`` run once every frame appended so far is written."""
 
         def read(conn: sqlite3.Connection) -> T:
             self._flush(conn)
             return fn(conn)
 
-        return self._store.call(read, wait=READ_WAIT)
+        return read
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._store.call(self._after_writes(fn), wait=READ_WAIT)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``_read`` for async callers: waits as long as the store's busy timeout, off the loop."""
-
-        def read(conn: sqlite3.Connection) -> T:
-            self._flush(conn)
-            return fn(conn)
-
-        return await self._store.run(read)
+        """A read for async callers: off the loop, waits as long as the store's busy timeout."""
+        return await self._store.run(self._after_writes(fn))
 
     async def open_turns(self) -> list[str]:
         """Chats whose last turn began (typing on) and never ended: cut by a crash."""
