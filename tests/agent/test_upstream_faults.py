@@ -16,6 +16,7 @@ from tests.fakes.upstream import (
     Scenario,
     drop,
     empty_200,
+    ends_early,
     hang_after_first,
     hold,
     html_200,
@@ -72,6 +73,22 @@ async def test_a_stream_cut_without_done_is_a_lost_connection_not_a_stop(
     upstream: FakeUpstream, make_config: MakeConfig, provider: str
 ) -> None:
     upstream.script(drop("Hel", "lo"))
+    agent = make_agent(make_config, upstream, provider)
+    try:
+        events = await collect(agent, TurnRequest(messages=USER))
+    finally:
+        await agent.aclose()
+    end = events[-1]
+    assert isinstance(end, TurnFailed), end
+    assert end.code == "provider_unreachable"
+    assert end.partial_text == "Hello"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_stream_that_ends_without_its_finish_is_not_a_clean_stop(
+    upstream: FakeUpstream, make_config: MakeConfig, provider: str
+) -> None:
+    upstream.script(ends_early("Hel", "lo"))
     agent = make_agent(make_config, upstream, provider)
     try:
         events = await collect(agent, TurnRequest(messages=USER))

@@ -263,6 +263,21 @@ def hang_after_first() -> Scenario:
     return hold("Hel")
 
 
+def ends_early(*chunks: str) -> Scenario:
+    """The chunks, then a clean end of the body (no cut socket) with no finish: no
+    ``finish_reason``, no ``response.completed``, no ``[DONE]``. A proxy that gave up."""
+    whole = text(*chunks)
+
+    def reply(request: Received) -> Reply:
+        full = whole.reply(request)
+        if full.events is None:
+            return full
+        kept = tuple(event for event in full.events if event.kind != "tail")
+        return Reply(headers=full.headers, events=kept)
+
+    return Scenario(f"ends_early{chunks!r}", reply)
+
+
 def lone_surrogate() -> Scenario:
     """A content delta whose JSON holds a lone surrogate escape (``"\\ud800"``): valid JSON,
     not valid Unicode text."""
