@@ -17,6 +17,7 @@ from tests.fakes.upstream import (
     drop,
     empty_200,
     ends_early,
+    garbage,
     hang_after_first,
     hold,
     html_200,
@@ -66,6 +67,20 @@ async def test_a_200_that_is_not_the_apis_answer_fails_the_turn(
     assert end.code == "provider_bad_response"
     assert "200" in end.message
     assert not any(isinstance(e, TextDelta) for e in events)
+
+
+async def test_a_200_carrying_an_error_object_reports_the_providers_message(
+    upstream: FakeUpstream, make_config: MakeConfig
+) -> None:
+    upstream.script(garbage(b'{"error": {"message": "model overloaded"}}', "application/json"))
+    agent = make_agent(make_config, upstream, "chat_completions")
+    try:
+        events = await collect(agent, TurnRequest(messages=USER, stream=False))
+    finally:
+        await agent.aclose()
+    end = events[-1]
+    assert isinstance(end, TurnFailed), end
+    assert end.message == "provider error: model overloaded"
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -63,6 +63,9 @@ class ChatCompletionsProvider:
         if isinstance(response, str):  # the SDK's answer for a body that is not JSON
             raise bad_response(describe_body(response))
         if not isinstance(getattr(response, "choices", None), list):
+            error = getattr(response, "error", None)  # some providers answer 200 + an error
+            if isinstance(error, dict) and error.get("message"):
+                raise ProviderError(f"provider error: {str(error['message'])[:300]}")
             raise bad_response("the JSON has no 'choices'")
         if response.usage is not None:
             yield RawUsage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
