@@ -237,14 +237,18 @@ class ChatSurface:
             throttle=conversation.throttle,
             thread=message.thread,
         )
-        history = await self.runtime.sessions.history(conversation_key(message))
-        request = TurnRequest(
-            messages=[*history, user],
-            stream=streaming,
-            allow_terminal=True,  # only allowed users get here
-            metadata={"platform": name, "chat_id": message.chat_id, "user_id": message.user_id},
-        )
         try:
+            history = await self.runtime.sessions.history(conversation_key(message))
+            request = TurnRequest(
+                messages=[*history, user],
+                stream=streaming,
+                allow_terminal=True,  # only allowed users get here
+                metadata={
+                    "platform": name,
+                    "chat_id": message.chat_id,
+                    "user_id": message.user_id,
+                },
+            )
             turn = self.runtime.agent.run(request)
         except Exception as exc:
             # The turn could not even start: tell the user in one line, like a failed turn.
