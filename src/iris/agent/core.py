@@ -13,7 +13,8 @@ Failure policy for one round (``_round``):
   so the answer arrives once. Not after a timeout: that retry would double the wait.
 - one deadline per round and endpoint: ``timeout`` seconds (``model.timeout``, or the fallback
   entry's own) for the first delta and again between deltas; past it the round fails with
-  ``ProviderTimeout`` (retryable: the next endpoint of the chain gets its own deadline).
+  ``ProviderTimeout`` (retryable: the next endpoint of the chain gets its own deadline). The
+  embedded local model has none: it cannot hang on a network, and its first load is slow.
 - 429 / 5xx / connection failure → the next model of ``model.fallback``; consumers get a
   ``StreamReset`` when something of the round was already shown.
 - anything else, or the chain is exhausted → the turn fails; text already shown is kept
@@ -310,10 +311,12 @@ class Turn:
             ask = ProviderRequest(
                 model, messages, tools, request.max_tokens or self.agent.config.model.max_tokens
             )
+            # The embedded model cannot hang on a network, and its first load may take long.
+            deadline = None if endpoint.provider == "local" else endpoint.timeout
             try:
                 if request.stream and self.agent.streams_allowed(endpoint, model):
                     try:
-                        return await self._consume(provider.stream(ask), endpoint.timeout)
+                        return await self._consume(provider.stream(ask), deadline)
                     except StreamingRejected:
                         self.agent.remember_stream_rejected(endpoint, model)
                         self._restart("the provider rejected streaming", model)
@@ -324,7 +327,7 @@ class Turn:
                             raise
                         # Nothing visible yet: ask again without streaming, answer arrives once.
                         self._restart("streaming failed; retrying without streaming", model)
-                return await self._consume(provider.complete(ask), endpoint.timeout)
+                return await self._consume(provider.complete(ask), deadline)
             except ProviderError as exc:
                 if exc.retryable and i + 1 < len(endpoints):
                     log.warning("model %s failed (%s); falling back", model, exc.message)
@@ -338,18 +341,24 @@ class Turn:
             self._emit(StreamReset(reason, model))
         self._builder = RoundBuilder()
 
-    async def _consume(self, deltas: AsyncGenerator[RawDelta], deadline: float) -> RoundBuilder:
+    async def _consume(
+        self, deltas: AsyncGenerator[RawDelta], deadline: float | None
+    ) -> RoundBuilder:
         """Feed one provider answer to a fresh builder; ``deadline`` seconds of silence (before
         the first delta or between two) end it with ``ProviderTimeout``."""
         builder = self._builder = RoundBuilder()
         self._segment_open = True
         loop = asyncio.get_running_loop()
-        silence = asyncio.timeout_at(loop.time() + deadline)
+
+        def cutoff() -> float | None:
+            return None if deadline is None else loop.time() + deadline
+
+        silence = asyncio.timeout_at(cutoff())
         async with contextlib.aclosing(deltas):
             try:
                 async with silence:
                     async for raw in deltas:
-                        silence.reschedule(loop.time() + deadline)
+                        silence.reschedule(cutoff())
                         for event in builder.feed(raw):
                             self._emit(event)
             except TimeoutError:
