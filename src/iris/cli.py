@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from iris import __version__
 from iris.errors import IrisError
@@ -45,12 +46,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from iris.config import load_config
+    from iris.private import secure_existing
 
     if args.command == "app":
         from iris.app.main import run_app
 
+        secure_existing()
         return run_app(args)
     config = load_config(args.config)
+    secure_existing(
+        config=Path(config.source) if config.source else None,
+        database=config.store.resolved_path(),
+    )
     if args.command == "serve":
         from iris.server import serve
 

@@ -13,14 +13,16 @@ provider is ``local``, the embedded demo model.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from iris.errors import ConfigError
+from iris.private import private_dir, write_private
 
 Surface = Literal["cli", "telegram", "discord", "slack", "api_server", "iris"]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
@@ -59,6 +61,9 @@ class ModelConfig(ModelEndpoint):
     local_path: str = ""
     max_tokens: int | None = None
     system_prompt: str = ""
+    # Characters of visible text one turn may produce (reasoning and tool arguments are bounded
+    # by the same number): past it the upstream is closed and the turn ends with "length".
+    max_output_chars: int = Field(default=200_000, ge=1)
 
 
 class StreamingConfig(_Section):
@@ -106,6 +111,21 @@ class ResolvedDisplay(BaseModel):
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8642, ge=0, le=65535)
+    # Host names accepted besides the bound address ("name" any port, "name:port" exact, "*"
+    # any): the DNS-rebinding guard. A reverse proxy's public name goes here.
+    allowed_hosts: list[str] = Field(default_factory=list[str])
+    # Browser origins ("https://app.example") allowed to call the API and open the iris socket.
+    cors_origins: list[str] = Field(default_factory=list[str])
+    # Running turns across every surface (API, iris socket, chat platforms).
+    max_turns: int = Field(default=32, ge=1)
+    # Seconds a connection may take to send a request's line and headers (slowloris guard).
+    timeout_headers: float = Field(default=10.0, gt=0)
+    # Seconds an API request may take to send its body once the headers are in.
+    timeout_body: float = Field(default=30.0, gt=0)
+    # Seconds an idle keep-alive connection stays open between requests.
+    timeout_keep_alive: int = Field(default=5, ge=1)
+    # Open HTTP connections; past it a new one evicts the oldest that has not sent its headers.
+    max_connections: int = Field(default=1000, ge=8)
 
 
 class ApiServerPlatform(_Section):
@@ -113,8 +133,16 @@ class ApiServerPlatform(_Section):
     api_key: str | None = None
     max_concurrent: int = Field(default=16, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Per-request caps, checked before any work: OpenAI's own cap on `messages` is 2048; a
+    # million characters of text is past every model's context window.
+    max_messages: int = Field(default=2048, ge=1)
+    max_input_chars: int = Field(default=1_000_000, ge=1)
     # Agent tools run inside Iris when the client sends no tools of its own.
     agent_tools: bool = True
+    # Background responses: the events of an ended one are kept this many seconds for
+    # resumed streams, and at most this many ended ones (the stored response outlives both).
+    background_ttl: float = Field(default=3600.0, gt=0)
+    background_keep: int = Field(default=1000, ge=1)
 
 
 class IrisPlatform(_Section):
@@ -124,6 +152,8 @@ class IrisPlatform(_Section):
     log_max_frames: int = Field(default=5_000, ge=10)
     log_max_age: float = Field(default=24 * 3600, gt=0)
     queue_size: int = Field(default=256, ge=8)
+    # Running turns one device token may have at once, across all its chats.
+    max_turns_per_token: int = Field(default=4, ge=1)
 
 
 class TelegramPlatform(_Section):
@@ -131,6 +161,8 @@ class TelegramPlatform(_Section):
     token: str = ""
     base_url: str = "https://api.telegram.org"
     allowed_users: list[str | int] = Field(default_factory=list[str | int])
+    # Running turns one user may have at once, across all their chats and threads.
+    max_turns_per_user: int = Field(default=2, ge=1)
     poll_timeout: float = Field(default=10.0, ge=0)
 
 
@@ -139,6 +171,8 @@ class DiscordPlatform(_Section):
     token: str = ""
     base_url: str = "https://discord.com/api/v10"
     allowed_users: list[str | int] = Field(default_factory=list[str | int])
+    # Running turns one user may have at once, across all their chats and threads.
+    max_turns_per_user: int = Field(default=2, ge=1)
 
 
 class SlackPlatform(_Section):
@@ -147,6 +181,8 @@ class SlackPlatform(_Section):
     app_token: str = ""
     base_url: str = "https://slack.com/api/"
     allowed_users: list[str] = Field(default_factory=list[str])
+    # Running turns one user may have at once, across all their chats and threads.
+    max_turns_per_user: int = Field(default=2, ge=1)
 
 
 class PlatformsConfig(_Section):
@@ -157,14 +193,38 @@ class PlatformsConfig(_Section):
     slack: SlackPlatform = Field(default_factory=SlackPlatform)
 
 
+# What the terminal tool's commands see of Iris's environment: enough for a shell to work.
+TERMINAL_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TERM", "TZ")
+_SECRET = re.compile(
+    r"^(IRIS|HERMES)_|(^|_)(KEY|APIKEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)"
+)
+
+
+def looks_secret(name: str) -> bool:
+    """Does an environment variable name look like it holds a key or an Iris setting?"""
+    return bool(_SECRET.search(name.upper()))
+
+
 class TerminalTool(_Section):
     cwd: str = "."
     timeout: float = Field(default=60.0, gt=0)
     output_limit: int = Field(default=16_000, ge=100)
+    # The only environment variables a command sees (when Iris has them).
+    env: list[str] = Field(default_factory=lambda: list(TERMINAL_ENV))
+
+    @field_validator("env")
+    @classmethod
+    def _no_secrets(cls, names: list[str]) -> list[str]:
+        secret = [name for name in names if looks_secret(name)]
+        if secret:
+            raise ValueError(f"{', '.join(secret)} looks like a secret; commands never see one")
+        return names
 
 
 class ReadFileTool(_Section):
     max_bytes: int = Field(default=64_000, ge=100)
+    # Folders read_file may read from (symlinks resolved); empty means the terminal cwd.
+    roots: list[str] = Field(default_factory=list[str])
 
 
 class ToolsConfig(_Section):
@@ -197,14 +257,14 @@ class Config(_Section):
     source: str | None = Field(default=None, exclude=True)
 
     # -- the streaming precedence rule ------------------------------------------------------
-    def streams(self, surface: Surface, client_stream: bool | None = None) -> bool:
-        """Does ``surface`` stream for this request?
+    def streams(self, surface: Surface) -> bool:
+        """Does ``surface`` stream?
 
-        The API client's ``stream`` field > per-surface override (``display.platforms.<p>
-        .streaming``, then ``streaming.<surface>``) > master switch (environment included) >
-        default off."""
-        if client_stream is not None:
-            return client_stream
+        Per-surface override (``display.platforms.<p>.streaming``, then ``streaming.<surface>``)
+        > master switch (environment included) > default off. For ``api_server`` it only says
+        whether Iris streams *from the provider* while it builds a non-streamed answer: what
+        the API client receives is decided by the request's ``stream`` field alone (absent =
+        false, as on OpenAI)."""
         override = self.display.platforms.get(surface)
         if override is not None and override.streaming is not None:
             return override.streaming
@@ -259,13 +319,14 @@ streaming:
 #   reasoning_style: code          # code | blockquote | subtext
 #   tool_progress: all             # off | new | all | verbose
 
-# server: {host: 127.0.0.1, port: 8642}
+# server: {host: 127.0.0.1, port: 8642, allowed_hosts: [], cors_origins: [], max_turns: 32}
 # platforms:
 #   api_server: {enabled: true, api_key: null, max_concurrent: 16}
 #   iris: {enabled: true, tokens: [change-me]}
 # tools:
 #   enabled: [terminal, read_file]
-#   terminal: {cwd: ".", timeout: 60}
+#   terminal: {cwd: ".", timeout: 60, env: [PATH, HOME, LANG]}   # env: what commands see
+#   read_file: {roots: ["."]}      # folders read_file may read; default: the terminal cwd
 """
 
 
@@ -284,8 +345,9 @@ def load_config(
         file = default_path()
         if not file.exists() and write_template:
             try:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                file.write_text(TEMPLATE)
+                # It will hold keys: private from its first byte.
+                private_dir(file.parent)
+                write_private(file, TEMPLATE)
             except OSError:
                 pass
     data: dict[str, Any] = {}

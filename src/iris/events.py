@@ -49,7 +49,11 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
+    """Reasoning text. ``summary``: the provider's summary of its reasoning (Responses API
+    ``reasoning_summary_text``), not the raw reasoning itself."""
+
     text: str
+    summary: bool = False
     kind: Literal["reasoning_delta"] = "reasoning_delta"
 
 
@@ -111,8 +115,9 @@ class StreamReset:
 class TurnEnded:
     """The turn finished. ``text`` is the final post-processed answer (last segment).
 
-    ``reason``: ``stop``; ``interrupted`` (text so far); ``max_iterations``; ``tool_calls``
-    (the model called client-defined tools, listed in ``tool_calls`` as
+    ``reason``: ``stop``; ``interrupted`` (text so far); ``max_iterations``; ``length`` (the
+    output cap ``model.max_output_chars`` cut the answer: ``text`` is the text up to it);
+    ``tool_calls`` (the model called client-defined tools, listed in ``tool_calls`` as
     ``{"id", "name", "arguments"}`` with arguments as the raw JSON string).
     ``messages`` are the chat-format messages this turn added to the conversation
     (assistant messages with tool calls, tool results, the final assistant message).

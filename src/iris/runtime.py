@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from starlette.routing import BaseRoute
@@ -10,6 +10,7 @@ from starlette.routing import BaseRoute
 from iris.agent import Agent
 from iris.agent.sessions import SessionStore
 from iris.config import Config
+from iris.limits import TurnLimiter
 from iris.store import Store
 
 
@@ -19,6 +20,11 @@ class Runtime:
     agent: Agent
     store: Store
     sessions: SessionStore
+    # Running turns across every surface (``server.max_turns``); each surface takes a slot.
+    turns: TurnLimiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.turns = TurnLimiter(self.config.server.max_turns)
 
     @classmethod
     def create(

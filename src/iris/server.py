@@ -5,6 +5,10 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.iris.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack gateway runners
+
+Any error that escapes a handler is a JSON 500 without the traceback, and Starlette's own
+404/405 are JSON too. ``serve`` runs uvicorn with the connection guard of ``iris.connections``
+(a deadline for request heads, a connection cap) and ``server.timeout_keep_alive``.
 """
 
 from __future__ import annotations
@@ -17,14 +21,17 @@ from types import FrameType
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from iris import __version__
 from iris.config import Config
+from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
 from iris.runtime import Runtime, ServerSurface
+from iris.surfaces.api.problems import error_body
 
 
 def is_loopback(host: str) -> bool:
@@ -95,9 +102,27 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
                     await surface.stop()
             await runtime.agent.aclose()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
     app.state.runtime = runtime
     return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    # Starlette's own 404/405 (paths outside /v1, a POST to /health) in the API's shape.
+    assert isinstance(exc, HTTPException)
+    body = error_body(exc.detail, type="invalid_request_error", code=f"http_{exc.status_code}")
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    # A bug in a handler: the client gets a JSON 500 without the traceback; the log keeps it
+    # (Starlette re-raises after this answer, and uvicorn logs the exception).
+    body = error_body("Iris failed to handle this request.", type="server_error", code="internal")
+    return JSONResponse(body, status_code=500)
 
 
 UVICORN_WS_OPTIONS: dict[str, Any] = {
@@ -114,16 +139,20 @@ def serve(config: Config) -> None:
 
     check_bind_safety(config)
     app = build_app(config)
+    server = config.server
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler it
     # found; with the default one that kills the process (exit 143) after a clean shutdown.
     previous = signal.signal(signal.SIGTERM, _exit_cleanly)
     try:
         uvicorn.run(
             app,
-            host=config.server.host,
-            port=config.server.port,
+            host=server.host,
+            port=server.port,
             log_level="info",
             timeout_graceful_shutdown=5,
+            timeout_keep_alive=server.timeout_keep_alive,
+            http=guarded_protocol(server.timeout_headers, connection_cap(server.max_connections)),
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             **UVICORN_WS_OPTIONS,
         )
     finally:

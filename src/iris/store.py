@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from iris.errors import StoreUnavailable
+from iris.private import private_dir, private_file
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,9 @@ class Store:
     def _open(self) -> None:
         try:
             if not self._memory:
-                self._file.parent.mkdir(parents=True, exist_ok=True)
+                # Transcripts: owner-only; SQLite gives the WAL and SHM the database's mode.
+                private_dir(self._file.parent)
+                private_file(self._file)
             conn = sqlite3.connect(
                 ":memory:" if self._memory else str(self._file),
                 isolation_level=None,

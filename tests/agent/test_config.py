@@ -75,9 +75,7 @@ def test_env_master_switch(name: str, value: str) -> None:
 def test_streaming_precedence() -> None:
     base = {"streaming": {"enabled": True, "cli": False}}
     config = config_from_dict(base, env={})
-    # client field > per-surface override > master switch > default off
-    assert config.streams("api_server", client_stream=False) is False
-    assert config.streams("cli", client_stream=True) is True
+    # per-surface override > master switch > default off
     assert config.streams("cli") is False
     assert config.streams("telegram") is True
     assert config_from_dict({}, env={}).streams("telegram") is False

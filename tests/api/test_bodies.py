@@ -39,6 +39,13 @@ chat_bodies = st.fixed_dictionaries(
         "tools": st.lists(st.dictionaries(keys, json_values, max_size=3), max_size=2) | json_values,
         "tool_choice": json_values,
         "max_tokens": json_values,
+        "temperature": json_values,
+        "stop": json_values,
+        "seed": json_values,
+        "n": json_values,
+        "logit_bias": json_values,
+        "response_format": json_values
+        | st.fixed_dictionaries({"type": st.just("json_schema"), "json_schema": json_values}),
     },
 )
 responses_bodies = st.fixed_dictionaries(
@@ -52,6 +59,9 @@ responses_bodies = st.fixed_dictionaries(
         "temperature": json_values,
         "tools": json_values,
         "store": json_values,
+        "tool_choice": json_values,
+        "text": json_values | st.fixed_dictionaries({"format": json_values}),
+        "reasoning": json_values,
     },
 )
 

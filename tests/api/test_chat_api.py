@@ -114,12 +114,16 @@ def test_agent_tools_run_inside_and_the_client_sees_what_the_agent_says(
     upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
 ) -> None:
     (tmp_path / "notes.txt").write_text("the secret is 42")
-    server = iris_server(tools={"enabled": ["read_file"], "terminal": {"cwd": str(tmp_path)}})
+    # Iris's own tools are offered to API callers only behind a key.
+    server = iris_server(
+        tools={"enabled": ["read_file"], "terminal": {"cwd": str(tmp_path)}},
+        platforms={"api_server": {"api_key": "sk-iris"}},
+    )
     upstream.script(
         tool_call("read_file", ['{"path": ', '"notes.txt"}'], content="Let me look."),
         text("The secret", " is 42."),
     )
-    with client_for(server) as client:
+    with client_for(server, "sk-iris") as client:
         chunks = list(
             client.chat.completions.create(model="fake-model", messages=USER, stream=True)
         )

@@ -30,6 +30,7 @@ from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.segment import SegmentText
 from iris.surfaces.api.sse import data_frame, named_frame
+from tests.api.openresponses import valid_event, valid_events, valid_response
 
 USAGE = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
 CALL = {"id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}
@@ -162,8 +163,13 @@ def test_reasoning_is_never_in_content() -> None:
 
 
 def responses(events: list[Event]) -> tuple[ResponsesEncoder, list[dict[str, Any]]]:
+    """Encode ``events``; every payload and the final response pass the Open Responses
+    specification's models."""
     encoder = ResponsesEncoder("resp_1", "m", 0, {"tools": []})
-    return encoder, [payload for event in events for payload in encoder.feed(event)]
+    payloads = valid_events([payload for event in events for payload in encoder.feed(event)])
+    if encoder.response is not None:
+        valid_response(encoder.response)
+    return encoder, payloads
 
 
 def sdk_accepts(payloads: list[dict[str, Any]]) -> Any:
@@ -256,3 +262,82 @@ def test_a_replay_never_duplicates_what_was_sent(
         shown += segment.feed(full[pos : pos + size])
         pos += size
     assert shown == full
+
+
+# -- reasoning as Open Responses defines it -----------------------------------------------
+
+RAW_REASONING_TURN: list[Event] = [
+    TurnStarted("t1", "m"),
+    ReasoningDelta("Let me "),
+    ReasoningDelta("think."),
+    TextDelta("Done."),
+    SegmentEnded("Done."),
+    TurnEnded("Done.", usage=USAGE),
+]
+
+
+def test_raw_reasoning_is_content_with_reasoning_text_events_and_no_summary() -> None:
+    encoder, payloads = responses(RAW_REASONING_TURN)
+    types = [p["type"] for p in payloads]
+    deltas = [p["delta"] for p in payloads if p["type"] == "response.reasoning_text.delta"]
+    assert deltas == ["Let me ", "think."]
+    assert "response.reasoning_summary_text.delta" not in types
+    assert "response.reasoning_summary_part.added" not in types
+    done = next(p for p in payloads if p["type"] == "response.reasoning_text.done")
+    assert done["text"] == "Let me think."
+    assert encoder.response is not None
+    item = encoder.response["output"][0]
+    assert item["content"] == [{"type": "reasoning_text", "text": "Let me think."}]
+    assert item["summary"] == []
+    assert sdk_accepts(payloads) is not None
+
+
+def test_a_provider_summary_is_the_summary() -> None:
+    encoder, payloads = responses(
+        [
+            TurnStarted("t1", "m"),
+            ReasoningDelta("Short ", summary=True),
+            ReasoningDelta("plan.", summary=True),
+            TextDelta("Done."),
+            SegmentEnded("Done."),
+            TurnEnded("Done.", usage=USAGE),
+        ]
+    )
+    types = [p["type"] for p in payloads]
+    assert "response.reasoning_text.delta" not in types
+    assert encoder.response is not None
+    item = encoder.response["output"][0]
+    assert item["summary"] == [{"type": "summary_text", "text": "Short plan."}]
+    assert item["content"] == []
+    assert sdk_accepts(payloads) is not None
+
+
+def test_snapshot_shows_the_output_so_far() -> None:
+    encoder = ResponsesEncoder("resp_1", "m", 0, {"background": True})
+    assert valid_response(encoder.snapshot()).status == "queued"
+    for event in [TurnStarted("t", "m"), ReasoningDelta("hmm"), TextDelta("Hal")]:
+        encoder.feed(event)
+    current = encoder.snapshot()
+    valid_response(current)
+    assert current["status"] == "in_progress"
+    assert [item["type"] for item in current["output"]] == ["reasoning", "message"]
+    assert current["output"][1]["content"][0]["text"] == "Hal"
+
+
+def test_stop_ends_the_stream_with_incomplete_and_the_status_given() -> None:
+    encoder = ResponsesEncoder("resp_1", "m", 0, {})
+    payloads = [p for e in [TurnStarted("t", "m"), TextDelta("Hal")] for p in encoder.feed(e)]
+    payloads += encoder.stop("cancelled", "cancelled")
+    valid_events(payloads)
+    assert payloads[-1]["type"] == "response.incomplete"
+    assert payloads[-1]["response"]["status"] == "cancelled"
+    assert payloads[-1]["response"]["output"][0]["status"] == "incomplete"
+    assert [p["sequence_number"] for p in payloads] == list(range(len(payloads)))
+    assert encoder.stop("cancelled", "cancelled") == [], "a stopped turn stays stopped"
+
+
+def test_the_error_event_fits_both_the_sdk_and_the_specification() -> None:
+    _, payloads = responses([TurnStarted("t", "m"), TurnFailed("rate_limited", "slow down")])
+    error = next(p for p in payloads if p["type"] == "error")
+    assert (error["code"], error["message"]) == ("rate_limited", "slow down")
+    valid_event(error)

@@ -111,7 +111,11 @@ def test_body_over_the_limit_is_413(server: IrisServer, upstream: FakeUpstream) 
         yield big.encode()
 
     with httpx.Client(timeout=10) as http:
-        response = http.post(f"{server.base_url}/chat/completions", content=chunks())
+        response = http.post(
+            f"{server.base_url}/chat/completions",
+            content=chunks(),
+            headers={"content-type": "application/json"},
+        )
     assert_error(response, 413)
     assert upstream.requests == []
 

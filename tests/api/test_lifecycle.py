@@ -27,36 +27,60 @@ def raw_post(server: IrisServer, path: str, body: dict[str, object]) -> socket.s
     payload = json.dumps(body).encode()
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     sock.sendall(
-        f"POST /v1{path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        f"POST /v1{path} HTTP/1.1\r\nhost: 127.0.0.1:{server.port}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(payload)}\r\n\r\n".encode()
         + payload
     )
     return sock
 
 
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
 @pytest.mark.parametrize(
-    ("config_says", "client_says", "streams"),
-    [(False, True, True), (True, False, False), (True, None, True), (False, None, False)],
+    ("config_says", "client_says", "streams", "upstream_streams"),
+    [
+        (False, True, True, True),
+        (True, False, False, True),
+        # An absent `stream` is false, as on OpenAI: the SDKs omit it unless it is given.
+        (True, None, False, True),
+        (False, None, False, False),
+    ],
 )
-def test_the_request_stream_field_decides_over_the_config(
+def test_the_request_decides_the_reply_and_the_config_only_the_upstream(
     iris_server: StartIris,
     upstream: FakeUpstream,
+    path: str,
     config_says: bool,
     client_says: bool | None,
     streams: bool,
+    upstream_streams: bool,
 ) -> None:
     server = iris_server(streaming={"enabled": not config_says, "api_server": config_says})
     upstream.script(text("ok"))
-    body: dict[str, object] = {"model": "fake-model", "messages": USER}
+    body: dict[str, object] = {"model": "fake-model"}
+    body.update({"messages": USER} if path == "/chat/completions" else {"input": "hi"})
     if client_says is not None:
         body["stream"] = client_says
-    sock = raw_post(server, "/chat/completions", body)
+    sock = raw_post(server, path, body)
     with sock, sock.makefile("rb") as reply:
         head = b""
         while not head.endswith(b"\r\n\r\n"):
             head += reply.readline()
     kind = b"text/event-stream" if streams else b"application/json"
     assert kind in head.lower()
+    # The config still decides whether Iris streams from the provider meanwhile.
+    assert upstream.wait_for_request().stream is upstream_streams
+
+
+def test_sdk_calls_without_stream_get_json_on_a_streaming_config(
+    iris_server: StartIris, upstream: FakeUpstream
+) -> None:
+    server = iris_server(streaming={"enabled": True})
+    upstream.script(text("Hel", "lo"), text("Hi", " there"))
+    with client_for(server) as client:
+        chat = client.chat.completions.create(model="fake-model", messages=USER)
+        response = client.responses.create(model="fake-model", input="hi")
+    assert chat.choices[0].message.content == "Hello"
+    assert response.output_text == "Hi there"
 
 
 def test_streamed_request_failing_before_any_output_gets_a_real_status(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from iris.config import Config
 from iris.runtime import Runtime
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError
-from iris.surfaces.chat.runner import PLATFORMS, ChatSurface, build_platforms
+from iris.surfaces.chat.runner import BUSY, PLATFORMS, ChatSurface, build_platforms
 from tests.conftest import MakeConfig
 from tests.fakes.recording_platform import RecordingPlatform
 from tests.fakes.upstream import FakeUpstream, error, hold, text, tool_call
@@ -32,7 +33,7 @@ async def gateway(
     surfaces: list[tuple[ChatSurface, Runtime]] = []
 
     async def start(
-        allowed: list[Any] | None = None, **sections: Any
+        allowed: list[Any] | None = None, telegram: dict[str, Any] | None = None, **sections: Any
     ) -> tuple[ChatSurface, RecordingPlatform]:
         config: Config = make_config(
             upstream.base_url,
@@ -42,6 +43,7 @@ async def gateway(
                     "enabled": True,
                     "token": "1:x",
                     "allowed_users": [7] if allowed is None else allowed,
+                    **(telegram or {}),
                 }
             },
             **sections,
@@ -185,3 +187,31 @@ async def test_stopping_the_server_settles_a_streaming_reply_without_cursor(
     await surface.stop()
     assert platform.chat() == ["Half an answer"]
     assert not platform.connected
+
+
+async def test_one_user_over_their_turn_limit_is_told_busy(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Working "))
+    surface, platform = await gateway(telegram={"max_turns_per_user": 1})
+    await platform.deliver(message("one", chat="c1"))
+    assert await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    await platform.deliver(message("two", chat="c2"))  # another chat, the same user
+    await platform.wait_for(lambda: bool(platform.edits_and_sends("c2")))
+    assert [c.text for c in platform.edits_and_sends("c2")] == [BUSY]
+    upstream.release()
+    await surface.idle()
+    assert len(upstream.requests) == 1
+
+
+async def test_max_turns_is_shared_by_every_user(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.script(hold("Working "))
+    surface, platform = await gateway(allowed=[7, 8], server={"max_turns": 1})
+    await platform.deliver(message("one", chat="c1"))
+    assert await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    await platform.deliver(message("me too", user="8", chat="c2"))
+    await platform.wait_for(lambda: bool(platform.edits_and_sends("c2")))
+    assert [c.text for c in platform.edits_and_sends("c2")] == [BUSY]
+    upstream.release()
+    await surface.idle()
+    assert len(upstream.requests) == 1

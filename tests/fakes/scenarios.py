@@ -171,14 +171,15 @@ def tool_calls(
     calls: Iterable[ToolCall | tuple[str, Sequence[str]] | tuple[str, Sequence[str], str]],
     content: str | Sequence[str] | None = None,
     *,
+    reasoning: Sequence[str] = (),
     delay: float = 0.0,
     usage: tuple[int, int] = (10, 5),
     model: str | None = None,
     gate_after: int | None = None,
     end: End = "done",
 ) -> Scenario:
-    """Several function calls in one answer; tuples are ``(name, fragments[, call_id])`` and
-    default to ids ``call_1``, ``call_2``..."""
+    """Several function calls in one answer, after optional ``reasoning_content`` deltas;
+    tuples are ``(name, fragments[, call_id])`` and default to ids ``call_1``, ``call_2``..."""
     built: list[ToolCall] = []
     for number, call in enumerate(calls, start=1):
         if isinstance(call, ToolCall):
@@ -187,7 +188,9 @@ def tool_calls(
             call_id = call[2] if len(call) == 3 else f"call_{number}"
             built.append(ToolCall(call[0], tuple(call[1]), call_id))
     chunks = (content,) if isinstance(content, str) else tuple(content or ())
-    output = Output(text=chunks, tool_calls=tuple(built), usage=usage, model=model)
+    output = Output(
+        text=chunks, reasoning=tuple(reasoning), tool_calls=tuple(built), usage=usage, model=model
+    )
     names = ",".join(c.name for c in built)
     return _model_output(f"tool_calls({names})", output, delay, gate_after, end)
 
@@ -282,6 +285,26 @@ def lone_surrogate() -> Scenario:
     """A content delta whose JSON holds a lone surrogate escape (``"\\ud800"``): valid JSON,
     not valid Unicode text."""
     return text("Hi ", "\ud800", " there")
+
+
+def structured(
+    value: Any, *, prose: str = "Sure! Here is what you asked for.", **delivery: Any
+) -> Scenario:
+    """A model that honours a JSON response format: asked for one (chat ``response_format``,
+    responses ``text.format``: ``json_schema`` or ``json_object``) it answers ``value`` as JSON
+    in 8-character chunks; asked for none it answers ``prose``, which no JSON parser accepts."""
+    answer = json.dumps(value)
+    chunks = tuple(answer[i : i + 8] for i in range(0, len(answer), 8))
+
+    def reply(request: Received) -> Reply:
+        if request.api == "chat":
+            fmt = request.body.get("response_format")
+        else:
+            fmt = (request.body.get("text") or {}).get("format")
+        wants_json = isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object")
+        return text(*(chunks if wants_json else (prose,)), **delivery).reply(request)
+
+    return Scenario(f"structured({answer[:20]})", reply)
 
 
 def error(

@@ -7,6 +7,7 @@ real server process over real sockets.
 from __future__ import annotations
 
 import queue
+import resource
 import socket
 import subprocess
 import sys
@@ -22,13 +23,20 @@ import yaml
 class Served:
     """A running ``iris serve`` whose stderr lines are readable as they come."""
 
-    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, config: Path, env: dict[str, str] | None = None, open_files: int | None = None
+    ) -> None:
+        def limit_files() -> None:
+            if open_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
         self.process = subprocess.Popen(
             [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            preexec_fn=limit_files if open_files is not None else None,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.log: list[str] = []
@@ -88,10 +96,13 @@ def write_config(tmp_path: Path, upstream_url: str, port: int, **sections: Any) 
     return config
 
 
-def serve(tmp_path: Path, upstream_url: str, **sections: Any) -> tuple[Served, str]:
-    """Start ``iris serve`` and wait until it answers; returns it and its base URL."""
+def serve(
+    tmp_path: Path, upstream_url: str, *, open_files: int | None = None, **sections: Any
+) -> tuple[Served, str]:
+    """Start ``iris serve`` and wait until it answers; returns it and its base URL.
+    ``open_files`` sets the process's file limit (soft and hard), as a small host's would."""
     port = free_port()
-    server = Served(write_config(tmp_path, upstream_url, port, **sections))
+    server = Served(write_config(tmp_path, upstream_url, port, **sections), open_files=open_files)
     try:
         server.wait_for("Application startup complete")
     except BaseException:

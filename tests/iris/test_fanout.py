@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
-from iris.fanout.subscription import Subscription
+from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.store import Store
 
 
@@ -262,3 +262,27 @@ async def check_plan(plan: list[tuple[Any, ...]], capacity: int) -> None:
         mine = [f["seq"] for f in after if f.get("message_id") == message_id]
         if mine:
             assert [f["seq"] for f in got if f.get("message_id") == message_id][-1] == mine[-1]
+
+
+async def test_connection_frames_stay_within_the_bound_too(store: Store) -> None:
+    hub = hub_on(store, queue_size=8)
+    hub.publish("c", {"type": "message", "message_id": "u1", "role": "user", "text": "hi"})
+    sub = hub.subscribe("c")
+    for _ in range(1_000):
+        sub.send_local({"type": "pong"})  # one waiting answers them all
+        sub.resume(99)  # past the end: a sync, which replaces the one waiting
+    assert sub.pending() == 2 and sub.high_water <= 8 and not sub.overflowed
+    got = await drain(sub)
+    assert [f["type"] for f in got] == ["pong", "sync"]
+    for _ in range(9):  # answers that cannot be merged: the device has to go
+        sub.send_local({"type": "error", "code": "no_turn", "message": "no turn is running"})
+    assert sub.overflowed and sub.pending() == 0
+    hub.publish("c", {"type": "typing", "on": True})  # it takes nothing more in
+    assert sub.pending() == 0
+    with pytest.raises(TooSlow):
+        await sub.get()
+
+
+def test_a_frame_with_a_lone_surrogate_encodes_to_utf8() -> None:
+    text = encode_frame({"type": "message", "text": "a\ud800b \ud83d\ude00"})
+    assert text.encode() == '{"type":"message","text":"a\ufffdb 😀"}'.encode()

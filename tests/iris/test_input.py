@@ -30,6 +30,14 @@ BAD_FRAMES = [
     ('{"type": "resume", "after_seq": -1}', "bad_field"),
     ('{"type": "resume", "after_seq": true}', "bad_field"),
     ('{"type": "hello", "token": "t1"}', "unexpected_hello"),
+    ('{"type": "resume", "after_seq": 9223372036854775808}', "bad_field"),  # past SQLite's int
+    ('{"type": "message.send", "text": "a lone \\ud800 surrogate"}', "bad_field"),
+    pytest.param("[" * 100_000 + "]" * 100_000, "bad_json", id="nested-100000-deep"),
+    pytest.param(
+        '{"type": "ping", "x": ' + '{"a":' * 50_000 + "1" + "}" * 50_001,
+        "bad_json",
+        id="deep-field",
+    ),
 ]
 
 
@@ -159,6 +167,34 @@ async def test_bearer_header_takes_chat_and_resume_point_from_the_query(
         frames = [json.loads(await ws.recv()) for _ in range(2)]
     assert frames[0] == {"type": "ready", "chat_id": "work", "seq": 0}
     assert frames[1]["type"] == "message" and frames[1]["text"] == "remember this"
+
+
+@pytest.mark.parametrize(
+    "query", ["after_seq=%C2%B2", "after_seq=-1", "after_seq=x", "chat_id=a%20b"]
+)
+async def test_a_bad_query_value_closes_with_4400_naming_it(
+    iris_server: StartServer, query: str
+) -> None:
+    server = await iris_server(streaming=STREAMING)
+    async with connect(
+        f"{server.url}?{query}",
+        additional_headers={"Authorization": f"Bearer {TOKEN}"},
+        open_timeout=WAIT,
+    ) as ws:
+        with pytest.raises(ConnectionClosed) as closed:
+            await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400
+    assert query.split("=")[0] in closed.value.rcvd.reason
+
+
+async def test_a_lone_surrogate_in_a_hello_token_is_refused_with_4401(
+    iris_server: StartServer,
+) -> None:
+    server = await iris_server(streaming=STREAMING)
+    device = await server.connect(None, ready=False)
+    await device.ws.send('{"type": "hello", "token": "t\\ud800"}')
+    assert await device.closed() == 4401
+    assert device.frames == []
 
 
 async def test_a_device_that_never_says_hello_is_closed_with_4401(

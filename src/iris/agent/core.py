@@ -19,6 +19,10 @@ Failure policy for one round (``_round``):
   ``StreamReset`` when something of the round was already shown.
 - anything else, or the chain is exhausted → the turn fails; text already shown is kept
   (``SegmentEnded`` + ``TurnFailed.partial_text``), never repeated.
+
+Output cap: once the turn's visible text would pass ``model.max_output_chars`` (or its reasoning
+or one round's tool arguments would), the turn stops reading the upstream — leaving the stream's
+``async with`` closes it — and ends with ``TurnEnded(reason="length")`` and the text up to the cap.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from iris.agent.round import RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
@@ -48,6 +53,7 @@ from iris.errors import (
 from iris.events import (
     Commentary,
     Event,
+    ReasoningDelta,
     SegmentEnded,
     StreamReset,
     TerminalEvent,
@@ -59,7 +65,7 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
-from iris.llm.base import Provider, ProviderRequest, RawDelta, timed_out
+from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +85,8 @@ class TurnRequest:
     model: str | None = None  # override the configured model name
     instructions: str | None = None  # an extra system message
     max_tokens: int | None = None
+    # Generation parameters in the neutral spelling of ``iris.llm.params``, sent every round.
+    params: dict[str, Any] = field(default_factory=dict[str, Any])
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
@@ -87,7 +95,9 @@ class Agent:
 
     def __init__(self, config: Config, *, tools: ToolRegistry | None = None) -> None:
         self.config = config
-        self.tools = tools if tools is not None else builtin_tools(config.tools)
+        self.tools = (
+            tools if tools is not None else builtin_tools(config.tools, private=_private(config))
+        )
         self.endpoints: list[ModelEndpoint] = [config.model, *config.model.fallback]
         self._providers: dict[int, Provider] = {}
         self._stream_rejected_until: dict[str, float] = {}
@@ -127,6 +137,14 @@ class Agent:
         self._stream_rejected_until[self._key(endpoint, model)] = time.monotonic() + ttl
 
 
+def _private(config: Config) -> list[Path]:
+    """Iris's own files, which read_file refuses even inside a root: they hold keys and
+    transcripts."""
+    database = config.store.resolved_path()
+    paths = [Path.home() / ".iris", *(Path(f"{database}{end}") for end in ("", "-wal", "-shm"))]
+    return paths + ([Path(config.source)] if config.source else [])
+
+
 def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
     match endpoint.provider:
         case "chat_completions":
@@ -141,6 +159,10 @@ def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
             from iris.llm.local import LocalProvider
 
             return LocalProvider(config.model)
+
+
+class _OutputCapped(Exception):
+    """The turn reached ``model.max_output_chars``: stop reading the upstream."""
 
 
 class Turn:
@@ -160,6 +182,7 @@ class Turn:
         self._unanswered: list[ToolCall] = []
         self._usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         self._model = agent.model_name
+        self._shown_chars = 0  # visible text of the finished rounds, for the output cap
 
     # -- lifetime ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -217,6 +240,8 @@ class Turn:
                 self._fail("cancelled", "the turn was cancelled", False)
                 raise
             self._end_interrupted()
+        except _OutputCapped:
+            self._end_capped()
         except ProviderError as exc:
             code, message, retryable = user_message(exc)
             retry_after = exc.retry_after if isinstance(exc, ProviderHTTPError) else None
@@ -281,9 +306,10 @@ class Turn:
                 )
                 return
             self._unanswered = list(calls)
+            offered = _names(round_tools)
             for call in calls:
                 index += 1
-                result = await self._run_tool(index, call)
+                result = await self._run_tool(index, call, offered)
                 message = {"role": "tool", "tool_call_id": call.id, "content": result.output}
                 self._unanswered.remove(call)
                 self._added.append(message)
@@ -309,7 +335,11 @@ class Turn:
             model = (request.model if i == 0 and request.model else "") or provider.name
             self._model = model
             ask = ProviderRequest(
-                model, messages, tools, request.max_tokens or self.agent.config.model.max_tokens
+                model,
+                messages,
+                tools,
+                request.max_tokens or self.agent.config.model.max_tokens,
+                request.params,
             )
             # The embedded model cannot hang on a network, and its first load may take long.
             deadline = None if endpoint.provider == "local" else endpoint.timeout
@@ -353,13 +383,31 @@ class Turn:
         def cutoff() -> float | None:
             return None if deadline is None else loop.time() + deadline
 
+        cap = self.agent.config.model.max_output_chars
+        # What this round may still add before the cap: visible text and reasoning count over
+        # the whole turn, tool arguments per round (all of them are held in memory).
+        text_room = cap - self._shown_chars
+        thought_room = cap - sum(map(len, self._reasoning))
+        arguments_room = cap
         silence = asyncio.timeout_at(cutoff())
         async with contextlib.aclosing(deltas):
             try:
                 async with silence:
                     async for raw in deltas:
                         silence.reschedule(cutoff())
+                        if isinstance(raw, RawToolCall):
+                            arguments_room -= len(raw.arguments)
+                            if arguments_room < 0:
+                                raise _OutputCapped
                         for event in builder.feed(raw):
+                            if isinstance(event, TextDelta):
+                                text_room -= len(event.text)
+                                if text_room < 0:
+                                    self._emit_head(builder.visible, TextDelta, text_room)
+                            elif isinstance(event, ReasoningDelta):
+                                thought_room -= len(event.text)
+                                if thought_room < 0:
+                                    self._emit_head(builder.reasoning, ReasoningDelta, thought_room)
                             self._emit(event)
             except TimeoutError:
                 if not silence.expired():
@@ -367,14 +415,27 @@ class Turn:
                 raise timed_out(deadline) from None
         for event in builder.finish():
             self._emit(event)
+        self._shown_chars += len(builder.shown_text)
         self._reasoning.extend(builder.reasoning)
         self._usage["input_tokens"] += builder.input_tokens
         self._usage["output_tokens"] += builder.output_tokens
         self._usage["total_tokens"] = self._usage["input_tokens"] + self._usage["output_tokens"]
         return builder
 
+    def _emit_head(
+        self, parts: list[str], kind: type[TextDelta | ReasoningDelta], overflow: int
+    ) -> NoReturn:
+        """The delta that passed the cap (the last of ``parts``): keep and show only its head
+        up to the cap, then end the turn."""
+        head = parts[-1][: len(parts[-1]) + overflow]
+        parts[-1] = head
+        if head:
+            self._emit(kind(head))
+        raise _OutputCapped
+
     # -- tools -------------------------------------------------------------------------------
-    async def _run_tool(self, index: int, call: ToolCall) -> ToolResult:
+    async def _run_tool(self, index: int, call: ToolCall, offered: frozenset[str]) -> ToolResult:
+        """Run one call, if and only if its tool was offered to the model in this round."""
         started = time.monotonic()
         try:
             args: Any = json.loads(call.arguments or "{}")
@@ -389,12 +450,17 @@ class Turn:
         if not isinstance(args, dict):
             args = {"_value": args}
         self._emit(ToolStarted(index, call.name, args, call.id))
-        tool = self.agent.tools.get(call.name)
+        # A model may call any name it likes; only what this round offered may run
+        # (agent_tools off, tool_choice "none" and the last round offer nothing).
+        tool = self.agent.tools.get(call.name) if call.name in offered else None
         if tool is None or (call.name == "terminal" and not self.request.allow_terminal):
-            why = "is not allowed for this user" if tool else "does not exist"
-            return self._tool_ended(
-                index, call, ToolResult(False, f"error: tool '{call.name}' {why}"), started
+            why = (
+                "is not allowed for this user"
+                if call.name == "terminal" and not self.request.allow_terminal
+                else "was not offered to you in this round"
             )
+            refusal = ToolResult(False, f"error: tool '{call.name}' {why}; it was not run")
+            return self._tool_ended(index, call, refusal, started)
         problem = validate_args(tool.parameters, args)
         if problem:
             return self._tool_ended(index, call, ToolResult(False, f"error: {problem}"), started)
@@ -444,11 +510,12 @@ class Turn:
             return ""
         self._segment_open = False
         builder = self._builder
+        shown = builder.shown_text  # before finish(): what it flushes now is not shown
         for event in builder.finish():
             if not isinstance(event, TextDelta):  # text after the cut is not shown now
                 self._emit(event)
         self._reasoning.extend(builder.reasoning)
-        text = finalize(builder.shown_text)
+        text = finalize(shown)
         if text:
             self._emit(SegmentEnded(text))
         return text
@@ -463,11 +530,22 @@ class Turn:
             self._added.append({"role": "assistant", "content": text})
         self._end("interrupted", text)
 
+    def _end_capped(self) -> None:
+        text = self._partial()
+        if text:
+            self._added.append({"role": "assistant", "content": text})
+        self._end("length", text)
+
     def _fail(
         self, code: str, message: str, retryable: bool, retry_after: float | None = None
     ) -> None:
         partial = self._partial()
         self._emit(TurnFailed(code, message, retryable, partial, retry_after))
+
+
+def _names(tools: list[dict[str, Any]]) -> frozenset[str]:
+    """The function names of chat-format tools."""
+    return frozenset(str(tool.get("function", {}).get("name", "")) for tool in tools)
 
 
 async def run_with_callback(

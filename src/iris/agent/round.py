@@ -33,6 +33,7 @@ class RoundBuilder:
     _text_mender: SurrogateMender = field(default_factory=SurrogateMender)
     _reasoning_mender: SurrogateMender = field(default_factory=SurrogateMender)
     _started: bool = False  # first non-whitespace visible character was emitted
+    _summary: bool = False  # the reasoning being received is the provider's summary
 
     @property
     def emitted(self) -> bool:
@@ -47,7 +48,8 @@ class RoundBuilder:
         match raw:
             case RawText(text=text):
                 return self._text(self._text_mender.feed(text))
-            case RawReasoning(text=text):
+            case RawReasoning(text=text, summary=summary):
+                self._summary = summary
                 return self._reasoning(self._reasoning_mender.feed(text))
             case RawToolCall():
                 call = self.calls.setdefault(raw.index, ToolCall())
@@ -77,7 +79,7 @@ class RoundBuilder:
         if not text:
             return []
         self.reasoning.append(text)
-        return [ReasoningDelta(text)]
+        return [ReasoningDelta(text, summary=self._summary)]
 
     def _scrubbed(self, visible: str, reasoning: str) -> list[Event]:
         events: list[Event] = []

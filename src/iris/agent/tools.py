@@ -1,7 +1,9 @@
 """The agent's own tools: a registry of JSON-schema tools and the built-ins.
 
 Built-ins: ``terminal`` (``{"command": str}``, runs in ``tools.terminal.cwd`` with
-``tools.terminal.timeout``, output capped) and ``read_file`` (``{"path": str}``).
+``tools.terminal.timeout`` and only the ``tools.terminal.env`` variables, output capped) and
+``read_file`` (``{"path": str}``, regular files inside ``tools.read_file.roots``, see
+``reach.py``).
 A tool returns text for the model; a failure is text too (``ok=False``), never an exception
 out of the turn.
 """
@@ -12,11 +14,12 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iris.agent.reach import FileReach, Refused, command_env
 from iris.config import ToolsConfig
 
 Progress = Callable[[str], None]
@@ -89,12 +92,14 @@ def cap(text: str, limit: int) -> str:
     return f"{text[:head]}\n… [{len(text) - limit} characters cut] …\n{text[-tail:]}"
 
 
-def builtin_tools(config: ToolsConfig) -> ToolRegistry:
+def builtin_tools(config: ToolsConfig, *, private: Sequence[Path] = ()) -> ToolRegistry:
+    """The enabled built-ins; ``private`` are files read_file refuses even inside a root
+    (Iris's config and database)."""
     registry = ToolRegistry()
     if "terminal" in config.enabled:
         registry.add(_terminal_tool(config))
     if "read_file" in config.enabled:
-        registry.add(_read_file_tool(config))
+        registry.add(_read_file_tool(config, private))
     return registry
 
 
@@ -110,6 +115,7 @@ def _terminal_tool(config: ToolsConfig) -> Tool:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
+            env=command_env(settings.env),  # never the server's keys
             start_new_session=True,  # so a timeout kills the whole process group
         )
         chunks: list[bytes] = []
@@ -147,16 +153,20 @@ def _terminal_tool(config: ToolsConfig) -> Tool:
     )
 
 
-def _read_file_tool(config: ToolsConfig) -> Tool:
+def _read_file_tool(config: ToolsConfig, private: Sequence[Path]) -> Tool:
     limit = config.read_file.max_bytes
     base = Path(config.terminal.cwd).expanduser()
+    roots = [Path(root) for root in config.read_file.roots] or [base]
+    reach = FileReach(base, roots, private)
 
     async def run(args: dict[str, Any], progress: Progress) -> ToolResult:
-        path = base / str(args["path"])
+        name = str(args["path"])
         try:
-            data = await asyncio.to_thread(_read_head, path, limit + 1)
+            data = await asyncio.to_thread(reach.read_head, name, limit + 1)
+        except Refused as exc:
+            return ToolResult(False, f"error: cannot read {name}: {exc}")
         except OSError as exc:
-            return ToolResult(False, f"cannot read {args['path']}: {exc.strerror or exc}")
+            return ToolResult(False, f"cannot read {name}: {exc.strerror or exc}")
         text = data[:limit].decode(errors="replace")
         if len(data) > limit:
             text += f"\n[truncated at {limit} bytes]"
@@ -177,8 +187,3 @@ def _one_string(name: str, description: str) -> dict[str, Any]:
         "properties": {name: {"type": "string", "description": description}},
         "required": [name],
     }
-
-
-def _read_head(path: Path, size: int) -> bytes:
-    with path.open("rb") as handle:
-        return handle.read(size)

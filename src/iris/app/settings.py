@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from iris.app.core.reveal import SMOOTHNESS_MAX, SMOOTHNESS_MIN
+from iris.private import private_dir
 
 ToolDetail = Literal["everything", "truncated", "nothing"]
 TOOL_DETAILS: tuple[ToolDetail, ...] = ("everything", "truncated", "nothing")
@@ -61,11 +62,12 @@ def load_settings(path: Path | None = None) -> Settings:
 def save_settings(settings: Settings, path: Path | None = None) -> None:
     """Write atomically with mode 0600 from the first byte: the file holds the device token."""
     file = path or settings_path()
-    file.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(file.parent)
     data = {k: v for k, v in asdict(settings).items() if k != "extra"} | settings.extra
     temp = file.with_suffix(".tmp")
     descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A temp file left by a crash keeps its old mode through O_CREAT: fix it before writing.
+    os.fchmod(descriptor, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         json.dump(data, handle, indent=2)
-    os.chmod(temp, 0o600)
     os.replace(temp, file)

@@ -13,21 +13,37 @@ A device that falls behind never slows anyone else:
 ``position`` is the seq of the last chat frame put in line for the device. Connection-scoped
 frames (``ready``, ``pong``, ``error``, ``sync``) are stamped with it, so whatever seq a device
 has seen last is a valid point to resume from.
+
+The bound holds for connection-scoped frames too: a ``pong`` already waiting answers every
+later ping, a new ``sync`` replaces one still waiting, and a device whose own frames alone
+overrun the bound (it keeps asking and never reads the answers) is ``overflowed``: its queue
+is emptied, ``get`` raises ``TooSlow`` and the connection closes. Nothing it missed is lost:
+chat frames are in the log, so it resumes from the last seq it saw.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from iris.errors import StoreUnavailable
+from iris.fanout.storeguard import store_errors
+
 if TYPE_CHECKING:
     from iris.fanout.hub import Hub
 
 Frame = dict[str, Any]
+
+_ONE_PENDING = ("pong", "sync")  # connection-scoped frames of which one waiting is enough
+
+
+class TooSlow(Exception):
+    """The device stayed over its queue bound; its connection closes (it can resume)."""
 
 
 @dataclass(slots=True)
@@ -41,7 +57,20 @@ class _Item:
 
 
 def encode_frame(frame: Frame) -> str:
-    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+    """The frame as JSON text that is always valid UTF-8.
+
+    A lone surrogate (from a ``\\ud800`` escape a model or a client sent) cannot be encoded to
+    UTF-8, so a socket would fail on it mid-turn; it becomes U+FFFD here, once, for every
+    device and for the log."""
+    text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        # UTF-16 with surrogatepass re-pairs split pairs; "replace" turns lone ones into U+FFFD.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 class Subscription:
@@ -51,6 +80,8 @@ class Subscription:
         self.position = position
         self.skipped = 0  # superseded updates this device never got
         self.catchups = 0  # times the queue overflowed and the device re-read the log
+        self.overflowed = False  # over the bound with its own frames: the connection closes
+        self.high_water = 0  # the longest the queue has been (a test and bench figure)
         self._hub = hub
         self._queue: deque[_Item] = deque()
         self._newest: dict[str, int] = {}  # message_id -> seq of its newest queued frame
@@ -60,30 +91,49 @@ class Subscription:
     # -- the hub's side ------------------------------------------------------------------------
     def push(self, frame: Frame, text: str | None = None) -> None:
         """A new chat frame (and its JSON, if already made); never waits."""
-        if self._catching_up:
-            return  # the log has it; the catch-up reads it in order
+        if self._catching_up or self.overflowed:
+            return  # the log has it; the catch-up (or the resume after a close) reads it
         self._enqueue(frame, text)
-        if len(self._queue) > self.capacity:
-            self._relieve()
-        self._wake.set()
+        self._bound()
 
     # -- the connection's side -----------------------------------------------------------------
     def send_local(self, body: Frame) -> None:
-        """A connection-scoped frame, in line behind the chat frames already queued."""
+        """A connection-scoped frame, in line behind the chat frames already queued.
+
+        A ``pong`` already waiting answers this one too; a ``sync`` replaces one waiting."""
+        if self.overflowed:
+            return
+        kind = body["type"]
+        if kind in _ONE_PENDING:
+            waiting = [item for item in self._queue if not item.chat and item.frame["type"] == kind]
+            if waiting and kind == "pong":
+                return
+            for item in waiting:
+                self._queue.remove(item)
         frame = {**body, "chat_id": self.chat_id, "seq": self.position}
         self._queue.append(_Item(frame, False))
-        self._wake.set()
+        self._bound()
 
     def resume(self, after_seq: int) -> None:
-        """Replay every chat frame after ``after_seq``, then continue live: no gap, no duplicate."""
-        self._hub.log.prune(self.chat_id)  # the bounds hold for what a resume can reach
-        latest = self._hub.latest(self.chat_id)
+        """Replay every chat frame after ``after_seq``, then continue live: no gap, no duplicate.
+
+        Raises ``StoreUnavailable`` (and changes nothing) if the log cannot be read."""
+        if self.overflowed:
+            return
+        # The bounds hold for what a resume can reach; a store that takes no writes (locked)
+        # can still be read, so the replay goes on without this pass.
+        with contextlib.suppress(StoreUnavailable), store_errors():
+            self._hub.log.prune(self.chat_id)
+        with store_errors():
+            latest = self._hub.latest(self.chat_id)
+            past_reach = after_seq > latest or after_seq < self._hub.log.floor(self.chat_id)
+            messages = self._hub.log.conversation(self.chat_id) if past_reach else []
         self._drop_chat_frames()
         if after_seq == latest:
             self._go_live(latest)
-        elif after_seq > latest or after_seq < self._hub.log.floor(self.chat_id):
+        elif past_reach:
             # The device knows a future we do not (a reset server) or the log no longer reaches.
-            self._sync(latest)
+            self._sync(latest, messages)
         else:
             self.position = after_seq
             self._catching_up = True
@@ -99,6 +149,8 @@ class Subscription:
 
     async def _next(self) -> _Item:
         while True:
+            if self.overflowed:
+                raise TooSlow(f"more than {self.capacity} frames waiting")
             if self._queue:
                 item = self._queue.popleft()
                 if self._superseded(item):
@@ -124,11 +176,13 @@ class Subscription:
     # -- internals -----------------------------------------------------------------------------
     def _read_page(self) -> None:
         chat, log = self.chat_id, self._hub.log
-        latest = self._hub.latest(chat)
-        if self.position < log.floor(chat):
-            self._sync(latest)  # the bounds moved past us while we were catching up
-            return
-        page = log.after(chat, self.position, self.capacity)
+        with store_errors():
+            latest = self._hub.latest(chat)
+            if self.position < log.floor(chat):
+                # The bounds moved past us while we were catching up.
+                self._sync(latest, log.conversation(chat))
+                return
+            page = log.after(chat, self.position, self.capacity)
         if not page:
             self._go_live(latest)
             return
@@ -156,15 +210,28 @@ class Subscription:
             return False
         return frame["type"] == "message.update"
 
-    def _sync(self, latest: int) -> None:
+    def _sync(self, latest: int, messages: list[dict[str, Any]]) -> None:
         self.position = latest
-        messages = self._hub.log.conversation(self.chat_id)
         self.send_local({"type": "sync", "messages": messages})
         self._go_live(latest)
 
     def _go_live(self, latest: int) -> None:
         self.position = latest
         self._catching_up = False
+
+    def _bound(self) -> None:
+        """Bring the queue back within its capacity, then wake the sender."""
+        if len(self._queue) > self.capacity:
+            self._relieve()
+        if len(self._queue) > self.capacity:
+            # Only the device's own answers are left and still too many: nothing more can be
+            # dropped without losing something it asked for, so it goes (and resumes).
+            self.overflowed = True
+            self._queue.clear()
+            self._newest.clear()
+            self._catching_up = False
+        self.high_water = max(self.high_water, len(self._queue))
+        self._wake.set()
 
     def _relieve(self) -> None:
         before = len(self._queue)

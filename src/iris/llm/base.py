@@ -52,6 +52,7 @@ class RawText:
 @dataclass(frozen=True, slots=True)
 class RawReasoning:
     text: str
+    summary: bool = False  # a summary of the reasoning, not the raw text
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,8 @@ class ProviderRequest:
     messages: list[dict[str, Any]]  # chat format, system message first when there is one
     tools: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])  # chat format
     max_tokens: int | None = None
+    # Generation parameters, neutral spelling (``iris.llm.params``); each provider maps them.
+    params: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 class Provider(Protocol):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import threading
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,35 @@ DEMO_NOTICE = (
 )
 _STOPS = ["\nUser:", "\nuser:", "\nUSER:", "\n\n\n"]
 _DEFAULT_MAX_TOKENS = 200
+_DEFAULT_TEMPERATURE = 0.7
+# Neutral parameters (``iris.llm.params``) that are ``create_completion`` keywords as they are.
+_SAMPLING = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
+
+Grammar = Callable[[str], Any]  # a JSON schema (text) → a llama.cpp grammar
+
+
+def completion_kwargs(request: ProviderRequest, grammar: Grammar) -> dict[str, Any]:
+    """``create_completion`` keywords for ``request`` (the prompt aside). A JSON response
+    format becomes a grammar the sampler must follow; identity-only parameters (user,
+    metadata...) have nothing to tell an in-process model."""
+    params = request.params
+    kwargs: dict[str, Any] = {
+        "max_tokens": request.max_tokens or _DEFAULT_MAX_TOKENS,
+        "temperature": _DEFAULT_TEMPERATURE,
+        "stop": [*_STOPS, *params.get("stop", ())],
+    }
+    kwargs.update({name: params[name] for name in _SAMPLING if name in params})
+    fmt = params.get("response_format")
+    if fmt is not None:
+        schema = fmt["schema"] if fmt["type"] == "json_schema" else {"type": "object"}
+        kwargs["grammar"] = grammar(json.dumps(schema))
+    return kwargs
+
+
+def _grammar(schema: str) -> Any:
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_json_schema(schema, verbose=False)
 
 
 def packaged_model_path() -> Path:
@@ -108,14 +138,12 @@ class LocalProvider:
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()
         prompt = build_prompt(request.messages)
-        max_tokens = request.max_tokens or _DEFAULT_MAX_TOKENS
 
         def generate() -> None:
             produced = 0
             try:
-                for out in llm.create_completion(
-                    prompt, max_tokens=max_tokens, stream=True, stop=_STOPS, temperature=0.7
-                ):
+                kwargs = completion_kwargs(request, _grammar)
+                for out in llm.create_completion(prompt, stream=True, **kwargs):
                     if stop.is_set():
                         break
                     produced += 1

@@ -11,6 +11,9 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import openai
+from openai.types.responses import Response, ResponseStreamEvent
+
 from iris.config import ModelEndpoint
 from iris.errors import ProviderConnectionError, ProviderError
 from iris.llm.base import (
@@ -25,6 +28,7 @@ from iris.llm.base import (
     translate_errors,
 )
 from iris.llm.chat_completions import make_client
+from iris.llm.wire import encode, post, post_events
 
 
 def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -94,24 +98,16 @@ class ResponsesProvider:
         self.name = endpoint.name
         self._client = make_client(endpoint)
 
-    def _kwargs(self, request: ProviderRequest) -> dict[str, Any]:
-        instructions, items = to_input_items(request.messages)
-        kwargs: dict[str, Any] = {"model": request.model, "input": items, "store": False}
-        if instructions:
-            kwargs["instructions"] = instructions
-        if request.tools:
-            kwargs["tools"] = to_response_tools(request.tools)
-        if request.max_tokens:
-            kwargs["max_output_tokens"] = request.max_tokens
-        return kwargs
-
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         streamed_text: set[int] = set()
         streamed_reasoning: set[int] = set()
         events = 0
         finished = False  # response.completed / incomplete: the stream ended on purpose
+        body = await encode(lambda: {**request_body(request), "stream": True})
         with translate_errors(streaming=True):
-            stream = await self._client.responses.create(**self._kwargs(request), stream=True)
+            stream = await post_events(
+                self._client, "/responses", body, openai.AsyncStream[ResponseStreamEvent]
+            )
             async with stream:
                 async for event in stream:
                     data: dict[str, Any] = event.model_dump()
@@ -126,7 +122,8 @@ class ResponsesProvider:
                         "response.reasoning_text.delta",
                     ):
                         streamed_reasoning.add(index)
-                        yield RawReasoning(data.get("delta", ""))
+                        summary = kind == "response.reasoning_summary_text.delta"
+                        yield RawReasoning(data.get("delta", ""), summary=summary)
                     elif kind == "response.output_item.added":
                         item = data.get("item") or {}
                         if item.get("type") == "function_call":
@@ -162,8 +159,9 @@ class ResponsesProvider:
         )
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
+        body = await encode(lambda: request_body(request))
         with translate_errors(streaming=False):
-            response: Any = await self._client.responses.create(**self._kwargs(request))
+            response: Any = await post(self._client, "/responses", body, Response)
         if isinstance(response, str):  # the SDK's answer for a body that is not JSON
             raise bad_response(describe_body(response))
         data: dict[str, Any] = response.model_dump()
@@ -177,6 +175,36 @@ class ResponsesProvider:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def request_body(request: ProviderRequest) -> dict[str, Any]:
+    """The Responses request body (without ``stream``)."""
+    instructions, items = to_input_items(request.messages)
+    body: dict[str, Any] = {"model": request.model, "input": items, "store": False}
+    if instructions:
+        body["instructions"] = instructions
+    if request.tools:
+        body["tools"] = to_response_tools(request.tools)
+    if request.max_tokens:
+        body["max_output_tokens"] = request.max_tokens
+    reasoning: dict[str, Any] = {}
+    text: dict[str, Any] = {}
+    for name, value in request.params.items():
+        if name == "response_format":
+            text["format"] = value
+        elif name == "verbosity":
+            text["verbosity"] = value
+        elif name == "reasoning_effort":
+            reasoning["effort"] = value
+        elif name == "reasoning_summary":
+            reasoning["summary"] = value
+        elif name not in ("tool_choice", "parallel_tool_calls") or request.tools:
+            body[name] = value  # the flat tool_choice is already the Responses spelling
+    if text:
+        body["text"] = text
+    if reasoning:
+        body["reasoning"] = reasoning
+    return body
 
 
 def _item_deltas(
@@ -201,8 +229,10 @@ def _item_deltas(
         )
         return [RawText(text)] if text else []
     if kind == "reasoning" and with_reasoning:
-        text = "".join(part.get("text", "") for part in item.get("summary") or [])
-        return [RawReasoning(text)] if text else []
+        raw = "".join(part.get("text", "") for part in item.get("content") or [])
+        summary = "".join(part.get("text", "") for part in item.get("summary") or [])
+        deltas: list[RawDelta] = [RawReasoning(raw)] if raw else []
+        return [*deltas, RawReasoning(summary, summary=True)] if summary else deltas
     return []
 
 

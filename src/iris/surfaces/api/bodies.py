@@ -5,11 +5,17 @@ offending field. Both APIs end up as chat-format messages, which is what the age
 
 - Chat Completions messages pass through (``developer`` becomes ``system``);
 - Responses ``input`` (a string, or message / ``function_call`` / ``function_call_output``
-  items with ``input_text`` / ``input_image`` parts) becomes the same messages, after the
-  stored conversation of ``previous_response_id``.
+  items with ``input_text`` / ``input_image`` parts, or ``item_reference`` items naming a stored
+  response's output item) becomes the same messages, after the stored conversation of
+  ``previous_response_id``.
 
 A request that carries ``tools`` owns them: they become the turn's ``client_tools`` and the
 agent's own tools stay off for that turn, so the two are never mixed.
+
+``stream`` absent means false, as on OpenAI (the SDKs omit it): the request alone decides the
+response format, and ``streaming.api_server`` only whether the provider is streamed from while a
+non-streamed answer is built. Generation parameters are read by ``params``; the per-request
+caps (``max_messages``, ``max_input_chars``) are checked before any other work.
 """
 
 from __future__ import annotations
@@ -20,6 +26,15 @@ from typing import Any
 
 from iris.agent.core import TurnRequest
 from iris.config import Config
+from iris.surfaces.api.params import (
+    CHAT_NAMES,
+    RESPONSES_NAMES,
+    chat_params,
+    check_honoured,
+    responses_echo,
+    responses_params,
+    typed,
+)
 from iris.surfaces.api.problems import ApiError, bad_request
 
 Json = dict[str, Any]
@@ -41,6 +56,7 @@ class ResponsesCall:
     store: bool
     echo: Json  # the request settings the response object repeats
     conversation: list[Json]  # chat-format history + this input (instructions excluded)
+    background: bool = False  # run without a client (see ``background``)
 
 
 # -- shared -----------------------------------------------------------------------------
@@ -52,16 +68,46 @@ def _object(body: object) -> Json:
     return body  # type: ignore[return-value]
 
 
-def _typed(body: Json, key: str, kinds: type | tuple[type, ...], what: str) -> Any:
-    value = body.get(key)
-    if value is None:
-        return None
-    # bool is an int in Python; a JSON true is never a number here.
-    is_bool = isinstance(value, bool)
-    allows_bool = kinds is bool or (isinstance(kinds, tuple) and bool in kinds)
-    if not isinstance(value, kinds) or (is_bool and not allows_bool):
-        raise bad_request(f"'{key}' must be {what}", param=key, code="invalid_type")
-    return value
+_typed = typed  # one validator for bodies and parameters
+
+
+def _streams(stream: bool | None, config: Config) -> bool:
+    """Whether the turn streams from the provider: always for a streamed reply; for a
+    non-streamed one as ``streaming.api_server`` says."""
+    return stream is True or config.streams("api_server")
+
+
+def _check_count(count: int, config: Config, param: str) -> None:
+    limit = config.platforms.api_server.max_messages
+    if count > limit:
+        raise bad_request(
+            f"'{param}' has {count} items; this server accepts at most {limit} "
+            "(platforms.api_server.max_messages)",
+            param=param,
+            code="too_many_messages",
+        )
+
+
+def _check_chars(messages: list[Json], instructions: str | None, config: Config) -> None:
+    """Text characters of the conversation (content, tool arguments and outputs,
+    instructions; image data is bounded by ``max_body_bytes`` instead)."""
+    limit = config.platforms.api_server.max_input_chars
+    total = len(instructions or "")
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(len(part.get("text") or "") for part in content)  # type: ignore[misc]
+        for call in message.get("tool_calls") or ():
+            total += len((call.get("function") or {}).get("arguments") or "")
+    if total > limit:
+        raise bad_request(
+            f"the conversation has {total} characters of text; this server accepts at most "
+            f"{limit} (platforms.api_server.max_input_chars)",
+            param="messages",
+            code="input_too_long",
+        )
 
 
 def _model(body: Json, models: Sequence[str]) -> str:
@@ -136,23 +182,25 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         )
     if not isinstance(raw_messages, list) or not raw_messages:
         raise bad_request("'messages' must be a non-empty array", param="messages")
+    _check_count(len(raw_messages), config, "messages")
     messages = [_chat_message(m, i) for i, m in enumerate(raw_messages)]
+    _check_chars(messages, None, config)
     stream = _typed(data, "stream", bool, "a boolean")
     options = _typed(data, "stream_options", dict, "an object") or {}
     include_usage = bool(_typed(options, "include_usage", bool, "a boolean"))
     max_tokens = _positive_int(data, "max_completion_tokens") or _positive_int(data, "max_tokens")
-    for key in ("temperature", "top_p"):
-        _typed(data, key, (int, float), "a number")
     client_tools, agent_tools = _tool_policy(data, _function_tools(data.get("tools")), config)
-    streams = config.streams("api_server", client_stream=stream)
+    params = chat_params(data, client_tools)
+    check_honoured(params, config, names=CHAT_NAMES)
     turn = TurnRequest(
         messages=messages,
-        stream=streams,
+        stream=_streams(stream, config),
         client_tools=client_tools,
         agent_tools=agent_tools,
         max_tokens=max_tokens,
+        params=params,
     )
-    return ChatCall(turn=turn, model=model, stream=streams, include_usage=include_usage)
+    return ChatCall(turn=turn, model=model, stream=stream is True, include_usage=include_usage)
 
 
 def _role(message: Json, where: str, allowed: set[str]) -> str:
@@ -233,8 +281,6 @@ def _assistant_call(call_id: str, name: str, arguments: Any) -> Json:
 
 # -- responses --------------------------------------------------------------------------
 
-_ECHO_NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
-
 
 def parse_responses(
     body: object,
@@ -242,13 +288,17 @@ def parse_responses(
     models: Sequence[str],
     config: Config,
     history: Callable[[str], list[Json] | None],
+    items: Callable[[str], Json | None] | None = None,
 ) -> ResponsesCall:
-    """``history(response_id)``: the stored conversation of a response, or None."""
+    """``history(response_id)``: the stored conversation of a response, or None;
+    ``items(item_id)``: a stored output item, or None."""
     data = _object(body)
     model = _model(data, models)
     if "input" not in data or data["input"] is None:
         raise bad_request("'input' is required", param="input", code="missing_required_parameter")
-    new_messages = input_messages(data["input"])
+    if isinstance(data["input"], list):
+        _check_count(len(data["input"]), config, "input")  # type: ignore[arg-type]
+    new_messages = input_messages(data["input"], items)
     instructions = _typed(data, "instructions", str, "a string")
     previous_id = _typed(data, "previous_response_id", str, "a string")
     past: list[Json] = []
@@ -264,55 +314,53 @@ def parse_responses(
         past = found
     stream = _typed(data, "stream", bool, "a boolean")
     store = _typed(data, "store", bool, "a boolean")
-    if _typed(data, "background", bool, "a boolean"):
-        raise bad_request("background responses are not supported", param="background")
+    background = _typed(data, "background", bool, "a boolean") is True
+    if background and store is False:
+        # As on OpenAI: a background response is polled and resumed from the store.
+        raise bad_request(
+            "background responses must be stored; drop 'store': false",
+            param="background",
+            code="invalid_value",
+        )
     raw_tools = data.get("tools")
     tools = _function_tools(raw_tools)
     client_tools, agent_tools = _tool_policy(data, tools, config)
+    params = responses_params(data, client_tools)
+    check_honoured(params, config, names=RESPONSES_NAMES)
     echo: Json = {
         "previous_response_id": previous_id,
         "instructions": instructions,
         "tools": [_flat_tool(t) for t in tools or []],
         "store": store is not False,
+        "background": background,
+        **responses_echo(params),
     }
-    for key in _ECHO_NUMBERS:
-        value = _typed(data, key, (int, float), "a number")
-        if value is not None:
-            echo[key] = value
     for key in ("max_output_tokens", "max_tool_calls"):
         echo[key] = _positive_int(data, key)
-    for key, kinds, what in (
-        ("metadata", dict, "an object"),
-        ("user", str, "a string"),
-        ("safety_identifier", str, "a string"),
-        ("prompt_cache_key", str, "a string"),
-        ("parallel_tool_calls", bool, "a boolean"),
-        ("text", dict, "an object"),
-        ("reasoning", dict, "an object"),
-        ("truncation", str, "a string"),
-        ("top_logprobs", int, "an integer"),
-        ("tool_choice", (str, dict), "a string or an object"),
-    ):
-        value = _typed(data, key, kinds, what)
-        if value is not None:
-            echo[key] = value
-    streams = config.streams("api_server", client_stream=stream)
+    if (truncation := _typed(data, "truncation", str, "a string")) is not None:
+        echo["truncation"] = truncation
+    if data.get("tool_choice") == "none":
+        echo["tool_choice"] = "none"  # applied by sending no tools at all
     conversation = [*past, *new_messages]
+    _check_count(len(conversation), config, "input")
+    _check_chars(conversation, instructions, config)
     turn = TurnRequest(
         messages=conversation,
-        stream=streams,
+        stream=_streams(stream, config),
         client_tools=client_tools,
         agent_tools=agent_tools,
         instructions=instructions,
         max_tokens=echo["max_output_tokens"],
+        params=params,
     )
     return ResponsesCall(
         turn=turn,
         model=model,
-        stream=streams,
+        stream=stream is True,
         store=store is not False,
         echo=echo,
         conversation=conversation,
+        background=background,
     )
 
 
@@ -330,8 +378,9 @@ def _flat_tool(tool: Json) -> Json:
 _INPUT_ROLES = {"system", "developer", "user", "assistant"}
 
 
-def input_messages(raw: Any) -> list[Json]:
-    """Responses ``input`` → chat-format messages."""
+def input_messages(raw: Any, items: Callable[[str], Json | None] | None = None) -> list[Json]:
+    """Responses ``input`` → chat-format messages. ``items(item_id)`` finds the stored output
+    item an ``item_reference`` names; it then counts as if it had been given inline."""
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
     if not isinstance(raw, list) or not raw:
@@ -341,38 +390,77 @@ def input_messages(raw: Any) -> list[Json]:
         where = f"input[{i}]"
         if not isinstance(item, dict):
             raise bad_request(f"'{where}' must be an object", param=where)
-        kind = item.get("type", "message")
-        if kind == "message":
-            messages.append(_input_message(item, where))
-        elif kind == "function_call":
-            call_id, name = item.get("call_id"), item.get("name")
-            if not isinstance(call_id, str) or not isinstance(name, str):
-                raise bad_request(f"'{where}' needs call_id and name", param=where)
-            call = _assistant_call(call_id, name, item.get("arguments"))
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant":
-                last.setdefault("tool_calls", []).append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            call_id, output = item.get("call_id"), item.get("output")
-            if not isinstance(call_id, str):
-                raise bad_request(f"'{where}.call_id' is required", param=f"{where}.call_id")
-            if isinstance(output, list):
-                texts = [p.get("text") for p in output if isinstance(p, dict)]
-                output = "".join(t for t in texts if isinstance(t, str))
-            if not isinstance(output, str):
-                raise bad_request(f"'{where}.output' must be a string", param=f"{where}.output")
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
-        elif kind == "reasoning":
-            continue  # the agent keeps no reasoning across turns
-        else:
-            raise bad_request(
-                f"'{where}.type' {kind!r} is not supported",
-                param=f"{where}.type",
-                code="invalid_value",
-            )
+        if _is_reference(item):
+            item = _referenced(item, where, items)
+        _add_input_item(messages, item, where)
     return messages
+
+
+def referenced_ids(raw: Any) -> list[str]:
+    """The item ids an ``input`` names in ``item_reference`` items (to look up beforehand)."""
+    if not isinstance(raw, list):
+        return []
+    return [
+        item["id"]
+        for item in raw
+        if isinstance(item, dict) and _is_reference(item) and isinstance(item.get("id"), str)
+    ]
+
+
+def _is_reference(item: Json) -> bool:
+    # The specification lets a reference omit its type: then it is an id and nothing else.
+    kind = item.get("type")
+    return kind == "item_reference" or (kind is None and "role" not in item and "id" in item)
+
+
+def _referenced(item: Json, where: str, items: Callable[[str], Json | None] | None) -> Json:
+    item_id = item.get("id")
+    if not isinstance(item_id, str) or not item_id:
+        raise bad_request(f"'{where}.id' must be a non-empty string", param=f"{where}.id")
+    found = items(item_id) if items is not None else None
+    if found is None:
+        raise ApiError(
+            404,
+            f"Item with id '{item_id}' not found (only output items of stored responses can "
+            "be referenced).",
+            param=where,
+            code="item_not_found",
+        )
+    return found
+
+
+def _add_input_item(messages: list[Json], item: Json, where: str) -> None:
+    kind = item.get("type", "message")
+    if kind == "message":
+        messages.append(_input_message(item, where))
+    elif kind == "function_call":
+        call_id, name = item.get("call_id"), item.get("name")
+        if not isinstance(call_id, str) or not isinstance(name, str):
+            raise bad_request(f"'{where}' needs call_id and name", param=where)
+        call = _assistant_call(call_id, name, item.get("arguments"))
+        last = messages[-1] if messages else None
+        if last is not None and last["role"] == "assistant":
+            last.setdefault("tool_calls", []).append(call)
+        else:
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    elif kind == "function_call_output":
+        call_id, output = item.get("call_id"), item.get("output")
+        if not isinstance(call_id, str):
+            raise bad_request(f"'{where}.call_id' is required", param=f"{where}.call_id")
+        if isinstance(output, list):
+            texts = [p.get("text") for p in output if isinstance(p, dict)]
+            output = "".join(t for t in texts if isinstance(t, str))
+        if not isinstance(output, str):
+            raise bad_request(f"'{where}.output' must be a string", param=f"{where}.output")
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+    elif kind == "reasoning":
+        return  # the agent keeps no reasoning across turns
+    else:
+        raise bad_request(
+            f"'{where}.type' {kind!r} is not supported",
+            param=f"{where}.type",
+            code="invalid_value",
+        )
 
 
 def _input_message(item: Json, where: str) -> Json:

@@ -39,11 +39,13 @@ from iris.surfaces.api.segment import SegmentText
 Chunk = dict[str, Any]
 
 # TurnEnded.reason → finish_reason. "length" is the closest OpenAI word for "the agent ran
-# out of rounds"; an interrupted turn stopped normally with the text so far.
+# out of rounds", and the real one for "the output cap cut the answer"; an interrupted turn
+# stopped normally with the text so far.
 _FINISH = {
     "stop": "stop",
     "interrupted": "stop",
     "max_iterations": "length",
+    "length": "length",
     "tool_calls": "tool_calls",
 }
 

@@ -30,7 +30,7 @@ from iris.surfaces.api.sse import DONE
 
 log = logging.getLogger("iris.api")
 
-_SSE_HEADERS = [
+SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),  # tell nginx-style proxies not to buffer the stream
@@ -100,7 +100,7 @@ class TurnExchange(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._live.add(self)
         work = asyncio.create_task(self._run(send))
-        gone = asyncio.create_task(_disconnected(receive))
+        gone = asyncio.create_task(client_gone(receive))
         beat = asyncio.create_task(self._beat(send)) if self._stream else None
         try:
             try:
@@ -209,7 +209,7 @@ class TurnExchange(Response):
         async with self._sending:
             if not self._head_sent:
                 self._head_sent = True
-                start = {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+                start = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
                 await send(start)
                 data, self._held = self._held + data, b""
             await send({"type": "http.response.body", "body": data, "more_body": more})
@@ -226,7 +226,7 @@ class TurnExchange(Response):
                 await self._write(send, b": keep-alive\n\n")
 
 
-async def _disconnected(receive: Receive) -> None:
+async def client_gone(receive: Receive) -> None:
     # The body was read already: the next message uvicorn delivers is http.disconnect.
     while (await receive())["type"] != "http.disconnect":
         pass

@@ -5,17 +5,24 @@ helper enforces::
 
     response.created, response.in_progress
     per output item:  response.output_item.added
-        reasoning:    reasoning_summary_part.added, reasoning_summary_text.delta*,
-                      reasoning_summary_text.done, reasoning_summary_part.done
+        reasoning:    raw reasoning (``content``): content_part.added, reasoning_text.delta*,
+                      reasoning_text.done, content_part.done; a summary, only when the
+                      provider gave one (``summary``): reasoning_summary_part.added,
+                      reasoning_summary_text.delta*, reasoning_summary_text.done,
+                      reasoning_summary_part.done
         message:      content_part.added, output_text.delta* (logprobs: []),
                       output_text.done, content_part.done
         function_call: function_call_arguments.delta, function_call_arguments.done
                       response.output_item.done
     response.completed (the whole response)  |  error, response.failed
+                                              |  response.incomplete (cancelled, interrupted,
+                                                 or ``max_output_tokens`` when the output cap,
+                                                 ``model.max_output_chars``, cut the answer)
 
 Every event carries a monotonic ``sequence_number``. Each text segment of the turn is its own
-message item; one that accompanied tool calls has ``phase: "commentary"``. The agent's own tools
-run inside Iris and produce no items; client-defined tool calls become ``function_call`` items.
+message item; one that accompanied tool calls has ``phase: "commentary"``. Every output item
+has an id (``msg_…``, ``rs_…``, ``fc_…``) that a later request can name in an
+``item_reference``. The agent's own tools run inside Iris and produce no items; client-defined tool calls become ``function_call`` items.
 """
 
 from __future__ import annotations
@@ -109,13 +116,15 @@ def responses_usage(usage: dict[str, int]) -> dict[str, Any]:
 
 
 class _Item:
-    """The output item being streamed: a reasoning summary or a message."""
+    """The output item being streamed: a reasoning item or a message."""
 
     def __init__(self, kind: str, item_id: str, index: int) -> None:
         self.kind = kind
         self.id = item_id
         self.index = index
-        self.text = SegmentText()
+        self.text = SegmentText()  # the message text, or the raw reasoning
+        self.text_open = False  # its content part was announced
+        self.summary: SegmentText | None = None  # reasoning: the provider's summary, if any
 
 
 class ResponsesEncoder:
@@ -160,6 +169,32 @@ class ResponsesEncoder:
             **extra,
         )
 
+    def snapshot(self) -> Payload:
+        """The response as it stands: the final one once the turn ended, else ``queued``
+        (nothing fed yet) or ``in_progress`` with the output so far, the open item included."""
+        if self.response is not None:
+            return self.response
+        status = "in_progress" if self._started else "queued"
+        current = self._snapshot(status, usage=None)
+        if self._open is not None:
+            current["output"].append(_item_payload(self._open, "in_progress", ""))
+        return current
+
+    def stop(self, status: str, reason: str) -> list[Payload]:
+        """End the turn without its terminal event (``cancelled`` by the client, or
+        ``incomplete`` when the server stopped it): the open item closes as incomplete and
+        ``response.incomplete`` carries the response with ``status``."""
+        out: list[Payload] = []
+        if self.response is not None:
+            return out
+        self._start(out)
+        self._close(out, "incomplete")
+        completed_at = int(self._clock()) if self._clock else self.created_at
+        self.response = self._snapshot(status, usage=None, completed_at=completed_at)
+        self.response["incomplete_details"] = {"reason": reason}
+        self._event(out, "response.incomplete", response=self.response)
+        return out
+
     # -- streaming ------------------------------------------------------------------------
     def feed(self, event: Event) -> list[Payload]:
         out: list[Payload] = []
@@ -167,23 +202,15 @@ class ResponsesEncoder:
         match event:
             case TurnStarted():
                 pass
-            case ReasoningDelta(text=text):
-                item = self._open_item(out, "reasoning")
-                delta = item.text.feed(text)
-                if delta:
-                    self._event(
-                        out,
-                        "response.reasoning_summary_text.delta",
-                        item_id=item.id,
-                        output_index=item.index,
-                        summary_index=0,
-                        delta=delta,
-                    )
+            case ReasoningDelta(text=text, summary=summary):
+                self._reasoning(out, text, summary=summary)
             case TextDelta(text=text):
                 self._text(out, text)
             case StreamReset():
                 if self._open is not None:
                     self._open.text.reset()
+                    if self._open.summary is not None:
+                        self._open.summary.reset()
             case Commentary(text=text):
                 self._close_message(out, text, phase="commentary")
             case SegmentEnded(text=text):
@@ -191,20 +218,25 @@ class ResponsesEncoder:
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._close(out, "completed")
             case TurnEnded():
-                self._close(out, "completed")
+                # The output cap cut the answer: OpenAI's word is an incomplete response.
+                status = "incomplete" if event.reason == "length" else "completed"
+                self._close(out, status)
                 if event.reason == "tool_calls":
                     for call in event.tool_calls:
                         self._function_call(out, call)
                 completed_at = int(self._clock()) if self._clock else self.created_at
-                self.response = self._snapshot(
-                    "completed", usage=event.usage, completed_at=completed_at
-                )
-                self._event(out, "response.completed", response=self.response)
+                self.response = self._snapshot(status, usage=event.usage, completed_at=completed_at)
+                if status == "incomplete":
+                    self.response["incomplete_details"] = {"reason": "max_output_tokens"}
+                self._event(out, f"response.{status}", response=self.response)
             case TurnFailed():
                 self._close(out, "incomplete")
                 self.failure = event
                 error = {"code": event.code, "message": event.message}
-                self._event(out, "error", code=event.code, message=event.message, param=None)
+                # The openai SDKs read the error's fields at the top level, the Open
+                # Responses specification under "error": both are there.
+                nested = {"type": "server_error", **error, "param": None}
+                self._event(out, "error", **error, param=None, error=nested)
                 self.response = self._snapshot("failed", usage=None, error=error)
                 self._event(out, "response.failed", response=self.response)
             case _:
@@ -224,38 +256,57 @@ class ResponsesEncoder:
             return self._open
         self._close(out, "completed")
         index = len(self.output)
-        if kind == "reasoning":
-            item = _Item(kind, self._next_id("rs"), index)
-            added: Payload = {"id": item.id, "type": "reasoning", "summary": []}
-            self._event(out, "response.output_item.added", output_index=index, item=added)
-            self._event(
-                out,
-                "response.reasoning_summary_part.added",
-                item_id=item.id,
-                output_index=index,
-                summary_index=0,
-                part={"type": "summary_text", "text": ""},
-            )
-        else:
-            item = _Item(kind, self._next_id("msg"), index)
-            added = {
-                "id": item.id,
-                "type": "message",
-                "status": "in_progress",
-                "role": "assistant",
-                "content": [],
-            }
-            self._event(out, "response.output_item.added", output_index=index, item=added)
-            self._event(
-                out,
-                "response.content_part.added",
-                item_id=item.id,
-                output_index=index,
-                content_index=0,
-                part=_text_part(""),
-            )
+        item = _Item(kind, self._next_id("rs" if kind == "reasoning" else "msg"), index)
+        added = _item_payload(item, "in_progress", "")
+        self._event(out, "response.output_item.added", output_index=index, item=added)
+        if kind == "message":
+            self._open_part(out, item)
         self._open = item
         return item
+
+    def _open_part(self, out: list[Payload], item: _Item) -> None:
+        item.text_open = True
+        part = _reasoning_part("") if item.kind == "reasoning" else _text_part("")
+        self._event(
+            out,
+            "response.content_part.added",
+            item_id=item.id,
+            output_index=item.index,
+            content_index=0,
+            part=part,
+        )
+
+    def _reasoning(self, out: list[Payload], text: str, *, summary: bool) -> None:
+        item = self._open_item(out, "reasoning")
+        common: dict[str, Any] = {"item_id": item.id, "output_index": item.index}
+        if summary:
+            if item.summary is None:
+                item.summary = SegmentText()
+                part = {"type": "summary_text", "text": ""}
+                self._event(
+                    out,
+                    "response.reasoning_summary_part.added",
+                    **common,
+                    summary_index=0,
+                    part=part,
+                )
+            delta = item.summary.feed(text)
+            if delta:
+                self._event(
+                    out,
+                    "response.reasoning_summary_text.delta",
+                    **common,
+                    summary_index=0,
+                    delta=delta,
+                )
+            return
+        if not item.text_open:
+            self._open_part(out, item)
+        delta = item.text.feed(text)
+        if delta:
+            self._event(
+                out, "response.reasoning_text.delta", **common, content_index=0, delta=delta
+            )
 
     def _text(self, out: list[Payload], text: str) -> None:
         if not text and (self._open is None or self._open.kind != "message"):
@@ -287,28 +338,26 @@ class ResponsesEncoder:
         if item is None:
             return
         self._open = None
-        text = item.text.close(final)
+        common: dict[str, Any] = {"item_id": item.id, "output_index": item.index}
         if item.kind == "reasoning":
-            part = {"type": "summary_text", "text": text}
-            common: dict[str, Any] = {"item_id": item.id, "output_index": item.index}
-            self._event(
-                out, "response.reasoning_summary_text.done", **common, summary_index=0, text=text
-            )
-            self._event(
-                out, "response.reasoning_summary_part.done", **common, summary_index=0, part=part
-            )
-            done: Payload = {"id": item.id, "type": "reasoning", "summary": [part]}
+            if item.text_open:
+                text = item.text.sent
+                at = {**common, "content_index": 0}
+                self._event(out, "response.reasoning_text.done", **at, text=text)
+                self._event(out, "response.content_part.done", **at, part=_reasoning_part(text))
+            if item.summary is not None:
+                text = item.summary.sent
+                part = {"type": "summary_text", "text": text}
+                at = {**common, "summary_index": 0}
+                self._event(out, "response.reasoning_summary_text.done", **at, text=text)
+                self._event(out, "response.reasoning_summary_part.done", **at, part=part)
+            done = _item_payload(item, status, "")
         else:
-            common = {"item_id": item.id, "output_index": item.index, "content_index": 0}
-            self._event(out, "response.output_text.done", **common, text=text, logprobs=[])
-            self._event(out, "response.content_part.done", **common, part=_text_part(text))
-            done = {
-                "id": item.id,
-                "type": "message",
-                "status": status,
-                "role": "assistant",
-                "content": [_text_part(text)],
-            }
+            text = item.text.close(final)
+            at = {**common, "content_index": 0}
+            self._event(out, "response.output_text.done", **at, text=text, logprobs=[])
+            self._event(out, "response.content_part.done", **at, part=_text_part(text))
+            done = _item_payload(item, status, text)
             if phase is not None:
                 done["phase"] = phase
         self.output.append(done)
@@ -339,6 +388,27 @@ class ResponsesEncoder:
         done = {**item, "status": "completed", "arguments": arguments}
         self.output.append(done)
         self._event(out, "response.output_item.done", output_index=index, item=done)
+
+
+def _item_payload(item: _Item, status: str, final: str) -> Payload:
+    """The output item as it stands; ``final``: a message's closing text, when known."""
+    if item.kind == "reasoning":
+        content = [_reasoning_part(item.text.sent)] if item.text_open else []
+        summary = item.summary
+        parts = [] if summary is None else [{"type": "summary_text", "text": summary.sent}]
+        return {"id": item.id, "type": "reasoning", "content": content, "summary": parts}
+    text = final or item.text.sent
+    return {
+        "id": item.id,
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": [_text_part(text)] if item.text_open else [],
+    }
+
+
+def _reasoning_part(text: str) -> Payload:
+    return {"type": "reasoning_text", "text": text}
 
 
 def _text_part(text: str) -> Payload:

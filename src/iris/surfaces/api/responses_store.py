@@ -2,16 +2,18 @@
 
 ``GET /v1/responses/{id}`` returns the object; ``previous_response_id`` continues the stored
 chat-format conversation (the request's input plus the turn's output; instructions are not
-carried over, as on OpenAI).
+carried over, as on OpenAI). Every output item is also kept under its own id, for the
+``item_reference`` input items that name it.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from typing import Any
 
-from iris.store import Store
+from iris.store import Store, transaction
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS api_responses (
@@ -19,6 +21,11 @@ CREATE TABLE IF NOT EXISTS api_responses (
     response TEXT NOT NULL,
     conversation TEXT NOT NULL,
     created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_response_items (
+    id TEXT PRIMARY KEY,
+    response_id TEXT NOT NULL,
+    item TEXT NOT NULL
 );
 """
 
@@ -33,13 +40,27 @@ class ResponsesStore:
 
     async def save(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
         row = (response["id"], json.dumps(response), json.dumps(conversation), time.time())
-        await self._store.run(
-            lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO api_responses (id, response, conversation, created) "
-                "VALUES (?, ?, ?, ?)",
-                row,
-            )
-        )
+        # Every output item is kept under its own id too, for ``item_reference``.
+        items = [
+            (item["id"], response["id"], json.dumps(item))
+            for item in response.get("output") or []
+            if isinstance(item.get("id"), str)
+        ]
+
+        def write(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                conn.execute(
+                    "INSERT OR REPLACE INTO api_responses (id, response, conversation, created) "
+                    "VALUES (?, ?, ?, ?)",
+                    row,
+                )
+                conn.executemany(
+                    "INSERT OR REPLACE INTO api_response_items (id, response_id, item) "
+                    "VALUES (?, ?, ?)",
+                    items,
+                )
+
+        await self._store.run(write)
 
     async def response(self, response_id: str) -> dict[str, Any] | None:
         return await self._column("response", response_id)
@@ -55,3 +76,20 @@ class ResponsesStore:
             write=False,
         )
         return None if row is None else json.loads(row[0])
+
+    async def items(self, item_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Stored output items (messages, function calls, reasoning) by their ids."""
+        unique = list(dict.fromkeys(item_ids))
+
+        def read(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+            rows: list[sqlite3.Row] = []
+            for start in range(0, len(unique), 500):  # SQLite's bound-parameter limit
+                batch = unique[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                rows += conn.execute(
+                    f"SELECT id, item FROM api_response_items WHERE id IN ({marks})", batch
+                ).fetchall()
+            return rows
+
+        rows = await self._store.run(read, write=False) if unique else []
+        return {row["id"]: json.loads(row["item"]) for row in rows}

@@ -1,9 +1,16 @@
 """The OpenAI-compatible API surface: routes, auth, limits, and the wiring of the encoders.
 
     POST /v1/chat/completions    Chat Completions, streamed (SSE) or not
-    POST /v1/responses           Responses, streamed (SSE) or not; stored in SQLite
-    GET  /v1/responses/{id}      a stored response
+    POST /v1/responses           Responses, streamed (SSE) or not; stored in SQLite;
+                                 ``background: true`` runs on without the client
+    GET  /v1/responses/{id}      a stored response, or a background one so far;
+                                 ``?stream=true&starting_after=N`` follows a background one
+    POST /v1/responses/{id}/cancel  stops a background response
     GET  /v1/models              the configured model
+
+Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
+see ``iris.surfaces.origin``), CORS for listed origins only, the API key, the method, and a
+JSON ``Content-Type`` for a body. Without an API key the agent's own tools are not offered.
 
 Every failure before the first byte is an OpenAI error body with a 4xx (see ``problems``);
 after it, the encoders report it in-band (see ``exchange``).
@@ -22,18 +29,27 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Message, Receive, Scope, Send
 
 from iris.agent.core import TurnRequest
 from iris.errors import StoreUnavailable
 from iris.events import Event, TurnEnded
 from iris.runtime import Runtime
-from iris.surfaces.api.bodies import ChatCall, ResponsesCall, parse_chat, parse_responses
+from iris.surfaces.api.background import BackgroundRun, BackgroundRuns, RunStream
+from iris.surfaces.api.bodies import (
+    ChatCall,
+    ResponsesCall,
+    parse_chat,
+    parse_responses,
+    referenced_ids,
+)
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.exchange import TurnExchange, Wire
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.responses_store import ResponsesStore
 from iris.surfaces.api.sse import data_frames, named_frames
+from iris.surfaces.origin import SiteGuard
 
 Json = dict[str, Any]
 
@@ -70,9 +86,18 @@ class ResponsesWire:
         self._added: list[Json] = []  # chat-format messages the turn added
 
     def frames(self, event: Event) -> bytes:
+        return named_frames(self.feed(event))
+
+    def feed(self, event: Event) -> list[Json]:
         if isinstance(event, TurnEnded):
             self._added = list(event.messages)
-        return named_frames(self.encoder.feed(event))
+        return self.encoder.feed(event)
+
+    def stop(self, status: str, reason: str) -> list[Json]:
+        return self.encoder.stop(status, reason)
+
+    def snapshot(self) -> Json:
+        return self.encoder.snapshot()
 
     def answer(self) -> tuple[int, Json]:
         failure = self.encoder.failure
@@ -113,6 +138,22 @@ class ResponsesWire:
         return messages
 
 
+def _starting_after(raw: str | None) -> int:
+    if raw is None:
+        return -1
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -2
+    if value < -1:
+        raise bad_request(
+            "'starting_after' must be a sequence number (an integer, 0 or more)",
+            param="starting_after",
+            code="invalid_value",
+        )
+    return value
+
+
 def _failure(code: str, message: str) -> tuple[int, Json]:
     status = failure_status(code)
     kind = "rate_limit_error" if status == 429 else "server_error"
@@ -132,9 +173,13 @@ class ApiSurface:
         self.runtime = runtime
         self.settings = runtime.config.platforms.api_server
         self.responses = ResponsesStore(runtime.store)
+        self.background = BackgroundRuns(
+            ttl=self.settings.background_ttl, keep=self.settings.background_keep
+        )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends
         self._key = (self.settings.api_key or "").encode()
+        self.site = SiteGuard(runtime.config.server)
 
     # -- ServerSurface --------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
@@ -143,6 +188,11 @@ class ApiSurface:
         return [
             Route("/v1/chat/completions", self._guard(self.chat, "POST"), methods=_ANY),
             Route("/v1/responses", self._guard(self.create_response, "POST"), methods=_ANY),
+            Route(
+                "/v1/responses/{response_id}/cancel",
+                self._guard(self.cancel_response, "POST"),
+                methods=_ANY,
+            ),
             Route(
                 "/v1/responses/{response_id}", self._guard(self.get_response, "GET"), methods=_ANY
             ),
@@ -154,6 +204,9 @@ class ApiSurface:
         pass
 
     async def stop(self) -> None:
+        # Background turns have no client to give time to: they end now, stored as
+        # interrupted, and their followers get the end of the stream.
+        await self.background.stop()
         # uvicorn's graceful shutdown gave open replies their time; what is left ends now, as
         # interrupted, and is waited for so every client gets a proper end of its reply.
         open_now = list(self.exchanges)
@@ -180,37 +233,100 @@ class ApiSurface:
     async def chat(self, request: Request) -> Response:
         body = await self._json(request)
         call = parse_chat(body, models=self.model_names(), config=self.runtime.config)
-        return self._exchange(call.turn, ChatWire(call), stream=call.stream)
+        turn = self._agent_tools_allowed(call.turn)
+        return self._exchange(turn, ChatWire(call), stream=call.stream)
 
     async def create_response(self, request: Request) -> Response:
         body = await self._json(request)
         # Read off the loop before parsing; the parser only looks it up.
         previous = body.get("previous_response_id") if isinstance(body, dict) else None
         stored = await self.responses.conversation(previous) if isinstance(previous, str) else None
+        raw_input = body.get("input") if isinstance(body, dict) else None
+        within_cap = not isinstance(raw_input, list) or len(raw_input) <= self.settings.max_messages
+        found = await self.responses.items(referenced_ids(raw_input)) if within_cap else {}
         call = parse_responses(
             body,
             models=self.model_names(),
             config=self.runtime.config,
             history=lambda response_id: stored if response_id == previous else None,
+            items=found.get,
         )
-        return self._exchange(call.turn, ResponsesWire(call, self.responses), stream=call.stream)
+        turn = self._agent_tools_allowed(call.turn)
+        wire = ResponsesWire(call, self.responses)
+        if call.background:
+            return self._start_background(call, turn, wire)
+        return self._exchange(turn, wire, stream=call.stream)
+
+    def _start_background(
+        self, call: ResponsesCall, turn: TurnRequest, wire: ResponsesWire
+    ) -> Response:
+        release = self._admit()  # a background turn holds its slots while it runs
+        run = BackgroundRun(
+            wire.encoder.response_id,
+            self.runtime.agent,
+            turn,
+            wire,
+            release=release,
+        )
+        self.background.add(run)
+        run.start()
+        if call.stream:
+            return RunStream(run, after=-1)
+        return JSONResponse(run.snapshot())
 
     async def unknown(self, request: Request) -> Response:
         raise ApiError(404, f"Iris does not serve {request.url.path}.", code="unknown_url")
 
     async def get_response(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
+        run = self.background.get(response_id)
+        if request.query_params.get("stream", "false").lower() == "true":
+            after = _starting_after(request.query_params.get("starting_after"))
+            if run is None:
+                await self._stored(response_id)  # 404 when there is no such response at all
+                raise bad_request(
+                    "only a background response can be streamed, and only while its events "
+                    f"are kept (platforms.api_server.background_ttl); '{response_id}' has none",
+                    param="stream",
+                    code="stream_not_available",
+                )
+            return RunStream(run, after=after)
+        if run is not None:
+            return JSONResponse(run.snapshot())
+        return JSONResponse(await self._stored(response_id))
+
+    async def cancel_response(self, request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        run = self.background.get(response_id)
+        if run is not None:
+            await run.stop("cancelled", "cancelled")  # a run that ended stays as it ended
+            return JSONResponse(run.snapshot())
+        found = await self._stored(response_id)
+        if not found.get("background"):
+            raise bad_request(
+                "only a background response can be cancelled",
+                param="response_id",
+                code="not_cancellable",
+            )
+        return JSONResponse(found)
+
+    async def _stored(self, response_id: str) -> Json:
         found = await self.responses.response(response_id)
         if found is None:
             raise ApiError(
                 404, f"No response found with id '{response_id}'.", code="response_not_found"
             )
-        return JSONResponse(found)
+        return found
 
     # -- the parts every endpoint shares --------------------------------------------------
     def _guard(self, handler: Handler, method: str | None) -> Handler:
         async def guarded(request: Request) -> Response:
+            cors = self.site.cors_origin(request.headers)
             try:
+                # Before any work, the body included: a web page must not get this far.
+                self._check_site(request)
+                if cors is not None and _is_preflight(request):
+                    return _preflight(cors, method, request)
                 self._authorize(request)
                 if method is not None and request.method != method:
                     raise ApiError(
@@ -219,13 +335,21 @@ class ApiSurface:
                         code="method_not_allowed",
                         headers={"allow": method},
                     )
-                return await handler(request)
+                _check_content_type(request)
+                response = await handler(request)
             except ApiError as error:
-                return _error_response(error)
+                response = _error_response(error)
             except StoreUnavailable as exc:
-                return _error_response(ApiError(503, exc.message, code=exc.code))
+                response = _error_response(ApiError(503, exc.message, code=exc.code))
+            return response if cors is None else _WithHeaders(response, _cors_headers(cors))
 
         return guarded
+
+    def _check_site(self, request: Request) -> None:
+        scope = request.scope
+        refusal = self.site.refusal(request.headers, scope.get("server"), scope["scheme"])
+        if refusal is not None:
+            raise ApiError(403, refusal.message, code=refusal.code, type="permission_error")
 
     def _authorize(self, request: Request) -> None:
         if not self._key:
@@ -241,6 +365,13 @@ class ApiSurface:
                 headers={"www-authenticate": "Bearer"},
             )
 
+    def _agent_tools_allowed(self, turn: TurnRequest) -> TurnRequest:
+        # Without a key anything that reaches the port may call the API (another local user, a
+        # page that got past the browser): Iris's own tools run commands, so they need a key.
+        if not self._key:
+            turn.agent_tools = False
+        return turn
+
     async def _json(self, request: Request) -> object:
         limit = self.settings.max_body_bytes
         too_large = ApiError(
@@ -250,23 +381,35 @@ class ApiSurface:
         if declared.isdigit() and int(declared) > limit:
             raise too_large
         raw = bytearray()
+        timeout = self.runtime.config.server.timeout_body
         try:
-            async for chunk in request.stream():
-                raw += chunk
-                if len(raw) > limit:
-                    raise too_large
+            # A client that trickles its body would hold a connection and this task forever.
+            async with asyncio.timeout(timeout):
+                async for chunk in request.stream():
+                    raw += chunk
+                    if len(raw) > limit:
+                        raise too_large
         except ClientDisconnect:
             raise bad_request("the client went away while sending the body") from None
+        except TimeoutError:
+            raise ApiError(
+                408, f"The request body took longer than {timeout:g} s.", code="request_timeout"
+            ) from None
         if not raw:
             raise bad_request("the request body is empty; send a JSON object", code="invalid_json")
         try:
             return json.loads(raw)
+        except RecursionError:
+            raise bad_request(
+                "the request body is nested too deeply", code="invalid_json"
+            ) from None
         except ValueError as exc:
             raise bad_request(
                 f"the request body is not valid JSON: {exc}", code="invalid_json"
             ) from None
 
-    def _exchange(self, request: TurnRequest, wire: Wire, *, stream: bool) -> Response:
+    def _admit(self) -> Callable[[], None]:
+        """Take an API slot and a server turn slot, or refuse with a 429; returns the release."""
         limit = self.settings.max_concurrent
         if self._active >= limit:
             raise ApiError(
@@ -275,15 +418,93 @@ class ApiSurface:
                 code="too_many_concurrent_requests",
                 headers={"retry-after": "1"},
             )
+        slot = self.runtime.turns.acquire()
+        if slot is None:
+            raise ApiError(
+                429,
+                f"The server is busy: {self.runtime.turns.limit} turns are running "
+                "(server.max_turns). Try again shortly.",
+                code="too_many_turns",
+                headers={"retry-after": "1"},
+            )
         self._active += 1
+
+        def release() -> None:
+            self._active -= 1
+            slot.release()
+
+        return release
+
+    def _exchange(self, request: TurnRequest, wire: Wire, *, stream: bool) -> Response:
+        release = self._admit()
         return TurnExchange(
             self.runtime.agent,
             request,
             wire,
             stream=stream,
             live=self.exchanges,
-            release=self._release,
+            release=release,
         )
 
-    def _release(self) -> None:
-        self._active -= 1
+
+_JSON_TYPES = ("application/json",)
+
+
+def _check_content_type(request: Request) -> None:
+    """A body must say it is JSON: a browser sends text/plain and form posts cross-site
+    without asking first (no CORS preflight), so those never reach a handler."""
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return
+    length = request.headers.get("content-length")
+    if length is None and "transfer-encoding" not in request.headers:
+        return
+    if length is not None and length.strip() == "0":
+        return
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json")):
+        return
+    raise ApiError(
+        415,
+        f"Send the body as JSON with 'Content-Type: application/json' (got {media or 'none'!r}).",
+        code="unsupported_media_type",
+    )
+
+
+def _is_preflight(request: Request) -> bool:
+    return request.method == "OPTIONS" and "access-control-request-method" in request.headers
+
+
+def _preflight(origin: str, method: str | None, request: Request) -> Response:
+    headers = _cors_headers(origin)
+    headers["access-control-allow-methods"] = f"{method}, OPTIONS" if method else "GET, POST"
+    asked = request.headers.get("access-control-request-headers")
+    # The SDKs send their own x-stainless-* headers; a listed origin may send what it asks.
+    headers["access-control-allow-headers"] = asked or "authorization, content-type"
+    headers["access-control-max-age"] = "600"
+    return Response(status_code=204, headers=headers)
+
+
+def _cors_headers(origin: str) -> dict[str, str]:
+    return {
+        "access-control-allow-origin": origin,
+        "access-control-expose-headers": "retry-after, retry-after-ms",
+        "vary": "Origin",
+    }
+
+
+class _WithHeaders(Response):
+    """Another response with extra headers (CORS) added to whatever head it sends; the turn
+    exchanges write their own heads, so the headers go in at the ASGI level."""
+
+    def __init__(self, inner: Response, headers: dict[str, str]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.extra = [(k.encode(), v.encode()) for k, v in headers.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.extra]}
+            await send(message)
+
+        await self.inner(scope, receive, send_with)

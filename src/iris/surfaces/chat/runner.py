@@ -41,6 +41,7 @@ PlatformFactory = Callable[[Config], ChatPlatform]
 
 REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
+BUSY = "Busy right now, please try again in a moment."
 _REFUSED_MEMORY = 10_000
 # How long a turn gets to end after an interrupt before its task is cancelled.
 _STOP_GRACE = 5.0
@@ -200,11 +201,21 @@ class ChatSurface:
                 # A newer message arrived while this one waited: keep it as context only.
                 await self._remember(session, [user])
                 return
+            slot = self.runtime.turns.acquire(
+                f"{platform.name}:{message.user_id}",
+                getattr(self.runtime.config.platforms, platform.name).max_turns_per_user,
+            )
+            if slot is None:
+                # Over server.max_turns or the user's own limit: say so now, queue nothing.
+                await self._busy(platform, message)
+                return
             try:
                 outcome = await self._run_turn(platform, message, conversation, user, sequence)
             except Exception:
                 log.exception("chat turn crashed in %s", session)
                 outcome = None
+            finally:
+                slot.release()
             await self._remember(session, [user, *_added(outcome)])
 
     async def _remember(self, session: str, messages: list[dict[str, Any]]) -> None:
@@ -212,6 +223,12 @@ class ChatSurface:
             await self.runtime.sessions.append(session, messages)
         except StoreUnavailable as exc:  # the reply was delivered; only the history misses it
             log.error("history of %s not saved: %s", session, exc.message)
+
+    async def _busy(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+        try:
+            await platform.send(message.chat_id, BUSY, thread=message.thread)
+        except PlatformError as exc:
+            log.info("busy note to %s not delivered: %s", message.user_id, exc)
 
     async def _run_turn(
         self,

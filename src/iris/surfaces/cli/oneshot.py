@@ -108,6 +108,8 @@ class _Printer:
                 if reason == "interrupted":
                     self.err.write("iris: interrupted\n")
                     return 130
+                if reason == "length":
+                    self.err.write("iris: the answer was cut at model.max_output_chars\n")
                 return 0
             case TurnFailed(message=message, partial_text=partial):
                 if not self.stream and partial:

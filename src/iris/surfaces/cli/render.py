@@ -312,6 +312,8 @@ class ReplyRenderer:
             parts.append(("class:interrupted", "⏹ interrupted · "))
         elif event.reason == "max_iterations":
             parts.append(("class:interrupted", "stopped at tools.max_iterations · "))
+        elif event.reason == "length":
+            parts.append(("class:interrupted", "cut at model.max_output_chars · "))
         parts.append(("class:footer", _footer(event.model, event.usage)))
         self._commit(*parts, ("", "\n"))
 

@@ -27,6 +27,7 @@ from iris.agent import Agent, TurnRequest
 from iris.config import Config
 from iris.events import TurnEnded
 from iris.llm.local import DEMO_NOTICE
+from iris.private import private_dir, private_file
 from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
@@ -187,7 +188,9 @@ class Chat:
 def _file_history() -> History:
     path = history_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # What was typed may hold secrets: owner-only before prompt_toolkit appends to it.
+        private_dir(path.parent)
+        private_file(path)
         return FileHistory(str(path))
     except OSError:
         return InMemoryHistory()

@@ -6,6 +6,14 @@ device's subscription yields; the receiver parses the device's frames and acts o
 input gets an ``error`` frame and nothing else happens; more than ``BAD_FRAMES_PER_MINUTE``
 closes the socket with 1008. A bad or missing token closes with 4401 before anything is sent;
 with ``platforms.iris.tokens`` empty every device is refused (secure by default).
+
+Nothing a device does can grow the server without bound: its outbound queue holds every frame
+kind within ``platforms.iris.queue_size`` (see ``Subscription``) and a device that overruns it
+with its own answers is closed with 4008; its inbound frames are budgeted (``INBOUND_RATE`` a
+second, ``INBOUND_BURST`` at once): a frame over the budget is dropped with one ``rate_limited``
+error, and a flood that goes on past another ``INBOUND_BURST`` frames is closed with 4029. A
+store that fails answers ``store_unavailable``; any other fault in handling a frame answers
+``internal_error`` — the socket never drops without a close frame.
 """
 
 from __future__ import annotations
@@ -16,25 +24,44 @@ import hmac
 import logging
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, assert_never
 
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
-from iris.fanout.subscription import Subscription
+from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.runtime import Runtime
 from iris.surfaces.iris import inbound
+from iris.surfaces.iris.budget import Budget
 from iris.surfaces.iris.room import ChatRoom
+from iris.surfaces.origin import SiteGuard
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CHAT = "main"  # every device of the same owner shares one conversation by default
 HELLO_TIMEOUT = 10.0
 BAD_FRAMES_PER_MINUTE = 20
+INBOUND_RATE = 20.0  # frames a second a device may send, sustained
+INBOUND_BURST = 100  # ... and at once
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_BAD_REQUEST = 4400  # a malformed query parameter on an authenticated connection
+CLOSE_TOO_SLOW = 4008  # over its queue bound with frames that cannot be re-read later
+CLOSE_RATE_LIMITED = 4029  # kept sending far over its inbound budget
 CLOSE_POLICY = 1008
+CLOSE_INTERNAL = 1011  # a fault of the server's (it is logged)
+CLOSE_TRY_LATER = 1013  # the store failed where the device cannot go on without a gap
+TOO_SLOW = "too slow: frames waiting past the queue bound"
+CLOSE_WAIT = 2.0  # seconds a close waits on a device's socket (one that stopped reading)
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    code: int
+    reason: str
 
 
 class IrisSurface:
@@ -50,6 +77,7 @@ class IrisSurface:
             queue_size=self.settings.queue_size,
         )
         self.rooms: dict[str, ChatRoom] = {}
+        self.site = SiteGuard(runtime.config.server)
 
     def routes(self) -> list[BaseRoute]:
         return [WebSocketRoute("/iris/ws", self._endpoint)]
@@ -68,55 +96,82 @@ class IrisSurface:
         await asyncio.gather(*(room.close() for room in self.rooms.values()))
 
     def room(self, chat_id: str) -> ChatRoom:
+        """The chat's room; raises ``StoreUnavailable`` if a new room cannot read its log."""
         if chat_id not in self.rooms:
-            room = self.rooms[chat_id] = ChatRoom(self.runtime, self.hub, chat_id)
-            room.recover()
+            room = ChatRoom(self.runtime, self.hub, chat_id)
+            room.recover()  # before it counts as open: a failed recovery is tried again
+            self.rooms[chat_id] = room
         return self.rooms[chat_id]
 
     # -- one connection ------------------------------------------------------------------------
     async def _endpoint(self, ws: WebSocket) -> None:
-        await ws.accept()
-        hello = await self._authenticate(ws)
-        if hello is None:
-            await _close(ws, CLOSE_UNAUTHORIZED, "unauthorized")
+        if self.site.refusal(ws.headers, ws.scope.get("server"), ws.scope["scheme"]):
+            await ws.close(CLOSE_POLICY)  # before accept: the handshake is answered 403
             return
-        room = self.room(hello.chat_id or DEFAULT_CHAT)
-        subscription = self.hub.subscribe(room.chat_id)
-        subscription.send_local({"type": "ready"})
-        if hello.after_seq is not None:
-            subscription.resume(hello.after_seq)
-        connection = _Connection(self, ws, room, subscription)
+        await ws.accept()
+        try:
+            await self._serve(ws)
+        except Exception:  # a fault of ours still ends in a close frame, not a dropped socket
+            log.exception("iris connection failed")
+            await _close(ws, CLOSE_INTERNAL, "internal error")
+
+    async def _serve(self, ws: WebSocket) -> None:
+        hello = await self._authenticate(ws)
+        if isinstance(hello, _Refusal):
+            await _close(ws, hello.code, hello.reason)
+            return
+        chat_id = hello.chat_id or DEFAULT_CHAT
+        try:
+            room = self.room(chat_id)
+            subscription = self.hub.subscribe(chat_id)
+        except StoreUnavailable as exc:
+            await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
+            return
+        try:
+            subscription.send_local({"type": "ready"})
+            if hello.after_seq is not None:
+                subscription.resume(hello.after_seq)
+        except StoreUnavailable as exc:  # no replay: going live would leave the device a gap
+            self.hub.unsubscribe(subscription)
+            await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
+            return
+        connection = _Connection(self, ws, room, subscription, hello.token)
         try:
             await connection.run()
         finally:
             self.hub.unsubscribe(subscription)
 
-    async def _authenticate(self, ws: WebSocket) -> inbound.Hello | None:
+    async def _authenticate(self, ws: WebSocket) -> inbound.Hello | _Refusal:
+        unauthorized = _Refusal(CLOSE_UNAUTHORIZED, "unauthorized")
         header = ws.headers.get("authorization", "")
         if header:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not self._token_ok(token.strip()):
-                return None
+                return unauthorized
             query = ws.query_params
             chat_id, after = query.get("chat_id"), query.get("after_seq")
             if chat_id is not None and not inbound.valid_chat_id(chat_id):
-                return None
-            after_seq = int(after) if after is not None and after.isdigit() else None
+                return _Refusal(CLOSE_BAD_REQUEST, "chat_id must be 1-128 of A-Z a-z 0-9 . _ : @ -")
+            after_seq = None if after is None else inbound.parse_seq(after)
+            if after is not None and after_seq is None:
+                return _Refusal(CLOSE_BAD_REQUEST, "after_seq must be an integer >= 0")
             return inbound.Hello(token, chat_id, after_seq)
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
                 message = await ws.receive()
         except TimeoutError:
-            return None
+            return unauthorized
         if message["type"] != "websocket.receive":
-            return None
+            return unauthorized
         request = inbound.parse(_payload(message), max_text=self.settings.max_text)
         if isinstance(request, inbound.Hello) and self._token_ok(request.token):
             return request
-        return None
+        return unauthorized
 
     def _token_ok(self, token: str) -> bool:
         # No tokens configured: nobody gets in. Compare against every token in constant time: no early exit leaks which one matched.
+        if not inbound.valid_text(token):
+            return False
         found = False
         for known in self.settings.tokens:
             found |= hmac.compare_digest(token.encode(), known.encode())
@@ -125,30 +180,60 @@ class IrisSurface:
 
 class _Connection:
     def __init__(
-        self, surface: IrisSurface, ws: WebSocket, room: ChatRoom, subscription: Subscription
+        self,
+        surface: IrisSurface,
+        ws: WebSocket,
+        room: ChatRoom,
+        subscription: Subscription,
+        token: str,
     ) -> None:
         self.surface = surface
+        self.token = token
         self.ws = ws
         self.room = room
         self.subscription = subscription
         self._bad: deque[float] = deque()
+        self._budget = Budget(INBOUND_RATE, INBOUND_BURST)
+        self._sender: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         # The receiver runs in the connection's own task: one task less per idle device. A
-        # socket the sender can no longer write to also ends the receiver (disconnect).
-        sender = asyncio.create_task(self._send_loop())
+        # socket the sender can no longer write to (or closes) also ends the receiver.
+        self._sender = asyncio.create_task(self._send_loop())
         try:
             await self._receive_loop()
         finally:
+            await self._stop_sender()
+
+    async def _stop_sender(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await sender
 
+    async def _close(self, code: int, reason: str) -> None:
+        """Close from the receiving side; what is already queued goes out first, if it can."""
+        await self._stop_sender()
+        subscription = self.subscription
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CLOSE_WAIT):
+                while subscription.pending():
+                    await self.ws.send_text(await subscription.get_json())
+        await _close(self.ws, code, reason)
+
     async def _send_loop(self) -> None:
-        ws = self.ws
-        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        ws, subscription = self.ws, self.subscription
+        try:
             while True:
-                await ws.send_text(await self.subscription.get_json())
+                await ws.send_text(await subscription.get_json())
+        except TooSlow:
+            await _close(ws, CLOSE_TOO_SLOW, TOO_SLOW)
+        except StoreUnavailable as exc:  # a catch-up read failed: resume later, with no gap
+            position = subscription.position
+            await _store_failed(ws, subscription.chat_id, position, exc)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            return
 
     async def _receive_loop(self) -> None:
         max_text = self.surface.settings.max_text
@@ -156,14 +241,38 @@ class _Connection:
             message = await self.ws.receive()
             if message["type"] == "websocket.disconnect":
                 return
-            request = inbound.parse(_payload(message), max_text=max_text)
-            if isinstance(request, inbound.BadFrame):
-                if self._too_many_bad():
-                    await _close(self.ws, CLOSE_POLICY, "too many bad frames")
+            if not self._budget.take(time.monotonic()):
+                if self._budget.over > INBOUND_BURST:
+                    await self._close(CLOSE_RATE_LIMITED, "too many frames")
                     return
-                self._error(request.code, request.message)
-                continue
+                if self._budget.over == 1:
+                    self._error(
+                        "rate_limited",
+                        f"more than {INBOUND_RATE:g} frames a second: frames are dropped",
+                    )
+            else:
+                request = inbound.parse(_payload(message), max_text=max_text)
+                if isinstance(request, inbound.BadFrame):
+                    if self._too_many_bad():
+                        await self._close(CLOSE_POLICY, "too many bad frames")
+                        return
+                    self._error(request.code, request.message)
+                else:
+                    self._handle_safely(request)
+            if self.subscription.overflowed:
+                # The sender may be stuck on a full socket and never see it: close from here.
+                await self._close(CLOSE_TOO_SLOW, TOO_SLOW)
+                return
+
+    def _handle_safely(self, request: inbound.Request) -> None:
+        """Act on one frame; a fault becomes an ``error`` frame, never a dropped socket."""
+        try:
             self._handle(request)
+        except StoreUnavailable as exc:
+            self._error(exc.code, exc.message)
+        except Exception:
+            log.exception("iris frame %s on %s failed", type(request).__name__, self.room.chat_id)
+            self._error("internal_error", "the server could not handle this frame")
 
     def _handle(self, request: inbound.Request) -> None:
         match request:
@@ -172,8 +281,10 @@ class _Connection:
             case inbound.SendMessage(text=text, chat_id=chat_id):
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
-                elif not self.room.send(text, origin=self.subscription):
+                elif self.room.busy:
                     self._error("turn_active", "a turn is running; cancel it or wait for it")
+                else:
+                    self._start(text)
             case inbound.CancelTurn():
                 if not self.room.cancel():
                     self._error("no_turn", "no turn is running")
@@ -183,6 +294,23 @@ class _Connection:
                 self._error("unexpected_hello", "already authenticated")
             case _:
                 assert_never(request)
+
+    def _start(self, text: str) -> None:
+        settings = self.surface.settings
+        turns = self.surface.runtime.turns
+        # The token, not the chat id, is the caller: one device could open any number of chats.
+        slot = turns.acquire(f"iris:{self.token}", settings.max_turns_per_token)
+        if slot is None:
+            self._error("busy", "too many turns are running; try again shortly")
+            return
+        try:
+            started = self.room.send(text, origin=self.subscription, slot=slot)
+        except BaseException:  # e.g. StoreUnavailable: no turn holds the slot
+            slot.release()
+            raise
+        if not started:
+            slot.release()
+            self._error("turn_active", "a turn is running; cancel it or wait for it")
 
     def _error(self, code: str, message: str) -> None:
         self.subscription.send_local({"type": "error", "code": code, "message": message})
@@ -200,8 +328,18 @@ def _payload(message: Any) -> str | bytes | None:
     return text if text is not None else message.get("bytes")
 
 
+async def _store_failed(ws: WebSocket, chat_id: str, seq: int, exc: StoreUnavailable) -> None:
+    """Tell the device the store failed, then close so that it resumes from ``seq`` later."""
+    frame = {"type": "error", "code": exc.code, "message": exc.message, "chat_id": chat_id}
+    log.warning("iris device on %s closed: %s", chat_id, exc.message)
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CLOSE_WAIT):
+            await ws.send_text(encode_frame({**frame, "seq": seq}))
+    await _close(ws, CLOSE_TRY_LATER, "store unavailable; reconnect and resume")
+
+
 async def _close(ws: WebSocket, code: int, reason: str) -> None:
     # A device that stopped reading keeps the socket unwritable; do not wait on it forever.
     with contextlib.suppress(Exception):
-        async with asyncio.timeout(2.0):
+        async with asyncio.timeout(CLOSE_WAIT):
             await ws.close(code, reason)

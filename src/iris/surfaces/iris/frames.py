@@ -13,7 +13,7 @@ Per turn::
     ( message.start  message.update*  (message.stop | commentary)     streaming on
     | message | commentary                                           streaming off
     | tool.start tool.progress* tool.end )*
-    error?                                                           the turn failed
+    error?                                              the turn failed, or output cap hit
     typing{on:false}                                                 always last
 
 A segment's ``message.stop`` waits for the next event, so that the last one carries the
@@ -173,6 +173,10 @@ class FrameEncoder:
             case TurnEnded():
                 self.model = event.model or self.model
                 out += self._finish_replies(event.text, event.reasoning, _tokens(event.usage))
+                if event.reason == "length":
+                    # The shown text stays; the device learns why the answer stops there.
+                    message = "the answer was cut at the server's output limit"
+                    out.append({"type": "error", "code": "output_too_long", "message": message})
                 out.append({"type": "typing", "on": False})
                 self.finished = True
             case TurnFailed(code=code, message=message, partial_text=partial):

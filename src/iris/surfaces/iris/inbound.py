@@ -2,11 +2,11 @@
 
 Anything else becomes a ``BadFrame`` whose ``code`` the device gets back in an ``error`` frame:
 
-    bad_json       not UTF-8 JSON text
+    bad_json       not UTF-8 JSON text, or nested too deep to parse
     bad_frame      JSON, but not an object with a string ``type``
     unknown_type   a ``type`` the server does not know
     missing_field  a required field is absent
-    bad_field      a field has the wrong type or value
+    bad_field      a field has the wrong type or value (a lone surrogate in a string included)
     too_large      ``message.send`` text longer than ``platforms.iris.max_text``
 """
 
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _CHAT_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+_SEQ_TEXT = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True, int() fails
+MAX_SEQ = 2**63 - 1  # what SQLite stores as an integer
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,21 @@ def valid_chat_id(value: object) -> bool:
     return isinstance(value, str) and _CHAT_ID.fullmatch(value) is not None
 
 
+def valid_text(value: str) -> bool:
+    """Is ``value`` encodable as UTF-8? (A JSON ``\\ud800`` escape decodes to a lone surrogate,
+    which no socket, database or provider can carry.)"""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def parse_seq(text: str) -> int | None:
+    """A resume point given as text (the ``after_seq`` query parameter); None if malformed."""
+    return int(text) if _SEQ_TEXT.fullmatch(text) else None
+
+
 def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
     if isinstance(raw, bytes):
         try:
@@ -73,6 +90,8 @@ def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
         data: Any = json.loads(raw)
     except ValueError as exc:
         return BadFrame("bad_json", f"invalid JSON: {exc}")
+    except RecursionError:
+        return BadFrame("bad_json", "invalid JSON: nested too deep")
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         return BadFrame("bad_frame", 'a frame is a JSON object with a string "type"')
     frame: dict[str, Any] = data
@@ -98,6 +117,8 @@ def _send(frame: dict[str, Any], max_text: int) -> SendMessage | BadFrame:
     text = frame["text"]
     if not isinstance(text, str) or not text.strip():
         return BadFrame("bad_field", "'text' must be a non-empty string")
+    if not valid_text(text):
+        return BadFrame("bad_field", "'text' holds a lone surrogate (not valid Unicode)")
     if len(text) > max_text:
         return BadFrame("too_large", f"'text' is longer than {max_text} characters")
     chat_id = frame.get("chat_id")
@@ -108,7 +129,7 @@ def _send(frame: dict[str, Any], max_text: int) -> SendMessage | BadFrame:
 
 def _hello(frame: dict[str, Any]) -> Hello | BadFrame:
     token = frame.get("token", "")
-    if not isinstance(token, str):
+    if not isinstance(token, str) or not valid_text(token):
         return BadFrame("bad_field", "'token' must be a string")
     chat_id = frame.get("chat_id")
     if chat_id is not None and not valid_chat_id(chat_id):
@@ -124,6 +145,6 @@ def _seq(frame: dict[str, Any], key: str, *, required: bool) -> int | None | Bad
         return BadFrame("missing_field", f"'{key}' is required") if required else None
     value = frame[key]
     # bool is an int in Python; a JSON true is not a sequence number.
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return BadFrame("bad_field", f"'{key}' must be an integer >= 0")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
+        return BadFrame("bad_field", f"'{key}' must be an integer from 0 to {MAX_SEQ}")
     return value

@@ -4,6 +4,11 @@ A room is shared by every device on the chat. ``send`` echoes the user's message
 devices, starts the turn and returns at once; the turn's events go through the frame encoder
 into the hub. A background flusher sends the waiting text when ``edit_interval`` passes with no
 new event, so a model that pauses mid-sentence still shows what it has.
+
+``send`` raises ``StoreUnavailable`` if the log cannot take the user's message: no turn starts.
+Whatever breaks a turn — the provider, the agent, a frame the log cannot take — the turn ends
+for every device the same way: ``error``, ``message.stop`` for text already shown, then
+``typing {on:false}``; those closing frames go out live even when the log is down.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from iris.agent import Turn, TurnRequest
 from iris.errors import StoreUnavailable, user_message
 from iris.events import TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
+from iris.fanout.storeguard import store_errors
 from iris.fanout.subscription import Subscription
+from iris.limits import TurnSlot
 from iris.runtime import Runtime
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
 
@@ -58,20 +65,26 @@ class ChatRoom:
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
         self._cancel_requested = False
+        self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
         self._repair: asyncio.Task[None] | None = None  # history repair after a crash
 
     @property
     def busy(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    def send(self, text: str, origin: Subscription | None = None) -> bool:
-        """Start a turn for ``text``; False if one is already running."""
+    def send(
+        self, text: str, origin: Subscription | None = None, slot: TurnSlot | None = None
+    ) -> bool:
+        """Start a turn for ``text``; False if one is already running. The turn gives
+        ``slot`` (its place under ``server.max_turns``) back when it ends."""
         if self.busy:
             return False
         echo = {"type": "message", "message_id": new_message_id(), "role": "user", "text": text}
         self.hub.publish(self.chat_id, echo, exclude=origin)
         self._cancel_requested = False
         self._task = asyncio.create_task(self._run(text), name=f"iris-turn-{self.chat_id}")
+        if slot is not None:
+            self._task.add_done_callback(lambda _: slot.release())
         return True
 
     def recover(self) -> None:
@@ -79,21 +92,20 @@ class ChatRoom:
 
         Without this, every device that resumes would show the typing indicator forever. The
         text devices saw also goes into the model's history, as an interrupted reply, so the
-        model knows what the user read."""
+        model knows what the user read. Raises ``StoreUnavailable`` if the log cannot be read
+        or written."""
         log = self.hub.log
-        if self.busy or not log.turn_open(self.chat_id):
-            return
-        shown = log.open_messages(self.chat_id)
-        user = next(
-            (m["text"] for m in reversed(log.conversation(self.chat_id)) if m["role"] == "user"),
-            None,
-        )
-        self._repair = asyncio.create_task(
-            self._repair_history(user, "\n\n".join(t for t in shown.values() if t))
-        )
+        with store_errors():
+            if self.busy or not log.turn_open(self.chat_id):
+                return
+            open_messages = log.open_messages(self.chat_id)
+            conversation = log.conversation(self.chat_id)
+        user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
+        shown = "\n\n".join(text for text in open_messages.values() if text)
+        self._repair = asyncio.create_task(self._repair_history(user, shown))
         frames: list[dict[str, Any]] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
-            for message_id, text in shown.items()
+            for message_id, text in open_messages.items()
         ]
         frames.append(
             {
@@ -103,7 +115,7 @@ class ChatRoom:
             }
         )
         frames.append({"type": "typing", "on": False})
-        self._publish(frames)
+        self.hub.publish_all(self.chat_id, frames)
 
     async def _repair_history(self, user: str | None, shown: str) -> None:
         try:
@@ -146,44 +158,52 @@ class ChatRoom:
                 await task
 
     async def _run(self, text: str) -> None:
-        loop = asyncio.get_running_loop()
         encoder = FrameEncoder(encoder_settings(self.runtime))
-        publish = self._publish
-        publish(encoder.begin())
-        user: dict[str, Any] = {"role": "user", "content": text}
         wake = asyncio.Event()
         flusher = asyncio.create_task(self._flush(encoder, wake))
-        sessions = self.runtime.sessions
         try:
-            if self._repair is not None:
-                # The history a crash left must be whole before it is read.
-                repair, self._repair = self._repair, None
-                await repair
-            history = await sessions.history(self.session)
-            # Saved now, so a crash mid-reply still leaves the question in the history.
-            await sessions.append(self.session, [user])
-            request = TurnRequest(messages=[*history, user], stream=encoder.settings.streaming)
-            async with self.runtime.agent.run(request) as turn:
-                self._turn = turn
-                if self._cancel_requested:
-                    turn.interrupt()
-                async for event in turn:
-                    publish(encoder.feed(event, loop.time()))
-                    wake.set()
-                    if isinstance(event, TurnEnded):
-                        await sessions.append(self.session, event.messages)
-                    elif isinstance(event, TurnFailed) and event.partial_text:
-                        kept = {"role": "assistant", "content": event.partial_text}
-                        await sessions.append(self.session, [kept])
+            with store_errors():  # the session store failing is the same fault to the user
+                await self._stream(text, encoder, wake)
         except Exception as exc:  # a broken turn must still end with error + typing off
-            log.exception("iris turn in %s crashed", self.chat_id)
+            if isinstance(exc, StoreUnavailable):
+                log.warning("iris turn in %s stopped: %s", self.chat_id, exc.message)
+            else:
+                log.exception("iris turn in %s crashed", self.chat_id)
             code, message, _ = user_message(exc)
-            publish(encoder.fail(code, message))
+            self._end(encoder.fail(code, message))
         finally:
             flusher.cancel()
             self._turn = None
             # Also on cancellation (server shutdown): every turn ends with typing off.
-            publish(encoder.fail("cancelled", "the turn was cancelled"))
+            self._end(encoder.fail("cancelled", "the turn was cancelled"))
+
+    async def _stream(self, text: str, encoder: FrameEncoder, wake: asyncio.Event) -> None:
+        """Run the agent turn, publishing its frames and keeping its history."""
+        loop = asyncio.get_running_loop()
+        publish = self._publish
+        publish(encoder.begin())
+        sessions = self.runtime.sessions
+        user: dict[str, Any] = {"role": "user", "content": text}
+        if self._repair is not None:
+            # The history a crash left must be whole before it is read.
+            repair, self._repair = self._repair, None
+            await repair
+        history = await sessions.history(self.session)
+        # Saved now, so a crash mid-reply still leaves the question in the history.
+        await sessions.append(self.session, [user])
+        request = TurnRequest(messages=[*history, user], stream=encoder.settings.streaming)
+        async with self.runtime.agent.run(request) as turn:
+            self._turn = turn
+            if self._cancel_requested:
+                turn.interrupt()
+            async for event in turn:
+                publish(encoder.feed(event, loop.time()))
+                wake.set()
+                if isinstance(event, TurnEnded):
+                    await sessions.append(self.session, event.messages)
+                elif isinstance(event, TurnFailed) and event.partial_text:
+                    kept = {"role": "assistant", "content": event.partial_text}
+                    await sessions.append(self.session, [kept])
 
     async def _flush(self, encoder: FrameEncoder, wake: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
@@ -197,8 +217,26 @@ class ChatRoom:
                         await wake.wait()
                 wake.clear()
                 continue
-            publish(encoder.tick(loop.time()))
+            try:
+                publish(encoder.tick(loop.time()))
+            except StoreUnavailable:
+                return  # the turn's next frame meets the same failure and ends the turn
             await asyncio.sleep(0)  # never spin, whatever the clock says
 
     def _publish(self, frames: list[dict[str, Any]]) -> None:
-        self.hub.publish_all(self.chat_id, frames)
+        for n, frame in enumerate(frames):
+            try:
+                self.hub.publish(self.chat_id, frame)
+            except Exception:
+                # The encoder counts these as sent (a typing-off among them, maybe): the turn's
+                # end sends them before its own closing frames.
+                self._unsent = frames[n:]
+                raise
+
+    def _end(self, frames: list[dict[str, Any]]) -> None:
+        """Publish a turn's closing frames: live even if the log cannot keep them; never raises."""
+        frames, self._unsent = [*self._unsent, *frames], []
+        try:
+            self.hub.publish_all(self.chat_id, frames, durable=False)
+        except Exception:  # the hub itself broke: nothing more a device can be told
+            log.exception("iris turn in %s could not be closed", self.chat_id)

@@ -1,0 +1,233 @@
+"""Background responses: turns that run without a client, and the streams that follow them.
+
+``background: true`` starts a ``BackgroundRun``: the turn runs on its own task, and every
+Responses event the encoder makes is kept, in order (its ``sequence_number`` is its index).
+A client polls the run's snapshot (``GET /v1/responses/{id}``), or follows it with a
+``RunStream`` from any point (``?stream=true&starting_after=N``): the kept events after ``N``,
+then the live ones, with nothing between them lost or repeated, since both come from the one
+list. A follower leaving does not stop the run; ``cancel`` does (status ``cancelled``), and so
+does the server's shutdown (status ``incomplete``, reason ``interrupted``).
+
+``BackgroundRuns`` keeps runs by id: running ones always, ended ones for ``ttl`` seconds and at
+most ``keep`` of them; the stored response outlives both (``responses_store``).
+
+A thin transport: what the events say is the encoder's business (``responses_encoder``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from iris.agent.core import Agent, TurnRequest
+from iris.errors import user_message
+from iris.events import Event, TurnFailed
+from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, client_gone
+from iris.surfaces.api.sse import DONE, named_frames
+
+log = logging.getLogger("iris.api")
+
+Json = dict[str, Any]
+
+
+class RunWire(Protocol):
+    """The Responses wire of a run: events in, wire events out, and the response so far."""
+
+    def feed(self, event: Event) -> list[Json]: ...
+
+    def stop(self, status: str, reason: str) -> list[Json]: ...
+
+    def snapshot(self) -> Json: ...
+
+    async def finished(self) -> None: ...
+
+
+class BackgroundRun:
+    def __init__(
+        self,
+        response_id: str,
+        agent: Agent,
+        request: TurnRequest,
+        wire: RunWire,
+        *,
+        release: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.id = response_id
+        self.events: list[Json] = []  # every wire event so far; events[n]["sequence_number"] == n
+        self.ended_at: float | None = None  # clock time the run ended
+        self._agent = agent
+        self._request = request
+        self._wire = wire
+        self._release = release
+        self._clock = clock
+        self._changed = asyncio.Event()  # set (and replaced) whenever events or the end come
+        self._stop: tuple[str, str] | None = None  # (status, reason) asked by cancel/shutdown
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
+
+    def snapshot(self) -> Json:
+        return self._wire.snapshot()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"background {self.id}")
+
+    # Seconds ``stop`` waits for the turn to unwind (the upstream request to close).
+    stop_wait = 5.0
+
+    async def stop(self, status: str, reason: str) -> None:
+        """End the run now (the upstream request closes) and wait until it has."""
+        task = self._task
+        if task is None or task.done():
+            return
+        self._stop = self._stop or (status, reason)
+        task.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), self.stop_wait)
+
+    async def changed(self, within: float) -> bool:
+        """Wait until new events or the end arrive; False after ``within`` seconds."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), within)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _run(self) -> None:
+        try:
+            try:
+                async with self._agent.run(self._request) as turn:
+                    async for event in turn:
+                        self._add(self._wire.feed(event))
+            except asyncio.CancelledError:
+                if self._stop is None:
+                    raise
+                # Asked for: the turn's exit closed the upstream; the run ends as asked.
+                self._add(self._wire.stop(*self._stop))
+            except Exception as exc:
+                # The agent reports failures as TurnFailed; anything else still ends the run
+                # with a failed response, never one left in progress.
+                log.exception("background turn failed outside the agent's event stream")
+                code, message, retryable = user_message(exc)
+                self._add(self._wire.feed(TurnFailed(code, message, retryable)))
+            try:
+                await self._wire.finished()
+            except Exception:
+                # Nobody awaits this task: the failure to store is logged, and the run still
+                # ends, so its followers and pollers see the final response from memory.
+                log.exception("could not store background response %s", self.id)
+        finally:
+            self.ended_at = self._clock()
+            self._release()
+            self._notify()
+
+    def _add(self, payloads: list[Json]) -> None:
+        if payloads:
+            self.events.extend(payloads)
+            self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+
+class BackgroundRuns:
+    """The runs a process knows, by response id, bounded by age and count once ended."""
+
+    def __init__(
+        self, *, ttl: float, keep: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._ttl = ttl
+        self._keep = keep
+        self._clock = clock
+        self._runs: dict[str, BackgroundRun] = {}
+
+    def add(self, run: BackgroundRun) -> None:
+        self._prune()
+        self._runs[run.id] = run
+
+    def get(self, response_id: str) -> BackgroundRun | None:
+        self._prune()
+        return self._runs.get(response_id)
+
+    def running(self) -> list[BackgroundRun]:
+        return [run for run in self._runs.values() if not run.ended]
+
+    async def stop(self) -> None:
+        """Server shutdown: every running turn ends now as ``incomplete`` (interrupted), its
+        output so far stored."""
+        runs = self.running()
+        if runs:
+            await asyncio.gather(*(run.stop("incomplete", "interrupted") for run in runs))
+
+    def _prune(self) -> None:
+        now = self._clock()
+        ended = sorted(
+            (run for run in self._runs.values() if run.ended_at is not None),
+            key=lambda run: run.ended_at or 0.0,
+        )
+        surplus = len(ended) - self._keep
+        for number, run in enumerate(ended):
+            if number < surplus or now - (run.ended_at or now) > self._ttl:
+                del self._runs[run.id]
+
+
+class RunStream(Response):
+    """An ASGI response: the events of ``run`` after sequence number ``after``, then the live
+    ones until the run ends. The client leaving ends only this stream, never the run."""
+
+    def __init__(self, run: BackgroundRun, after: int) -> None:
+        super().__init__()
+        self._run = run
+        self._after = after
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        follow = asyncio.create_task(self._follow(send))
+        gone = asyncio.create_task(client_gone(receive))
+        try:
+            try:
+                await asyncio.wait({follow, gone}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                # The server's graceful shutdown ran out of patience before the turn ended:
+                # it ends now as interrupted, and this follower still gets the end of it.
+                await self._run.stop("incomplete", "interrupted")
+                await asyncio.wait({follow}, timeout=2.0)
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+        finally:
+            for task in (follow, gone):
+                task.cancel()
+            results = await asyncio.gather(follow, gone, return_exceptions=True)
+        error = results[0]
+        if isinstance(error, Exception) and not isinstance(error, OSError):
+            raise error
+
+    async def _follow(self, send: Send) -> None:
+        run = self._run
+        cursor = self._after + 1
+        while True:
+            if cursor < len(run.events):
+                batch, cursor = run.events[cursor:], len(run.events)
+                await send(
+                    {"type": "http.response.body", "body": named_frames(batch), "more_body": True}
+                )
+            elif run.ended:
+                await send({"type": "http.response.body", "body": DONE, "more_body": False})
+                return
+            elif not await run.changed(TurnExchange.heartbeat):
+                # Silence (an agent tool running): a comment keeps idle-timeout proxies open.
+                await send(
+                    {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
+                )

@@ -1,0 +1,262 @@
+"""Findings 3 and 6 on the iris socket, against the real ``iris serve``: a device that never
+reads cannot grow the server's memory, and bad input ends in a clean error or close code,
+never a traceback or a dropped socket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from tests.adversarial.conftest import StartServed
+from tests.fakes.served import Served
+from tests.fakes.upstream import FakeUpstream, text
+
+TOKEN = "adversary-token"
+IRIS = {"platforms": {"iris": {"enabled": True, "tokens": [TOKEN]}}}
+WAIT = 10.0
+MIB = 1024 * 1024
+
+
+def status_kib(server: Served, field: str) -> int:
+    """A ``/proc/<pid>/status`` figure of the server process, in KiB (VmRSS, VmHWM)."""
+    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for the server process")
+
+
+_open: list[ClientConnection] = []
+
+
+@pytest.fixture(autouse=True)
+async def close_devices() -> AsyncIterator[None]:
+    """Close every device a test opened (a connection left open breaks later tests' loops)."""
+    yield
+    while _open:
+        ws = _open.pop()
+        ws.transport.abort()
+        with contextlib.suppress(Exception):
+            await ws.wait_closed()
+
+
+async def device(
+    base: str, *, query: str = "", hello: bool = True, receive_buffer: int | None = None
+) -> ClientConnection:
+    """A device on ``iris serve``; with ``hello`` it authenticated and read ``ready``.
+
+    ``receive_buffer`` shrinks its socket's kernel buffer so that a device that stops reading
+    pushes back on the server after kilobytes."""
+    sock = None
+    if receive_buffer is not None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        sock.setblocking(False)
+        port = int(base.rsplit(":", 1)[1])
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    url = base.replace("http://", "ws://") + "/iris/ws" + query
+    ws = await connect(url, open_timeout=WAIT, sock=sock, compression=None, max_size=None)
+    _open.append(ws)
+    if hello:
+        await ws.send(json.dumps({"type": "hello", "token": TOKEN}))
+        assert json.loads(await ws.recv())["type"] == "ready"
+    return ws
+
+
+async def recv(ws: ClientConnection) -> dict[str, Any]:
+    async with asyncio.timeout(WAIT):
+        return json.loads(await ws.recv())
+
+
+async def until_closed(ws: ClientConnection, within: float = 60.0) -> list[dict[str, Any]]:
+    """Read whatever the server sent until it closes; the frames (the code is on ``ws``)."""
+    frames: list[dict[str, Any]] = []
+    async with asyncio.timeout(within):
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                frames.append(json.loads(await ws.recv()))
+    return frames
+
+
+async def flood(ws: ClientConnection, frame: dict[str, Any], count: int) -> None:
+    """Send ``frame`` ``count`` times, or until the server has closed the socket."""
+    raw = json.dumps(frame)
+    with contextlib.suppress(ConnectionClosed, ConnectionError):
+        async with asyncio.timeout(120):
+            for _ in range(count):
+                await ws.send(raw)
+
+
+async def a_long_conversation(base: str, upstream: FakeUpstream, turns: int) -> int:
+    """Fill the chat with ``turns`` replies of 100 000 characters; the chat's latest seq."""
+    upstream.script(*(text(*["x" * 1000] * 100) for _ in range(turns)))
+    ws = await device(base)
+    last = 0
+    for n in range(turns):
+        await ws.send(json.dumps({"type": "message.send", "text": f"turn {n}"}))
+        while (frame := await recv(ws))["type"] != "typing" or frame["on"]:
+            pass
+        last = frame["seq"]
+    await ws.close()
+    return last
+
+
+def assert_no_traceback(server: Served) -> None:
+    log = "".join(server.drain())
+    assert "Traceback" not in log, log
+
+
+async def test_resumes_past_the_end_on_a_socket_that_never_reads_keep_memory_bounded(
+    served: StartServed, upstream: FakeUpstream
+) -> None:
+    server, base = served(**IRIS)
+    latest = await a_long_conversation(base, upstream, turns=3)  # a sync is ~300 KB
+    before = status_kib(server, "VmRSS")
+    ws = await device(base, receive_buffer=4096)
+    ws.transport.pause_reading()  # the app froze: its socket fills up
+    await flood(ws, {"type": "resume", "after_seq": latest + 1_000}, 3_000)
+    ws.transport.resume_reading()
+    frames = await until_closed(ws)
+    grown = (status_kib(server, "VmHWM") - before) / 1024
+    assert grown < 100, f"the server grew {grown:.0f} MiB"  # it was 1.5 GB
+    assert ws.close_code == 4029  # the flood is cut off with the documented code
+    assert sum(f["type"] == "sync" for f in frames) <= 2
+    # ... and the device comes back where it was, with nothing missed.
+    back = await device(base, query="", hello=False)
+    await back.send(json.dumps({"type": "hello", "token": TOKEN, "after_seq": latest}))
+    assert await recv(back) == {"type": "ready", "chat_id": "main", "seq": latest}
+    await back.send(json.dumps({"type": "ping"}))
+    assert (await recv(back))["type"] == "pong"
+    await back.close()
+    assert_no_traceback(server)
+
+
+async def test_pings_on_a_socket_that_never_reads_keep_memory_bounded(
+    served: StartServed,
+) -> None:
+    server, base = served(**IRIS)
+    ws = await device(base, receive_buffer=4096)
+    before = status_kib(server, "VmRSS")
+    ws.transport.pause_reading()
+    await flood(ws, {"type": "ping"}, 100_000)
+    ws.transport.resume_reading()
+    frames = await until_closed(ws)
+    grown = (status_kib(server, "VmHWM") - before) / 1024
+    assert grown < 8, f"the server grew {grown:.1f} MiB"  # it was +76 MB for 400 000
+    assert ws.close_code == 4029
+    assert sum(f["type"] == "pong" for f in frames) <= 200  # answered within the budget only
+    assert_no_traceback(server)
+
+
+async def test_a_hello_with_a_wrong_token_closes_cleanly_with_4401(served: StartServed) -> None:
+    server, base = served(**IRIS)
+    for hello in ({"type": "hello", "token": "guess"}, {"type": "hello"}, {"type": "ping"}):
+        ws = await device(base, hello=False)
+        await ws.send(json.dumps(hello))
+        assert await until_closed(ws, WAIT) == []
+        assert ws.close_code == 4401
+    # A device that says hello and goes away at once leaves no traceback either.
+    ws = await device(base, hello=False)
+    await ws.send(json.dumps({"type": "hello", "token": "guess"}))
+    ws.transport.abort()
+    ws = await device(base, hello=False)
+    await ws.send(json.dumps({"type": "hello", "token": "\ud800"}))
+    assert await until_closed(ws, WAIT) == []
+    assert ws.close_code == 4401
+    assert_no_traceback(server)
+
+
+async def test_a_non_ascii_digit_resume_point_is_a_clean_error(served: StartServed) -> None:
+    server, base = served(**IRIS)
+    url = base.replace("http://", "ws://") + "/iris/ws?after_seq=%C2%B2"
+    async with connect(url, additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
+        assert await until_closed(ws, WAIT) == []
+        assert ws.close_code == 4400
+        assert ws.close_reason and "after_seq" in ws.close_reason
+    assert_no_traceback(server)
+
+
+async def test_a_lone_surrogate_in_user_text_is_an_error_and_the_socket_stays(
+    served: StartServed, upstream: FakeUpstream
+) -> None:
+    server, base = served(**IRIS)
+    ws, other = await device(base), await device(base)
+    await ws.send('{"type": "message.send", "text": "hi \\ud800 there"}')
+    error = await recv(ws)
+    assert error["type"] == "error" and error["code"] == "bad_field"
+    upstream.script(text("still here"))
+    await ws.send(json.dumps({"type": "message.send", "text": "and now?"}))
+    while (frame := await recv(ws))["type"] != "message":
+        pass
+    assert frame["text"] == "still here"
+    echo = await recv(other)  # the other device saw only the valid message
+    assert echo["type"] == "message" and echo["text"] == "and now?"
+    assert_no_traceback(server)
+
+
+async def test_deeply_nested_json_is_an_error_frame(served: StartServed) -> None:
+    server, base = served(**IRIS)
+    ws = await device(base)
+    await ws.send("[" * 100_000 + "]" * 100_000)
+    assert (await recv(ws))["code"] == "bad_json"
+    await ws.send('{"type": "message.send", "text": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert (await recv(ws))["code"] == "bad_json"
+    await ws.send(json.dumps({"type": "ping"}))
+    assert (await recv(ws))["type"] == "pong"
+    hello = await device(base, hello=False)  # and as the first frame, before authentication
+    await hello.send("[" * 100_000 + "]" * 100_000)
+    assert await until_closed(hello, WAIT) == [] and hello.close_code == 4401
+    assert_no_traceback(server)
+
+
+async def test_an_oversized_frame_closes_with_1009(served: StartServed) -> None:
+    server, base = served(**IRIS)
+    ws = await device(base)
+    await ws.send(json.dumps({"type": "message.send", "text": "x" * (2 * MIB)}))
+    await until_closed(ws, WAIT)
+    assert ws.close_code == 1009
+    assert_no_traceback(server)
+
+
+async def test_a_lone_surrogate_from_the_model_still_ends_the_turn(
+    served: StartServed, upstream: FakeUpstream
+) -> None:
+    server, base = served(**IRIS)
+    upstream.script(text("half \ud800", " whole"))
+    ws = await device(base)
+    await ws.send(json.dumps({"type": "message.send", "text": "hi"}))
+    frames = [await recv(ws)]
+    while frames[-1]["type"] != "typing" or frames[-1]["on"]:
+        frames.append(await recv(ws))
+    reply = next(f for f in frames if f["type"] == "message")
+    assert reply["text"] == "half \ufffd whole"
+    assert_no_traceback(server)
+
+
+async def test_a_database_locked_by_another_process_is_an_error_frame(
+    served: StartServed, tmp_path: Path
+) -> None:
+    server, base = served(**IRIS)
+    ws = await device(base)
+    other = sqlite3.connect(tmp_path / "iris.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # what another process holding the write lock looks like
+    try:
+        await ws.send(json.dumps({"type": "message.send", "text": "hello?"}))
+        async with asyncio.timeout(30):  # the store's busy timeout passes first
+            error = json.loads(await ws.recv())
+        assert error["type"] == "error" and error["code"] == "store_unavailable"
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    await ws.send(json.dumps({"type": "ping"}))
+    assert (await recv(ws))["type"] == "pong"  # the device was not dropped
+    assert_no_traceback(server)

@@ -1,0 +1,57 @@
+"""Through the API, tools that were switched off never run, whatever the model answers
+(issue 10, finding 1): ``tool_choice: "none"`` and ``platforms.api_server.agent_tools: false``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from openai import OpenAI
+
+from tests.api.conftest import StartIris
+from tests.fakes.upstream import FakeUpstream, text, tool_call
+
+pytestmark = pytest.mark.timeout(30)
+
+USER = [{"role": "user", "content": "hi"}]
+KEY = "sk-iris-test"
+
+
+def touch(tmp_path: Path) -> str:
+    return '{"command": "touch ' + str(tmp_path / "pwned") + '"}'
+
+
+def test_tool_choice_none_never_runs_a_tool(
+    upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
+) -> None:
+    server = iris_server(
+        platforms={"api_server": {"api_key": KEY}}, tools={"terminal": {"cwd": str(tmp_path)}}
+    )
+    upstream.script(tool_call("terminal", [touch(tmp_path)]), text("done"))
+    with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
+        reply = client.chat.completions.create(
+            model="fake-model", messages=USER, tool_choice="none"
+        )
+    assert upstream.requests[0].body.get("tools") in (None, [])
+    assert not (tmp_path / "pwned").exists()
+    assert reply.choices[0].message.content == "done"
+    refusal = upstream.requests[1].body["messages"][-1]
+    assert refusal["role"] == "tool" and "not offered" in refusal["content"]
+
+
+def test_agent_tools_off_never_runs_a_tool(
+    upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
+) -> None:
+    server = iris_server(
+        platforms={"api_server": {"api_key": KEY, "agent_tools": False}},
+        tools={"terminal": {"cwd": str(tmp_path)}},
+    )
+    upstream.script(tool_call("terminal", [touch(tmp_path)]), text("done"))
+    with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
+        chunks = list(
+            client.chat.completions.create(model="fake-model", messages=USER, stream=True)
+        )
+    assert upstream.requests[0].body.get("tools") in (None, [])
+    assert not (tmp_path / "pwned").exists()
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == "done"

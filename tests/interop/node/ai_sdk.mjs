@@ -1,0 +1,92 @@
+// The Vercel AI SDK: `@ai-sdk/openai` (its default model speaks Responses, with `store: true`,
+// so a second turn replays stored items as `item_reference`) and `@ai-sdk/openai-compatible`
+// (Chat Completions). Each provider runs the same cases.
+import { createOpenAI } from "@ai-sdk/openai";
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { generateText, stepCountIs, streamText, tool } from "ai";
+import { z } from "zod";
+import { baseURL, main, model } from "./main.mjs";
+
+const providers = {
+  openai: createOpenAI({ baseURL, apiKey: "unused" })(model),
+  compatible: createOpenAICompatible({ name: "iris", baseURL, apiKey: "unused" })(model),
+};
+const settings = { maxRetries: 0 };
+
+function weatherTools(cities) {
+  return {
+    get_weather: tool({
+      description: "The weather in a city",
+      inputSchema: z.object({ city: z.string() }),
+      execute: async ({ city }) => {
+        cities.push(city);
+        return `sunny in ${city}, 21 °C`;
+      },
+    }),
+  };
+}
+
+function cases(name, model) {
+  return {
+    [`${name}-generate`]: async () => {
+      const result = await generateText({ ...settings, model, prompt: "hi" });
+      return { text: result.text, finishReason: result.finishReason };
+    },
+    [`${name}-stream`]: async () => {
+      const result = streamText({ ...settings, model, prompt: "hi" });
+      const deltas = [];
+      for await (const delta of result.textStream) deltas.push(delta);
+      return { deltas, finishReason: await result.finishReason };
+    },
+    [`${name}-tools`]: async () => {
+      const cities = [];
+      const result = await generateText({
+        ...settings,
+        model,
+        prompt: "Weather in Paris?",
+        tools: weatherTools(cities),
+        stopWhen: stepCountIs(3),
+      });
+      return { cities, text: result.text, steps: result.steps.length };
+    },
+    [`${name}-stream-tools`]: async () => {
+      const cities = [];
+      const result = streamText({
+        ...settings,
+        model,
+        prompt: "Weather in Paris?",
+        tools: weatherTools(cities),
+        stopWhen: stepCountIs(3),
+      });
+      const deltas = [];
+      for await (const delta of result.textStream) deltas.push(delta);
+      return { cities, deltas, steps: (await result.steps).length };
+    },
+    // The Responses model replays the step's reasoning as an `item_reference` (store: true).
+    // It reads reasoning text from a reasoning item's summary only, which Iris gives only when
+    // the provider summarised; the chat model reads `reasoning_content`, so it shows the text.
+    [`${name}-reasoning-tools`]: async () => {
+      const cities = [];
+      const result = await generateText({
+        ...settings,
+        model,
+        prompt: "Weather in Paris?",
+        tools: weatherTools(cities),
+        stopWhen: stepCountIs(3),
+      });
+      const [first] = result.steps;
+      const reasoned = first.reasoning.length > 0;
+      const shown = name === "compatible" ? { reasoning: first.reasoningText } : {};
+      return { cities, reasoned, ...shown, text: result.text };
+    },
+    [`${name}-second-turn`]: async () => {
+      const messages = [{ role: "user", content: "My name is Ada." }];
+      const first = await generateText({ ...settings, model, messages });
+      messages.push(...first.response.messages, { role: "user", content: "What is my name?" });
+      const second = await generateText({ ...settings, model, messages });
+      return { first: first.text, second: second.text };
+    },
+  };
+}
+
+await main({ ...cases("openai", providers.openai), ...cases("compatible", providers.compatible) });

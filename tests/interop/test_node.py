@@ -1,0 +1,167 @@
+"""openai-node and the Vercel AI SDK against Iris on the first-run config.
+
+Each case runs ``node tests/interop/node/<script>.mjs <case>`` against the server and checks
+the JSON line it prints. The packages are pinned in ``node/package.json`` (installed by
+``.ci/run`` with ``npm ci``); the tests skip only when ``node`` itself is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import IrisServer
+from tests.fakes.upstream import FakeUpstream, Scenario, text, tool_call
+from tests.interop.conftest import upstream_bodies
+
+NODE = shutil.which("node")
+SCRIPTS = Path(__file__).parent / "node"
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(NODE is None, reason="node is not installed"),
+]
+
+
+def hello() -> list[Scenario]:
+    return [text("Hel", "lo")]
+
+
+def weather() -> list[Scenario]:
+    return [
+        tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w"),
+        text("Sunny, ", "21 °C."),
+    ]
+
+
+def reasoned_weather() -> list[Scenario]:
+    return [
+        tool_call(
+            "get_weather",
+            ['{"city":', '"Paris"}'],
+            call_id="call_w",
+            reasoning=["Need the ", "weather."],
+        ),
+        text("Sunny, ", "21 °C."),
+    ]
+
+
+def two_turns() -> list[Scenario]:
+    return [text("Hi Ada."), text("You are Ada.")]
+
+
+@dataclass(frozen=True)
+class Case:
+    script: str
+    name: str
+    scenarios: Any  # () -> list[Scenario]
+    expected: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return f"{self.script}:{self.name}"
+
+
+WEATHER_CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
+
+CASES = [
+    Case("openai_node", "chat-create", hello, {"object": "chat.completion", "text": "Hello"}),
+    Case("openai_node", "chat-stream", hello, {"deltas": ["Hel", "lo"]}),
+    Case("openai_node", "chat-tools", weather, {"call": WEATHER_CALL, "text": "Sunny, 21 °C."}),
+    Case(
+        "openai_node",
+        "responses-create",
+        hello,
+        {"object": "response", "status": "completed", "text": "Hello"},
+    ),
+    Case(
+        "openai_node",
+        "responses-stream",
+        hello,
+        {"deltas": ["Hel", "lo"], "last": "response.completed"},
+    ),
+    Case(
+        "openai_node", "responses-tools", weather, {"call": WEATHER_CALL, "text": "Sunny, 21 °C."}
+    ),
+]
+for provider in ("openai", "compatible"):
+    CASES += [
+        Case("ai_sdk", f"{provider}-generate", hello, {"text": "Hello", "finishReason": "stop"}),
+        Case(
+            "ai_sdk",
+            f"{provider}-stream",
+            hello,
+            {"deltas": ["Hel", "lo"], "finishReason": "stop"},
+        ),
+        Case(
+            "ai_sdk",
+            f"{provider}-tools",
+            weather,
+            {"cities": ["Paris"], "text": "Sunny, 21 °C.", "steps": 2},
+        ),
+        Case(
+            "ai_sdk",
+            f"{provider}-stream-tools",
+            weather,
+            {"cities": ["Paris"], "deltas": ["Sunny, ", "21 °C."], "steps": 2},
+        ),
+        Case(
+            "ai_sdk",
+            f"{provider}-reasoning-tools",
+            reasoned_weather,
+            {"cities": ["Paris"], "reasoned": True, "text": "Sunny, 21 °C."}
+            | ({"reasoning": "Need the weather."} if provider == "compatible" else {}),
+        ),
+        Case(
+            "ai_sdk",
+            f"{provider}-second-turn",
+            two_turns,
+            {"first": "Hi Ada.", "second": "You are Ada."},
+        ),
+    ]
+
+
+def run_case(iris: IrisServer, case: Case) -> dict[str, Any]:
+    assert NODE is not None
+    assert (SCRIPTS / "node_modules").is_dir(), (
+        "the node packages are not installed: run `npm ci` in tests/interop/node (.ci/run does)"
+    )
+    done = subprocess.run(
+        [NODE, f"{case.script}.mjs", case.name],
+        cwd=SCRIPTS,
+        env={**os.environ, "IRIS_BASE_URL": iris.base_url},
+        capture_output=True,
+        text=True,
+        timeout=45,
+    )
+    # An SDK error may quote a whole SSE body; the head says what failed.
+    assert done.returncode == 0, f"{case.id} failed:\n{done.stderr[:3000]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def text_of(content: Any) -> str:
+    """A chat message's content as plain text (a string or a list of text parts)."""
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content)
+    return content or ""
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_node_client(upstream: FakeUpstream, iris: IrisServer, case: Case) -> None:
+    upstream.script(*case.scenarios())
+    assert run_case(iris, case) == case.expected
+    bodies = upstream_bodies(upstream)
+    assert len(bodies) == len(case.scenarios())
+    if case.scenarios in (weather, reasoned_weather):
+        last = bodies[1]["messages"][-1]
+        assert last["role"] == "tool" and last["tool_call_id"] == "call_w"
+    if case.scenarios is two_turns:
+        said = [text_of(m.get("content")) for m in bodies[1]["messages"]]
+        assert said[-3:] == ["My name is Ada.", "Hi Ada.", "What is my name?"]

@@ -1,0 +1,117 @@
+"""openai-agents against Iris on the first-run config: ``Runner.run`` and ``Runner.run_streamed``
+with both model classes and a function tool that really runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from agents import (
+    Agent,
+    Model,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
+from openai import AsyncOpenAI
+
+from tests.api.conftest import IrisServer
+from tests.fakes.upstream import FakeUpstream, text, tool_call
+from tests.interop.conftest import upstream_bodies
+
+pytestmark = pytest.mark.timeout(30)
+
+# Tracing would export spans to OpenAI's servers; this suite stays on the loopback.
+set_tracing_disabled(True)
+
+MODELS: dict[str, Callable[[AsyncOpenAI], Model]] = {
+    "responses": lambda client: OpenAIResponsesModel("fake-model", client),
+    "chat": lambda client: OpenAIChatCompletionsModel("fake-model", client),
+}
+
+
+@pytest.fixture
+async def client(iris: IrisServer) -> AsyncIterator[AsyncOpenAI]:
+    async with AsyncOpenAI(
+        base_url=iris.base_url, api_key="unused", max_retries=0, timeout=10
+    ) as c:
+        yield c
+
+
+def weather_agent(model: Model, cities: list[str]) -> Agent:
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        cities.append(city)
+        return f"sunny in {city}, 21 °C"
+
+    return Agent(name="weather", instructions="Answer briefly.", model=model, tools=[get_weather])
+
+
+def script_tool_then_answer(upstream: FakeUpstream) -> None:
+    upstream.script(
+        tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w"),
+        text("Sunny, ", "21 °C."),
+    )
+
+
+def assert_tool_output_reached_the_model(upstream: FakeUpstream) -> None:
+    bodies = upstream_bodies(upstream)
+    assert len(bodies) == 2
+    last = bodies[1]["messages"][-1]
+    assert last["role"] == "tool" and last["tool_call_id"] == "call_w"
+    assert "sunny in Paris" in last["content"]
+
+
+@pytest.mark.parametrize("kind", MODELS)
+async def test_runner_run_calls_the_tool_and_answers(
+    upstream: FakeUpstream, client: AsyncOpenAI, kind: str
+) -> None:
+    script_tool_then_answer(upstream)
+    cities: list[str] = []
+    result = await Runner.run(weather_agent(MODELS[kind](client), cities), "Weather in Paris?")
+    assert cities == ["Paris"]
+    assert result.final_output == "Sunny, 21 °C."
+    assert_tool_output_reached_the_model(upstream)
+
+
+@pytest.mark.parametrize("kind", MODELS)
+async def test_runner_run_streamed_streams_text_after_the_tool(
+    upstream: FakeUpstream, client: AsyncOpenAI, kind: str
+) -> None:
+    script_tool_then_answer(upstream)
+    cities: list[str] = []
+    result = Runner.run_streamed(weather_agent(MODELS[kind](client), cities), "Weather in Paris?")
+    deltas: list[str] = []
+    tool_outputs: list[str] = []
+    async for event in result.stream_events():
+        if event.type == "raw_response_event" and event.data.type == "response.output_text.delta":
+            deltas.append(event.data.delta)
+        elif event.type == "run_item_stream_event" and event.name == "tool_output":
+            tool_outputs.append(str(getattr(event.item, "output", "")))
+    assert cities == ["Paris"]
+    assert tool_outputs == ["sunny in Paris, 21 °C"]
+    assert deltas == ["Sunny, ", "21 °C."]
+    assert result.final_output == "Sunny, 21 °C."
+    assert_tool_output_reached_the_model(upstream)
+
+
+async def test_runner_replays_a_reasoning_item_with_the_tool_output(
+    upstream: FakeUpstream, client: AsyncOpenAI
+) -> None:
+    # The Responses model sends the whole first turn back, its reasoning item included.
+    upstream.script(
+        tool_call(
+            "get_weather", ['{"city":', '"Paris"}'], call_id="call_w", reasoning=["Need data."]
+        ),
+        text("Sunny, ", "21 °C."),
+    )
+    cities: list[str] = []
+    agent = weather_agent(MODELS["responses"](client), cities)
+    result = await Runner.run(agent, "Weather in Paris?")
+    assert cities == ["Paris"]
+    assert result.final_output == "Sunny, 21 °C."
+    assert any(item.type == "reasoning_item" for item in result.new_items)
+    assert_tool_output_reached_the_model(upstream)
