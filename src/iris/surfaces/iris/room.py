@@ -197,13 +197,15 @@ class ChatRoom:
             if self._cancel_requested:
                 turn.interrupt()
             async for event in turn:
-                publish(encoder.feed(event, loop.time()))
-                wake.set()
+                # The history is saved before the turn's last frames go out: a device that
+                # sends its next message on `typing {on:false}` must find the turn over.
                 if isinstance(event, TurnEnded):
                     await sessions.append(self.session, event.messages)
                 elif isinstance(event, TurnFailed) and event.partial_text:
                     kept = {"role": "assistant", "content": event.partial_text}
                     await sessions.append(self.session, [kept])
+                publish(encoder.feed(event, loop.time()))
+                wake.set()
 
     async def _flush(self, encoder: FrameEncoder, wake: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
