@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from iris.config import Config, config_from_dict
+from tests.fakes.store_faults import ReadOnlyFiles
 from tests.fakes.upstream import FakeUpstream
 
 _ENV = (
@@ -67,3 +68,11 @@ def upstream() -> Iterator[FakeUpstream]:
     a client at ``up.base_url``. See tests/fakes/upstream.py."""
     with FakeUpstream() as up:
         yield up
+
+
+@pytest.fixture
+def read_only() -> Iterator[Callable[[Path], None]]:
+    """``read_only(path)``: make a file Iris cannot write (see tests/fakes/store_faults.py)."""
+    files = ReadOnlyFiles()
+    yield files.make
+    files.undo()

@@ -238,6 +238,8 @@ class ToolsConfig(_Section):
 
 class StoreConfig(_Section):
     path: str = "~/.iris/iris.db"
+    # Seconds a write waits for a lock another process holds before it fails (503 / error frame).
+    busy_timeout: float = Field(default=5.0, gt=0, le=60)
 
     def resolved_path(self) -> Path:
         return Path(self.path).expanduser()

@@ -6,11 +6,15 @@
     ├── ConfigError               bad config file / key / type (names the key)
     ├── ProviderError             the model provider failed
     │   ├── ProviderConnectionError   unreachable base_url, dropped connection
+    │   │   └── ProviderTimeout           silent longer than ``model.timeout`` (first byte or
+    │   │                                 between chunks): the round's one deadline
+    │   ├── ProviderBadResponse       a 200 that is not the API's answer (HTML, empty, not SSE)
     │   ├── ProviderHTTPError         an HTTP status from the provider (status_code, body,
     │   │                             retry_after); 401/403 are auth, 429 rate limit, 5xx server
     │   └── StreamingRejected         the provider refused ``stream=True`` for this model
-    ├── ToolError                 a tool could not run (reported to the model, not raised out)
-    └── StoreUnavailable          the store could not read or write (locked, read-only, gone)
+    ├── StoreUnavailable          SQLite locked past ``store.busy_timeout``, read-only, or its
+    │                             file gone: answered as 503 / an ``error`` frame
+    └── ToolError                 a tool could not run (reported to the model, not raised out)
 """
 
 from __future__ import annotations
@@ -35,6 +39,18 @@ class ProviderError(IrisError):
 
 class ProviderConnectionError(ProviderError):
     code = "provider_unreachable"
+    retryable = True
+
+
+class ProviderTimeout(ProviderConnectionError):
+    code = "provider_timeout"
+
+
+class ProviderBadResponse(ProviderError):
+    """The provider answered 200 with something that is not the API's answer. Retryable: it is
+    usually a proxy or gateway in the way, and the next endpoint of the chain may be fine."""
+
+    code = "provider_bad_response"
     retryable = True
 
 
@@ -68,12 +84,12 @@ class StreamingRejected(ProviderError):
     code = "streaming_rejected"
 
 
-class ToolError(IrisError):
-    code = "tool_error"
-
-
 class StoreUnavailable(IrisError):
     code = "store_unavailable"
+
+
+class ToolError(IrisError):
+    code = "tool_error"
 
 
 def user_message(exc: BaseException) -> tuple[str, str, bool]:

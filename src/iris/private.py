@@ -8,6 +8,7 @@ ones an older Iris (or a careless copy) left readable, and says so in one warnin
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -33,8 +34,11 @@ def private_dir(path: Path) -> None:
 
 
 def private_file(path: Path) -> None:
-    """Create ``path`` empty with mode 0600 unless it exists (its content is left alone)."""
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), FILE_MODE))
+    """Create ``path`` empty with mode 0600 unless it exists (then it is not even opened: a
+    read-only file is its owner's to report, e.g. SQLite's 'readonly database')."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, flags, FILE_MODE))
 
 
 def write_private(path: Path, text: str) -> None:

@@ -30,7 +30,7 @@ class Runtime:
     def create(
         cls, config: Config, agent: Agent | None = None, store: Store | None = None
     ) -> Runtime:
-        store = store or Store(config.store.resolved_path())
+        store = store or Store(config.store.resolved_path(), busy_timeout=config.store.busy_timeout)
         return cls(
             config=config, agent=agent or Agent(config), store=store, sessions=SessionStore(store)
         )

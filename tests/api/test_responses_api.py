@@ -303,13 +303,17 @@ def test_agent_tools_run_inside_and_commentary_is_its_own_message(
     upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
 ) -> None:
     (tmp_path / "notes.txt").write_text("the secret is 42")
-    server = iris_server(tools={"enabled": ["read_file"], "terminal": {"cwd": str(tmp_path)}})
+    # Iris's own tools are offered to API callers only behind a key.
+    server = iris_server(
+        tools={"enabled": ["read_file"], "terminal": {"cwd": str(tmp_path)}},
+        platforms={"api_server": {"api_key": "sk-iris"}},
+    )
     upstream.script(
         tool_call("read_file", ['{"path": "notes.txt"}'], content="Let me look."),
         text("It is 42."),
     )
     with (
-        OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=10) as client,
+        OpenAI(base_url=server.base_url, api_key="sk-iris", max_retries=0, timeout=10) as client,
         client.responses.stream(model="fake-model", input="secret?") as stream,
     ):
         final = stream.get_final_response()

@@ -238,6 +238,55 @@ def responses_tool_call(
     return tool_call(name, arg_fragments, call_id=call_id, **delivery)
 
 
+def garbage(body: bytes, content_type: str = "text/html; charset=utf-8") -> Scenario:
+    """A 200 whose body is not what the API promises, streamed or not: an HTML error page
+    from a proxy, an empty body, plain text where SSE was asked for."""
+    reply = Reply(headers=(("content-type", content_type),), body=body)
+    return Scenario(f"garbage({body[:20]!r})", lambda _request: reply)
+
+
+def html_200() -> Scenario:
+    """A captive portal / proxy answering 200 with an HTML page."""
+    return garbage(b"<html><body><h1>502 Bad Gateway</h1></body></html>")
+
+
+def empty_200() -> Scenario:
+    """A 200 with an empty body (also when SSE was asked for)."""
+    return garbage(b"", "application/json")
+
+
+def not_sse_200() -> Scenario:
+    """A 200 whose content type says SSE but whose body is plain text, no ``data:`` lines."""
+    return garbage(b"upstream overloaded, try later\n", "text/event-stream")
+
+
+def hang_after_first() -> Scenario:
+    """One content delta, then silence until ``up.release()`` or a disconnect (a hung upstream
+    that still holds the connection open)."""
+    return hold("Hel")
+
+
+def ends_early(*chunks: str) -> Scenario:
+    """The chunks, then a clean end of the body (no cut socket) with no finish: no
+    ``finish_reason``, no ``response.completed``, no ``[DONE]``. A proxy that gave up."""
+    whole = text(*chunks)
+
+    def reply(request: Received) -> Reply:
+        full = whole.reply(request)
+        if full.events is None:
+            return full
+        kept = tuple(event for event in full.events if event.kind != "tail")
+        return Reply(headers=full.headers, events=kept)
+
+    return Scenario(f"ends_early{chunks!r}", reply)
+
+
+def lone_surrogate() -> Scenario:
+    """A content delta whose JSON holds a lone surrogate escape (``"\\ud800"``): valid JSON,
+    not valid Unicode text."""
+    return text("Hi ", "\ud800", " there")
+
+
 def structured(
     value: Any, *, prose: str = "Sure! Here is what you asked for.", **delivery: Any
 ) -> Scenario:

@@ -40,18 +40,23 @@ async def test_a_message_the_log_cannot_take_gets_store_unavailable(
     device, other = await server.connect(), await server.connect()
     with locked(server, tmp_path / "iris.db"):
         await device.send({"type": "message.send", "text": "hello?"})
-        error = await device.recv()
-        assert error["type"] == "error" and error["code"] == "store_unavailable"
-        assert error["message"]
-        assert upstream.requests == []  # no turn started for a message nobody could keep
+        # The frame log queues its writes; the turn's first step, saving the question in the
+        # history, meets the lock and ends the turn before the model is asked.
+        frames = await device.turn()
+        errors = [f for f in frames if f["type"] == "error"]
+        assert [e["code"] for e in errors] == ["store_unavailable"] and errors[0]["message"]
+        assert upstream.requests == []  # no turn ran for a message nobody could keep
         await device.send({"type": "resume", "after_seq": 0})  # reads still work
         await device.send({"type": "ping"})
-        assert (await device.recv())["type"] == "pong"
+        while (await device.recv())["type"] != "pong":
+            pass
     await device.send({"type": "message.send", "text": "and now?"})
     frames = await device.turn()
     assert frames[-2]["final_text"] == "after the lock"
+    failed = await other.turn()  # the others saw the failed turn end too
+    assert failed[0]["text"] == "hello?" and types(failed)[-1] == "typing"
     seen = await other.turn()
-    assert seen[0]["text"] == "and now?" and "error" not in types(seen)  # only the sender's
+    assert seen[0]["text"] == "and now?" and "error" not in types(seen)
 
 
 async def test_a_turn_whose_frames_the_log_cannot_take_still_ends(

@@ -10,7 +10,11 @@ Failure policy for one round (``_round``):
 - streaming rejected by the provider → remembered per model for ``model.stream_reject_ttl``
   seconds; asked again without streaming.
 - the stream breaks before any text was shown → the same model is asked without streaming,
-  so the answer arrives once.
+  so the answer arrives once. Not after a timeout: that retry would double the wait.
+- one deadline per round and endpoint: ``timeout`` seconds (``model.timeout``, or the fallback
+  entry's own) for the first delta and again between deltas; past it the round fails with
+  ``ProviderTimeout`` (retryable: the next endpoint of the chain gets its own deadline). The
+  embedded local model has none: it cannot hang on a network, and its first load is slow.
 - 429 / 5xx / connection failure → the next model of ``model.fallback``; consumers get a
   ``StreamReset`` when something of the round was already shown.
 - anything else, or the chain is exhausted → the turn fails; text already shown is kept
@@ -36,9 +40,16 @@ from typing import Any, NoReturn
 
 from iris.agent.round import RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
+from iris.agent.surrogates import clean_value
 from iris.agent.tools import ToolRegistry, ToolResult, builtin_tools, validate_args
 from iris.config import Config, ModelEndpoint
-from iris.errors import ProviderError, ProviderHTTPError, StreamingRejected, user_message
+from iris.errors import (
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTimeout,
+    StreamingRejected,
+    user_message,
+)
 from iris.events import (
     Commentary,
     Event,
@@ -54,7 +65,7 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
-from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall
+from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +321,8 @@ class Turn:
             s for s in (self.agent.config.model.system_prompt, self.request.instructions or "") if s
         ]
         head = [{"role": "system", "content": "\n\n".join(system)}] if system else []
-        return head + [dict(m) for m in self.request.messages]
+        # A lone surrogate in the caller's text would make the upstream request unsendable.
+        return [clean_value(dict(m)) for m in [*head, *self.request.messages]]
 
     # -- one model round, with the failure policy ---------------------------------------------
     async def _round(
@@ -329,21 +341,23 @@ class Turn:
                 request.max_tokens or self.agent.config.model.max_tokens,
                 request.params,
             )
+            # The embedded model cannot hang on a network, and its first load may take long.
+            deadline = None if endpoint.provider == "local" else endpoint.timeout
             try:
                 if request.stream and self.agent.streams_allowed(endpoint, model):
                     try:
-                        return await self._consume(provider.stream(ask))
+                        return await self._consume(provider.stream(ask), deadline)
                     except StreamingRejected:
                         self.agent.remember_stream_rejected(endpoint, model)
                         self._restart("the provider rejected streaming", model)
-                    except ProviderHTTPError:
+                    except (ProviderHTTPError, ProviderTimeout):
                         raise
                     except ProviderError:
                         if self._builder.shown_text:
                             raise
                         # Nothing visible yet: ask again without streaming, answer arrives once.
                         self._restart("streaming failed; retrying without streaming", model)
-                return await self._consume(provider.complete(ask))
+                return await self._consume(provider.complete(ask), deadline)
             except ProviderError as exc:
                 if exc.retryable and i + 1 < len(endpoints):
                     log.warning("model %s failed (%s); falling back", model, exc.message)
@@ -357,31 +371,48 @@ class Turn:
             self._emit(StreamReset(reason, model))
         self._builder = RoundBuilder()
 
-    async def _consume(self, deltas: AsyncGenerator[RawDelta]) -> RoundBuilder:
+    async def _consume(
+        self, deltas: AsyncGenerator[RawDelta], deadline: float | None
+    ) -> RoundBuilder:
+        """Feed one provider answer to a fresh builder; ``deadline`` seconds of silence (before
+        the first delta or between two) end it with ``ProviderTimeout``."""
         builder = self._builder = RoundBuilder()
         self._segment_open = True
+        loop = asyncio.get_running_loop()
+
+        def cutoff() -> float | None:
+            return None if deadline is None else loop.time() + deadline
+
         cap = self.agent.config.model.max_output_chars
         # What this round may still add before the cap: visible text and reasoning count over
         # the whole turn, tool arguments per round (all of them are held in memory).
         text_room = cap - self._shown_chars
         thought_room = cap - sum(map(len, self._reasoning))
         arguments_room = cap
+        silence = asyncio.timeout_at(cutoff())
         async with contextlib.aclosing(deltas):
-            async for raw in deltas:
-                if isinstance(raw, RawToolCall):
-                    arguments_room -= len(raw.arguments)
-                    if arguments_room < 0:
-                        raise _OutputCapped
-                for event in builder.feed(raw):
-                    if isinstance(event, TextDelta):
-                        text_room -= len(event.text)
-                        if text_room < 0:
-                            self._emit_head(builder.visible, TextDelta, text_room)
-                    elif isinstance(event, ReasoningDelta):
-                        thought_room -= len(event.text)
-                        if thought_room < 0:
-                            self._emit_head(builder.reasoning, ReasoningDelta, thought_room)
-                    self._emit(event)
+            try:
+                async with silence:
+                    async for raw in deltas:
+                        silence.reschedule(cutoff())
+                        if isinstance(raw, RawToolCall):
+                            arguments_room -= len(raw.arguments)
+                            if arguments_room < 0:
+                                raise _OutputCapped
+                        for event in builder.feed(raw):
+                            if isinstance(event, TextDelta):
+                                text_room -= len(event.text)
+                                if text_room < 0:
+                                    self._emit_head(builder.visible, TextDelta, text_room)
+                            elif isinstance(event, ReasoningDelta):
+                                thought_room -= len(event.text)
+                                if thought_room < 0:
+                                    self._emit_head(builder.reasoning, ReasoningDelta, thought_room)
+                            self._emit(event)
+            except TimeoutError:
+                if not silence.expired():
+                    raise
+                raise timed_out(deadline) from None
         for event in builder.finish():
             self._emit(event)
         self._shown_chars += len(builder.shown_text)

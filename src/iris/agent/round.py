@@ -1,6 +1,7 @@
 """One model round: raw provider deltas in, events out, and what the round produced.
 
-Shared by every provider so that a provider file only parses its own wire format.
+Shared by every provider so that a provider file only parses its own wire format. Lone
+surrogates in text and reasoning become U+FFFD here, so every surface gets valid text.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from iris.agent.scrubber import ThinkScrubber
+from iris.agent.surrogates import SurrogateMender, clean
 from iris.events import Event, ReasoningDelta, TextDelta
 from iris.llm.base import RawDelta, RawReasoning, RawText, RawToolCall, RawUsage
 
@@ -28,7 +30,10 @@ class RoundBuilder:
     input_tokens: int = 0
     output_tokens: int = 0
     _scrubber: ThinkScrubber = field(default_factory=ThinkScrubber)
+    _text_mender: SurrogateMender = field(default_factory=SurrogateMender)
+    _reasoning_mender: SurrogateMender = field(default_factory=SurrogateMender)
     _started: bool = False  # first non-whitespace visible character was emitted
+    _summary: bool = False  # the reasoning being received is the provider's summary
 
     @property
     def emitted(self) -> bool:
@@ -42,25 +47,39 @@ class RoundBuilder:
     def feed(self, raw: RawDelta) -> list[Event]:
         match raw:
             case RawText(text=text):
-                self.raw_text.append(text)
-                return self._scrubbed(*self._scrubber.feed(text))
+                return self._text(self._text_mender.feed(text))
             case RawReasoning(text=text, summary=summary):
-                self.reasoning.append(text)
-                return [ReasoningDelta(text, summary=summary)]
+                self._summary = summary
+                return self._reasoning(self._reasoning_mender.feed(text))
             case RawToolCall():
                 call = self.calls.setdefault(raw.index, ToolCall())
                 if raw.id:
-                    call.id = raw.id
+                    call.id = clean(raw.id)
                 if raw.name:
-                    call.name = raw.name
-                call.arguments = raw.arguments if raw.complete else call.arguments + raw.arguments
+                    call.name = clean(raw.name)
+                arguments = clean(raw.arguments)
+                call.arguments = arguments if raw.complete else call.arguments + arguments
                 return []
             case RawUsage(input_tokens=inp, output_tokens=out):
                 self.input_tokens, self.output_tokens = inp, out
                 return []
 
     def finish(self) -> list[Event]:
-        return self._scrubbed(*self._scrubber.flush())
+        events = self._reasoning(self._reasoning_mender.flush())
+        events += self._text(self._text_mender.flush())
+        return events + self._scrubbed(*self._scrubber.flush())
+
+    def _text(self, text: str) -> list[Event]:
+        if not text:
+            return []
+        self.raw_text.append(text)
+        return self._scrubbed(*self._scrubber.feed(text))
+
+    def _reasoning(self, text: str) -> list[Event]:
+        if not text:
+            return []
+        self.reasoning.append(text)
+        return [ReasoningDelta(text, summary=self._summary)]
 
     def _scrubbed(self, visible: str, reasoning: str) -> list[Event]:
         events: list[Event] = []

@@ -1,5 +1,8 @@
 """The per-chat frame log in SQLite: what a reconnecting device replays, and the transcript.
 
+``append`` never waits on SQLite: frames are queued and written in batches, in order, on the
+store's thread (see ``iris.store``); a read runs there too, after every queued write.
+
 Every chat-scoped frame is appended with its ``seq``. The log is bounded by count and age;
 ``floor(chat)`` is the highest seq dropped by those bounds, so a device whose last seen seq is
 below the floor cannot be caught up frame by frame and gets a ``sync`` built from
@@ -16,13 +19,20 @@ Two things keep the log small without losing anything a device needs:
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from iris.store import Store
+from iris.errors import StoreUnavailable
+from iris.store import Store, transaction
 
 Frame = dict[str, Any]
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS iris_frames (
@@ -50,9 +60,16 @@ CREATE TABLE IF NOT EXISTS iris_transcript (
 _CLOSERS = ("message.stop", "commentary")
 _PRUNE_EVERY = 64  # appends per chat between two bound checks
 TRANSCRIPT_LIMIT = 500  # messages kept per chat for sync
+# A read waits behind the writes queued before it (so it sees them); while another process
+# holds the lock that is bounded here, then the read fails with StoreUnavailable.
+READ_WAIT = 2.0
+MAX_PENDING = 20_000  # frames kept for a retry while the store is locked
 
 
 class FrameLog:
+    """Writes are queued (``append`` never waits; frames go to SQLite in batches on the store's
+    thread, in order); reads run on that thread after every queued write."""
+
     def __init__(
         self,
         store: Store,
@@ -66,118 +83,216 @@ class FrameLog:
         self.max_age = max_age
         self._clock = clock
         self._appends: dict[str, int] = {}
+        # (frame, its JSON, created, prune after) waiting for the store's thread.
+        self._pending: deque[tuple[Frame, str, float, bool]] = deque()
+        self._scheduled = threading.Event()
         store.ensure_schema(_DDL)
 
     # -- writing -------------------------------------------------------------------------------
     def append(self, frame: Frame, text: str | None = None) -> None:
         """Log one sequenced frame; ``text`` is its JSON when the caller already made it."""
-        chat_id, seq, kind = frame["chat_id"], frame["seq"], frame["type"]
-        message_id = frame.get("message_id")
-        self._store.execute(
-            "INSERT INTO iris_frames (chat_id, seq, type, message_id, created, frame)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (chat_id, seq, kind, message_id, self._clock(), text or json.dumps(frame)),
-        )
-        if kind in _CLOSERS and message_id:
-            self._store.execute(
-                "DELETE FROM iris_frames WHERE chat_id=? AND message_id=? AND type='message.update'",
-                (chat_id, message_id),
-            )
-        entry = transcript_entry(frame)
-        if entry is not None:
-            self._store.execute(
-                "INSERT INTO iris_transcript (chat_id, seq, message) VALUES (?, ?, ?)",
-                (chat_id, seq, json.dumps(entry)),
-            )
+        if not self._store.available:
+            return  # the file is gone (reported once by the store); devices still get frames
+        chat_id = frame["chat_id"]
         count = self._appends.get(chat_id, 0) + 1
         self._appends[chat_id] = count
-        if count % _PRUNE_EVERY == 0:
-            self.prune(chat_id)
+        self._pending.append(
+            (frame, text or json.dumps(frame), self._clock(), count % _PRUNE_EVERY == 0)
+        )
+        if not self._scheduled.is_set():
+            self._scheduled.set()
+            self._store.submit(self._flush)
+
+    def _flush(self, conn: sqlite3.Connection) -> None:
+        """Write every queued frame in one transaction (on the store's thread). On failure the
+        batch stays queued for the next flush: a lock that clears loses nothing."""
+        self._scheduled.clear()  # before taking the batch: a later append schedules again
+        batch: list[tuple[Frame, str, float, bool]] = []
+        while self._pending:
+            batch.append(self._pending.popleft())
+        if not batch:
+            return
+        try:
+            with transaction(conn):
+                for frame, text, created, _ in batch:
+                    _write(conn, frame, text, created)
+        except BaseException:
+            if len(self._pending) + len(batch) <= MAX_PENDING:
+                self._pending.extendleft(reversed(batch))
+            else:  # a lock held for very long: memory matters more than replay
+                log.error("the iris frame log dropped %d frames it could not write", len(batch))
+            raise
+        for frame, _, _, prune in batch:
+            if prune:
+                self._prune(conn, frame["chat_id"])
 
     def prune(self, chat_id: str) -> None:
-        """Apply the count and age bounds; raise the chat's floor past what was dropped."""
-        by_count = self._store.query(
+        """Apply the count and age bounds; raise the chat's floor past what was dropped.
+
+        Housekeeping: while the store is unavailable the log just stays longer (the floor
+        still matches what it holds), so a failure here is logged, not raised."""
+        try:
+            self._read(lambda conn: self._prune(conn, chat_id))
+        except StoreUnavailable as exc:
+            log.warning("the frame log of %s was not pruned: %s", chat_id, exc.message)
+
+    def _prune(self, conn: sqlite3.Connection, chat_id: str) -> None:
+        by_count = conn.execute(
             "SELECT seq FROM iris_frames WHERE chat_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?",
             (chat_id, self.max_frames),
-        )
-        by_age = self._store.query(
+        ).fetchall()
+        by_age = conn.execute(
             "SELECT MAX(seq) AS seq FROM iris_frames WHERE chat_id=? AND created < ?",
             (chat_id, self._clock() - self.max_age),
-        )
+        ).fetchall()
         cut = max([int(r["seq"]) for r in (*by_count, *by_age) if r["seq"] is not None], default=0)
-        self._store.execute(
-            "DELETE FROM iris_transcript WHERE chat_id=? AND seq <= (SELECT seq FROM"
-            " iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
-            (chat_id, chat_id, TRANSCRIPT_LIMIT),
-        )
-        if cut <= self.floor(chat_id):
-            return
-        self._store.execute("DELETE FROM iris_frames WHERE chat_id=? AND seq<=?", (chat_id, cut))
-        self._store.execute(
-            "INSERT INTO iris_chats (chat_id, floor) VALUES (?, ?)"
-            " ON CONFLICT(chat_id) DO UPDATE SET floor=excluded.floor",
-            (chat_id, cut),
-        )
+        with transaction(conn):
+            conn.execute(
+                "DELETE FROM iris_transcript WHERE chat_id=? AND seq <= (SELECT seq FROM"
+                " iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                (chat_id, chat_id, TRANSCRIPT_LIMIT),
+            )
+            if cut <= _floor(conn, chat_id):
+                return
+            conn.execute("DELETE FROM iris_frames WHERE chat_id=? AND seq<=?", (chat_id, cut))
+            conn.execute(
+                "INSERT INTO iris_chats (chat_id, floor) VALUES (?, ?)"
+                " ON CONFLICT(chat_id) DO UPDATE SET floor=excluded.floor",
+                (chat_id, cut),
+            )
 
     # -- reading -------------------------------------------------------------------------------
+    def _after_writes(
+        self, fn: Callable[[sqlite3.Connection], T]
+    ) -> Callable[[sqlite3.Connection], T]:
+        """``fn`` run once every frame appended so far is written."""
+
+        def read(conn: sqlite3.Connection) -> T:
+            self._flush(conn)
+            return fn(conn)
+
+        return read
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._store.call(self._after_writes(fn), wait=READ_WAIT)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A read for async callers: off the loop, waits as long as the store's busy timeout."""
+        return await self._store.run(self._after_writes(fn))
+
+    async def open_turns(self) -> list[str]:
+        """Chats whose last turn began (typing on) and never ended: cut by a crash."""
+        return await self.read(_open_turns)
+
     def floor(self, chat_id: str) -> int:
-        rows = self._store.query("SELECT floor FROM iris_chats WHERE chat_id=?", (chat_id,))
-        return int(rows[0]["floor"]) if rows else 0
+        return self._read(lambda conn: _floor(conn, chat_id))
 
     def last_seq(self, chat_id: str) -> int:
-        rows = self._store.query(
-            "SELECT MAX(seq) AS seq FROM iris_frames WHERE chat_id=?", (chat_id,)
-        )
-        top = rows[0]["seq"]
-        return max(int(top) if top is not None else 0, self.floor(chat_id))
+        return self._read(lambda conn: _last_seq(conn, chat_id))
 
     def after(self, chat_id: str, seq: int, limit: int) -> list[Frame]:
-        rows = self._store.query(
-            "SELECT frame FROM iris_frames WHERE chat_id=? AND seq>? ORDER BY seq LIMIT ?",
-            (chat_id, seq, limit),
+        rows = self._read(
+            lambda conn: conn.execute(
+                "SELECT frame FROM iris_frames WHERE chat_id=? AND seq>? ORDER BY seq LIMIT ?",
+                (chat_id, seq, limit),
+            ).fetchall()
         )
         return [json.loads(row["frame"]) for row in rows]
 
     def conversation(self, chat_id: str) -> list[dict[str, Any]]:
         """The chat as a list of messages: closed ones, then any reply still streaming."""
-        rows = self._store.query(
-            "SELECT message FROM iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT ?",
-            (chat_id, TRANSCRIPT_LIMIT),
-        )
-        messages: list[dict[str, Any]] = [json.loads(row["message"]) for row in reversed(rows)]
-        closed = {m["message_id"] for m in messages}
-        for message_id, text in self.open_messages(chat_id).items():
-            if message_id not in closed:
-                messages.append({"message_id": message_id, "role": "assistant", "text": text})
-        return messages
+        return self._read(lambda conn: _conversation(conn, chat_id))
 
     def open_messages(self, chat_id: str) -> dict[str, str]:
         """Messages started and not closed, with their latest snapshot, oldest first."""
-        rows = self._store.query(
-            "SELECT type, message_id, frame FROM iris_frames WHERE chat_id=? AND"
-            " type IN ('message.start', 'message.update', 'message.stop', 'commentary')"
-            " ORDER BY seq",
-            (chat_id,),
-        )
-        live: dict[str, str] = {}
-        for row in rows:
-            message_id = row["message_id"]
-            if row["type"] == "message.start":
-                live[message_id] = ""
-            elif row["type"] == "message.update":
-                live[message_id] = json.loads(row["frame"])["text"]
-            else:
-                live.pop(message_id, None)
-        return live
+        return self._read(lambda conn: _open_messages(conn, chat_id))
 
     def turn_open(self, chat_id: str) -> bool:
         """Did the chat's last turn start (typing on) and never end (typing off)?"""
-        rows = self._store.query(
-            "SELECT frame FROM iris_frames WHERE chat_id=? AND type='typing'"
-            " ORDER BY seq DESC LIMIT 1",
-            (chat_id,),
+        return self._read(lambda conn: _turn_open(conn, chat_id))
+
+
+# -- statements, run on the store's thread -----------------------------------------------------
+def _write(conn: sqlite3.Connection, frame: Frame, text: str, created: float) -> None:
+    chat_id, seq, kind = frame["chat_id"], frame["seq"], frame["type"]
+    message_id = frame.get("message_id")
+    conn.execute(
+        "INSERT INTO iris_frames (chat_id, seq, type, message_id, created, frame)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (chat_id, seq, kind, message_id, created, text),
+    )
+    if kind in _CLOSERS and message_id:
+        conn.execute(
+            "DELETE FROM iris_frames WHERE chat_id=? AND message_id=? AND type='message.update'",
+            (chat_id, message_id),
         )
-        return bool(rows) and json.loads(rows[0]["frame"])["on"] is True
+    entry = transcript_entry(frame)
+    if entry is not None:
+        conn.execute(
+            "INSERT INTO iris_transcript (chat_id, seq, message) VALUES (?, ?, ?)",
+            (chat_id, seq, json.dumps(entry)),
+        )
+
+
+def _floor(conn: sqlite3.Connection, chat_id: str) -> int:
+    rows = conn.execute("SELECT floor FROM iris_chats WHERE chat_id=?", (chat_id,)).fetchall()
+    return int(rows[0]["floor"]) if rows else 0
+
+
+def _last_seq(conn: sqlite3.Connection, chat_id: str) -> int:
+    rows = conn.execute(
+        "SELECT MAX(seq) AS seq FROM iris_frames WHERE chat_id=?", (chat_id,)
+    ).fetchall()
+    top = rows[0]["seq"]
+    return max(int(top) if top is not None else 0, _floor(conn, chat_id))
+
+
+def _conversation(conn: sqlite3.Connection, chat_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT message FROM iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT ?",
+        (chat_id, TRANSCRIPT_LIMIT),
+    ).fetchall()
+    messages: list[dict[str, Any]] = [json.loads(row["message"]) for row in reversed(rows)]
+    closed = {m["message_id"] for m in messages}
+    for message_id, text in _open_messages(conn, chat_id).items():
+        if message_id not in closed:
+            messages.append({"message_id": message_id, "role": "assistant", "text": text})
+    return messages
+
+
+def _open_messages(conn: sqlite3.Connection, chat_id: str) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT type, message_id, frame FROM iris_frames WHERE chat_id=? AND"
+        " type IN ('message.start', 'message.update', 'message.stop', 'commentary')"
+        " ORDER BY seq",
+        (chat_id,),
+    ).fetchall()
+    live: dict[str, str] = {}
+    for row in rows:
+        message_id = row["message_id"]
+        if row["type"] == "message.start":
+            live[message_id] = ""
+        elif row["type"] == "message.update":
+            live[message_id] = json.loads(row["frame"])["text"]
+        else:
+            live.pop(message_id, None)
+    return live
+
+
+def _open_turns(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute(
+        "SELECT chat_id, frame FROM iris_frames AS f WHERE type='typing' AND seq ="
+        " (SELECT MAX(seq) FROM iris_frames WHERE chat_id=f.chat_id AND type='typing')"
+    ).fetchall()
+    return [row["chat_id"] for row in rows if json.loads(row["frame"])["on"] is True]
+
+
+def _turn_open(conn: sqlite3.Connection, chat_id: str) -> bool:
+    rows = conn.execute(
+        "SELECT frame FROM iris_frames WHERE chat_id=? AND type='typing' ORDER BY seq DESC LIMIT 1",
+        (chat_id,),
+    ).fetchall()
+    return bool(rows) and json.loads(rows[0]["frame"])["on"] is True
 
 
 def transcript_entry(frame: Frame) -> dict[str, Any] | None:

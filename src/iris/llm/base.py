@@ -7,6 +7,7 @@ format into these raw deltas; the agent's ``RoundBuilder`` turns them into event
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -15,9 +16,11 @@ import httpx
 import openai
 
 from iris.errors import (
+    ProviderBadResponse,
     ProviderConnectionError,
     ProviderError,
     ProviderHTTPError,
+    ProviderTimeout,
     StreamingRejected,
 )
 
@@ -35,6 +38,7 @@ def _both(name: str) -> tuple[type[Exception], ...]:
     return tuple(found)
 
 
+_TIMEOUT = _both("TimeoutException")
 _TRANSPORT = _both("TransportError") + _both("StreamError")
 _CONNECT = _both("ConnectError")
 _LOST = _both("RemoteProtocolError") + _both("ReadError")
@@ -110,9 +114,14 @@ def translate_errors(*, streaming: bool) -> Generator[None]:
     except openai.APIStatusError as exc:
         raise _http_error(exc, streaming=streaming) from None
     except openai.APITimeoutError:
-        raise ProviderConnectionError("the provider timed out") from None
+        raise timed_out() from None
     except openai.APIConnectionError as exc:
         raise ProviderConnectionError(_connection_message(exc)) from None
+    except _TIMEOUT:
+        raise timed_out() from None
+    except json.JSONDecodeError:
+        # The SDK parses a non-streamed body as JSON whenever the content type says so.
+        raise bad_response("its body is not valid JSON") from None
     except _TRANSPORT as exc:
         # Raised mid-stream when the connection drops (not wrapped by the SDK while iterating).
         raise ProviderConnectionError(
@@ -121,6 +130,25 @@ def translate_errors(*, streaming: bool) -> Generator[None]:
     except openai.APIError as exc:
         # e.g. an in-band error event in a stream
         raise ProviderError(f"provider error: {exc.message}") from None
+
+
+def timed_out(seconds: float | None = None) -> ProviderTimeout:
+    within = f" within {seconds:g} s" if seconds is not None else " in time"
+    return ProviderTimeout(f"the provider timed out: nothing arrived{within}")
+
+
+def bad_response(why: str) -> ProviderBadResponse:
+    return ProviderBadResponse(f"the provider answered 200 but not with the API's answer: {why}")
+
+
+def describe_body(body: str) -> str:
+    """What a body that should have been the API's answer looked like, for the message."""
+    stripped = body.strip()
+    if not stripped:
+        return "the body is empty"
+    if stripped[:1] == "<":
+        return "the body is an HTML page (a proxy or gateway in the way?)"
+    return f"the body starts with {stripped[:40]!r}"
 
 
 def _connection_message(exc: openai.APIConnectionError) -> str:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
 
 import openai
 from openai.types.chat import ChatCompletion
 
 from iris.config import ModelEndpoint
-from iris.errors import ProviderError
+from iris.errors import ProviderConnectionError, ProviderError
 from iris.llm.base import (
     ProviderRequest,
     RawDelta,
@@ -18,6 +18,8 @@ from iris.llm.base import (
     RawText,
     RawToolCall,
     RawUsage,
+    bad_response,
+    describe_body,
     translate_errors,
 )
 from iris.llm.wire import encode, post, post_raw_stream
@@ -46,27 +48,20 @@ class ChatCompletionsProvider:
         body = await encode(lambda: {**request_body(request), **stream})
         with translate_errors(streaming=True):
             async with post_raw_stream(self._client, "/chat/completions", body) as response:
-                data: list[str] = []
-                async for line in response.iter_lines():
-                    if line.startswith("data:"):
-                        data.append(line[5:].removeprefix(" "))
-                        continue
-                    if line or not data:
-                        continue  # comments, other fields, keep-alives
-                    payload, data = "\n".join(data), []
-                    if payload == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(payload)
-                    except ValueError:
-                        raise ProviderError("the provider sent a malformed stream chunk") from None
-                    for raw in _chunk_deltas(chunk):
-                        yield raw
+                async for raw in _stream_deltas(response.iter_lines()):
+                    yield raw
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         body = await encode(lambda: request_body(request))
         with translate_errors(streaming=False):
-            response = await post(self._client, "/chat/completions", body, ChatCompletion)
+            response: Any = await post(self._client, "/chat/completions", body, ChatCompletion)
+        if isinstance(response, str):  # the SDK's answer for a body that is not JSON
+            raise bad_response(describe_body(response))
+        if not isinstance(getattr(response, "choices", None), list):
+            error = getattr(response, "error", None)  # some providers answer 200 + an error
+            if isinstance(error, dict) and error.get("message"):
+                raise ProviderError(f"provider error: {str(error['message'])[:300]}")
+            raise bad_response("the JSON has no 'choices'")
         if response.usage is not None:
             yield RawUsage(response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0)
         if not response.choices:
@@ -119,6 +114,55 @@ def _response_format(flat: dict[str, Any]) -> dict[str, Any]:
         return dict(flat)
     spec = {k: v for k, v in flat.items() if k != "type"}
     return {"type": "json_schema", "json_schema": spec}
+
+
+_SSE_FIELDS = ("data", "event", "id", "retry", ":")
+
+
+async def _stream_deltas(lines: AsyncIterator[str]) -> AsyncGenerator[RawDelta]:
+    """Raw deltas of an SSE body. A body that is not SSE is a bad response; a stream that
+    stops without ``[DONE]`` or a ``finish_reason`` was cut, not finished."""
+    data: list[str] = []
+    chunks = 0
+    finished = False
+    first = ""
+    async for line in lines:
+        first = first or line
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            continue
+        if line and not chunks and not line.startswith(_SSE_FIELDS):
+            raise bad_response(describe_body(line))  # an HTML page, plain text...
+        if line or not data:
+            continue  # comments, other fields, keep-alives
+        payload, data = "\n".join(data), []
+        if payload == "[DONE]":
+            finished = True
+            break
+        try:
+            chunk: Any = json.loads(payload)
+        except ValueError:
+            raise ProviderError("the provider sent a malformed stream chunk") from None
+        if not isinstance(chunk, dict):
+            raise ProviderError("the provider sent a stream chunk that is not a JSON object")
+        chunks += 1
+        finished = finished or _finishes(cast(dict[str, Any], chunk))
+        for raw in _chunk_deltas(cast(dict[str, Any], chunk)):
+            yield raw
+    if finished:
+        return
+    if not chunks:
+        raise bad_response(describe_body(first))
+    raise ProviderConnectionError(
+        "connection to the provider lost mid-response (the stream ended without [DONE])"
+    )
+
+
+def _finishes(chunk: dict[str, Any]) -> bool:
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, dict) and c.get("finish_reason") for c in cast(list[Any], choices)
+    )
 
 
 def _chunk_deltas(chunk: dict[str, Any]) -> list[RawDelta]:

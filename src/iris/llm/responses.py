@@ -15,7 +15,7 @@ import openai
 from openai.types.responses import Response, ResponseStreamEvent
 
 from iris.config import ModelEndpoint
-from iris.errors import ProviderError
+from iris.errors import ProviderConnectionError, ProviderError
 from iris.llm.base import (
     ProviderRequest,
     RawDelta,
@@ -23,6 +23,8 @@ from iris.llm.base import (
     RawText,
     RawToolCall,
     RawUsage,
+    bad_response,
+    describe_body,
     translate_errors,
 )
 from iris.llm.chat_completions import make_client
@@ -99,6 +101,8 @@ class ResponsesProvider:
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         streamed_text: set[int] = set()
         streamed_reasoning: set[int] = set()
+        events = 0
+        finished = False  # response.completed / incomplete: the stream ended on purpose
         body = await encode(lambda: {**request_body(request), "stream": True})
         with translate_errors(streaming=True):
             stream = await post_events(
@@ -108,6 +112,7 @@ class ResponsesProvider:
                 async for event in stream:
                     data: dict[str, Any] = event.model_dump()
                     kind = data.get("type", "")
+                    events += 1
                     index = int(data.get("output_index") or 0)
                     if kind == "response.output_text.delta":
                         streamed_text.add(index)
@@ -134,6 +139,7 @@ class ResponsesProvider:
                         ):
                             yield raw
                     elif kind in ("response.completed", "response.incomplete"):
+                        finished = True
                         usage = (data.get("response") or {}).get("usage") or {}
                         yield RawUsage(
                             int(usage.get("input_tokens") or 0),
@@ -141,12 +147,26 @@ class ResponsesProvider:
                         )
                     elif kind in ("response.failed", "error"):
                         raise ProviderError(f"provider error: {_failure_text(data)}")
+        if finished:
+            return
+        if not events:
+            # The SDK's SSE reader skips what is not SSE: an HTML page reads as no events.
+            raise bad_response(
+                f"no events (content type {stream.response.headers.get('content-type')!r})"
+            )
+        raise ProviderConnectionError(
+            "connection to the provider lost mid-response (no response.completed)"
+        )
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         body = await encode(lambda: request_body(request))
         with translate_errors(streaming=False):
-            response = await post(self._client, "/responses", body, Response)
+            response: Any = await post(self._client, "/responses", body, Response)
+        if isinstance(response, str):  # the SDK's answer for a body that is not JSON
+            raise bad_response(describe_body(response))
         data: dict[str, Any] = response.model_dump()
+        if not isinstance(data.get("output"), list):
+            raise bad_response("the JSON has no 'output'")
         for index, item in enumerate(data.get("output") or []):
             for raw in _item_deltas(item, index, with_text=True, with_reasoning=True):
                 yield raw

@@ -46,7 +46,7 @@ class RunWire(Protocol):
 
     def snapshot(self) -> Json: ...
 
-    def finished(self) -> None: ...
+    async def finished(self) -> None: ...
 
 
 class BackgroundRun:
@@ -121,7 +121,7 @@ class BackgroundRun:
                 code, message, retryable = user_message(exc)
                 self._add(self._wire.feed(TurnFailed(code, message, retryable)))
             try:
-                self._wire.finished()
+                await self._wire.finished()
             except Exception:
                 # Nobody awaits this task: the failure to store is logged, and the run still
                 # ends, so its followers and pollers see the final response from memory.

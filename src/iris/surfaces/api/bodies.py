@@ -396,6 +396,17 @@ def input_messages(raw: Any, items: Callable[[str], Json | None] | None = None) 
     return messages
 
 
+def referenced_ids(raw: Any) -> list[str]:
+    """The item ids an ``input`` names in ``item_reference`` items (to look up beforehand)."""
+    if not isinstance(raw, list):
+        return []
+    return [
+        item["id"]
+        for item in raw
+        if isinstance(item, dict) and _is_reference(item) and isinstance(item.get("id"), str)
+    ]
+
+
 def _is_reference(item: Json) -> bool:
     # The specification lets a reference omit its type: then it is an id and nothing else.
     kind = item.get("type")

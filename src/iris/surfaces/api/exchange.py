@@ -23,8 +23,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from iris.agent.core import Agent, Turn, TurnRequest
-from iris.errors import user_message
+from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
+from iris.surfaces.api.problems import error_body
 from iris.surfaces.api.sse import DONE
 
 log = logging.getLogger("iris.api")
@@ -48,8 +49,8 @@ class Wire(Protocol):
         one that failed before any output."""
         ...
 
-    def finished(self) -> None:
-        """The turn ended (store what needs storing)."""
+    async def finished(self) -> None:
+        """The turn ended (store what needs storing; may raise ``StoreUnavailable``)."""
         ...
 
 
@@ -152,12 +153,21 @@ class TurnExchange(Response):
         # The turn's slot is free before the client reads the end of the reply: a client that
         # sends its next request at once must not be told the server is busy.
         self._free()
-        self._wire.finished()
+        unsaved: StoreUnavailable | None = None
+        try:
+            await self._wire.finished()
+        except StoreUnavailable as exc:
+            log.error("a finished turn was not stored: %s", exc.message)
+            unsaved = exc
         if self._stream and self._head_sent:
+            # The answer went out already; only a later GET of it will miss it.
             await self._write(send, DONE, more=False)  # both APIs end a stream so
             return
         # Not streamed, or failed before any output: a real status and one JSON body.
         status, body = self._wire.answer()
+        if unsaved is not None:
+            status = 503
+            body = error_body(unsaved.message, type="server_error", code=unsaved.code)
         payload = json.dumps(body, ensure_ascii=False).encode()
         headers = [
             (b"content-type", b"application/json"),

@@ -9,10 +9,11 @@ carried over, as on OpenAI). Every output item is also kept under its own id, fo
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from typing import Any
 
-from iris.store import Store
+from iris.store import Store, transaction
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS api_responses (
@@ -30,37 +31,65 @@ CREATE TABLE IF NOT EXISTS api_response_items (
 
 
 class ResponsesStore:
+    """Every method runs on the store's thread; a locked or lost database raises
+    ``StoreUnavailable`` (503)."""
+
     def __init__(self, store: Store) -> None:
         self._store = store
         store.ensure_schema(_DDL)
 
-    def save(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
-        self._store.execute(
-            "INSERT OR REPLACE INTO api_responses (id, response, conversation, created) "
-            "VALUES (?, ?, ?, ?)",
-            (response["id"], json.dumps(response), json.dumps(conversation), time.time()),
-        )
+    async def save(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        row = (response["id"], json.dumps(response), json.dumps(conversation), time.time())
+        # Every output item is kept under its own id too, for ``item_reference``.
         items = [
             (item["id"], response["id"], json.dumps(item))
             for item in response.get("output") or []
             if isinstance(item.get("id"), str)
         ]
-        self._store.executemany(
-            "INSERT OR REPLACE INTO api_response_items (id, response_id, item) VALUES (?, ?, ?)",
-            items,
+
+        def write(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                conn.execute(
+                    "INSERT OR REPLACE INTO api_responses (id, response, conversation, created) "
+                    "VALUES (?, ?, ?, ?)",
+                    row,
+                )
+                conn.executemany(
+                    "INSERT OR REPLACE INTO api_response_items (id, response_id, item) "
+                    "VALUES (?, ?, ?)",
+                    items,
+                )
+
+        await self._store.run(write)
+
+    async def response(self, response_id: str) -> dict[str, Any] | None:
+        return await self._column("response", response_id)
+
+    async def conversation(self, response_id: str) -> list[dict[str, Any]] | None:
+        return await self._column("conversation", response_id)
+
+    async def _column(self, column: str, response_id: str) -> Any:
+        row = await self._store.run(
+            lambda conn: conn.execute(
+                f"SELECT {column} FROM api_responses WHERE id=?", (response_id,)
+            ).fetchone(),
+            write=False,
         )
+        return None if row is None else json.loads(row[0])
 
-    def response(self, response_id: str) -> dict[str, Any] | None:
-        rows = self._store.query("SELECT response FROM api_responses WHERE id=?", (response_id,))
-        return json.loads(rows[0]["response"]) if rows else None
+    async def items(self, item_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Stored output items (messages, function calls, reasoning) by their ids."""
+        unique = list(dict.fromkeys(item_ids))
 
-    def conversation(self, response_id: str) -> list[dict[str, Any]] | None:
-        rows = self._store.query(
-            "SELECT conversation FROM api_responses WHERE id=?", (response_id,)
-        )
-        return json.loads(rows[0]["conversation"]) if rows else None
+        def read(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+            rows: list[sqlite3.Row] = []
+            for start in range(0, len(unique), 500):  # SQLite's bound-parameter limit
+                batch = unique[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                rows += conn.execute(
+                    f"SELECT id, item FROM api_response_items WHERE id IN ({marks})", batch
+                ).fetchall()
+            return rows
 
-    def item(self, item_id: str) -> dict[str, Any] | None:
-        """A stored output item (message, function call, reasoning) by its id."""
-        rows = self._store.query("SELECT item FROM api_response_items WHERE id=?", (item_id,))
-        return json.loads(rows[0]["item"]) if rows else None
+        rows = await self._store.run(read, write=False) if unique else []
+        return {row["id"]: json.loads(row["item"]) for row in rows}

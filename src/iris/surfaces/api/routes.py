@@ -32,10 +32,17 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from iris.agent.core import TurnRequest
+from iris.errors import StoreUnavailable
 from iris.events import Event, TurnEnded
 from iris.runtime import Runtime
 from iris.surfaces.api.background import BackgroundRun, BackgroundRuns, RunStream
-from iris.surfaces.api.bodies import ChatCall, ResponsesCall, parse_chat, parse_responses
+from iris.surfaces.api.bodies import (
+    ChatCall,
+    ResponsesCall,
+    parse_chat,
+    parse_responses,
+    referenced_ids,
+)
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.exchange import TurnExchange, Wire
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
@@ -65,7 +72,7 @@ class ChatWire:
             return _failure(failure.code, failure.message)
         return 200, self.encoder.completion()
 
-    def finished(self) -> None:
+    async def finished(self) -> None:
         pass
 
 
@@ -99,10 +106,10 @@ class ResponsesWire:
         assert self.encoder.response is not None, "answer() before the turn ended"
         return 200, self.encoder.response
 
-    def finished(self) -> None:
+    async def finished(self) -> None:
         response = self.encoder.response
         if response is not None and self.call.store:
-            self.store.save(response, [*self.call.conversation, *self._turn_messages()])
+            await self.store.save(response, [*self.call.conversation, *self._turn_messages()])
 
     def _turn_messages(self) -> list[Json]:
         """What this turn added to the conversation, for ``previous_response_id``."""
@@ -231,12 +238,18 @@ class ApiSurface:
 
     async def create_response(self, request: Request) -> Response:
         body = await self._json(request)
+        # Read off the loop before parsing; the parser only looks it up.
+        previous = body.get("previous_response_id") if isinstance(body, dict) else None
+        stored = await self.responses.conversation(previous) if isinstance(previous, str) else None
+        raw_input = body.get("input") if isinstance(body, dict) else None
+        within_cap = not isinstance(raw_input, list) or len(raw_input) <= self.settings.max_messages
+        found = await self.responses.items(referenced_ids(raw_input)) if within_cap else {}
         call = parse_responses(
             body,
             models=self.model_names(),
             config=self.runtime.config,
-            history=self.responses.conversation,
-            items=self.responses.item,
+            history=lambda response_id: stored if response_id == previous else None,
+            items=found.get,
         )
         turn = self._agent_tools_allowed(call.turn)
         wire = ResponsesWire(call, self.responses)
@@ -270,7 +283,7 @@ class ApiSurface:
         if request.query_params.get("stream", "false").lower() == "true":
             after = _starting_after(request.query_params.get("starting_after"))
             if run is None:
-                self._stored(response_id)  # 404 when there is no such response at all
+                await self._stored(response_id)  # 404 when there is no such response at all
                 raise bad_request(
                     "only a background response can be streamed, and only while its events "
                     f"are kept (platforms.api_server.background_ttl); '{response_id}' has none",
@@ -280,7 +293,7 @@ class ApiSurface:
             return RunStream(run, after=after)
         if run is not None:
             return JSONResponse(run.snapshot())
-        return JSONResponse(self._stored(response_id))
+        return JSONResponse(await self._stored(response_id))
 
     async def cancel_response(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
@@ -288,7 +301,7 @@ class ApiSurface:
         if run is not None:
             await run.stop("cancelled", "cancelled")  # a run that ended stays as it ended
             return JSONResponse(run.snapshot())
-        found = self._stored(response_id)
+        found = await self._stored(response_id)
         if not found.get("background"):
             raise bad_request(
                 "only a background response can be cancelled",
@@ -297,8 +310,8 @@ class ApiSurface:
             )
         return JSONResponse(found)
 
-    def _stored(self, response_id: str) -> Json:
-        found = self.responses.response(response_id)
+    async def _stored(self, response_id: str) -> Json:
+        found = await self.responses.response(response_id)
         if found is None:
             raise ApiError(
                 404, f"No response found with id '{response_id}'.", code="response_not_found"
@@ -326,6 +339,8 @@ class ApiSurface:
                 response = await handler(request)
             except ApiError as error:
                 response = _error_response(error)
+            except StoreUnavailable as exc:
+                response = _error_response(ApiError(503, exc.message, code=exc.code))
             return response if cors is None else _WithHeaders(response, _cors_headers(cors))
 
         return guarded

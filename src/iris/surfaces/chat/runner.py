@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute
 
 from iris.agent.core import Turn, TurnRequest
 from iris.config import Config, Surface
-from iris.errors import user_message
+from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.runtime import Runtime
 from iris.surfaces.chat.consumer import StreamConsumer
@@ -199,7 +199,7 @@ class ChatSurface:
         async with conversation.lock:
             if sequence != conversation.latest:
                 # A newer message arrived while this one waited: keep it as context only.
-                self.runtime.sessions.append(session, [user])
+                await self._remember(session, [user])
                 return
             slot = self.runtime.turns.acquire(
                 f"{platform.name}:{message.user_id}",
@@ -216,7 +216,13 @@ class ChatSurface:
                 outcome = None
             finally:
                 slot.release()
-            self.runtime.sessions.append(session, [user, *_added(outcome)])
+            await self._remember(session, [user, *_added(outcome)])
+
+    async def _remember(self, session: str, messages: list[dict[str, Any]]) -> None:
+        try:
+            await self.runtime.sessions.append(session, messages)
+        except StoreUnavailable as exc:  # the reply was delivered; only the history misses it
+            log.error("history of %s not saved: %s", session, exc.message)
 
     async def _busy(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         try:
@@ -248,14 +254,18 @@ class ChatSurface:
             throttle=conversation.throttle,
             thread=message.thread,
         )
-        history = self.runtime.sessions.history(conversation_key(message))
-        request = TurnRequest(
-            messages=[*history, user],
-            stream=streaming,
-            allow_terminal=True,  # only allowed users get here
-            metadata={"platform": name, "chat_id": message.chat_id, "user_id": message.user_id},
-        )
         try:
+            history = await self.runtime.sessions.history(conversation_key(message))
+            request = TurnRequest(
+                messages=[*history, user],
+                stream=streaming,
+                allow_terminal=True,  # only allowed users get here
+                metadata={
+                    "platform": name,
+                    "chat_id": message.chat_id,
+                    "user_id": message.user_id,
+                },
+            )
             turn = self.runtime.agent.run(request)
         except Exception as exc:
             # The turn could not even start: tell the user in one line, like a failed turn.

@@ -83,6 +83,9 @@ class IrisSurface:
         return [WebSocketRoute("/iris/ws", self._endpoint)]
 
     async def start(self) -> None:
+        # Turns a crash cut are closed now, on devices and in the model's history alike.
+        for chat_id in await self.hub.log.open_turns():
+            self.room(chat_id)
         if not self.settings.tokens:
             log.warning(
                 "platforms.iris.tokens is empty: the iris socket refuses every device; "

@@ -66,6 +66,7 @@ class ChatRoom:
         self._turn: Turn | None = None
         self._cancel_requested = False
         self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
+        self._repair: asyncio.Task[None] | None = None  # history repair after a crash
 
     @property
     def busy(self) -> bool:
@@ -89,13 +90,19 @@ class ChatRoom:
     def recover(self) -> None:
         """End a turn the log shows open: the server stopped without finishing it (a crash).
 
-        Without this, every device that resumes would show the typing indicator forever.
-        Raises ``StoreUnavailable`` if the log cannot be read or written."""
+        Without this, every device that resumes would show the typing indicator forever. The
+        text devices saw also goes into the model's history, as an interrupted reply, so the
+        model knows what the user read. Raises ``StoreUnavailable`` if the log cannot be read
+        or written."""
         log = self.hub.log
         with store_errors():
             if self.busy or not log.turn_open(self.chat_id):
                 return
             open_messages = log.open_messages(self.chat_id)
+            conversation = log.conversation(self.chat_id)
+        user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
+        shown = "\n\n".join(text for text in open_messages.values() if text)
+        self._repair = asyncio.create_task(self._repair_history(user, shown))
         frames: list[dict[str, Any]] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
             for message_id, text in open_messages.items()
@@ -109,6 +116,25 @@ class ChatRoom:
         )
         frames.append({"type": "typing", "on": False})
         self.hub.publish_all(self.chat_id, frames)
+
+    async def _repair_history(self, user: str | None, shown: str) -> None:
+        try:
+            await self._add_interrupted(user, shown)
+        except StoreUnavailable as exc:
+            log.error("history of %s not repaired after a crash: %s", self.chat_id, exc.message)
+
+    async def _add_interrupted(self, user: str | None, shown: str) -> None:
+        sessions = self.runtime.sessions
+        last = await sessions.last(self.session)
+        if last is not None and last.get("role") == "user":
+            added: list[dict[str, Any]] = []  # the turn's user message was saved when it began
+        elif user is not None and not (last and last.get("content") == shown):
+            added = [{"role": "user", "content": user}]
+        else:
+            return
+        if shown:
+            added.append({"role": "assistant", "content": f"{shown}\n\n[interrupted]"})
+        await sessions.append(self.session, added)
 
     def cancel(self) -> bool:
         """Interrupt the running turn; False if there is none."""
@@ -156,25 +182,30 @@ class ChatRoom:
         loop = asyncio.get_running_loop()
         publish = self._publish
         publish(encoder.begin())
+        sessions = self.runtime.sessions
         user: dict[str, Any] = {"role": "user", "content": text}
-        request = TurnRequest(
-            messages=[*self.runtime.sessions.history(self.session), user],
-            stream=encoder.settings.streaming,
-        )
+        if self._repair is not None:
+            # The history a crash left must be whole before it is read.
+            repair, self._repair = self._repair, None
+            await repair
+        history = await sessions.history(self.session)
+        # Saved now, so a crash mid-reply still leaves the question in the history.
+        await sessions.append(self.session, [user])
+        request = TurnRequest(messages=[*history, user], stream=encoder.settings.streaming)
         async with self.runtime.agent.run(request) as turn:
             self._turn = turn
             if self._cancel_requested:
                 turn.interrupt()
             async for event in turn:
+                # The history is saved before the turn's last frames go out: a device that
+                # sends its next message on `typing {on:false}` must find the turn over.
+                if isinstance(event, TurnEnded):
+                    await sessions.append(self.session, event.messages)
+                elif isinstance(event, TurnFailed) and event.partial_text:
+                    kept = {"role": "assistant", "content": event.partial_text}
+                    await sessions.append(self.session, [kept])
                 publish(encoder.feed(event, loop.time()))
                 wake.set()
-                if isinstance(event, TurnEnded):
-                    self.runtime.sessions.append(self.session, [user, *event.messages])
-                elif isinstance(event, TurnFailed):
-                    kept = [{"role": "assistant", "content": event.partial_text}]
-                    self.runtime.sessions.append(
-                        self.session, [user, *(kept if event.partial_text else [])]
-                    )
 
     async def _flush(self, encoder: FrameEncoder, wake: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
