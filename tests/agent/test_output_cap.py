@@ -6,25 +6,12 @@ from __future__ import annotations
 import pytest
 
 from iris.agent import Agent, TurnRequest
-from iris.events import Event, SegmentEnded, TextDelta, ToolStarted, TurnEnded
+from iris.events import SegmentEnded, ToolStarted, TurnEnded
+from tests.agent.turns import USER, collect, texts
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, hold, reasoning, text, tool_call
 
 pytestmark = pytest.mark.timeout(20)
-
-USER = [{"role": "user", "content": "hi"}]
-
-
-async def collect(agent: Agent, request: TurnRequest) -> list[Event]:
-    events: list[Event] = []
-    async with agent.run(request) as turn:
-        async for event in turn:
-            events.append(event)
-    return events
-
-
-def shown(events: list[Event]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 async def test_a_long_stream_is_cut_at_the_cap_and_the_upstream_closed(
@@ -37,7 +24,7 @@ async def test_a_long_stream_is_cut_at_the_cap_and_the_upstream_closed(
     await agent.aclose()
     end = events[-1]
     assert isinstance(end, TurnEnded) and end.reason == "length"
-    assert shown(events) == "0123456789012345678901234"
+    assert texts(events) == "0123456789012345678901234"
     assert end.text == "0123456789012345678901234"
     assert SegmentEnded(end.text) in events
     assert end.messages == [{"role": "assistant", "content": end.text}]
@@ -70,7 +57,7 @@ async def test_the_cap_counts_the_whole_turn_across_rounds(
     end = events[-1]
     assert isinstance(end, TurnEnded) and end.reason == "length"
     assert any(isinstance(e, ToolStarted) for e in events)
-    assert shown(events) == "first part second pa"
+    assert texts(events) == "first part second pa"
     assert end.text == "second pa"
 
 

@@ -8,21 +8,12 @@ from pathlib import Path
 import pytest
 
 from iris.agent import Agent, TurnRequest
-from iris.events import Event, ToolEnded, TurnEnded
+from iris.events import ToolEnded, TurnEnded
+from tests.agent.turns import USER, collect
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 pytestmark = pytest.mark.timeout(20)
-
-USER = [{"role": "user", "content": "hi"}]
-
-
-async def collect(agent: Agent, request: TurnRequest) -> list[Event]:
-    events: list[Event] = []
-    async with agent.run(request) as turn:
-        async for event in turn:
-            events.append(event)
-    return events
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
+from tests.agent.turns import USER, collect, texts
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import (
     FakeUpstream,
@@ -40,20 +41,6 @@ from tests.fakes.upstream import (
 )
 
 pytestmark = pytest.mark.timeout(20)
-
-USER = [{"role": "user", "content": "hi"}]
-
-
-async def collect(agent: Agent, request: TurnRequest) -> list[Event]:
-    events: list[Event] = []
-    async with agent.run(request) as turn:
-        async for event in turn:
-            events.append(event)
-    return events
-
-
-def texts(events: list[Event]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 def last(events: list[Event]) -> Event:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from iris.agent import Agent, TurnRequest
-from iris.events import Event, ReasoningDelta, TextDelta, TurnEnded, TurnFailed
+from iris.events import ReasoningDelta, TextDelta, TurnEnded, TurnFailed
+from tests.agent.turns import USER, collect
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import (
     FakeUpstream,
@@ -29,13 +30,7 @@ from tests.fakes.upstream import (
 
 pytestmark = pytest.mark.timeout(30)
 
-USER = [{"role": "user", "content": "hi"}]
 PROVIDERS = ["chat_completions", "responses"]
-
-
-async def collect(agent: Agent, request: TurnRequest) -> list[Event]:
-    async with agent.run(request) as turn:
-        return [event async for event in turn]
 
 
 def make_agent(
