@@ -48,6 +48,7 @@ from api_overhead import (  # noqa: E402 - the bench directory is not a package
 
 KEY = "sk-soak"
 TOKEN = "soak-device"
+DEVICE_TOKENS = [f"{TOKEN}-{n}" for n in range(64)]  # one per device (at most 64 devices)
 
 
 def start_iris(upstream_port: int, workdir: Path) -> tuple[int, Any]:
@@ -67,7 +68,7 @@ def start_iris(upstream_port: int, workdir: Path) -> tuple[int, Any]:
                 },
                 "streaming": {"enabled": True},
                 "platforms": {
-                    "iris": {"enabled": True, "tokens": [TOKEN]},
+                    "iris": {"enabled": True, "tokens": [TOKEN, *DEVICE_TOKENS]},
                     "api_server": {"max_concurrent": 64, "api_key": KEY},
                 },
                 "tools": {"enabled": []},
@@ -155,7 +156,11 @@ async def _follow(ws: Any, message_ids: dict[str, str], until_off: bool = True) 
             if frame["message_id"] in message_ids:
                 message_ids[frame["message_id"] + "#dup"] = frame["final_text"]
             message_ids[frame["message_id"]] = frame["final_text"]
-        elif kind == "error" and frame.get("seq") is not None:
+        elif kind == "error" and frame.get("code") in _REFUSALS:
+            # Connection-scoped: no turn started for this message, none will end.
+            message_ids["refused:" + frame["code"]] = frame.get("message", "")
+            return
+        elif kind == "error":
             message_ids["error:" + frame.get("code", "?")] = frame.get("message", "")
         elif kind == "sync":
             for message in frame.get("messages", []):
@@ -165,22 +170,30 @@ async def _follow(ws: Any, message_ids: dict[str, str], until_off: bool = True) 
             return
 
 
+_REFUSALS = ("busy", "turn_active", "rate_limited")
+
+
 async def device(n: int, port: int, chunks: int, stop: float, tally: Tally) -> None:
     from websockets.asyncio.client import connect
 
     url = f"ws://127.0.0.1:{port}/iris/ws"
     chat = f"soak-{n}"
+    token = f"{TOKEN}-{n}"  # a device of its own: platforms.iris.max_turns_per_token is per token
     turn = 0
     while time.monotonic() < stop:
         turn += 1
+        stage = "connect"
+        ws: Any = None
         try:
             ws = await connect(url, open_timeout=10, max_size=1 << 22)
-            await ws.send(json.dumps({"type": "hello", "token": TOKEN, "chat_id": chat}))
+            await ws.send(json.dumps({"type": "hello", "token": token, "chat_id": chat}))
             ready = json.loads(await ws.recv())
             last_seq = int(ready.get("seq") or 0)
             await ws.send(json.dumps({"type": "message.send", "text": f"turn {turn}"}))
             finals: dict[str, str] = {}
+            stage = "turn"
             if random.random() < 0.3:
+                stage = "resume"
                 # Drop mid-reply, come back with resume from the last seq seen.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(0.1):
@@ -189,19 +202,25 @@ async def device(n: int, port: int, chunks: int, stop: float, tally: Tally) -> N
                             last_seq = max(last_seq, int(frame.get("seq") or 0))
                 await ws.close()
                 ws = await connect(url, open_timeout=10, max_size=1 << 22)
-                hello = {"type": "hello", "token": TOKEN, "chat_id": chat, "after_seq": last_seq}
+                hello = {"type": "hello", "token": token, "chat_id": chat, "after_seq": last_seq}
                 await ws.send(json.dumps(hello))
                 tally.ok("device resumed")
             async with asyncio.timeout(60):
                 await _follow(ws, finals)
             await ws.close()
         except Exception as exc:  # noqa: BLE001 - every failure is a figure here
-            tally.error(f"device: {type(exc).__name__}")
+            tally.error(f"device ({stage}): {type(exc).__name__}")
             await asyncio.sleep(0.2)
             continue
-        replies = [text for key, text in finals.items() if not key.startswith("error:")]
+        finally:
+            if ws is not None:
+                await ws.close()
+        replies = [text for key, text in finals.items() if ":" not in key]
         errors = [key for key in finals if key.startswith("error:")]
-        if errors:
+        refused = [key for key in finals if key.startswith("refused:")]
+        if refused:
+            tally.ok(f"device {refused[0]}")
+        elif errors:
             tally.error(f"device turn {errors[0]}")
         elif any(key.endswith("#dup") for key in finals):
             tally.error("device: duplicated reply")
@@ -275,7 +294,9 @@ async def run(args: argparse.Namespace) -> None:
                 sample(iris.pid, stop, samples),
             ]
             await asyncio.gather(*tasks)
-            await asyncio.sleep(3.0)  # let the server close what the load left
+            # Let the server close what the load left: idle keep-alive connections last
+            # server.timeout_keep_alive (5 s).
+            await asyncio.sleep(8.0)
             files_after = open_files(iris.pid)
             alive = iris.poll() is None
         finally:
@@ -306,7 +327,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=2.0)
     parser.add_argument("--streams", type=int, default=8)
-    parser.add_argument("--devices", type=int, default=6)
+    parser.add_argument("--devices", type=int, default=6, choices=range(1, 65), metavar="1-64")
     parser.add_argument("--chunks", type=int, default=50)
     parser.add_argument("--rate", type=float, default=200.0)
     asyncio.run(run(parser.parse_args()))
