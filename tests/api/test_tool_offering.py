@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from openai import OpenAI
+from openai import BadRequestError, OpenAI
 
 from tests.api.conftest import StartIris
-from tests.fakes.upstream import FakeUpstream, text, tool_call
+from tests.fakes.upstream import FakeUpstream, text, tool_call, tool_calls
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -55,3 +55,32 @@ def test_agent_tools_off_never_runs_a_tool(
     assert not (tmp_path / "pwned").exists()
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert content == "done"
+
+
+def test_max_tool_calls_bounds_the_tools_a_response_runs(
+    upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("first file")
+    server = iris_server(
+        platforms={"api_server": {"api_key": KEY}},
+        tools={"enabled": ["read_file"], "terminal": {"cwd": str(tmp_path)}},
+    )
+    reads = [("read_file", ['{"path": "a.txt"}']), ("read_file", ['{"path": "a.txt"}'])]
+    upstream.script(tool_calls(reads), text("done"))
+    with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
+        response = client.responses.create(model="fake-model", input="read", max_tool_calls=1)
+    assert response.max_tool_calls == 1 and response.output_text == "done"
+    answers = [m for m in upstream.requests[1].body["messages"] if m["role"] == "tool"]
+    assert answers[0]["content"] == "first file"
+    assert "max_tool_calls (1) reached" in answers[1]["content"]
+    assert upstream.requests[1].body.get("tools") in (None, [])  # nothing more on offer
+
+
+def test_truncation_other_than_disabled_is_refused(iris_server: StartIris) -> None:
+    server = iris_server(platforms={"api_server": {"api_key": KEY}})
+    with (
+        OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client,
+        pytest.raises(BadRequestError) as refused,
+    ):
+        client.responses.create(model="fake-model", input="hi", truncation="auto")
+    assert refused.value.code == "unsupported_parameter" and refused.value.param == "truncation"

@@ -85,6 +85,7 @@ class TurnRequest:
     model: str | None = None  # override the configured model name
     instructions: str | None = None  # an extra system message
     max_tokens: int | None = None
+    max_tool_calls: int | None = None  # tool calls one turn may make (Responses' max_tool_calls)
     # Generation parameters in the neutral spelling of ``iris.llm.params``, sent every round.
     params: dict[str, Any] = field(default_factory=dict[str, Any])
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
@@ -264,16 +265,19 @@ class Turn:
         else:
             tools = []
         limit = self.agent.config.tools.max_iterations
+        budget = request.max_tool_calls
         index = 0
         text = ""
         for iteration in range(limit):
-            last = iteration == limit - 1
+            last = iteration == limit - 1 or (budget is not None and index >= budget)
             # The last round gets no agent tools, so the model has to answer.
             round_tools = tools if client_tools or not last else []
             builder = await self._round(messages, round_tools)
             self._segment_open = False
             text = finalize("".join(builder.raw_text))
             calls = builder.tool_calls()
+            if client_tools and budget is not None:
+                calls = calls[:budget]
             if not calls:
                 if text:
                     self._emit(SegmentEnded(text))
@@ -308,9 +312,12 @@ class Turn:
             self._unanswered = list(calls)
             offered = _names(round_tools)
             for call in calls:
-                index += 1
-                result = await self._run_tool(index, call, offered)
-                message = {"role": "tool", "tool_call_id": call.id, "content": result.output}
+                if budget is not None and index >= budget:
+                    output = f"error: max_tool_calls ({budget}) reached; '{call.name}' was not run"
+                else:
+                    index += 1
+                    output = (await self._run_tool(index, call, offered)).output
+                message = {"role": "tool", "tool_call_id": call.id, "content": output}
                 self._unanswered.remove(call)
                 self._added.append(message)
                 messages.append(message)

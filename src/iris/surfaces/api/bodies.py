@@ -338,6 +338,14 @@ def parse_responses(
     for key in ("max_output_tokens", "max_tool_calls"):
         echo[key] = _positive_int(data, key)
     if (truncation := _typed(data, "truncation", str, "a string")) is not None:
+        if truncation != "disabled":
+            # Iris sends the whole conversation; it never drops items to fit a window.
+            raise bad_request(
+                f"'truncation: {truncation}' is not supported; Iris sends the conversation "
+                "whole ('disabled')",
+                param="truncation",
+                code="unsupported_parameter",
+            )
         echo["truncation"] = truncation
     if data.get("tool_choice") == "none":
         echo["tool_choice"] = "none"  # applied by sending no tools at all
@@ -351,6 +359,7 @@ def parse_responses(
         agent_tools=agent_tools,
         instructions=instructions,
         max_tokens=echo["max_output_tokens"],
+        max_tool_calls=echo["max_tool_calls"],
         params=params,
     )
     return ResponsesCall(
