@@ -1,9 +1,15 @@
 """ChatStore: iris frames in, the chat's view model out.
 
-One bubble per ``message_id``. Streamed bubbles hold the latest full snapshot and a
+One bubble per ``message_id``. Streamed bubbles hold the latest full text and a
 :class:`Reveal` that shows it at the user's speed; a bubble stays *streaming* after
 ``message.stop`` until its reveal has caught up (the cursor, the static renderer and the HTML
 card all wait for that). Tool calls hang under the bubble of the turn they belong to.
+
+The text of a streaming message arrives as ``message.update`` snapshots or, with the ``append``
+feature, as ``message.append`` frames; both go through one path (``_streamed``) that yields the
+message's full text. An append that does not fit the text held (its ``offset`` is not that
+text's length in UTF-16 code units) is never applied: the store asks for a resume
+(``take_resync``) and waits for the snapshot the server then sends.
 
 The store never reads a clock of its own: ``clock`` is injected, so tests drive time.
 """
@@ -16,6 +22,7 @@ from typing import Any, Literal
 
 from iris.app.core.artifact import find_html
 from iris.app.core.reveal import Reveal
+from iris.appends import Held, extended, held
 
 Kind = Literal["message", "commentary", "tools", "error"]
 
@@ -26,6 +33,7 @@ CHAT_SCOPED = frozenset(
         "typing",
         "message.start",
         "message.update",
+        "message.append",
         "message.stop",
         "message",
         "tool.start",
@@ -33,6 +41,11 @@ CHAT_SCOPED = frozenset(
         "tool.end",
         "commentary",
     }
+)
+
+# Frames that tell what text of a message this connection holds.
+_WIRE_KINDS = frozenset(
+    {"message.start", "message.update", "message.append", "message.stop", "message", "commentary"}
 )
 
 
@@ -87,6 +100,11 @@ class ChatStore:
         self._seen: set[int] = set()
         self.epoch = 0  # bumped when the whole view is replaced (sync)
         self._local = 0
+        # The text of each open message as the server sent it to this connection, kept in
+        # arrival order (replays included) as the server computes its appends.
+        self._wire: dict[str, Held] = {}
+        self._resync: int | None = None  # resume from here: an append did not fit
+        self._awaiting: set[str] = set()  # messages waiting for the snapshot a resume brings
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -110,9 +128,25 @@ class ChatStore:
         self._local += 1
         return self._add(Bubble(f"local-{self._local}", "user", text=text, shown=text))
 
+    def take_resync(self) -> int | None:
+        """The ``after_seq`` to send a ``resume`` with, once, when an append did not fit."""
+        point, self._resync = self._resync, None
+        return point
+
     def apply(self, frame: Mapping[str, Any]) -> None:
         kind = str(frame.get("type", ""))
         seq = frame.get("seq")
+        message_id = frame.get("message_id")
+        if isinstance(message_id, str) and kind in _WIRE_KINDS:
+            # Before the replay check: the server's side follows every frame it sends.
+            if kind == "message.start":
+                self._wire[message_id] = Held("", 0)
+            elif kind in ("message.update", "message.append"):
+                self._streamed(message_id, frame)
+                return
+            else:
+                self._wire.pop(message_id, None)
+                self._awaiting.discard(message_id)
         if kind in CHAT_SCOPED and isinstance(seq, int):
             if seq in self._seen:
                 return  # a replay we already have
@@ -126,9 +160,6 @@ class ChatStore:
             self.typing = False
             if self.streaming:
                 self._start(str(frame["message_id"]), str(frame.get("role") or "assistant"))
-        elif kind == "message.update":
-            if self.streaming:
-                self._update(str(frame["message_id"]), str(frame.get("text") or ""))
         elif kind == "message.stop":
             self._stop(frame)
         elif kind == "message":
@@ -179,6 +210,35 @@ class ChatStore:
             self._reveals[message_id] = Reveal(self.smoothness, self._clock())
         bubble.version += 1
         return bubble
+
+    def _streamed(self, message_id: str, frame: Mapping[str, Any]) -> None:
+        """``message.update`` or ``message.append``: one path to the message's full text.
+
+        Applied in arrival order even when replayed (the server made each append against what
+        it sent this connection, replays included)."""
+        if frame["type"] == "message.update":
+            now: Held | None = held(str(frame.get("text") or ""))
+        else:
+            offset, added = frame.get("offset"), frame.get("text")
+            now = None
+            if isinstance(offset, int) and isinstance(added, str):
+                now = extended(self._wire.get(message_id), offset, added)
+        seq = frame.get("seq")
+        if now is None:
+            # Missed or mis-applied a frame: show nothing wrong, ask for the message again.
+            self._wire.pop(message_id, None)
+            if message_id not in self._awaiting:
+                self._awaiting.add(message_id)
+                point = seq - 1 if isinstance(seq, int) and seq > 0 else self.last_seq
+                self._resync = point if self._resync is None else min(self._resync, point)
+            return
+        self._wire[message_id] = now
+        self._awaiting.discard(message_id)
+        if isinstance(seq, int):
+            self._seen.add(seq)
+            self.last_seq = max(self.last_seq, seq)
+        if self.streaming:
+            self._update(message_id, now.text)
 
     def _update(self, message_id: str, text: str) -> None:
         bubble = self._by_id.get(message_id) or self._start(message_id, "assistant")
@@ -311,6 +371,8 @@ class ChatStore:
         self.bubbles = []
         self._by_id = {}
         self._reveals = {}
+        self._wire = {}
+        self._awaiting = set()
         self.typing = False
         for item in frame.get("messages") or []:
             if isinstance(item, Mapping):
