@@ -90,7 +90,13 @@ class ScriptedTurn:
         usage = {"input_tokens": 1, "output_tokens": self._deltas, "total_tokens": self._deltas + 1}
         times.append(time.monotonic())
         yield TurnEnded(text, model="bench-model", usage=usage)
-        await asyncio.to_thread(Path(self._times_file).write_text, json.dumps(times))
+        await asyncio.to_thread(_write_whole, self._times_file, json.dumps(times))
+
+
+def _write_whole(path: str, text: str) -> None:
+    """Write then rename: the reader polls the file and must never see half of it."""
+    Path(path + ".part").write_text(text)
+    os.replace(path + ".part", path)
 
 
 class ScriptedAgent:

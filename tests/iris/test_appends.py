@@ -13,6 +13,7 @@ from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import encode_frame
 from iris.store import Store
+from iris.surfaces.iris import inbound
 from tests.iris.conftest import SERVER_FRAME
 from tests.iris.test_fanout import drain, update
 
@@ -180,3 +181,17 @@ async def test_an_overflowing_device_catches_up_with_appends_against_what_it_has
         elif got["type"] == "message.update":
             shown = got["text"]
     assert shown == text
+
+
+def test_hello_features_are_parsed_and_checked() -> None:
+    hello = inbound.parse('{"type":"hello","token":"t","features":["append","x"]}', max_text=9)
+    assert hello == inbound.Hello("t", features=("append", "x"))
+    assert inbound.parse('{"type":"hello","token":"t"}', max_text=9) == inbound.Hello("t")
+    for bad in ('"append"', "[1]", '[""]', f'["{"x" * 65}"]', str(["a"] * 17).replace("'", '"')):
+        got = inbound.parse(f'{{"type":"hello","token":"t","features":{bad}}}', max_text=9)
+        assert got == inbound.BadFrame(
+            "bad_field", got.message if isinstance(got, inbound.BadFrame) else ""
+        )
+    assert inbound.parse_features("append, later") == ("append", "later")
+    assert inbound.parse_features("") == ()
+    assert inbound.parse_features("x" * 65) is None
