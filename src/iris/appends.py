@@ -15,6 +15,9 @@ Both sides of the wire live here, pure:
   ``sync``). After ``message.start`` the device holds the empty text, so a device that follows
   a message from its start gets appends only.
 - ``extended`` (device) applies an append to the text it holds, or says that it does not fit.
+
+A ``message.stop`` whose ``final_text`` is exactly the text the device was sent goes out without
+it (the device keeps what it holds); one whose final text differs carries it, as always.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ class AppendWriter:
         self._sent: dict[str, Held] = {}
 
     def convert(self, frame: Frame) -> Frame | None:
-        """The ``message.append`` to send in place of ``frame``; None: send ``frame`` itself.
+        """The frame to send in place of ``frame`` (a ``message.append``, or a ``message.stop``
+        without ``final_text``); None: send ``frame`` itself.
 
         Call it for every chat frame in the order the device is sent them."""
         message_id = frame.get("message_id")
@@ -74,8 +78,13 @@ class AppendWriter:
             self._sent[message_id] = Held("", 0)  # the device starts the bubble empty
             return None
         if kind != "message.update":
-            if kind in _CLOSERS:
-                self._sent.pop(message_id, None)  # no more appends for it: keep the map small
+            if kind not in _CLOSERS:
+                return None
+            have = self._sent.pop(message_id, None)  # no more appends for it: keep the map small
+            if kind == "message.stop" and have is not None and frame["final_text"] == have.text:
+                # The device holds the final text already; sending it again would double the
+                # bytes of a streamed reply.
+                return {key: value for key, value in frame.items() if key != "final_text"}
             return None
         text: str = frame["text"]
         have = self._sent.get(message_id)

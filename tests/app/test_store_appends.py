@@ -95,6 +95,28 @@ def test_an_append_counted_in_code_points_is_refused() -> None:
     assert store.take_resync() == 2
 
 
+def test_a_stop_without_final_text_keeps_the_text_held() -> None:
+    store = ChatStore(FakeClock(), streaming=False)  # the app's streaming setting off, too
+    store.apply(stamped(start())[0])
+    store.apply(append(2, 0, "中文 😀"))
+    store.apply({"type": "message.stop", "message_id": "m1", "chat_id": "c1", "seq": 3})
+    [bubble] = store.bubbles
+    assert bubble.text == "中文 😀" and bubble.stopped
+
+
+def test_a_stop_without_final_text_for_text_not_held_waits_for_the_replay() -> None:
+    store = ChatStore(FakeClock())
+    store.apply(stamped(start())[0])
+    store.apply(append(3, 4, "lost"))  # does not fit
+    store.apply({"type": "message.stop", "message_id": "m1", "chat_id": "c1", "seq": 4})
+    assert store.take_resync() == 2
+    assert store.bubbles[0].text == "" and not store.bubbles[0].stopped
+    # The replay: a snapshot, then the stop again (the device now holds the text).
+    store.apply({"type": "message.update", "message_id": "m1", "text": "the text", "seq": 3})
+    store.apply({"type": "message.stop", "message_id": "m1", "chat_id": "c1", "seq": 4})
+    assert store.bubbles[0].text == "the text" and store.bubbles[0].stopped
+
+
 # -- the property ----------------------------------------------------------------------------
 
 PIECES = st.sampled_from(
@@ -107,6 +129,7 @@ EVENT = st.one_of(
     st.builds(TextDelta, TEXT),
     st.just(StreamReset("retry")),
     st.builds(SegmentEnded, st.just("")),
+    st.builds(SegmentEnded, TEXT),  # a final text other than the streamed one
 )
 # What happens to each frame on its way to the appending device.
 FATE = st.sampled_from(["send", "send", "send", "skip", "resume"])
@@ -116,7 +139,7 @@ def turn_frames(events: list[Event]) -> list[Frame]:
     encoder = FrameEncoder(EncoderSettings(buffer_threshold=3, edit_interval=1e9))
     bodies = encoder.begin()
     for event in events:
-        if isinstance(event, SegmentEnded):
+        if isinstance(event, SegmentEnded) and not event.text:  # final text = streamed text
             event = SegmentEnded(encoder._segment.text if encoder._segment else "")  # pyright: ignore[reportPrivateUsage]
         bodies += encoder.feed(event, 0.0)
     bodies += encoder.feed(TurnEnded(""), 0.0)

@@ -9,7 +9,8 @@ The text of a streaming message arrives as ``message.update`` snapshots or, with
 feature, as ``message.append`` frames; both go through one path (``_streamed``) that yields the
 message's full text. An append that does not fit the text held (its ``offset`` is not that
 text's length in UTF-16 code units) is never applied: the store asks for a resume
-(``take_resync``) and waits for the snapshot the server then sends.
+(``take_resync``) and waits for the snapshot the server then sends. A ``message.stop`` without
+``final_text`` (sent with appends when the final text is the text held) keeps that text.
 
 The store never reads a clock of its own: ``clock`` is injected, so tests drive time.
 """
@@ -145,6 +146,13 @@ class ChatStore:
                 self._streamed(message_id, frame)
                 return
             else:
+                if kind == "message.stop" and "final_text" not in frame:
+                    # With appends, a stop whose final text is the text we hold leaves it out.
+                    have = self._wire.get(message_id)
+                    if have is None:  # we do not hold it: the resume brings the stop with it
+                        self._ask_again(message_id, seq)
+                        return
+                    frame = {**frame, "final_text": have.text}
                 self._wire.pop(message_id, None)
                 self._awaiting.discard(message_id)
         if kind in CHAT_SCOPED and isinstance(seq, int):
@@ -227,10 +235,7 @@ class ChatStore:
         if now is None:
             # Missed or mis-applied a frame: show nothing wrong, ask for the message again.
             self._wire.pop(message_id, None)
-            if message_id not in self._awaiting:
-                self._awaiting.add(message_id)
-                point = seq - 1 if isinstance(seq, int) and seq > 0 else self.last_seq
-                self._resync = point if self._resync is None else min(self._resync, point)
+            self._ask_again(message_id, seq)
             return
         self._wire[message_id] = now
         self._awaiting.discard(message_id)
@@ -239,6 +244,14 @@ class ChatStore:
             self.last_seq = max(self.last_seq, seq)
         if self.streaming:
             self._update(message_id, now.text)
+
+    def _ask_again(self, message_id: str, seq: object) -> None:
+        """Resume from just before ``seq``: the server resends the message whole (once)."""
+        if message_id in self._awaiting:
+            return
+        self._awaiting.add(message_id)
+        point = seq - 1 if isinstance(seq, int) and seq > 0 else self.last_seq
+        self._resync = point if self._resync is None else min(self._resync, point)
 
     def _update(self, message_id: str, text: str) -> None:
         bubble = self._by_id.get(message_id) or self._start(message_id, "assistant")
