@@ -16,8 +16,9 @@ Both sides of the wire live here, pure:
   a message from its start gets appends only.
 - ``extended`` (device) applies an append to the text it holds, or says that it does not fit.
 
-A ``message.stop`` whose ``final_text`` is exactly the text the device was sent goes out without
-it (the device keeps what it holds); one whose final text differs carries it, as always.
+A ``message.stop`` whose final text extends the text the device was sent carries the rest as
+``offset`` + ``text`` (an append that also closes the message) in place of ``final_text``; one
+whose final text was rewritten carries ``final_text``, as always.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class AppendWriter:
 
     def convert(self, frame: Frame) -> Frame | None:
         """The frame to send in place of ``frame`` (a ``message.append``, or a ``message.stop``
-        without ``final_text``); None: send ``frame`` itself.
+        with the rest of the text); None: send ``frame`` itself.
 
         Call it for every chat frame in the order the device is sent them."""
         message_id = frame.get("message_id")
@@ -81,10 +82,8 @@ class AppendWriter:
             if kind not in _CLOSERS:
                 return None
             have = self._sent.pop(message_id, None)  # no more appends for it: keep the map small
-            if kind == "message.stop" and have is not None and frame["final_text"] == have.text:
-                # The device holds the final text already; sending it again would double the
-                # bytes of a streamed reply.
-                return {key: value for key, value in frame.items() if key != "final_text"}
+            if kind == "message.stop" and have is not None:
+                return _closing_append(frame, have)
             return None
         text: str = frame["text"]
         have = self._sent.get(message_id)
@@ -108,6 +107,19 @@ class AppendWriter:
 
     def __len__(self) -> int:
         return len(self._sent)
+
+
+def _closing_append(stop: Frame, have: Held) -> Frame | None:
+    """The stop with the rest of the text (``offset`` + ``text``) in place of ``final_text``,
+    when the final text extends what the device holds: sending it whole again would double
+    the bytes of a streamed reply. None: the final text was rewritten; send it whole."""
+    final: str = stop["final_text"]
+    if not _extends(final, have.text):
+        return None
+    closing = {key: value for key, value in stop.items() if key != "final_text"}
+    closing["offset"] = have.units
+    closing["text"] = final[len(have.text) :]
+    return closing
 
 
 def _extends(text: str, before: str) -> bool:

@@ -95,26 +95,30 @@ def test_an_append_counted_in_code_points_is_refused() -> None:
     assert store.take_resync() == 2
 
 
-def test_a_stop_without_final_text_keeps_the_text_held() -> None:
+def stop_with_rest(seq: int, offset: int, text: str) -> Frame:
+    return {**append(seq, offset, text), "type": "message.stop", "model": "m"}
+
+
+def test_a_stop_that_ends_with_an_append_goes_the_same_path() -> None:
     store = ChatStore(FakeClock(), streaming=False)  # the app's streaming setting off, too
     store.apply(stamped(start())[0])
     store.apply(append(2, 0, "中文 😀"))
-    store.apply({"type": "message.stop", "message_id": "m1", "chat_id": "c1", "seq": 3})
+    store.apply(stop_with_rest(3, 5, " e\u0301"))
     [bubble] = store.bubbles
-    assert bubble.text == "中文 😀" and bubble.stopped
+    assert bubble.text == "中文 😀 e\u0301" and bubble.stopped and bubble.model == "m"
 
 
-def test_a_stop_without_final_text_for_text_not_held_waits_for_the_replay() -> None:
+def test_a_closing_append_that_does_not_fit_waits_for_the_replay() -> None:
     store = ChatStore(FakeClock())
     store.apply(stamped(start())[0])
     store.apply(append(3, 4, "lost"))  # does not fit
-    store.apply({"type": "message.stop", "message_id": "m1", "chat_id": "c1", "seq": 4})
+    store.apply(stop_with_rest(4, 8, "!"))
     assert store.take_resync() == 2
     assert store.bubbles[0].text == "" and not store.bubbles[0].stopped
-    # The replay: a snapshot, then the stop again (the device now holds the text).
+    # The replay: a snapshot, then the stop again (now it fits).
     store.apply({"type": "message.update", "message_id": "m1", "text": "the text", "seq": 3})
-    store.apply({"type": "message.stop", "message_id": "m1", "chat_id": "c1", "seq": 4})
-    assert store.bubbles[0].text == "the text" and store.bubbles[0].stopped
+    store.apply(stop_with_rest(4, 8, "!"))
+    assert store.bubbles[0].text == "the text!" and store.bubbles[0].stopped
 
 
 # -- the property ----------------------------------------------------------------------------

@@ -55,9 +55,9 @@ def test_a_device_that_follows_from_the_start_gets_appends_with_utf16_offsets() 
     ]
     for append in got:
         SERVER_FRAME.validate(append)
-    # The device holds the final text already: the stop leaves it out.
-    stop = writer.convert(frame("message.stop", "m", 9, final_text=texts[-1], model="x"))
-    assert stop == frame("message.stop", "m", 9, model="x")
+    # The final text extends what the device holds: the stop brings only the rest.
+    stop = writer.convert(frame("message.stop", "m", 9, final_text=texts[-1] + "!", model="x"))
+    assert stop == frame("message.stop", "m", 9, model="x", offset=13, text="!")
     SERVER_FRAME.validate(stop)
     assert len(writer) == 0  # nothing kept per closed message
 
@@ -66,7 +66,7 @@ def test_a_stop_whose_final_text_differs_carries_it() -> None:
     writer = AppendWriter()
     writer.convert(frame("message.start", "m", 1, role="assistant"))
     writer.convert(frame("message.update", "m", 2, text="<think>x</think>Hi"))
-    assert writer.convert(frame("message.stop", "m", 3, final_text="Hi")) is None
+    assert writer.convert(frame("message.stop", "m", 3, final_text="Hi")) is None  # rewritten
     # A device that joined after the last update holds nothing: the stop is sent whole.
     assert writer.convert(frame("message.stop", "n", 4, final_text="Hi")) is None
 

@@ -30,9 +30,11 @@ def followed(frames: list[dict[str, Any]]) -> dict[int, str]:
         elif frame["type"] == "message.append":
             have = extended(have, frame["offset"], frame["text"])
             assert have is not None, frame
-        elif frame["type"] == "message.stop":
-            have = held(frame["final_text"]) if "final_text" in frame else have
-            assert have is not None
+        elif frame["type"] == "message.stop" and "final_text" in frame:
+            have = held(frame["final_text"])
+        elif frame["type"] == "message.stop":  # with append: the rest of the text
+            have = extended(have, frame["offset"], frame["text"])
+            assert have is not None, frame
         else:
             continue
         texts[frame["seq"]] = have.text
@@ -63,7 +65,7 @@ async def test_a_device_that_asks_gets_appends_and_the_same_text_at_every_step(
     assert by_append[max(by_append)] == REPLY.rstrip()
     stops = [next(f for f in d.frames if f["type"] == "message.stop") for d in (appending, classic)]
     assert stops[1]["final_text"] == REPLY.rstrip()  # doc 05: always the final text
-    assert stops[0].get("final_text", REPLY.rstrip()) == REPLY.rstrip()
+    assert by_append[stops[0]["seq"]] == REPLY.rstrip()
     # Linear, not quadratic: the appends carried the streamed text once.
     streamed = max((f for f in frames if f["type"] == "message.append"), key=lambda f: f["seq"])
     carried = sum(len(f["text"]) for f in frames if f["type"] == "message.append")
@@ -131,5 +133,6 @@ async def test_resume_mid_message_is_one_snapshot_then_appends(
     assert "message.update" not in {f["type"] for f in frames}
     # The appends brought the whole final text: the stop does not repeat it.
     stop = next(f for f in frames if f["type"] == "message.stop")
-    assert "final_text" not in stop and followed(late.frames)[stop["seq"]] == "part one " + rest
+    assert "final_text" not in stop and (stop["offset"], stop["text"]) == (59, "")
+    assert followed(late.frames)[stop["seq"]] == "part one " + rest
     await first.turn()

@@ -9,8 +9,8 @@ The text of a streaming message arrives as ``message.update`` snapshots or, with
 feature, as ``message.append`` frames; both go through one path (``_streamed``) that yields the
 message's full text. An append that does not fit the text held (its ``offset`` is not that
 text's length in UTF-16 code units) is never applied: the store asks for a resume
-(``take_resync``) and waits for the snapshot the server then sends. A ``message.stop`` without
-``final_text`` (sent with appends when the final text is the text held) keeps that text.
+(``take_resync``) and waits for the snapshot the server then sends. A ``message.stop`` may
+also end with an append (``offset`` + ``text`` in place of ``final_text``): same path.
 
 The store never reads a clock of its own: ``clock`` is injected, so tests drive time.
 """
@@ -147,12 +147,11 @@ class ChatStore:
                 return
             else:
                 if kind == "message.stop" and "final_text" not in frame:
-                    # With appends, a stop whose final text is the text we hold leaves it out.
-                    have = self._wire.get(message_id)
-                    if have is None:  # we do not hold it: the resume brings the stop with it
-                        self._ask_again(message_id, seq)
+                    # With appends, the stop brings the rest of the text (``offset`` + ``text``).
+                    final = self._streamed_text(message_id, frame)
+                    if final is None:  # not ours to apply: the resume brings the stop again
                         return
-                    frame = {**frame, "final_text": have.text}
+                    frame = {**frame, "final_text": final}
                 self._wire.pop(message_id, None)
                 self._awaiting.discard(message_id)
         if kind in CHAT_SCOPED and isinstance(seq, int):
@@ -224,6 +223,20 @@ class ChatStore:
 
         Applied in arrival order even when replayed (the server made each append against what
         it sent this connection, replays included)."""
+        text = self._streamed_text(message_id, frame)
+        if text is None:
+            return
+        seq = frame.get("seq")
+        if isinstance(seq, int):
+            self._seen.add(seq)
+            self.last_seq = max(self.last_seq, seq)
+        if self.streaming:
+            self._update(message_id, text)
+
+    def _streamed_text(self, message_id: str, frame: Mapping[str, Any]) -> str | None:
+        """The message's text after a snapshot (``text``) or an append (``offset`` + ``text``);
+        None if the append does not fit what we hold: then nothing is shown wrong, and the
+        message is asked for again."""
         if frame["type"] == "message.update":
             now: Held | None = held(str(frame.get("text") or ""))
         else:
@@ -231,19 +244,13 @@ class ChatStore:
             now = None
             if isinstance(offset, int) and isinstance(added, str):
                 now = extended(self._wire.get(message_id), offset, added)
-        seq = frame.get("seq")
         if now is None:
-            # Missed or mis-applied a frame: show nothing wrong, ask for the message again.
             self._wire.pop(message_id, None)
-            self._ask_again(message_id, seq)
-            return
+            self._ask_again(message_id, frame.get("seq"))
+            return None
         self._wire[message_id] = now
         self._awaiting.discard(message_id)
-        if isinstance(seq, int):
-            self._seen.add(seq)
-            self.last_seq = max(self.last_seq, seq)
-        if self.streaming:
-            self._update(message_id, now.text)
+        return now.text
 
     def _ask_again(self, message_id: str, seq: object) -> None:
         """Resume from just before ``seq``: the server resends the message whole (once)."""
