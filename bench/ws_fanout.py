@@ -171,7 +171,7 @@ async def receive(ws: Any, got: Received) -> None:
         got.wire_bytes += size + ws_header(size)
         frame = json.loads(raw)
         kind = frame["type"]
-        if kind == "message.append":
+        if kind == "message.append" or (kind == "message.stop" and "offset" in frame):
             held = frame["offset"] + len(frame["text"])
         elif kind == "message.update":
             held = len(frame["text"])
