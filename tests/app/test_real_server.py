@@ -14,22 +14,24 @@ from iris.app.widgets.toolcard import ToolCard
 from iris.server import UVICORN_WS_OPTIONS, build_app
 from tests.conftest import MakeConfig
 from tests.fakes import loopback
-from tests.fakes.upstream import FakeUpstream, reasoning, tool_call
+from tests.fakes.upstream import FakeUpstream, reasoning, text, tool_call
 
 from .driver import SIZE, bubbles, make_app, screen_text, settled, until
 
 pytestmark = pytest.mark.timeout(30)
 
 
-@pytest.fixture
+@pytest.fixture(params=[False])
 async def iris_url(
-    make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path
+    request: pytest.FixtureRequest, make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path
 ) -> AsyncIterator[str]:
+    """The server's URL; parametrize indirectly with True to stream replies to the app."""
     config = make_config(
         upstream.base_url,
         platforms={"iris": {"tokens": ["device-token"]}, "api_server": {"enabled": False}},
         display={"platforms": {"iris": {"show_reasoning": True}}},
         tools={"terminal": {"cwd": str(tmp_path)}},
+        streaming={"enabled": request.param},
     )
     (tmp_path / "notes.txt").write_text("x")
     sock = loopback.bind()
@@ -61,4 +63,32 @@ async def test_a_tool_turn_from_the_real_server_renders_in_order(
         assert answer.children.index(block) < answer.children.index(answer.body)
         await until(pilot, lambda: "fake-model" in screen_text(app), within=10)
         assert not app.store.typing
+    upstream.assert_used_up()
+
+
+@pytest.mark.parametrize("iris_url", [True], indirect=True)
+async def test_the_app_asks_for_appends_and_shows_the_same_text(
+    iris_url: str, upstream: FakeUpstream
+) -> None:
+    chunks = ["中文 ", "😀 ", "e\u0301 ", "👨‍👩‍👧 ", "word ", "𠀋字 "] * 10
+    upstream.script(text(*chunks))
+    app: IrisApp = make_app(iris_url, smoothness=0.2)
+    seen: list[dict[str, object]] = []
+    apply = app.store.apply
+
+    def recorded(frame: dict[str, object]) -> None:
+        seen.append(dict(frame))
+        apply(frame)
+
+    app.store.apply = recorded  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.click("#composer")
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: len(bubbles(app)) == 2 and settled(app), within=15)
+        assert bubbles(app)[1].bubble.text == "".join(chunks).rstrip()
+    kinds = [frame["type"] for frame in seen]
+    assert seen[0].get("features") == ["append"]
+    assert "message.append" in kinds and "message.update" not in kinds
+    # No append failed to fit: that would have brought a snapshot (message.update) after it.
     upstream.assert_used_up()

@@ -110,11 +110,13 @@ class IrisServer:
         header: bool = False,
         ready: bool = True,
         receive_buffer: int | None = None,
+        features: list[str] | None = None,
     ) -> Device:
         """A device; with ``ready`` it authenticated and its ``ready`` frame was read.
 
         ``receive_buffer`` shrinks its socket's kernel buffer, and turns compression off, so a
-        device that stops reading pushes back on the server after kilobytes, not megabytes."""
+        device that stops reading pushes back on the server after kilobytes, not megabytes.
+        ``features`` go in the ``hello`` (with ``header``, in the ``features`` query parameter)."""
         headers = {"Authorization": f"Bearer {token}"} if header and token is not None else None
         sock = None
         if receive_buffer is not None:
@@ -123,8 +125,11 @@ class IrisServer:
             sock.setblocking(False)
             port = int(self.url.split(":")[2].split("/")[0])
             await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        url = self.url
+        if header and features is not None:
+            url += "?features=" + ",".join(features)
         ws = await connect(
-            self.url,
+            url,
             additional_headers=headers,
             open_timeout=WAIT,
             sock=sock,
@@ -138,6 +143,8 @@ class IrisServer:
                 hello["chat_id"] = chat_id
             if after_seq is not None:
                 hello["after_seq"] = after_seq
+            if features is not None:
+                hello["features"] = features
             await device.send(hello)
         if ready:
             frame = await device.recv()

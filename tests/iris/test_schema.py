@@ -31,6 +31,7 @@ def test_the_protocol_doc_points_at_the_shipped_schema() -> None:
     "frame",
     [
         {"type": "hello", "token": "t", "chat_id": "main", "after_seq": 3},
+        {"type": "hello", "token": "t", "features": ["append"]},
         {"type": "message.send", "text": "hi"},
         {"type": "turn.cancel"},
         {"type": "resume", "after_seq": 0},

@@ -89,6 +89,7 @@ class IrisApp(App[None]):
             resume_point=lambda: self.store.last_seq,
             on_frame=self._on_frame,
             on_status=self._on_status,
+            resync=self.store.take_resync,
             retry_min=retry_min,
         )
 

@@ -2,6 +2,8 @@
 
 No Textual here: the app hands in callbacks for frames and status lines. After a drop it waits
 (0.5 s doubling to 5 s) and reconnects, then asks for everything after the last seq it applied.
+It asks for the ``append`` feature (streamed text as what was added, not whole snapshots); when
+the app's store finds an append that does not fit its text (``resync``), it sends ``resume``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from iris.appends import FEATURE as APPEND
 
 UNAUTHORIZED = 4401
 
@@ -44,6 +48,8 @@ class IrisConnection:
         resume_point: Callable[[], int],
         on_frame: Callable[[dict[str, Any]], None],
         on_status: Callable[[Status], None],
+        resync: Callable[[], int | None] = lambda: None,
+        features: tuple[str, ...] = (APPEND,),
         retry_min: float = 0.5,
         retry_max: float = 5.0,
     ) -> None:
@@ -53,6 +59,8 @@ class IrisConnection:
         self._resume_point = resume_point
         self._on_frame = on_frame
         self._on_status = on_status
+        self._resync = resync
+        self.features = features
         self._retry = (retry_min, retry_max)
         self._socket: ClientConnection | None = None
         self.connects = 0
@@ -108,6 +116,8 @@ class IrisConnection:
 
     async def _session(self, socket: ClientConnection) -> None:
         hello: dict[str, Any] = {"type": "hello", "token": self.token}
+        if self.features:
+            hello["features"] = list(self.features)
         chat_id = self._chat_id()
         if chat_id:
             hello["chat_id"] = chat_id
@@ -125,6 +135,9 @@ class IrisConnection:
             frame = json.loads(raw)
             if isinstance(frame, dict):
                 self._on_frame(frame)
+                after_seq = self._resync()
+                if after_seq is not None:  # an append did not fit: the message comes again
+                    await socket.send(json.dumps({"type": "resume", "after_seq": after_seq}))
         # A clean close from the server still means: reconnect.
         raise ConnectionClosed(None, None)
 

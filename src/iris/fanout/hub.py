@@ -70,9 +70,13 @@ class Hub:
         for body in bodies:
             self.publish(chat_id, body, durable=durable)
 
-    def subscribe(self, chat_id: str) -> Subscription:
-        """A live subscription from the chat's latest seq; ``resume`` it to replay."""
-        subscription = Subscription(self, chat_id, self.queue_size, self.latest(chat_id))
+    def subscribe(self, chat_id: str, *, appends: bool = False) -> Subscription:
+        """A live subscription from the chat's latest seq; ``resume`` it to replay.
+
+        With ``appends`` the device gets ``message.append`` frames (see ``iris.appends``)."""
+        subscription = Subscription(
+            self, chat_id, self.queue_size, self.latest(chat_id), appends=appends
+        )
         self._subscribers.setdefault(chat_id, set()).add(subscription)
         return subscription
 

@@ -10,6 +10,12 @@ A device that falls behind never slows anyone else:
    back from the frame log in pages (``catch-up``), as a resume does — start/stop/tool/commentary
    frames are never dropped, only re-read.
 
+A device that asked for the ``append`` feature is sent ``message.append`` frames instead of
+snapshots that extend what it has (``iris.appends``). The queue and the log keep snapshots; the
+conversion happens as a frame leaves the queue, against the text this device was last sent, so
+the snapshots skipped above merge into one append, and a catch-up needs nothing special. A
+``resume`` or ``sync`` makes the next frame of every open message a snapshot again.
+
 ``position`` is the seq of the last chat frame put in line for the device. Connection-scoped
 frames (``ready``, ``pong``, ``error``, ``sync``) are stamped with it, so whatever seq a device
 has seen last is a valid point to resume from.
@@ -31,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from iris.appends import AppendWriter
 from iris.errors import StoreUnavailable
 from iris.fanout.storeguard import store_errors
 
@@ -74,7 +81,9 @@ def encode_frame(frame: Frame) -> str:
 
 
 class Subscription:
-    def __init__(self, hub: Hub, chat_id: str, capacity: int, position: int) -> None:
+    def __init__(
+        self, hub: Hub, chat_id: str, capacity: int, position: int, *, appends: bool = False
+    ) -> None:
         self.chat_id = chat_id
         self.capacity = capacity
         self.position = position
@@ -87,6 +96,10 @@ class Subscription:
         self._newest: dict[str, int] = {}  # message_id -> seq of its newest queued frame
         self._catching_up = False
         self._wake = asyncio.Event()
+        # A device that asked for appends: snapshots become appends at send time, against what
+        # this device was sent (so skipped snapshots merge into one append, and a catch-up or a
+        # resume stays right). None: the frames go out exactly as the hub made them.
+        self._appends = AppendWriter() if appends else None
 
     # -- the hub's side ------------------------------------------------------------------------
     def push(self, frame: Frame, text: str | None = None) -> None:
@@ -129,6 +142,8 @@ class Subscription:
             past_reach = after_seq > latest or after_seq < self._hub.log.floor(self.chat_id)
             messages = self._hub.log.conversation(self.chat_id) if past_reach else []
         self._drop_chat_frames()
+        if self._appends is not None:
+            self._appends.forget()  # the replay (or sync) brings each open message whole
         if after_seq == latest:
             self._go_live(latest)
         elif past_reach:
@@ -158,7 +173,7 @@ class Subscription:
                     # snapshot now instead of every stale one first.
                     self.skipped += 1
                     continue
-                return item
+                return item if self._appends is None else self._as_sent(item, self._appends)
             if self._catching_up:
                 self._read_page()
                 continue
@@ -192,6 +207,14 @@ class Subscription:
         if self.position >= latest:
             # Read and switch in one step: no frame can be published in between.
             self._go_live(latest)
+
+    def _as_sent(self, item: _Item, appends: AppendWriter) -> _Item:
+        if not item.chat:
+            if item.frame["type"] == "sync":
+                appends.forget()  # the device's view is replaced
+            return item
+        append = appends.convert(item.frame)
+        return item if append is None else _Item(append, True)
 
     def _enqueue(self, frame: Frame, text: str | None = None) -> None:
         self._queue.append(_Item(frame, True, text))

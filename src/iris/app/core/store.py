@@ -1,9 +1,16 @@
 """ChatStore: iris frames in, the chat's view model out.
 
-One bubble per ``message_id``. Streamed bubbles hold the latest full snapshot and a
+One bubble per ``message_id``. Streamed bubbles hold the latest full text and a
 :class:`Reveal` that shows it at the user's speed; a bubble stays *streaming* after
 ``message.stop`` until its reveal has caught up (the cursor, the static renderer and the HTML
 card all wait for that). Tool calls hang under the bubble of the turn they belong to.
+
+The text of a streaming message arrives as ``message.update`` snapshots or, with the ``append``
+feature, as ``message.append`` frames; both go through one path (``_streamed``) that yields the
+message's full text. An append that does not fit the text held (its ``offset`` is not that
+text's length in UTF-16 code units) is never applied: the store asks for a resume
+(``take_resync``) and waits for the snapshot the server then sends. A ``message.stop`` may
+also end with an append (``offset`` + ``text`` in place of ``final_text``): same path.
 
 The store never reads a clock of its own: ``clock`` is injected, so tests drive time.
 """
@@ -16,6 +23,7 @@ from typing import Any, Literal
 
 from iris.app.core.artifact import find_html
 from iris.app.core.reveal import Reveal
+from iris.appends import Held, extended, held
 
 Kind = Literal["message", "commentary", "tools", "error"]
 
@@ -26,6 +34,7 @@ CHAT_SCOPED = frozenset(
         "typing",
         "message.start",
         "message.update",
+        "message.append",
         "message.stop",
         "message",
         "tool.start",
@@ -33,6 +42,11 @@ CHAT_SCOPED = frozenset(
         "tool.end",
         "commentary",
     }
+)
+
+# Frames that tell what text of a message this connection holds.
+_WIRE_KINDS = frozenset(
+    {"message.start", "message.update", "message.append", "message.stop", "message", "commentary"}
 )
 
 
@@ -87,6 +101,11 @@ class ChatStore:
         self._seen: set[int] = set()
         self.epoch = 0  # bumped when the whole view is replaced (sync)
         self._local = 0
+        # The text of each open message as the server sent it to this connection, kept in
+        # arrival order (replays included) as the server computes its appends.
+        self._wire: dict[str, Held] = {}
+        self._resync: int | None = None  # resume from here: an append did not fit
+        self._awaiting: set[str] = set()  # messages waiting for the snapshot a resume brings
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -110,9 +129,31 @@ class ChatStore:
         self._local += 1
         return self._add(Bubble(f"local-{self._local}", "user", text=text, shown=text))
 
+    def take_resync(self) -> int | None:
+        """The ``after_seq`` to send a ``resume`` with, once, when an append did not fit."""
+        point, self._resync = self._resync, None
+        return point
+
     def apply(self, frame: Mapping[str, Any]) -> None:
         kind = str(frame.get("type", ""))
         seq = frame.get("seq")
+        message_id = frame.get("message_id")
+        if isinstance(message_id, str) and kind in _WIRE_KINDS:
+            # Before the replay check: the server's side follows every frame it sends.
+            if kind == "message.start":
+                self._wire[message_id] = Held("", 0)
+            elif kind in ("message.update", "message.append"):
+                self._streamed(message_id, frame)
+                return
+            else:
+                if kind == "message.stop" and "final_text" not in frame:
+                    # With appends, the stop brings the rest of the text (``offset`` + ``text``).
+                    final = self._streamed_text(message_id, frame)
+                    if final is None:  # not ours to apply: the resume brings the stop again
+                        return
+                    frame = {**frame, "final_text": final}
+                self._wire.pop(message_id, None)
+                self._awaiting.discard(message_id)
         if kind in CHAT_SCOPED and isinstance(seq, int):
             if seq in self._seen:
                 return  # a replay we already have
@@ -126,9 +167,6 @@ class ChatStore:
             self.typing = False
             if self.streaming:
                 self._start(str(frame["message_id"]), str(frame.get("role") or "assistant"))
-        elif kind == "message.update":
-            if self.streaming:
-                self._update(str(frame["message_id"]), str(frame.get("text") or ""))
         elif kind == "message.stop":
             self._stop(frame)
         elif kind == "message":
@@ -179,6 +217,48 @@ class ChatStore:
             self._reveals[message_id] = Reveal(self.smoothness, self._clock())
         bubble.version += 1
         return bubble
+
+    def _streamed(self, message_id: str, frame: Mapping[str, Any]) -> None:
+        """``message.update`` or ``message.append``: one path to the message's full text.
+
+        Applied in arrival order even when replayed (the server made each append against what
+        it sent this connection, replays included)."""
+        text = self._streamed_text(message_id, frame)
+        if text is None:
+            return
+        seq = frame.get("seq")
+        if isinstance(seq, int):
+            self._seen.add(seq)
+            self.last_seq = max(self.last_seq, seq)
+        if self.streaming:
+            self._update(message_id, text)
+
+    def _streamed_text(self, message_id: str, frame: Mapping[str, Any]) -> str | None:
+        """The message's text after a snapshot (``text``) or an append (``offset`` + ``text``);
+        None if the append does not fit what we hold: then nothing is shown wrong, and the
+        message is asked for again."""
+        if frame["type"] == "message.update":
+            now: Held | None = held(str(frame.get("text") or ""))
+        else:
+            offset, added = frame.get("offset"), frame.get("text")
+            now = None
+            if isinstance(offset, int) and isinstance(added, str):
+                now = extended(self._wire.get(message_id), offset, added)
+        if now is None:
+            self._wire.pop(message_id, None)
+            self._ask_again(message_id, frame.get("seq"))
+            return None
+        self._wire[message_id] = now
+        self._awaiting.discard(message_id)
+        return now.text
+
+    def _ask_again(self, message_id: str, seq: object) -> None:
+        """Resume from just before ``seq``: the server resends the message whole (once)."""
+        if message_id in self._awaiting:
+            return
+        self._awaiting.add(message_id)
+        point = seq - 1 if isinstance(seq, int) and seq > 0 else self.last_seq
+        self._resync = point if self._resync is None else min(self._resync, point)
 
     def _update(self, message_id: str, text: str) -> None:
         bubble = self._by_id.get(message_id) or self._start(message_id, "assistant")
@@ -311,6 +391,8 @@ class ChatStore:
         self.bubbles = []
         self._by_id = {}
         self._reveals = {}
+        self._wire = {}
+        self._awaiting = set()
         self.typing = False
         for item in frame.get("messages") or []:
             if isinstance(item, Mapping):

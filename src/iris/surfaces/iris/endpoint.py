@@ -30,6 +30,7 @@ from typing import Any, assert_never
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from iris.appends import FEATURE as APPEND
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
@@ -123,12 +124,12 @@ class IrisSurface:
         chat_id = hello.chat_id or DEFAULT_CHAT
         try:
             room = self.room(chat_id)
-            subscription = self.hub.subscribe(chat_id)
+            subscription = self.hub.subscribe(chat_id, appends=APPEND in (hello.features or ()))
         except StoreUnavailable as exc:
             await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
             return
         try:
-            subscription.send_local({"type": "ready"})
+            subscription.send_local(_ready(hello.features))
             if hello.after_seq is not None:
                 subscription.resume(hello.after_seq)
         except StoreUnavailable as exc:  # no replay: going live would leave the device a gap
@@ -155,7 +156,11 @@ class IrisSurface:
             after_seq = None if after is None else inbound.parse_seq(after)
             if after is not None and after_seq is None:
                 return _Refusal(CLOSE_BAD_REQUEST, "after_seq must be an integer >= 0")
-            return inbound.Hello(token, chat_id, after_seq)
+            named = query.get("features")
+            features = None if named is None else inbound.parse_features(named)
+            if named is not None and features is None:
+                return _Refusal(CLOSE_BAD_REQUEST, "features must be a comma-separated list")
+            return inbound.Hello(token, chat_id, after_seq, features)
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
                 message = await ws.receive()
@@ -321,6 +326,13 @@ class _Connection:
         while self._bad and self._bad[0] < now - 60.0:
             self._bad.popleft()
         return len(self._bad) > BAD_FRAMES_PER_MINUTE
+
+
+def _ready(asked: tuple[str, ...] | None) -> dict[str, Any]:
+    """``ready``; to a device that named features, the ones it gets (doc 05 devices: unchanged)."""
+    if asked is None:
+        return {"type": "ready"}
+    return {"type": "ready", "features": [APPEND] if APPEND in asked else []}
 
 
 def _payload(message: Any) -> str | bytes | None:

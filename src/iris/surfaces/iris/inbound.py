@@ -20,6 +20,8 @@ from typing import Any
 _CHAT_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 _SEQ_TEXT = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True, int() fails
 MAX_SEQ = 2**63 - 1  # what SQLite stores as an integer
+MAX_FEATURES = 16  # names a hello may list; unknown ones are ignored (newer apps, older server)
+MAX_FEATURE_NAME = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,7 @@ class Hello:
     token: str = ""
     chat_id: str | None = None
     after_seq: int | None = None
+    features: tuple[str, ...] | None = None  # None: the device named none (not even [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,28 @@ def valid_text(value: str) -> bool:
 def parse_seq(text: str) -> int | None:
     """A resume point given as text (the ``after_seq`` query parameter); None if malformed."""
     return int(text) if _SEQ_TEXT.fullmatch(text) else None
+
+
+def parse_features(text: str) -> tuple[str, ...] | None:
+    """The ``features`` query parameter (``append`` or ``append,other``); None if malformed."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    return names if _features_ok(names) else None
+
+
+def _features_ok(names: tuple[object, ...]) -> bool:
+    return len(names) <= MAX_FEATURES and all(
+        isinstance(name, str) and 0 < len(name) <= MAX_FEATURE_NAME and valid_text(name)
+        for name in names
+    )
+
+
+def _feature_list(value: object) -> tuple[str, ...] | None | BadFrame:
+    if value is None:
+        return None
+    names: tuple[object, ...] = tuple(value) if isinstance(value, list) else (None,)  # pyright: ignore[reportUnknownArgumentType]
+    if not _features_ok(names):
+        return BadFrame("bad_field", f"'features' must be a list of at most {MAX_FEATURES} names")
+    return tuple(str(name) for name in names)
 
 
 def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
@@ -137,7 +162,10 @@ def _hello(frame: dict[str, Any]) -> Hello | BadFrame:
     after = _seq(frame, "after_seq", required=False)
     if isinstance(after, BadFrame):
         return after
-    return Hello(token, chat_id, after)
+    features = _feature_list(frame.get("features"))
+    if isinstance(features, BadFrame):
+        return features
+    return Hello(token, chat_id, after, features)
 
 
 def _seq(frame: dict[str, Any], key: str, *, required: bool) -> int | None | BadFrame:
