@@ -195,6 +195,11 @@ def tool_calls(
     return _model_output(f"tool_calls({names})", output, delay, gate_after, end)
 
 
+def responder(choose: Callable[[Received], Scenario], label: str = "responder") -> Scenario:
+    """A scenario chosen per request (say, by what the request asks), e.g. as ``up.default``."""
+    return Scenario(label, lambda request: choose(request).reply(request))
+
+
 def drop(*chunks: str, delay: float = 0.0) -> Scenario:
     """Send the chunks, then cut the connection mid-body (no finish chunk, no ``[DONE]``)."""
     return text(*chunks, delay=delay, end="drop")

@@ -1,0 +1,280 @@
+"""The context budget of one turn: token estimates, where a history may be cut, compaction.
+
+Budget: a turn's request fits ``model.context_window`` tokens (the config; else
+``LOCAL_WINDOW`` for the embedded model, whose llama.cpp context is that size, and
+``DEFAULT_WINDOW`` for a remote one) less the reply's reserve (``model.max_tokens``, else a
+quarter of the window up to ``DEFAULT_RESERVE``). The system prompt, every message and the tool
+schemas all count.
+
+Estimates (``Gauge``):
+
+- the embedded model: its own tokenizer counts the exact prompt it will see;
+- a remote provider: characters / a characters-per-token ratio. The ratio starts at
+  ``DEFAULT_CHARS_PER_TOKEN`` (conservative: GPT-style tokenizers give ~4 for English prose,
+  less for code and non-Latin scripts) and is calibrated per model from the provider's own
+  usage report (``input_tokens`` of the last request vs the characters sent), kept within
+  ``RATIO_RANGE``. When the provider says a request was too long, the ratio that request
+  implies becomes a ceiling for that model: a usage report that lies cannot raise it again.
+  No downloaded vocabulary (tiktoken): Iris runs offline.
+
+Cuts: a history is only cut before a user message (a whole exchange goes), or, when one
+exchange alone is too long, before any message that is not a tool result: an assistant's
+``tool_calls`` and their results always stay together. The current question is never cut.
+
+Compaction (``model.compaction``): ``summarize`` replaces the cut-off part with a summary the
+model writes (a separate, non-streamed request, never shown as the answer); ``truncate`` drops
+it. A summary from an earlier compaction is part of what the next one summarizes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from iris.agent.scrubber import finalize
+from iris.config import Config
+from iris.errors import ProviderError, ProviderHTTPError
+from iris.llm.base import Provider, ProviderRequest, RawText
+
+DEFAULT_WINDOW = 32_768
+LOCAL_WINDOW = 2_048
+DEFAULT_RESERVE = 4_096
+DEFAULT_CHARS_PER_TOKEN = 3.0
+RATIO_RANGE = (1.5, 6.0)
+MESSAGE_OVERHEAD = 4  # tokens a chat format spends on each message's role and framing
+KEEP_SHARE = 0.5  # after a compaction the kept turns use at most this share of the budget
+SUMMARY_PREFIX = "Summary of the earlier conversation (older turns were compacted):\n"
+NOTE = "earlier conversation summarized"
+_CLIP = 4_000  # characters of one message a summary request sees
+
+SUMMARY_INSTRUCTIONS = (
+    "You compress conversations. Summarize the conversation below so that you could continue "
+    "it without the original: the user's goals and preferences, facts, names, numbers, "
+    "decisions, what was done and what is still open. Plain text, at most {words} words. "
+    "Do not answer anything in it; only summarize."
+)
+
+# What providers say when a request is over the model's window (OpenAI's code first).
+_OVERFLOW_WORDS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context window",
+    "context length",
+    "too many tokens",
+    "prompt is too long",
+    "input is too long",
+)
+
+
+def is_overflow(exc: BaseException) -> bool:
+    """Did the provider refuse the request for being longer than the model's window?"""
+    if not isinstance(exc, ProviderError):
+        return False
+    if isinstance(exc, ProviderHTTPError) and exc.status_code not in (400, 413, 422):
+        return False
+    text = f"{exc.message} {exc.body if isinstance(exc, ProviderHTTPError) else ''}".lower()
+    return any(words in text for words in _OVERFLOW_WORDS)
+
+
+@runtime_checkable
+class TokenCounting(Protocol):
+    """A provider that counts a request's tokens exactly (the embedded model's tokenizer)."""
+
+    async def count_tokens(self, messages: list[dict[str, Any]]) -> int: ...
+
+
+# -- sizes ---------------------------------------------------------------------------------------
+def _text(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if value is None:
+        return 0
+    return len(json.dumps(value, ensure_ascii=False))
+
+
+def message_chars(message: dict[str, Any]) -> int:
+    """Characters of one chat-format message that reach the model."""
+    return _text(message.get("content")) + _text(message.get("tool_calls"))
+
+
+def request_chars(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+    return sum(map(message_chars, messages)) + (_text(tools) if tools else 0)
+
+
+def window_of(config: Config) -> int:
+    model = config.model
+    if model.context_window is not None:
+        return model.context_window
+    return LOCAL_WINDOW if model.provider == "local" else DEFAULT_WINDOW
+
+
+def reserve_of(config: Config) -> int:
+    window = window_of(config)
+    return min(config.model.max_tokens or DEFAULT_RESERVE, window // 4)
+
+
+@dataclass
+class Gauge:
+    """Token estimates per model, calibrated from what providers report."""
+
+    _ratio: dict[str, float] = field(default_factory=dict[str, float])
+    _ceiling: dict[str, float] = field(default_factory=dict[str, float])
+
+    def ratio(self, model: str) -> float:
+        ratio = self._ratio.get(model, DEFAULT_CHARS_PER_TOKEN)
+        return min(ratio, self._ceiling.get(model, RATIO_RANGE[1]))
+
+    def observe(self, model: str, chars: int, input_tokens: int) -> None:
+        """The provider counted ``input_tokens`` for a request of ``chars`` characters."""
+        if input_tokens > 0 and chars > 0:
+            self._ratio[model] = _clamp(chars / input_tokens)
+
+    def overflowed(self, model: str, chars: int, window: int) -> None:
+        """The provider refused ``chars`` characters: they are more than ``window`` tokens."""
+        if chars > 0 and window > 0:
+            ceiling = _clamp(chars / window * 0.9)
+            self._ceiling[model] = min(ceiling, self._ceiling.get(model, RATIO_RANGE[1]))
+
+    def tokens(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> int:
+        ratio = self.ratio(model)
+        body = sum(int(message_chars(m) / ratio) + MESSAGE_OVERHEAD for m in messages)
+        return body + (int(_text(tools) / ratio) if tools else 0)
+
+    def sizes(self, model: str, messages: list[dict[str, Any]]) -> list[int]:
+        ratio = self.ratio(model)
+        return [int(message_chars(m) / ratio) + MESSAGE_OVERHEAD for m in messages]
+
+
+def _clamp(ratio: float) -> float:
+    low, high = RATIO_RANGE
+    return max(low, min(high, ratio))
+
+
+# -- where to cut ------------------------------------------------------------------------------
+def cut_index(messages: list[dict[str, Any]], sizes: list[int], room: int) -> int:
+    """The fewest leading messages to drop so that the rest fit ``room`` tokens.
+
+    Cuts go before a user message where one fits, else before any message that is not a tool
+    result; never past the last user message. 0 when everything fits; the last user message's
+    index when even that part alone is too long (the best a cut can do)."""
+    total = sum(sizes)
+    if total <= room:
+        return 0
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    last_user = users[-1] if users else len(messages) - 1
+    tails = [0] * (len(messages) + 1)
+    for i in range(len(messages) - 1, -1, -1):
+        tails[i] = tails[i + 1] + sizes[i]
+    for allowed in (
+        lambda m: m.get("role") == "user",
+        lambda m: m.get("role") != "tool",
+    ):
+        for i in range(1, last_user + 1):
+            if allowed(messages[i]) and tails[i] <= room:
+                return i
+    return max(last_user, 0)
+
+
+# -- the summary -------------------------------------------------------------------------------
+def transcript(messages: list[dict[str, Any]], max_chars: int) -> str:
+    """The messages as plain text for the summarizer, each clipped, the newest kept whole
+    when the whole is longer than ``max_chars``."""
+    lines: list[str] = []
+    for message in messages:
+        role = str(message.get("role", ""))
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        if role == "assistant" and message.get("tool_calls"):
+            calls = [c.get("function", {}) for c in message["tool_calls"]]
+            called = ", ".join(f"{c.get('name')}({c.get('arguments', '')})" for c in calls)
+            text = f"{text or ''}\n[called {called}]".strip()
+        if not text:
+            continue
+        if len(text) > _CLIP:
+            text = f"{text[: _CLIP // 2]} […] {text[-_CLIP // 2 :]}"
+        label = {"tool": "Tool result", "system": "Earlier summary"}.get(role, role.title())
+        lines.append(f"{label}: {text}")
+    joined = "\n\n".join(lines)
+    return joined if len(joined) <= max_chars else "[…]" + joined[-max_chars:]
+
+
+async def summarize(
+    provider: Provider,
+    model: str,
+    messages: list[dict[str, Any]],
+    *,
+    max_tokens: int,
+    max_chars: int,
+) -> str:
+    """The model's summary of ``messages`` (one non-streamed request; raises ProviderError)."""
+    words = max(50, int(max_tokens * 0.6))
+    request = ProviderRequest(
+        model,
+        [
+            {"role": "system", "content": SUMMARY_INSTRUCTIONS.format(words=words)},
+            {"role": "user", "content": transcript(messages, max_chars)},
+        ],
+        [],
+        max_tokens,
+    )
+    parts: list[str] = []
+    async for raw in provider.complete(request):
+        if isinstance(raw, RawText):
+            parts.append(raw.text)
+    return finalize("".join(parts))
+
+
+def summary_message(summary: str) -> dict[str, Any]:
+    return {"role": "system", "content": SUMMARY_PREFIX + summary}
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What a compaction did to a turn's history: its first ``replaced`` messages (counted in
+    the turn request's ``messages``) became ``summary`` (empty: dropped)."""
+
+    summary: str
+    replaced: int
+
+
+@dataclass
+class Budget:
+    """The room of one model's window, and how its requests are counted."""
+
+    window: int
+    reserve: int
+    count: Callable[[list[dict[str, Any]], list[dict[str, Any]]], Awaitable[int]]
+    sizes: Callable[[list[dict[str, Any]]], Awaitable[list[int]]]
+
+    @property
+    def room(self) -> int:
+        return max(self.window - self.reserve, 1)
+
+
+def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> Budget:
+    """How requests to ``model`` (served by ``provider``) are counted against its window."""
+    window, reserve = window_of(config), reserve_of(config)
+    if isinstance(provider, TokenCounting):
+        counter = provider
+
+        async def count(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+            return await counter.count_tokens(messages)
+
+        async def sizes(messages: list[dict[str, Any]]) -> list[int]:
+            counted = await asyncio.gather(*(counter.count_tokens([m]) for m in messages))
+            return list(counted)
+
+        return Budget(window, reserve, count, sizes)
+
+    async def estimate(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+        return gauge.tokens(model, messages, tools)
+
+    async def estimate_sizes(messages: list[dict[str, Any]]) -> list[int]:
+        return gauge.sizes(model, messages)
+
+    return Budget(window, reserve, estimate, estimate_sizes)
