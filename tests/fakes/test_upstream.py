@@ -378,9 +378,7 @@ def test_a_context_limit_answers_like_openai(upstream: FakeUpstream, client: Ope
     upstream.context_limit = 100
     upstream.script(text("short"))
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "x" * 101}]
-        )
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x" * 101}])
     assert caught.value.code == "context_length_exceeded"
     assert "maximum context length" in caught.value.message
     assert upstream.pending == 1  # a refusal takes no scenario

@@ -13,13 +13,15 @@ Estimates (``Gauge``):
   ``DEFAULT_CHARS_PER_TOKEN`` (conservative: GPT-style tokenizers give ~4 for English prose,
   less for code and non-Latin scripts) and is calibrated per model from the provider's own
   usage report (``input_tokens`` of the last request vs the characters sent), kept within
-  ``RATIO_RANGE``. When the provider says a request was too long, the ratio that request
-  implies becomes a ceiling for that model: a usage report that lies cannot raise it again.
-  No downloaded vocabulary (tiktoken): Iris runs offline.
+  ``RATIO_RANGE``. No downloaded vocabulary (tiktoken): Iris runs offline.
+- when the provider says a request was too long, that model's window is taken to be below
+  what the request was estimated at (90 % of it), whatever the config says, for the rest of
+  the process: the next requests are fitted to what the provider showed.
 
-Cuts: a history is only cut before a user message (a whole exchange goes), or, when one
-exchange alone is too long, before any message that is not a tool result: an assistant's
-``tool_calls`` and their results always stay together. The current question is never cut.
+Cuts: a history is only cut before a user message, so a whole exchange goes: an assistant's
+``tool_calls`` and their results always stay together. The current question and what this
+turn added after it are never cut (a single turn longer than the window fails with
+``context_length_exceeded``).
 
 Compaction (``model.compaction``): ``summarize`` replaces the cut-off part with a summary the
 model writes (a separate, non-streamed request, never shown as the answer); ``truncate`` drops
@@ -121,22 +123,24 @@ class Gauge:
     """Token estimates per model, calibrated from what providers report."""
 
     _ratio: dict[str, float] = field(default_factory=dict[str, float])
-    _ceiling: dict[str, float] = field(default_factory=dict[str, float])
+    _window: dict[str, int] = field(default_factory=dict[str, int])
 
     def ratio(self, model: str) -> float:
-        ratio = self._ratio.get(model, DEFAULT_CHARS_PER_TOKEN)
-        return min(ratio, self._ceiling.get(model, RATIO_RANGE[1]))
+        return self._ratio.get(model, DEFAULT_CHARS_PER_TOKEN)
+
+    def window(self, model: str, configured: int) -> int:
+        """The window of ``model``: the configured one, or less once the provider showed it."""
+        return min(configured, self._window.get(model, configured))
 
     def observe(self, model: str, chars: int, input_tokens: int) -> None:
         """The provider counted ``input_tokens`` for a request of ``chars`` characters."""
         if input_tokens > 0 and chars > 0:
             self._ratio[model] = _clamp(chars / input_tokens)
 
-    def overflowed(self, model: str, chars: int, window: int) -> None:
-        """The provider refused ``chars`` characters: they are more than ``window`` tokens."""
-        if chars > 0 and window > 0:
-            ceiling = _clamp(chars / window * 0.9)
-            self._ceiling[model] = min(ceiling, self._ceiling.get(model, RATIO_RANGE[1]))
+    def overflowed(self, model: str, tokens: int) -> None:
+        """The provider refused a request estimated at ``tokens``: its window is smaller."""
+        if tokens > 0:
+            self._window[model] = min(int(tokens * 0.9), self._window.get(model, tokens))
 
     def tokens(
         self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -159,25 +163,17 @@ def _clamp(ratio: float) -> float:
 def cut_index(messages: list[dict[str, Any]], sizes: list[int], room: int) -> int:
     """The fewest leading messages to drop so that the rest fit ``room`` tokens.
 
-    Cuts go before a user message where one fits, else before any message that is not a tool
-    result; never past the last user message. 0 when everything fits; the last user message's
-    index when even that part alone is too long (the best a cut can do)."""
-    total = sum(sizes)
-    if total <= room:
+    Cuts go before a user message only, so a whole exchange goes (an assistant's tool calls
+    and their results are never parted), and never past the last user message: 0 when
+    everything fits; the last user message's index when even that part alone is too long."""
+    if sum(sizes) <= room:
         return 0
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    last_user = users[-1] if users else len(messages) - 1
-    tails = [0] * (len(messages) + 1)
-    for i in range(len(messages) - 1, -1, -1):
-        tails[i] = tails[i + 1] + sizes[i]
-    for allowed in (
-        lambda m: m.get("role") == "user",
-        lambda m: m.get("role") != "tool",
-    ):
-        for i in range(1, last_user + 1):
-            if allowed(messages[i]) and tails[i] <= room:
-                return i
-    return max(last_user, 0)
+    last_user = users[-1] if users else 0
+    for i in users:
+        if i > 0 and sum(sizes[i:]) <= room:
+            return i
+    return last_user
 
 
 # -- the summary -------------------------------------------------------------------------------
@@ -258,7 +254,8 @@ class Budget:
 
 def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> Budget:
     """How requests to ``model`` (served by ``provider``) are counted against its window."""
-    window, reserve = window_of(config), reserve_of(config)
+    window = gauge.window(model, window_of(config))
+    reserve = min(reserve_of(config), window // 4)
     if isinstance(provider, TokenCounting):
         counter = provider
 

@@ -438,7 +438,7 @@ class Turn:
                 raise
             self._overflow_retried = True
             budget, _, name = self.agent.budget(self.request.model)
-            self.agent.gauge.overflowed(name, request_chars(messages, tools), budget.room)
+            self.agent.gauge.overflowed(name, await budget.count(messages, tools))
             log.warning("the provider found the request too long (%s); compacting", exc.message)
             await self._fit(messages, tools, force=True)
             builder = await self._round(messages, tools)
