@@ -9,12 +9,17 @@ new event, so a model that pauses mid-sentence still shows what it has.
 Whatever breaks a turn — the provider, the agent, a frame the log cannot take — the turn ends
 for every device the same way: ``error``, ``message.stop`` for text already shown, then
 ``typing {on:false}``; those closing frames go out live even when the log is down.
+
+The history sent to the model fits its window: when older turns are compacted, devices see a
+``commentary`` frame ("earlier conversation summarized") and the session records the cut.
+The room's ``controls`` (model, reasoning shown, last usage) are what chat commands change.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from typing import Any
 
@@ -26,6 +31,7 @@ from iris.fanout.storeguard import store_errors
 from iris.fanout.subscription import Subscription
 from iris.limits import TurnSlot
 from iris.runtime import Runtime
+from iris.surfaces.controls import Controls
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,7 @@ class ChatRoom:
         self._cancel_requested = False
         self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
         self._repair: asyncio.Task[None] | None = None  # history repair after a crash
+        self.controls = Controls()  # what the chat's commands set (in memory)
 
     @property
     def busy(self) -> bool:
@@ -158,7 +165,9 @@ class ChatRoom:
                 await task
 
     async def _run(self, text: str) -> None:
-        encoder = FrameEncoder(encoder_settings(self.runtime))
+        settings = encoder_settings(self.runtime)
+        shown = self.controls.reasoning(settings.show_reasoning)
+        encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
         wake = asyncio.Event()
         flusher = asyncio.create_task(self._flush(encoder, wake))
         try:
@@ -188,10 +197,16 @@ class ChatRoom:
             # The history a crash left must be whole before it is read.
             repair, self._repair = self._repair, None
             await repair
-        history = await sessions.history(self.session)
+        transcript = await sessions.transcript(self.session)
         # Saved now, so a crash mid-reply still leaves the question in the history.
         await sessions.append(self.session, [user])
-        request = TurnRequest(messages=[*history, user], stream=encoder.settings.streaming)
+        request = TurnRequest(
+            messages=[*transcript.messages, user],
+            stream=encoder.settings.streaming,
+            model=self.controls.model,
+            fit_context=True,
+            show_compaction=True,
+        )
         async with self.runtime.agent.run(request) as turn:
             self._turn = turn
             if self._cancel_requested:
@@ -200,10 +215,14 @@ class ChatRoom:
                 publish(encoder.feed(event, loop.time()))
                 wake.set()
                 if isinstance(event, TurnEnded):
+                    self.controls.last_usage = dict(event.usage)
                     await sessions.append(self.session, event.messages)
                 elif isinstance(event, TurnFailed) and event.partial_text:
                     kept = {"role": "assistant", "content": event.partial_text}
                     await sessions.append(self.session, [kept])
+        if turn.compaction is not None:  # the next turn starts from the summary
+            after = transcript.cut_after(turn.compaction.replaced)
+            await sessions.cut(self.session, turn.compaction.summary, after=after)
 
     async def _flush(self, encoder: FrameEncoder, wake: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
