@@ -249,7 +249,6 @@ class FakeBotApi:
         ):
             return 400, "Bad Request: can't parse commands"
         self.commands = [
-            {"command": str(c["command"]), "description": str(c["description"])}
-            for c in commands
+            {"command": str(c["command"]), "description": str(c["description"])} for c in commands
         ]
         return 200, True

@@ -69,6 +69,7 @@ from tests.fakes.scenarios import (
     not_sse_200,
     reasoning,
     reject_stream,
+    request_chars,
     responder,
     responses_text,
     responses_tool_call,
@@ -129,20 +130,6 @@ class Sent:
     at: float  # time.monotonic()
     data: bytes
     kind: str  # "head" | "delta" | "tail" for SSE events, "body" for a whole body
-
-
-def request_chars(body: dict[str, Any]) -> int:
-    """Characters of what a request asks the model to read (messages, input, instructions)."""
-    parts = [body.get("messages"), body.get("input"), body.get("instructions")]
-    total = 0
-    for part in parts:
-        if isinstance(part, str):
-            total += len(part)
-        elif isinstance(part, list):
-            for item in part:
-                content = item.get("content") if isinstance(item, dict) else item
-                total += len(content) if isinstance(content, str) else len(json.dumps(content))
-    return total
 
 
 class FakeUpstream:

@@ -74,10 +74,13 @@ class ChatRoom:
         self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
         self._repair: asyncio.Task[None] | None = None  # history repair after a crash
         self.controls = Controls()  # what the chat's commands set (in memory)
+        # The turn's last frames are out: a device may send the next message at once, though
+        # the task still keeps the history; the next turn waits for it.
+        self._finishing = False
 
     @property
     def busy(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._task is not None and not self._task.done() and not self._finishing
 
     def send(
         self, text: str, origin: Subscription | None = None, slot: TurnSlot | None = None
@@ -89,7 +92,11 @@ class ChatRoom:
         echo = {"type": "message", "message_id": new_message_id(), "role": "user", "text": text}
         self.hub.publish(self.chat_id, echo, exclude=origin)
         self._cancel_requested = False
-        self._task = asyncio.create_task(self._run(text), name=f"iris-turn-{self.chat_id}")
+        previous = self._task if self._task is not None and not self._task.done() else None
+        self._finishing = False
+        self._task = asyncio.create_task(
+            self._run(text, previous), name=f"iris-turn-{self.chat_id}"
+        )
         if slot is not None:
             self._task.add_done_callback(lambda _: slot.release())
         return True
@@ -164,7 +171,9 @@ class ChatRoom:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _run(self, text: str) -> None:
+    async def _run(self, text: str, previous: asyncio.Task[None] | None = None) -> None:
+        if previous is not None:  # its history must be whole before this turn reads it
+            await asyncio.wait([previous])
         settings = encoder_settings(self.runtime)
         shown = self.controls.reasoning(settings.show_reasoning)
         encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
@@ -212,6 +221,8 @@ class ChatRoom:
             if self._cancel_requested:
                 turn.interrupt()
             async for event in turn:
+                if isinstance(event, TurnEnded | TurnFailed):
+                    self._finishing = True
                 publish(encoder.feed(event, loop.time()))
                 wake.set()
                 if isinstance(event, TurnEnded):
@@ -255,6 +266,8 @@ class ChatRoom:
     def _end(self, frames: list[dict[str, Any]]) -> None:
         """Publish a turn's closing frames: live even if the log cannot keep them; never raises."""
         frames, self._unsent = [*self._unsent, *frames], []
+        if frames:
+            self._finishing = True
         try:
             self.hub.publish_all(self.chat_id, frames, durable=False)
         except Exception:  # the hub itself broke: nothing more a device can be told
