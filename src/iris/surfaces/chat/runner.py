@@ -52,6 +52,8 @@ REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
 BUSY = "Busy right now, please try again in a moment."
 _REFUSED_MEMORY = 10_000
+# Commands that change the history: they wait for the turn that is saving its reply.
+HISTORY_COMMANDS = frozenset({"new", "compact"})
 # How long a turn gets to end after an interrupt before its task is cancelled.
 _STOP_GRACE = 5.0
 
@@ -250,12 +252,17 @@ class ChatSurface:
             self.runtime,
             conversation_key(message),
             conversation.controls,
-            busy=conversation.turn is not None or conversation.lock.locked(),
+            busy=conversation.turn is not None,
             stop=stop,
             show_reasoning=display.show_reasoning,
         )
         try:
-            answer = await execute(command, target)
+            if command.name in HISTORY_COMMANDS and not target.busy:
+                # A reply just delivered may not be in the history yet: wait until it is.
+                async with conversation.lock:
+                    answer = await execute(command, target)
+            else:
+                answer = await execute(command, target)
         except StoreUnavailable as exc:
             answer = f"/{command.name} failed: {exc.message}"
         except Exception:

@@ -24,6 +24,8 @@ import logging
 from typing import Any
 
 from iris.agent import Turn, TurnRequest
+from iris.agent.context import Compaction
+from iris.agent.sessions import Transcript
 from iris.errors import StoreUnavailable, user_message
 from iris.events import TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
@@ -222,18 +224,28 @@ class ChatRoom:
                 turn.interrupt()
             async for event in turn:
                 if isinstance(event, TurnEnded | TurnFailed):
+                    # Kept before the turn's last frames go out: a device may act on them
+                    # (the next message, /new) at once.
+                    await self._keep(event, turn.compaction, transcript)
                     self._finishing = True
                 publish(encoder.feed(event, loop.time()))
                 wake.set()
-                if isinstance(event, TurnEnded):
-                    self.controls.last_usage = dict(event.usage)
-                    await sessions.append(self.session, event.messages)
-                elif isinstance(event, TurnFailed) and event.partial_text:
-                    kept = {"role": "assistant", "content": event.partial_text}
-                    await sessions.append(self.session, [kept])
-        if turn.compaction is not None:  # the next turn starts from the summary
-            after = transcript.cut_after(turn.compaction.replaced)
-            await sessions.cut(self.session, turn.compaction.summary, after=after)
+
+    async def _keep(
+        self, end: TurnEnded | TurnFailed, compaction: Compaction | None, transcript: Transcript
+    ) -> None:
+        """Add the turn's messages to the history, and the cut its compaction made."""
+        sessions = self.runtime.sessions
+        if isinstance(end, TurnEnded):
+            self.controls.last_usage = dict(end.usage)
+            await sessions.append(self.session, end.messages)
+        elif end.partial_text:
+            await sessions.append(
+                self.session, [{"role": "assistant", "content": end.partial_text}]
+            )
+        if compaction is not None:  # the next turn starts from the summary
+            after = transcript.cut_after(compaction.replaced)
+            await sessions.cut(self.session, compaction.summary, after=after)
 
     async def _flush(self, encoder: FrameEncoder, wake: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
