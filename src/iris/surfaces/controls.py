@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from iris.agent.context import NOTE
+from iris.agent import Agent
+from iris.agent.context import NOTE, Compaction
+from iris.config import Config
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, help_text
 
@@ -85,51 +87,67 @@ async def execute(command: Command, chat: CommandTarget) -> str:
             raise AssertionError(f"not a chat command: {command.name}")
 
 
-def _head(chat: CommandTarget) -> list[dict[str, Any]]:
-    prompt = chat.runtime.config.model.system_prompt
-    return [{"role": "system", "content": prompt}] if prompt else []
-
-
-def _tools(chat: CommandTarget) -> list[dict[str, Any]]:
-    return chat.runtime.agent.tools.schemas()
-
-
-async def _compact(chat: CommandTarget) -> str:
-    agent, sessions = chat.runtime.agent, chat.runtime.sessions
-    transcript = await sessions.transcript(chat.session)
-    head = _head(chat)
+async def compact(
+    agent: Agent, messages: list[dict[str, Any]], model: str | None
+) -> Compaction | None:
+    """Compact a chat's ``messages`` now (``/compact``): what was replaced, or None."""
+    head = _head(agent.config)
     _, compaction = await agent.compact(
-        [*head, *transcript.messages],
-        _tools(chat),
-        model=chat.controls.model,
-        force=True,
-        head=len(head),
+        [*head, *messages], agent.tools.schemas(), model=model, force=True, head=len(head)
     )
+    return compaction
+
+
+def compacted(compaction: Compaction | None) -> str:
+    """The answer to ``/compact``."""
     if compaction is None:
         return "nothing to compact yet"
-    after = transcript.cut_after(compaction.replaced)
-    await sessions.cut(chat.session, compaction.summary, after=after)
     done = NOTE if compaction.summary else "earlier conversation dropped (no summary)"
     return f"{done}: {compaction.replaced} messages"
 
 
-async def _status(chat: CommandTarget) -> str:
-    agent = chat.runtime.agent
-    budget, _, name = agent.budget(chat.controls.model)
-    transcript = await chat.runtime.sessions.transcript(chat.session)
-    used = await budget.count([*_head(chat), *transcript.messages], _tools(chat))
-    usage = chat.controls.last_usage
+async def status(
+    agent: Agent, messages: list[dict[str, Any]], model: str | None, usage: dict[str, int]
+) -> list[str]:
+    """The lines of ``/status`` every surface shows: model, context used, last reply."""
+    budget, _, name = agent.budget(model)
+    used = await budget.count([*_head(agent.config), *messages], agent.tools.schemas())
     last = (
         f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out"
         if usage
         else "none yet"
     )
-    lines = [
+    return [
         f"model: {name}",
         f"context: ~{used} of {budget.window} tokens ({budget.reserve} kept for the reply; "
-        f"compaction: {chat.runtime.config.model.compaction})",
+        f"compaction: {agent.config.model.compaction})",
         f"last reply: {last}",
-        f"reasoning: {'shown' if chat.controls.reasoning(chat.show_reasoning) else 'hidden'}",
+    ]
+
+
+def _head(config: Config) -> list[dict[str, Any]]:
+    prompt = config.model.system_prompt
+    return [{"role": "system", "content": prompt}] if prompt else []
+
+
+async def _compact(chat: CommandTarget) -> str:
+    sessions = chat.runtime.sessions
+    transcript = await sessions.transcript(chat.session)
+    compaction = await compact(chat.runtime.agent, transcript.messages, chat.controls.model)
+    if compaction is not None:
+        after = transcript.cut_after(compaction.replaced)
+        await sessions.cut(chat.session, compaction.summary, after=after)
+    return compacted(compaction)
+
+
+async def _status(chat: CommandTarget) -> str:
+    transcript = await chat.runtime.sessions.transcript(chat.session)
+    controls = chat.controls
+    lines = await status(
+        chat.runtime.agent, transcript.messages, controls.model, controls.last_usage
+    )
+    lines += [
+        f"reasoning: {'shown' if controls.reasoning(chat.show_reasoning) else 'hidden'}",
         f"reply running: {'yes' if chat.busy else 'no'}",
     ]
     return "\n".join(lines)
