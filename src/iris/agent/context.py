@@ -263,8 +263,10 @@ def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> 
             return await counter.count_tokens(messages)
 
         async def sizes(messages: list[dict[str, Any]]) -> list[int]:
+            # Each message alone, less the prompt's frame every count includes.
+            frame = await counter.count_tokens([])
             counted = await asyncio.gather(*(counter.count_tokens([m]) for m in messages))
-            return list(counted)
+            return [max(n - frame, 1) for n in counted]
 
         return Budget(window, reserve, count, sizes)
 
