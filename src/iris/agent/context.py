@@ -2,8 +2,8 @@
 
 Budget: a turn's request fits ``model.context_window`` tokens (the config; else
 ``LOCAL_WINDOW`` for the embedded model, whose llama.cpp context is that size, and
-``DEFAULT_WINDOW`` for a remote one) less the reply's reserve (``model.max_tokens``, else a
-quarter of the window up to ``DEFAULT_RESERVE``). The system prompt, every message and the tool
+``DEFAULT_WINDOW`` for a remote one) less the reply's reserve (``model.max_tokens``, at most
+half the window, else a quarter of the window up to ``DEFAULT_RESERVE``). The system prompt, every message and the tool
 schemas all count.
 
 Estimates (``Gauge``):
@@ -113,9 +113,12 @@ def window_of(config: Config) -> int:
     return LOCAL_WINDOW if model.provider == "local" else DEFAULT_WINDOW
 
 
-def reserve_of(config: Config) -> int:
-    window = window_of(config)
-    return min(config.model.max_tokens or DEFAULT_RESERVE, window // 4)
+def reserve_of(config: Config, window: int) -> int:
+    """Tokens kept for the reply: ``model.max_tokens`` (at most half the window), else a
+    quarter of the window up to ``DEFAULT_RESERVE``."""
+    if config.model.max_tokens:
+        return min(config.model.max_tokens, window // 2)
+    return min(DEFAULT_RESERVE, window // 4)
 
 
 @dataclass
@@ -255,7 +258,7 @@ class Budget:
 def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> Budget:
     """How requests to ``model`` (served by ``provider``) are counted against its window."""
     window = gauge.window(model, window_of(config))
-    reserve = min(reserve_of(config), window // 4)
+    reserve = reserve_of(config, window)
     if isinstance(provider, TokenCounting):
         counter = provider
 
