@@ -65,12 +65,12 @@ async def test_the_budget_counts_with_the_models_own_tokenizer(
     )
     agent = Agent(config)
     try:
-        budget, provider, _ = agent.budget()
+        budget = agent.budget()
         assert budget.window == 2048  # the llama.cpp context Iris opens
         words = " ".join(["colour"] * 300)
         messages = [{"role": "user", "content": words}]
         counted = await budget.count(messages, [])  # loads the model
-        exact = len(provider._llm.tokenize(build_prompt(messages).encode()))  # pyright: ignore
+        exact = len(budget.provider._llm.tokenize(build_prompt(messages).encode()))  # pyright: ignore
         assert counted == exact and counted < len(words) // 2  # tokens, not characters
         # A long chat fits the window: older turns go, the question stays, and it answers.
         history: list[dict[str, str]] = []

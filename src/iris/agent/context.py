@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -40,6 +41,8 @@ from iris.agent.scrubber import finalize
 from iris.config import Config
 from iris.errors import ProviderError, ProviderHTTPError
 from iris.llm.base import Provider, ProviderRequest, RawText
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW = 32_768
 LOCAL_WINDOW = 2_048
@@ -243,16 +246,63 @@ class Compaction:
 
 @dataclass
 class Budget:
-    """The room of one model's window, and how its requests are counted."""
+    """The room of one model's window, how its requests are counted, and who summarizes."""
 
     window: int
     reserve: int
     count: Callable[[list[dict[str, Any]], list[dict[str, Any]]], Awaitable[int]]
     sizes: Callable[[list[dict[str, Any]]], Awaitable[list[int]]]
+    provider: Provider
+    model: str  # the name sent to the provider
+    ratio: float  # characters per token, for sizing a summary request's input
 
     @property
     def room(self) -> int:
         return max(self.window - self.reserve, 1)
+
+
+async def compact(
+    budget: Budget,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    *,
+    summarizing: bool,
+    force: bool = False,
+    head: int = 0,
+) -> tuple[list[dict[str, Any]], Compaction | None]:
+    """Fit a chat history (the question last) into ``budget``: the leading messages that do
+    not fit become a summary (``summarizing``), or go.
+
+    ``head``: leading messages that always stay (the system prompt). ``force``: compact even
+    if the estimate says it fits (the provider said otherwise, or the user asked). Returns the
+    new messages and what was replaced (None: nothing)."""
+    body = messages[head:]
+    total = await budget.count(messages, tools)
+    if total <= budget.room and not force:
+        return messages, None
+    sizes = await budget.sizes(body)
+    summary_tokens = min(1024, budget.room // 8) if summarizing else 0
+    room = int((budget.room - (total - sum(sizes)) - summary_tokens) * KEEP_SHARE)
+    cut = cut_index(body, sizes, max(room, 0))
+    if cut == 0 and force:
+        # The estimate says it fits: cut at the first whole exchange all the same.
+        cut = cut_index(body, sizes, max(sum(sizes) - 1, 0))
+    if cut == 0:
+        return messages, None
+    summary = ""
+    if summarizing:
+        try:
+            summary = await summarize(
+                budget.provider,
+                budget.model,
+                body[:cut],
+                max_tokens=summary_tokens,
+                max_chars=max(int((budget.room - 2 * summary_tokens) * budget.ratio), 1000),
+            )
+        except ProviderError as exc:  # a summary is a nicety: the chat must go on
+            log.warning("summary failed (%s); older turns are dropped", exc.message)
+    kept = [summary_message(summary)] if summary else []
+    return [*messages[:head], *kept, *body[cut:]], Compaction(summary, cut)
 
 
 def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> Budget:
@@ -271,7 +321,7 @@ def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> 
             counted = await asyncio.gather(*(counter.count_tokens([m]) for m in messages))
             return [max(n - frame, 1) for n in counted]
 
-        return Budget(window, reserve, count, sizes)
+        return Budget(window, reserve, count, sizes, provider, model, DEFAULT_CHARS_PER_TOKEN)
 
     async def estimate(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         return gauge.tokens(model, messages, tools)
@@ -279,4 +329,4 @@ def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> 
     async def estimate_sizes(messages: list[dict[str, Any]]) -> list[int]:
         return gauge.sizes(model, messages)
 
-    return Budget(window, reserve, estimate, estimate_sizes)
+    return Budget(window, reserve, estimate, estimate_sizes, provider, model, gauge.ratio(model))

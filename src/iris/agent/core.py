@@ -45,17 +45,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from iris.agent.context import (
-    KEEP_SHARE,
     NOTE,
     Budget,
     Compaction,
     Gauge,
     budget_for,
-    cut_index,
+    compact,
     is_overflow,
     request_chars,
-    summarize,
-    summary_message,
 )
 from iris.agent.round import RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
@@ -155,13 +152,13 @@ class Agent:
                 return [i, *(j for j in order if j != i)]
         return order
 
-    def budget(self, model: str | None = None) -> tuple[Budget, Provider, str]:
-        """The window of ``model`` (a name from ``model_names``; None: the main model), the
-        provider serving it and its name as sent."""
+    def budget(self, model: str | None = None) -> Budget:
+        """The window of ``model`` (a name from ``model_names``; None: the main model), how
+        its requests are counted, and the provider that serves it."""
         index = self.chain(model)[0]
         provider = self.provider(index)
         name = model if index == 0 and model else provider.name
-        return budget_for(self.config, self.gauge, provider, name), provider, name
+        return budget_for(self.config, self.gauge, provider, name)
 
     async def compact(
         self,
@@ -172,42 +169,12 @@ class Agent:
         force: bool = False,
         head: int = 0,
     ) -> tuple[list[dict[str, Any]], Compaction | None]:
-        """Fit a chat history (the question last) into the window of
-        ``model``: the leading messages that do not fit become a summary (or go).
-
-        ``head``: leading messages that always stay (the system prompt). ``force``: compact
-        even if the estimate says it fits (the provider said otherwise, or the user asked).
-        Returns the new messages and what was replaced (None: nothing)."""
-        budget, provider, name = self.budget(model)
-        body = messages[head:]
-        total = await budget.count(messages, tools)
-        if total <= budget.room and not force:
-            return messages, None
-        sizes = await budget.sizes(body)
+        """``iris.agent.context.compact`` for ``model``'s window, as ``model.compaction`` says."""
         summarizing = self.config.model.compaction == "summarize"
-        summary_tokens = min(1024, budget.room // 8) if summarizing else 0
-        room = int((budget.room - (total - sum(sizes)) - summary_tokens) * KEEP_SHARE)
-        cut = cut_index(body, sizes, max(room, 0))
-        if cut == 0 and force:
-            # The estimate says it fits: cut at the first whole exchange all the same.
-            cut = cut_index(body, sizes, max(sum(sizes) - 1, 0))
-        if cut == 0:
-            return messages, None
-        summary = ""
-        if summarizing:
-            ratio = self.gauge.ratio(name)
-            try:
-                summary = await summarize(
-                    provider,
-                    name,
-                    body[:cut],
-                    max_tokens=summary_tokens,
-                    max_chars=max(int((budget.room - 2 * summary_tokens) * ratio), 1000),
-                )
-            except ProviderError as exc:  # a summary is a nicety: the chat must go on
-                log.warning("summary failed (%s); older turns are dropped", exc.message)
-        kept = [summary_message(summary)] if summary else []
-        return [*messages[:head], *kept, *body[cut:]], Compaction(summary, cut)
+        budget = self.budget(model)
+        return await compact(
+            budget, messages, tools, summarizing=summarizing, force=force, head=head
+        )
 
     async def aclose(self) -> None:
         providers, self._providers = list(self._providers.values()), {}
@@ -437,8 +404,8 @@ class Turn:
             if not (self.request.fit_context and is_overflow(exc)) or self._overflow_retried:
                 raise
             self._overflow_retried = True
-            budget, _, name = self.agent.budget(self.request.model)
-            self.agent.gauge.overflowed(name, await budget.count(messages, tools))
+            budget = self.agent.budget(self.request.model)
+            self.agent.gauge.overflowed(budget.model, await budget.count(messages, tools))
             log.warning("the provider found the request too long (%s); compacting", exc.message)
             await self._fit(messages, tools, force=True)
             builder = await self._round(messages, tools)
@@ -474,7 +441,9 @@ class Turn:
         for n, i in enumerate(order):
             endpoint = endpoints[i]
             provider = self.agent.provider(i)
-            model = (request.model if i == 0 == order[0] and request.model else "") or provider.name
+            # The request's name replaces the main model's, unless it named a fallback.
+            named = request.model if order[0] == 0 else None
+            model = (named if i == 0 else None) or provider.name
             self._model = model
             ask = ProviderRequest(
                 model,

@@ -110,7 +110,7 @@ async def status(
     agent: Agent, messages: list[dict[str, Any]], model: str | None, usage: dict[str, int]
 ) -> list[str]:
     """The lines of ``/status`` every surface shows: model, context used, last reply."""
-    budget, _, name = agent.budget(model)
+    budget = agent.budget(model)
     used = await budget.count([*_head(agent.config), *messages], agent.tools.schemas())
     last = (
         f"{usage.get('input_tokens', 0)} in, {usage.get('output_tokens', 0)} out"
@@ -118,7 +118,7 @@ async def status(
         else "none yet"
     )
     return [
-        f"model: {name}",
+        f"model: {budget.model}",
         f"context: ~{used} of {budget.window} tokens ({budget.reserve} kept for the reply; "
         f"compaction: {agent.config.model.compaction})",
         f"last reply: {last}",
