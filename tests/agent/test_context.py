@@ -95,10 +95,14 @@ def test_the_embedded_models_wording_is_an_overflow() -> None:
 def test_the_gauge_calibrates_from_usage_and_learns_a_smaller_window() -> None:
     gauge = Gauge()
     assert gauge.ratio("m") == DEFAULT_CHARS_PER_TOKEN
-    gauge.observe("m", 4000, 1000)
+    gauge.observe("m", 500, 400)  # a small request is mostly framing: it does not count
+    assert gauge.ratio("m") == DEFAULT_CHARS_PER_TOKEN
+    gauge.observe("m", 4000, 1008, messages=2)  # less 4 tokens of framing per message
     assert gauge.ratio("m") == 4.0
+    gauge.observe("m", 6000, 3000)  # averaged with the last figure
+    assert gauge.ratio("m") == 3.0
     gauge.observe("m", 4000, 10)  # an implausible report stays within the range
-    assert gauge.ratio("m") == RATIO_RANGE[1]
+    assert gauge.ratio("m") <= RATIO_RANGE[1]
     assert gauge.window("m", 32_000) == 32_000
     gauge.overflowed("m", 10_000)  # the provider refused a request of ~10 000 tokens
     assert gauge.window("m", 32_000) == 9_000

@@ -3,8 +3,8 @@
 Budget: a turn's request fits ``model.context_window`` tokens (the config; else
 ``LOCAL_WINDOW`` for the embedded model, whose llama.cpp context is that size, and
 ``DEFAULT_WINDOW`` for a remote one) less the reply's reserve (``model.max_tokens``, at most
-half the window, else a quarter of the window up to ``DEFAULT_RESERVE``). The system prompt, every message and the tool
-schemas all count.
+half the window, else a quarter of the window up to ``DEFAULT_RESERVE``). The system prompt,
+every message and the tool schemas all count.
 
 Estimates (``Gauge``):
 
@@ -12,7 +12,8 @@ Estimates (``Gauge``):
 - a remote provider: characters / a characters-per-token ratio. The ratio starts at
   ``DEFAULT_CHARS_PER_TOKEN`` (conservative: GPT-style tokenizers give ~4 for English prose,
   less for code and non-Latin scripts) and is calibrated per model from the provider's own
-  usage report (``input_tokens`` of the last request vs the characters sent), kept within
+  usage report (``input_tokens`` of a request vs the characters sent, for requests of at least
+  ``CALIBRATE_FROM`` characters, averaged with the previous figure), kept within
   ``RATIO_RANGE``. No downloaded vocabulary (tiktoken): Iris runs offline.
 - when the provider says a request was too long, that model's window is taken to be below
   what the request was estimated at (90 % of it), whatever the config says, for the rest of
@@ -50,6 +51,7 @@ DEFAULT_RESERVE = 4_096
 DEFAULT_CHARS_PER_TOKEN = 3.0
 RATIO_RANGE = (1.5, 6.0)
 MESSAGE_OVERHEAD = 4  # tokens a chat format spends on each message's role and framing
+CALIBRATE_FROM = 2_000  # characters a request needs before its usage calibrates the ratio
 KEEP_SHARE = 0.5  # after a compaction the kept turns use at most this share of the budget
 SUMMARY_PREFIX = "Summary of the earlier conversation (older turns were compacted):\n"
 NOTE = "earlier conversation summarized"
@@ -138,10 +140,16 @@ class Gauge:
         """The window of ``model``: the configured one, or less once the provider showed it."""
         return min(configured, self._window.get(model, configured))
 
-    def observe(self, model: str, chars: int, input_tokens: int) -> None:
-        """The provider counted ``input_tokens`` for a request of ``chars`` characters."""
-        if input_tokens > 0 and chars > 0:
-            self._ratio[model] = _clamp(chars / input_tokens)
+    def observe(self, model: str, chars: int, input_tokens: int, messages: int = 0) -> None:
+        """The provider counted ``input_tokens`` for a request of ``chars`` characters in
+        ``messages`` messages. Small requests say more about framing than about text, so only
+        requests of ``CALIBRATE_FROM`` characters or more count, averaged with the last."""
+        text_tokens = input_tokens - MESSAGE_OVERHEAD * messages
+        if chars < CALIBRATE_FROM or text_tokens <= 0:
+            return
+        measured = chars / text_tokens
+        before = self._ratio.get(model)
+        self._ratio[model] = _clamp(measured if before is None else (before + measured) / 2)
 
     def overflowed(self, model: str, tokens: int) -> None:
         """The provider refused a request estimated at ``tokens``: its window is smaller."""

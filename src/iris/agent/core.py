@@ -409,7 +409,8 @@ class Turn:
             log.warning("the provider found the request too long (%s); compacting", exc.message)
             await self._fit(messages, tools, force=True)
             builder = await self._round(messages, tools)
-        self.agent.gauge.observe(self._model, request_chars(messages, tools), builder.input_tokens)
+        chars = request_chars(messages, tools)
+        self.agent.gauge.observe(self._model, chars, builder.input_tokens, len(messages))
         return builder
 
     async def _fit(
