@@ -151,3 +151,22 @@ async def test_a_stranger_gets_no_command(
         await gateway.idle()
     assert "private" in api.chat(99)[0] and "model" not in api.chat(99)[0]
     assert upstream.requests == []
+
+
+async def test_compact_summarizes_now(
+    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
+) -> None:
+    model = LongChat(reply_chars=500)
+    upstream.default = model.scenario
+    config = telegram_config(make_config, upstream, api, **WHOLE)
+    async with running(config) as gateway:
+        for n in range(1, 4):
+            await say(api, f"question {n}")
+        answer = await say(api, "/compact")
+        assert answer.startswith("earlier conversation summarized")
+        assert (await say(api, "question 4")).startswith("reply 4:")
+        await gateway.idle()
+    sent = model_requests(upstream)[-1]
+    assert sent[0]["content"] == SUMMARY_PREFIX + model.summaries[-1]
+    assert {"role": "user", "content": "question 1"} not in sent
+    assert sent[-1] == {"role": "user", "content": "question 4"}
