@@ -64,6 +64,11 @@ class ModelConfig(ModelEndpoint):
     # Characters of visible text one turn may produce (reasoning and tool arguments are bounded
     # by the same number): past it the upstream is closed and the turn ends with "length".
     max_output_chars: int = Field(default=200_000, ge=1)
+    # Tokens the model reads at once (prompt + reply). None: 2048 for the embedded model, else
+    # 32768. Chats whose history Iris keeps fit it (see iris.agent.context).
+    context_window: int | None = Field(default=None, ge=256)
+    # What happens to older turns that no longer fit: the model summarizes them, or they go.
+    compaction: Literal["summarize", "truncate"] = "summarize"
 
 
 class StreamingConfig(_Section):

@@ -118,7 +118,8 @@ def assert_no_traceback(server: Served) -> None:
 async def test_resumes_past_the_end_on_a_socket_that_never_reads_keep_memory_bounded(
     served: StartServed, upstream: FakeUpstream
 ) -> None:
-    server, base = served(**IRIS)
+    # A window for all 300 000 characters: no turn of the conversation is compacted.
+    server, base = served(**IRIS, model={"context_window": 1_000_000})
     latest = await a_long_conversation(base, upstream, turns=3)  # a sync is ~300 KB
     before = status_kib(server, "VmRSS")
     ws = await device(base, receive_buffer=4096)

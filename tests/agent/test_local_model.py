@@ -10,6 +10,7 @@ import pytest
 from iris.agent import Agent, TurnRequest
 from iris.config import config_from_dict
 from iris.events import TextDelta, TurnEnded, TurnStarted
+from iris.llm.local import build_prompt
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(180)]
 
@@ -50,3 +51,40 @@ async def test_embedded_model_streams_tokens(model_path: Path, tmp_path: Path) -
     assert arrivals[0] < ended_at  # tokens arrive as produced, not all at the end
     assert end.reason == "stop" and end.text
     assert end.usage["output_tokens"] >= len(arrivals) - 1
+
+
+async def test_the_budget_counts_with_the_models_own_tokenizer(
+    model_path: Path, tmp_path: Path
+) -> None:
+    config = config_from_dict(
+        {
+            "model": {"provider": "local", "local_path": str(model_path), "max_tokens": 16},
+            "store": {"path": str(tmp_path / "iris.db")},
+        },
+        env={},
+    )
+    agent = Agent(config)
+    try:
+        budget = agent.budget()
+        assert budget.window == 2048  # the llama.cpp context Iris opens
+        words = " ".join(["colour"] * 300)
+        messages = [{"role": "user", "content": words}]
+        counted = await budget.count(messages, [])  # loads the model
+        exact = len(budget.provider._llm.tokenize(build_prompt(messages).encode()))  # pyright: ignore
+        assert counted == exact and counted < len(words) // 2  # tokens, not characters
+        # A long chat fits the window: older turns go, the question stays, and it answers.
+        history: list[dict[str, str]] = []
+        for n in range(12):
+            history += [
+                {"role": "user", "content": f"question {n}: {words}"},
+                {"role": "assistant", "content": words},
+            ]
+        request = TurnRequest(
+            messages=[*history, {"role": "user", "content": "Name one colour."}], fit_context=True
+        )
+        async with agent.run(request) as turn:
+            events = [event async for event in turn]
+        assert isinstance(events[-1], TurnEnded), events[-1]
+        assert turn.compaction is not None and turn.compaction.replaced > 0
+    finally:
+        await agent.aclose()

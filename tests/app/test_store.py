@@ -187,3 +187,11 @@ def test_html_artifact_waits_for_the_reveal() -> None:
     assert store.bubbles[0].html is None
     run(store, clock, 1.0)
     assert store.bubbles[0].html == "<h1>hi</h1>\n"
+
+
+def test_a_command_answer_is_shown_as_a_note() -> None:
+    store = ChatStore(FakeClock())
+    store.add_local_user("/status")
+    store.apply({"type": "command", "command": "status", "text": "model: m", "seq": 0})
+    note = store.bubbles[-1]
+    assert (note.role, note.kind, note.text) == ("system", "commentary", "model: m")

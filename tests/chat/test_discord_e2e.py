@@ -110,3 +110,19 @@ async def test_a_stranger_is_refused_and_never_reaches_the_agent(
 
     assert "private" in _contents(api)[0]
     assert upstream.requests == []
+
+
+async def test_text_commands_are_answered_and_never_reach_the_model(
+    surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(text("an answer"))
+    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "/status", channel=THREAD))
+    await api.wait_until(lambda: any("last reply: none yet" in c for c in _contents(api)))
+    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "hello", channel=THREAD))
+    await api.wait_until(lambda: "an answer" in _contents(api))
+    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "/new", channel=THREAD))
+    await api.wait_until(lambda: any("new conversation" in c for c in _contents(api)))
+    await surface.idle()
+    assert [r.body["messages"] for r in upstream.requests] == [
+        [{"role": "user", "content": "hello"}]
+    ]

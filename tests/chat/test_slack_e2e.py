@@ -106,3 +106,20 @@ async def test_a_stranger_is_refused_and_never_reaches_the_agent(
 
     assert "private" in _texts(api)[0]
     assert upstream.requests == []
+
+
+async def test_text_commands_are_answered_in_the_thread(
+    gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
+) -> None:
+    # Slack's client takes a leading "/" for its own commands: users type a space first.
+    await api.push_event(message_event(OWNER, " /help", thread_ts=THREAD["thread_ts"]))
+    await api.wait_until(lambda: any("/compact" in t for t in _texts(api)))
+    second = {"ts": "1764453101.000400", "event_ts": "1764453101.000400"}
+    await api.push_event(
+        message_event(OWNER, "/reasoning on", thread_ts=THREAD["thread_ts"], **second)
+    )
+    await api.wait_until(lambda: "reasoning shown" in _texts(api))
+    await gateway.idle()
+    posts = api.calls_to("chat.postMessage")
+    assert all(c.args["thread_ts"] == THREAD["thread_ts"] for c in posts)
+    assert upstream.requests == []

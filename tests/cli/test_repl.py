@@ -410,3 +410,31 @@ async def test_without_a_terminal_the_chat_prints_plain_text(
     assert "Looking.\n" in printed and "# Heading\nSome **bold** shown.\n" in printed
     assert printed.index("Looking.") < printed.index('⚡ terminal: "echo x"') < printed.index("# H")
     assert printed.endswith("fake-model · 20 in · 10 out tokens\n")
+
+
+async def test_compact_and_status_in_the_repl(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    upstream.script(
+        text("first answer"),
+        text("second answer"),
+        text("they asked twice"),  # the summary /compact asks for
+        text("third answer"),
+    )
+    config = streaming(make_config, upstream)
+    async with chat_on_terminal(config) as s:
+        s.type("/status\r")
+        await s.see("last reply: none yet")
+        s.type("one\r")
+        await s.replies(1)
+        s.type("two\r")
+        await s.replies(2)
+        s.type("/status\r")
+        await s.see("last reply: 10 in, 5 out")
+        s.type("/compact\r")
+        await s.see("earlier conversation summarized: 2 messages")
+        s.type("three\r")
+        await s.replies(3)
+    sent = upstream.requests[-1].body["messages"]
+    assert sent[0]["role"] == "system" and sent[0]["content"].endswith("they asked twice")
+    assert [m["content"] for m in sent[1:]] == ["two", "second answer", "three"]

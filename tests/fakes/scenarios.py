@@ -195,6 +195,25 @@ def tool_calls(
     return _model_output(f"tool_calls({names})", output, delay, gate_after, end)
 
 
+def request_chars(body: dict[str, Any]) -> int:
+    """Characters of what a request asks the model to read (messages, input, instructions)."""
+    parts = [body.get("messages"), body.get("input"), body.get("instructions")]
+    total = 0
+    for part in parts:
+        if isinstance(part, str):
+            total += len(part)
+        elif isinstance(part, list):
+            for item in part:
+                content = item.get("content") if isinstance(item, dict) else item
+                total += len(content) if isinstance(content, str) else len(json.dumps(content))
+    return total
+
+
+def responder(choose: Callable[[Received], Scenario], label: str = "responder") -> Scenario:
+    """A scenario chosen per request (say, by what the request asks), e.g. as ``up.default``."""
+    return Scenario(label, lambda request: choose(request).reply(request))
+
+
 def drop(*chunks: str, delay: float = 0.0) -> Scenario:
     """Send the chunks, then cut the connection mid-body (no finish chunk, no ``[DONE]``)."""
     return text(*chunks, delay=delay, end="drop")

@@ -7,6 +7,7 @@
 Serves ``/bot{token}/{method}`` for getMe, getUpdates (long polling, honouring ``offset`` and
 ``timeout``), sendMessage, editMessageText and sendChatAction, like Telegram: message ids per
 chat, "message is not modified" (400) for an edit to identical text, 404 for a wrong token.
+``setMyCommands`` keeps the bot's command menu in ``commands``.
 ``flood(method, retry_after, times)`` answers the next calls of a method with 429 and
 ``parameters.retry_after``, as Telegram's flood control does.
 
@@ -47,6 +48,7 @@ class FakeBotApi:
     calls: list[ApiCall] = field(default_factory=list[ApiCall])
     messages: dict[int, dict[int, str]] = field(default_factory=dict[int, dict[int, str]])
     unmodified: int = 0  # edits that Telegram would reject as "message is not modified"
+    commands: list[dict[str, str]] = field(default_factory=list[dict[str, str]])
     _updates: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     _next_update: int = 1
     _floods: dict[str, _Flood] = field(default_factory=dict[str, _Flood])
@@ -238,4 +240,15 @@ class FakeBotApi:
         return 200, self._message(chat_id, message_id, text)
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> tuple[int, Any]:
+        return 200, True
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> tuple[int, Any]:
+        commands = params.get("commands")
+        if not isinstance(commands, list) or not all(
+            isinstance(c, dict) and {"command", "description"} <= c.keys() for c in commands
+        ):
+            return 400, "Bad Request: can't parse commands"
+        self.commands = [
+            {"command": str(c["command"]), "description": str(c["description"])} for c in commands
+        ]
         return 200, True

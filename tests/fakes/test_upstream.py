@@ -21,6 +21,7 @@ from tests.fakes.upstream import (
     hold,
     reasoning,
     reject_stream,
+    responder,
     responses_text,
     responses_tool_call,
     stream_error,
@@ -371,3 +372,25 @@ async def test_wait_for_request_from_another_thread(upstream: FakeUpstream) -> N
         await stream.close()
     with pytest.raises(AssertionError, match="waited for 2"):
         upstream.wait_for_request(2, timeout=0.01)
+
+
+def test_a_context_limit_answers_like_openai(upstream: FakeUpstream, client: OpenAI) -> None:
+    upstream.context_limit = 100
+    upstream.script(text("short"))
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x" * 101}])
+    assert caught.value.code == "context_length_exceeded"
+    assert "maximum context length" in caught.value.message
+    assert upstream.pending == 1  # a refusal takes no scenario
+    answer = client.chat.completions.create(model="m", messages=MESSAGES)
+    assert answer.choices[0].message.content == "short"
+    assert len(upstream.refused) == 1
+
+
+def test_a_default_responder_answers_what_is_not_scripted(
+    upstream: FakeUpstream, client: OpenAI
+) -> None:
+    upstream.default = responder(lambda request: text(f"{len(request.body['messages'])} seen"))
+    answer = client.chat.completions.create(model="m", messages=MESSAGES)
+    assert answer.choices[0].message.content == "1 seen"
+    upstream.assert_used_up()

@@ -21,6 +21,12 @@ What a test can observe (all thread-safe, readable from any thread or loop):
 - ``gate_reached``: a gated or held stream is waiting; ``release()`` lets it (and any later
   gate) go on; ``reset_gate()`` closes the gate again;
 - ``disconnected`` / ``disconnected_at``: a client went away before its response was complete.
+
+A model's window: with ``context_limit`` set (characters of the request's messages, input and
+instructions), a longer request is answered as OpenAI does — ``400`` with
+``{"error": {"code": "context_length_exceeded", ...}}`` — without taking a scenario (a real
+model refuses whatever the script); those requests are kept in ``refused``. ``default``: the
+scenario for a request when none is queued (``responder`` builds one per request).
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ from tests.fakes.scenarios import (
     not_sse_200,
     reasoning,
     reject_stream,
+    request_chars,
+    responder,
     responses_text,
     responses_tool_call,
     stream_error,
@@ -92,6 +100,7 @@ __all__ = [
     "not_sse_200",
     "reasoning",
     "reject_stream",
+    "responder",
     "responses_text",
     "responses_tool_call",
     "stream_error",
@@ -126,6 +135,9 @@ class Sent:
 class FakeUpstream:
     def __init__(self, *, model: str = "fake-model") -> None:
         self.model = model
+        self.context_limit: int | None = None
+        self.refused: list[Received] = []
+        self.default: Scenario | None = None
         self.requests: list[Received] = []
         self.unexpected: list[Received] = []
         self.sends: list[Sent] = []
@@ -311,14 +323,27 @@ class FakeUpstream:
             headers,
             time.monotonic(),
         )
+        limit = self.context_limit
+        too_long = isinstance(body, dict) and limit is not None and request_chars(body) > limit
         with self._arrived:
             self.requests.append(received)
-            scenario = self._queue.popleft() if self._queue else None
-            if scenario is None:
-                self.unexpected.append(received)
+            scenario = None
+            if too_long:
+                self.refused.append(received)
+            else:
+                scenario = self._queue.popleft() if self._queue else self.default
+                if scenario is None:
+                    self.unexpected.append(received)
             self._arrived.notify_all()
         if not isinstance(body, dict):
             reply = error_reply(400, "request body is not a JSON object")
+        elif too_long:
+            message = (
+                f"This model's maximum context length is {limit} characters. However, your "
+                f"messages resulted in {request_chars(body)} characters. Please reduce the "
+                "length of the messages."
+            )
+            reply = error_reply(400, message, code="context_length_exceeded", param="messages")
         elif scenario is None:
             message = f"unexpected request: {received.path} (no scenario scripted)"
             reply = error_reply(500, message, code="unexpected_request")

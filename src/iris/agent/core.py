@@ -20,6 +20,12 @@ Failure policy for one round (``_round``):
 - anything else, or the chain is exhausted → the turn fails; text already shown is kept
   (``SegmentEnded`` + ``TurnFailed.partial_text``), never repeated.
 
+Context budget (``iris.agent.context``): a turn whose caller keeps the history
+(``TurnRequest.fit_context``: chat platforms, the iris socket, the REPL) fits the model's window
+before every round; older turns that do not fit are compacted (summarized by the model, or
+dropped) and ``Turn.compaction`` says what was replaced, for the caller's store. A provider that
+still answers "context length exceeded" gets one compaction and one retry, never more.
+
 Output cap: once the turn's visible text would pass ``model.max_output_chars`` (or its reasoning
 or one round's tool arguments would), the turn stops reading the upstream — leaving the stream's
 ``async with`` closes it — and ends with ``TurnEnded(reason="length")`` and the text up to the cap.
@@ -38,6 +44,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from iris.agent.context import (
+    NOTE,
+    Budget,
+    Compaction,
+    Gauge,
+    budget_for,
+    compact,
+    is_overflow,
+    request_chars,
+)
 from iris.agent.round import RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
 from iris.agent.surrogates import clean_value
@@ -89,6 +105,10 @@ class TurnRequest:
     # Generation parameters in the neutral spelling of ``iris.llm.params``, sent every round.
     params: dict[str, Any] = field(default_factory=dict[str, Any])
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+    # The caller keeps this history (a chat): fit it to the model's window, compacting older
+    # turns, and retry once after the provider's "context length exceeded".
+    fit_context: bool = False
+    show_compaction: bool = False  # say so as Commentary when older turns were compacted
 
 
 class Agent:
@@ -102,6 +122,7 @@ class Agent:
         self.endpoints: list[ModelEndpoint] = [config.model, *config.model.fallback]
         self._providers: dict[int, Provider] = {}
         self._stream_rejected_until: dict[str, float] = {}
+        self.gauge = Gauge()  # token estimates per model, calibrated by providers' usage
 
     @property
     def model_name(self) -> str:
@@ -118,6 +139,43 @@ class Agent:
 
     def run(self, request: TurnRequest) -> Turn:
         return Turn(self, request)
+
+    @property
+    def model_names(self) -> list[str]:
+        """The configured models a chat may switch to: the main one, then the fallbacks."""
+        return [self.model_name, *(e.name for e in self.endpoints[1:])]
+
+    def chain(self, model: str | None) -> list[int]:
+        """Endpoint indexes to try, in order: a fallback's name starts the chain there."""
+        order = list(range(len(self.endpoints)))
+        for i in order[1:]:
+            if model and self.endpoints[i].name == model:
+                return [i, *(j for j in order if j != i)]
+        return order
+
+    def budget(self, model: str | None = None) -> Budget:
+        """The window of ``model`` (a name from ``model_names``; None: the main model), how
+        its requests are counted, and the provider that serves it."""
+        index = self.chain(model)[0]
+        provider = self.provider(index)
+        name = model if index == 0 and model else provider.name
+        return budget_for(self.config, self.gauge, provider, name)
+
+    async def compact(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        force: bool = False,
+        head: int = 0,
+    ) -> tuple[list[dict[str, Any]], Compaction | None]:
+        """``iris.agent.context.compact`` for ``model``'s window, as ``model.compaction`` says."""
+        summarizing = self.config.model.compaction == "summarize"
+        budget = self.budget(model)
+        return await compact(
+            budget, messages, tools, summarizing=summarizing, force=force, head=head
+        )
 
     async def aclose(self) -> None:
         providers, self._providers = list(self._providers.values()), {}
@@ -184,6 +242,12 @@ class Turn:
         self._usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         self._model = agent.model_name
         self._shown_chars = 0  # visible text of the finished rounds, for the output cap
+        # What compaction replaced of ``request.messages`` (for the caller's store).
+        self.compaction: Compaction | None = None
+        self._head = 0  # system messages before the history in the round's messages
+        self._own_summary = False  # the history starts with this turn's own summary
+        self._left = len(request.messages)  # request messages still in the history
+        self._overflow_retried = False
 
     # -- lifetime ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -245,6 +309,8 @@ class Turn:
             self._end_capped()
         except ProviderError as exc:
             code, message, retryable = user_message(exc)
+            if is_overflow(exc):
+                code = "context_length_exceeded"
             retry_after = exc.retry_after if isinstance(exc, ProviderHTTPError) else None
             self._fail(code, message, retryable, retry_after)
         except Exception as exc:  # a bug must not hang every consumer of the turn
@@ -272,7 +338,7 @@ class Turn:
             last = iteration == limit - 1 or (budget is not None and index >= budget)
             # The last round gets no agent tools, so the model has to answer.
             round_tools = tools if client_tools or not last else []
-            builder = await self._round(messages, round_tools)
+            builder = await self._fitted_round(messages, round_tools)
             self._segment_open = False
             text = finalize("".join(builder.raw_text))
             calls = builder.tool_calls()
@@ -328,8 +394,50 @@ class Turn:
             s for s in (self.agent.config.model.system_prompt, self.request.instructions or "") if s
         ]
         head = [{"role": "system", "content": "\n\n".join(system)}] if system else []
+        self._head = len(head)
         # A lone surrogate in the caller's text would make the upstream request unsendable.
         return [clean_value(dict(m)) for m in [*head, *self.request.messages]]
+
+    # -- the context budget --------------------------------------------------------------------
+    async def _fitted_round(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> RoundBuilder:
+        """One round within the window; after the provider's "too long", compact and retry once."""
+        if self.request.fit_context:
+            await self._fit(messages, tools, force=False)
+        try:
+            builder = await self._round(messages, tools)
+        except ProviderError as exc:
+            if not (self.request.fit_context and is_overflow(exc)) or self._overflow_retried:
+                raise
+            self._overflow_retried = True
+            budget = self.agent.budget(self.request.model)
+            self.agent.gauge.overflowed(budget.model, await budget.count(messages, tools))
+            log.warning("the provider found the request too long (%s); compacting", exc.message)
+            await self._fit(messages, tools, force=True)
+            builder = await self._round(messages, tools)
+        chars = request_chars(messages, tools)
+        self.agent.gauge.observe(self._model, chars, builder.input_tokens, len(messages))
+        return builder
+
+    async def _fit(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, force: bool
+    ) -> None:
+        """Compact ``messages`` in place when they do not fit the window (or ``force``)."""
+        fitted, compaction = await self.agent.compact(
+            messages, tools, model=self.request.model, force=force, head=self._head
+        )
+        if compaction is None:
+            return
+        # Count what left of the caller's own messages; this turn's summary is not one.
+        gone = max(0, min(compaction.replaced - int(self._own_summary), self._left))
+        self._left -= gone
+        replaced = len(self.request.messages) - self._left
+        self._own_summary = bool(compaction.summary)
+        self.compaction = Compaction(compaction.summary, replaced)
+        messages[:] = fitted
+        if self.request.show_compaction:
+            self._emit(Commentary(NOTE if compaction.summary else "earlier conversation dropped"))
 
     # -- one model round, with the failure policy ---------------------------------------------
     async def _round(
@@ -337,9 +445,13 @@ class Turn:
     ) -> RoundBuilder:
         request = self.request
         endpoints = self.agent.endpoints
-        for i, endpoint in enumerate(endpoints):
+        order = self.agent.chain(request.model)
+        for n, i in enumerate(order):
+            endpoint = endpoints[i]
             provider = self.agent.provider(i)
-            model = (request.model if i == 0 and request.model else "") or provider.name
+            # The request's name replaces the main model's, unless it named a fallback.
+            named = request.model if order[0] == 0 else None
+            model = (named if i == 0 else None) or provider.name
             self._model = model
             ask = ProviderRequest(
                 model,
@@ -366,9 +478,9 @@ class Turn:
                         self._restart("streaming failed; retrying without streaming", model)
                 return await self._consume(provider.complete(ask), deadline)
             except ProviderError as exc:
-                if exc.retryable and i + 1 < len(endpoints):
+                if exc.retryable and n + 1 < len(order):
                     log.warning("model %s failed (%s); falling back", model, exc.message)
-                    self._restart(f"falling back to {endpoints[i + 1].name}", model)
+                    self._restart(f"falling back to {endpoints[order[n + 1]].name}", model)
                     continue
                 raise
         raise AssertionError("unreachable: the loop returns or raises")

@@ -2,6 +2,10 @@
 
 Every method runs on the store's thread (``await``): a locked or lost database raises
 ``StoreUnavailable`` and never blocks the event loop.
+
+Messages are never deleted by a conversation going on: a *cut* (``/new``, a compaction) says
+where the history the model sees starts, and may carry the summary of what lies before it,
+which then heads that history as a system message. The older messages stay in the store.
 """
 
 from __future__ import annotations
@@ -9,8 +13,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
+from iris.agent.context import summary_message
 from iris.store import Store, transaction
 
 _DDL = """
@@ -21,7 +27,28 @@ CREATE TABLE IF NOT EXISTS session_messages (
     created REAL NOT NULL,
     PRIMARY KEY (session, pos)
 );
+CREATE TABLE IF NOT EXISTS session_cuts (
+    session TEXT NOT NULL,
+    pos INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_cuts_by_session ON session_cuts (session);
 """
+
+
+@dataclass
+class Transcript:
+    """The history the model sees, with where each message sits in the store."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    positions: list[int | None] = field(default_factory=list[int | None])  # None: the summary
+    start: int = 0  # the cut it starts after
+
+    def cut_after(self, replaced: int) -> int:
+        """The store position that ends the first ``replaced`` messages."""
+        kept = [p for p in self.positions[:replaced] if p is not None]
+        return max([self.start, *kept])
 
 
 class SessionStore:
@@ -30,18 +57,55 @@ class SessionStore:
         store.ensure_schema(_DDL)
 
     async def history(self, session: str, limit: int = 200) -> list[dict[str, Any]]:
-        def read(conn: sqlite3.Connection) -> list[sqlite3.Row]:
-            return conn.execute(
-                "SELECT message FROM session_messages WHERE session=? ORDER BY pos DESC LIMIT ?",
-                (session, limit),
-            ).fetchall()
+        return (await self.transcript(session, limit)).messages
 
-        rows = await self._store.run(read, write=False)
-        messages = [json.loads(row["message"]) for row in reversed(rows)]
+    async def transcript(self, session: str, limit: int = 200) -> Transcript:
+        """The last ``limit`` messages after the session's latest cut, headed by its summary."""
+
+        def read(conn: sqlite3.Connection) -> tuple[sqlite3.Row | None, list[sqlite3.Row]]:
+            cut = conn.execute(
+                "SELECT pos, summary FROM session_cuts WHERE session=? ORDER BY rowid DESC LIMIT 1",
+                (session,),
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT pos, message FROM session_messages WHERE session=? AND pos>?"
+                " ORDER BY pos DESC LIMIT ?",
+                (session, cut["pos"] if cut is not None else 0, limit),
+            ).fetchall()
+            return cut, rows
+
+        cut, rows = await self._store.run(read, write=False)
+        pairs = [(int(row["pos"]), json.loads(row["message"])) for row in reversed(rows)]
         # Never start a history in the middle of a tool exchange.
-        while messages and messages[0].get("role") == "tool":
-            messages.pop(0)
-        return messages
+        while pairs and pairs[0][1].get("role") == "tool":
+            pairs.pop(0)
+        transcript = Transcript(start=int(cut["pos"]) if cut is not None else 0)
+        if cut is not None and cut["summary"]:
+            transcript.messages.append(summary_message(cut["summary"]))
+            transcript.positions.append(None)
+        transcript.messages += [message for _, message in pairs]
+        transcript.positions += [pos for pos, _ in pairs]
+        return transcript
+
+    async def cut(self, session: str, summary: str = "", after: int | None = None) -> None:
+        """Start the history the model sees after position ``after`` (None: after the newest
+        message), headed by ``summary`` when it is not empty."""
+        now = time.time()
+
+        def write(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                pos = after
+                if pos is None:
+                    pos = conn.execute(
+                        "SELECT COALESCE(MAX(pos), 0) AS top FROM session_messages WHERE session=?",
+                        (session,),
+                    ).fetchone()["top"]
+                conn.execute(
+                    "INSERT INTO session_cuts (session, pos, summary, created) VALUES (?, ?, ?, ?)",
+                    (session, int(pos or 0), summary, now),
+                )
+
+        await self._store.run(write)
 
     async def last(self, session: str) -> dict[str, Any] | None:
         """The newest message of ``session`` (None when it has none)."""
@@ -75,6 +139,9 @@ class SessionStore:
         await self._store.run(write)
 
     async def reset(self, session: str) -> None:
-        await self._store.run(
-            lambda conn: conn.execute("DELETE FROM session_messages WHERE session=?", (session,))
-        )
+        def delete(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                conn.execute("DELETE FROM session_messages WHERE session=?", (session,))
+                conn.execute("DELETE FROM session_cuts WHERE session=?", (session,))
+
+        await self._store.run(delete)

@@ -172,6 +172,13 @@ class LocalProvider:
                 stop.set()  # the worker sees it at its next token
                 await asyncio.shield(worker)
 
+    async def count_tokens(self, messages: list[dict[str, Any]]) -> int:
+        """Tokens of the prompt ``messages`` make, by the model's own tokenizer (the context
+        budget counts with it: ``iris.agent.context``)."""
+        llm = await self._model()
+        prompt = build_prompt(messages).encode()
+        return await asyncio.to_thread(lambda: len(llm.tokenize(prompt)))
+
     def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         # In-process there is nothing to fall back to: the stream is the answer.
         return self.stream(request)

@@ -181,6 +181,11 @@ class ChatStore:
             self._add(Bubble(f"error-{seq}-{len(self.bubbles)}", "system", "error", text, text))
         elif kind == "sync":
             self._sync(frame)
+        elif kind == "command":  # the answer to this device's /status, /new...
+            text = str(frame.get("text") or "")
+            self._add(
+                Bubble(f"command-{seq}-{len(self.bubbles)}", "system", "commentary", text, text)
+            )
 
     def tick(self) -> list[Bubble]:
         """Advance every reveal to now; returns the bubbles whose shown text changed."""

@@ -11,6 +11,12 @@
 - history per conversation lives in ``runtime.sessions`` (SQLite), keyed
   ``<platform>:<chat>[:<thread>]``.
 - the chat's throttle outlives single turns, so back-to-back replies share its budget.
+- a chat command (``/new``, ``/stop``, ``/model``, ``/reasoning``, ``/compact``, ``/status``,
+  ``/help``: ``iris.surfaces.commands``) from an allowed user is answered with a bot message;
+  it never reaches the model, never joins the history and never interrupts the reply being
+  written (except ``/stop``). Any other ``/word`` is ordinary text.
+- the history sent to the model fits its window; what a compaction replaced is recorded as a
+  cut in the session (``iris.agent.context``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any, cast
 from starlette.routing import BaseRoute
 
 from iris.agent.core import Turn, TurnRequest
+from iris.agent.sessions import Transcript
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
@@ -34,6 +41,8 @@ from iris.runtime import Runtime
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
 from iris.surfaces.chat.throttle import Throttle
+from iris.surfaces.commands import Command, parse
+from iris.surfaces.controls import CommandTarget, Controls, execute
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +52,8 @@ REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
 BUSY = "Busy right now, please try again in a moment."
 _REFUSED_MEMORY = 10_000
+# Commands that change the history: they wait for the turn that is saving its reply.
+HISTORY_COMMANDS = frozenset({"new", "compact"})
 # How long a turn gets to end after an interrupt before its task is cancelled.
 _STOP_GRACE = 5.0
 
@@ -91,6 +102,7 @@ class _Conversation:
     turn: Turn | None = None
     latest: int = 0  # sequence number of the newest message received
     throttle: Throttle | None = None
+    controls: Controls = field(default_factory=Controls)
 
 
 class ChatSurface:
@@ -151,6 +163,10 @@ class ChatSurface:
             self._spawn(self._refuse(platform, message))
             return
         conversation = self._conversations.setdefault(conversation_key(message), _Conversation())
+        command = parse(message.text)
+        if command is not None:
+            self._spawn(self._command(platform, message, conversation, command))
+            return
         conversation.latest += 1
         if conversation.turn is not None:
             conversation.turn.interrupt()  # finalized without the cursor, then this one runs
@@ -218,6 +234,45 @@ class ChatSurface:
                 slot.release()
             await self._remember(session, [user, *_added(outcome)])
 
+    async def _command(
+        self,
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        conversation: _Conversation,
+        command: Command,
+    ) -> None:
+        def stop() -> bool:
+            if conversation.turn is None:
+                return False
+            conversation.turn.interrupt()
+            return True
+
+        display = self.runtime.config.display_for(cast(Surface, platform.name))
+        target = CommandTarget(
+            self.runtime,
+            conversation_key(message),
+            conversation.controls,
+            busy=conversation.turn is not None,
+            stop=stop,
+            show_reasoning=display.show_reasoning,
+        )
+        try:
+            if command.name in HISTORY_COMMANDS and not target.busy:
+                # A reply just delivered may not be in the history yet: wait until it is.
+                async with conversation.lock:
+                    answer = await execute(command, target)
+            else:
+                answer = await execute(command, target)
+        except StoreUnavailable as exc:
+            answer = f"/{command.name} failed: {exc.message}"
+        except Exception:
+            log.exception("/%s failed in %s", command.name, target.session)
+            answer = f"/{command.name} failed: internal error"
+        try:
+            await platform.send(message.chat_id, answer, thread=message.thread)
+        except PlatformError as exc:
+            log.info("answer to /%s not delivered: %s", command.name, exc)
+
     async def _remember(self, session: str, messages: list[dict[str, Any]]) -> None:
         try:
             await self.runtime.sessions.append(session, messages)
@@ -241,6 +296,10 @@ class ChatSurface:
         config = self.runtime.config
         name = cast(Surface, platform.name)
         display = config.display_for(name)
+        controls = conversation.controls
+        display = display.model_copy(
+            update={"show_reasoning": controls.reasoning(display.show_reasoning)}
+        )
         streaming = config.streams(name)
         if conversation.throttle is None:
             caps = platform.capabilities
@@ -255,10 +314,12 @@ class ChatSurface:
             thread=message.thread,
         )
         try:
-            history = await self.runtime.sessions.history(conversation_key(message))
+            transcript = await self.runtime.sessions.transcript(conversation_key(message))
             request = TurnRequest(
-                messages=[*history, user],
+                messages=[*transcript.messages, user],
                 stream=streaming,
+                model=controls.model,
+                fit_context=True,
                 allow_terminal=True,  # only allowed users get here
                 metadata={
                     "platform": name,
@@ -277,9 +338,24 @@ class ChatSurface:
                 conversation.turn = turn
                 if sequence != conversation.latest:
                     turn.interrupt()  # overtaken while it was being set up
-                return await consumer.consume(turn)
+                outcome = await consumer.consume(turn)
         finally:
             conversation.turn = None
+        if isinstance(outcome, TurnEnded):
+            controls.last_usage = dict(outcome.usage)
+        await self._keep_compaction(conversation_key(message), transcript, turn)
+        return outcome
+
+    async def _keep_compaction(self, session: str, transcript: Transcript, turn: Turn) -> None:
+        """Record what the turn's compaction replaced, so the next turn starts from it."""
+        compaction = turn.compaction
+        if compaction is None:
+            return
+        after = transcript.cut_after(compaction.replaced)
+        try:
+            await self.runtime.sessions.cut(session, compaction.summary, after=after)
+        except StoreUnavailable as exc:  # the next turn compacts again: nothing is lost
+            log.error("compaction of %s not saved: %s", session, exc.message)
 
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:

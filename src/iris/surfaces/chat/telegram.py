@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from telegram import Bot, Message, Update
+from telegram import Bot, BotCommand, Message, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
@@ -36,6 +36,7 @@ from iris.surfaces.chat.platform import (
     PlatformRateLimited,
     RateBudget,
 )
+from iris.surfaces.commands import CHAT_COMMANDS
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,12 @@ class TelegramPlatform:
             await self.bot.initialize()  # getMe: a wrong token or base_url fails here, loudly
         except TelegramError as exc:
             raise PlatformError(f"telegram: cannot connect: {exc}") from None
+        try:  # the "/" menu of Telegram's apps lists the chat commands
+            await self.bot.set_my_commands(
+                [BotCommand(name, spec.summary) for name, spec in CHAT_COMMANDS.items()]
+            )
+        except TelegramError as exc:  # a nicety: the commands work typed all the same
+            log.warning("telegram: commands not registered: %s", exc)
         self._poller = asyncio.create_task(self._poll(on_message), name="telegram-poll")
 
     async def disconnect(self) -> None:

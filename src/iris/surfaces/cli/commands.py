@@ -1,21 +1,23 @@
-"""The chat's slash commands and the per-session settings they change (pure: no I/O).
+"""The terminal chat's slash commands and the per-session settings they change (pure: no I/O).
 
-Only a first word of lowercase letters after one slash is a command, so a message that starts
-with a path (``/etc/hosts looks odd``) is sent to the model as written.
+The grammar is every chat's (``iris.surfaces.commands``): only a first word of lowercase
+letters after one slash is a command, so a message that starts with a path
+(``/etc/hosts looks odd``) is sent to the model as written. Besides the chat commands the REPL
+has ``/stream``, ``/tools`` and ``/quit``; ``/compact`` and ``/status`` need the agent, so they
+come back as actions the chat carries out.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from iris.config import Config, ToolProgressMode
+from iris.surfaces.commands import ALIASES, CHAT_COMMANDS, split
 
-Action = Literal["continue", "new", "quit"]
+Action = Literal["continue", "new", "quit", "compact", "status"]
 
-_COMMAND = re.compile(r"^/([a-z]+)(?:\s+(.*))?$", re.DOTALL)
 _TOOL_MODES: dict[str, ToolProgressMode] = {m: m for m in ("off", "new", "all", "verbose")}
 
 
@@ -46,14 +48,14 @@ class CommandResult:
 
 
 def is_command(line: str) -> bool:
-    return _COMMAND.match(line.strip()) is not None
+    return split(line) is not None
 
 
 def run_command(line: str, settings: ChatSettings) -> CommandResult:
     """Apply one slash command to ``settings``; the result says what to print and do next."""
-    match = _COMMAND.match(line.strip())
-    assert match is not None, "run_command needs is_command(line)"
-    name, arg = match.group(1), (match.group(2) or "").strip()
+    parts = split(line)
+    assert parts is not None, "run_command needs is_command(line)"
+    name, arg = parts
     command = _COMMANDS.get(_ALIASES.get(name, name))
     if command is None:
         return CommandResult(f"unknown command /{name}; /help lists the commands")
@@ -117,6 +119,19 @@ def _quit(settings: ChatSettings, arg: str) -> CommandResult:
     return CommandResult("", "quit")
 
 
+def _stop(settings: ChatSettings, arg: str) -> CommandResult:
+    # A command is read only when no reply runs; Ctrl-C stops one while it is written.
+    return CommandResult("nothing to stop (Ctrl-C stops a reply while it is written)")
+
+
+def _compact(settings: ChatSettings, arg: str) -> CommandResult:
+    return CommandResult("", "compact")
+
+
+def _status(settings: ChatSettings, arg: str) -> CommandResult:
+    return CommandResult("", "status")
+
+
 @dataclass(frozen=True, slots=True)
 class _Command:
     usage: str
@@ -126,11 +141,14 @@ class _Command:
 
 _COMMANDS: dict[str, _Command] = {
     "new": _Command("/new", "start a new conversation", _new),
+    "stop": _Command("/stop", "(Ctrl-C) stop the reply being written", _stop),
     "model": _Command("/model [NAME]", "show or change the model", _model),
     "stream": _Command("/stream on|off", "stream replies as they are written", _stream),
     "reasoning": _Command("/reasoning on|off", "show the model's reasoning", _reasoning),
     "tools": _Command("/tools off|new|all|verbose", "how much tool activity to show", _tools),
+    "compact": _Command("/compact", CHAT_COMMANDS["compact"].summary, _compact),
+    "status": _Command("/status", CHAT_COMMANDS["status"].summary, _status),
     "help": _Command("/help", "this list", _help),
     "quit": _Command("/quit", "leave (also Ctrl-D)", _quit),
 }
-_ALIASES = {"exit": "quit", "clear": "new", "q": "quit"}
+_ALIASES = {**ALIASES, "exit": "quit", "q": "quit"}

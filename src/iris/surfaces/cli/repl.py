@@ -24,6 +24,7 @@ from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from iris.agent import Agent, TurnRequest
+from iris.agent.context import Compaction, summary_message
 from iris.config import Config
 from iris.events import TurnEnded
 from iris.llm.local import DEMO_NOTICE
@@ -32,6 +33,7 @@ from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.theme import STYLE
+from iris.surfaces.controls import compact, compacted, status
 
 
 def history_path() -> Path:
@@ -115,6 +117,7 @@ class Chat:
         self.agent = Agent(config)
         self.settings = ChatSettings.from_config(config, self.agent.model_name)
         self.history: list[dict[str, Any]] = []
+        self.last_usage: dict[str, int] = {}
 
     async def run(self) -> int:
         try:
@@ -146,6 +149,10 @@ class Chat:
                         return 0
                     if result.action == "new":
                         self.history.clear()
+                    elif result.action == "compact":
+                        await self.say(await self.compact())
+                    elif result.action == "status":
+                        await self.say(await self.status())
                     continue
                 await self.turn(line)
         finally:
@@ -167,7 +174,8 @@ class Chat:
         request = TurnRequest(
             messages=[*self.history, user],
             stream=settings.streaming,
-            model=settings.model if settings.model != self.agent.model_name else None,
+            model=self._model(),
+            fit_context=True,
         )
         renderer = ReplyRenderer(
             RenderOptions(
@@ -180,9 +188,29 @@ class Chat:
         )
         async with self.agent.run(request) as turn, self.screen.running(turn.interrupt):
             end = await show_turn(turn, renderer, self.screen)
+        if turn.compaction is not None:  # older turns live on as the summary, or go
+            self._replace(turn.compaction)
         if isinstance(end, TurnEnded):
             # An interrupted reply stays in the conversation as far as it got.
             self.history.extend([user, *end.messages])
+            self.last_usage = dict(end.usage)
+
+    def _model(self) -> str | None:
+        model = self.settings.model
+        return model if model != self.agent.model_name else None
+
+    def _replace(self, compaction: Compaction) -> None:
+        kept = [summary_message(compaction.summary)] if compaction.summary else []
+        self.history = [*kept, *self.history[compaction.replaced :]]
+
+    async def compact(self) -> str:
+        compaction = await compact(self.agent, self.history, self._model())
+        if compaction is not None:
+            self._replace(compaction)
+        return compacted(compaction)
+
+    async def status(self) -> str:
+        return "\n".join(await status(self.agent, self.history, self._model(), self.last_usage))
 
 
 def _file_history() -> History:

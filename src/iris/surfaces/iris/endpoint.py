@@ -14,6 +14,11 @@ second, ``INBOUND_BURST`` at once): a frame over the budget is dropped with one 
 error, and a flood that goes on past another ``INBOUND_BURST`` frames is closed with 4029. A
 store that fails answers ``store_unavailable``; any other fault in handling a frame answers
 ``internal_error`` — the socket never drops without a close frame.
+
+A ``message.send`` whose text is a chat command (``/new``, ``/stop``, ``/model``, ``/reasoning``,
+``/compact``, ``/status``, ``/help``; see ``iris.surfaces.commands``) is not a turn: it is
+answered to the sending device alone with a connection-scoped ``command`` frame, is not echoed
+to other devices and never reaches the model or the history. Any other ``/word`` is a message.
 """
 
 from __future__ import annotations
@@ -36,9 +41,11 @@ from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.runtime import Runtime
+from iris.surfaces.commands import Command, parse
+from iris.surfaces.controls import CommandTarget, execute
 from iris.surfaces.iris import inbound
 from iris.surfaces.iris.budget import Budget
-from iris.surfaces.iris.room import ChatRoom
+from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
 
 log = logging.getLogger(__name__)
@@ -200,6 +207,7 @@ class _Connection:
         self._bad: deque[float] = deque()
         self._budget = Budget(INBOUND_RATE, INBOUND_BURST)
         self._sender: asyncio.Task[None] | None = None
+        self._commands: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
         # The receiver runs in the connection's own task: one task less per idle device. A
@@ -284,8 +292,13 @@ class _Connection:
             case inbound.Ping():
                 self.subscription.send_local({"type": "pong"})
             case inbound.SendMessage(text=text, chat_id=chat_id):
+                command = parse(text)
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
+                elif command is not None:
+                    task = asyncio.create_task(self._command(command))
+                    self._commands.add(task)
+                    task.add_done_callback(self._commands.discard)
                 elif self.room.busy:
                     self._error("turn_active", "a turn is running; cancel it or wait for it")
                 else:
@@ -299,6 +312,28 @@ class _Connection:
                 self._error("unexpected_hello", "already authenticated")
             case _:
                 assert_never(request)
+
+    async def _command(self, command: Command) -> None:
+        """Answer a chat command to this device alone (a ``command`` frame)."""
+        room = self.room
+        target = CommandTarget(
+            self.surface.runtime,
+            room.session,
+            room.controls,
+            busy=room.busy,
+            stop=room.cancel,
+            show_reasoning=encoder_settings(self.surface.runtime).show_reasoning,
+        )
+        try:
+            answer = await execute(command, target)
+        except StoreUnavailable as exc:
+            self._error(exc.code, exc.message)
+            return
+        except Exception:
+            log.exception("/%s on %s failed", command.name, room.chat_id)
+            self._error("internal_error", f"/{command.name} failed")
+            return
+        self.subscription.send_local({"type": "command", "command": command.name, "text": answer})
 
     def _start(self, text: str) -> None:
         settings = self.surface.settings

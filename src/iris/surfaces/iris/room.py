@@ -9,16 +9,23 @@ new event, so a model that pauses mid-sentence still shows what it has.
 Whatever breaks a turn — the provider, the agent, a frame the log cannot take — the turn ends
 for every device the same way: ``error``, ``message.stop`` for text already shown, then
 ``typing {on:false}``; those closing frames go out live even when the log is down.
+
+The history sent to the model fits its window: when older turns are compacted, devices see a
+``commentary`` frame ("earlier conversation summarized") and the session records the cut.
+The room's ``controls`` (model, reasoning shown, last usage) are what chat commands change.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from typing import Any
 
 from iris.agent import Turn, TurnRequest
+from iris.agent.context import Compaction
+from iris.agent.sessions import Transcript
 from iris.errors import StoreUnavailable, user_message
 from iris.events import TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
@@ -26,6 +33,7 @@ from iris.fanout.storeguard import store_errors
 from iris.fanout.subscription import Subscription
 from iris.limits import TurnSlot
 from iris.runtime import Runtime
+from iris.surfaces.controls import Controls
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
 
 log = logging.getLogger(__name__)
@@ -67,10 +75,14 @@ class ChatRoom:
         self._cancel_requested = False
         self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
         self._repair: asyncio.Task[None] | None = None  # history repair after a crash
+        self.controls = Controls()  # what the chat's commands set (in memory)
+        # The turn's last frames are out: a device may send the next message at once, though
+        # the task still keeps the history; the next turn waits for it.
+        self._finishing = False
 
     @property
     def busy(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._task is not None and not self._task.done() and not self._finishing
 
     def send(
         self, text: str, origin: Subscription | None = None, slot: TurnSlot | None = None
@@ -82,7 +94,11 @@ class ChatRoom:
         echo = {"type": "message", "message_id": new_message_id(), "role": "user", "text": text}
         self.hub.publish(self.chat_id, echo, exclude=origin)
         self._cancel_requested = False
-        self._task = asyncio.create_task(self._run(text), name=f"iris-turn-{self.chat_id}")
+        previous = self._task if self._task is not None and not self._task.done() else None
+        self._finishing = False
+        self._task = asyncio.create_task(
+            self._run(text, previous), name=f"iris-turn-{self.chat_id}"
+        )
         if slot is not None:
             self._task.add_done_callback(lambda _: slot.release())
         return True
@@ -157,8 +173,12 @@ class ChatRoom:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _run(self, text: str) -> None:
-        encoder = FrameEncoder(encoder_settings(self.runtime))
+    async def _run(self, text: str, previous: asyncio.Task[None] | None = None) -> None:
+        if previous is not None:  # its history must be whole before this turn reads it
+            await asyncio.wait([previous])
+        settings = encoder_settings(self.runtime)
+        shown = self.controls.reasoning(settings.show_reasoning)
+        encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
         wake = asyncio.Event()
         flusher = asyncio.create_task(self._flush(encoder, wake))
         try:
@@ -188,24 +208,44 @@ class ChatRoom:
             # The history a crash left must be whole before it is read.
             repair, self._repair = self._repair, None
             await repair
-        history = await sessions.history(self.session)
+        transcript = await sessions.transcript(self.session)
         # Saved now, so a crash mid-reply still leaves the question in the history.
         await sessions.append(self.session, [user])
-        request = TurnRequest(messages=[*history, user], stream=encoder.settings.streaming)
+        request = TurnRequest(
+            messages=[*transcript.messages, user],
+            stream=encoder.settings.streaming,
+            model=self.controls.model,
+            fit_context=True,
+            show_compaction=True,
+        )
         async with self.runtime.agent.run(request) as turn:
             self._turn = turn
             if self._cancel_requested:
                 turn.interrupt()
             async for event in turn:
-                # The history is saved before the turn's last frames go out: a device that
-                # sends its next message on `typing {on:false}` must find the turn over.
-                if isinstance(event, TurnEnded):
-                    await sessions.append(self.session, event.messages)
-                elif isinstance(event, TurnFailed) and event.partial_text:
-                    kept = {"role": "assistant", "content": event.partial_text}
-                    await sessions.append(self.session, [kept])
+                if isinstance(event, TurnEnded | TurnFailed):
+                    # Kept before the turn's last frames go out: a device may act on them
+                    # (the next message, /new) at once.
+                    await self._keep(event, turn.compaction, transcript)
+                    self._finishing = True
                 publish(encoder.feed(event, loop.time()))
                 wake.set()
+
+    async def _keep(
+        self, end: TurnEnded | TurnFailed, compaction: Compaction | None, transcript: Transcript
+    ) -> None:
+        """Add the turn's messages to the history, and the cut its compaction made."""
+        sessions = self.runtime.sessions
+        if isinstance(end, TurnEnded):
+            self.controls.last_usage = dict(end.usage)
+            await sessions.append(self.session, end.messages)
+        elif end.partial_text:
+            await sessions.append(
+                self.session, [{"role": "assistant", "content": end.partial_text}]
+            )
+        if compaction is not None:  # the next turn starts from the summary
+            after = transcript.cut_after(compaction.replaced)
+            await sessions.cut(self.session, compaction.summary, after=after)
 
     async def _flush(self, encoder: FrameEncoder, wake: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
@@ -238,6 +278,8 @@ class ChatRoom:
     def _end(self, frames: list[dict[str, Any]]) -> None:
         """Publish a turn's closing frames: live even if the log cannot keep them; never raises."""
         frames, self._unsent = [*self._unsent, *frames], []
+        if frames:
+            self._finishing = True
         try:
             self.hub.publish_all(self.chat_id, frames, durable=False)
         except Exception:  # the hub itself broke: nothing more a device can be told
