@@ -215,3 +215,41 @@ async def test_a_failed_summary_falls_back_to_dropping_old_turns(
     assert isinstance(events[-1], TurnEnded) and events[-1].text == "still here"
     assert upstream.requests[-1].body["messages"] == [user("new")]
     assert compaction is not None and compaction.summary == "" and compaction.replaced == 2
+
+
+async def test_the_window_comes_from_the_providers_model_listing(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    # No window configured: the default (32 768) would send all 12 000 characters; the
+    # listing says the model reads 2 000 tokens, so the old turns are compacted.
+    upstream.listing = {"context_length": 2000}
+    config = make_config(upstream.base_url, model={"max_tokens": 200})
+    agent = Agent(config)
+    history: list[dict[str, Any]] = []
+    for n in range(6):
+        history += [user(f"question {n}"), assistant(f"answer {n} " + "x" * 1900)]
+    upstream.script(text("six questions"), text("fresh"), text("again"))
+    try:
+        for question in ("and now?", "and then?"):
+            request = TurnRequest([*history, user(question)], agent_tools=False, fit_context=True)
+            await collect(agent, request)
+    finally:
+        await agent.aclose()
+    assert is_summary_request(upstream.requests[0])
+    assert user("question 0") not in upstream.requests[1].body["messages"]
+    assert upstream.listings == 1  # asked once per model, not per turn
+
+
+async def test_a_configured_window_caps_what_the_listing_says(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    upstream.listing = {"max_model_len": 1_000_000}
+    config = make_config(upstream.base_url, model={"context_window": 2000, "max_tokens": 200})
+    agent = Agent(config)
+    history = [m for n in range(6) for m in (user(f"q{n}"), assistant("x" * 1900))]
+    upstream.script(text("summary"), text("fresh"))
+    try:
+        await collect(agent, TurnRequest([*history, user("now?")], fit_context=True))
+    finally:
+        await agent.aclose()
+    assert is_summary_request(upstream.requests[0])

@@ -135,6 +135,8 @@ class Sent:
 class FakeUpstream:
     def __init__(self, *, model: str = "fake-model") -> None:
         self.model = model
+        self.listing: dict[str, Any] = {}  # extra fields of the model's GET /v1/models entry
+        self.listings = 0  # GET /v1/models answered
         self.context_limit: int | None = None
         self.refused: list[Received] = []
         self.default: Scenario | None = None
@@ -289,7 +291,9 @@ class FakeUpstream:
 
     async def _models(self, request: Request) -> JSONResponse:
         model = {"id": self.model, "object": "model", "created": 0, "owned_by": "iris-fake"}
-        return JSONResponse({"object": "list", "data": [model]})
+        with self._lock:
+            self.listings += 1
+        return JSONResponse({"object": "list", "data": [{**model, **self.listing}]})
 
     async def _unknown(self, request: Request) -> Response:
         received = Received(

@@ -1,10 +1,12 @@
 """The context budget of one turn: token estimates, where a history may be cut, compaction.
 
-Budget: a turn's request fits ``model.context_window`` tokens (the config; else
-``LOCAL_WINDOW`` for the embedded model, whose llama.cpp context is that size, and
-``DEFAULT_WINDOW`` for a remote one) less the reply's reserve (``model.max_tokens``, at most
-half the window, else a quarter of the window up to ``DEFAULT_RESERVE``). The system prompt,
-every message and the tool schemas all count.
+Budget: a turn's request fits the model's window less the reply's reserve. The window is
+what the provider's model listing says (``GET /models``: ``context_length``,
+``max_model_len``…; at most ``model.context_window`` when that is set), else
+``model.context_window``, else ``LOCAL_WINDOW`` for the embedded model (its llama.cpp context
+is that size) and ``DEFAULT_WINDOW`` for a remote one. The reserve is ``model.max_tokens`` (at
+most half the window), else a quarter of the window up to ``DEFAULT_RESERVE``. The system
+prompt, every message and the tool schemas all count.
 
 Estimates (``Gauge``):
 
@@ -87,6 +89,13 @@ def is_overflow(exc: BaseException) -> bool:
 
 
 @runtime_checkable
+class WindowListing(Protocol):
+    """A provider whose model listing may say a model's context window."""
+
+    async def listed_window(self, model: str) -> int | None: ...
+
+
+@runtime_checkable
 class TokenCounting(Protocol):
     """A provider that counts a request's tokens exactly (the embedded model's tokenizer)."""
 
@@ -111,8 +120,12 @@ def request_chars(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -
     return sum(map(message_chars, messages)) + (_text(tools) if tools else 0)
 
 
-def window_of(config: Config) -> int:
+def window_of(config: Config, listed: int | None = None) -> int:
+    """The window: what the provider's model listing says (``listed``), never more than
+    ``model.context_window`` when that is set; else the config; else a safe default."""
     model = config.model
+    if listed is not None:
+        return listed if model.context_window is None else min(listed, model.context_window)
     if model.context_window is not None:
         return model.context_window
     return LOCAL_WINDOW if model.provider == "local" else DEFAULT_WINDOW
@@ -132,6 +145,16 @@ class Gauge:
 
     _ratio: dict[str, float] = field(default_factory=dict[str, float])
     _window: dict[str, int] = field(default_factory=dict[str, int])
+    _listed: dict[str, int | None] = field(default_factory=dict[str, int | None])
+
+    async def learn(self, provider: Provider, model: str) -> None:
+        """Ask ``provider``'s model listing for ``model``'s window, once per model."""
+        if model not in self._listed and isinstance(provider, WindowListing):
+            self._listed[model] = None  # one question per model, even while it is asked
+            self._listed[model] = await provider.listed_window(model)
+
+    def listed(self, model: str) -> int | None:
+        return self._listed.get(model)
 
     def ratio(self, model: str) -> float:
         return self._ratio.get(model, DEFAULT_CHARS_PER_TOKEN)
@@ -315,7 +338,7 @@ async def compact(
 
 def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> Budget:
     """How requests to ``model`` (served by ``provider``) are counted against its window."""
-    window = gauge.window(model, window_of(config))
+    window = gauge.window(model, window_of(config, gauge.listed(model)))
     reserve = reserve_of(config, window)
     if isinstance(provider, TokenCounting):
         counter = provider

@@ -153,6 +153,12 @@ class Agent:
                 return [i, *(j for j in order if j != i)]
         return order
 
+    async def learn_window(self, model: str | None = None) -> None:
+        """Read ``model``'s window from its provider's model listing (once per model)."""
+        index = self.chain(model)[0]
+        provider = self.provider(index)
+        await self.gauge.learn(provider, model if index == 0 and model else provider.name)
+
     def budget(self, model: str | None = None) -> Budget:
         """The window of ``model`` (a name from ``model_names``; None: the main model), how
         its requests are counted, and the provider that serves it."""
@@ -404,6 +410,7 @@ class Turn:
     ) -> RoundBuilder:
         """One round within the window; after the provider's "too long", compact and retry once."""
         if self.request.fit_context:
+            await self.agent.learn_window(self.request.model)
             await self._fit(messages, tools, force=False)
         try:
             builder = await self._round(messages, tools)

@@ -22,7 +22,7 @@ from iris.llm.base import (
     describe_body,
     translate_errors,
 )
-from iris.llm.wire import encode, post, post_raw_stream
+from iris.llm.wire import encode, listed_window, post, post_raw_stream
 
 
 def make_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
@@ -39,6 +39,10 @@ class ChatCompletionsProvider:
     def __init__(self, endpoint: ModelEndpoint) -> None:
         self.name = endpoint.name
         self._client = make_client(endpoint)
+
+    async def listed_window(self, model: str) -> int | None:
+        """The context window the provider's model listing reports for ``model``, if any."""
+        return await listed_window(self._client, model)
 
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         # The SDK's raw-response mode: same client, auth, errors and connection handling, but

@@ -28,7 +28,7 @@ from iris.llm.base import (
     translate_errors,
 )
 from iris.llm.chat_completions import make_client
-from iris.llm.wire import encode, post, post_events
+from iris.llm.wire import encode, listed_window, post, post_events
 
 
 def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -97,6 +97,10 @@ class ResponsesProvider:
     def __init__(self, endpoint: ModelEndpoint) -> None:
         self.name = endpoint.name
         self._client = make_client(endpoint)
+
+    async def listed_window(self, model: str) -> int | None:
+        """The context window the provider's model listing reports for ``model``, if any."""
+        return await listed_window(self._client, model)
 
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         streamed_text: set[int] = set()

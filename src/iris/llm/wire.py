@@ -16,6 +16,7 @@ import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar, cast
 
+import httpx
 import openai
 
 Body = dict[str, Any]
@@ -70,3 +71,33 @@ async def post_raw_stream(
         yield response
     finally:
         await response.close()
+
+
+# What model listings call a model's context window: OpenRouter ``context_length``, vLLM
+# ``max_model_len``, LM Studio ``max_context_length``, others ``context_window`` /
+# ``max_input_tokens``. OpenAI's own listing says none of them.
+_WINDOW_FIELDS = (
+    "context_window",
+    "context_length",
+    "max_model_len",
+    "max_context_length",
+    "max_input_tokens",
+)
+
+
+async def listed_window(client: openai.AsyncOpenAI, model: str) -> int | None:
+    """The context window ``GET /models`` reports for ``model``, or None when it says none
+    (or cannot be read: the listing is a hint, never a reason for a turn to fail)."""
+    try:
+        listing: Any = await client.get("/models", cast_to=object, options={"timeout": 3.0})
+    except (openai.APIError, httpx.HTTPError, ValueError):
+        return None
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    for entry in cast(list[Any], entries) if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or entry.get("id") != model:
+            continue
+        for name in _WINDOW_FIELDS:
+            value = entry.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
