@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from iris.agent import Agent, TurnRequest
-from iris.events import ReasoningDelta, TextDelta, TurnEnded, TurnFailed
+from iris.events import Event, ReasoningDelta, TextDelta, TurnEnded, TurnFailed
 from tests.agent.turns import USER, collect
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import (
@@ -33,6 +33,21 @@ pytestmark = pytest.mark.timeout(30)
 PROVIDERS = ["chat_completions", "responses"]
 
 
+async def run_turn(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    provider: str,
+    request: TurnRequest,
+    **model: object,
+) -> list[Event]:
+    """One turn on a fresh agent for ``provider``; its events."""
+    agent = make_agent(make_config, upstream, provider, **model)
+    try:
+        return await collect(agent, request)
+    finally:
+        await agent.aclose()
+
+
 def make_agent(
     make_config: MakeConfig, upstream: FakeUpstream, provider: str, **model: object
 ) -> Agent:
@@ -52,11 +67,9 @@ async def test_a_200_that_is_not_the_apis_answer_fails_the_turn(
     garbage: type[Scenario],
 ) -> None:
     upstream.script(garbage(), garbage())  # a failed stream is asked once more, not streamed
-    agent = make_agent(make_config, upstream, provider)
-    try:
-        events = await collect(agent, TurnRequest(messages=USER, stream=stream))
-    finally:
-        await agent.aclose()
+    events = await run_turn(
+        make_config, upstream, provider, TurnRequest(messages=USER, stream=stream)
+    )
     end = events[-1]
     assert isinstance(end, TurnFailed), end
     assert end.code == "provider_bad_response"
@@ -68,42 +81,23 @@ async def test_a_200_carrying_an_error_object_reports_the_providers_message(
     upstream: FakeUpstream, make_config: MakeConfig
 ) -> None:
     upstream.script(garbage(b'{"error": {"message": "model overloaded"}}', "application/json"))
-    agent = make_agent(make_config, upstream, "chat_completions")
-    try:
-        events = await collect(agent, TurnRequest(messages=USER, stream=False))
-    finally:
-        await agent.aclose()
+    events = await run_turn(
+        make_config, upstream, "chat_completions", TurnRequest(messages=USER, stream=False)
+    )
     end = events[-1]
     assert isinstance(end, TurnFailed), end
     assert end.message == "provider error: model overloaded"
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-async def test_a_stream_cut_without_done_is_a_lost_connection_not_a_stop(
-    upstream: FakeUpstream, make_config: MakeConfig, provider: str
+@pytest.mark.parametrize("cut", [drop, ends_early], ids=["socket-cut", "ended-without-finish"])
+async def test_a_stream_that_stops_before_its_finish_is_a_lost_connection_not_a_stop(
+    upstream: FakeUpstream, make_config: MakeConfig, provider: str, cut: type[Scenario]
 ) -> None:
-    upstream.script(drop("Hel", "lo"))
-    agent = make_agent(make_config, upstream, provider)
-    try:
-        events = await collect(agent, TurnRequest(messages=USER))
-    finally:
-        await agent.aclose()
-    end = events[-1]
-    assert isinstance(end, TurnFailed), end
-    assert end.code == "provider_unreachable"
-    assert end.partial_text == "Hello"
-
-
-@pytest.mark.parametrize("provider", PROVIDERS)
-async def test_a_stream_that_ends_without_its_finish_is_not_a_clean_stop(
-    upstream: FakeUpstream, make_config: MakeConfig, provider: str
-) -> None:
-    upstream.script(ends_early("Hel", "lo"))
-    agent = make_agent(make_config, upstream, provider)
-    try:
-        events = await collect(agent, TurnRequest(messages=USER))
-    finally:
-        await agent.aclose()
+    # Cut mid-body, or a clean end of the body with no finish_reason / [DONE] /
+    # response.completed (a proxy that gave up): either way the reply was not finished.
+    upstream.script(cut("Hel", "lo"))
+    events = await run_turn(make_config, upstream, provider, TurnRequest(messages=USER))
     end = events[-1]
     assert isinstance(end, TurnFailed), end
     assert end.code == "provider_unreachable"
@@ -152,11 +146,9 @@ async def test_lone_surrogates_in_deltas_become_replacement_characters(
     upstream: FakeUpstream, make_config: MakeConfig, provider: str, stream: bool
 ) -> None:
     upstream.script(lone_surrogate())
-    agent = make_agent(make_config, upstream, provider)
-    try:
-        events = await collect(agent, TurnRequest(messages=USER, stream=stream))
-    finally:
-        await agent.aclose()
+    events = await run_turn(
+        make_config, upstream, provider, TurnRequest(messages=USER, stream=stream)
+    )
     end = events[-1]
     assert isinstance(end, TurnEnded), end
     assert end.text == "Hi \ufffd there"
@@ -168,11 +160,7 @@ async def test_a_surrogate_pair_split_across_deltas_is_joined(
     upstream: FakeUpstream, make_config: MakeConfig
 ) -> None:
     upstream.script(reasoning(["think \ud83d", "\ude00"], ["a \ud83d", "\ude00 b"]))
-    agent = make_agent(make_config, upstream, "chat_completions")
-    try:
-        events = await collect(agent, TurnRequest(messages=USER))
-    finally:
-        await agent.aclose()
+    events = await run_turn(make_config, upstream, "chat_completions", TurnRequest(messages=USER))
     end = events[-1]
     assert isinstance(end, TurnEnded), end
     assert end.text == "a \U0001f600 b"
