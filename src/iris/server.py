@@ -91,6 +91,8 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:
         started: list[ServerSurface] = []
+        # The SDK clients are built now, not on the event loop under the first request.
+        runtime.agent.prepare()
         try:
             for surface in surfaces:
                 await surface.start()

@@ -137,6 +137,11 @@ class Agent:
             self._providers[index] = _make_provider(self.config, self.endpoints[index])
         return self._providers[index]
 
+    def prepare(self) -> None:
+        """Build every endpoint's provider (an SDK client each: ~0.1 s of CPU) ahead of use."""
+        for index in range(len(self.endpoints)):
+            self.provider(index)
+
     def run(self, request: TurnRequest) -> Turn:
         return Turn(self, request)
 
