@@ -34,6 +34,7 @@ V6 = ("::1", 8642)
         ("anything:1", LOOPBACK, ["*"], True),
         ("[::1", LOOPBACK, [], False),
         ("127.0.0.1:notaport", LOOPBACK, [], False),
+        ("127.0.0.1:\u00b2", LOOPBACK, [], False),  # a digit to str.isdigit(), not to int()
         (":8642", LOOPBACK, [], False),
     ],
 )

@@ -204,3 +204,19 @@ def test_health_answers_any_host(iris_server: StartIris) -> None:
     with httpx.Client(timeout=10) as http:
         response = http.get(f"{server.url}/health", headers={"host": "evil.example"})
     assert response.status_code == 200
+
+
+def test_a_host_port_in_non_ascii_digits_is_403_not_a_crash(
+    iris_server: StartIris, upstream: FakeUpstream
+) -> None:
+    # "²" is a digit to str.isdigit() but not to int(): the check must refuse, not raise.
+    server = iris_server()
+    with httpx.Client(timeout=10) as http:
+        response = http.post(
+            f"{server.base_url}/chat/completions",
+            content=BODY,
+            headers={"host": b"127.0.0.1:\xb2", "content-type": b"application/json"},
+        )
+    assert response.status_code == 403
+    assert error_code(response) == "host_not_allowed"
+    assert upstream.requests == []

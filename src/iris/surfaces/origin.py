@@ -120,7 +120,8 @@ def _split_host(value: str) -> tuple[str, int | None] | None:
         return None
     if port_text is None:
         return name, None
-    if not port_text.isdigit() or len(port_text) > 5:
+    # ASCII digits only: "²".isdigit() is True, and int() refuses it.
+    if not (port_text.isascii() and port_text.isdigit()) or len(port_text) > 5:
         return None
     return name, int(port_text)
 

@@ -378,7 +378,7 @@ class ApiSurface:
             413, f"The request body is larger than {limit} bytes.", code="request_too_large"
         )
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise too_large
         raw = bytearray()
         timeout = self.runtime.config.server.timeout_body

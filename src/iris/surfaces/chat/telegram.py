@@ -70,7 +70,8 @@ def _thread_id(thread: Mapping[str, str] | None) -> int | None:
 
 def _chat(chat_id: str) -> int | str:
     # Numeric ids as ints; "@channelname" stays a string.
-    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
+    number = chat_id.removeprefix("-")
+    return int(chat_id) if number.isascii() and number.isdigit() else chat_id
 
 
 class TelegramPlatform:
