@@ -5,22 +5,17 @@ appends the frame to the log and pushes it into each subscription's bounded queu
 nothing awaits between those steps, a subscription that reads the log and goes live in one step
 (see ``Subscription.resume``) sees every frame exactly once.
 
-A frame the log cannot take raises ``StoreUnavailable`` and reaches no device, so what devices
-saw is what a resume replays; only a frame published with ``durable=False`` (the frames that
-end a turn) still goes out live then, so no device is left with a turn that never ends.
+The log queues its writes for the store's thread (``FrameLog.append``): a locked store delays
+the log's copy of a frame, never a device's; the only store read here (a chat's latest seq,
+once per chat) raises ``StoreUnavailable`` when it fails.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
-from iris.fanout.storeguard import store_errors
 from iris.fanout.subscription import Subscription, encode_frame
-
-log = logging.getLogger(__name__)
 
 Frame = dict[str, Any]
 
@@ -34,41 +29,24 @@ class Hub:
 
     def latest(self, chat_id: str) -> int:
         if chat_id not in self._latest:
-            with store_errors():
-                self._latest[chat_id] = self.log.last_seq(chat_id)
+            self._latest[chat_id] = self.log.last_seq(chat_id)
         return self._latest[chat_id]
 
-    def publish(
-        self,
-        chat_id: str,
-        body: Frame,
-        *,
-        exclude: Subscription | None = None,
-        durable: bool = True,
-    ) -> Frame:
-        """Sequence, log and deliver one chat-scoped frame; ``exclude`` skips one device live.
-
-        Raises ``StoreUnavailable`` if the log cannot take it, unless ``durable`` is False:
-        then the frame is delivered live anyway (and missing from the log)."""
+    def publish(self, chat_id: str, body: Frame, *, exclude: Subscription | None = None) -> Frame:
+        """Sequence, log and deliver one chat-scoped frame; ``exclude`` skips one device live."""
         seq = self.latest(chat_id) + 1
-        self._latest[chat_id] = seq  # taken even if the log fails: no seq is given twice
+        self._latest[chat_id] = seq
         frame = {**body, "chat_id": chat_id, "seq": seq}
         text = encode_frame(frame)  # once, not once per device
-        try:
-            with store_errors():
-                self.log.append(frame, text)
-        except StoreUnavailable as exc:
-            if durable:
-                raise
-            log.warning("iris frame %s of %s sent but not logged: %s", seq, chat_id, exc.message)
+        self.log.append(frame, text)
         for subscription in self._subscribers.get(chat_id, ()):
             if subscription is not exclude:
                 subscription.push(frame, text)
         return frame
 
-    def publish_all(self, chat_id: str, bodies: list[Frame], *, durable: bool = True) -> None:
+    def publish_all(self, chat_id: str, bodies: list[Frame]) -> None:
         for body in bodies:
-            self.publish(chat_id, body, durable=durable)
+            self.publish(chat_id, body)
 
     def subscribe(self, chat_id: str, *, appends: bool = False) -> Subscription:
         """A live subscription from the chat's latest seq; ``resume`` it to replay.

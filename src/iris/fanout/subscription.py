@@ -30,16 +30,14 @@ chat frames are in the log, so it resumes from the last seq it saw.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from iris.agent.surrogates import clean
 from iris.appends import AppendWriter
-from iris.errors import StoreUnavailable
-from iris.fanout.storeguard import store_errors
 
 if TYPE_CHECKING:
     from iris.fanout.hub import Hub
@@ -70,14 +68,7 @@ def encode_frame(frame: Frame) -> str:
     UTF-8, so a socket would fail on it mid-turn; it becomes U+FFFD here, once, for every
     device and for the log."""
     text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
-    if text.isascii():
-        return text
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        # UTF-16 with surrogatepass re-pairs split pairs; "replace" turns lone ones into U+FFFD.
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
+    return text if text.isascii() else clean(text)
 
 
 class Subscription:
@@ -133,14 +124,12 @@ class Subscription:
         Raises ``StoreUnavailable`` (and changes nothing) if the log cannot be read."""
         if self.overflowed:
             return
-        # The bounds hold for what a resume can reach; a store that takes no writes (locked)
-        # can still be read, so the replay goes on without this pass.
-        with contextlib.suppress(StoreUnavailable), store_errors():
-            self._hub.log.prune(self.chat_id)
-        with store_errors():
-            latest = self._hub.latest(self.chat_id)
-            past_reach = after_seq > latest or after_seq < self._hub.log.floor(self.chat_id)
-            messages = self._hub.log.conversation(self.chat_id) if past_reach else []
+        # The bounds hold for what a resume can reach (a store that takes no writes skips
+        # this pass: ``FrameLog.prune`` logs it and the replay goes on).
+        self._hub.log.prune(self.chat_id)
+        latest = self._hub.latest(self.chat_id)
+        past_reach = after_seq > latest or after_seq < self._hub.log.floor(self.chat_id)
+        messages = self._hub.log.conversation(self.chat_id) if past_reach else []
         self._drop_chat_frames()
         if self._appends is not None:
             self._appends.forget()  # the replay (or sync) brings each open message whole
@@ -191,13 +180,12 @@ class Subscription:
     # -- internals -----------------------------------------------------------------------------
     def _read_page(self) -> None:
         chat, log = self.chat_id, self._hub.log
-        with store_errors():
-            latest = self._hub.latest(chat)
-            if self.position < log.floor(chat):
-                # The bounds moved past us while we were catching up.
-                self._sync(latest, log.conversation(chat))
-                return
-            page = log.after(chat, self.position, self.capacity)
+        latest = self._hub.latest(chat)
+        if self.position < log.floor(chat):
+            # The bounds moved past us while we were catching up.
+            self._sync(latest, log.conversation(chat))
+            return
+        page = log.after(chat, self.position, self.capacity)
         if not page:
             self._go_live(latest)
             return

@@ -29,7 +29,6 @@ from iris.agent.sessions import Transcript
 from iris.errors import StoreUnavailable, user_message
 from iris.events import TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
-from iris.fanout.storeguard import store_errors
 from iris.fanout.subscription import Subscription
 from iris.limits import TurnSlot
 from iris.runtime import Runtime
@@ -111,11 +110,10 @@ class ChatRoom:
         model knows what the user read. Raises ``StoreUnavailable`` if the log cannot be read
         or written."""
         log = self.hub.log
-        with store_errors():
-            if self.busy or not log.turn_open(self.chat_id):
-                return
-            open_messages = log.open_messages(self.chat_id)
-            conversation = log.conversation(self.chat_id)
+        if self.busy or not log.turn_open(self.chat_id):
+            return
+        open_messages = log.open_messages(self.chat_id)
+        conversation = log.conversation(self.chat_id)
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
         shown = "\n\n".join(text for text in open_messages.values() if text)
         self._repair = asyncio.create_task(self._repair_history(user, shown))
@@ -182,8 +180,7 @@ class ChatRoom:
         wake = asyncio.Event()
         flusher = asyncio.create_task(self._flush(encoder, wake))
         try:
-            with store_errors():  # the session store failing is the same fault to the user
-                await self._stream(text, encoder, wake)
+            await self._stream(text, encoder, wake)
         except Exception as exc:  # a broken turn must still end with error + typing off
             if isinstance(exc, StoreUnavailable):
                 log.warning("iris turn in %s stopped: %s", self.chat_id, exc.message)
@@ -281,6 +278,6 @@ class ChatRoom:
         if frames:
             self._finishing = True
         try:
-            self.hub.publish_all(self.chat_id, frames, durable=False)
+            self.hub.publish_all(self.chat_id, frames)
         except Exception:  # the hub itself broke: nothing more a device can be told
             log.exception("iris turn in %s could not be closed", self.chat_id)
