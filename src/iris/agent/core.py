@@ -158,19 +158,20 @@ class Agent:
                 return [i, *(j for j in order if j != i)]
         return order
 
-    async def learn_window(self, model: str | None = None) -> None:
-        """Read ``model``'s window from its provider's model listing (once per model)."""
+    def _serving(self, model: str | None) -> tuple[Provider, str]:
+        """The provider that serves ``model`` first, and the name it is asked under."""
         index = self.chain(model)[0]
         provider = self.provider(index)
-        await self.gauge.learn(provider, model if index == 0 and model else provider.name)
+        return provider, model if index == 0 and model else provider.name
+
+    async def learn_window(self, model: str | None = None) -> None:
+        """Read ``model``'s window from its provider's model listing (once per model)."""
+        await self.gauge.learn(*self._serving(model))
 
     def budget(self, model: str | None = None) -> Budget:
         """The window of ``model`` (a name from ``model_names``; None: the main model), how
         its requests are counted, and the provider that serves it."""
-        index = self.chain(model)[0]
-        provider = self.provider(index)
-        name = model if index == 0 and model else provider.name
-        return budget_for(self.config, self.gauge, provider, name)
+        return budget_for(self.config, self.gauge, *self._serving(model))
 
     async def compact(
         self,
