@@ -101,8 +101,12 @@ def test_client_tools_switch_the_agent_tools_off() -> None:
     call = parse_chat(body, models=MODELS, config=CONFIG)
     assert call.turn.client_tools == [tool]
     assert call.turn.agent_tools is False
-    plain = parse_chat({"messages": body["messages"]}, models=MODELS, config=CONFIG)
+    keyed = config_from_dict({"platforms": {"api_server": {"api_key": "k"}}}, env={})
+    plain = parse_chat({"messages": body["messages"]}, models=MODELS, config=keyed)
     assert plain.turn.client_tools is None and plain.turn.agent_tools is True
+    # Without an API key, API callers are offered none of Iris's own tools.
+    keyless = parse_chat({"messages": body["messages"]}, models=MODELS, config=CONFIG)
+    assert keyless.turn.agent_tools is False
 
 
 def test_responses_flat_tools_become_chat_tools() -> None:

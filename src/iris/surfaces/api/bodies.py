@@ -10,7 +10,8 @@ offending field. Both APIs end up as chat-format messages, which is what the age
   ``previous_response_id``.
 
 A request that carries ``tools`` owns them: they become the turn's ``client_tools`` and the
-agent's own tools stay off for that turn, so the two are never mixed.
+agent's own tools stay off for that turn, so the two are never mixed. Without
+``platforms.api_server.api_key`` they are off for every API request.
 
 ``stream`` absent means false, as on OpenAI (the SDKs omit it): the request alone decides the
 response format, and ``streaming.api_server`` only whether the provider is streamed from while a
@@ -164,7 +165,10 @@ def _tool_policy(
         return None, False
     if tools:
         return tools, False
-    return None, config.platforms.api_server.agent_tools
+    settings = config.platforms.api_server
+    # Without a key anything that reaches the port may call the API (another local user, a
+    # page that got past the browser): Iris's own tools run commands, so they need a key.
+    return None, settings.agent_tools and bool(settings.api_key)
 
 
 # -- chat completions -------------------------------------------------------------------

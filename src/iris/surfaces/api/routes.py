@@ -10,7 +10,8 @@
 
 Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
 see ``iris.surfaces.origin``), CORS for listed origins only, the API key, the method, and a
-JSON ``Content-Type`` for a body. Without an API key the agent's own tools are not offered.
+JSON ``Content-Type`` for a body. (Without an API key the agent's own tools are not offered:
+see ``bodies``.)
 
 Every failure before the first byte is an OpenAI error body with a 4xx (see ``problems``);
 after it, the encoders report it in-band (see ``exchange``).
@@ -233,8 +234,7 @@ class ApiSurface:
     async def chat(self, request: Request) -> Response:
         body = await self._json(request)
         call = parse_chat(body, models=self.model_names(), config=self.runtime.config)
-        turn = self._agent_tools_allowed(call.turn)
-        return self._exchange(turn, ChatWire(call), stream=call.stream)
+        return self._exchange(call.turn, ChatWire(call), stream=call.stream)
 
     async def create_response(self, request: Request) -> Response:
         body = await self._json(request)
@@ -251,20 +251,17 @@ class ApiSurface:
             history=lambda response_id: stored if response_id == previous else None,
             items=found.get,
         )
-        turn = self._agent_tools_allowed(call.turn)
         wire = ResponsesWire(call, self.responses)
         if call.background:
-            return self._start_background(call, turn, wire)
-        return self._exchange(turn, wire, stream=call.stream)
+            return self._start_background(call, wire)
+        return self._exchange(call.turn, wire, stream=call.stream)
 
-    def _start_background(
-        self, call: ResponsesCall, turn: TurnRequest, wire: ResponsesWire
-    ) -> Response:
+    def _start_background(self, call: ResponsesCall, wire: ResponsesWire) -> Response:
         release = self._admit()  # a background turn holds its slots while it runs
         run = BackgroundRun(
             wire.encoder.response_id,
             self.runtime.agent,
-            turn,
+            call.turn,
             wire,
             release=release,
         )
@@ -364,13 +361,6 @@ class ApiSurface:
                 code="invalid_api_key",
                 headers={"www-authenticate": "Bearer"},
             )
-
-    def _agent_tools_allowed(self, turn: TurnRequest) -> TurnRequest:
-        # Without a key anything that reaches the port may call the API (another local user, a
-        # page that got past the browser): Iris's own tools run commands, so they need a key.
-        if not self._key:
-            turn.agent_tools = False
-        return turn
 
     async def _json(self, request: Request) -> object:
         limit = self.settings.max_body_bytes
