@@ -130,7 +130,11 @@ async def test_resumes_past_the_end_on_a_socket_that_never_reads_keep_memory_bou
     grown = (status_kib(server, "VmHWM") - before) / 1024
     assert grown < 100, f"the server grew {grown:.0f} MiB"  # it was 1.5 GB
     assert ws.close_code == 4029  # the flood is cut off with the documented code
-    assert sum(f["type"] == "sync" for f in frames) <= 2
+    # 3 000 resumes are not answered 3 000 times: a waiting sync replaces the one before, so
+    # the device gets what the sockets' buffers took before they filled, plus the one waiting.
+    # How much the kernel takes depends on its load (2 here when idle, 3 seen in CI): the bound
+    # is about the answer not growing with the flood.
+    assert sum(f["type"] == "sync" for f in frames) <= 5
     # ... and the device comes back where it was, with nothing missed.
     back = await device(base, query="", hello=False)
     await back.send(json.dumps({"type": "hello", "token": TOKEN, "after_seq": latest}))
