@@ -56,6 +56,7 @@ WORD = 4  # characters per delta, so a snapshot's length says which delta it end
 class ScriptedTurn:
     def __init__(self, deltas: int, rate: float, times_file: str) -> None:
         self.turn_id = "turn_bench"
+        self.compaction = None  # the bench's history is one message: nothing to compact
         self._deltas, self._rate, self._times_file = deltas, rate, times_file
 
     async def __aenter__(self) -> ScriptedTurn:
