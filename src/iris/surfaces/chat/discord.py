@@ -74,8 +74,8 @@ class DiscordPlatform:
         client = self._client = _IrisClient()
         client.hand_off = on_message
         try:
-            async with asyncio.timeout(self._timeout):
-                with aiohttp_failures("discord"):
+            with aiohttp_failures("discord"):
+                async with asyncio.timeout(self._timeout):
                     await client.login(self._config.token)
         except BaseException as exc:
             await self._close_gateway()
@@ -213,8 +213,7 @@ class _IrisClient(discord.Client):
     def __init__(self) -> None:
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: enable it in the developer portal
-        # A model's reply must never ping @everyone, a role or a user.
-        super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none())
+        super().__init__(intents=intents)
         self.hand_off: OnMessage | None = None  # set by connect(); None: receive nothing
 
     async def on_message(self, message: discord.Message) -> None:

@@ -87,7 +87,8 @@ class DiscordREST:
     ) -> None:
         self._headers = {
             "Authorization": f"Bot {token}",
-            "User-Agent": f"DiscordBot (https://github.com/iris-gateway, {__version__})",
+            # Discord asks for ``DiscordBot (url, version)``; Cloudflare may block other agents.
+            "User-Agent": f"DiscordBot (iris-gateway, {__version__})",
         }
         self._base_url = base_url.rstrip("/")
         self._timeout = timeout
