@@ -186,6 +186,30 @@ async def test_a_429_closes_the_bucket_until_retry_after(api: DiscordAPI) -> Non
     assert api.messages[message_id].content == "edited in time"
 
 
+async def test_a_global_429_holds_every_channel_and_route(api: DiscordAPI) -> None:
+    now = [100.0]
+    platform = DiscordPlatform(
+        DiscordConfig(token=api.token, base_url=api.base_url), clock=lambda: now[0]
+    )
+    await platform.login()
+    try:
+        api.script(Scripted(429, retry_after=2.0, everywhere=True))
+        with pytest.raises(PlatformRateLimited):
+            await platform.send(CHANNEL, "first")
+        with pytest.raises(PlatformRateLimited) as held:
+            await platform.send_typing(THREAD)
+        now[0] += 2.0
+        await platform.send_typing(THREAD)
+    finally:
+        await platform.disconnect()
+
+    assert held.value.retry_after == pytest.approx(2.0)
+    assert [(c.channel_id, c.status) for c in api.channel_calls()] == [
+        (CHANNEL, 429),
+        (THREAD, 204),
+    ]
+
+
 async def test_delete_removes_the_message(api: DiscordAPI, bot: DiscordPlatform) -> None:
     message_id = await bot.send(CHANNEL, "gone soon")
     await bot.delete_message(CHANNEL, message_id)

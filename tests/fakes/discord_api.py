@@ -50,6 +50,7 @@ class Scripted:
     hang: bool = False  # never answer (until the server stops)
     deliver: bool = False  # perform the request, then answer ``status`` (a 500 that landed)
     method: str = ""  # only a request with this HTTP method (any when empty)
+    everywhere: bool = False  # a 429 of the global limit (every route), not of one bucket
 
 
 @dataclass
@@ -275,13 +276,15 @@ class DiscordAPI:
                 "X-RateLimit-Reset-After": f"{scripted.retry_after:.3f}",
                 "X-RateLimit-Scope": "user",
                 "Retry-After": str(max(1, round(scripted.retry_after))),
-                # discord.py treats a 429 without Via as a Cloudflare ban.
-                "Via": "1.1 google",
+                "Via": "1.1 google",  # a 429 without it comes from Cloudflare, not the API
             }
+            if scripted.everywhere:
+                headers["X-RateLimit-Global"] = "true"
+                headers["X-RateLimit-Scope"] = "global"
             body = {
                 "message": "You are being rate limited.",
                 "retry_after": scripted.retry_after,
-                "global": False,
+                "global": scripted.everywhere,
             }
             return _json(body, status=429, headers=headers)
         return _json({"message": f"{scripted.status} error", "code": 0}, status=scripted.status)
