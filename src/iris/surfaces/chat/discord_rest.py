@@ -113,6 +113,11 @@ class DiscordREST:
     async def create_message(self, channel: str, content: str) -> str:
         body = {"content": content, "allowed_mentions": NO_MENTIONS}
         message = await self._call("POST", "/channels/{c}/messages", channel, body=body)
+        if "id" not in message:
+            # A 2xx that is not a message (a proxy's page?): it may have been posted.
+            raise PlatformError(
+                "discord: the answer to a send has no message id", maybe_landed=True
+            )
         return str(message["id"])
 
     async def edit_message(self, channel: str, message_id: str, content: str) -> None:
