@@ -12,9 +12,8 @@
     │   ├── ProviderHTTPError         an HTTP status from the provider (status_code, body,
     │   │                             retry_after); 401/403 are auth, 429 rate limit, 5xx server
     │   └── StreamingRejected         the provider refused ``stream=True`` for this model
-    ├── StoreUnavailable          SQLite locked past ``store.busy_timeout``, read-only, or its
-    │                             file gone: answered as 503 / an ``error`` frame
-    └── ToolError                 a tool could not run (reported to the model, not raised out)
+    └── StoreUnavailable          SQLite locked past ``store.busy_timeout``, read-only, or its
+                                  file gone: answered as 503 / an ``error`` frame
 """
 
 from __future__ import annotations
@@ -86,10 +85,6 @@ class StreamingRejected(ProviderError):
 
 class StoreUnavailable(IrisError):
     code = "store_unavailable"
-
-
-class ToolError(IrisError):
-    code = "tool_error"
 
 
 def user_message(exc: BaseException) -> tuple[str, str, bool]:

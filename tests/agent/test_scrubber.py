@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iris.agent.scrubber import ThinkScrubber, finalize, reasoning_of, scrub
+from iris.agent.scrubber import ThinkScrubber, finalize, scrub
+
+# The oracle for the streamed reasoning: every block's inner text, an unclosed one to the end.
+_BLOCK = re.compile(r"<(think|thinking|reasoning)>(.*?)(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+def reasoning_of(text: str) -> str:
+    return "".join(match.group(2) for match in _BLOCK.finditer(text))
+
 
 _PIECES = st.sampled_from(
     [

@@ -1,8 +1,8 @@
-"""The Discord adapter: the real discord.py against a fake Discord REST API and gateway on 127.0.0.1.
+"""The Discord adapter against a fake Discord REST API and gateway on 127.0.0.1.
 
-Sends, edits and typing as the wire sees them (thread channel, no mentions, 429s and 5xx
-surfaced at once without discord.py's own sleeping or retrying) and receiving through the
-gateway. One reply end to end through the runner: ``test_discord_e2e.py``.
+Sends, edits, deletes and typing as the wire sees them (thread channel, no mentions, 429s,
+dry rate-limit buckets and 5xx surfaced at once, never slept on or retried) and receiving
+through discord.py's gateway client. One reply end to end through the runner: ``test_discord_e2e.py``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-import yarl
-from discord.gateway import DiscordWebSocket
 
 from iris.config import DiscordPlatform as DiscordConfig
 from iris.surfaces.chat.discord import DiscordPlatform
@@ -24,6 +22,7 @@ from tests.fakes.discord_gateway import (
     THREAD_ID,
     DiscordGateway,
     message_create,
+    point_discord_py_at,
 )
 
 pytestmark = pytest.mark.timeout(15)
@@ -43,8 +42,7 @@ async def gateway(
     api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[DiscordGateway]:
     async with DiscordGateway(token=api.token) as fake:
-        # discord.py connects to its built-in gateway URL, not one derived from the REST base.
-        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(fake.url))
+        point_discord_py_at(monkeypatch, api, fake)
         yield fake
 
 
@@ -148,19 +146,77 @@ async def test_a_429_surfaces_at_once_with_retry_after(
     assert len(api.messages) == 1
 
 
-async def test_the_channel_budget_is_not_waited_on_inside_a_call(
+async def test_a_dry_bucket_is_refused_at_once_without_a_request(
     api: DiscordAPI, bot: DiscordPlatform
 ) -> None:
-    # The fifth answer says "0 remaining, resets in ~5 s"; discord.py would sleep on that.
+    # The fifth answer says "0 remaining, resets in ~5 s": a sixth request would only draw a
+    # 429 (Discord bans clients that collect too many), and discord.py would sleep on it.
     async with asyncio.timeout(2.0):
         for n in range(5):
             await bot.send(CHANNEL, f"message {n}")
         with pytest.raises(PlatformRateLimited) as limited:
             await bot.send(CHANNEL, "one too many")
 
-    assert 0 < limited.value.retry_after <= 5.0
-    assert [c.status for c in api.channel_calls()] == [200] * 5 + [429]
+    assert 4.0 < limited.value.retry_after <= 5.0
+    assert [c.status for c in api.channel_calls()] == [200] * 5
     assert len(api.messages) == 5
+
+
+async def test_a_429_closes_the_bucket_until_retry_after(api: DiscordAPI) -> None:
+    now = [100.0]
+    platform = DiscordPlatform(
+        DiscordConfig(token=api.token, base_url=api.base_url), clock=lambda: now[0]
+    )
+    await platform.login()
+    try:
+        message_id = await platform.send(CHANNEL, "first")
+        api.script(Scripted(429, retry_after=3.5))
+        with pytest.raises(PlatformRateLimited):
+            await platform.edit_message(CHANNEL, message_id, "edited")
+        now[0] += 3.0
+        with pytest.raises(PlatformRateLimited) as early:
+            await platform.edit_message(CHANNEL, message_id, "edited too early")
+        now[0] += 0.5
+        await platform.edit_message(CHANNEL, message_id, "edited in time")
+    finally:
+        await platform.disconnect()
+
+    assert early.value.retry_after == pytest.approx(0.5)
+    assert [c.status for c in api.channel_calls()] == [200, 429, 200]
+    assert api.messages[message_id].content == "edited in time"
+
+
+async def test_a_global_429_holds_every_channel_and_route(api: DiscordAPI) -> None:
+    now = [100.0]
+    platform = DiscordPlatform(
+        DiscordConfig(token=api.token, base_url=api.base_url), clock=lambda: now[0]
+    )
+    await platform.login()
+    try:
+        api.script(Scripted(429, retry_after=2.0, everywhere=True))
+        with pytest.raises(PlatformRateLimited):
+            await platform.send(CHANNEL, "first")
+        with pytest.raises(PlatformRateLimited) as held:
+            await platform.send_typing(THREAD)
+        now[0] += 2.0
+        await platform.send_typing(THREAD)
+    finally:
+        await platform.disconnect()
+
+    assert held.value.retry_after == pytest.approx(2.0)
+    assert [(c.channel_id, c.status) for c in api.channel_calls()] == [
+        (CHANNEL, 429),
+        (THREAD, 204),
+    ]
+
+
+async def test_delete_removes_the_message(api: DiscordAPI, bot: DiscordPlatform) -> None:
+    message_id = await bot.send(CHANNEL, "gone soon")
+    await bot.delete_message(CHANNEL, message_id)
+
+    assert api.messages == {}
+    delete = api.channel_calls()[1]
+    assert (delete.method, delete.path) == ("DELETE", f"/channels/{CHANNEL}/messages/{message_id}")
 
 
 async def test_a_server_error_is_not_retried_and_may_have_landed(

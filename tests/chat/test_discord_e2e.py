@@ -10,15 +10,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-import yarl
-from discord.gateway import DiscordWebSocket
 
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.discord_api import DiscordAPI, Scripted
-from tests.fakes.discord_gateway import THREAD_ID, DiscordGateway, message_create
+from tests.fakes.discord_gateway import (
+    THREAD_ID,
+    DiscordGateway,
+    message_create,
+    point_discord_py_at,
+)
 from tests.fakes.upstream import FakeUpstream, text
 
 pytestmark = pytest.mark.timeout(20)
@@ -37,8 +40,7 @@ async def gateway(
     api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[DiscordGateway]:
     async with DiscordGateway(token=api.token) as fake:
-        # discord.py connects to its built-in gateway URL, not one derived from the REST base.
-        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(fake.url))
+        point_discord_py_at(monkeypatch, api, fake)
         yield fake
 
 

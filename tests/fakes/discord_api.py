@@ -1,7 +1,7 @@
 """A fake Discord REST API on 127.0.0.1: the endpoints the Discord adapter uses, on the wire.
 
 It keeps each message's current content (what a user would see), records every call, enforces
-Discord's per-channel budget of 5 requests per 5 s with the headers discord.py reads, and lets
+Discord's per-channel budget of 5 requests per 5 s with its X-RateLimit headers, and lets
 a test script the next answers (a 429, a 500, a hang). The gateway is ``discord_gateway``::
 
     async with DiscordAPI() as api:
@@ -50,6 +50,7 @@ class Scripted:
     hang: bool = False  # never answer (until the server stops)
     deliver: bool = False  # perform the request, then answer ``status`` (a 500 that landed)
     method: str = ""  # only a request with this HTTP method (any when empty)
+    everywhere: bool = False  # a 429 of the global limit (every route), not of one bucket
 
 
 @dataclass
@@ -82,6 +83,7 @@ class DiscordAPI:
         app.router.add_get(API_PREFIX + "/oauth2/applications/@me", self._application)
         app.router.add_post(API_PREFIX + "/channels/{channel}/messages", self._create)
         app.router.add_patch(API_PREFIX + "/channels/{channel}/messages/{message}", self._edit)
+        app.router.add_delete(API_PREFIX + "/channels/{channel}/messages/{message}", self._delete)
         app.router.add_post(API_PREFIX + "/channels/{channel}/typing", self._typing)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
@@ -169,6 +171,21 @@ class DiscordAPI:
         message.content = content
         message.edits += 1
         return await self._finish(call, self._message_response(message, channel))
+
+    async def _delete(self, request: web.Request) -> web.StreamResponse:
+        channel = request.match_info["channel"]
+        call, early = await self._begin(request, channel)
+        if early is not None:
+            return early
+        call.message_id = request.match_info["message"]
+        message = self.messages.get(call.message_id)
+        if message is None or message.channel_id != channel:
+            body = {"message": "Unknown Message", "code": 10008}
+            return await self._finish(call, _json(body, status=404))
+        del self.messages[call.message_id]
+        return await self._finish(
+            call, web.Response(status=204, headers=self._rate_headers(channel))
+        )
 
     async def _typing(self, request: web.Request) -> web.StreamResponse:
         channel = request.match_info["channel"]
@@ -259,13 +276,15 @@ class DiscordAPI:
                 "X-RateLimit-Reset-After": f"{scripted.retry_after:.3f}",
                 "X-RateLimit-Scope": "user",
                 "Retry-After": str(max(1, round(scripted.retry_after))),
-                # discord.py treats a 429 without Via as a Cloudflare ban.
-                "Via": "1.1 google",
+                "Via": "1.1 google",  # a 429 without it comes from Cloudflare, not the API
             }
+            if scripted.everywhere:
+                headers["X-RateLimit-Global"] = "true"
+                headers["X-RateLimit-Scope"] = "global"
             body = {
                 "message": "You are being rate limited.",
                 "retry_after": scripted.retry_after,
-                "global": False,
+                "global": scripted.everywhere,
             }
             return _json(body, status=429, headers=headers)
         return _json({"message": f"{scripted.status} error", "code": 0}, status=scripted.status)

@@ -5,7 +5,7 @@ and a thread in it), then sends what a test dispatches. A wrong token is closed 
 a refused Message Content intent with 4014, as Discord does::
 
     async with DiscordGateway(token=api.token) as gateway:
-        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(gateway.url))
+        point_discord_py_at(monkeypatch, api, gateway)
         await platform.connect(on_message)
         await gateway.dispatch("MESSAGE_CREATE", message_payload(...))
 """
@@ -17,14 +17,29 @@ import itertools
 import json
 from typing import Any
 
+import pytest
+import yarl
 from aiohttp import WSMsgType, web
+from discord.gateway import DiscordWebSocket
+from discord.http import Route
 
-from tests.fakes.discord_api import BOT_ID, OWNER_ID, message_payload, user_payload
+from tests.fakes.discord_api import BOT_ID, OWNER_ID, DiscordAPI, message_payload, user_payload
 
 GUILD_ID = "1200000000000000001"
 CHANNEL_ID = "1100000000000000001"
 THREAD_ID = "1100000000000000002"
 MESSAGE_CONTENT_INTENT = 1 << 15
+
+
+def point_discord_py_at(
+    monkeypatch: pytest.MonkeyPatch, api: DiscordAPI, gateway: DiscordGateway
+) -> None:
+    """Aim discord.py's own login and gateway at the fakes, for one test.
+
+    Iris's REST calls take ``base_url``; discord.py logs in against its built-in REST root and
+    gateway URL, class constants it has no option for."""
+    monkeypatch.setattr(Route, "BASE", api.base_url)
+    monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(gateway.url))
 
 
 class DiscordGateway:

@@ -5,8 +5,8 @@ list of SSE events). Nothing here does I/O; ``upstream.py`` writes replies to a 
 
 Every model-output builder (``text``, ``reasoning``, ``tool_call``, ``tool_calls``, ``drop``,
 ``hold``, ``gated``, ``responses_text``...) answers both ``/v1/chat/completions`` and
-``/v1/responses``, streamed or not, in the wire format the official APIs use (see
-``/work/shared/NOTES.md``). The delivery knobs compose with every one of them:
+``/v1/responses``, streamed or not, in the wire format the official APIs use (OpenAI's API
+reference: chunk and event shapes, ``[DONE]``, error events). The delivery knobs compose with every one of them:
 
 - ``delay``: seconds to wait before each delta after the first;
 - ``gate_after``: after that many deltas, wait for ``up.release()`` (or a client disconnect);

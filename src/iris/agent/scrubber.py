@@ -78,10 +78,6 @@ def scrub(text: str) -> str:
     return _BLOCK.sub("", text)
 
 
-def reasoning_of(text: str) -> str:
-    return "".join(match.group(2) for match in _BLOCK.finditer(text))
-
-
 def finalize(text: str) -> str:
     """Post-process a segment's text for its final delivery: reasoning blocks removed and
     surrounding whitespace trimmed. A streamed preview differs from it only by these."""

@@ -94,9 +94,13 @@ def _text_of(content: Any) -> str:
 
 
 class ResponsesProvider:
-    def __init__(self, endpoint: ModelEndpoint) -> None:
+    def __init__(
+        self, endpoint: ModelEndpoint, *, client: openai.AsyncOpenAI | None = None
+    ) -> None:
+        """``client``: an SDK client of one's own (tests give one on an ``httpx`` mock
+        transport); by default one made from ``endpoint``."""
         self.name = endpoint.name
-        self._client = make_client(endpoint)
+        self._client = client or make_client(endpoint)
 
     async def listed_window(self, model: str) -> int | None:
         """The context window the provider's model listing reports for ``model``, if any."""

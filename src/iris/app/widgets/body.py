@@ -33,10 +33,6 @@ class MarkdownBody(Vertical):
         yield self.tail
 
     @property
-    def tail_source(self) -> str:
-        return self._feed.splitter.tail
-
-    @property
     def tail_paints(self) -> int:
         return self.tail.paints
 

@@ -1,37 +1,32 @@
-"""The Discord adapter: sends, edits and typing through discord.py's client; receives its events.
+"""The Discord adapter: Discord REST for sending, editing and typing; discord.py for the gateway.
+
+Sending goes through Iris's own REST client (``discord_rest``): one request per call, a 429 or
+a dry rate-limit bucket raised at once for the consumer's throttle. discord.py is used only
+through its public client for the gateway (it logs in against Discord's own REST root first).
 
 A Discord thread is a channel of its own: a message in a thread arrives with ``chat_id`` = the
 parent channel and ``thread = {"thread_id": <thread channel id>}``, and every send, edit and
 typing call of the reply goes to the thread channel.
-
-discord.py waits on its own: it sleeps through a 429 and retries, sleeps ahead of time when a
-rate-limit bucket runs dry, and retries 5xx answers up to five times. The consumer's throttle
-owns pacing, and a retried ``POST`` whose first answer was a 500 can post the reply twice, so
-this adapter turns all three off (see ``_DirectHTTPClient``): one call, one request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import re
-from collections.abc import Awaitable, Generator, Mapping
-from types import SimpleNamespace
-from typing import Any, TypeVar
+import time
+from collections.abc import Callable, Mapping
 
-import aiohttp
 import discord
-from discord.http import HTTPClient, Ratelimit, Route
 
 from iris.config import DiscordPlatform as DiscordConfig
+from iris.surfaces.chat.discord_rest import DiscordREST
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
     OnMessage,
     PlatformError,
-    PlatformRateLimited,
     RateBudget,
     aiohttp_failures,
 )
@@ -39,12 +34,6 @@ from iris.surfaces.chat.platform import (
 log = logging.getLogger(__name__)
 
 THREAD_KEY = "thread_id"
-
-_T = TypeVar("_T")
-
-# Set while this adapter's own send/edit/typing request runs: only those answers are turned
-# into platform errors at once; login and the gateway keep discord.py's own handling.
-_DIRECT: contextvars.ContextVar[bool] = contextvars.ContextVar("iris_discord_direct", default=False)
 
 
 class DiscordPlatform:
@@ -58,21 +47,43 @@ class DiscordPlatform:
         rate=RateBudget(capacity=5, per_seconds=5.0),
     )
 
-    def __init__(self, config: DiscordConfig, *, request_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        config: DiscordConfig,
+        *,
+        request_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._config = config
         self._timeout = request_timeout
+        self._clock = clock
+        self._rest: DiscordREST | None = None
         self._client: _IrisClient | None = None
         self._gateway: asyncio.Task[None] | None = None
 
     async def connect(self, on_message: OnMessage) -> None:
-        """Log in over REST, then open the gateway; returns once the session is up (READY).
+        """Log in, then open the gateway; returns once the session is up (READY).
 
         Messages flow from READY on; discord.py's own ``ready`` waits seconds longer for every
         guild to stream in, which receiving does not need."""
-        client = await self.login()
-        client.hand_off = on_message
-        if self._gateway is not None and not self._gateway.done():
+        await self.login()
+        if self._client is not None and self._gateway is not None and not self._gateway.done():
+            self._client.hand_off = on_message
             return  # already receiving: only the hand-off changes
+        await self._close_gateway()
+        client = self._client = _IrisClient()
+        client.hand_off = on_message
+        try:
+            with aiohttp_failures("discord"):
+                async with asyncio.timeout(self._timeout):
+                    await client.login(self._config.token)
+        except BaseException as exc:
+            await self._close_gateway()
+            if isinstance(exc, discord.LoginFailure):
+                raise PlatformError("discord: login failed: the bot token was refused") from None
+            if isinstance(exc, discord.HTTPException):
+                raise PlatformError(f"discord: login: {exc.status} {exc.text}") from None
+            raise
         connected = asyncio.ensure_future(client.wait_for("connect"))
         gateway = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
         self._gateway = gateway
@@ -84,25 +95,32 @@ class DiscordPlatform:
         await self.disconnect()
         raise _gateway_error(None if gateway.cancelled() else gateway.exception())
 
-    async def login(self) -> _IrisClient:
-        """Log in over REST only: enough to send, edit and type."""
-        if self._client is not None:
-            return self._client
+    async def login(self) -> None:
+        """Check the token over REST: enough to send, edit and type."""
+        if self._rest is not None:
+            return
         if not self._config.token:
             raise PlatformError("discord: platforms.discord.token is not set")
-        client = _IrisClient(base_url=self._config.base_url)
+        rest = DiscordREST(
+            token=self._config.token,
+            base_url=self._config.base_url,
+            timeout=self._timeout,
+            clock=self._clock,
+        )
         try:
-            await self._bounded(client.login(self._config.token))
-        except discord.LoginFailure:
-            await client.close()
-            raise PlatformError("discord: login failed: the bot token was refused") from None
+            await rest.me()
         except BaseException:
-            await client.close()
+            await rest.close()
             raise
-        self._client = client
-        return client
+        self._rest = rest
 
     async def disconnect(self) -> None:
+        rest, self._rest = self._rest, None
+        if rest is not None:
+            await rest.close()
+        await self._close_gateway()
+
+    async def _close_gateway(self) -> None:
         client, self._client = self._client, None
         if client is not None:
             await client.close()
@@ -115,49 +133,29 @@ class DiscordPlatform:
     async def send(
         self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
     ) -> str:
-        channel = self._channel(chat_id, thread)
-        with self._direct():
-            message = await self._bounded(channel.send(text))
-        return str(message.id)
+        return await self._session().create_message(_channel(chat_id, thread), text)
 
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
     ) -> None:
-        message = self._channel(chat_id, thread).get_partial_message(int(message_id))
-        with self._direct():
-            await self._bounded(message.edit(content=text))
+        await self._session().edit_message(_channel(chat_id, thread), message_id, text)
+
+    async def delete_message(
+        self, chat_id: str, message_id: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        await self._session().delete_message(_channel(chat_id, thread), message_id)
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
-        # One POST .../typing; Discord shows it for ~10 s or until the bot's next message.
-        channel = self._channel(chat_id, thread)
-        with self._direct():
-            await self._bounded(_trigger_typing(channel))
+        await self._session().trigger_typing(_channel(chat_id, thread))
 
-    # -- internals --------------------------------------------------------------------------
-
-    def _channel(
-        self, chat_id: str, thread: Mapping[str, str] | None
-    ) -> discord.PartialMessageable:
-        if self._client is None:
+    def _session(self) -> DiscordREST:
+        if self._rest is None:
             raise PlatformError("discord: not logged in (call connect first)")
-        target = (thread or {}).get(THREAD_KEY) or chat_id
-        return self._client.get_partial_messageable(int(target))
+        return self._rest
 
-    @contextlib.contextmanager
-    def _direct(self) -> Generator[None]:
-        token = _DIRECT.set(True)
-        try:
-            yield
-        finally:
-            _DIRECT.reset(token)
 
-    async def _bounded(self, call: Awaitable[_T]) -> _T:
-        try:
-            with aiohttp_failures("discord"):
-                async with asyncio.timeout(self._timeout):
-                    return await call
-        except discord.HTTPException as exc:
-            raise PlatformError(f"discord: {exc.status} {exc.text or exc}") from None
+def _channel(chat_id: str, thread: Mapping[str, str] | None) -> str:
+    return (thread or {}).get(THREAD_KEY) or chat_id
 
 
 def _gateway_error(exc: BaseException | None) -> PlatformError:
@@ -176,10 +174,6 @@ def _report_gateway_end(gateway: asyncio.Task[None]) -> None:
     # discord.py reconnects by itself; an end it did not recover from means no more messages.
     if not gateway.cancelled() and (exc := gateway.exception()) is not None:
         log.error("discord: the gateway stopped, no more messages arrive: %s", _gateway_error(exc))
-
-
-async def _trigger_typing(channel: discord.PartialMessageable) -> None:
-    await channel.typing()
 
 
 def incoming_message(message: discord.Message, *, bot_id: int | None = None) -> IncomingMessage:
@@ -214,20 +208,12 @@ def _without_mention(text: str, bot_id: int | None) -> str:
 
 
 class _IrisClient(discord.Client):
-    """discord.py's client with the direct HTTP client and the message hand-off."""
+    """discord.py's client for the gateway, handing each user message to the runner."""
 
-    def __init__(self, *, base_url: str) -> None:
+    def __init__(self) -> None:
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: enable it in the developer portal
-        super().__init__(
-            intents=intents,
-            # A model's reply must never ping @everyone, a role or a user.
-            allowed_mentions=discord.AllowedMentions.none(),
-            http_trace=_direct_answers(),
-        )
-        http = _DirectHTTPClient(self.http, base_url)
-        self.http = http
-        self._connection.http = http
+        super().__init__(intents=intents)
         self.hand_off: OnMessage | None = None  # set by connect(); None: receive nothing
 
     async def on_message(self, message: discord.Message) -> None:
@@ -236,65 +222,3 @@ class _IrisClient(discord.Client):
         if self.hand_off is None or message.author.bot or (me and message.author.id == me.id):
             return
         await self.hand_off(incoming_message(message, bot_id=me.id if me else None))
-
-
-class _DirectHTTPClient(HTTPClient):
-    """discord.py's HTTP client at a configurable API root, with its own waiting turned off."""
-
-    def __init__(self, base: HTTPClient, base_url: str) -> None:
-        super().__init__(
-            base.loop, base.connector, http_trace=base.http_trace, unsync_clock=not base.use_clock
-        )
-        self._base_url = base_url.rstrip("/")
-
-    async def request(self, route: Route, **kwargs: Any) -> Any:
-        # ``Route.BASE`` is process-wide; rewriting per client keeps the base URL per adapter.
-        route.url = self._base_url + route.url.removeprefix(Route.BASE)
-        return await super().request(route, **kwargs)
-
-    def get_ratelimit(self, key: str) -> Ratelimit:
-        try:
-            return self._buckets[key]
-        except KeyError:
-            bucket = self._buckets[key] = _UnheededBucket(None)
-            self._try_clear_expired_ratelimits()
-            return bucket
-
-
-class _UnheededBucket(Ratelimit):
-    """A bucket that ignores X-RateLimit headers, so discord.py never sleeps ahead of a call.
-
-    It still lets one request per bucket run at a time."""
-
-    def update(self, response: aiohttp.ClientResponse, *, use_clock: bool = False) -> None:
-        return None
-
-
-def _direct_answers() -> aiohttp.TraceConfig:
-    """Raise on 429 and 5xx before discord.py sees them (it would sleep and retry)."""
-
-    async def on_request_end(
-        session: aiohttp.ClientSession, ctx: SimpleNamespace, params: aiohttp.TraceRequestEndParams
-    ) -> None:
-        response = params.response
-        if not _DIRECT.get() or (response.status != 429 and response.status < 500):
-            return
-        if response.status >= 500:
-            # The platform received the request; whether it posted the message is unknown.
-            raise PlatformError(f"discord: server error {response.status}", maybe_landed=True)
-        raise PlatformRateLimited(await _retry_after(response))
-
-    trace = aiohttp.TraceConfig()
-    trace.on_request_end.append(on_request_end)
-    return trace
-
-
-async def _retry_after(response: aiohttp.ClientResponse) -> float:
-    # The body's ``retry_after`` has millisecond precision; the header is whole seconds.
-    with contextlib.suppress(ValueError, aiohttp.ClientError):
-        body = await response.json(content_type=None)
-        if isinstance(body, dict) and "retry_after" in body:
-            return float(body["retry_after"])
-    with contextlib.suppress(ValueError):
-        return float(response.headers.get("Retry-After", ""))
-    return 1.0
