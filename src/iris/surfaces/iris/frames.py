@@ -42,7 +42,7 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
-from iris.surfaces.iris.reasoning import split_reasoning
+from iris.formats.reasoning import split_reasoning
 
 Frame = dict[str, Any]
 
