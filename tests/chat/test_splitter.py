@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iris.surfaces.chat.splitter import fence_after, measure, split
+from iris.formats.fences import fence_after
+from iris.surfaces.chat.splitter import measure, split
 
 # Text that exercises the hard cases: astral characters (2 UTF-16 units), fences, newlines.
 _alphabet = st.sampled_from(list("ab c\n`~") + ["😀", "é", "```", "```py\n", "\n```\n", "~~~\n"])
