@@ -4,7 +4,8 @@ A long reply continues in a new message at the platform's limit. Each part is a 
 original text (``Part.raw``; the slices re-joined equal the text) wrapped in whatever keeps it
 readable on its own: a part cut inside a fenced code block closes the fence (``suffix``) and
 the next part reopens it with the same info string (``prefix``). The rendered part
-(``prefix + raw + suffix``) always fits the limit.
+(``prefix + raw + suffix``) always fits the limit. ``rejoin`` is the reader: it takes the
+reopened and closing fence lines off the rendered parts again.
 
 Cuts prefer a line break, then a space, in the last half of the window; a cut never falls
 between the two halves of a surrogate pair (Python strings hold code points, so a cut between
@@ -13,10 +14,11 @@ characters is always between whole code points; astral characters count 2 in UTF
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from iris.formats.fences import fence_after, is_fence_line
+from iris.formats.fences import Fence, fence_after, is_fence_line
 
 Unit = Literal["utf16", "chars"]
 
@@ -119,3 +121,22 @@ def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> lis
         fence = after if end < len(rest) else None
         pos += end
     return parts
+
+
+def rejoin(texts: Sequence[str]) -> str:
+    """The reply read back from its rendered parts: reopened fences and closing markers removed.
+
+    Exact when every cut inside code fell at a line end, as cuts prefer to; a cut inside a code
+    line longer than half a message reads back as a line break there (a closing marker must
+    start a line of its own, so the part gave the code one)."""
+    out: list[str] = []
+    fence: Fence | None = None
+    for n, text in enumerate(texts):
+        if fence is not None and text.startswith(fence.line + "\n"):
+            text = text[len(fence.line) + 1 :]
+        after = fence_after(text, fence)
+        if n < len(texts) - 1 and after is not None and text.endswith("\n" + after.marker):
+            text = text.removesuffix(after.marker)
+        out.append(text)
+        fence = after
+    return "".join(out)
