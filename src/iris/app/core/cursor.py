@@ -1,8 +1,9 @@
-"""The streaming cursor ▉, added to the last text leaf of the parsed tail — never to the text.
+"""The streaming cursor ▉, drawn after the last text of the tail — never fed to the parser.
 
-Putting the cursor into the parse input would break the append-only diff and could change the
-parse itself (``**bold▉`` is no longer bold). Inside code, tables and HTML it is left out: there
-it would read as content.
+Putting the cursor into the incremental parser's input would break its append-only diff. It
+goes into the source handed to the renderer instead, right after the tail's last inline text
+(found from the tail's tokens, so a rule or a setext underline after it keeps its meaning).
+Inside code, tables and HTML it is left out: there it would read as content.
 """
 
 from __future__ import annotations
@@ -15,21 +16,25 @@ CURSOR = "▉"
 _HIDDEN_AFTER = ("fence", "code_block", "table_close", "html_block")
 
 
-def with_cursor(tokens: Sequence[Token]) -> list[Token]:
-    """A copy of ``tokens`` whose last text leaf ends with the cursor (inputs are untouched)."""
-    out = list(tokens)
-    last_block = next((t for t in reversed(out) if t.level == 0), None)
+def with_cursor(source: str, tokens: Sequence[Token]) -> str:
+    """``source`` (whose parse is ``tokens``) with the cursor after its last inline text.
+
+    A lone cursor when nothing is parsed yet; the source as it is when the cursor would read
+    as content."""
+    if not tokens:
+        return CURSOR
+    last_block = next((t for t in reversed(tokens) if t.level == 0), None)
     if last_block is None or last_block.type in _HIDDEN_AFTER:
-        return out
-    for at in range(len(out) - 1, -1, -1):
-        inline = out[at]
-        if inline.type == "inline" and inline.children is not None:
-            children = list(inline.children)
-            leaf = children[-1] if children else None
-            if leaf is not None and leaf.type == "text":
-                children[-1] = leaf.copy(content=leaf.content + CURSOR)
-            else:
-                children.append(Token("text", "", 0, content=CURSOR))
-            out[at] = inline.copy(children=children)
-            return out
-    return out
+        return source
+    inline = next((t for t in reversed(tokens) if t.type == "inline" and t.map), None)
+    if inline is None or inline.map is None:
+        return source
+    lines = source.split("\n")
+    last = inline.map[1] - 1
+    if not 0 <= last < len(lines):
+        return source
+    # Before the trailing spaces of a hard break, so the break stays one.
+    line = lines[last]
+    text = line.rstrip(" ")
+    lines[last] = text + CURSOR + line[len(text) :]
+    return "\n".join(lines)

@@ -1,62 +1,56 @@
 """Grapheme boundaries, so a reveal never shows half an emoji or a letter without its accent.
 
-A compact approximation of Unicode's extended grapheme clusters that covers what chat text
-holds: combining marks, variation selectors, skin-tone modifiers, ZWJ sequences, keycaps, tag
-sequences (flags of regions), regional-indicator pairs and CRLF.
+Unicode's extended grapheme clusters come from the ``regex`` module's ``\\X`` (Hangul jamo,
+Indic conjuncts, spacing marks, emoji ZWJ sequences, flags, CRLF). Clusters are walked from a
+nearby point where a boundary is certain, not from the start of the text, so a boundary costs
+about the length of one cluster, not of the reply.
 """
 
 from __future__ import annotations
 
-import unicodedata
+import regex
 
-_ZWJ = "\u200d"
-
-
-def _extends(char: str) -> bool:
-    """True if ``char`` attaches to the character before it."""
-    code = ord(char)
-    return (
-        unicodedata.combining(char) != 0
-        or unicodedata.category(char) in ("Mn", "Me", "Mc")
-        or 0xFE00 <= code <= 0xFE0F  # variation selectors
-        or 0x1F3FB <= code <= 0x1F3FF  # skin tones
-        or 0xE0020 <= code <= 0xE007F  # tags
-        or code == 0x20E3  # keycap
-        or char == _ZWJ
-    )
+_CLUSTER = regex.compile(r"\X")
+# A character that never joins the one after it (Grapheme_Cluster_Break=Other) ...
+_LONE = regex.compile(r"\p{Grapheme_Cluster_Break=Other}")
+# ... is followed by a boundary unless the next one attaches to it.
+_ATTACHES = regex.compile(
+    r"[\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=ZWJ}"
+    r"\p{Grapheme_Cluster_Break=SpacingMark}]"
+)
 
 
-def _regional(char: str) -> bool:
-    return 0x1F1E6 <= ord(char) <= 0x1F1FF
+def _certain(text: str, i: int) -> bool:
+    """Is there surely a boundary before index ``i``, whatever comes before ``i - 1``?"""
+    if i <= 0 or i >= len(text):
+        return True
+    if text[i - 1] == "\n":
+        return True  # a line feed is a cluster of its own
+    return bool(_LONE.match(text, i - 1)) and not _ATTACHES.match(text, i)
+
+
+def _around(text: str, i: int) -> tuple[int, int]:
+    """The boundaries at or before ``i`` and after ``i`` (the same when ``i`` is one)."""
+    start = i
+    while not _certain(text, start):
+        start -= 1
+    before = start
+    while start < i:
+        before = start
+        cluster = _CLUSTER.match(text, start)
+        assert cluster is not None  # \X matches at any index inside the text
+        start = cluster.end()
+    return (i, i) if start == i else (before, start)
 
 
 def is_boundary(text: str, i: int) -> bool:
     """May ``text`` be cut before index ``i``?"""
-    if i <= 0 or i >= len(text):
-        return True
-    before, char = text[i - 1], text[i]
-    if before == "\r" and char == "\n":
-        return False
-    if _extends(char) or before == _ZWJ:
-        return False
-    if _regional(before) and _regional(char):
-        # Flags pair up from the start of the run: cut only after an even count.
-        run = 0
-        j = i - 1
-        while j >= 0 and _regional(text[j]):
-            run += 1
-            j -= 1
-        return run % 2 == 0
-    return True
+    return _around(text, i)[0] == i
 
 
 def boundary_at_or_after(text: str, i: int) -> int:
-    while not is_boundary(text, i):
-        i += 1
-    return i
+    return _around(text, i)[1]
 
 
 def boundary_at_or_before(text: str, i: int) -> int:
-    while not is_boundary(text, i):
-        i -= 1
-    return i
+    return _around(text, i)[0]

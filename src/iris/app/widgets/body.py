@@ -1,8 +1,8 @@
 """A bubble's Markdown body: settled blocks drawn once, one tail widget repainted per frame.
 
 The core's :class:`MarkdownFeed` decides what is settled; this widget hands settled blocks to
-:class:`SettledLines` (rendered once, left alone) and the tail's tokens — with the cursor added
-to the last text leaf while streaming — to :class:`TailLines`. Both render lazily at paint
+:class:`SettledLines` (rendered once, left alone) and the tail's source — with the cursor after
+its last text while streaming — to :class:`TailLines`. Both render lazily at paint
 time, so however many frames arrive between two ticks the tail is drawn once.
 """
 
@@ -11,11 +11,9 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from iris.app.core.cursor import CURSOR, with_cursor
-from iris.app.core.mdstream import MarkdownFeed, make_parser
+from iris.app.core.cursor import with_cursor
+from iris.app.core.mdstream import MarkdownFeed
 from iris.app.widgets.lines import SettledLines, TailLines
-
-_LONE_CURSOR = make_parser().parse(CURSOR)
 
 
 class MarkdownBody(Vertical):
@@ -56,8 +54,8 @@ class MarkdownBody(Vertical):
         if wanted == self._shown and not step.settled and not step.reseeded:
             return
         self._shown = wanted
-        tail = self._feed.splitter.tail_tokens
+        tail = self._feed.splitter.tail
         if streaming:
             # Nothing revealed yet: a lone cursor says the reply is on its way.
-            tail = with_cursor(tail) if tail else _LONE_CURSOR
-        self.tail.set_tokens(list(tail), gap=bool(self.settled.blocks))
+            tail = with_cursor(tail, self._feed.splitter.tail_tokens)
+        self.tail.set_source(tail, gap=bool(self.settled.blocks))

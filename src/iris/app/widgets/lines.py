@@ -2,8 +2,9 @@
 
 A widget per Markdown element (what Textual's ``Markdown`` mounts) makes every layout walk the
 whole reply: a frame cost 30 ms at the start of a long reply and 200 ms a few thousand
-characters later. Here each settled block is rendered to lines once, from the splitter's own
-tokens (no second parse), and a bubble's body is two widgets whatever its length.
+characters later. Here each settled block is rendered to lines once, from its source through
+Rich's public ``Markdown`` (Rich parses the one block again: small, and its tokens stay Rich's
+own business), and a bubble's body is two widgets whatever its length.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 
-from markdown_it.token import Token
 from rich.console import Console
 from rich.markdown import Markdown as RichMarkdown
 from rich.segment import Segment
@@ -23,12 +23,9 @@ from textual.widget import Widget
 from iris.app.core.mdstream import Block
 
 
-def render_tokens(
-    tokens: Sequence[Token], console: Console, width: int, style: Style
-) -> list[Strip]:
-    """Rich's Markdown renderer over already-parsed tokens."""
-    markdown = RichMarkdown("", code_theme="monokai", hyperlinks=False)
-    markdown.parsed = list(tokens)
+def render_markdown(source: str, console: Console, width: int, style: Style) -> list[Strip]:
+    """Rich's Markdown renderer over one block's (or the tail's) source."""
+    markdown = RichMarkdown(source, code_theme="monokai", hyperlinks=False)
     options = console.options.update_width(max(width, 1))
     lines = console.render_lines(markdown, options, style=style, pad=True)
     # Rich opens a list with an empty line; the gap between blocks is ours to draw.
@@ -109,7 +106,7 @@ class SettledLines(MarkdownLines):
             self._lines = []
         style = self.rich_style
         for block in self.blocks[len(self._rendered) :]:
-            strips = render_tokens(block.tokens, self.app.console, width, style)
+            strips = render_markdown(block.source, self.app.console, width, style)
             self.renders += 1
             if self._rendered:
                 self._lines.append(Strip.blank(width, style))  # Rich's gap between blocks
@@ -123,14 +120,14 @@ class TailLines(MarkdownLines):
 
     def __init__(self) -> None:
         super().__init__()
-        self._tokens: list[Token] = []
+        self._source = ""
         self._gap = False
         self._lines: list[Strip] | None = None
         self.paints = 0
 
-    def set_tokens(self, tokens: list[Token], gap: bool) -> None:
-        self._tokens = tokens
-        self._gap = gap and bool(tokens)
+    def set_source(self, source: str, gap: bool) -> None:
+        self._source = source
+        self._gap = gap and bool(source.strip())
         self._lines = None
         self.refresh(layout=True)
 
@@ -138,9 +135,9 @@ class TailLines(MarkdownLines):
         if self._lines is None or width != self._width:
             self._width = width
             style = self.rich_style
-            lines = (
-                render_tokens(self._tokens, self.app.console, width, style) if self._tokens else []
-            )
+            source = self._source
+            shown = source.strip()
+            lines = render_markdown(source, self.app.console, width, style) if shown else []
             self._lines = ([Strip.blank(width, style)] if self._gap else []) + lines
             self.paints += 1
         return self._lines

@@ -14,6 +14,7 @@ from textual.widgets import Collapsible, Static
 
 from iris.app.core.store import ToolCall
 from iris.app.settings import ToolDetail
+from iris.formats.tool_summary import clip, summarize
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _EMOJI = {"terminal": "💻", "read_file": "📄", "write_file": "📝", "web_search": "🔎"}
@@ -30,9 +31,7 @@ def summary(call: ToolCall, frame: int, *, preview: bool) -> str:
     emoji = _EMOJI.get(call.name, "🔧")
     line = f"{status_mark(call, frame)} {emoji} {call.name}"
     if preview:
-        short = call.preview or json.dumps(call.args, ensure_ascii=False)
-        if len(short) > PREVIEW_CHARS:
-            short = short[: PREVIEW_CHARS - 1] + "…"
+        short = clip(call.preview, PREVIEW_CHARS) or summarize(call.args, PREVIEW_CHARS)
         line += f': "{short}"'
     if call.duration is not None:
         line += f" · {call.duration:.1f}s"

@@ -13,28 +13,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import assert_never
 
 from iris.config import ToolProgressMode
 from iris.events import ToolEnded, ToolProgress, ToolStarted
+from iris.formats.tool_summary import clip, summarize
 
 ToolEvent = ToolStarted | ToolProgress | ToolEnded
 
 _SUMMARY = 60
 _VERBOSE_ARGS = 300
 _VERBOSE_OUTPUT = 200
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _summary(args: dict[str, Any]) -> str:
-    # The first argument says most (a command, a path); the rest is noise in a chat.
-    for value in args.values():
-        return _clip(value if isinstance(value, str) else json.dumps(value), _SUMMARY)
-    return ""
 
 
 @dataclass
@@ -57,7 +46,7 @@ class ToolLines:
             case "all":
                 if not isinstance(event, ToolStarted):
                     return False
-                summary = _summary(event.args)
+                summary = summarize(event.args, _SUMMARY)
                 self.lines.append(f"🔧 {event.name}: {summary}" if summary else f"🔧 {event.name}")
                 return True
             case "verbose":
@@ -68,14 +57,14 @@ class ToolLines:
     def _verbose(self, event: ToolEvent) -> bool:
         match event:
             case ToolStarted(name=name, args=args):
-                self.lines.append(f"🔧 {name}({_clip(json.dumps(args), _VERBOSE_ARGS)})")
+                self.lines.append(f"🔧 {name}({clip(json.dumps(args), _VERBOSE_ARGS)})")
             case ToolProgress(name=name, note=note):
-                self.lines.append(f"   … {_clip(note, _VERBOSE_OUTPUT)}")
+                self.lines.append(f"   … {clip(note, _VERBOSE_OUTPUT)}")
             case ToolEnded(ok=ok, duration=duration, output_preview=preview):
                 mark = "✓" if ok else "✗"
                 line = f"   {mark} {duration:.1f}s"
                 if preview.strip():
-                    line += f": {_clip(preview, _VERBOSE_OUTPUT)}"
+                    line += f": {clip(preview, _VERBOSE_OUTPUT)}"
                 self.lines.append(line)
             case _:
                 assert_never(event)

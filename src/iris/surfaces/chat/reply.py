@@ -43,9 +43,9 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
+from iris.formats.reasoning import with_reasoning
 from iris.surfaces.chat.platform import Capabilities
 from iris.surfaces.chat.progress import ToolLines
-from iris.surfaces.chat.reasoning import with_reasoning
 from iris.surfaces.chat.splitter import measure, split
 from iris.surfaces.chat.throttle import Throttle
 

@@ -4,7 +4,8 @@ A long reply continues in a new message at the platform's limit. Each part is a 
 original text (``Part.raw``; the slices re-joined equal the text) wrapped in whatever keeps it
 readable on its own: a part cut inside a fenced code block closes the fence (``suffix``) and
 the next part reopens it with the same info string (``prefix``). The rendered part
-(``prefix + raw + suffix``) always fits the limit.
+(``prefix + raw + suffix``) always fits the limit. ``rejoin`` is the reader: it takes the
+reopened and closing fence lines off the rendered parts again.
 
 Cuts prefer a line break, then a space, in the last half of the window; a cut never falls
 between the two halves of a surrogate pair (Python strings hold code points, so a cut between
@@ -13,8 +14,11 @@ characters is always between whole code points; astral characters count 2 in UTF
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from iris.formats.fences import Fence, fence_after, is_fence_line
 
 Unit = Literal["utf16", "chars"]
 
@@ -50,46 +54,6 @@ def _fit(text: str, budget: int, unit: Unit) -> int:
     return len(text)
 
 
-@dataclass(frozen=True, slots=True)
-class _Fence:
-    """An open fenced code block: its opening line and marker (``` or ~~~, 3 or more)."""
-
-    line: str
-    char: str
-    count: int
-
-
-def _fence_marker(line: str) -> tuple[str, int, str] | None:
-    stripped = line.lstrip(" ")
-    if len(line) - len(stripped) > 3 or len(stripped) < 3 or stripped[0] not in "`~":
-        return None
-    char = stripped[0]
-    count = len(stripped) - len(stripped.lstrip(char))
-    if count < 3:
-        return None
-    rest = stripped[count:]
-    if char == "`" and "`" in rest:
-        return None  # an inline code span, not a fence
-    return char, count, rest
-
-
-def fence_after(text: str, fence: _Fence | None = None) -> _Fence | None:
-    """The fence still open after ``text``, given the one open before it.
-
-    Only complete lines count: a line still being written cannot open or close a fence yet."""
-    lines = text.split("\n")[:-1]
-    for line in lines:
-        marker = _fence_marker(line)
-        if marker is None:
-            continue
-        char, count, rest = marker
-        if fence is None:
-            fence = _Fence(line.strip(), char, count)
-        elif char == fence.char and count >= fence.count and not rest.strip():
-            fence = None
-    return fence
-
-
 def _cut(window: str) -> int:
     """Where to cut a full window: after the last newline, else the last space, in its second half."""
     half = len(window) // 2
@@ -111,7 +75,7 @@ def _off_fence_line(rest: str, end: int) -> int:
     line_start = rest.rfind("\n", 0, end) + 1
     line_end = rest.find("\n", end)
     line = rest[line_start : line_end if line_end >= 0 else len(rest)]
-    if line_start > 0 and _fence_marker(line) is not None:
+    if line_start > 0 and is_fence_line(line):
         return line_start
     return end
 
@@ -140,7 +104,7 @@ def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> lis
             after = fence_after(raw, fence)
             suffix = ""
             if after is not None and end < len(rest):
-                suffix = ("" if raw.endswith("\n") else "\n") + after.char * after.count
+                suffix = ("" if raw.endswith("\n") else "\n") + after.marker
             size = measure(prefix + raw + suffix, unit)
             if size <= limit or not suffix:
                 break
@@ -157,3 +121,22 @@ def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> lis
         fence = after if end < len(rest) else None
         pos += end
     return parts
+
+
+def rejoin(texts: Sequence[str]) -> str:
+    """The reply read back from its rendered parts: reopened fences and closing markers removed.
+
+    Exact when every cut inside code fell at a line end, as cuts prefer to; a cut inside a code
+    line longer than half a message reads back as a line break there (a closing marker must
+    start a line of its own, so the part gave the code one)."""
+    out: list[str] = []
+    fence: Fence | None = None
+    for n, text in enumerate(texts):
+        if fence is not None and text.startswith(fence.line + "\n"):
+            text = text[len(fence.line) + 1 :]
+        after = fence_after(text, fence)
+        if n < len(texts) - 1 and after is not None and text.endswith("\n" + after.marker):
+            text = text.removesuffix(after.marker)
+        out.append(text)
+        fence = after
+    return "".join(out)

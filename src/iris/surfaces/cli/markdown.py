@@ -20,9 +20,10 @@ from prompt_toolkit.styles.pygments import pygments_token_to_classname
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from iris.formats.fences import Fence, closes, is_fence_line, opens
+
 Piece = tuple[str, str]  # (prompt_toolkit style classes, text): one run of formatted text
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _QUOTE = re.compile(r"^ {0,3}>[ ]?(.*)$")
@@ -46,23 +47,20 @@ class MarkdownLines:
 
     def __init__(self, width: int = 80) -> None:
         self._rule_width = max(3, min(width, 60))
-        self._fence: str | None = None  # the marker of the open code fence
+        self._fence: Fence | None = None  # the open code block
         self._lexer: Any = None  # Pygments lexer for the open fence's language, if known
         self._md = MarkdownIt("commonmark").enable("strikethrough")
 
     def line(self, text: str) -> list[Piece]:
         """Style one finished line; it may open or close a code fence."""
-        fence = _FENCE.match(text)
         if self._fence is not None:
-            if fence and self._closes(fence):
+            if closes(self._fence, text):
                 self._fence, self._lexer = None, None
                 return [("class:md.fence", text)]
             return self._code(text)
-        # A backtick fence's info string cannot hold a backtick (that is inline code instead).
-        if fence and not (fence.group(1)[0] == "`" and "`" in fence.group(2)):
-            self._fence = fence.group(1)
-            language = fence.group(2).strip().split(" ")[0]
-            self._lexer = _lexer(language) if language else None
+        if fence := opens(text):
+            self._fence = fence
+            self._lexer = _lexer(fence.language) if fence.language else None
             return [("class:md.fence", text)]
         return self._block(text)
 
@@ -70,18 +68,9 @@ class MarkdownLines:
         """Style the unfinished last line for a preview; the fence state does not change."""
         if self._fence is not None:
             return self._code(text)
-        if _FENCE.match(text):
+        if is_fence_line(text):
             return [("class:md.fence", text)]
         return self._block(text)
-
-    def _closes(self, fence: re.Match[str]) -> bool:
-        assert self._fence is not None
-        marker = fence.group(1)
-        return (
-            marker[0] == self._fence[0]
-            and len(marker) >= len(self._fence)
-            and not fence.group(2).strip()
-        )
 
     def _code(self, text: str) -> list[Piece]:
         if self._lexer is None:

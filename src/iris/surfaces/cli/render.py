@@ -34,6 +34,7 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
+from iris.formats.tool_summary import summarize
 from iris.surfaces.cli.markdown import MarkdownLines, Piece
 
 Block = Literal["reasoning", "answer"]
@@ -350,20 +351,8 @@ def tool_label(name: str, args: dict[str, Any], *, verbose: bool) -> str:
 
 def _main_arg(args: dict[str, Any]) -> str:
     """The argument that says what the call does (the command, the path), quoted, shortened."""
-    for key in ("command", "path", "query", "url"):
-        if isinstance(args.get(key), str):
-            return _quoted(args[key])
-    for value in args.values():
-        if isinstance(value, str):
-            return _quoted(value)
-    return ""
-
-
-def _quoted(value: str) -> str:
-    value = " ".join(value.split())
-    if len(value) > _ARG_PREVIEW:
-        value = value[: _ARG_PREVIEW - 1] + "…"
-    return json.dumps(value, ensure_ascii=False)
+    summary = summarize(args, _ARG_PREVIEW)
+    return json.dumps(summary, ensure_ascii=False) if summary else ""
 
 
 def _footer(model: str, usage: dict[str, int]) -> str:

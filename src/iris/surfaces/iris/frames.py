@@ -22,7 +22,6 @@ turn's model and token count from ``TurnEnded``.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,14 +41,13 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
-from iris.surfaces.iris.reasoning import split_reasoning
+from iris.formats.reasoning import split_reasoning
+from iris.formats.tool_summary import summarize
 
 Frame = dict[str, Any]
 
 OUTPUT_PREVIEW_CHARS = 500
 TOOL_PREVIEW_CHARS = 80
-# Argument names whose value says best what a tool call does, in order of preference.
-_PREVIEW_KEYS = ("command", "path", "query", "url", "file", "pattern")
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,14 +279,7 @@ class FrameEncoder:
 
 def tool_preview(args: dict[str, Any]) -> str:
     """A one-line summary of a call's arguments (the app shows it when truncating)."""
-    value: Any = next((args[k] for k in _PREVIEW_KEYS if isinstance(args.get(k), str)), None)
-    if value is None:
-        value = next((v for v in args.values() if isinstance(v, str)), None)
-    line = value if isinstance(value, str) else json.dumps(args, ensure_ascii=False)
-    line = " ".join(line.split())
-    if len(line) > TOOL_PREVIEW_CHARS:
-        line = line[: TOOL_PREVIEW_CHARS - 1] + "…"
-    return line
+    return summarize(args, TOOL_PREVIEW_CHARS)
 
 
 def _tokens(usage: dict[str, int]) -> int | None:
