@@ -67,6 +67,11 @@ async def pair(config: Path, name: str) -> str:
     return found.group(2)
 
 
+def database_bytes(folder: Path) -> bytes:
+    """Everything SQLite wrote: the database, its WAL and SHM."""
+    return b"".join(p.read_bytes() for p in folder.iterdir() if p.name.startswith("iris.db"))
+
+
 def http_base(server: IrisServer) -> str:
     return server.url.replace("ws://", "http://").removesuffix("/iris/ws")
 
@@ -142,7 +147,7 @@ async def test_the_store_keeps_only_a_digest_of_the_token(
     config_file: Path, tmp_path: Path
 ) -> None:
     token = await pair(config_file, "phone")
-    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("iris.db"))
+    stored = database_bytes(tmp_path)
     assert token.encode() not in stored
     assert hashlib.sha256(token.encode()).hexdigest().encode() in stored
 
