@@ -22,6 +22,7 @@ from iris.surfaces.iris import endpoint
 from iris.surfaces.iris.chats import TITLE_CHARS, title
 from tests.fakes.upstream import FakeUpstream, text
 from tests.iris.conftest import TOKEN, WAIT, IrisServer, StartServer
+from tests.iris.test_faults import locked
 
 URL = re.compile(r"^  (http\S+/#token=(\S+))$", re.MULTILINE)
 
@@ -207,6 +208,18 @@ async def test_the_server_notices_a_revocation_by_itself(
     phone = await server.connect(await pair(config_file, "phone"))
     assert (await iris(config_file, "devices", "revoke", "phone")).code == 0
     assert await phone.closed(within=WAIT) == 4401  # WAIT: a hang guard, not a timing claim
+
+
+async def test_a_device_token_the_store_cannot_check_is_told_to_try_later_not_refused(
+    iris_server: StartServer, config_file: Path, tmp_path: Path
+) -> None:
+    server = await iris_server()
+    token = await pair(config_file, "phone")
+    with locked(server, tmp_path / "iris.db"):
+        device = await server.connect(token, ready=False)
+        assert await device.closed() == 1013 and device.frames == []
+        assert (await server.connect(TOKEN)) is not None  # config tokens need no store
+    assert (await server.connect(token)) is not None
 
 
 # -- the chat list -----------------------------------------------------------------------------

@@ -89,10 +89,16 @@ class Revocations:
         return len(closes)
 
     async def run(self, every: float = REVOCATION_POLL) -> None:
-        """Sweep every ``every`` seconds until cancelled; a failed sweep is logged and retried."""
+        """Sweep every ``every`` seconds until cancelled; a failed sweep is retried (and logged
+        once until one succeeds)."""
+        failing = False
         while True:
             await asyncio.sleep(every)
             try:
                 await self.sweep()
             except Exception as exc:  # the store is down: try again next time
-                log.warning("checking for revoked devices failed: %s", exc)
+                if not failing:
+                    log.warning("checking for revoked devices failed: %s", exc)
+                failing = True
+            else:
+                failing = False
