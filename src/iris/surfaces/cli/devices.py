@@ -23,6 +23,7 @@ from qrcode.constants import ERROR_CORRECT_L
 from iris.config import Config
 from iris.devices import DeviceStore
 from iris.errors import DeviceError
+from iris.server import is_loopback
 from iris.store import Store
 from iris.surfaces.iris.access import REVOCATION_POLL
 
@@ -78,7 +79,7 @@ def pairing_notes(config: Config, url: str | None) -> list[str]:
     if url is not None:
         return []
     host = config.server.host
-    if _is_loopback(host):
+    if is_loopback(host):
         return [
             f"server.host is {host}: only this machine can open that URL. For a phone, set "
             "server.host to this machine's LAN address, or put Iris behind a TLS reverse "
@@ -109,15 +110,6 @@ def _lan_address(*, ipv6: bool) -> str:
             return str(probe_socket.getsockname()[0])
     except OSError:
         return "::1" if ipv6 else "127.0.0.1"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # -- the QR code -----------------------------------------------------------------------------
