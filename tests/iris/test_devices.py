@@ -17,9 +17,10 @@ import qrcode
 from qrcode.constants import ERROR_CORRECT_L
 
 from iris.private import write_private
-from iris.surfaces.cli.devices import QR_BORDER
+from iris.surfaces.cli.devices import QR_BORDER, pairing_base, pairing_notes
 from iris.surfaces.iris import endpoint
 from iris.surfaces.iris.chats import TITLE_CHARS, title
+from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text
 from tests.iris.conftest import TOKEN, WAIT, IrisServer, StartServer
 from tests.iris.test_faults import locked
@@ -142,6 +143,21 @@ async def test_url_names_a_reverse_proxy_address(config_file: Path) -> None:
     assert bad.code == 2 and "--url must be an http:// or https:// address" in bad.err
     listed = await iris(config_file, "devices", "list")
     assert "tablet" not in listed.out  # nothing was paired for a bad address
+
+
+def test_the_pairing_address_is_one_a_device_can_open(make_config: MakeConfig) -> None:
+    anywhere = make_config(server={"host": "0.0.0.0", "port": 9000})
+    base = pairing_base(anywhere, None)
+    assert base.startswith("http://") and base.endswith(":9000")
+    assert "0.0.0.0" not in base  # not an address a phone can open
+    assert pairing_base(make_config(server={"host": "fe80::1"}), None) == "http://[fe80::1]:8642"
+    assert pairing_base(anywhere, "https://iris.example.com/app/") == (
+        "https://iris.example.com/app"
+    )
+    assert pairing_notes(anywhere, "https://iris.example.com") == []
+    assert "plain http" in pairing_notes(anywhere, None)[0]
+    off = make_config(platforms={"iris": {"enabled": False}})
+    assert "platforms.iris.enabled is false" in pairing_notes(off, "https://iris.example.com")[0]
 
 
 async def test_the_store_keeps_only_a_digest_of_the_token(

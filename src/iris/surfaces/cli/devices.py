@@ -76,19 +76,24 @@ def pairing_base(config: Config, url: str | None) -> str:
 
 def pairing_notes(config: Config, url: str | None) -> list[str]:
     """What a user should know about the URL printed (stderr): it may not reach a phone."""
-    if url is not None:
-        return []
-    host = config.server.host
-    if is_loopback(host):
-        return [
+    notes: list[str] = []
+    if not config.platforms.iris.enabled:
+        notes.append(
+            "platforms.iris.enabled is false: iris serve opens no iris socket for the device"
+        )
+    host = config.server.host if url is None else (urlsplit(url.strip()).hostname or "")
+    if url is None and is_loopback(host):
+        notes.append(
             f"server.host is {host}: only this machine can open that URL. For a phone, set "
             "server.host to this machine's LAN address, or put Iris behind a TLS reverse "
             "proxy and pass --url https://your.name (see docs/web.md)"
-        ]
-    return [
-        "the URL is plain http: the token crosses the network readable; on a network you do "
-        "not trust, use a TLS reverse proxy and --url https://… (see docs/security.md)"
-    ]
+        )
+    elif not is_loopback(host) and (url is None or url.strip().lower().startswith("http:")):
+        notes.append(
+            "the URL is plain http: the token crosses the network readable; on a network you "
+            "do not trust, use a TLS reverse proxy and --url https://… (see docs/security.md)"
+        )
+    return notes
 
 
 def _reachable_host(host: str) -> str:
