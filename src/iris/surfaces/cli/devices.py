@@ -23,9 +23,9 @@ from qrcode.constants import ERROR_CORRECT_L
 from iris.config import Config
 from iris.devices import DeviceStore
 from iris.errors import DeviceError
-from iris.server import is_loopback
 from iris.store import Store
 from iris.surfaces.iris.access import REVOCATION_POLL
+from iris.surfaces.origin import is_loopback
 
 QR_BORDER = 2  # modules of quiet zone; scanners want some, a terminal has little room
 # Two modules a character cell: (top light, bottom light) -> the half block that lights them.
