@@ -2,13 +2,13 @@
 
 Connect, authenticate (``Authorization: Bearer <token>``, else a first ``hello`` frame within
 ``HELLO_TIMEOUT``; a config token or a paired device's, see ``access``), then two loops run
-until the device goes: the sender writes whatever the
-device's subscription yields; the receiver parses the device's frames and acts on them. Bad
-input gets an ``error`` frame and nothing else happens; more than ``BAD_FRAMES_PER_MINUTE``
-closes the socket with 1008. A bad or missing token closes with 4401 (reason ``unauthorized``, or
-``revoked`` for a revoked device's token) before anything is sent; with no config token and no
-paired device every device is refused (secure by default). A device revoked while connected is
-closed with 4401 ``revoked`` within ``REVOCATION_POLL`` seconds.
+until the device goes: the sender writes whatever the device's subscription yields; the
+receiver parses the device's frames and acts on them. Bad input gets an ``error`` frame and
+nothing else happens; more than ``BAD_FRAMES_PER_MINUTE`` closes the socket with 1008. A bad
+or missing token closes with 4401 (reason ``unauthorized``, or ``revoked`` for a revoked
+device's token) before anything is sent; with no config token and no paired device every device
+is refused (secure by default). A device revoked while connected is closed with 4401
+``revoked`` within ``REVOCATION_POLL`` seconds.
 
 Nothing a device does can grow the server without bound: its outbound queue holds every frame
 kind within ``platforms.iris.queue_size`` (see ``Subscription``) and a device that overruns it
@@ -212,9 +212,9 @@ class IrisSurface:
             return _Refusal(CLOSE_TRY_LATER, "store unavailable; reconnect later")
         if check.status == "ok":
             return check
-        return _Refusal(
-            CLOSE_UNAUTHORIZED, check.status if check.status == "revoked" else "unauthorized"
-        )
+        # The reason tells an app "this device was revoked" from "this token is wrong".
+        reason = "revoked" if check.status == "revoked" else "unauthorized"
+        return _Refusal(CLOSE_UNAUTHORIZED, reason)
 
 
 class _Connection:
