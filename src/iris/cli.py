@@ -1,4 +1,4 @@
-"""The ``iris`` command: chat, serve, app. Expected failures print one line and exit non-zero."""
+"""The ``iris`` command: chat, serve, app, devices. Expected failures print one line and exit non-zero."""
 
 from __future__ import annotations
 
@@ -30,6 +30,23 @@ def _parser() -> argparse.ArgumentParser:
     app.add_argument("--url", default=None, help="ws://127.0.0.1:8642/iris/ws")
     app.add_argument("--token", default=None, help="device token")
     app.add_argument("--chat", default=None, help="chat id")
+
+    devices = sub.add_parser("devices", help="pair devices with the iris socket (the web app)")
+    actions = devices.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", help="pair a device: prints a pairing URL, a QR code, a token")
+    add.add_argument("name", help="what to call the device, e.g. phone")
+    add.add_argument(
+        "--url",
+        default=None,
+        metavar="BASE",
+        help="the address the device opens, e.g. https://iris.example.com behind a reverse proxy "
+        "(default: http://server.host:server.port)",
+    )
+    listing = actions.add_parser("list", help="paired devices: name, created, last seen")
+    revoke = actions.add_parser("revoke", help="refuse a device's token from now on")
+    revoke.add_argument("name")
+    for action in (add, listing, revoke):
+        action.add_argument("--config", help="config file")
     return parser
 
 
@@ -58,6 +75,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         config=Path(config.source) if config.source else None,
         database=config.store.resolved_path(),
     )
+    if args.command == "devices":
+        from iris.surfaces.cli.devices import run_devices
+
+        return run_devices(config, args)
     if args.command == "serve":
         from iris.server import serve
 

@@ -4,6 +4,7 @@
 
     IrisError                     expected failures: one line for the user, never a traceback
     ├── ConfigError               bad config file / key / type (names the key)
+    ├── DeviceError               ``iris devices``: a name taken, unknown or malformed
     ├── ProviderError             the model provider failed
     │   ├── ProviderConnectionError   unreachable base_url, dropped connection
     │   │   └── ProviderTimeout           silent longer than ``model.timeout`` (first byte or
@@ -29,6 +30,10 @@ class IrisError(Exception):
 
 class ConfigError(IrisError):
     code = "config_error"
+
+
+class DeviceError(IrisError):
+    code = "device_error"
 
 
 class ProviderError(IrisError):

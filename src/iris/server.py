@@ -14,7 +14,6 @@ Any error that escapes a handler is a JSON 500 without the traceback, and Starle
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import signal
 from collections.abc import AsyncGenerator
 from types import FrameType
@@ -32,15 +31,7 @@ from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
 from iris.runtime import Runtime, ServerSurface
 from iris.surfaces.api.problems import error_body
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from iris.surfaces.origin import is_loopback
 
 
 def check_bind_safety(config: Config) -> None:

@@ -51,6 +51,15 @@ class Transcript:
         return max([self.start, *kept])
 
 
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One session as a list of conversations shows it."""
+
+    session: str
+    first_user: dict[str, Any] | None  # its first user message
+    updated: float  # when its newest message was written (Unix seconds)
+
+
 class SessionStore:
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -145,3 +154,30 @@ class SessionStore:
                 conn.execute("DELETE FROM session_cuts WHERE session=?", (session,))
 
         await self._store.run(delete)
+
+    async def summaries(self, prefix: str, limit: int) -> list[SessionSummary]:
+        """The sessions whose key starts with ``prefix``, most recently written first, each
+        with its first user message (the messages before a cut count: it is the same chat)."""
+        # A key range, not LIKE: the primary key's index serves it, and '%' or '_' in a key
+        # mean nothing.
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+        def read(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+            return conn.execute(
+                "SELECT session, MAX(created) AS updated, (SELECT m.message FROM session_messages"
+                " AS m WHERE m.session = s.session AND json_extract(m.message, '$.role') = 'user'"
+                " ORDER BY m.pos LIMIT 1) AS first FROM session_messages AS s"
+                " WHERE session >= ? AND session < ? GROUP BY session ORDER BY updated DESC"
+                " LIMIT ?",
+                (prefix, end, limit),
+            ).fetchall()
+
+        rows = await self._store.run(read, write=False)
+        return [
+            SessionSummary(
+                row["session"],
+                None if row["first"] is None else json.loads(row["first"]),
+                float(row["updated"]),
+            )
+            for row in rows
+        ]

@@ -102,6 +102,16 @@ class SiteGuard:
         return origin.strip()
 
 
+def is_loopback(host: str) -> bool:
+    """Does ``host`` (a bind address or name) mean this machine only?"""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _split_host(value: str) -> tuple[str, int | None] | None:
     """``name[:port]`` / ``[v6][:port]`` → (name, port); None when malformed."""
     if value.startswith("["):

@@ -1,11 +1,14 @@
 """The iris WebSocket transport: ``GET /iris/ws``, one task pair per connected device.
 
 Connect, authenticate (``Authorization: Bearer <token>``, else a first ``hello`` frame within
-``HELLO_TIMEOUT``), then two loops run until the device goes: the sender writes whatever the
-device's subscription yields; the receiver parses the device's frames and acts on them. Bad
-input gets an ``error`` frame and nothing else happens; more than ``BAD_FRAMES_PER_MINUTE``
-closes the socket with 1008. A bad or missing token closes with 4401 before anything is sent;
-with ``platforms.iris.tokens`` empty every device is refused (secure by default).
+``HELLO_TIMEOUT``; a config token or a paired device's, see ``access``), then two loops run
+until the device goes: the sender writes whatever the device's subscription yields; the
+receiver parses the device's frames and acts on them. Bad input gets an ``error`` frame and
+nothing else happens; more than ``BAD_FRAMES_PER_MINUTE`` closes the socket with 1008. A bad
+or missing token closes with 4401 (reason ``unauthorized``, or ``revoked`` for a revoked
+device's token) before anything is sent; with no config token and no paired device every device
+is refused (secure by default). A device revoked while connected is closed with 4401
+``revoked`` within ``REVOCATION_POLL`` seconds.
 
 Nothing a device does can grow the server without bound: its outbound queue holds every frame
 kind within ``platforms.iris.queue_size`` (see ``Subscription``) and a device that overruns it
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import time
 from collections import deque
@@ -36,6 +38,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.appends import FEATURE as APPEND
+from iris.devices import Check, DeviceStore
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
@@ -43,7 +46,8 @@ from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
-from iris.surfaces.iris import inbound
+from iris.surfaces.iris import chats, inbound
+from iris.surfaces.iris.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.iris.budget import Budget
 from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
@@ -86,21 +90,34 @@ class IrisSurface:
         )
         self.rooms: dict[str, ChatRoom] = {}
         self.site = SiteGuard(runtime.config.server)
+        devices = DeviceStore(runtime.store)
+        self.gate = TokenGate(self.settings.tokens, devices)
+        self.revocations = Revocations(devices)
+        self._watcher: asyncio.Task[None] | None = None
 
     def routes(self) -> list[BaseRoute]:
-        return [WebSocketRoute("/iris/ws", self._endpoint)]
+        return [
+            WebSocketRoute("/iris/ws", self._endpoint),
+            chats.route(self.runtime.sessions, self.gate, self.site),
+        ]
 
     async def start(self) -> None:
         # Turns a crash cut are closed now, on devices and in the model's history alike.
         for chat_id in await self.hub.log.open_turns():
             self.room(chat_id)
-        if not self.settings.tokens:
+        if not self.gate.configured and not await self.gate.devices.any_paired():
             log.warning(
-                "platforms.iris.tokens is empty: the iris socket refuses every device; "
-                "add a device token to use iris app"
+                "no device may connect: platforms.iris.tokens is empty and no device is "
+                "paired; pair one with `iris devices add NAME`"
             )
+        self._watcher = asyncio.create_task(self.revocations.run(REVOCATION_POLL))
 
     async def stop(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         await asyncio.gather(*(room.close() for room in self.rooms.values()))
 
     def room(self, chat_id: str) -> ChatRoom:
@@ -124,10 +141,11 @@ class IrisSurface:
             await _close(ws, CLOSE_INTERNAL, "internal error")
 
     async def _serve(self, ws: WebSocket) -> None:
-        hello = await self._authenticate(ws)
-        if isinstance(hello, _Refusal):
-            await _close(ws, hello.code, hello.reason)
+        caller = await self._authenticate(ws)
+        if isinstance(caller, _Refusal):
+            await _close(ws, caller.code, caller.reason)
             return
+        hello, device = caller
         chat_id = hello.chat_id or DEFAULT_CHAT
         try:
             room = self.room(chat_id)
@@ -144,18 +162,22 @@ class IrisSurface:
             await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
             return
         connection = _Connection(self, ws, room, subscription, hello.token)
+        forget = None if device is None else self.revocations.watch(device, connection.revoke)
         try:
             await connection.run()
         finally:
             self.hub.unsubscribe(subscription)
+            if forget is not None:
+                forget()
 
-    async def _authenticate(self, ws: WebSocket) -> inbound.Hello | _Refusal:
-        unauthorized = _Refusal(CLOSE_UNAUTHORIZED, "unauthorized")
+    async def _authenticate(self, ws: WebSocket) -> tuple[inbound.Hello, str | None] | _Refusal:
+        """The device's ``hello`` and its token digest (None: a config token), or a refusal."""
         header = ws.headers.get("authorization", "")
         if header:
-            scheme, _, token = header.partition(" ")
-            if scheme.lower() != "bearer" or not self._token_ok(token.strip()):
-                return unauthorized
+            token = bearer(header) or ""
+            admitted = await self._admit(token)
+            if isinstance(admitted, _Refusal):
+                return admitted
             query = ws.query_params
             chat_id, after = query.get("chat_id"), query.get("after_seq")
             if chat_id is not None and not inbound.valid_chat_id(chat_id):
@@ -167,7 +189,8 @@ class IrisSurface:
             features = None if named is None else inbound.parse_features(named)
             if named is not None and features is None:
                 return _Refusal(CLOSE_BAD_REQUEST, "features must be a comma-separated list")
-            return inbound.Hello(token, chat_id, after_seq, features)
+            return inbound.Hello(token, chat_id, after_seq, features), admitted.digest
+        unauthorized = _Refusal(CLOSE_UNAUTHORIZED, "unauthorized")
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
                 message = await ws.receive()
@@ -176,18 +199,22 @@ class IrisSurface:
         if message["type"] != "websocket.receive":
             return unauthorized
         request = inbound.parse(_payload(message), max_text=self.settings.max_text)
-        if isinstance(request, inbound.Hello) and self._token_ok(request.token):
-            return request
-        return unauthorized
+        if not isinstance(request, inbound.Hello):
+            return unauthorized
+        admitted = await self._admit(request.token)
+        return admitted if isinstance(admitted, _Refusal) else (request, admitted.digest)
 
-    def _token_ok(self, token: str) -> bool:
-        # No tokens configured: nobody gets in. Compare against every token in constant time: no early exit leaks which one matched.
-        if not inbound.valid_text(token):
-            return False
-        found = False
-        for known in self.settings.tokens:
-            found |= hmac.compare_digest(token.encode(), known.encode())
-        return found and bool(token)
+    async def _admit(self, token: str) -> Check | _Refusal:
+        """The token's ``ok`` check, or the close that refuses it."""
+        try:
+            check = await self.gate.check(token)
+        except StoreUnavailable:  # a device token cannot be looked up now; it may be fine later
+            return _Refusal(CLOSE_TRY_LATER, "store unavailable; reconnect later")
+        if check.status == "ok":
+            return check
+        # The reason tells an app "this device was revoked" from "this token is wrong".
+        reason = "revoked" if check.status == "revoked" else "unauthorized"
+        return _Refusal(CLOSE_UNAUTHORIZED, reason)
 
 
 class _Connection:
@@ -224,6 +251,11 @@ class _Connection:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await sender
+
+    async def revoke(self) -> None:
+        """The device's token was revoked: close now, without sending what is queued."""
+        await self._stop_sender()
+        await _close(self.ws, CLOSE_UNAUTHORIZED, "revoked")
 
     async def _close(self, code: int, reason: str) -> None:
         """Close from the receiving side; what is already queued goes out first, if it can."""

@@ -33,6 +33,7 @@ from iris.fanout.subscription import Subscription
 from iris.limits import TurnSlot
 from iris.runtime import Runtime
 from iris.surfaces.controls import Controls
+from iris.surfaces.iris.chats import session_key
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class ChatRoom:
         self.runtime = runtime
         self.hub = hub
         self.chat_id = chat_id
-        self.session = f"iris:{chat_id}"
+        self.session = session_key(chat_id)
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
         self._cancel_requested = False
