@@ -27,9 +27,10 @@ The facts, per segment (``segment`` numbers them from 0 within the turn):
   nothing is reported; a replay that only goes further is plain growth. A replay that stops
   short of the shown text is a reset at the segment's close;
 - ``SegmentClosed`` with the final, post-processed ``text`` and its ``ending``: ``commentary``
-  (``Commentary``), ``answer`` (``SegmentEnded``; its text is ``TurnEnded.text`` when the turn
-  gives one), ``interrupted`` (``TurnEnded`` reason ``interrupted``) or ``failed``
-  (``TurnFailed``, its ``partial_text``). A ``SegmentEnded`` is reported at the next event,
+  (``Commentary``, or text still open when tools run or the turn ends for the client's tool
+  calls), ``answer`` (``SegmentEnded``; its text is ``TurnEnded.text`` when the turn gives
+  one), ``interrupted`` (``TurnEnded`` reason ``interrupted``) or ``failed`` (``TurnFailed``,
+  its ``partial_text``). A ``SegmentEnded`` is reported at the next event,
   which says which of these it was. Text the agent held back (a closer longer than the stream)
   is growth before the close; an answer given only in ``TurnEnded`` is a segment of its own.
 
@@ -262,7 +263,14 @@ class Segments:
         out: list[Item] = []
         match event:
             case TurnEnded(text=text, reason=reason):
-                ending: Ending = "interrupted" if reason == "interrupted" else "answer"
+                ending: Ending = (
+                    "interrupted"
+                    if reason == "interrupted"
+                    # Text open when the model called the client's tools accompanied them.
+                    else "commentary"
+                    if reason == "tool_calls"
+                    else "answer"
+                )
                 out += self._end(text, ending)
                 out.append(event)
             case TurnFailed(partial_text=partial):
