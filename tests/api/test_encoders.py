@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from openai import omit
 from openai._models import construct_type
 from openai.lib.streaming.responses._responses import ResponseStreamState
@@ -28,7 +26,6 @@ from iris.events import (
 )
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
-from iris.surfaces.api.segment import SegmentText
 from iris.surfaces.api.sse import data_frame, named_frame
 from tests.api.openresponses import valid_event, valid_events, valid_response
 
@@ -231,7 +228,7 @@ def test_responses_failure_is_error_then_failed() -> None:
     assert encoder.failure is not None
 
 
-# -- framing and the segment replay filter -----------------------------------------------
+# -- framing -----------------------------------------------------------------------------
 
 
 def test_frames() -> None:
@@ -240,28 +237,6 @@ def test_frames() -> None:
         named_frame({"type": "response.created"})
         == b'event: response.created\ndata: {"type":"response.created"}\n\n'
     )
-
-
-@given(
-    st.text(max_size=30),
-    st.integers(0, 30),
-    st.text(max_size=30),
-    st.lists(st.integers(1, 5), max_size=10),
-)
-def test_a_replay_never_duplicates_what_was_sent(
-    prefix: str, cut: int, extra: str, sizes: list[int]
-) -> None:
-    """Whatever was shown before a reset, and however the replay is chunked, a replay that
-    agrees with it adds exactly the unseen suffix."""
-    full = prefix + extra
-    segment = SegmentText()
-    shown = segment.feed(full[:cut])
-    segment.reset()
-    pos = 0
-    for size in [*sizes, len(full)]:
-        shown += segment.feed(full[pos : pos + size])
-        pos += size
-    assert shown == full
 
 
 # -- reasoning as Open Responses defines it -----------------------------------------------
