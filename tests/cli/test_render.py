@@ -109,8 +109,11 @@ def test_everything_but_text_is_shown_at_once() -> None:
     r.feed(TextDelta("a"))
     clock.now += 0.001
     assert r.feed(TextDelta("b")) is None
-    frame = r.feed(SegmentEnded("ab"))
-    assert frame is not None and "ab\n" in committed([frame])
+    # A SegmentEnded closes the box with the event after it (the agent sends that one in the
+    # same step), which says whether the answer was complete, interrupted or failed.
+    assert r.feed(SegmentEnded("ab")) is None
+    frame = r.feed(TurnEnded("ab", model="m", usage=USAGE))
+    assert frame is not None and "ab\n╰─" in committed([frame])
 
 
 def test_streaming_off_shows_the_whole_segment_in_one_frame() -> None:
@@ -267,7 +270,8 @@ def test_a_very_long_line_is_committed_a_row_at_a_time() -> None:
     rows = committed(frames).splitlines()[1:]  # after the box top
     assert rows and all(len(row) <= 20 for row in rows)
     assert rows[0] == "word000 word001 "  # broken at a space, as the terminal would wrap
-    end = r.feed(SegmentEnded("".join(words)))
+    r.feed(SegmentEnded("".join(words)))
+    end = r.feed(TurnEnded("".join(words), model="m", usage=USAGE))
     assert end is not None
     assert committed([*frames, end]).replace("\n", "").count("word059") == 1
 
