@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,6 +31,10 @@ from iris.segments import (
     appended,
     segment_items,
 )
+from iris.surfaces.api.chat_encoder import ChatEncoder
+from iris.surfaces.api.responses_encoder import ResponsesEncoder
+from iris.surfaces.cli.oneshot import Printer
+from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from tests.strategies import ScriptedTurn, split_deltas, turns, words
 
 START = TurnStarted("t", "m")
@@ -394,3 +401,110 @@ def test_a_diverging_replay_is_sent_whole_after_a_blank_line(
     else:
         assert sent == shown + "\n\n" + replay
     assert track.shown == replay or (replay.startswith(shown) and track.shown == replay)
+
+
+# -- every converted surface shows the model's final text -------------------------------------
+# A surface's property: what its user ends up with equals what the model's facts say it should
+# (``closed`` for surfaces that replace text, ``appended_texts`` for append-only ones); the
+# model properties above tie those to the turn's final texts: never doubled, no reset missed.
+
+
+def _chat(events: list[Event]) -> tuple[ChatEncoder, list[dict[str, Any]]]:
+    encoder = ChatEncoder("chatcmpl-1", "m", 0)
+    return encoder, [chunk for event in events for chunk in encoder.feed(event)]
+
+
+@given(turns())
+def test_chat_completions_sse_text_is_the_models_text(turn: ScriptedTurn) -> None:
+    encoder, chunks = _chat(turn.events)
+    content = "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices")
+    )
+    assert content == "\n\n".join(text for text in appended_texts(turn.events) if text)
+    if encoder.finish_reason is not None and not isinstance(turn.events[-1], TurnFailed):
+        message = encoder.completion()["choices"][0]["message"]
+        finals = [segment.text for segment in closed(turn.events) if segment.text]
+        assert (message["content"] or "") == "\n\n".join(finals)
+
+
+@given(turns())
+def test_responses_output_text_is_the_models_text(turn: ScriptedTurn) -> None:
+    encoder = ResponsesEncoder("resp_1", "m", 0, {})
+    payloads = [payload for event in turn.events for payload in encoder.feed(event)]
+    deltas: dict[str, str] = {}
+    for payload in payloads:
+        if payload["type"] == "response.output_text.delta":
+            deltas[payload["item_id"]] = deltas.get(payload["item_id"], "") + payload["delta"]
+    assert "".join(deltas.values()) == "".join(appended_texts(turn.events))
+    assert encoder.response is not None
+    messages = [item for item in encoder.response["output"] if item["type"] == "message"]
+    for item in messages:
+        done = item["content"][0]["text"]
+        sent = deltas.get(item["id"], "")
+        # An item ends with what it was sent, or with its segment's final text: the sent text
+        # without trimmed whitespace, or the last attempt after a reset.
+        assert done == sent or sent.rstrip().endswith(done), (done, sent)
+    if not any(isinstance(event, StreamReset) for event in turn.events):
+        segments = closed(turn.events)
+        assert [item["content"][0]["text"] for item in messages] == [s.text for s in segments]
+        phases = [item.get("phase") for item in messages]
+        assert phases == [("commentary" if s.ending == "commentary" else None) for s in segments]
+
+
+def _printed(events: list[Event], *, stream: bool) -> str:
+    out, err = io.StringIO(), io.StringIO()
+    printer = Printer(out, err, stream=stream, show_reasoning=False)
+    for event in events:
+        printer.handle(event)
+    return out.getvalue()
+
+
+def _line_ended(text: str) -> str:
+    return text + "\n" if text and not text.endswith("\n") else text
+
+
+@given(turns())
+def test_iris_chat_q_prints_the_models_text(turn: ScriptedTurn) -> None:
+    """stdout of ``iris chat -q``: with streaming off, each final text once; streaming, what the
+    facts showed, a diverging replay printed whole on a new line."""
+    whole = "".join(
+        s.text + ("\n\n" if s.ending == "commentary" else "") for s in closed(turn.events)
+    )
+    assert _printed(turn.events, stream=False) == _line_ended(whole)
+    streamed = ""
+    for item in segment_items(turn.events):
+        match item:
+            case SegmentGrown(delta=delta):
+                streamed += delta
+            case SegmentReset(text=text):
+                streamed = _line_ended(streamed) + text
+            case SegmentClosed(ending="commentary"):
+                streamed += "\n\n"
+            case _:
+                pass
+    assert _printed(turn.events, stream=True) == _line_ended(streamed)
+
+
+@given(turns(), st.booleans())
+def test_the_terminal_renderer_prints_the_models_text(turn: ScriptedTurn, streaming: bool) -> None:
+    """The renderer without a terminal (a pipe): the text as ``iris chat -q`` prints it, with a
+    restart mark where a replay diverged, and the footer."""
+    renderer = ReplyRenderer(RenderOptions(box=False, streaming=streaming, tool_progress="off"))
+    frames = [frame for event in turn.events if (frame := renderer.feed(event)) is not None]
+    assert renderer.due() is None
+    text = "".join(piece for frame in frames for _, piece in frame.commit)
+    expected = ""
+    for item in segment_items(turn.events):
+        match item:
+            case SegmentGrown(delta=delta) if streaming:
+                expected += delta
+            case SegmentReset(text=text_, reason=reason) if streaming:
+                expected = _line_ended(expected) + f"↻ {reason}; the reply restarts\n" + text_
+            case SegmentClosed(text=final) if not streaming:
+                expected = _line_ended(expected + final)
+            case SegmentClosed():
+                expected = _line_ended(expected)
+            case _:
+                pass
+    assert text.startswith(expected), (text, expected)
+    assert text.count("\n") - expected.count("\n") <= 2, "then the footer"

@@ -316,3 +316,98 @@ def test_the_error_event_fits_both_the_sdk_and_the_specification() -> None:
     error = next(p for p in payloads if p["type"] == "error")
     assert (error["code"], error["message"]) == ("rate_limited", "slow down")
     valid_event(error)
+
+
+# -- what the segment model fixed (each failed before the encoders consumed it) ---------------
+
+
+def test_chat_sends_held_back_text_after_a_replay_that_repeated_the_sent_text() -> None:
+    _, chunks = chat(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("Hel"),
+            StreamReset("retry"),
+            TextDelta("Hel"),
+            SegmentEnded("Hello"),
+            TurnEnded("Hello"),
+        ]
+    )
+    assert content(chunks) == "Hello"
+
+
+def test_chat_shows_the_segment_after_a_dropped_attempt_on_its_own() -> None:
+    _, chunks = chat(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("Let me"),
+            StreamReset("falling back to b", "b"),
+            ToolStarted(1, "read_file", {"path": "a"}, "c1"),
+            ToolEnded(1, "read_file", True, 0.1, "42"),
+            Commentary("earlier conversation dropped"),
+            TextDelta("42."),
+            SegmentEnded("42."),
+            TurnEnded("42."),
+        ]
+    )
+    assert content(chunks) == "Let me\n\nearlier conversation dropped\n\n42."
+
+
+def output_text(payloads: list[dict[str, Any]]) -> str:
+    return "".join(p["delta"] for p in payloads if p["type"] == "response.output_text.delta")
+
+
+def test_responses_replayed_reasoning_does_not_resend_the_text() -> None:
+    encoder, payloads = responses(
+        [
+            TurnStarted("t", "m"),
+            ReasoningDelta("hmm"),
+            TextDelta("Hel"),
+            StreamReset("falling back to b", "b"),
+            ReasoningDelta("hmm"),
+            TextDelta("Hello"),
+            SegmentEnded("Hello"),
+            TurnEnded("Hello"),
+        ]
+    )
+    assert output_text(payloads) == "Hello"
+    assert encoder.response is not None
+    texts = [i["content"][0]["text"] for i in encoder.response["output"] if i["type"] == "message"]
+    assert "".join(texts) == "Hello"
+    assert sdk_accepts(payloads) is not None
+
+
+def test_responses_reasoning_inside_a_segment_does_not_repeat_its_text() -> None:
+    encoder, payloads = responses(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("A "),
+            ReasoningDelta("r"),
+            TextDelta("B"),
+            SegmentEnded("A B"),
+            TurnEnded("A B"),
+        ]
+    )
+    assert output_text(payloads) == "A B"
+    assert encoder.response is not None
+    texts = [i["content"][0]["text"] for i in encoder.response["output"] if i["type"] == "message"]
+    assert texts == ["A ", "B"], "each message item ends with the text it was sent"
+    assert sdk_accepts(payloads) is not None
+
+
+def test_responses_a_cut_short_message_is_incomplete_however_it_was_closed() -> None:
+    for closer in ([SegmentEnded("Hel")], []):
+        encoder, _ = responses(
+            [
+                TurnStarted("t", "m"),
+                TextDelta("Hel"),
+                *closer,
+                TurnEnded("Hel", reason="interrupted"),
+            ]
+        )
+        assert encoder.response is not None
+        assert encoder.response["output"][0]["status"] == "incomplete"
+        encoder, _ = responses(
+            [TurnStarted("t", "m"), TextDelta("Hel"), *closer, TurnFailed("x", "boom", True, "Hel")]
+        )
+        assert encoder.response is not None
+        assert encoder.response["output"][0]["status"] == "incomplete"

@@ -313,3 +313,29 @@ def test_how_a_reply_is_chunked_never_changes_what_is_printed(
         return merged
 
     assert shown(streamed) == shown(whole)
+
+
+# -- what the segment model fixed (each failed before the renderer consumed it) ---------------
+
+
+def test_a_replay_that_repeats_the_printed_text_is_printed_once() -> None:
+    events = turn(
+        TextDelta("Hello wor"),
+        StreamReset("retrying", "m"),
+        TextDelta("Hello"),
+        TextDelta(" world"),
+        SegmentEnded("Hello world"),
+    )
+    text = committed(play(events, box=False))
+    assert text.startswith("Hello world\n") and "↻" not in text
+
+
+def test_text_the_agent_held_back_is_printed_at_the_segment_end() -> None:
+    text = committed(play(turn(TextDelta("Hi"), SegmentEnded("Hi there")), box=False))
+    assert text.startswith("Hi there\n")
+
+
+def test_an_answer_given_only_at_the_end_of_the_turn_is_printed() -> None:
+    events: list[Event] = [TurnStarted("t1", "m"), TurnEnded("Just this", model="m", usage=USAGE)]
+    assert committed(play(events, box=False)).startswith("Just this\n")
+    assert "Just this" in committed(play(events))

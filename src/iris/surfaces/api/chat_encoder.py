@@ -74,6 +74,7 @@ class ChatEncoder:
         self._thinking = Track()  # this round's reasoning as the client was sent it
         self._role_sent = False
         self._segment_fresh = True  # no text of the current segment was sent yet
+        self._text_sent = False  # some segment's text was sent
 
     @property
     def done(self) -> bool:
@@ -139,10 +140,11 @@ class ChatEncoder:
             return
         self._role(out)
         # The first text of a later segment opens with the blank line that separates it from
-        # the one before; it is part of the stream, so a client's concatenation reads right.
-        if self._segment_fresh and self.segments:
+        # the text before; it is part of the stream, so a client's concatenation reads right.
+        if self._segment_fresh and self._text_sent:
             text = "\n\n" + text
         self._segment_fresh = False
+        self._text_sent = True
         out.append(self._chunk({"content": text}))
 
     def _tool_call_chunks(self, index: int, call: dict[str, str]) -> list[Chunk]:

@@ -52,7 +52,7 @@ async def _oneshot(config: Config, prompt: str, out: TextIO, err: TextIO) -> int
         async with agent.run(request) as turn:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGINT, turn.interrupt)
-            printer = _Printer(out, err, stream=stream, show_reasoning=show_reasoning)
+            printer = Printer(out, err, stream=stream, show_reasoning=show_reasoning)
             async for event in turn:
                 code = printer.handle(event)
             loop.remove_signal_handler(signal.SIGINT)
@@ -61,7 +61,7 @@ async def _oneshot(config: Config, prompt: str, out: TextIO, err: TextIO) -> int
     return code
 
 
-class _Printer:
+class Printer:
     def __init__(self, out: TextIO, err: TextIO, *, stream: bool, show_reasoning: bool) -> None:
         self.out, self.err = out, err
         self.stream = stream
