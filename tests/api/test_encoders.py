@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from openai import omit
 from openai._models import construct_type
 from openai.lib.streaming.responses._responses import ResponseStreamState
@@ -28,7 +26,6 @@ from iris.events import (
 )
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
-from iris.surfaces.api.segment import SegmentText
 from iris.surfaces.api.sse import data_frame, named_frame
 from tests.api.openresponses import valid_event, valid_events, valid_response
 
@@ -231,7 +228,7 @@ def test_responses_failure_is_error_then_failed() -> None:
     assert encoder.failure is not None
 
 
-# -- framing and the segment replay filter -----------------------------------------------
+# -- framing -----------------------------------------------------------------------------
 
 
 def test_frames() -> None:
@@ -240,28 +237,6 @@ def test_frames() -> None:
         named_frame({"type": "response.created"})
         == b'event: response.created\ndata: {"type":"response.created"}\n\n'
     )
-
-
-@given(
-    st.text(max_size=30),
-    st.integers(0, 30),
-    st.text(max_size=30),
-    st.lists(st.integers(1, 5), max_size=10),
-)
-def test_a_replay_never_duplicates_what_was_sent(
-    prefix: str, cut: int, extra: str, sizes: list[int]
-) -> None:
-    """Whatever was shown before a reset, and however the replay is chunked, a replay that
-    agrees with it adds exactly the unseen suffix."""
-    full = prefix + extra
-    segment = SegmentText()
-    shown = segment.feed(full[:cut])
-    segment.reset()
-    pos = 0
-    for size in [*sizes, len(full)]:
-        shown += segment.feed(full[pos : pos + size])
-        pos += size
-    assert shown == full
 
 
 # -- reasoning as Open Responses defines it -----------------------------------------------
@@ -341,3 +316,98 @@ def test_the_error_event_fits_both_the_sdk_and_the_specification() -> None:
     error = next(p for p in payloads if p["type"] == "error")
     assert (error["code"], error["message"]) == ("rate_limited", "slow down")
     valid_event(error)
+
+
+# -- what the segment model fixed (each failed before the encoders consumed it) ---------------
+
+
+def test_chat_sends_held_back_text_after_a_replay_that_repeated_the_sent_text() -> None:
+    _, chunks = chat(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("Hel"),
+            StreamReset("retry"),
+            TextDelta("Hel"),
+            SegmentEnded("Hello"),
+            TurnEnded("Hello"),
+        ]
+    )
+    assert content(chunks) == "Hello"
+
+
+def test_chat_shows_the_segment_after_a_dropped_attempt_on_its_own() -> None:
+    _, chunks = chat(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("Let me"),
+            StreamReset("falling back to b", "b"),
+            ToolStarted(1, "read_file", {"path": "a"}, "c1"),
+            ToolEnded(1, "read_file", True, 0.1, "42"),
+            Commentary("earlier conversation dropped"),
+            TextDelta("42."),
+            SegmentEnded("42."),
+            TurnEnded("42."),
+        ]
+    )
+    assert content(chunks) == "Let me\n\nearlier conversation dropped\n\n42."
+
+
+def output_text(payloads: list[dict[str, Any]]) -> str:
+    return "".join(p["delta"] for p in payloads if p["type"] == "response.output_text.delta")
+
+
+def test_responses_replayed_reasoning_does_not_resend_the_text() -> None:
+    encoder, payloads = responses(
+        [
+            TurnStarted("t", "m"),
+            ReasoningDelta("hmm"),
+            TextDelta("Hel"),
+            StreamReset("falling back to b", "b"),
+            ReasoningDelta("hmm"),
+            TextDelta("Hello"),
+            SegmentEnded("Hello"),
+            TurnEnded("Hello"),
+        ]
+    )
+    assert output_text(payloads) == "Hello"
+    assert encoder.response is not None
+    texts = [i["content"][0]["text"] for i in encoder.response["output"] if i["type"] == "message"]
+    assert "".join(texts) == "Hello"
+    assert sdk_accepts(payloads) is not None
+
+
+def test_responses_reasoning_inside_a_segment_does_not_repeat_its_text() -> None:
+    encoder, payloads = responses(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("A "),
+            ReasoningDelta("r"),
+            TextDelta("B"),
+            SegmentEnded("A B"),
+            TurnEnded("A B"),
+        ]
+    )
+    assert output_text(payloads) == "A B"
+    assert encoder.response is not None
+    texts = [i["content"][0]["text"] for i in encoder.response["output"] if i["type"] == "message"]
+    assert texts == ["A ", "B"], "each message item ends with the text it was sent"
+    assert sdk_accepts(payloads) is not None
+
+
+def test_responses_a_cut_short_message_is_incomplete_however_it_was_closed() -> None:
+    for closer in ([SegmentEnded("Hel")], []):
+        encoder, _ = responses(
+            [
+                TurnStarted("t", "m"),
+                TextDelta("Hel"),
+                *closer,
+                TurnEnded("Hel", reason="interrupted"),
+            ]
+        )
+        assert encoder.response is not None
+        assert encoder.response["output"][0]["status"] == "incomplete"
+        encoder, _ = responses(
+            [TurnStarted("t", "m"), TextDelta("Hel"), *closer, TurnFailed("x", "boom", True, "Hel")]
+        )
+        assert encoder.response is not None
+        assert encoder.response["output"][0]["status"] == "incomplete"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -9,6 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from iris.events import (
+    Event,
+    SegmentEnded,
+    StreamReset,
+    TextDelta,
+    TurnEnded,
+    TurnStarted,
+)
+from iris.surfaces.cli.oneshot import Printer
 from tests.fakes.upstream import FakeUpstream, error, gated, reasoning, text, tool_call
 
 pytestmark = pytest.mark.timeout(30)
@@ -116,3 +126,54 @@ def test_provider_401_is_one_line(upstream: FakeUpstream, env: dict[str, str]) -
     upstream.script(error(401, "invalid api key"))
     message = _one_line_failure(iris("chat", "-q", "hi", env=env))
     assert "401" in message
+
+
+# -- the printer alone: what the segment model fixed (each failed before it consumed it) -------
+
+
+def printed(events: list[Event], *, stream: bool = True) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    printer = Printer(out, err, stream=stream, show_reasoning=False)
+    for event in events:
+        printer.handle(event)
+    return out.getvalue(), err.getvalue()
+
+
+def test_a_replay_that_repeats_the_printed_text_is_printed_once() -> None:
+    out, err = printed(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("Hello wor"),
+            StreamReset("falling back to b", "b"),
+            TextDelta("Hello world"),
+            SegmentEnded("Hello world"),
+            TurnEnded("Hello world"),
+        ]
+    )
+    assert out == "Hello world\n" and "restarts" not in err
+
+
+def test_a_diverging_replay_is_printed_whole_on_a_new_line() -> None:
+    out, err = printed(
+        [
+            TurnStarted("t", "m"),
+            TextDelta("Hello wor"),
+            StreamReset("falling back to b", "b"),
+            TextDelta("Hi!"),
+            SegmentEnded("Hi!"),
+            TurnEnded("Hi!"),
+        ]
+    )
+    assert out == "Hello wor\nHi!\n"
+    assert err == "iris: falling back to b; the answer restarts\n"
+
+
+def test_text_the_agent_held_back_reaches_stdout() -> None:
+    events: list[Event] = [
+        TurnStarted("t", "m"),
+        TextDelta("Hi"),
+        SegmentEnded("Hi there"),
+        TurnEnded("Hi there"),
+    ]
+    assert printed(events) == ("Hi there\n", "")
+    assert printed(events, stream=False) == ("Hi there\n", "")

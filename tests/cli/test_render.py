@@ -109,8 +109,11 @@ def test_everything_but_text_is_shown_at_once() -> None:
     r.feed(TextDelta("a"))
     clock.now += 0.001
     assert r.feed(TextDelta("b")) is None
-    frame = r.feed(SegmentEnded("ab"))
-    assert frame is not None and "ab\n" in committed([frame])
+    # A SegmentEnded closes the box with the event after it (the agent sends that one in the
+    # same step), which says whether the answer was complete, interrupted or failed.
+    assert r.feed(SegmentEnded("ab")) is None
+    frame = r.feed(TurnEnded("ab", model="m", usage=USAGE))
+    assert frame is not None and "ab\n╰─" in committed([frame])
 
 
 def test_streaming_off_shows_the_whole_segment_in_one_frame() -> None:
@@ -267,7 +270,8 @@ def test_a_very_long_line_is_committed_a_row_at_a_time() -> None:
     rows = committed(frames).splitlines()[1:]  # after the box top
     assert rows and all(len(row) <= 20 for row in rows)
     assert rows[0] == "word000 word001 "  # broken at a space, as the terminal would wrap
-    end = r.feed(SegmentEnded("".join(words)))
+    r.feed(SegmentEnded("".join(words)))
+    end = r.feed(TurnEnded("".join(words), model="m", usage=USAGE))
     assert end is not None
     assert committed([*frames, end]).replace("\n", "").count("word059") == 1
 
@@ -309,3 +313,29 @@ def test_how_a_reply_is_chunked_never_changes_what_is_printed(
         return merged
 
     assert shown(streamed) == shown(whole)
+
+
+# -- what the segment model fixed (each failed before the renderer consumed it) ---------------
+
+
+def test_a_replay_that_repeats_the_printed_text_is_printed_once() -> None:
+    events = turn(
+        TextDelta("Hello wor"),
+        StreamReset("retrying", "m"),
+        TextDelta("Hello"),
+        TextDelta(" world"),
+        SegmentEnded("Hello world"),
+    )
+    text = committed(play(events, box=False))
+    assert text.startswith("Hello world\n") and "↻" not in text
+
+
+def test_text_the_agent_held_back_is_printed_at_the_segment_end() -> None:
+    text = committed(play(turn(TextDelta("Hi"), SegmentEnded("Hi there")), box=False))
+    assert text.startswith("Hi there\n")
+
+
+def test_an_answer_given_only_at_the_end_of_the_turn_is_printed() -> None:
+    events: list[Event] = [TurnStarted("t1", "m"), TurnEnded("Just this", model="m", usage=USAGE)]
+    assert committed(play(events, box=False)).startswith("Just this\n")
+    assert "Just this" in committed(play(events))

@@ -20,12 +20,9 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from iris.events import (
-    Commentary,
     Event,
     ReasoningDelta,
-    SegmentEnded,
     StreamReset,
-    TextDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -33,8 +30,17 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
+from iris.segments import (
+    Item,
+    SegmentClosed,
+    SegmentGrown,
+    SegmentOpened,
+    SegmentReset,
+    Segments,
+    Track,
+    appended,
+)
 from iris.surfaces.api.problems import error_body
-from iris.surfaces.api.segment import SegmentText
 
 Chunk = dict[str, Any]
 
@@ -64,10 +70,11 @@ class ChatEncoder:
         self.finish_reason: str | None = None
         self.usage: dict[str, int] = {}
         self.failure: TurnFailed | None = None
-        self._segment = SegmentText()
-        self._thinking = SegmentText()
+        self._segments = Segments()
+        self._thinking = Track()  # this round's reasoning as the client was sent it
         self._role_sent = False
         self._segment_fresh = True  # no text of the current segment was sent yet
+        self._text_sent = False  # some segment's text was sent
 
     @property
     def done(self) -> bool:
@@ -77,45 +84,50 @@ class ChatEncoder:
     def feed(self, event: Event) -> list[Chunk]:
         """The chunks ``event`` produces, in order (often none or one)."""
         out: list[Chunk] = []
-        match event:
+        for item in self._segments.feed(event):
+            self._item(out, item)
+        return out
+
+    def _item(self, out: list[Chunk], item: Item) -> None:
+        match item:
             case TurnStarted():
                 self._role(out)
-            case TextDelta(text=text):
-                self._text(out, self._segment.feed(text))
-            case ReasoningDelta():
-                text = self._thinking.feed(event.text)
+            case SegmentOpened():
+                self._segment_fresh = True
+            case SegmentGrown() | SegmentReset():
+                self._text(out, appended(item))
+            case SegmentClosed(text=text):
+                self._thinking = Track()
                 if text:
+                    self.segments.append(text)
+            case ReasoningDelta(text=text):
+                sent = "".join(appended(fact) for fact in self._thinking.grow(text))
+                if sent:
                     self._role(out)
-                    self.reasoning += text
-                    out.append(self._chunk({"reasoning_content": text}))
+                    self.reasoning += sent
+                    out.append(self._chunk({"reasoning_content": sent}))
             case StreamReset():
-                self._segment.reset()
-                self._thinking.reset()
-            case Commentary(text=text) | SegmentEnded(text=text):
-                self._close_segment(out, text)
+                self._thinking.restart()
             case ToolStarted() | ToolProgress() | ToolEnded():
-                self._thinking.close("")
+                self._thinking = Track()
             case TurnEnded():
-                self._close_segment(out, "")
                 self._role(out)
-                self.usage = dict(event.usage)
-                if event.reason == "tool_calls":
-                    self.tool_calls = [dict(call) for call in event.tool_calls]
+                self.usage = dict(item.usage)
+                if item.reason == "tool_calls":
+                    self.tool_calls = [dict(call) for call in item.tool_calls]
                     for index, call in enumerate(self.tool_calls):
                         out.extend(self._tool_call_chunks(index, call))
-                self.finish_reason = _FINISH.get(event.reason, "stop")
-                if event.reason == "tool_calls" and not self.tool_calls:
+                self.finish_reason = _FINISH.get(item.reason, "stop")
+                if item.reason == "tool_calls" and not self.tool_calls:
                     self.finish_reason = "stop"
                 out.append(self._chunk({}, self.finish_reason))
                 if self.include_usage:
                     out.append(self._usage_chunk())
             case TurnFailed():
-                self._close_segment(out, "")
-                self.failure = event
-                out.append(failure_chunk(event))
+                self.failure = item
+                out.append(failure_chunk(item))
             case _:
-                assert_never(event)
-        return out
+                assert_never(item)
 
     def _role(self, out: list[Chunk]) -> None:
         if not self._role_sent:
@@ -123,26 +135,17 @@ class ChatEncoder:
             out.append(self._chunk({"role": "assistant", "content": ""}))
 
     def _text(self, out: list[Chunk], text: str) -> None:
-        """Send ``text``, which the segment filter already passed."""
+        """Send ``text``, what the segment model says an append-only client gets."""
         if not text:
             return
         self._role(out)
         # The first text of a later segment opens with the blank line that separates it from
-        # the one before; it is part of the stream, so a client's concatenation reads right.
-        if self._segment_fresh and self.segments:
+        # the text before; it is part of the stream, so a client's concatenation reads right.
+        if self._segment_fresh and self._text_sent:
             text = "\n\n" + text
         self._segment_fresh = False
+        self._text_sent = True
         out.append(self._chunk({"content": text}))
-
-    def _close_segment(self, out: list[Chunk], final: str) -> None:
-        tail = self._segment.tail(final)
-        if tail:
-            self._text(out, self._segment.feed(tail))
-        self._thinking.close("")
-        self._segment_fresh = True
-        text = self._segment.close(final)
-        if text:
-            self.segments.append(text)
 
     def _tool_call_chunks(self, index: int, call: dict[str, str]) -> list[Chunk]:
         # As OpenAI streams them: id, type and name once, then the arguments.

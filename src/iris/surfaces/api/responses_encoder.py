@@ -31,12 +31,9 @@ from collections.abc import Callable
 from typing import Any, assert_never
 
 from iris.events import (
-    Commentary,
     Event,
     ReasoningDelta,
-    SegmentEnded,
     StreamReset,
-    TextDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -44,7 +41,16 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
-from iris.surfaces.api.segment import SegmentText
+from iris.segments import (
+    Item,
+    SegmentClosed,
+    SegmentGrown,
+    SegmentOpened,
+    SegmentReset,
+    Segments,
+    Track,
+    appended,
+)
 
 Payload = dict[str, Any]
 
@@ -118,13 +124,17 @@ def responses_usage(usage: dict[str, int]) -> dict[str, Any]:
 class _Item:
     """The output item being streamed: a reasoning item or a message."""
 
-    def __init__(self, kind: str, item_id: str, index: int) -> None:
+    def __init__(self, kind: str, item_id: str, index: int, segment: int = -1) -> None:
         self.kind = kind
         self.id = item_id
         self.index = index
-        self.text = SegmentText()  # the message text, or the raw reasoning
+        self.raw = Track()  # reasoning: the raw reasoning, across replays
+        self.sent: list[str] = []  # the deltas sent: the message text, or the raw reasoning
         self.text_open = False  # its content part was announced
-        self.summary: SegmentText | None = None  # reasoning: the provider's summary, if any
+        self.summary: Track | None = None  # reasoning: the provider's summary, if any
+        self.summary_sent: list[str] = []
+        self.segment = segment  # a message: the text segment it shows
+        self.whole = False  # a message: it shows its segment from the start
 
 
 class ResponsesEncoder:
@@ -149,6 +159,8 @@ class ResponsesEncoder:
         self._ids = 0
         self._started = False
         self._open: _Item | None = None
+        self._segments = Segments()
+        self._shown_segments: set[int] = set()  # segments a message item has shown
 
     def _next_id(self, prefix: str) -> str:
         self._ids += 1
@@ -199,40 +211,44 @@ class ResponsesEncoder:
     def feed(self, event: Event) -> list[Payload]:
         out: list[Payload] = []
         self._start(out)
-        match event:
-            case TurnStarted():
+        for item in self._segments.feed(event):
+            self._item(out, item)
+        return out
+
+    def _item(self, out: list[Payload], item: Item) -> None:
+        match item:
+            case TurnStarted() | SegmentOpened():
                 pass
             case ReasoningDelta(text=text, summary=summary):
                 self._reasoning(out, text, summary=summary)
-            case TextDelta(text=text):
-                self._text(out, text)
+            case SegmentGrown() | SegmentReset():
+                self._text(out, item.segment, appended(item))
             case StreamReset():
-                if self._open is not None:
-                    self._open.text.reset()
+                # The segment model settles the text; a reasoning item replays by itself.
+                if self._open is not None and self._open.kind == "reasoning":
+                    self._open.raw.restart()
                     if self._open.summary is not None:
-                        self._open.summary.reset()
-            case Commentary(text=text):
-                self._close_message(out, text, phase="commentary")
-            case SegmentEnded(text=text):
-                self._close_message(out, text, phase=None)
+                        self._open.summary.restart()
+            case SegmentClosed():
+                self._close_message(out, item)
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._close(out, "completed")
             case TurnEnded():
                 # The output cap cut the answer: OpenAI's word is an incomplete response.
-                status = "incomplete" if event.reason == "length" else "completed"
+                status = "incomplete" if item.reason == "length" else "completed"
                 self._close(out, status)
-                if event.reason == "tool_calls":
-                    for call in event.tool_calls:
+                if item.reason == "tool_calls":
+                    for call in item.tool_calls:
                         self._function_call(out, call)
                 completed_at = int(self._clock()) if self._clock else self.created_at
-                self.response = self._snapshot(status, usage=event.usage, completed_at=completed_at)
+                self.response = self._snapshot(status, usage=item.usage, completed_at=completed_at)
                 if status == "incomplete":
                     self.response["incomplete_details"] = {"reason": "max_output_tokens"}
                 self._event(out, f"response.{status}", response=self.response)
             case TurnFailed():
                 self._close(out, "incomplete")
-                self.failure = event
-                error = {"code": event.code, "message": event.message}
+                self.failure = item
+                error = {"code": item.code, "message": item.message}
                 # The openai SDKs read the error's fields at the top level, the Open
                 # Responses specification under "error": both are there.
                 nested = {"type": "server_error", **error, "param": None}
@@ -240,8 +256,7 @@ class ResponsesEncoder:
                 self.response = self._snapshot("failed", usage=None, error=error)
                 self._event(out, "response.failed", response=self.response)
             case _:
-                assert_never(event)
-        return out
+                assert_never(item)
 
     def _start(self, out: list[Payload]) -> None:
         if self._started:
@@ -251,15 +266,18 @@ class ResponsesEncoder:
         self._event(out, "response.created", response=created)
         self._event(out, "response.in_progress", response=created)
 
-    def _open_item(self, out: list[Payload], kind: str) -> _Item:
-        if self._open is not None and self._open.kind == kind:
+    def _open_item(self, out: list[Payload], kind: str, segment: int = -1) -> _Item:
+        if self._open is not None and self._open.kind == kind and self._open.segment == segment:
             return self._open
         self._close(out, "completed")
         index = len(self.output)
-        item = _Item(kind, self._next_id("rs" if kind == "reasoning" else "msg"), index)
+        prefix = "rs" if kind == "reasoning" else "msg"
+        item = _Item(kind, self._next_id(prefix), index, segment)
         added = _item_payload(item, "in_progress", "")
         self._event(out, "response.output_item.added", output_index=index, item=added)
         if kind == "message":
+            item.whole = segment not in self._shown_segments
+            self._shown_segments.add(segment)
             self._open_part(out, item)
         self._open = item
         return item
@@ -281,7 +299,7 @@ class ResponsesEncoder:
         common: dict[str, Any] = {"item_id": item.id, "output_index": item.index}
         if summary:
             if item.summary is None:
-                item.summary = SegmentText()
+                item.summary = Track()
                 part = {"type": "summary_text", "text": ""}
                 self._event(
                     out,
@@ -290,7 +308,8 @@ class ResponsesEncoder:
                     summary_index=0,
                     part=part,
                 )
-            delta = item.summary.feed(text)
+            delta = "".join(appended(fact) for fact in item.summary.grow(text))
+            item.summary_sent.append(delta)
             if delta:
                 self._event(
                     out,
@@ -302,34 +321,39 @@ class ResponsesEncoder:
             return
         if not item.text_open:
             self._open_part(out, item)
-        delta = item.text.feed(text)
+        delta = "".join(appended(fact) for fact in item.raw.grow(text))
+        item.sent.append(delta)
         if delta:
             self._event(
                 out, "response.reasoning_text.delta", **common, content_index=0, delta=delta
             )
 
-    def _text(self, out: list[Payload], text: str) -> None:
-        if not text and (self._open is None or self._open.kind != "message"):
+    def _text(self, out: list[Payload], segment: int, delta: str) -> None:
+        """Send ``delta`` of ``segment``, what the segment model says an append-only client
+        gets; a segment interrupted by reasoning continues in a new message item."""
+        if not delta:
             return
-        item = self._open_item(out, "message")
-        delta = item.text.feed(text)
-        if delta:
-            self._event(
-                out,
-                "response.output_text.delta",
-                item_id=item.id,
-                output_index=item.index,
-                content_index=0,
-                delta=delta,
-                logprobs=[],
-            )
+        item = self._open_item(out, "message", segment)
+        item.sent.append(delta)
+        self._event(
+            out,
+            "response.output_text.delta",
+            item_id=item.id,
+            output_index=item.index,
+            content_index=0,
+            delta=delta,
+            logprobs=[],
+        )
 
-    def _close_message(self, out: list[Payload], final: str, phase: str | None) -> None:
-        item = self._open if self._open is not None and self._open.kind == "message" else None
-        tail = item.text.tail(final) if item is not None else final
-        if tail:
-            self._text(out, tail)
-        self._close(out, "completed", final=final, phase=phase)
+    def _close_message(self, out: list[Payload], closed: SegmentClosed) -> None:
+        item = self._open
+        if item is None or item.kind != "message" or item.segment != closed.segment:
+            return  # its text went out in items already closed
+        status = "incomplete" if closed.ending in ("interrupted", "failed") else "completed"
+        phase = "commentary" if closed.ending == "commentary" else None
+        # A message that shows its segment whole ends with the segment's final text.
+        final = closed.text if item.whole else ""
+        self._close(out, status, final=final, phase=phase)
 
     def _close(
         self, out: list[Payload], status: str, *, final: str = "", phase: str | None = None
@@ -341,19 +365,19 @@ class ResponsesEncoder:
         common: dict[str, Any] = {"item_id": item.id, "output_index": item.index}
         if item.kind == "reasoning":
             if item.text_open:
-                text = item.text.sent
+                text = "".join(item.sent)
                 at = {**common, "content_index": 0}
                 self._event(out, "response.reasoning_text.done", **at, text=text)
                 self._event(out, "response.content_part.done", **at, part=_reasoning_part(text))
             if item.summary is not None:
-                text = item.summary.sent
+                text = "".join(item.summary_sent)
                 part = {"type": "summary_text", "text": text}
                 at = {**common, "summary_index": 0}
                 self._event(out, "response.reasoning_summary_text.done", **at, text=text)
                 self._event(out, "response.reasoning_summary_part.done", **at, part=part)
             done = _item_payload(item, status, "")
         else:
-            text = item.text.close(final)
+            text = final or "".join(item.sent)
             at = {**common, "content_index": 0}
             self._event(out, "response.output_text.done", **at, text=text, logprobs=[])
             self._event(out, "response.content_part.done", **at, part=_text_part(text))
@@ -393,11 +417,11 @@ class ResponsesEncoder:
 def _item_payload(item: _Item, status: str, final: str) -> Payload:
     """The output item as it stands; ``final``: a message's closing text, when known."""
     if item.kind == "reasoning":
-        content = [_reasoning_part(item.text.sent)] if item.text_open else []
-        summary = item.summary
-        parts = [] if summary is None else [{"type": "summary_text", "text": summary.sent}]
+        content = [_reasoning_part("".join(item.sent))] if item.text_open else []
+        summary = "".join(item.summary_sent)
+        parts = [] if item.summary is None else [{"type": "summary_text", "text": summary}]
         return {"id": item.id, "type": "reasoning", "content": content, "summary": parts}
-    text = final or item.text.sent
+    text = final or "".join(item.sent)
     return {
         "id": item.id,
         "type": "message",

@@ -14,12 +14,9 @@ from typing import TextIO, assert_never
 from iris.agent import Agent, TurnRequest
 from iris.config import Config
 from iris.events import (
-    Commentary,
     Event,
     ReasoningDelta,
-    SegmentEnded,
     StreamReset,
-    TextDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -28,6 +25,14 @@ from iris.events import (
     TurnStarted,
 )
 from iris.llm.local import DEMO_NOTICE
+from iris.segments import (
+    Item,
+    SegmentClosed,
+    SegmentGrown,
+    SegmentOpened,
+    SegmentReset,
+    Segments,
+)
 from iris.surfaces.cli.render import tool_label
 
 
@@ -47,7 +52,7 @@ async def _oneshot(config: Config, prompt: str, out: TextIO, err: TextIO) -> int
         async with agent.run(request) as turn:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGINT, turn.interrupt)
-            printer = _Printer(out, err, stream=stream, show_reasoning=show_reasoning)
+            printer = Printer(out, err, stream=stream, show_reasoning=show_reasoning)
             async for event in turn:
                 code = printer.handle(event)
             loop.remove_signal_handler(signal.SIGINT)
@@ -56,13 +61,15 @@ async def _oneshot(config: Config, prompt: str, out: TextIO, err: TextIO) -> int
     return code
 
 
-class _Printer:
+class Printer:
     def __init__(self, out: TextIO, err: TextIO, *, stream: bool, show_reasoning: bool) -> None:
         self.out, self.err = out, err
         self.stream = stream
         self.show_reasoning = show_reasoning
         self.line_open = False  # the last thing written to stdout did not end a line
         self.reasoning_open = False
+        self.segments = Segments()
+        self.code = 1
 
     def _write(self, text: str) -> None:
         if self.reasoning_open:
@@ -74,35 +81,40 @@ class _Printer:
 
     def handle(self, event: Event) -> int:
         """Render one event; return the exit code the turn would have if it ended here."""
-        match event:
-            case TurnStarted() | SegmentEnded():
+        for item in self.segments.feed(event):
+            self.code = self._item(item)
+        return self.code
+
+    def _item(self, item: Item) -> int:
+        match item:
+            case TurnStarted() | SegmentOpened() | StreamReset() | ToolProgress():
                 pass
-            case TextDelta(text=text):
+            case SegmentGrown(delta=delta):
                 if self.stream:
+                    self._write(delta)
+            case SegmentReset(text=text, reason=reason):
+                if self.stream:
+                    # stdout cannot be unprinted: say so, then the replay on a new line.
+                    if self.line_open:
+                        self._write("\n")
+                    self.err.write(f"iris: {reason}; the answer restarts\n")
+                    if text:
+                        self._write(text)
+            case SegmentClosed(text=text, ending=ending):
+                if not self.stream and text:
                     self._write(text)
+                if ending == "commentary":
+                    self._write("\n\n")
             case ReasoningDelta(text=text):
                 if self.show_reasoning:
                     self.err.write(text)
                     self.err.flush()
                     self.reasoning_open = True
-            case Commentary(text=text):
-                if not self.stream:
-                    self._write(text)
-                self._write("\n\n")
-            case StreamReset(reason=reason):
-                # stdout cannot be unprinted: say so, then the answer restarts on a new line.
-                if self.line_open:
-                    self._write("\n")
-                self.err.write(f"iris: {reason}; the answer restarts\n")
             case ToolStarted(name=name, args=args):
                 self.err.write(tool_label(name, args, verbose=False) + "\n")
-            case ToolProgress():
-                pass
             case ToolEnded(ok=ok, duration=duration):
                 self.err.write(f"  {'✓' if ok else '✗'} {duration:.1f} s\n")
-            case TurnEnded(text=text, reason=reason):
-                if not self.stream and text:
-                    self._write(text)
+            case TurnEnded(reason=reason):
                 if self.line_open:
                     self._write("\n")
                 if reason == "interrupted":
@@ -111,13 +123,11 @@ class _Printer:
                 if reason == "length":
                     self.err.write("iris: the answer was cut at model.max_output_chars\n")
                 return 0
-            case TurnFailed(message=message, partial_text=partial):
-                if not self.stream and partial:
-                    self._write(partial)
+            case TurnFailed(message=message):
                 if self.line_open:
                     self._write("\n")
                 self.err.write(f"iris: {message}\n")
                 return 1
             case _:
-                assert_never(event)
+                assert_never(item)
         return 1

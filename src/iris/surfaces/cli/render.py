@@ -21,12 +21,9 @@ from typing import Any, Literal, assert_never
 
 from iris.config import ToolProgressMode
 from iris.events import (
-    Commentary,
     Event,
     ReasoningDelta,
-    SegmentEnded,
     StreamReset,
-    TextDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -35,6 +32,14 @@ from iris.events import (
     TurnStarted,
 )
 from iris.formats.tool_summary import summarize
+from iris.segments import (
+    Item,
+    SegmentClosed,
+    SegmentGrown,
+    SegmentOpened,
+    SegmentReset,
+    Segments,
+)
 from iris.surfaces.cli.markdown import MarkdownLines, Piece
 
 Block = Literal["reasoning", "answer"]
@@ -73,8 +78,8 @@ class ReplyRenderer:
         self._block: Block | None = None
         self._lines = MarkdownLines(options.width)
         self._partial = ""  # the unfinished line of the open block
-        self._held = ""  # streaming off: segment text not shown yet
-        self._held_reasoning = ""
+        self._held_reasoning = ""  # streaming off: reasoning not shown yet
+        self._segments = Segments()
         self._tool: tuple[Piece, ...] = ()  # live line of the running tool
         self._tool_shown = False
         self._last_tool = ""
@@ -82,43 +87,51 @@ class ReplyRenderer:
     # -- the interface -----------------------------------------------------------------------
     def feed(self, event: Event) -> Frame | None:
         """Take one event; return what to show now, or None while text waits for its batch."""
-        match event:
-            case TurnStarted():
-                return None
+        release = False
+        for item in self._segments.feed(event):
+            release = self._item(item) or release
+        return self.flush() if release else None
+
+    def _item(self, item: Item) -> bool:
+        """Take one item of the segment model; say whether what it changed shows at once."""
+        match item:
+            case TurnStarted() | SegmentOpened():
+                return False
             case ReasoningDelta(text=text):
                 if not self.options.show_reasoning:
-                    return None
+                    return False
                 if not self.options.streaming:
                     self._held_reasoning += text
-                    return None
+                    return False
                 return self._stream("reasoning", text)
-            case TextDelta(text=text):
-                if not self.options.streaming:
-                    self._held += text
-                    return None
-                return self._stream("answer", text)
+            case SegmentGrown(delta=delta):
+                return self.options.streaming and self._stream("answer", delta)
+            case SegmentReset(text=text, reason=reason):
+                if self.options.streaming:
+                    # What is printed stays: mark where the reply restarts and print the replay.
+                    self._reset(reason)
+                    self._stream("answer", text)
             case StreamReset(reason=reason):
-                self._reset(reason)
-            case Commentary(text=text):
-                self._close_segment(text, commentary=True)
-            case SegmentEnded(text=text):
-                self._close_segment(text, commentary=False)
+                if self._block == "reasoning" and self.options.streaming:
+                    self._reset(reason)  # the reasoning replays; the text resets as facts
+            case SegmentClosed(text=text, ending=ending):
+                self._close_segment(text, commentary=ending == "commentary")
             case ToolStarted():
-                self._tool_started(event)
+                self._tool_started(item)
             case ToolProgress(note=note):
                 self._tool_progress(note)
             case ToolEnded():
-                self._tool_ended(event)
+                self._tool_ended(item)
             case TurnEnded():
-                self._turn_ended(event)
-            case TurnFailed(message=message, partial_text=partial):
-                self._show_held(partial)
+                self._turn_ended(item)
+            case TurnFailed(message=message):
+                self._show_held()
                 self._close_block()
                 self._end_tool()
                 self._commit(("class:error", f"✗ {message}"), ("", "\n"))
             case _:
-                assert_never(event)
-        return self.flush()
+                assert_never(item)
+        return True
 
     def due(self) -> float | None:
         """When held output must be shown even if no event arrives (None: nothing held)."""
@@ -137,16 +150,15 @@ class ReplyRenderer:
         return frame
 
     # -- text --------------------------------------------------------------------------------
-    def _stream(self, block: Block, text: str) -> Frame | None:
+    def _stream(self, block: Block, text: str) -> bool:
+        """Show ``text`` in ``block``; say whether it is released now or waits for its batch."""
         opened = self._block != block
         if opened:
             self._close_block()
             self._open_block(block)
         self._append(text)
         released = self._released_at
-        if opened or released is None or self.clock() - released >= self.options.batch_interval:
-            return self.flush()
-        return None
+        return opened or released is None or self.clock() - released >= self.options.batch_interval
 
     def _append(self, text: str) -> None:
         style = "class:reasoning" if self._block == "reasoning" else ""
@@ -213,30 +225,27 @@ class ReplyRenderer:
         self._block = None
 
     def _close_segment(self, text: str, *, commentary: bool) -> None:
-        self._show_held(text, commentary=commentary)
+        self._show_held(text if not self.options.streaming else "", commentary=commentary)
         self._close_block(commentary=commentary)
 
     def _show_held(self, text: str = "", *, commentary: bool = False) -> None:
-        """Streaming off: show the held reasoning and segment text, whole, in their boxes."""
+        """Streaming off: show the held reasoning and the closed segment's text, whole, in
+        their boxes."""
         if self._held_reasoning:
             self._open_block("reasoning")
             self._append(self._held_reasoning)
             self._close_block()
             self._held_reasoning = ""
-        # The closer's text is the post-processed segment; only show it if it was held back.
-        shown = (text or self._held) if self._held else ""
-        if shown:
+        if text:
             self._open_block("answer")
             if commentary and self.options.box:
-                for line in shown.split("\n"):
+                for line in text.split("\n"):
                     self._commit(("class:commentary", line), ("", "\n"))
             else:
-                self._append(shown)
-        self._held = ""
+                self._append(text)
 
     def _reset(self, reason: str) -> None:
-        """A retry restarted the segment: what is printed stays, so mark where it restarts."""
-        self._held = ""
+        """A replay diverged from what is printed: it stays, so mark where the reply restarts."""
         self._partial = ""
         self._dirty = True
         self._lines = MarkdownLines(self.options.width)
@@ -305,7 +314,7 @@ class ReplyRenderer:
 
     # -- the end -----------------------------------------------------------------------------
     def _turn_ended(self, event: TurnEnded) -> None:
-        self._show_held(event.text)
+        self._show_held()
         self._close_block()
         self._end_tool()
         parts: list[Piece] = []
