@@ -33,6 +33,7 @@ from typing import Any, cast
 from starlette.routing import BaseRoute
 
 from iris.agent.core import Turn, TurnRequest
+from iris.agent.history import kept
 from iris.agent.sessions import Transcript
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
@@ -232,7 +233,7 @@ class ChatSurface:
                 outcome = None
             finally:
                 slot.release()
-            await self._remember(session, [user, *_added(outcome)])
+            await self._remember(session, [user, *kept(outcome)])
 
     async def _command(
         self,
@@ -360,16 +361,3 @@ class ChatSurface:
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:
     yield event
-
-
-def _added(outcome: TerminalEvent | None) -> list[dict[str, Any]]:
-    """The messages a turn adds to the history (the user message is added by the caller)."""
-    match outcome:
-        case TurnEnded(messages=messages, text=text):
-            if messages:
-                return list(messages)
-            return [{"role": "assistant", "content": text}] if text else []
-        case TurnFailed(partial_text=partial):
-            return [{"role": "assistant", "content": partial}] if partial else []
-        case None:
-            return []

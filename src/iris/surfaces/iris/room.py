@@ -25,6 +25,7 @@ from typing import Any
 
 from iris.agent import Turn, TurnRequest
 from iris.agent.context import Compaction
+from iris.agent.history import kept
 from iris.agent.sessions import Transcript
 from iris.errors import StoreUnavailable, user_message
 from iris.events import TurnEnded, TurnFailed
@@ -146,9 +147,7 @@ class ChatRoom:
             added = [{"role": "user", "content": user}]
         else:
             return
-        if shown:
-            added.append({"role": "assistant", "content": f"{shown}\n\n[interrupted]"})
-        await sessions.append(self.session, added)
+        await sessions.append(self.session, [*added, *kept(None, shown)])
 
     def cancel(self) -> bool:
         """Interrupt the running turn; False if there is none."""
@@ -235,11 +234,7 @@ class ChatRoom:
         sessions = self.runtime.sessions
         if isinstance(end, TurnEnded):
             self.controls.last_usage = dict(end.usage)
-            await sessions.append(self.session, end.messages)
-        elif end.partial_text:
-            await sessions.append(
-                self.session, [{"role": "assistant", "content": end.partial_text}]
-            )
+        await sessions.append(self.session, kept(end))
         if compaction is not None:  # the next turn starts from the summary
             after = transcript.cut_after(compaction.replaced)
             await sessions.cut(self.session, compaction.summary, after=after)
