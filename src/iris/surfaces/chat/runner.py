@@ -9,7 +9,7 @@
   the turn that is streaming (its text is finalized without the cursor), then runs. A message
   that was overtaken by a newer one before its turn began only joins the history.
 - history per conversation lives in ``runtime.sessions`` (SQLite), keyed
-  ``<platform>:<chat>[:<thread>]``.
+  ``<platform>:<chat>[:<thread>]``; what a turn leaves in it is ``iris.agent.history.kept``.
 - the chat's throttle outlives single turns, so back-to-back replies share its budget.
 - a chat command (``/new``, ``/stop``, ``/model``, ``/reasoning``, ``/compact``, ``/status``,
   ``/help``: ``iris.surfaces.commands``) from an allowed user is answered with a bot message;
