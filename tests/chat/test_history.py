@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from iris.agent.core import Turn
+from iris.events import Event, TextDelta
 from iris.runtime import Runtime
 from iris.surfaces.chat.platform import IncomingMessage
 from iris.surfaces.chat.runner import ChatSurface
@@ -147,3 +149,34 @@ async def test_a_turn_that_crashed_keeps_its_question(
         await say(surface, platform, "sky?")
     await say(surface, platform, "sure?")
     assert sent(upstream) == [("user", "sky?"), ("user", "sure?")]
+
+
+async def test_a_turn_whose_stream_broke_keeps_the_reply_as_it_was_shown(
+    gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upstream.script(hold("Partial ", "answer"), text("Next."))
+    surface, platform = await gateway(tools={"enabled": []})
+    real = Turn.__aiter__
+    broke: list[bool] = []
+
+    def breaking(turn: Turn) -> AsyncIterator[Event]:
+        async def events() -> AsyncIterator[Event]:
+            texts = 0
+            async for event in real(turn):
+                yield event
+                texts += isinstance(event, TextDelta)
+                if texts == 2 and not broke:
+                    broke.append(True)
+                    raise RuntimeError("a bug in the event stream")
+
+        return events()
+
+    monkeypatch.setattr(Turn, "__aiter__", breaking)
+    await say(surface, platform, "go")
+    assert platform.chat() == ["Partial answer\n\n⚠️ The reply failed."]
+    await say(surface, platform, "and then?")
+    assert sent(upstream) == [
+        ("user", "go"),
+        ("assistant", "Partial answer\n\n[interrupted]"),
+        ("user", "and then?"),
+    ]
