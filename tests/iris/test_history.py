@@ -4,12 +4,18 @@ killed mid-reply, repaired when it starts again) is in ``test_crash_history.py``
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from iris.agent.sessions import SessionStore
+from iris.fanout.framelog import FrameLog
+from iris.fanout.hub import Hub
+from iris.store import Store
 from tests.fakes.upstream import FakeUpstream, hold, stream_error, text, tool_call
 from tests.iris.conftest import Device, StartServer
+from tests.iris.test_crash_history import CUT_TURN
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -85,3 +91,29 @@ async def test_a_failure_after_a_tool_keeps_the_tool_exchange(
     assert history[1] == ("assistant", "Looking.")
     assert "hi" in history[2][1]
     assert history[3] == ("assistant", "It says h\n\n[interrupted]")
+
+
+async def test_a_cut_reply_already_kept_is_not_repaired_twice_after_a_crash(
+    iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    # The turn failed and kept its shown text, then the server died before the turn's last
+    # frames reached the log: on restart the log still shows the turn open.
+    store = Store(tmp_path / "iris.db")
+    await SessionStore(store).append(
+        "iris:main",
+        [
+            {"role": "user", "content": "what colour is the sky?"},
+            {"role": "assistant", "content": "The sky is bl\n\n[interrupted]"},
+        ],
+    )
+    Hub(FrameLog(store)).publish_all("main", CUT_TURN)
+    store.close()
+    device = await (await iris_server(streaming=STREAMING)).connect(after_seq=0)
+    await device.turn()
+    upstream.script(text("blue."))
+    await say(device, "go on")
+    assert sent(upstream) == [
+        ("user", "what colour is the sky?"),
+        ("assistant", "The sky is bl\n\n[interrupted]"),
+        ("user", "go on"),
+    ]

@@ -140,14 +140,17 @@ class ChatRoom:
 
     async def _add_interrupted(self, user: str | None, shown: str) -> None:
         sessions = self.runtime.sessions
+        repaired = kept(None, shown)
         last = await sessions.last(self.session)
+        # The reply is there already when the turn kept it but its last frames were lost.
+        done = [shown, *(m["content"] for m in repaired)]
         if last is not None and last.get("role") == "user":
             added: list[dict[str, Any]] = []  # the turn's user message was saved when it began
-        elif user is not None and not (last and last.get("content") == shown):
+        elif user is not None and not (last and last.get("content") in done):
             added = [{"role": "user", "content": user}]
         else:
             return
-        await sessions.append(self.session, [*added, *kept(None, shown)])
+        await sessions.append(self.session, [*added, *repaired])
 
     def cancel(self) -> bool:
         """Interrupt the running turn; False if there is none."""
