@@ -3,54 +3,24 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from iris.agent.core import Turn
 from iris.events import Event, TextDelta
-from iris.runtime import Runtime
 from iris.surfaces.chat.platform import IncomingMessage
 from iris.surfaces.chat.runner import ChatSurface
-from tests.conftest import MakeConfig
+from tests.chat.conftest import Gateway
 from tests.fakes.recording_platform import RecordingPlatform
 from tests.fakes.upstream import FakeUpstream, hold, stream_error, text, tool_call
 
 pytestmark = pytest.mark.timeout(20)
 
-Gateway = Callable[..., Any]
-
 
 def message(text_: str) -> IncomingMessage:
     return IncomingMessage("telegram", "c1", "7", text_)
-
-
-@pytest.fixture
-async def gateway(
-    make_config: MakeConfig, upstream: FakeUpstream
-) -> AsyncIterator[Callable[..., Any]]:
-    started: list[tuple[ChatSurface, Runtime]] = []
-
-    async def start(**sections: Any) -> tuple[ChatSurface, RecordingPlatform]:
-        config = make_config(
-            upstream.base_url,
-            streaming={"enabled": True, "min_tokens": 1, "edit_interval": 0.05},
-            platforms={"telegram": {"enabled": True, "token": "1:x", "allowed_users": [7]}},
-            **sections,
-        )
-        runtime = Runtime.create(config)
-        platform = RecordingPlatform()
-        surface = ChatSurface(runtime, platforms=[platform])
-        await surface.start()
-        started.append((surface, runtime))
-        return surface, platform
-
-    yield start
-    for surface, runtime in started:
-        await surface.stop()
-        await runtime.agent.aclose()
-        runtime.store.close()
 
 
 def sent(upstream: FakeUpstream) -> list[tuple[str, Any]]:
@@ -70,31 +40,18 @@ async def test_a_complete_reply_is_kept(gateway: Gateway, upstream: FakeUpstream
     assert sent(upstream) == [("user", "sky?"), ("assistant", "Blue."), ("user", "sure?")]
 
 
+@pytest.mark.parametrize("stop", [[], ["/stop"]], ids=["a new message", "/stop"])
 async def test_an_interrupted_reply_is_kept_as_shown_and_marked_cut(
-    gateway: Gateway, upstream: FakeUpstream
+    gateway: Gateway, upstream: FakeUpstream, stop: list[str]
 ) -> None:
     upstream.script(hold("Working ", "on ", "it"), text("Done."))
     surface, platform = await gateway(tools={"enabled": []})
     await platform.deliver(message("one"))
     await platform.wait_for(lambda: bool(platform.chat()) and "it" in platform.chat()[0])
+    for command in stop:
+        await say(surface, platform, command)
     await say(surface, platform, "two")
-    assert platform.chat() == ["Working on it", "Done."]
-    assert sent(upstream) == [
-        ("user", "one"),
-        ("assistant", "Working on it\n\n[interrupted]"),
-        ("user", "two"),
-    ]
-
-
-async def test_stop_keeps_the_reply_as_shown_and_marked_cut(
-    gateway: Gateway, upstream: FakeUpstream
-) -> None:
-    upstream.script(hold("Working ", "on ", "it"), text("Done."))
-    surface, platform = await gateway(tools={"enabled": []})
-    await platform.deliver(message("one"))
-    await platform.wait_for(lambda: bool(platform.chat()) and "it" in platform.chat()[0])
-    await say(surface, platform, "/stop")
-    await say(surface, platform, "two")
+    assert platform.chat()[0] == "Working on it" and platform.chat()[-1] == "Done."
     assert sent(upstream) == [
         ("user", "one"),
         ("assistant", "Working on it\n\n[interrupted]"),
