@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+
 from iris.agent.history import MARK, cut_reply, kept
 from iris.events import TurnEnded, TurnFailed
+from iris.segments import SegmentClosed, segment_items
+from tests.strategies import ScriptedTurn, turns
 
 CALL: dict[str, Any] = {
     "role": "assistant",
@@ -60,3 +64,22 @@ def test_a_crashed_turn_leaves_the_text_the_user_was_shown() -> None:
     # What the surface showed fills in only for an end that has no record of its own.
     assert kept(TurnFailed("x", "boom"), "shown") == [cut_reply("shown")]
     assert kept(TurnFailed("x", "boom", partial_text="Half"), "shown") == [cut_reply("Half")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(turns())
+def test_the_history_keeps_a_cut_reply_as_the_segment_model_closed_it(turn: ScriptedTurn) -> None:
+    # What the user was left seeing of a reply cut short (the segment model's final text) is
+    # what the model will read of it, marked; a reply that was not cut is never marked.
+    cut = [
+        item.text
+        for item in segment_items(turn.events)
+        if isinstance(item, SegmentClosed) and item.ending in ("interrupted", "failed")
+    ]
+    end = turn.events[-1]
+    assert isinstance(end, TurnEnded | TurnFailed)
+    left = kept(end)
+    if cut and cut[-1]:
+        assert left[-1] == cut_reply(cut[-1])
+    else:
+        assert not any(MARK in str(message["content"]) for message in left)
