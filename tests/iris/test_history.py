@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 
 from iris.agent.sessions import SessionStore
-from iris.fanout.framelog import FrameLog
-from iris.fanout.hub import Hub
 from iris.store import Store
 from tests.fakes.upstream import FakeUpstream, hold, stream_error, text, tool_call
 from tests.iris.conftest import Device, StartServer
-from tests.iris.test_crash_history import CUT_TURN
+from tests.iris.test_crash_history import leave_a_cut_turn
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -98,15 +96,11 @@ async def test_a_cut_reply_already_kept_is_not_repaired_twice_after_a_crash(
 ) -> None:
     # The turn failed and kept its shown text, then the server died before the turn's last
     # frames reached the log: on restart the log still shows the turn open.
-    store = Store(tmp_path / "iris.db")
-    await SessionStore(store).append(
-        "iris:main",
-        [
-            {"role": "user", "content": "what colour is the sky?"},
-            {"role": "assistant", "content": "The sky is bl\n\n[interrupted]"},
-        ],
-    )
-    Hub(FrameLog(store)).publish_all("main", CUT_TURN)
+    path = tmp_path / "iris.db"
+    await leave_a_cut_turn(path, question_saved=True)
+    store = Store(path)
+    kept = {"role": "assistant", "content": "The sky is bl\n\n[interrupted]"}
+    await SessionStore(store).append("iris:main", [kept])
     store.close()
     device = await (await iris_server(streaming=STREAMING)).connect(after_seq=0)
     await device.turn()
