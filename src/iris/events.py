@@ -120,7 +120,8 @@ class TurnEnded:
     ``tool_calls`` (the model called client-defined tools, listed in ``tool_calls`` as
     ``{"id", "name", "arguments"}`` with arguments as the raw JSON string).
     ``messages`` are the chat-format messages this turn added to the conversation
-    (assistant messages with tool calls, tool results, the final assistant message).
+    (assistant messages with tool calls, tool results, the final assistant message);
+    ``iris.agent.history.kept`` says what of them a history keeps.
     ``usage``: ``{"input_tokens", "output_tokens", "total_tokens"}`` summed over rounds."""
 
     text: str
@@ -136,13 +137,16 @@ class TurnEnded:
 @dataclass(frozen=True, slots=True)
 class TurnFailed:
     """The turn failed. ``partial_text`` is what was already shown and is kept;
-    ``retry_after`` is the provider's Retry-After in seconds, when it sent one."""
+    ``retry_after`` is the provider's Retry-After in seconds, when it sent one.
+    ``messages``: what the turn added before it failed, as ``TurnEnded.messages`` (its last
+    assistant message is ``partial_text``)."""
 
     code: str
     message: str
     retryable: bool = False
     partial_text: str = ""
     retry_after: float | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     kind: Literal["turn_failed"] = "turn_failed"
 
 

@@ -3,63 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from iris.config import Config
 from iris.runtime import Runtime
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError
 from iris.surfaces.chat.runner import BUSY, PLATFORMS, ChatSurface, build_platforms
+from tests.chat.conftest import Gateway
 from tests.conftest import MakeConfig
 from tests.fakes.recording_platform import RecordingPlatform
 from tests.fakes.upstream import FakeUpstream, error, hold, text, tool_call
 
 pytestmark = pytest.mark.timeout(20)
 
-Gateway = Callable[..., Any]
-
 
 def message(text_: str, *, user: str = "7", chat: str = "c1", name: str = "") -> IncomingMessage:
     return IncomingMessage("telegram", chat, user, text_, user_name=name)
-
-
-@pytest.fixture
-async def gateway(
-    make_config: MakeConfig, upstream: FakeUpstream
-) -> AsyncIterator[Callable[..., Any]]:
-    surfaces: list[tuple[ChatSurface, Runtime]] = []
-
-    async def start(
-        allowed: list[Any] | None = None, telegram: dict[str, Any] | None = None, **sections: Any
-    ) -> tuple[ChatSurface, RecordingPlatform]:
-        config: Config = make_config(
-            upstream.base_url,
-            streaming={"enabled": True, "min_tokens": 2, "edit_interval": 0.05},
-            platforms={
-                "telegram": {
-                    "enabled": True,
-                    "token": "1:x",
-                    "allowed_users": [7] if allowed is None else allowed,
-                    **(telegram or {}),
-                }
-            },
-            **sections,
-        )
-        runtime = Runtime.create(config)
-        platform = RecordingPlatform()
-        surface = ChatSurface(runtime, platforms=[platform])
-        await surface.start()
-        surfaces.append((surface, runtime))
-        return surface, platform
-
-    yield start
-    for surface, runtime in surfaces:
-        await surface.stop()
-        await runtime.agent.aclose()
-        runtime.store.close()
 
 
 async def test_an_empty_allow_list_lets_nobody_reach_the_agent(

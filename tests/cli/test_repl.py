@@ -126,7 +126,7 @@ async def test_ctrl_c_stops_the_reply_keeps_its_text_and_closes_the_upstream(
         s.type("and then?\r")
         await s.see("Next.")
         sent = upstream.requests[-1].body["messages"]
-        assert {"role": "assistant", "content": "Partial answer"} in sent
+        assert {"role": "assistant", "content": "Partial answer\n\n[interrupted]"} in sent
         assert s.task.done() is False
 
 

@@ -54,6 +54,7 @@ from iris.agent.context import (
     is_overflow,
     request_chars,
 )
+from iris.agent.history import MARK
 from iris.agent.round import RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
 from iris.agent.surrogates import clean_value
@@ -654,13 +655,17 @@ class Turn:
 
     def _end_interrupted(self) -> None:
         text = self._partial()
-        for call in self._unanswered:
-            self._added.append(
-                {"role": "tool", "tool_call_id": call.id, "content": "[interrupted]"}
-            )
-        if text:
-            self._added.append({"role": "assistant", "content": text})
+        self._added = self._so_far(text)
         self._end("interrupted", text)
+
+    def _so_far(self, text: str) -> list[dict[str, Any]]:
+        """The messages of a turn that stops now: every call answered, ``text`` (shown of
+        the open segment) last."""
+        unanswered = [
+            {"role": "tool", "tool_call_id": call.id, "content": MARK} for call in self._unanswered
+        ]
+        reply = [{"role": "assistant", "content": text}] if text else []
+        return [*self._added, *unanswered, *reply]
 
     def _end_capped(self) -> None:
         text = self._partial()
@@ -672,7 +677,8 @@ class Turn:
         self, code: str, message: str, retryable: bool, retry_after: float | None = None
     ) -> None:
         partial = self._partial()
-        self._emit(TurnFailed(code, message, retryable, partial, retry_after))
+        messages = self._so_far(partial)
+        self._emit(TurnFailed(code, message, retryable, partial, retry_after, messages))
 
 
 def _names(tools: list[dict[str, Any]]) -> frozenset[str]:

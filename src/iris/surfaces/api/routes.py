@@ -33,8 +33,9 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from iris.agent.core import TurnRequest
+from iris.agent.history import kept
 from iris.errors import StoreUnavailable
-from iris.events import Event, TurnEnded
+from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.runtime import Runtime
 from iris.surfaces.api.background import BackgroundRun, BackgroundRuns, RunStream
 from iris.surfaces.api.bodies import (
@@ -84,14 +85,14 @@ class ResponsesWire:
         self.encoder = ResponsesEncoder(
             f"resp_{uuid.uuid4().hex}", call.model, int(time.time()), call.echo, clock=time.time
         )
-        self._added: list[Json] = []  # chat-format messages the turn added
+        self._end: TerminalEvent | None = None  # the turn's last event, once it came
 
     def frames(self, event: Event) -> bytes:
         return named_frames(self.feed(event))
 
     def feed(self, event: Event) -> list[Json]:
-        if isinstance(event, TurnEnded):
-            self._added = list(event.messages)
+        if isinstance(event, TurnEnded | TurnFailed):
+            self._end = event
         return self.encoder.feed(event)
 
     def stop(self, status: str, reason: str) -> list[Json]:
@@ -114,29 +115,13 @@ class ResponsesWire:
 
     def _turn_messages(self) -> list[Json]:
         """What this turn added to the conversation, for ``previous_response_id``."""
-        messages = list(self._added)
-        calls = [item for item in self.encoder.output if item["type"] == "function_call"]
-        if calls and not any(m.get("tool_calls") for m in messages):
-            # The next request's function_call_output items must find the calls they answer.
-            tool_calls = [
-                {
-                    "id": c["call_id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": c["arguments"]},
-                }
-                for c in calls
-            ]
-            messages.append({"role": "assistant", "content": None, "tool_calls": tool_calls})
-        if not messages:
-            text = "\n\n".join(
-                part["text"]
-                for item in self.encoder.output
-                if item["type"] == "message"
-                for part in item["content"]
-            )
-            if text:
-                messages.append({"role": "assistant", "content": text})
-        return messages
+        shown = "\n\n".join(
+            part["text"]
+            for item in self.encoder.output
+            if item["type"] == "message"
+            for part in item["content"]
+        )
+        return kept(self._end, shown)
 
 
 def _starting_after(raw: str | None) -> int:

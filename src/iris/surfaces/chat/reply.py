@@ -1,9 +1,11 @@
 """The messages one reply occupies in a chat, and which send or edit comes next. Pure.
 
-``Reply`` takes the turn's events (``apply``) and the platform's answers (``landed``,
-``rate_limited``, ``failed``) and says what to do (``next_action``) and when to ask again
-(``due``), given the chat's ``Throttle`` and a ``now`` from the caller's clock. It never sleeps
-and never calls a platform; ``consumer.StreamConsumer`` does that.
+``Reply`` takes the turn's events (``apply``, read through the segment model
+``iris.segments``: a segment opens, grows, is reset where a retry diverged, and closes with its
+final text) and the platform's answers (``landed``, ``rate_limited``, ``failed``) and says what
+to do (``next_action``) and when to ask again (``due``), given the chat's ``Throttle`` and a
+``now`` from the caller's clock. It never sleeps and never calls a platform;
+``consumer.StreamConsumer`` does that.
 
 A reply is a list of slots, one per platform message, in chat order: the text parts of each
 segment (a long segment continues in a new message at the limit), one tool-progress message per
@@ -30,12 +32,9 @@ from typing import Literal, assert_never
 
 from iris.config import ResolvedDisplay
 from iris.events import (
-    Commentary,
     Event,
     ReasoningDelta,
-    SegmentEnded,
     StreamReset,
-    TextDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -44,6 +43,14 @@ from iris.events import (
     TurnStarted,
 )
 from iris.formats.reasoning import with_reasoning
+from iris.segments import (
+    Item,
+    SegmentClosed,
+    SegmentGrown,
+    SegmentOpened,
+    SegmentReset,
+    Segments,
+)
 from iris.surfaces.chat.platform import Capabilities
 from iris.surfaces.chat.progress import ToolLines
 from iris.surfaces.chat.splitter import measure, split
@@ -101,7 +108,7 @@ class _Segment:
     rewound: bool = False  # the text was reset: lay it out again from the start
     text: str = ""  # streamed so far
     deltas: int = 0
-    closed: str | None = None  # post-processed text from SegmentEnded/Commentary
+    closed: str | None = None  # the final text, once the segment model closed it
     final: str | None = None  # the settled text once finalized
     base: int = 0  # where the live run starts (past an abandoned message's visible text)
     base_text: str = ""  # the text version ``base`` indexes
@@ -131,43 +138,52 @@ class Reply:
         self._tools: ToolLines | None = None
         self._tools_slot: int | None = None
         self._reasoning: list[str] = []
-        self._last_final: str | None = None
+        self._segments = Segments()
+        # The text of a segment the turn's end cut short (interrupted, failed): the reply as
+        # far as the user saw it, for the history when the turn's end carries none.
+        self.cut_text = ""
 
     # -- events -------------------------------------------------------------------------------
     def apply(self, event: Event) -> None:
-        match event:
-            case TurnStarted():
-                pass
-            case TextDelta(text=text):
-                if self._segment is not None and self._segment.closed is not None:
-                    self._finish_segment()  # a closed segment never grows: this is the next one
-                seg = self._open_segment()
-                seg.text += text
-                seg.deltas += 1
-                self._layout(seg)
+        for item in self._segments.feed(event):
+            self._apply(item)
+
+    def _apply(self, item: Item) -> None:
+        match item:
+            case TurnStarted() | StreamReset():
+                pass  # a reset of the text comes as a SegmentReset, where it diverged
             case ReasoningDelta(text=text):
                 self._reasoning.append(text)  # shown only at the end, if at all
-            case StreamReset():
-                if self._segment is not None:
-                    self._segment.text = ""
-                    self._segment.closed = None
-                    self._segment.rewound = True
-            case SegmentEnded(text=text):
-                # Finalized at the next event: TurnEnded may still prepend the reasoning.
-                self._open_segment().closed = text
-            case Commentary(text=text):
+            case SegmentOpened():
+                self._finish_segment()  # a closed segment never grows: this is the next one
+                self._open_segment()
+            case SegmentGrown(delta=delta):
                 seg = self._open_segment()
-                seg.closed = text
+                seg.text += delta
+                seg.deltas += 1
+                self._layout(seg)
+            case SegmentReset(text=text):
+                seg = self._open_segment()
+                seg.text = text
+                seg.rewound = True
+                self._layout(seg)
+            case SegmentClosed(text=text, ending="commentary"):
+                self._open_segment().closed = text
                 self._finish_segment()
+            case SegmentClosed(text=text, ending=ending):
+                # Finalized at the next item: TurnEnded may still prepend the reasoning.
+                self._open_segment().closed = text
+                if ending in ("interrupted", "failed"):
+                    self.cut_text = text
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._finish_segment()
-                self._tool(event)
+                self._tool(item)
             case TurnEnded():
-                self._end(event)
+                self._end(item)
             case TurnFailed():
-                self._fail(event)
+                self._fail(item)
             case _:
-                assert_never(event)
+                assert_never(item)
 
     def _open_segment(self) -> _Segment:
         if self._segment is None:
@@ -182,7 +198,6 @@ class Reply:
         self._segment = None
         final = text if text is not None else seg.closed if seg.closed is not None else seg.text
         seg.final = final
-        self._last_final = final
         self._layout(seg)
 
     def _layout(self, seg: _Segment) -> None:
@@ -264,18 +279,14 @@ class Reply:
         self._tools_slot = None
 
     def _end(self, event: TurnEnded) -> None:
-        seg = self._segment
-        text = event.text
-        if seg is not None and seg.closed is None and (event.reason == "interrupted" or not text):
-            text = seg.text  # what the user watched stream, without the cursor
-        if seg is None and text == self._last_final:
-            text = ""  # the last segment (commentary, say) already showed it
+        seg = self._segment  # the answer the segment model closed just before, if any
+        text = (seg.closed or "") if seg is not None else ""
         answer = text
         if self.display.show_reasoning:
             reasoning = event.reasoning or "".join(self._reasoning)
             answer = with_reasoning(text, reasoning, self.display.reasoning_style)
         if seg is None and answer:
-            # No open segment carries the answer: it becomes its own message.
+            # No segment carries the answer (the reasoning alone): it becomes its own message.
             seg = self._open_segment()
         if seg is not None:
             self._finish_segment(answer if answer else None)
@@ -284,10 +295,9 @@ class Reply:
 
     def _fail(self, event: TurnFailed) -> None:
         notice = f"⚠️ {event.message}" if event.message else "⚠️ The reply failed."
-        seg = self._segment
-        if seg is not None and (seg.text or seg.closed):
-            partial = seg.closed if seg.closed is not None else seg.text
-            self._finish_segment(f"{partial}\n\n{notice}")
+        seg = self._segment  # the partial text the segment model closed just before, if any
+        if seg is not None and seg.closed:
+            self._finish_segment(f"{seg.closed}\n\n{notice}")
         else:
             self._finish_segment()
             self._finish_tools()
@@ -349,6 +359,9 @@ class Reply:
             slot.cleaned = True
             return
         slot.shown, slot.shown_end = action.text, action.end
+        if slot.final and not slot.want:
+            # Its segment settled to less text while this was on its way: take the rest back.
+            slot.want = _EMPTY
         slot.failures = 0
         if message_id:
             slot.message_id = message_id

@@ -9,7 +9,7 @@
   the turn that is streaming (its text is finalized without the cursor), then runs. A message
   that was overtaken by a newer one before its turn began only joins the history.
 - history per conversation lives in ``runtime.sessions`` (SQLite), keyed
-  ``<platform>:<chat>[:<thread>]``.
+  ``<platform>:<chat>[:<thread>]``; what a turn leaves in it is ``iris.agent.history.kept``.
 - the chat's throttle outlives single turns, so back-to-back replies share its budget.
 - a chat command (``/new``, ``/stop``, ``/model``, ``/reasoning``, ``/compact``, ``/status``,
   ``/help``: ``iris.surfaces.commands``) from an allowed user is answered with a bot message;
@@ -33,10 +33,11 @@ from typing import Any, cast
 from starlette.routing import BaseRoute
 
 from iris.agent.core import Turn, TurnRequest
+from iris.agent.history import kept
 from iris.agent.sessions import Transcript
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
-from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.events import Event, TurnEnded, TurnFailed
 from iris.runtime import Runtime
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
@@ -226,13 +227,13 @@ class ChatSurface:
                 await self._busy(platform, message)
                 return
             try:
-                outcome = await self._run_turn(platform, message, conversation, user, sequence)
+                added = await self._run_turn(platform, message, conversation, user, sequence)
             except Exception:
                 log.exception("chat turn crashed in %s", session)
-                outcome = None
+                added = kept(None)
             finally:
                 slot.release()
-            await self._remember(session, [user, *_added(outcome)])
+            await self._remember(session, [user, *added])
 
     async def _command(
         self,
@@ -292,7 +293,8 @@ class ChatSurface:
         conversation: _Conversation,
         user: dict[str, Any],
         sequence: int,
-    ) -> TerminalEvent:
+    ) -> list[dict[str, Any]]:
+        """Run the turn for ``user`` and deliver it; the messages it leaves in the history."""
         config = self.runtime.config
         name = cast(Surface, platform.name)
         display = config.display_for(name)
@@ -332,7 +334,7 @@ class ChatSurface:
             # The turn could not even start: tell the user in one line, like a failed turn.
             code, text, retryable = user_message(exc)
             log.warning("turn failed to start in %s: %s", message.chat_id, text)
-            return await consumer.consume(_only(TurnFailed(code, text, retryable)))
+            return kept(await consumer.consume(_only(TurnFailed(code, text, retryable))))
         try:
             async with turn:
                 conversation.turn = turn
@@ -344,7 +346,8 @@ class ChatSurface:
         if isinstance(outcome, TurnEnded):
             controls.last_usage = dict(outcome.usage)
         await self._keep_compaction(conversation_key(message), transcript, turn)
-        return outcome
+        # A turn whose stream broke has no record of its own: the reply as the user saw it.
+        return kept(outcome, consumer.reply.cut_text)
 
     async def _keep_compaction(self, session: str, transcript: Transcript, turn: Turn) -> None:
         """Record what the turn's compaction replaced, so the next turn starts from it."""
@@ -360,16 +363,3 @@ class ChatSurface:
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:
     yield event
-
-
-def _added(outcome: TerminalEvent | None) -> list[dict[str, Any]]:
-    """The messages a turn adds to the history (the user message is added by the caller)."""
-    match outcome:
-        case TurnEnded(messages=messages, text=text):
-            if messages:
-                return list(messages)
-            return [{"role": "assistant", "content": text}] if text else []
-        case TurnFailed(partial_text=partial):
-            return [{"role": "assistant", "content": partial}] if partial else []
-        case None:
-            return []

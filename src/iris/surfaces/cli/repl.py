@@ -25,6 +25,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from iris.agent import Agent, TurnRequest
 from iris.agent.context import Compaction, summary_message
+from iris.agent.history import kept
 from iris.config import Config
 from iris.events import TurnEnded
 from iris.llm.local import DEMO_NOTICE
@@ -190,9 +191,9 @@ class Chat:
             end = await show_turn(turn, renderer, self.screen)
         if turn.compaction is not None:  # older turns live on as the summary, or go
             self._replace(turn.compaction)
+        # A failed or interrupted reply stays in the conversation as far as it was shown.
+        self.history.extend([user, *kept(end)])
         if isinstance(end, TurnEnded):
-            # An interrupted reply stays in the conversation as far as it got.
-            self.history.extend([user, *end.messages])
             self.last_usage = dict(end.usage)
 
     def _model(self) -> str | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from iris.agent import Turn, TurnRequest
 from iris.agent.context import Compaction
+from iris.agent.history import kept
 from iris.agent.sessions import Transcript
 from iris.errors import StoreUnavailable, user_message
 from iris.events import TurnEnded, TurnFailed
@@ -140,16 +141,17 @@ class ChatRoom:
 
     async def _add_interrupted(self, user: str | None, shown: str) -> None:
         sessions = self.runtime.sessions
+        repaired = kept(None, shown)
         last = await sessions.last(self.session)
+        # The reply is there already when the turn kept it but its last frames were lost.
+        done = [shown, *(m["content"] for m in repaired)]
         if last is not None and last.get("role") == "user":
             added: list[dict[str, Any]] = []  # the turn's user message was saved when it began
-        elif user is not None and not (last and last.get("content") == shown):
+        elif user is not None and not (last and last.get("content") in done):
             added = [{"role": "user", "content": user}]
         else:
             return
-        if shown:
-            added.append({"role": "assistant", "content": f"{shown}\n\n[interrupted]"})
-        await sessions.append(self.session, added)
+        await sessions.append(self.session, [*added, *repaired])
 
     def cancel(self) -> bool:
         """Interrupt the running turn; False if there is none."""
@@ -236,11 +238,7 @@ class ChatRoom:
         sessions = self.runtime.sessions
         if isinstance(end, TurnEnded):
             self.controls.last_usage = dict(end.usage)
-            await sessions.append(self.session, end.messages)
-        elif end.partial_text:
-            await sessions.append(
-                self.session, [{"role": "assistant", "content": end.partial_text}]
-            )
+        await sessions.append(self.session, kept(end))
         if compaction is not None:  # the next turn starts from the summary
             after = transcript.cut_after(compaction.replaced)
             await sessions.cut(self.session, compaction.summary, after=after)
