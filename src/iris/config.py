@@ -27,6 +27,9 @@ from iris.private import private_dir, write_private
 Surface = Literal["cli", "telegram", "discord", "slack", "api_server", "iris"]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
 ReasoningStyle = Literal["code", "blockquote", "subtext"]
+# How a chat reply is shown while it streams: the platform's native preview (Telegram drafts in
+# private chats, Slack streams in threads and DMs) or edits of a posted message.
+Transport = Literal["auto", "native", "edit"]
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -91,6 +94,8 @@ class DisplayOverride(_Section):
     tool_progress: ToolProgressMode | None = None
     edit_interval: float | None = Field(default=None, gt=0)
     buffer_threshold: int | None = Field(default=None, ge=1)
+    transport: Transport | None = None
+    can_stop: bool | None = None  # Telegram drafts: the stop button interrupts the turn
 
 
 class DisplayConfig(_Section):
@@ -111,6 +116,8 @@ class ResolvedDisplay(BaseModel):
     edit_interval: float
     buffer_threshold: int
     min_tokens: int
+    transport: Transport = "auto"
+    can_stop: bool = False
 
 
 class ServerConfig(_Section):
@@ -288,6 +295,8 @@ class Config(_Section):
             edit_interval=_pick(over.edit_interval, self.streaming.edit_interval),
             buffer_threshold=_pick(over.buffer_threshold, self.streaming.buffer_threshold),
             min_tokens=self.streaming.min_tokens,
+            transport=_pick(over.transport, "auto"),
+            can_stop=_pick(over.can_stop, False),
         )
 
 
@@ -323,6 +332,8 @@ streaming:
 #   show_reasoning: false
 #   reasoning_style: code          # code | blockquote | subtext
 #   tool_progress: all             # off | new | all | verbose
+#   platforms:                     # per chat platform: streaming, edit_interval, ...
+#     telegram: {transport: auto}  # auto | native | edit (drafts in private chats)
 
 # server: {host: 127.0.0.1, port: 8642, allowed_hosts: [], cors_origins: [], max_turns: 32}
 # platforms:

@@ -9,12 +9,17 @@ module is the thin async transport around them. Two tasks share one ``Reply``:
   allows the next one or a new event arrives.
 
 The typing indicator is a lease held from the first event until the turn's last event.
+
+With a ``native`` transport (``transport.choose``) the same plan runs in the matching mode and
+its actions go out as Telegram drafts or Slack streams; a chat that refuses drafts switches
+this reply to edits (``native_refused`` tells the runner to use edits from then on).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterable, Callable, Mapping
 from typing import assert_never
@@ -22,9 +27,22 @@ from typing import assert_never
 from iris.config import ResolvedDisplay
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.surfaces.chat.lease import TypingLease
-from iris.surfaces.chat.platform import ChatPlatform, PlatformError, PlatformRateLimited
-from iris.surfaces.chat.reply import Action, Edit, Reply, Send
+from iris.surfaces.chat.platform import (
+    ChatPlatform,
+    Native,
+    NativeRefused,
+    PlatformError,
+    PlatformRateLimited,
+)
+from iris.surfaces.chat.reply import Action, Draft, Edit, Reply, Send
 from iris.surfaces.chat.throttle import Throttle
+from iris.surfaces.chat.transport import (
+    STREAM_APPEND_MAX,
+    DraftTransport,
+    EditTransport,
+    StreamTransport,
+    Transport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +64,44 @@ class StreamConsumer:
         streaming: bool,
         throttle: Throttle,
         thread: Mapping[str, str] | None = None,
+        native: Native | None = None,
         clock: Clock = loop_clock,
         typing_every: float = 4.0,
         typing_limit: float = 300.0,
     ) -> None:
         self.platform = platform
         self.chat_id = chat_id
-        self.thread = dict(thread or {})
+        self.thread = dict(native.thread if native is not None else thread or {})
         self.throttle = throttle
         self.clock = clock
-        self.reply = Reply(platform.capabilities, display, preview=streaming)
+        self._drafts_refused = False
+        caps = platform.capabilities
+        self.transport: Transport
+        match None if native is None else native.kind:
+            case "draft":
+                self.transport = DraftTransport(
+                    platform, chat_id, self.thread, can_stop=display.can_stop
+                )
+                self.reply = Reply(caps, display, preview=streaming, mode="draft")
+            case "stream":
+                self.transport = StreamTransport(platform, chat_id, self.thread)
+                caps = dataclasses.replace(caps, max_length=min(caps.max_length, STREAM_APPEND_MAX))
+                self.reply = Reply(caps, display, preview=streaming, mode="stream")
+            case None:
+                self.transport = EditTransport(platform, chat_id, self.thread)
+                self.reply = Reply(caps, display, preview=streaming)
         self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )
         self._wake = asyncio.Event()
+
+    @property
+    def native_refused(self) -> bool:
+        """The platform refused this chat's native transport: later replies should edit."""
+        transport = self.transport
+        return self._drafts_refused or (
+            isinstance(transport, StreamTransport) and transport.refused
+        )
 
     async def consume(self, events: AsyncIterable[Event]) -> TerminalEvent:
         """Deliver the turn; return its last event once every message is settled."""
@@ -114,16 +156,29 @@ class StreamConsumer:
         reply, throttle = self.reply, self.throttle
         try:
             match action:
-                case Send(text=text):
-                    message_id = await self.platform.send(self.chat_id, text, thread=self.thread)
+                case Send():
+                    message_id = await self.transport.send(action)
                     reply.landed(action, throttle, message_id)
-                case Edit(message_id=message_id, text=text):
-                    await self.platform.edit_message(
-                        self.chat_id, message_id, text, thread=self.thread
-                    )
+                case Edit():
+                    await self.transport.edit(action)
+                    reply.landed(action, throttle)
+                case Draft():
+                    await self.transport.draft(action)
                     reply.landed(action, throttle)
                 case _:
                     assert_never(action)
+        except NativeRefused as exc:
+            if isinstance(action, Draft):
+                log.info(
+                    "%s: drafts refused in %s (%s); using edits",
+                    self.platform.name,
+                    self.chat_id,
+                    exc,
+                )
+                self._drafts_refused = True
+                reply.drafts_refused()
+            else:
+                reply.failed(action, throttle, self.clock(), maybe_landed=False)
         except PlatformRateLimited as exc:
             log.info(
                 "%s rate limited in %s: retry after %.1fs",

@@ -15,12 +15,18 @@ What the consumer relies on from every adapter:
 - ``thread`` (from ``IncomingMessage.thread``) goes with every send, edit and typing call.
 - Texts handed to ``send``/``edit_message`` already fit ``capabilities.max_length``; they are
   plain text (no parse mode), so an adapter sends them verbatim.
+
+Native streaming is optional: an adapter that can show a reply natively in some chats has
+``native_for(message)`` (which kind, in which thread) and the calls of that kind
+(``DraftPlatform``, ``StreamPlatform``); the same one-call-one-request rules hold. A native call
+the platform refuses for good (no such method, wrong chat type, missing scope) raises
+``NativeRefused``: the reply falls back to edits.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -59,6 +65,8 @@ class IncomingMessage:
     # Thread metadata that must go with every send and edit of the reply
     # (Telegram ``message_thread_id``, Slack ``thread_ts``, Discord thread channel).
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
+    # Not a message: the person pressed the platform's stop button on the reply being written.
+    stop: bool = False
 
 
 class PlatformError(Exception):
@@ -68,6 +76,10 @@ class PlatformError(Exception):
     def __init__(self, message: str, *, maybe_landed: bool = False) -> None:
         super().__init__(message)
         self.maybe_landed = maybe_landed
+
+
+class NativeRefused(PlatformError):
+    """The platform refused a native-streaming call for this chat: use edits instead."""
 
 
 class PlatformRateLimited(PlatformError):
@@ -96,6 +108,26 @@ def aiohttp_failures(platform: str) -> Generator[None]:
 
 OnMessage = Callable[[IncomingMessage], Awaitable[None]]
 
+NativeKind = Literal["draft", "stream"]
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """How a platform shows a reply natively in one chat: ``kind``, and the thread the whole
+    reply goes to (Slack streams need one: a DM reply streams under the person's message)."""
+
+    kind: NativeKind
+    thread: Mapping[str, str] = field(default_factory=dict[str, str])
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One tool call as a native timeline shows it (Slack ``task_update`` chunks)."""
+
+    id: str
+    title: str
+    status: Literal["in_progress", "complete", "error"]
+
 
 class ChatPlatform(Protocol):
     name: str  # "telegram" | "discord" | "slack"
@@ -121,4 +153,46 @@ class ChatPlatform(Protocol):
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         """Show the typing indicator (platforms expire it after a few seconds)."""
+        ...
+
+
+class DraftPlatform(Protocol):
+    """Telegram ``sendMessageDraft``: an animated preview in a private chat, not a message."""
+
+    async def send_draft(
+        self,
+        chat_id: str,
+        draft_id: int,
+        text: str,
+        *,
+        thread: Mapping[str, str] | None = None,
+        can_stop: bool = False,
+    ) -> None:
+        """Show (or replace) the draft ``draft_id``; empty text shows "Thinking…"."""
+        ...
+
+
+class StreamPlatform(Protocol):
+    """Slack ``chat.startStream`` / ``appendStream`` / ``stopStream``: a message that grows by
+    deltas (``STREAM_APPEND_MAX`` characters at most per call)."""
+
+    async def start_stream(
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        thread: Mapping[str, str] | None = None,
+        tasks: Sequence[Task] = (),
+    ) -> str:
+        """Open a streamed message with ``text``; return its message id."""
+        ...
+
+    async def append_stream(
+        self, chat_id: str, message_id: str, text: str, *, tasks: Sequence[Task] = ()
+    ) -> None: ...
+
+    async def stop_stream(
+        self, chat_id: str, message_id: str, text: str = "", *, tasks: Sequence[Task] = ()
+    ) -> None:
+        """Append the last ``text`` and end the stream: the message is final."""
         ...

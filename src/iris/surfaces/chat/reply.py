@@ -23,12 +23,27 @@ Delivery rules this module owns:
   to ``FINAL_ATTEMPTS`` times.
 - a send whose answer was lost (``maybe_landed``) counts as landed but uneditable: never
   re-sent, its unseen remainder continues in a new message.
+
+Native transports are a ``mode`` of the same plan; the consumer's transport turns the actions
+into the platform's calls:
+
+- ``edit``: the above.
+- ``draft`` (Telegram private chats): messages are sent once, whole, when settled (as without
+  preview); while the turn runs, ``Draft`` actions show the text being written (or the tool
+  lines, or "Thinking…" as an empty draft) at the edit interval, re-sent every
+  ``DRAFT_REFRESH`` seconds so the platform's 30-second draft never lapses. Drafts are not
+  messages: they never touch the chat's send budget, and a lost one costs nothing.
+- ``stream`` (Slack streams): as ``edit`` without a cursor, and every message is *sealed*: its
+  last action carries ``final`` even when the text did not change, so the transport can end
+  the stream. A tool batch carries its calls as ``Task``s for a native timeline.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
+
+from iris.formats.tool_summary import summarize
 
 from iris.config import ResolvedDisplay
 from iris.events import (
@@ -51,7 +66,7 @@ from iris.segments import (
     SegmentReset,
     Segments,
 )
-from iris.surfaces.chat.platform import Capabilities
+from iris.surfaces.chat.platform import Capabilities, Task
 from iris.surfaces.chat.progress import ToolLines
 from iris.surfaces.chat.splitter import measure, split
 from iris.surfaces.chat.throttle import Throttle
@@ -61,6 +76,9 @@ PREVIEW_ATTEMPTS = 3
 FINAL_ATTEMPTS = 5
 # Shown in a message left over when the final text needs fewer messages than the preview did.
 _EMPTY = "…"
+# A Telegram draft lives 30 s after its last update: refresh it well before.
+DRAFT_REFRESH = 20.0
+Mode = Literal["edit", "draft", "stream"]
 
 
 @dataclass
@@ -76,6 +94,9 @@ class Slot:
     retry_at: float = float("-inf")
     dead: bool = False  # abandoned: never sent or edited again (except one cursor clean-up)
     cleaned: bool = False
+    sealed: bool = False  # the platform has it as final (stream mode ends its stream there)
+    tasks: tuple[Task, ...] = ()  # a tool batch's calls (stream mode)
+    shown_tasks: tuple[Task, ...] = ()
 
     @property
     def pending(self) -> bool:
@@ -87,6 +108,8 @@ class Send:
     slot: int
     text: str
     end: int = 0  # offset in the segment text where this text's slice ends
+    final: bool = False  # the message's last text: nothing follows it
+    tasks: tuple[Task, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +119,19 @@ class Edit:
     text: str
     end: int = 0
     cleanup: bool = False  # the one best-effort attempt to clear an abandoned cursor
+    final: bool = False
+    tasks: tuple[Task, ...] = ()
 
 
-Action = Send | Edit
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """Show ``text`` as the chat's draft ``draft_id`` (empty: "Thinking…")."""
+
+    draft_id: int
+    text: str
+
+
+Action = Send | Edit | Draft
 
 
 @dataclass
@@ -124,12 +157,22 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 class Reply:
-    def __init__(self, caps: Capabilities, display: ResolvedDisplay, *, preview: bool) -> None:
+    def __init__(
+        self, caps: Capabilities, display: ResolvedDisplay, *, preview: bool, mode: Mode = "edit"
+    ) -> None:
         self.caps = caps
         self.display = display
+        self.mode: Mode = mode
+        # Drafts preview the reply; the messages themselves are sent once, whole.
+        self.drafts = preview and mode == "draft"
         # Preview: the reply grows in place. Otherwise each message is sent once, whole.
-        self.preview = preview and caps.can_edit
-        self.limit = caps.max_length - measure(CURSOR, caps.length_unit)
+        self.preview = preview and caps.can_edit and not self.drafts
+        self.cursor = "" if mode == "stream" else CURSOR
+        self.limit = caps.max_length - measure(self.cursor, caps.length_unit)
+        self._draft_id = 1
+        self._draft_shown: str | None = None
+        self._draft_at = float("-inf")
+        self._tasks: dict[str, Task] = {}
         self.slots: list[Slot] = []
         self.ended = False
         self.outcome: TurnEnded | TurnFailed | None = None
@@ -238,7 +281,7 @@ class Reply:
             slot = self.slots[seg.run[j]]
             if slot.dead:
                 continue
-            slot.want = part.text if final or not last else part.text + CURSOR
+            slot.want = part.text if final or not last else part.text + self.cursor
             slot.final = final or not last
             slot.want_end = end
         if final:
@@ -249,6 +292,7 @@ class Reply:
     def _tool(self, event: ToolStarted | ToolProgress | ToolEnded) -> None:
         if self._tools is None:
             self._tools = ToolLines(self.display.tool_progress)
+        self._task(event)
         if not self._tools.apply(event):
             return
         if self._tools_slot is None or self.slots[self._tools_slot].dead:
@@ -269,14 +313,34 @@ class Reply:
             text = "…\n" + self._tools.text()
             text = split(text, self.caps.max_length, self.caps.length_unit)[0].text
         slot.want = text
+        slot.tasks = tuple(self._tasks.values())
         # Without preview a tool message goes out once, when its batch is over.
         slot.final = False
+
+    def _task(self, event: ToolStarted | ToolProgress | ToolEnded) -> None:
+        """The batch's calls as a timeline (running → complete / error), for stream mode."""
+        if self.mode != "stream":
+            return
+        key = str(event.index)
+        match event:
+            case ToolStarted(name=name, args=args):
+                summary = summarize(args, 60)
+                title = f"{name}: {summary}" if summary else name
+                self._tasks[key] = Task(key, title, "in_progress")
+            case ToolEnded(ok=ok) if key in self._tasks:
+                old = self._tasks[key]
+                self._tasks[key] = Task(key, old.title, "complete" if ok else "error")
+            case _:
+                return
+        if self._tools_slot is not None and not self.slots[self._tools_slot].dead:
+            self.slots[self._tools_slot].tasks = tuple(self._tasks.values())
 
     def _finish_tools(self) -> None:
         if self._tools_slot is not None:
             self.slots[self._tools_slot].final = True
         self._tools = None
         self._tools_slot = None
+        self._tasks = {}
 
     def _end(self, event: TurnEnded) -> None:
         seg = self._segment  # the answer the segment model closed just before, if any
@@ -306,21 +370,47 @@ class Reply:
         self.ended, self.outcome = True, event
 
     # -- decisions ----------------------------------------------------------------------------
+    def _pending(self, slot: Slot) -> bool:
+        if slot.pending:
+            return True
+        # Stream mode: a message whose text is complete still needs its stream ended, and a
+        # tool call that finished changes the timeline, not the text.
+        return (
+            self.mode == "stream"
+            and not slot.dead
+            and not slot.sealed
+            and slot.shown is not None
+            and bool(slot.want)
+            and (slot.final or slot.tasks != slot.shown_tasks)
+        )
+
     def _sendable(self, slot: Slot) -> bool:
         # Without preview only settled text goes out, once.
-        return slot.pending and (self.preview or (slot.final and slot.shown is None))
+        return self._pending(slot) and (self.preview or (slot.final and slot.shown is None))
 
-    def _next(self) -> tuple[int, Action] | None:
+    def _next(self) -> tuple[int, Send | Edit] | None:
         for index, slot in enumerate(self.slots):
             if self._sendable(slot):
                 if slot.message_id is None:
-                    return index, Send(index, slot.want, slot.want_end)
-                return index, Edit(index, slot.message_id, slot.want, slot.want_end)
+                    return index, Send(index, slot.want, slot.want_end, slot.final, slot.tasks)
+                return index, Edit(
+                    index,
+                    slot.message_id,
+                    slot.want,
+                    slot.want_end,
+                    final=slot.final,
+                    tasks=slot.tasks,
+                )
             if slot.shown is None and not slot.dead and slot.want:
                 return None  # an earlier message is not out yet: keep the chat's order
         if self.ended:
             for index, slot in enumerate(self.slots):
                 if slot.dead and not slot.cleaned and slot.message_id and slot.shown:
+                    if self.mode == "stream" and not slot.sealed:
+                        # An abandoned stream: end it as it stands.
+                        return index, Edit(
+                            index, slot.message_id, slot.shown, cleanup=True, final=True
+                        )
                     if slot.shown.endswith(CURSOR):
                         text = slot.shown.removesuffix(CURSOR)
                         return index, Edit(index, slot.message_id, text, cleanup=True)
@@ -329,23 +419,59 @@ class Reply:
 
     def next_action(self, throttle: Throttle, now: float) -> Action | None:
         found = self._next()
-        if found is None:
-            return None
-        index, action = found
-        kind = "send" if isinstance(action, Send) else "edit"
-        if max(throttle.ready_at(kind, now), self.slots[index].retry_at) > now:
-            return None
-        throttle.spend(kind, now)
-        return action
+        if found is not None:
+            index, action = found
+            kind = "send" if isinstance(action, Send) else "edit"
+            if max(throttle.ready_at(kind, now), self.slots[index].retry_at) <= now:
+                throttle.spend(kind, now)
+                return action
+        draft = self._draft(throttle)
+        if draft is not None and draft[0] <= now:
+            self._draft_at = now
+            return draft[1]
+        return None
 
     def due(self, throttle: Throttle, now: float) -> float | None:
         """When ``next_action`` may return something; None while nothing is pending."""
+        times: list[float] = []
         found = self._next()
-        if found is None:
+        if found is not None:
+            index, action = found
+            kind = "send" if isinstance(action, Send) else "edit"
+            times.append(max(throttle.ready_at(kind, now), self.slots[index].retry_at))
+        draft = self._draft(throttle)
+        if draft is not None:
+            times.append(max(draft[0], now))
+        return min(times) if times else None
+
+    # -- drafts -------------------------------------------------------------------------------
+    def _draft(self, throttle: Throttle) -> tuple[float, Draft] | None:
+        """The draft to show and when: changes at the edit interval, the same text refreshed
+        before the platform drops it. None once the turn is over."""
+        if not self.drafts or self.ended:
             return None
-        index, action = found
-        kind = "send" if isinstance(action, Send) else "edit"
-        return max(throttle.ready_at(kind, now), self.slots[index].retry_at)
+        text = self._draft_text()
+        wait = DRAFT_REFRESH if text == self._draft_shown else throttle.interval
+        return max(self._draft_at + wait, throttle.blocked_until), Draft(self._draft_id, text)
+
+    def _draft_text(self) -> str:
+        seg = self._segment
+        text = "" if seg is None else seg.closed if seg.closed is not None else seg.text
+        if text:
+            # The part being written: the earlier parts will be messages of their own.
+            return split(text, self.caps.max_length, self.caps.length_unit)[-1].text
+        if self._tools_slot is not None:
+            return self.slots[self._tools_slot].want
+        return ""  # "Thinking…"
+
+    def drafts_refused(self) -> None:
+        """The platform will not show drafts here: stream this reply by edits instead."""
+        if not self.drafts:
+            return
+        self.drafts, self.mode = False, "edit"
+        self.preview = self.caps.can_edit
+        if self._segment is not None:
+            self._layout(self._segment)
 
     @property
     def settled(self) -> bool:
@@ -354,11 +480,20 @@ class Reply:
     # -- results ------------------------------------------------------------------------------
     def landed(self, action: Action, throttle: Throttle, message_id: str | None = None) -> None:
         throttle.succeeded()
+        if isinstance(action, Draft):
+            self._draft_shown = action.text
+            return
+        if isinstance(action, Send):
+            # A message clears the chat's draft: the next one starts afresh.
+            self._draft_id += 1
+            self._draft_shown = None
         slot = self.slots[action.slot]
+        slot.sealed = slot.sealed or action.final
         if isinstance(action, Edit) and action.cleanup:
             slot.cleaned = True
             return
         slot.shown, slot.shown_end = action.text, action.end
+        slot.shown_tasks = action.tasks
         if slot.final and not slot.want:
             # Its segment settled to less text while this was on its way: take the rest back.
             slot.want = _EMPTY
@@ -370,9 +505,12 @@ class Reply:
         self, action: Action, throttle: Throttle, retry_after: float, now: float
     ) -> None:
         throttle.rate_limited(retry_after, now)
-        self._failed(action, now, throttle)
+        if not isinstance(action, Draft):
+            self._failed(action, now, throttle)
 
     def failed(self, action: Action, throttle: Throttle, now: float, *, maybe_landed: bool) -> None:
+        if isinstance(action, Draft):
+            return  # a preview only: the next one is due an interval after this attempt
         slot = self.slots[action.slot]
         if maybe_landed and isinstance(action, Send):
             # It may be in the chat: never send it again, and it cannot be edited.
@@ -381,7 +519,7 @@ class Reply:
             return
         self._failed(action, now, throttle)
 
-    def _failed(self, action: Action, now: float, throttle: Throttle) -> None:
+    def _failed(self, action: Send | Edit, now: float, throttle: Throttle) -> None:
         slot = self.slots[action.slot]
         if isinstance(action, Edit) and action.cleanup:
             slot.cleaned = True

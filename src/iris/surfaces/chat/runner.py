@@ -42,6 +42,7 @@ from iris.runtime import Runtime
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
 from iris.surfaces.chat.throttle import Throttle
+from iris.surfaces.chat.transport import choose
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, Controls, execute
 
@@ -103,6 +104,7 @@ class _Conversation:
     turn: Turn | None = None
     latest: int = 0  # sequence number of the newest message received
     throttle: Throttle | None = None
+    native_refused: bool = False  # the platform refused native streaming here: edits only
     controls: Controls = field(default_factory=Controls)
 
 
@@ -158,6 +160,13 @@ class ChatSurface:
 
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
+        if message.stop:
+            # The platform's stop button (Telegram drafts with ``can_stop``): like /stop.
+            if self._allowed(platform.name, message):
+                conversation = self._conversations.get(conversation_key(message))
+                if conversation is not None and conversation.turn is not None:
+                    conversation.turn.interrupt()
+            return
         if not message.text.strip():
             return
         if not self._allowed(platform.name, message):
@@ -307,6 +316,9 @@ class ChatSurface:
             caps = platform.capabilities
             budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
             conversation.throttle = Throttle(budget, display.edit_interval)
+        native = None
+        if streaming and not conversation.native_refused:
+            native = choose(platform, message, display.transport)
         consumer = StreamConsumer(
             platform,
             message.chat_id,
@@ -314,6 +326,7 @@ class ChatSurface:
             streaming=streaming,
             throttle=conversation.throttle,
             thread=message.thread,
+            native=native,
         )
         try:
             transcript = await self.runtime.sessions.transcript(conversation_key(message))
@@ -343,6 +356,7 @@ class ChatSurface:
                 outcome = await consumer.consume(turn)
         finally:
             conversation.turn = None
+            conversation.native_refused |= consumer.native_refused
         if isinstance(outcome, TurnEnded):
             controls.last_usage = dict(outcome.usage)
         await self._keep_compaction(conversation_key(message), transcript, turn)

@@ -1,0 +1,199 @@
+"""How one reply's planned actions reach the platform: edits, Telegram drafts or Slack streams.
+
+``reply.Reply`` plans *what* is due; a transport turns each ``Send`` / ``Edit`` / ``Draft`` into
+the platform's calls. Every transport keeps the planner's contract: one action, one answer
+(landed, rate limited, failed, maybe landed), and text the platform already holds is never
+sent twice.
+
+- ``EditTransport``: ``send`` and ``edit_message``, as every platform has.
+- ``DraftTransport``: the same, plus ``send_draft`` for the ``Draft`` actions of a Telegram
+  private chat (the messages themselves are the planner's whole, settled parts).
+- ``StreamTransport``: a Slack message that streams. A ``Send`` opens the stream
+  (``chat.startStream``), an ``Edit`` that extends the text appends the delta
+  (``chat.appendStream``), the message's final ``Edit`` appends the rest and ends it
+  (``chat.stopStream``). A message whose text was taken back (a retry that diverged), or whose
+  append may or may not have landed, leaves streaming: its stream is stopped and it continues
+  by ``chat.update`` with its whole text, which is idempotent. A tool batch's message is a
+  ``task_update`` timeline instead of text. A platform that refuses ``startStream`` gets the
+  whole reply by ``chat.postMessage`` / ``chat.update`` (logged once).
+
+``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, cast
+
+from iris.config import Transport as TransportSetting
+from iris.surfaces.chat.platform import (
+    ChatPlatform,
+    DraftPlatform,
+    IncomingMessage,
+    Native,
+    NativeRefused,
+    PlatformError,
+    StreamPlatform,
+    Task,
+)
+from iris.surfaces.chat.reply import Draft, Edit, Send
+
+log = logging.getLogger(__name__)
+
+# Slack's chat.appendStream takes at most this many characters per call; a streamed message is
+# held to it, so every delta fits one call.
+STREAM_APPEND_MAX = 12_000
+
+
+class Transport(Protocol):
+    async def send(self, action: Send) -> str:
+        """Deliver a new message; its platform id."""
+        ...
+
+    async def edit(self, action: Edit) -> None: ...
+
+    async def draft(self, action: Draft) -> None: ...
+
+
+class _Native(Protocol):
+    def native_for(self, message: IncomingMessage) -> Native | None: ...
+
+
+def choose(
+    platform: ChatPlatform, message: IncomingMessage, setting: TransportSetting
+) -> Native | None:
+    """The native transport for this chat, or None for edits.
+
+    ``auto`` and ``native`` both stream natively where the platform supports it for this chat
+    type; ``native`` says once in the log when it cannot."""
+    if setting == "edit":
+        return None
+    native_for = getattr(platform, "native_for", None)
+    native = cast(_Native, platform).native_for(message) if callable(native_for) else None
+    if native is None and setting == "native":
+        log.info("%s: no native streaming in chat %s; using edits", platform.name, message.chat_id)
+    return native
+
+
+@dataclass
+class EditTransport:
+    platform: ChatPlatform
+    chat_id: str
+    thread: Mapping[str, str] = field(default_factory=dict[str, str])
+
+    async def send(self, action: Send) -> str:
+        return await self.platform.send(self.chat_id, action.text, thread=self.thread)
+
+    async def edit(self, action: Edit) -> None:
+        await self.platform.edit_message(
+            self.chat_id, action.message_id, action.text, thread=self.thread
+        )
+
+    async def draft(self, action: Draft) -> None:
+        raise NativeRefused(f"{self.platform.name}: no drafts")
+
+
+@dataclass
+class DraftTransport(EditTransport):
+    can_stop: bool = False
+
+    async def draft(self, action: Draft) -> None:
+        drafts = cast(DraftPlatform, self.platform)
+        await drafts.send_draft(
+            self.chat_id, action.draft_id, action.text, thread=self.thread, can_stop=self.can_stop
+        )
+
+
+@dataclass
+class _Stream:
+    text: str  # what the streamed message holds
+    tasks: dict[str, str]  # task id -> status shown
+    timeline: bool  # a tool batch: the message is its tasks, not its text
+    open: bool = True
+    edits: bool = False  # left streaming: continues by chat.update
+
+
+@dataclass
+class StreamTransport(EditTransport):
+    _streams: dict[str, _Stream] = field(default_factory=dict[str, _Stream])
+    refused: bool = False
+
+    @property
+    def _native(self) -> StreamPlatform:
+        return cast(StreamPlatform, self.platform)
+
+    async def send(self, action: Send) -> str:
+        if self.refused or action.final:
+            # Settled text needs no stream: one ordinary message.
+            return await super().send(action)
+        timeline = bool(action.tasks)
+        try:
+            message_id = await self._native.start_stream(
+                self.chat_id,
+                "" if timeline else action.text,
+                thread=self.thread,
+                tasks=action.tasks,
+            )
+        except NativeRefused as exc:
+            log.info(
+                "%s: streams refused in %s (%s); using edits", self.platform.name, self.chat_id, exc
+            )
+            self.refused = True
+            return await super().send(action)
+        self._streams[message_id] = _Stream(action.text, _statuses(action.tasks), timeline)
+        return message_id
+
+    async def edit(self, action: Edit) -> None:
+        stream = self._streams.get(action.message_id)
+        if stream is None:
+            if not action.cleanup:
+                await super().edit(action)
+            return
+        if stream.timeline:
+            await self._timeline(action, stream)
+            return
+        if stream.edits or not stream.open or not action.text.startswith(stream.text):
+            await self._leave(action, stream)
+            if not action.cleanup:
+                await super().edit(action)
+            stream.text = action.text
+            return
+        delta = action.text[len(stream.text) :]
+        try:
+            if action.final:
+                await self._native.stop_stream(self.chat_id, action.message_id, delta)
+                stream.open = False
+            elif delta:
+                await self._native.append_stream(self.chat_id, action.message_id, delta)
+        except PlatformError as exc:
+            if exc.maybe_landed:
+                # Whether the delta is in the message is unknown: restore the whole text.
+                stream.edits = True
+            raise
+        stream.text = action.text
+
+    async def _timeline(self, action: Edit, stream: _Stream) -> None:
+        if stream.edits or not stream.open:
+            if not action.cleanup:
+                await super().edit(action)
+            return
+        changed = [t for t in action.tasks if stream.tasks.get(t.id) != t.status]
+        if action.final or action.cleanup:
+            await self._native.stop_stream(self.chat_id, action.message_id, tasks=changed)
+            stream.open = False
+        elif changed:
+            await self._native.append_stream(self.chat_id, action.message_id, "", tasks=changed)
+        stream.tasks.update(_statuses(changed))
+
+    async def _leave(self, action: Edit, stream: _Stream) -> None:
+        """End the stream as it stands; the message goes on by edits."""
+        if stream.open:
+            await self._native.stop_stream(self.chat_id, action.message_id)
+            stream.open = False
+        stream.edits = True
+
+
+def _statuses(tasks: tuple[Task, ...] | list[Task]) -> dict[str, str]:
+    return {task.id: task.status for task in tasks}
