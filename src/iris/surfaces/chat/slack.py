@@ -11,6 +11,11 @@
   event is handed over only once.
 - slack-sdk's retry handlers are off: one call, one request (a retried ``chat.postMessage``
   after a dropped connection could post the reply twice).
+- Native streaming (``native_for``): in a thread, or in a DM (under the person's message:
+  ``chat.startStream`` needs a ``thread_ts``), a reply streams with ``chat.startStream`` /
+  ``chat.appendStream`` / ``chat.stopStream`` (Tier 4), text as escaped ``markdown_text``
+  deltas and tool calls as ``task_update`` chunks. Any refusal of ``startStream`` is
+  ``NativeRefused``; stopping a stream that already ended is success.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import html
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import aiohttp
@@ -33,10 +38,13 @@ from iris.config import SlackPlatform as SlackConfig
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
+    Native,
+    NativeRefused,
     OnMessage,
     PlatformError,
     PlatformRateLimited,
     RateBudget,
+    Task,
     aiohttp_failures,
 )
 
@@ -50,6 +58,8 @@ _NO_ASSISTANT = {"missing_scope", "not_allowed_token_type", "unknown_method", "n
 # Message subtypes that are still a person writing to us; the rest are edits, joins, bots.
 _USER_SUBTYPES = {None, "thread_broadcast", "file_share"}
 _SEEN_LIMIT = 1024
+# chat.stopStream on a message whose stream already ended (a retried stop that had landed).
+_NOT_STREAMING = "message_not_in_streaming_state"
 
 _T = TypeVar("_T")
 
@@ -146,6 +156,67 @@ class SlackPlatform:
                 channel=chat_id, ts=message_id, text=_escape(text), thread_ts=_thread_ts(thread)
             )
         )
+
+    def native_for(self, message: IncomingMessage) -> Native | None:
+        """Streams in threads and DMs; a channel's top level keeps edits."""
+        if THREAD_KEY in message.thread:
+            return Native("stream", message.thread)
+        if not message.is_group and message.message_id:
+            return Native("stream", {THREAD_KEY: message.message_id})
+        return None
+
+    async def start_stream(
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        thread: Mapping[str, str] | None = None,
+        tasks: Sequence[Task] = (),
+    ) -> str:
+        thread_ts = _thread_ts(thread)
+        if thread_ts is None:
+            raise NativeRefused("slack: a stream needs a thread")
+        try:
+            response = await self._call(
+                self._api.chat_startStream(
+                    channel=chat_id,
+                    thread_ts=thread_ts,
+                    markdown_text=_escape(text) or None,
+                    chunks=_chunks(tasks),
+                )
+            )
+        except SlackRefused as exc:
+            raise NativeRefused(str(exc)) from None
+        self._status.replied((chat_id, thread_ts))
+        return str(response["ts"])
+
+    async def append_stream(
+        self, chat_id: str, message_id: str, text: str, *, tasks: Sequence[Task] = ()
+    ) -> None:
+        await self._call(
+            self._api.chat_appendStream(
+                channel=chat_id,
+                ts=message_id,
+                markdown_text=_escape(text) or None,
+                chunks=_chunks(tasks),
+            )
+        )
+
+    async def stop_stream(
+        self, chat_id: str, message_id: str, text: str = "", *, tasks: Sequence[Task] = ()
+    ) -> None:
+        try:
+            await self._call(
+                self._api.chat_stopStream(
+                    channel=chat_id,
+                    ts=message_id,
+                    markdown_text=_escape(text) or None,
+                    chunks=_chunks(tasks),
+                )
+            )
+        except SlackRefused as exc:
+            if exc.error != _NOT_STREAMING or text:
+                raise
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         thread_ts = _thread_ts(thread)
@@ -295,6 +366,14 @@ def _escape(text: str) -> str:
     # Slack reads <…> as links and mentions (<!channel> pings everyone) and &…; as entities;
     # escaping the three shows the reply as written and lets a model's text ping no one.
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _chunks(tasks: Sequence[Task]) -> list[dict[str, str]] | None:
+    chunks = [
+        {"type": "task_update", "id": t.id, "title": _escape(t.title), "status": t.status}
+        for t in tasks
+    ]
+    return chunks or None
 
 
 def _platform_error(exc: SlackApiError) -> PlatformError:

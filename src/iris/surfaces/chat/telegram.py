@@ -8,6 +8,13 @@ throttle owns pacing, and a 429 surfaces at once as ``PlatformRateLimited``.
 Telegram facts this relies on: 4096 UTF-16 code units per message; about one message per
 second per private chat and 20 per minute per group, edits included; editing to identical text
 fails with "message is not modified" (treated as success); the typing action lasts ~5 s.
+
+Native streaming (``native_for``): in a private chat a reply is previewed with
+``sendMessageDraft`` (Bot API 9.3; a draft is not a message, lives 30 s after its last update,
+and an empty text shows "Thinking…"); with ``can_stop`` the draft carries a stop button, whose
+``stopped_message_generation`` update (Bot API 10.3, read from the update's unparsed fields:
+python-telegram-bot 22.8 predates it) arrives as an ``IncomingMessage`` with ``stop``.
+Groups and channels have no drafts.
 """
 
 from __future__ import annotations
@@ -18,12 +25,20 @@ import datetime as dt
 import logging
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from telegram import Bot, BotCommand, Message, Update
 from telegram.constants import ChatAction
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import (
+    BadRequest,
+    EndPointNotFound,
+    Forbidden,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
@@ -31,6 +46,8 @@ from iris.config import TelegramPlatform as TelegramSettings
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
+    Native,
+    NativeRefused,
     OnMessage,
     PlatformError,
     PlatformRateLimited,
@@ -41,6 +58,7 @@ from iris.surfaces.commands import CHAT_COMMANDS
 log = logging.getLogger(__name__)
 
 THREAD_KEY = "message_thread_id"
+STOPPED = "stopped_message_generation"
 # Errors before a request left this machine: the message cannot have landed.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _POLL_BACKOFF_MAX = 30.0
@@ -130,7 +148,7 @@ class TelegramPlatform:
                 updates = await self.bot.get_updates(
                     offset=offset,
                     timeout=int(self.settings.poll_timeout),
-                    allowed_updates=["message"],
+                    allowed_updates=["message", STOPPED],
                 )
             except RetryAfter as exc:
                 await asyncio.sleep(_retry_after(exc))
@@ -152,6 +170,9 @@ class TelegramPlatform:
 
     @staticmethod
     def _incoming(update: Update) -> IncomingMessage | None:
+        stopped = update.api_kwargs.get(STOPPED)
+        if isinstance(stopped, dict):
+            return _stopped(cast(dict[str, Any], stopped))
         message: Message | None = update.message
         if message is None or not message.text or message.from_user is None:
             return None
@@ -170,6 +191,10 @@ class TelegramPlatform:
             message_id=str(message.message_id),
             thread=thread,
         )
+
+    def native_for(self, message: IncomingMessage) -> Native | None:
+        """Drafts in private chats only (the Bot API refuses them elsewhere)."""
+        return None if message.is_group else Native("draft", message.thread)
 
     # -- sending ------------------------------------------------------------------------------
     async def send(
@@ -210,3 +235,44 @@ class TelegramPlatform:
             )
         except TelegramError as exc:
             raise _platform_error(exc) from exc
+
+    async def send_draft(
+        self,
+        chat_id: str,
+        draft_id: int,
+        text: str,
+        *,
+        thread: Mapping[str, str] | None = None,
+        can_stop: bool = False,
+    ) -> None:
+        try:
+            await self.bot.send_message_draft(
+                int(_chat(chat_id)),
+                draft_id,
+                text,
+                message_thread_id=_thread_id(thread),
+                api_kwargs={"can_stop": True} if can_stop else None,
+            )
+        except (BadRequest, Forbidden, EndPointNotFound) as exc:
+            # Not a private chat, or a Bot API without drafts: this chat streams by edits.
+            raise NativeRefused(f"telegram: {exc}") from exc
+        except TelegramError as exc:
+            raise _platform_error(exc) from exc
+
+
+def _stopped(stopped: dict[str, Any]) -> IncomingMessage | None:
+    """The stop button of a draft: a ``stop`` for the chat's turn (a private chat: the chat
+    id is the person's id)."""
+    chat = stopped.get("chat")
+    if not isinstance(chat, dict) or "id" not in chat:
+        return None
+    chat_id = str(cast(dict[str, Any], chat)["id"])
+    thread = stopped.get("message_thread_id")
+    return IncomingMessage(
+        platform="telegram",
+        chat_id=chat_id,
+        user_id=chat_id,
+        text="",
+        thread={THREAD_KEY: str(thread)} if thread else {},
+        stop=True,
+    )

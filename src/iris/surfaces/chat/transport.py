@@ -12,7 +12,7 @@ sent twice.
   (``chat.startStream``), an ``Edit`` that extends the text appends the delta
   (``chat.appendStream``), the message's final ``Edit`` appends the rest and ends it
   (``chat.stopStream``). A message whose text was taken back (a retry that diverged), or whose
-  append may or may not have landed, leaves streaming: its stream is stopped and it continues
+  append or stop failed (it may have landed), leaves streaming: its stream is stopped and it continues
   by ``chat.update`` with its whole text, which is idempotent. A tool batch's message is a
   ``task_update`` timeline instead of text. A platform that refuses ``startStream`` gets the
   whole reply by ``chat.postMessage`` / ``chat.update`` (logged once).
@@ -35,6 +35,7 @@ from iris.surfaces.chat.platform import (
     Native,
     NativeRefused,
     PlatformError,
+    PlatformRateLimited,
     StreamPlatform,
     Task,
 )
@@ -167,10 +168,12 @@ class StreamTransport(EditTransport):
                 stream.open = False
             elif delta:
                 await self._native.append_stream(self.chat_id, action.message_id, delta)
-        except PlatformError as exc:
-            if exc.maybe_landed:
-                # Whether the delta is in the message is unknown: restore the whole text.
-                stream.edits = True
+        except PlatformRateLimited:
+            raise
+        except PlatformError:
+            # The delta may or may not be in the message (or the stream ended on Slack's
+            # side): the retry ends the stream and sets the whole text.
+            stream.edits = True
             raise
         stream.text = action.text
 
