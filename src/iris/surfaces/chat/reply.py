@@ -43,8 +43,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
-from iris.formats.tool_summary import summarize
-
 from iris.config import ResolvedDisplay
 from iris.events import (
     Event,
@@ -58,6 +56,7 @@ from iris.events import (
     TurnStarted,
 )
 from iris.formats.reasoning import with_reasoning
+from iris.formats.tool_summary import summarize
 from iris.segments import (
     Item,
     SegmentClosed,
