@@ -44,7 +44,10 @@ async def gateway(
         "base_url": api.base_url,
         "allowed_users": [OWNER],
     }
-    async with running(platform_config(make_config, upstream, "slack", settings)) as surface:
+    # These tests are about edit streaming (streams: test_native.py): pin the transport.
+    edits = {"platforms": {"slack": {"transport": "edit"}}}
+    config = platform_config(make_config, upstream, "slack", settings, display=edits)
+    async with running(config) as surface:
         yield surface
 
 

@@ -7,6 +7,7 @@ per-chat budget, survive flood control, and never reach the agent for a stranger
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -54,7 +55,10 @@ def telegram_config(
         "allowed_users": [OWNER, "@friend"],
         "poll_timeout": 1,
     }
-    return platform_config(make_config, upstream, "telegram", settings, **extra)
+    # These tests are about edit streaming (drafts: test_native.py): pin the transport.
+    display = copy.deepcopy(extra.pop("display", {}))
+    display.setdefault("platforms", {}).setdefault("telegram", {}).setdefault("transport", "edit")
+    return platform_config(make_config, upstream, "telegram", settings, display=display, **extra)
 
 
 @pytest.fixture

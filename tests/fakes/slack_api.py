@@ -2,7 +2,14 @@
 
 Web API: ``auth.test``, ``apps.connections.open`` (answers with a ``ws://`` URL of this
 server), ``chat.postMessage``, ``chat.update`` and ``assistant.threads.setStatus``; it keeps
-each message's current text (what a user would see) and records every call. Socket Mode: the
+each message's current text (what a user would see) and records every call.
+
+Streams: ``chat.startStream`` (needs ``thread_ts``), ``chat.appendStream`` (``markdown_text``
+deltas of at most 12 000 characters, else ``msg_too_long``; ``chunks`` of ``task_update``
+kept per task id) and ``chat.stopStream``; appending to or stopping a message that is not
+streaming is ``message_not_in_streaming_state``. The three are Tier 4: more than
+``stream_rate`` calls of one method in 60 s answer 429 (``Retry-After``). ``streams=False``
+is a workspace without them (``unknown_method``). Socket Mode: the
 WebSocket says ``hello``, then a test pushes ``events_api`` envelopes and waits for their acks::
 
     async with SlackAPI() as api:
@@ -58,6 +65,9 @@ class Message:
     text: str
     thread_ts: str | None
     edits: int = 0
+    streaming: bool = False
+    appends: int = 0
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
 
 
 class SlackAPI:
@@ -69,6 +79,9 @@ class SlackAPI:
         self.statuses: list[dict[str, Any]] = []
         self.acks: list[dict[str, Any]] = []
         self.held = 0  # calls waiting on a Scripted.until
+        self.streams = True
+        self.stream_rate = 100  # Tier 4: calls per method per minute
+        self._stream_calls: dict[str, list[float]] = {}
         self._scripted: list[Scripted] = []
         self._ts = itertools.count(1)
         self._envelopes = itertools.count(1)
@@ -178,7 +191,16 @@ class SlackAPI:
             "chat.postMessage": self._post_message,
             "chat.update": self._update,
             "assistant.threads.setStatus": self._set_status,
+            "chat.startStream": self._start_stream,
+            "chat.appendStream": self._append_stream,
+            "chat.stopStream": self._stop_stream,
         }.get(call.method)
+        if call.method.endswith("Stream") and handler is not None:
+            if not self.streams:
+                return _json({"ok": False, "error": "unknown_method"})
+            limited = self._tier4(call.method)
+            if limited is not None:
+                return limited
         if handler is None:
             return _json({"ok": False, "error": "unknown_method"})
         return handler(call.args)
@@ -238,6 +260,57 @@ class SlackAPI:
         message.edits += 1
         return _json({"ok": True, "channel": channel, "ts": ts, "text": text})
 
+    def _tier4(self, method: str) -> web.Response | None:
+        now = time.monotonic()
+        recent = [t for t in self._stream_calls.get(method, []) if now - t < 60.0]
+        if len(recent) >= self.stream_rate:
+            self._stream_calls[method] = recent
+            retry = max(1, int(60.0 - (now - recent[0])) + 1)
+            headers = {"Retry-After": str(retry)}
+            return _json({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
+        self._stream_calls[method] = [*recent, now]
+        return None
+
+    def _start_stream(self, args: dict[str, Any]) -> web.Response:
+        channel, thread_ts = str(args.get("channel", "")), args.get("thread_ts")
+        if not channel:
+            return _json({"ok": False, "error": "channel_not_found"})
+        if not thread_ts:
+            return _json({"ok": False, "error": "invalid_arguments"})
+        ts = f"{1764453600 + next(self._ts)}.000100"
+        message = Message(channel, ts, "", str(thread_ts), streaming=True)
+        self.messages[(channel, ts)] = message
+        error = _stream_into(message, args)
+        if error:
+            return _json({"ok": False, "error": error})
+        return _json({"ok": True, "channel": channel, "ts": ts})
+
+    def _append_stream(self, args: dict[str, Any]) -> web.Response:
+        message = self.messages.get((str(args.get("channel", "")), str(args.get("ts", ""))))
+        if message is None:
+            return _json({"ok": False, "error": "message_not_found"})
+        if not message.streaming:
+            return _json({"ok": False, "error": "message_not_in_streaming_state"})
+        if not args.get("markdown_text") and not args.get("chunks"):
+            return _json({"ok": False, "error": "no_text"})
+        error = _stream_into(message, args)
+        if error:
+            return _json({"ok": False, "error": error})
+        message.appends += 1
+        return _json({"ok": True, "channel": message.channel, "ts": message.ts})
+
+    def _stop_stream(self, args: dict[str, Any]) -> web.Response:
+        message = self.messages.get((str(args.get("channel", "")), str(args.get("ts", ""))))
+        if message is None:
+            return _json({"ok": False, "error": "message_not_found"})
+        if not message.streaming:
+            return _json({"ok": False, "error": "message_not_in_streaming_state"})
+        error = _stream_into(message, args)
+        if error:
+            return _json({"ok": False, "error": error})
+        message.streaming = False
+        return _json({"ok": True, "channel": message.channel, "ts": message.ts})
+
     def _set_status(self, args: dict[str, Any]) -> web.Response:
         self.statuses.append(args)
         return _json({"ok": True})
@@ -272,6 +345,24 @@ async def _arguments(request: web.Request) -> dict[str, Any]:
     elif request.can_read_body:
         args.update(await request.post())
     return args
+
+
+def _stream_into(message: Message, args: dict[str, Any]) -> str:
+    """Append a stream call's text and task chunks; an error code, or "" when taken."""
+    text = str(args.get("markdown_text") or "")
+    if len(text) > 12_000:
+        return "msg_too_long"
+    chunks: Any = args.get("chunks") or []
+    if isinstance(chunks, str):
+        chunks = json.loads(chunks)
+    for chunk in chunks:
+        if chunk.get("type") != "task_update" or not chunk.get("id"):
+            return "invalid_chunks"
+        if chunk.get("status") not in ("pending", "in_progress", "complete", "error"):
+            return "invalid_chunks"
+        message.tasks[str(chunk["id"])] = dict(chunk)
+    message.text += text
+    return ""
 
 
 def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

@@ -11,6 +11,14 @@ chat, "message is not modified" (400) for an edit to identical text, 404 for a w
 ``flood(method, retry_after, times)`` answers the next calls of a method with 429 and
 ``parameters.retry_after``, as Telegram's flood control does.
 
+Drafts (``sendMessageDraft``, Bot API 9.3 / 10.3): private chats only (400 elsewhere), a
+non-zero ``draft_id``, 0-4096 UTF-16 units (empty shows "Thinking…"). A draft lives
+``draft_life`` seconds (30, as Telegram's) after its last update and is cleared by a message to
+the chat; ``draft(chat_id)`` is what the user sees now. ``stop_generation(chat_id)`` presses
+the stop button of a draft sent with ``can_stop``: a ``stopped_message_generation`` update.
+``drafts=False`` is a Bot API without the method (404). The fake puts no rate limit on drafts
+(Telegram documents none; they are not messages).
+
 Every request is recorded in ``calls`` as ``ApiCall(t, method, params, status)`` (``t`` on the
 loop clock); ``chat(chat_id)`` is what the user sees now.
 """
@@ -36,6 +44,14 @@ class ApiCall:
 
 
 @dataclass
+class _Draft:
+    draft_id: int
+    text: str
+    at: float
+    can_stop: bool
+
+
+@dataclass
 class _Flood:
     retry_after: int
     times: int
@@ -53,6 +69,10 @@ class FakeBotApi:
     _next_update: int = 1
     _floods: dict[str, _Flood] = field(default_factory=dict[str, _Flood])
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    drafts: bool = True
+    draft_life: float = 30.0
+    chat_types: dict[int, str] = field(default_factory=dict[int, str])
+    _drafts: dict[int, _Draft] = field(default_factory=dict[int, _Draft])
     _runner: web.AppRunner | None = None
     _closing: bool = False
     port: int = 0
@@ -102,9 +122,32 @@ class FakeBotApi:
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True
-        self._updates.append({"update_id": self._next_update, "message": message})
+        self.chat_types[chat_id] = chat_type
+        self._push({"message": message})
+
+    def _push(self, update: dict[str, Any]) -> None:
+        self._updates.append({"update_id": self._next_update, **update})
         self._next_update += 1
         asyncio.get_running_loop().create_task(self._notify())
+
+    def draft(self, chat_id: int) -> str | None:
+        """The draft the user sees now in ``chat_id``, or None (none, or it lapsed)."""
+        draft = self._drafts.get(chat_id)
+        if draft is None or asyncio.get_running_loop().time() - draft.at >= self.draft_life:
+            return None
+        return draft.text
+
+    def drafts_in(self, chat_id: int) -> list[ApiCall]:
+        return self.sent_in(chat_id, "sendMessageDraft")
+
+    def stop_generation(self, chat_id: int) -> bool:
+        """Press the stop button of the chat's draft; False when it shows none."""
+        draft = self._drafts.get(chat_id)
+        if draft is None or not draft.can_stop or self.draft(chat_id) is None:
+            return False
+        stopped = {"chat": {"id": chat_id, "type": "private"}, "draft_id": draft.draft_id}
+        self._push({"stopped_message_generation": stopped})
+        return True
 
     def flood(self, method: str, retry_after: int = 1, times: int = 1) -> None:
         self._floods[method] = _Flood(retry_after, times)
@@ -217,7 +260,23 @@ class FakeBotApi:
         chat = self.messages.setdefault(chat_id, {})
         message_id = len(chat) + 1
         chat[message_id] = text
+        self._drafts.pop(chat_id, None)  # the message replaces the draft
         return 200, self._message(chat_id, message_id, text)
+
+    async def _api_sendMessageDraft(self, params: dict[str, Any]) -> tuple[int, Any]:
+        if not self.drafts:
+            return 404, "Not Found: method not found"
+        chat_id, draft_id = int(params["chat_id"]), int(params.get("draft_id") or 0)
+        text = str(params.get("text") or "")
+        if self.chat_types.get(chat_id, "private") != "private":
+            return 400, "Bad Request: message drafts can be sent only to private chats"
+        if draft_id == 0:
+            return 400, "Bad Request: draft_id must be non-zero"
+        if len(text.encode("utf-16-le")) // 2 > 4096:
+            return 400, "Bad Request: TEXT_TOO_LONG"
+        now = asyncio.get_running_loop().time()
+        self._drafts[chat_id] = _Draft(draft_id, text, now, bool(params.get("can_stop")))
+        return 200, True
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> tuple[int, Any]:
         chat_id, message_id, text = (
