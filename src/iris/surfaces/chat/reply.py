@@ -391,7 +391,10 @@ class Reply:
         for index, slot in enumerate(self.slots):
             if self._sendable(slot):
                 if slot.message_id is None:
-                    return index, Send(index, slot.want, slot.want_end, slot.final, slot.tasks)
+                    # A timeline is always streamed (then ended by its final edit), even when
+                    # the batch is over before its message goes out.
+                    final = slot.final and not (self.mode == "stream" and slot.tasks)
+                    return index, Send(index, slot.want, slot.want_end, final, slot.tasks)
                 return index, Edit(
                     index,
                     slot.message_id,

@@ -161,11 +161,12 @@ class ChatSurface:
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
         if message.stop:
-            # The platform's stop button (Telegram drafts with ``can_stop``): like /stop.
-            if self._allowed(platform.name, message):
-                conversation = self._conversations.get(conversation_key(message))
-                if conversation is not None and conversation.turn is not None:
-                    conversation.turn.interrupt()
+            # The stop button of a draft (Telegram ``can_stop``): like /stop. The update names
+            # only the chat; the button is on a reply an allowed user asked for, in their
+            # private chat, so the running turn is theirs.
+            conversation = self._conversations.get(conversation_key(message))
+            if conversation is not None and conversation.turn is not None:
+                conversation.turn.interrupt()
             return
         if not message.text.strip():
             return

@@ -34,6 +34,7 @@ from telegram.error import (
     BadRequest,
     EndPointNotFound,
     Forbidden,
+    InvalidToken,
     NetworkError,
     RetryAfter,
     TelegramError,
@@ -253,7 +254,8 @@ class TelegramPlatform:
                 message_thread_id=_thread_id(thread),
                 api_kwargs={"can_stop": True} if can_stop else None,
             )
-        except (BadRequest, Forbidden, EndPointNotFound) as exc:
+        except (BadRequest, Forbidden, EndPointNotFound, InvalidToken) as exc:
+            # (A 404 for a method is InvalidToken in PTB; the token itself passed getMe.)
             # Not a private chat, or a Bot API without drafts: this chat streams by edits.
             raise NativeRefused(f"telegram: {exc}") from exc
         except TelegramError as exc:
