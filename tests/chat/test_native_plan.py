@@ -115,7 +115,7 @@ _failure = st.one_of(
 )
 
 
-def _short_runs(script: list[BaseException | None]) -> bool:
+def _short_runs(script: list[PlatformError | None]) -> bool:
     run = 0
     for outcome in script:
         run = run + 1 if outcome is not None else 0
@@ -152,7 +152,7 @@ async def _deliver(platform: NativePlatform, events: list[Event]) -> None:
     script=st.lists(_failure, max_size=10).filter(_short_runs),
 )
 def test_whatever_the_platform_answers_a_native_reply_arrives_exactly_once(
-    turn: ScriptedTurn, kind: NativeKind, script: list[BaseException | None]
+    turn: ScriptedTurn, kind: NativeKind, script: list[PlatformError | None]
 ) -> None:
     lost = any(isinstance(s, PlatformError) and s.maybe_landed for s in script)
     # A message whose answer was lost cannot be edited on any transport: text a retry later
