@@ -290,3 +290,28 @@ async def test_a_reset_that_takes_text_back_ends_the_stream_and_continues_by_edi
     stop = methods.index("chat.stopStream")
     assert methods[stop + 1 :] == ["chat.update"], methods
     assert not any(m.streaming for m in slack_api.messages.values())
+
+
+async def test_a_workspace_that_refuses_streams_gets_edits_from_then_on(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    slack_api: SlackAPI,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "iris.surfaces.chat")
+    slack_api.streams = False  # chat.startStream answers unknown_method
+    short = CHUNKS[:20]
+    expected = "".join(short).strip()
+    upstream.script(text(*short, delay=0.03), text("Second", " answer", delay=0.03))
+    second = {"ts": "1764453101.000400", "event_ts": "1764453101.000400"}
+    async with running(slack(make_config, upstream, slack_api)) as surface:
+        await slack_api.push_event(message_event(SLACK_OWNER, "one", thread_ts=THREAD))
+        await slack_api.wait_until(lambda: _texts(slack_api) == [expected])
+        await surface.idle()
+        await slack_api.push_event(message_event(SLACK_OWNER, "two", thread_ts=THREAD, **second))
+        await slack_api.wait_until(lambda: _texts(slack_api) == [expected, "Second answer"])
+        await surface.idle()
+    assert len(slack_api.calls_to("chat.startStream")) == 1, "asked once"
+    assert [c.method for c in slack_api.calls_to("chat.postMessage")] == ["chat.postMessage"] * 2
+    assert slack_api.calls_to("chat.update"), "the reply grew by edits"
+    assert caplog.text.count("streams refused") == 1
