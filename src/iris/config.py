@@ -96,6 +96,9 @@ class DisplayOverride(_Section):
     buffer_threshold: int | None = Field(default=None, ge=1)
     transport: Transport | None = None
     can_stop: bool | None = None  # Telegram drafts: the stop button interrupts the turn
+    # Seconds a preview must have been visible for the final answer to come as a new message
+    # (which notifies; an edit does not), the preview deleted. 0: off.
+    fresh_final_after: float | None = Field(default=None, ge=0)
 
 
 class DisplayConfig(_Section):
@@ -118,6 +121,7 @@ class ResolvedDisplay(BaseModel):
     min_tokens: int
     transport: Transport = "auto"
     can_stop: bool = False
+    fresh_final_after: float = 0.0
 
 
 class ServerConfig(_Section):
@@ -297,6 +301,7 @@ class Config(_Section):
             min_tokens=self.streaming.min_tokens,
             transport=_pick(over.transport, "auto"),
             can_stop=_pick(over.can_stop, False),
+            fresh_final_after=_pick(over.fresh_final_after, 0.0),
         )
 
 

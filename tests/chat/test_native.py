@@ -315,3 +315,51 @@ async def test_a_workspace_that_refuses_streams_gets_edits_from_then_on(
     assert [c.method for c in slack_api.calls_to("chat.postMessage")] == ["chat.postMessage"] * 2
     assert slack_api.calls_to("chat.update"), "the reply grew by edits"
     assert caplog.text.count("streams refused") == 1
+
+
+# -- fresh final ------------------------------------------------------------------------------
+
+
+async def test_a_long_visible_preview_gets_the_answer_as_a_fresh_message(
+    make_config: MakeConfig, upstream: FakeUpstream, bot_api: FakeBotApi
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.03), text("Quick", " one"))
+    config = telegram(make_config, upstream, bot_api, fresh_final_after=0.5)
+    async with running(config) as surface:
+        bot_api.user_says(GROUP, OWNER, "long", chat_type="supergroup")
+        await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY])
+        await surface.idle()
+        long_calls = [
+            c.method
+            for c in bot_api.sent_in(GROUP, "sendMessage", "editMessageText", "deleteMessage")
+        ]
+        bot_api.user_says(GROUP, OWNER, "short", chat_type="supergroup")
+        await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY, "Quick one"])
+        await surface.idle()
+    # The preview was up for > 0.5 s: the answer came as a new message, then the preview went.
+    assert long_calls[0] == "sendMessage"
+    assert long_calls[-2:] == ["sendMessage", "deleteMessage"]
+    assert long_calls.count("sendMessage") == 2
+    final = bot_api.sent_in(GROUP, "sendMessage")[1]
+    assert final.params["text"] == REPLY
+    # A reply that was never up as a preview that long is finished in place.
+    short_calls = bot_api.sent_in(GROUP, "sendMessage", "editMessageText", "deleteMessage")
+    assert [c.method for c in short_calls][len(long_calls) :] in (
+        ["sendMessage"],
+        ["sendMessage", "editMessageText"],
+    )
+
+
+async def test_a_fresh_final_that_cannot_be_sent_finishes_the_preview_in_place(
+    make_config: MakeConfig, upstream: FakeUpstream, bot_api: FakeBotApi
+) -> None:
+    upstream.script(text(*CHUNKS, delay=0.03))
+    config = telegram(make_config, upstream, bot_api, fresh_final_after=0.5)
+    async with running(config) as surface:
+        bot_api.user_says(GROUP, OWNER, "long", chat_type="supergroup")
+        await bot_api.wait_until(lambda: len(bot_api.chat(GROUP)) == 1)
+        bot_api.flood("sendMessage", retry_after=1, times=1)  # the fresh copy is refused
+        await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY])
+        await surface.idle()
+    assert bot_api.sent_in(GROUP, "deleteMessage") == []
+    assert bot_api.sent_in(GROUP, "editMessageText")[-1].params["text"] == REPLY

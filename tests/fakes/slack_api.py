@@ -1,7 +1,8 @@
 """A fake Slack Web API and Socket Mode server on 127.0.0.1, on the real wire.
 
 Web API: ``auth.test``, ``apps.connections.open`` (answers with a ``ws://`` URL of this
-server), ``chat.postMessage``, ``chat.update`` and ``assistant.threads.setStatus``; it keeps
+server), ``chat.postMessage``, ``chat.update``, ``chat.delete`` and
+``assistant.threads.setStatus``; it keeps
 each message's current text (what a user would see) and records every call.
 
 Streams: ``chat.startStream`` (needs ``thread_ts``), ``chat.appendStream`` (``markdown_text``
@@ -191,6 +192,7 @@ class SlackAPI:
             "chat.postMessage": self._post_message,
             "chat.update": self._update,
             "assistant.threads.setStatus": self._set_status,
+            "chat.delete": self._delete,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
@@ -259,6 +261,12 @@ class SlackAPI:
         message.text = text
         message.edits += 1
         return _json({"ok": True, "channel": channel, "ts": ts, "text": text})
+
+    def _delete(self, args: dict[str, Any]) -> web.Response:
+        key = (str(args.get("channel", "")), str(args.get("ts", "")))
+        if self.messages.pop(key, None) is None:
+            return _json({"ok": False, "error": "message_not_found"})
+        return _json({"ok": True, "channel": key[0], "ts": key[1]})
 
     def _tier4(self, method: str) -> web.Response | None:
         now = time.monotonic()

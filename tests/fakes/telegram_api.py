@@ -7,7 +7,8 @@
 Serves ``/bot{token}/{method}`` for getMe, getUpdates (long polling, honouring ``offset`` and
 ``timeout``), sendMessage, editMessageText and sendChatAction, like Telegram: message ids per
 chat, "message is not modified" (400) for an edit to identical text, 404 for a wrong token.
-``setMyCommands`` keeps the bot's command menu in ``commands``.
+``setMyCommands`` keeps the bot's command menu in ``commands``; ``deleteMessage`` removes a
+message (400 "message to delete not found" when it is not there); message ids are never reused.
 ``flood(method, retry_after, times)`` answers the next calls of a method with 429 and
 ``parameters.retry_after``, as Telegram's flood control does.
 
@@ -258,10 +259,18 @@ class FakeBotApi:
         if not text or len(text.encode("utf-16-le")) // 2 > 4096:
             return 400, "Bad Request: message text is empty or too long"
         chat = self.messages.setdefault(chat_id, {})
-        message_id = len(chat) + 1
+        message_id = max(chat, default=0) + 1  # ids are never reused, deleted or not
         chat[message_id] = text
         self._drafts.pop(chat_id, None)  # the message replaces the draft
         return 200, self._message(chat_id, message_id, text)
+
+    async def _api_deleteMessage(self, params: dict[str, Any]) -> tuple[int, Any]:
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        chat = self.messages.get(chat_id, {})
+        if message_id not in chat:
+            return 400, "Bad Request: message to delete not found"
+        del chat[message_id]
+        return 200, True
 
     async def _api_sendMessageDraft(self, params: dict[str, Any]) -> tuple[int, Any]:
         if not self.drafts:

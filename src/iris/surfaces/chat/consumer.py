@@ -34,7 +34,7 @@ from iris.surfaces.chat.platform import (
     PlatformError,
     PlatformRateLimited,
 )
-from iris.surfaces.chat.reply import Action, Draft, Edit, Reply, Send
+from iris.surfaces.chat.reply import Action, Delete, Draft, Edit, Reply, Send
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import (
     STREAM_APPEND_MAX,
@@ -42,6 +42,7 @@ from iris.surfaces.chat.transport import (
     EditTransport,
     StreamTransport,
     Transport,
+    can_delete,
 )
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,8 @@ class StreamConsumer:
                 self.reply = Reply(caps, display, preview=streaming, mode="stream")
             case None:
                 self.transport = EditTransport(platform, chat_id, self.thread)
-                self.reply = Reply(caps, display, preview=streaming)
+                fresh = display.fresh_final_after if can_delete(platform) else 0.0
+                self.reply = Reply(caps, display, preview=streaming, fresh_after=fresh)
         self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )
@@ -164,6 +166,9 @@ class StreamConsumer:
                     reply.landed(action, throttle)
                 case Draft():
                     await self.transport.draft(action)
+                    reply.landed(action, throttle)
+                case Delete():
+                    await self.transport.delete(action)
                     reply.landed(action, throttle)
                 case _:
                     assert_never(action)

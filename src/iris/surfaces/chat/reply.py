@@ -33,6 +33,11 @@ into the platform's calls:
   lines, or "Thinking…" as an empty draft) at the edit interval, re-sent every
   ``DRAFT_REFRESH`` seconds so the platform's 30-second draft never lapses. Drafts are not
   messages: they never touch the chat's send budget, and a lost one costs nothing.
+- fresh final (``fresh_after`` > 0, edit mode, a platform that deletes): when the turn ends
+  and the answer's preview has been visible ``fresh_after`` seconds or more, the answer's
+  messages are sent anew (an edit does not notify; a new message does) and each preview is
+  deleted once its replacement landed (``Delete``). A replacement that fails outright turns
+  back into the ordinary final edit of the preview.
 - ``stream`` (Slack streams): as ``edit`` without a cursor, and every message is *sealed*: its
   last action carries ``final`` even when the text did not change, so the transport can end
   the stream. A tool batch carries its calls as ``Task``s for a native timeline.
@@ -94,6 +99,8 @@ class Slot:
     dead: bool = False  # abandoned: never sent or edited again (except one cursor clean-up)
     cleaned: bool = False
     sealed: bool = False  # the platform has it as final (stream mode ends its stream there)
+    sent_at: float = float("-inf")  # when its first text went out (fresh final)
+    replaces: tuple[str, str] | None = None  # (message id, text) of the preview it replaces
     tasks: tuple[Task, ...] = ()  # a tool batch's calls (stream mode)
     shown_tasks: tuple[Task, ...] = ()
 
@@ -123,6 +130,20 @@ class Edit:
 
 
 @dataclass(frozen=True, slots=True)
+class Delete:
+    """Delete a preview whose text was sent anew (fresh final)."""
+
+    message_id: str
+
+
+@dataclass
+class _Deletion:
+    message_id: str
+    failures: int = 0
+    retry_at: float = float("-inf")
+
+
+@dataclass(frozen=True, slots=True)
 class Draft:
     """Show ``text`` as the chat's draft ``draft_id`` (empty: "Thinking…")."""
 
@@ -130,7 +151,7 @@ class Draft:
     text: str
 
 
-Action = Send | Edit | Draft
+Action = Send | Edit | Draft | Delete
 
 
 @dataclass
@@ -157,7 +178,13 @@ def _common_prefix(a: str, b: str) -> int:
 
 class Reply:
     def __init__(
-        self, caps: Capabilities, display: ResolvedDisplay, *, preview: bool, mode: Mode = "edit"
+        self,
+        caps: Capabilities,
+        display: ResolvedDisplay,
+        *,
+        preview: bool,
+        mode: Mode = "edit",
+        fresh_after: float = 0.0,
     ) -> None:
         self.caps = caps
         self.display = display
@@ -172,6 +199,10 @@ class Reply:
         self._draft_shown: str | None = None
         self._draft_at = float("-inf")
         self._tasks: dict[str, Task] = {}
+        self.fresh_after = fresh_after if mode == "edit" and self.preview else 0.0
+        self._answer: _Segment | None = None  # the segment that carried the final answer
+        self._fresh_checked = False
+        self._deletes: list[_Deletion] = []
         self.slots: list[Slot] = []
         self.ended = False
         self.outcome: TurnEnded | TurnFailed | None = None
@@ -353,6 +384,7 @@ class Reply:
             seg = self._open_segment()
         if seg is not None:
             self._finish_segment(answer if answer else None)
+        self._answer = seg
         self._finish_tools()
         self.ended, self.outcome = True, event
 
@@ -420,6 +452,9 @@ class Reply:
         return None
 
     def next_action(self, throttle: Throttle, now: float) -> Action | None:
+        if self.ended and not self._fresh_checked:
+            self._fresh_checked = True
+            self._freshen(now)
         found = self._next()
         if found is not None:
             index, action = found
@@ -431,6 +466,14 @@ class Reply:
         if draft is not None and draft[0] <= now:
             self._draft_at = now
             return draft[1]
+        deletion = self._deletion()
+        if (
+            found is None
+            and deletion is not None
+            and max(throttle.ready_at("send", now), deletion.retry_at) <= now
+        ):
+            throttle.spend("send", now)
+            return Delete(deletion.message_id)
         return None
 
     def due(self, throttle: Throttle, now: float) -> float | None:
@@ -444,7 +487,32 @@ class Reply:
         draft = self._draft(throttle)
         if draft is not None:
             times.append(max(draft[0], now))
+        deletion = self._deletion()
+        if found is None and deletion is not None:
+            times.append(max(throttle.ready_at("send", now), deletion.retry_at))
         return min(times) if times else None
+
+    # -- fresh final ----------------------------------------------------------------------------
+    def _freshen(self, now: float) -> None:
+        """At the turn's end: send the answer anew if its preview has been up long enough."""
+        seg = self._answer
+        if self.fresh_after <= 0 or seg is None:
+            return
+        previews = [
+            self.slots[i]
+            for i in seg.run
+            if self.slots[i].message_id is not None and not self.slots[i].dead
+        ]
+        if not previews or now - min(p.sent_at for p in previews) < self.fresh_after:
+            return
+        for slot in previews:
+            assert slot.message_id is not None and slot.shown is not None
+            slot.replaces = (slot.message_id, slot.shown)
+            slot.message_id, slot.shown, slot.failures = None, None, 0
+            slot.retry_at = float("-inf")
+
+    def _deletion(self) -> _Deletion | None:
+        return self._deletes[0] if self._deletes else None
 
     # -- drafts -------------------------------------------------------------------------------
     def _draft(self, throttle: Throttle) -> tuple[float, Draft] | None:
@@ -477,13 +545,16 @@ class Reply:
 
     @property
     def settled(self) -> bool:
-        return self.ended and self._next() is None
+        return self.ended and self._next() is None and not self._deletes
 
     # -- results ------------------------------------------------------------------------------
     def landed(self, action: Action, throttle: Throttle, message_id: str | None = None) -> None:
         throttle.succeeded()
         if isinstance(action, Draft):
             self._draft_shown = action.text
+            return
+        if isinstance(action, Delete):
+            self._deletes.pop(0)
             return
         if isinstance(action, Send):
             # A message clears the chat's draft: the next one starts afresh.
@@ -496,6 +567,12 @@ class Reply:
             return
         slot.shown, slot.shown_end = action.text, action.end
         slot.shown_tasks = action.tasks
+        if isinstance(action, Send):
+            # Spent just before the call went out: the time it became visible, near enough.
+            slot.sent_at = throttle.last_update
+            if slot.replaces is not None:
+                self._deletes.append(_Deletion(slot.replaces[0]))
+                slot.replaces = None
         if slot.final and not slot.want:
             # Its segment settled to less text while this was on its way: take the rest back.
             slot.want = _EMPTY
@@ -507,19 +584,47 @@ class Reply:
         self, action: Action, throttle: Throttle, retry_after: float, now: float
     ) -> None:
         throttle.rate_limited(retry_after, now)
-        if not isinstance(action, Draft):
+        if isinstance(action, Delete):
+            self._delete_failed(now, throttle)
+        elif isinstance(action, Send) and self.slots[action.slot].replaces is not None:
+            self._unfresh(self.slots[action.slot], now, throttle)
+        elif not isinstance(action, Draft):
             self._failed(action, now, throttle)
 
     def failed(self, action: Action, throttle: Throttle, now: float, *, maybe_landed: bool) -> None:
         if isinstance(action, Draft):
             return  # a preview only: the next one is due an interval after this attempt
+        if isinstance(action, Delete):
+            self._delete_failed(now, throttle)
+            return
         slot = self.slots[action.slot]
+        if isinstance(action, Send) and slot.replaces is not None:
+            if not maybe_landed:
+                self._unfresh(slot, now, throttle)
+                return
+            # Counted as delivered, like any send whose answer was lost.
+            self._deletes.append(_Deletion(slot.replaces[0]))
+            slot.replaces = None
         if maybe_landed and isinstance(action, Send):
             # It may be in the chat: never send it again, and it cannot be edited.
             slot.shown, slot.shown_end = action.text, action.end
             self._abandon(action.slot)
             return
         self._failed(action, now, throttle)
+
+    def _unfresh(self, slot: Slot, now: float, throttle: Throttle) -> None:
+        """The fresh copy did not go out: finish the preview in place instead."""
+        assert slot.replaces is not None
+        slot.message_id, slot.shown = slot.replaces
+        slot.replaces = None
+        slot.retry_at = now + throttle.interval
+
+    def _delete_failed(self, now: float, throttle: Throttle) -> None:
+        deletion = self._deletes[0]
+        deletion.failures += 1
+        deletion.retry_at = now + throttle.interval
+        if deletion.failures >= FINAL_ATTEMPTS:
+            self._deletes.pop(0)  # the preview stays: the answer shows twice, never lost
 
     def _failed(self, action: Send | Edit, now: float, throttle: Throttle) -> None:
         slot = self.slots[action.slot]

@@ -157,6 +157,16 @@ class SlackPlatform:
             )
         )
 
+    async def delete_message(
+        self, chat_id: str, message_id: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        """``chat.delete`` of a message of this bot (a preview replaced by a fresh final)."""
+        try:
+            await self._call(self._api.chat_delete(channel=chat_id, ts=message_id))
+        except SlackRefused as exc:
+            if exc.error != "message_not_found":  # already gone: what a retry wanted
+                raise
+
     def native_for(self, message: IncomingMessage) -> Native | None:
         """Streams in threads and DMs; a channel's top level keeps edits."""
         if THREAD_KEY in message.thread:

@@ -229,6 +229,19 @@ class TelegramPlatform:
         except TelegramError as exc:
             raise _platform_error(exc) from exc
 
+    async def delete_message(
+        self, chat_id: str, message_id: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        """Delete a message of this bot (a preview replaced by a fresh final)."""
+        try:
+            await self.bot.delete_message(_chat(chat_id), int(message_id))
+        except BadRequest as exc:
+            if "message to delete not found" in str(exc).lower():
+                return  # already gone: what a retry wanted
+            raise _platform_error(exc) from exc
+        except TelegramError as exc:
+            raise _platform_error(exc) from exc
+
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         try:
             await self.bot.send_chat_action(

@@ -39,7 +39,7 @@ from iris.surfaces.chat.platform import (
     StreamPlatform,
     Task,
 )
-from iris.surfaces.chat.reply import Draft, Edit, Send
+from iris.surfaces.chat.reply import Delete, Draft, Edit, Send
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,19 @@ class Transport(Protocol):
     async def edit(self, action: Edit) -> None: ...
 
     async def draft(self, action: Draft) -> None: ...
+
+    async def delete(self, action: Delete) -> None: ...
+
+
+class _Deletes(Protocol):
+    async def delete_message(
+        self, chat_id: str, message_id: str, *, thread: Mapping[str, str] | None = None
+    ) -> None: ...
+
+
+def can_delete(platform: ChatPlatform) -> bool:
+    """Does the adapter delete messages (for fresh final)?"""
+    return callable(getattr(platform, "delete_message", None))
 
 
 class _Native(Protocol):
@@ -94,6 +107,10 @@ class EditTransport:
 
     async def draft(self, action: Draft) -> None:
         raise NativeRefused(f"{self.platform.name}: no drafts")
+
+    async def delete(self, action: Delete) -> None:
+        deletes = cast(_Deletes, self.platform)
+        await deletes.delete_message(self.chat_id, action.message_id, thread=self.thread)
 
 
 @dataclass
