@@ -29,7 +29,7 @@ from iris.surfaces.chat.platform import (
 )
 from iris.surfaces.chat.reply import DRAFT_REFRESH, Draft, Reply, Send
 from iris.surfaces.chat.throttle import Throttle
-from tests.chat.sim import TELEGRAM, display
+from tests.chat.sim import TELEGRAM, display, visible
 from tests.chat.test_reply_segments import final_texts, shown_texts
 from tests.fakes.native_platform import NativePlatform
 from tests.strategies import ScriptedTurn, turns
@@ -124,15 +124,15 @@ def _short_runs(script: list[PlatformError | None]) -> bool:
     return True
 
 
-async def _deliver(platform: NativePlatform, events: list[Event]) -> None:
-    shown = display(tool_progress="off", edit_interval=0.001, min_tokens=1)
+async def _deliver(platform: NativePlatform, events: list[Event], *, fresh: float = 0.0) -> None:
+    shown = display(tool_progress="off", edit_interval=0.001, min_tokens=1, fresh_final_after=fresh)
     consumer = StreamConsumer(
         platform,
         "c1",
         display=shown,
         streaming=True,
         throttle=Throttle(RateBudget(1000, 1.0), 0.001),
-        native=Native(platform.kind),
+        native=None if platform.kind is None else Native(platform.kind),
         typing_every=60.0,
     )
 
@@ -183,3 +183,19 @@ def test_a_reset_in_a_stream_continues_by_edit_without_doubling() -> None:
     platform = NativePlatform(kind="stream")
     asyncio.run(_deliver(platform, events))
     assert platform.chat() == ["Hello there"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(turn=turns(), script=st.lists(_failure, max_size=10).filter(_short_runs))
+def test_a_fresh_final_leaves_the_reply_exactly_once(
+    turn: ScriptedTurn, script: list[PlatformError | None]
+) -> None:
+    lost = any(isinstance(s, PlatformError) and s.maybe_landed for s in script)
+    assume(not (lost and any(isinstance(e, StreamReset) for e in turn.events)))
+    platform = NativePlatform(kind=None, script=list(script))
+    # Every preview counts as long visible: each answer that had one is sent anew.
+    asyncio.run(_deliver(platform, turn.events, fresh=1e-9))
+    chat = [visible(m) for m in shown_texts(platform.chat(), turn.events)]
+    assert "".join(chat) == "".join(final_texts(turn.events))
+    if not lost:
+        assert chat == final_texts(turn.events)

@@ -35,7 +35,7 @@ class StreamedMessage:
 
 @dataclass
 class NativePlatform:
-    kind: NativeKind = "stream"
+    kind: NativeKind | None = "stream"  # None: no native transport (edits)
     name: str = "native"
     capabilities: Capabilities = field(
         default_factory=lambda: Capabilities(
@@ -54,7 +54,7 @@ class NativePlatform:
         return [self.messages[m].text for m in self.order]
 
     def native_for(self, message: IncomingMessage) -> Native | None:
-        return Native(self.kind, message.thread)
+        return None if self.kind is None else Native(self.kind, message.thread)
 
     # -- ChatPlatform -----------------------------------------------------------------------
     async def connect(self, on_message: OnMessage) -> None:
@@ -78,6 +78,16 @@ class NativePlatform:
             self.messages[message_id].text = text
 
         self._call("edit", apply)
+
+    async def delete_message(
+        self, chat_id: str, message_id: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        def apply() -> None:
+            # Deleting what is already gone is success, as the adapters treat it.
+            if message_id in self.order:
+                self.order.remove(message_id)
+
+        self._call("delete", apply)
 
     # -- drafts -----------------------------------------------------------------------------
     async def send_draft(
