@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -59,7 +58,9 @@ class Web:
 
 
 def wait_online(page: Page) -> None:
-    page.wait_for_function("window.__iris && window.__iris.connection.connected", timeout=10_000)
+    page.wait_for_function(
+        "() => window.__iris && window.__iris.connection.connected", timeout=10_000
+    )
 
 
 def send(page: Page, text: str) -> None:
@@ -118,6 +119,3 @@ def app(web: Web) -> Iterator[Web]:
         context.close()
     web.contexts.clear()
     web.upstream.reset_gate()
-
-
-OpenPage = Callable[..., Page]
