@@ -109,7 +109,8 @@ function openChat(chatId) {
   atBottom = true;
   $("#chat-title").textContent = chatId === "main" ? "Iris" : chatId;
   connection = new Connection({ token: localStorage.getItem(TOKEN), chatId, store, onFrame, onStatus });
-  window.__iris = { store, connection, view, settings };
+  // A handle for tests and bench/web_render.py: feed() applies a frame as the socket would.
+  window.__iris = { store, connection, view, settings, feed: (frame) => { store.apply(frame); onFrame(frame); } };
   connection.open();
   schedule();
 }

@@ -40,7 +40,14 @@ export class MarkdownView {
     if (text.startsWith(this.text)) {
       const delta = text.slice(this.text.length);
       if (!delta && streaming === this.drawnStreaming && this.splitter.tailTokens.length) return;
-      fresh = this.splitter.append(delta);
+      // No new line, no new settled block worth a parse now: the tail render parses anyway,
+      // and the next line break settles whatever is due (same blocks, a moment later).
+      if (!delta.includes("\n") && this.splitter.tailTokens.length) {
+        this.splitter.tail += delta;
+        fresh = [];
+      } else {
+        fresh = this.splitter.append(delta);
+      }
     } else {
       // A rewrite (retry, fallback): the drawn blocks are stale.
       this.root.replaceChildren(this.tail);
