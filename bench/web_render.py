@@ -118,7 +118,7 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="The browser app under a long streamed reply.")
     parser.add_argument("--chars", type=int, default=20_000)
     parser.add_argument("--chunk", type=int, default=24)
     parser.add_argument("--rate", type=float, default=40.0)

@@ -9,7 +9,7 @@ import pytest
 
 from iris.app.core.mdstream import MarkdownSplitter
 from iris.app.core.reveal import Reveal
-from tests.fakes.upstream import gated, reasoning, text, tool_call
+from tests.fakes.upstream import gated, hold, reasoning, text, tool_call
 
 from .conftest import TOKEN, Web, send, settled, wait_online
 
@@ -67,6 +67,13 @@ def test_a_tool_turn_renders_in_order_under_strict_headers(app: Web) -> None:
     assert page.evaluate("window.announced") == ["Iris is replying", "Iris finished replying"]
     assert page.get_attribute("#log", "role") == "log"
     assert page.get_attribute("#log", "aria-live") == "off"  # never per token
+    # Tool detail, applied live: Everything opens the card, Nothing hides it.
+    assert card.get_attribute("open") is None  # Truncated: one line, collapsed
+    page.click("#open-settings")
+    page.check("input[name=tool-detail][value=everything]")
+    assert page.locator(".bubble.commentary .tool").get_attribute("open") == ""
+    page.check("input[name=tool-detail][value=nothing]")
+    assert page.locator(".bubble.commentary .tool").count() == 0
 
 
 SAMPLER = """() => { window.samples = [];
@@ -364,3 +371,71 @@ def test_the_core_rules_are_the_terminal_apps(app: Web) -> None:
     reveal.push(target + "z" * 2000, 2.05)
     assert js["shown"] == shown
     assert js["jumps"] == reveal.jumps == 1  # a dump far past the stream's pace jumps
+
+
+def test_stop_cancels_the_running_turn(app: Web) -> None:
+    app.upstream.script(hold("A partial ", "answer"))
+    page = app.open("stop")
+    send(page, "go on forever")
+    assert app.upstream.gate_reached.wait(10)
+    page.wait_for_selector("#stop", state="visible")
+    page.click("#stop")  # turn.cancel
+    page.wait_for_selector("#stop", state="hidden")
+    settled(page, 2)
+    assert "A partial answer" in bubbles(page)[1]["text"]
+    assert page.is_visible("#send")
+
+
+def test_a_new_chat_and_the_list_of_chats(app: Web) -> None:
+    app.upstream.script(text("first chat reply"))
+    page = app.open("lister")
+    send(page, "in the first chat")
+    settled(page, 2)
+    page.click("#open-chats")
+    page.click("#new-chat")
+    wait_online(page)
+    chat_id = page.evaluate("window.__iris.store.chatId")
+    assert chat_id.startswith("web-") and page.locator("#log .bubble").count() == 0
+    page.click("#open-chats")  # the server has no chat list yet (404): this browser's own
+    page.get_by_role("button", name="in the first chat").click()
+    wait_online(page)
+    settled(page, 2)
+    assert [b["text"].strip() for b in bubbles(page)] == ["in the first chat", "first chat reply"]
+
+
+def test_the_service_worker_caches_only_the_shell(app: Web) -> None:
+    context = app.browser.new_context()  # service workers allowed
+    app.contexts.append(context)
+    page = context.new_page()
+    page.goto(f"{app.url}/#token={TOKEN}")
+    wait_online(page)
+    page.evaluate("() => navigator.serviceWorker.ready")
+    cached: list[str] = page.evaluate("""async () => {
+        const cache = await caches.open((await caches.keys())[0]);
+        return (await cache.keys()).map((r) => new URL(r.url).pathname); }""")
+    assert "/index.html" in cached and "/js/main.js" in cached
+    assert not [path for path in cached if path.startswith(("/iris/", "/v1/", "/health"))]
+
+
+HEALED = {
+    "a **bold": "a **bold**",
+    "a `co": "a `co`",
+    "x ~~gone": "x ~~gone~~",
+    "see [docs](https://exa": "see docs",
+    "see [do": "see do",
+    "* item **b": "* item **b**",
+    "ok **": "ok ",
+    "```py\nx = **": "```py\nx = **",  # inside an open fence nothing is healed
+    "snake_case word": "snake_case word",
+    "done **b**": "done **b**",
+}
+
+
+def test_the_unfinished_tail_is_healed_for_display(app: Web) -> None:
+    page = app.open("heal")
+    healed = page.evaluate(
+        """async (cases) => { const { heal } = await import('/js/heal.js');
+           return Object.fromEntries(cases.map((c) => [c, heal(c)])); }""",
+        list(HEALED),
+    )
+    assert healed == HEALED
