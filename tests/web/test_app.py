@@ -34,6 +34,9 @@ def test_a_tool_turn_renders_in_order_under_strict_headers(app: Web) -> None:
         reasoning(["The user wants ", "a list."], ["There is ", "**one** file."]),
     )
     page = app.context("tool-turn").new_page()
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
+    page.on("pageerror", lambda error: console.append(str(error)))
     answer = page.goto(f"{app.url}/#token={TOKEN}")
     assert answer is not None
     policy = answer.headers["content-security-policy"]
@@ -67,6 +70,8 @@ def test_a_tool_turn_renders_in_order_under_strict_headers(app: Web) -> None:
     assert page.evaluate("window.announced") == ["Iris is replying", "Iris finished replying"]
     assert page.get_attribute("#log", "role") == "log"
     assert page.get_attribute("#log", "aria-live") == "off"  # never per token
+    # No script error, no Content-Security-Policy violation (Playwright's own note aside).
+    assert [line for line in console if "blocked by Playwright" not in line] == []
     # Tool detail, applied live: Everything opens the card, Nothing hides it.
     assert card.get_attribute("open") is None  # Truncated: one line, collapsed
     page.click("#open-settings")

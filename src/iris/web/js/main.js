@@ -96,7 +96,12 @@ function onStatus(state, detail) {
   document.body.dataset.connection = state;
   statusLine.textContent = STATUS_TEXT[state] ?? state;
   if (state === "reconnecting" && detail) statusLine.textContent += ` in ${detail} s`;
-  if (state === "unauthorized") showPairing("That token was refused. Pair this device again.");
+  if (state === "unauthorized") {
+    // The close reason says which (docs/iris-protocol.md): `revoked`, else `unauthorized`.
+    showPairing(detail === "revoked"
+      ? "This device was revoked. Pair it again with `iris devices add`."
+      : "That token was refused. Pair this device again, or paste a valid token.");
+  }
   sendButton.disabled = state !== "online";
 }
 
