@@ -218,6 +218,15 @@ def test_settings_apply_live_and_survive_a_reload(app: Web) -> None:
     assert not page.is_checked("#set-streaming")
     assert page.input_value("#set-speed") == "0.6"
     assert page.is_checked("input[name=tool-detail][value=everything]")
+    page.click("#close-settings")
+    # Streaming off: the server still streams (appends); the reply appears whole at its end.
+    app.upstream.script(text("Shown ", "all ", "at ", "once."))
+    page.evaluate(SAMPLER)
+    send(page, "go")
+    settled(page, 2)
+    final = bubbles(page)[1]["text"]
+    assert final.strip() == "Shown all at once."
+    assert {s["n"] for s in page.evaluate("window.samples")} == {len(final)}  # never partial
 
 
 XSS_REPLY = (
@@ -277,8 +286,12 @@ ARTIFACT = """Here is the page:
 def test_the_html_artifact_runs_sandboxed_or_downloads(app: Web) -> None:
     app.upstream.script(text(*[ARTIFACT[k : k + 40] for k in range(0, len(ARTIFACT), 40)]))
     page = app.open("artifact")
+    page.evaluate("""() => { window.early = 0; const step = () => {
+        if (document.querySelector('.bubble.streaming .artifact')) window.early++;
+        requestAnimationFrame(step); }; requestAnimationFrame(step); }""")
     send(page, "make a page")
     settled(page, 2)
+    assert page.evaluate("window.early") == 0  # the card waits for the reveal to finish
     card = page.locator(".artifact")
     with page.expect_download() as download:
         card.locator(".artifact-save").click()
@@ -318,6 +331,8 @@ def test_at_a_phone_size_nothing_scrolls_sideways_and_targets_are_large(app: Web
     assert sizes["page"] <= sizes["width"]
     assert sizes["log"] <= sizes["logWidth"]
     assert sizes["small"] == []
+    page.set_viewport_size({"width": 360, "height": 740})  # the narrowest phone we promise
+    assert page.evaluate("document.documentElement.scrollWidth") <= 360
     composer = page.locator("#composer").bounding_box()
     assert composer is not None and composer["y"] + composer["height"] <= 844
 
@@ -432,6 +447,8 @@ HEALED = {
     "ok **": "ok ",
     "```py\nx = **": "```py\nx = **",  # inside an open fence nothing is healed
     "snake_case word": "snake_case word",
+    "2*3 is": "2*3 is",  # not emphasis
+    "so *it": "so *it*",
     "done **b**": "done **b**",
 }
 

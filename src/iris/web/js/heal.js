@@ -47,13 +47,14 @@ export function heal(text) {
     let marker = null;
     if (text.startsWith("**", i)) marker = "**";
     else if (text.startsWith("~~", i)) marker = "~~";
-    else if (c === "*") marker = "*";
-    else if (c === "_" && !/\w/.test(text[i - 1] || "")) marker = "_";
-    if (marker === "_" && stack.length && stack[stack.length - 1][0] !== "_") marker = null;
+    else if (c === "*" || c === "_") marker = c;
     if (marker) {
       const top = stack[stack.length - 1];
+      const after = text[i + marker.length] || "";
+      // An opener starts a word (`2*3` and `snake_case` are not emphasis).
+      const opens = !/[\p{L}\p{N}]/u.test(text[i - 1] || "") && !/\s/.test(after);
       if (top && top[0] === marker) stack.pop();
-      else if (marker !== "_" || /\S/.test(text[i + 1] || "")) stack.push([marker, i]);
+      else if (opens || (after === "" && marker.length === 2)) stack.push([marker, i]);
       i += marker.length;
       continue;
     }

@@ -247,6 +247,8 @@ $("#pair-form").addEventListener("submit", (event) => {
 function fitViewport() {
   const height = window.visualViewport?.height;
   if (height) document.documentElement.style.setProperty("--app-height", `${height}px`);
+  // iOS scrolls the page up to reveal a focused input; the layout already fits the keyboard.
+  if (window.scrollY) window.scrollTo(0, 0);
   scrollToEnd();
 }
 window.visualViewport?.addEventListener("resize", fitViewport);
