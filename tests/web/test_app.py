@@ -461,3 +461,24 @@ def test_the_unfinished_tail_is_healed_for_display(app: Web) -> None:
         list(HEALED),
     )
     assert healed == HEALED
+
+
+def test_the_view_follows_the_reply_only_while_at_the_bottom(app: Web) -> None:
+    paragraphs = [f"Paragraph {i} of a reply long enough to scroll.\n\n" for i in range(30)]
+    app.upstream.script(gated(*paragraphs, after=15))
+    page = app.open("scroll", viewport={"width": 390, "height": 500})
+    send(page, "long one")
+    assert app.upstream.gate_reached.wait(10)
+    page.wait_for_function("() => window.__iris.store.bubbles[1]?.shown.includes('Paragraph 14')")
+    page.wait_for_function(
+        "() => { const b = window.__iris.store.bubbles[1]; return b.shown === b.text; }"
+    )
+    at_end = "() => { const l = document.querySelector('#log');"
+    at_end += " return l.scrollTop + l.clientHeight >= l.scrollHeight - 40; }"
+    assert page.evaluate(at_end)  # followed the reply so far
+    page.evaluate("document.querySelector('#log').scrollTop = 0")  # the reader scrolls up
+    page.wait_for_function("() => document.querySelector('#log').scrollTop === 0")
+    app.upstream.release()
+    settled(page, 2)
+    assert page.evaluate("document.querySelector('#log').scrollTop") == 0  # left where it was
+    assert "Paragraph 29" in bubbles(page)[1]["text"]
