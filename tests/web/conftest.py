@@ -81,6 +81,29 @@ def settled(page: Page, bubbles: int) -> None:
     )
 
 
+BUBBLES = """() => [...document.querySelectorAll('#log .bubble')].map((b) => ({
+    cls: b.className,
+    text: b.querySelector('.md').textContent.replace(/\\u2589/g, ''),
+    order: [...b.children].map((c) => c.className),
+}))"""
+
+
+def bubbles(page: Page) -> list[dict[str, Any]]:
+    return page.evaluate(BUBBLES)
+
+
+SAMPLER = """() => { window.samples = [];
+  const step = () => {
+    const b = document.querySelector('#log .bubble.assistant');
+    if (b) window.samples.push({
+      n: b.querySelector('.md').textContent.replace(/\\u2589/g, '').length,
+      streaming: b.classList.contains('streaming'),
+      cursor: !!b.querySelector('.cursor')});
+    requestAnimationFrame(step);
+  };
+  requestAnimationFrame(step); }"""
+
+
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
     tmp = tmp_path_factory.mktemp("web")
