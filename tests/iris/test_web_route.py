@@ -3,6 +3,8 @@ Content-Security-Policy; the artifact sandbox page gets its own, network-less po
 
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from iris.server import build_app
@@ -43,3 +45,17 @@ async def test_without_the_iris_socket_there_is_no_app(make_config: MakeConfig) 
     async with client(make_config, enabled=False) as http:
         page = await http.get("/")
     assert page.status_code == 404
+
+
+def test_the_service_worker_lists_every_file_of_the_shell() -> None:
+    """Offline, the app opens only if every module it imports was cached at install."""
+    from iris.surfaces.web import WEB_ROOT
+
+    worker = (WEB_ROOT / "sw.js").read_text()
+    listed = set(re.findall(r'"([^"]+)"', worker[worker.index("SHELL") : worker.index("];")]))
+    shipped = {
+        path.relative_to(WEB_ROOT).as_posix()
+        for path in WEB_ROOT.rglob("*")
+        if path.is_file() and path.name not in {"sw.js", "LICENSE", "LICENSE-MPL", "README.md"}
+    }
+    assert listed - {"./"} == shipped

@@ -1,13 +1,20 @@
 // The service worker: caches the app's shell only (never the socket, the API or chat data),
 // network first, so an upgraded Iris reaches the browser and the shell still opens offline.
 
-const CACHE = "iris-shell-v1";
+const CACHE = "iris-shell-v1"; // bump with the file list
 const SHELL = [
-  "./", "index.html", "app.css", "manifest.webmanifest", "icons/icon-192.png", "icons/icon-512.png",
-  "js/main.js", "js/store.js", "js/reveal.js", "js/graphemes.js", "js/mdstream.js", "js/heal.js",
-  "js/markdown.js", "js/view.js", "js/connection.js", "js/settings.js", "js/chats.js",
-  "js/artifact.js", "vendor/markdown-it/markdown-it.mjs", "vendor/dompurify/purify.mjs",
-  "vendor/highlight/core.mjs", "vendor/highlight/github.css", "vendor/highlight/github-dark.css",
+  "./", "app.css", "icons/icon-192.png", "icons/icon-512.png", "index.html", "js/artifact.js",
+  "js/chats.js", "js/connection.js", "js/graphemes.js", "js/heal.js", "js/main.js",
+  "js/markdown.js", "js/mdstream.js", "js/reveal.js", "js/settings.js", "js/store.js",
+  "js/view.js", "manifest.webmanifest", "sandbox.html", "vendor/dompurify/purify.mjs",
+  "vendor/highlight/core.mjs", "vendor/highlight/github-dark.css", "vendor/highlight/github.css",
+  "vendor/highlight/languages/bash.mjs", "vendor/highlight/languages/css.mjs",
+  "vendor/highlight/languages/diff.mjs", "vendor/highlight/languages/go.mjs",
+  "vendor/highlight/languages/javascript.mjs", "vendor/highlight/languages/json.mjs",
+  "vendor/highlight/languages/python.mjs", "vendor/highlight/languages/rust.mjs",
+  "vendor/highlight/languages/shell.mjs", "vendor/highlight/languages/sql.mjs",
+  "vendor/highlight/languages/typescript.mjs", "vendor/highlight/languages/xml.mjs",
+  "vendor/highlight/languages/yaml.mjs", "vendor/markdown-it/markdown-it.mjs",
 ];
 
 self.addEventListener("install", (event) => {
