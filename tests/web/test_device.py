@@ -83,6 +83,7 @@ def test_settings_apply_live_and_survive_a_reload(app: Web) -> None:
     page.evaluate(SAMPLER)
     send(page, "go")
     settled(page, 2)
+    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
     final = bubbles(page)[1]["text"]
     assert final.strip() == "Shown all at once."
     assert {s["n"] for s in page.evaluate("window.samples")} == {len(final)}  # never partial

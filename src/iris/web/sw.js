@@ -29,9 +29,10 @@ self.addEventListener("activate", (event) => {
 
 self.addEventListener("fetch", (event) => {
   const url = new URL(event.request.url);
-  const shell = url.origin === location.origin && event.request.method === "GET"
-    && !url.pathname.startsWith("/iris/") && !url.pathname.startsWith("/v1/")
-    && url.pathname !== "/health";
+  const scope = new URL(self.registration.scope);
+  const path = url.pathname.slice(scope.pathname.length); // relative: works under a sub-path
+  const shell = url.origin === scope.origin && url.pathname.startsWith(scope.pathname)
+    && event.request.method === "GET" && SHELL.includes(path || "./");
   if (!shell) return;
   event.respondWith(
     fetch(event.request).then((answer) => {

@@ -15,7 +15,7 @@ export function rememberChat(chatId, title) {
 
 export async function listChats(token) {
   try {
-    const answer = await fetch("/iris/chats", { headers: { Authorization: `Bearer ${token}` } });
+    const answer = await fetch("iris/chats", { headers: { Authorization: `Bearer ${token}` } });
     if (answer.ok) {
       const body = await answer.json();
       if (Array.isArray(body.chats)) return { chats: body.chats, source: "server" };

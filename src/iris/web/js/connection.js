@@ -22,8 +22,11 @@ export class Connection {
   }
 
   url() {
-    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    return `${scheme}//${location.host}/iris/ws`;
+    // Relative to the page, so the app also works under a reverse proxy's sub-path.
+    const url = new URL("iris/ws", location.href);
+    url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+    url.hash = "";
+    return url.href;
   }
 
   open() {
