@@ -10,6 +10,7 @@ import pytest
 
 from iris.app.core.mdstream import MarkdownSplitter
 from iris.app.core.reveal import Reveal
+from iris.app.core.store import ChatStore
 from tests.fakes.upstream import reasoning, text, tool_call
 
 from .conftest import SAMPLER, TOKEN, Web, bubbles, send, settled, wait_online
@@ -284,3 +285,98 @@ def test_the_unfinished_tail_is_healed_for_display(app: Web) -> None:
         list(HEALED),
     )
     assert healed == HEALED
+
+
+def _frames() -> list[dict[str, Any]]:
+    """A turn as a device with appends sees it, with a dropped append and a replayed frame."""
+    bodies: list[dict[str, Any]] = [
+        {"type": "typing", "on": True},
+        {"type": "message.start", "message_id": "m1", "role": "assistant"},
+        {"type": "message.append", "message_id": "m1", "offset": 0, "text": "Let me "},
+        {"type": "message.append", "message_id": "m1", "offset": 7, "text": "look."},
+        {"type": "commentary", "message_id": "m1", "text": "Let me look."},
+        {"type": "tool.start", "index": 1, "name": "terminal", "preview": "ls", "args": {}},
+        {"type": "tool.progress", "index": 1, "name": "terminal", "note": "a.txt"},
+        {
+            "type": "tool.end",
+            "index": 1,
+            "name": "terminal",
+            "ok": True,
+            "duration": 0.4,
+            "output_preview": "a.txt",
+        },
+        {"type": "message.start", "message_id": "m2", "role": "assistant"},
+        {"type": "message.append", "message_id": "m2", "offset": 0, "text": "The repo "},
+        {"type": "message.append", "message_id": "m2", "offset": 99, "text": "lost"},
+        {"type": "message.update", "message_id": "m2", "text": "The repo has one file"},
+        {
+            "type": "message.stop",
+            "message_id": "m2",
+            "offset": 21,
+            "text": ".",
+            "reasoning": "think",
+            "model": "fake-model",
+            "tokens": 42,
+        },
+        {"type": "typing", "on": False},
+        {"type": "message", "message_id": "u9", "role": "user", "text": "from the other phone"},
+        {"type": "error", "code": "turn_active", "message": "a turn is running"},
+    ]
+    frames = [{**body, "chat_id": "c", "seq": n} for n, body in enumerate(bodies, start=1)]
+    return [*frames, frames[12]]  # a replayed stop changes nothing
+
+
+def test_the_store_is_the_terminal_apps(app: Web) -> None:
+    """Frame for frame and tick for tick, the browser's store holds what
+    src/iris/app/core/store.py holds: bubbles, revealed text, tools, resume requests."""
+    frames = _frames()
+    page = app.open("store")
+    js = page.evaluate(
+        """async (frames) => {
+          const { ChatStore } = await import('/js/store.js');
+          let now = 0;
+          const store = new ChatStore(() => now, { smoothness: 0.4 });
+          const views = [];
+          for (const frame of frames) {
+            store.apply(frame);
+            now += 0.05;
+            store.tick();
+            views.push({ resync: store.takeResync(), typing: store.typing,
+              bubbles: store.bubbles.map((b) => [b.messageId, b.role, b.kind, b.text, b.shown,
+                b.streaming, b.reasoning, b.model, b.tokens,
+                b.tools.map((t) => [t.index, t.name, t.ok, t.notes, t.outputPreview])]) });
+          }
+          return views;
+        }""",
+        frames,
+    )
+    clock = {"now": 0.0}
+    store = ChatStore(lambda: clock["now"], smoothness=0.4)
+    views: list[dict[str, Any]] = []
+    for frame in frames:
+        store.apply(frame)
+        clock["now"] += 0.05
+        store.tick()
+        views.append(
+            {
+                "resync": store.take_resync(),
+                "typing": store.typing,
+                "bubbles": [
+                    [
+                        b.message_id,
+                        b.role,
+                        b.kind,
+                        b.text,
+                        b.shown,
+                        b.streaming,
+                        b.reasoning,
+                        b.model,
+                        b.tokens,
+                        [[t.index, t.name, t.ok, t.notes, t.output_preview] for t in b.tools],
+                    ]
+                    for b in store.bubbles
+                ],
+            }
+        )
+    assert js == views
+    assert [v["resync"] for v in views].count(10) == 1  # the lost append asked for a resume
