@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import regex
 
 from iris.app.core.mdstream import MarkdownSplitter
 from iris.app.core.reveal import Reveal
@@ -380,3 +381,26 @@ def test_the_store_is_the_terminal_apps(app: Web) -> None:
         )
     assert js == views
     assert [v["resync"] for v in views].count(10) == 1  # the lost append asked for a resume
+
+
+def test_the_reveal_never_cuts_a_grapheme(app: Web) -> None:
+    full = "👨‍👩‍👧 e\u0301 🇫🇷 中文 😀 " * 8
+    page = app.open("graphemes")
+    prefixes: list[str] = page.evaluate(
+        """async (full) => {
+          const { Reveal } = await import('/js/reveal.js');
+          const reveal = new Reveal(0.2, 0);
+          reveal.push(full, 0);
+          const seen = [];
+          for (let i = 1; i <= 400 && !reveal.caughtUp; i++) {
+            reveal.tick(i / 240);
+            seen.push(reveal.text);
+          }
+          return seen;
+        }""",
+        full,
+    )
+    clusters = regex.findall(r"\X", full)
+    ends = {len("".join(clusters[:k])) for k in range(len(clusters) + 1)}
+    assert prefixes[-1] == full and len(set(prefixes)) > 10
+    assert all(full.startswith(p) and len(p) in ends for p in prefixes)
