@@ -24,6 +24,16 @@ function copyButton(label, text) {
   return button;
 }
 
+/** Code blocks get a copy button — before they reach the page, so settled stays settled. */
+function withCopyButtons(fragment) {
+  for (const pre of fragment.querySelectorAll("pre")) {
+    const box = el("div", "code");
+    pre.replaceWith(box);
+    box.append(copyButton("Copy code", () => pre.textContent), pre);
+  }
+  return fragment;
+}
+
 /** One bubble's Markdown: settled blocks drawn once, the tail redrawn. */
 export class MarkdownView {
   constructor(root) {
@@ -56,10 +66,11 @@ export class MarkdownView {
     this.text = text;
     for (const block of fresh) {
       const node = el("div", "block");
-      node.append(renderBlock(block.tokens));
+      node.append(withCopyButtons(renderBlock(block.tokens)));
       this.root.insertBefore(node, this.tail);
     }
-    this.tail.replaceChildren(renderTail(this.splitter.tail, streaming, heal));
+    const tail = renderTail(this.splitter.tail, streaming, heal);
+    this.tail.replaceChildren(streaming ? tail : withCopyButtons(tail));
     this.drawnStreaming = streaming;
   }
 }
