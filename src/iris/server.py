@@ -91,7 +91,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     if config.platforms.iris.enabled:
         from iris.surfaces.web import web_routes
 
-        routes.extend(web_routes())  # a catch-all: last
+        routes.extend(web_routes())
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:

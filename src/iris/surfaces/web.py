@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from starlette.routing import BaseRoute, Mount
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
@@ -39,7 +39,7 @@ class _SecuredStatic:
         self._files = StaticFiles(directory=directory, html=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        sandbox = scope.get("path", "") == SANDBOX_PAGE
+        sandbox = scope["path"] == SANDBOX_PAGE
 
         async def secured(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -58,6 +58,14 @@ class _SecuredStatic:
         await self._files(scope, receive, secured)
 
 
-def web_routes() -> list[BaseRoute]:
-    """The catch-all mount for the app; goes after every other route."""
-    return [Mount("/", app=_SecuredStatic(WEB_ROOT), name="web")]
+def web_routes(root: Path = WEB_ROOT) -> list[BaseRoute]:
+    """The app's own paths only — ``/``, its top-level files and folders — so every other path
+    stays the server's (a JSON 404 or another surface's route), whatever the order."""
+    files = _SecuredStatic(root)
+    routes: list[BaseRoute] = [Route("/", files, methods=["GET", "HEAD"])]
+    for entry in sorted(root.iterdir()):
+        if entry.is_dir():
+            routes.append(Mount(f"/{entry.name}", app=_SecuredStatic(entry)))
+        else:
+            routes.append(Route(f"/{entry.name}", files, methods=["GET", "HEAD"]))
+    return routes
