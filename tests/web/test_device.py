@@ -149,7 +149,7 @@ def test_a_new_chat_and_the_list_of_chats(app: Web) -> None:
     wait_online(page)
     chat_id = page.evaluate("window.__iris.store.chatId")
     assert chat_id.startswith("web-") and page.locator("#log .bubble").count() == 0
-    page.click("#open-chats")  # the server has no chat list yet (404): this browser's own
+    page.click("#open-chats")  # the server's list (GET /iris/chats), or this browser's own
     page.get_by_role("button", name="in the first chat").click()
     wait_online(page)
     settled(page, 2)
