@@ -324,7 +324,24 @@ def _frames() -> list[dict[str, Any]]:
         {"type": "error", "code": "turn_active", "message": "a turn is running"},
     ]
     frames = [{**body, "chat_id": "c", "seq": n} for n, body in enumerate(bodies, start=1)]
-    return [*frames, frames[12]]  # a replayed stop changes nothing
+    resynced = {
+        "type": "sync",
+        "chat_id": "c",
+        "seq": 40,
+        "messages": [
+            {"message_id": "u1", "role": "user", "text": "hi"},
+            {
+                "message_id": "a1",
+                "role": "assistant",
+                "text": "**hello**",
+                "reasoning": "r",
+                "model": "fake-model",
+                "tokens": 3,
+            },
+        ],
+    }
+    # A replayed stop changes nothing; a sync (the log no longer reaches back) replaces all.
+    return [*frames, frames[12], resynced]
 
 
 def test_the_store_is_the_terminal_apps(app: Web) -> None:
