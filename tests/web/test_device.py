@@ -118,12 +118,22 @@ def test_at_a_phone_size_nothing_scrolls_sideways_and_targets_are_large(app: Web
     assert composer is not None and composer["y"] + composer["height"] <= 844
 
 
-def test_a_wrong_token_shows_the_pairing_screen(app: Web) -> None:
-    page = app.context("wrong").new_page()
-    page.goto(f"{app.url}/#token=not-a-device")
+def test_pairing_without_a_link_and_a_refused_token(app: Web) -> None:
+    page = app.context("pairing").new_page()
+    page.goto(app.url)  # no token yet: the pairing screen, not a blank page
     page.wait_for_selector("#pair", state="visible")
+    assert "iris devices add" in (page.text_content("#pair-message") or "")
+    page.fill("#pair-token", "not-a-device")
+    page.press("#pair-token", "Enter")
+    page.wait_for_function("() => document.body.dataset.connection === 'unauthorized'")
+    assert page.is_visible("#pair") and not page.is_visible("#log")
     assert "refused" in (page.text_content("#pair-message") or "")
-    assert not page.is_visible("#log")
+    page.fill("#pair-token", TOKEN)  # the right one: connected, and kept for next time
+    page.press("#pair-token", "Enter")
+    wait_online(page)
+    assert page.is_visible("#log") and not page.is_visible("#pair")
+    page.reload()
+    wait_online(page)
 
 
 def test_stop_cancels_the_running_turn(app: Web) -> None:
