@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,8 +34,18 @@ if sync_playwright is None or shutil.which(CHROMIUM) is None:
 class Web:
     """The running server, its upstream, and a way to open the app in a new browser context."""
 
-    def __init__(self, url: str, upstream: FakeUpstream, browser: Browser, server: Served) -> None:
+    def __init__(
+        self,
+        url: str,
+        upstream: FakeUpstream,
+        browser: Browser,
+        server: Served,
+        config: Path,
+        env: dict[str, str],
+    ) -> None:
         self.url = url
+        self.config = config  # the server's config: `iris devices` pairs phones with it
+        self.env = env
         self.upstream = upstream
         self.browser = browser
         self.server = server
@@ -128,7 +139,8 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
             assert sync_playwright is not None
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-                yield Web(f"http://127.0.0.1:{port}", upstream, browser, server)
+                url = f"http://127.0.0.1:{port}"
+                yield Web(url, upstream, browser, server, config, env)
                 browser.close()
         finally:
             server.stop()

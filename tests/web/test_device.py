@@ -4,6 +4,10 @@ real ``iris serve``, the scripted upstream; a chat of its own per test."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import pytest
 
 from tests.fakes.upstream import gated, hold, text
@@ -199,3 +203,27 @@ def test_the_view_follows_the_reply_only_while_at_the_bottom(app: Web) -> None:
     settled(page, 2)
     assert page.evaluate("document.querySelector('#log').scrollTop") == 0  # left where it was
     assert "Paragraph 29" in bubbles(page)[1]["text"]
+
+
+def test_a_phone_paired_by_iris_devices_add_connects_and_is_told_when_revoked(app: Web) -> None:
+    def iris(*args: str) -> str:
+        ran = subprocess.run(
+            [sys.executable, "-m", "iris.cli", "devices", *args, "--config", str(app.config)],
+            env=app.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return ran.stdout
+
+    link = re.search(r"(http://\S+/#token=\S+)", iris("add", "phone"))
+    assert link is not None
+    page = app.browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+    page.goto(link.group(1))  # what scanning the QR code opens
+    wait_online(page)
+    assert "#token=" not in page.url  # the token is kept by the app, not left in the address
+    iris("revoke", "phone")
+    page.wait_for_selector("#pair", state="visible", timeout=15_000)
+    assert "revoked" in (page.text_content("#pair-message") or "")
+    page.context.close()
