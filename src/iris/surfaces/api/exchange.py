@@ -27,6 +27,7 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.api.sse import DONE
+from iris.tasks import task_group
 
 log = logging.getLogger("iris.api")
 
@@ -99,32 +100,32 @@ class TurnExchange(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._live.add(self)
-        work = asyncio.create_task(self._run(send))
-        gone = asyncio.create_task(client_gone(receive))
-        beat = asyncio.create_task(self._beat(send)) if self._stream else None
         try:
-            try:
-                await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
-            except asyncio.CancelledError:
-                # The server's graceful shutdown ran out of patience: the turn ends as
-                # interrupted, so the client still gets its text so far and a proper end.
-                if not await self._wind_down(work):
-                    raise
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
+            # The turn, the watch for the client leaving and the heartbeat live and end together.
+            async with task_group() as group:
+                work = group.create_task(self._run(send))
+                gone = group.create_task(_until_gone(receive))
+                beat = group.create_task(self._beat(send)) if self._stream else None
+                try:
+                    await asyncio.wait([work])
+                except asyncio.CancelledError:
+                    # The server's graceful shutdown ran out of patience (not the client
+                    # leaving, not the turn failing): the turn ends as interrupted, so the
+                    # client still gets its text so far and a proper end.
+                    if gone.done() or work.done() or not await self._wind_down(work):
+                        raise
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                gone.cancel()
+                if beat is not None:
+                    beat.cancel()
+        except (_ClientGone, OSError):
+            return  # leaving the group cancelled the turn, which closes the upstream request
         finally:
-            # A client that left cancels the turn; so does a server that is shutting down.
-            tasks = [work, gone] if beat is None else [work, gone, beat]
-            for task in tasks:
-                task.cancel()
-            results = await asyncio.gather(*tasks, return_exceptions=True)
             self._free()
             self._live.discard(self)
             self._closed.set()
-        error = results[0]
-        if isinstance(error, Exception) and not isinstance(error, OSError):
-            raise error
 
     async def _wind_down(self, work: asyncio.Task[None]) -> bool:
         """Interrupt the turn and let it finish its reply; True when it did in time."""
@@ -224,6 +225,15 @@ class TurnExchange(Response):
             await asyncio.sleep(self.heartbeat)
             if not self._ended and loop.time() - self._last_write >= self.heartbeat:
                 await self._write(send, b": keep-alive\n\n")
+
+
+class _ClientGone(Exception):
+    """The client disconnected: the exchange's task group ends, cancelling the turn."""
+
+
+async def _until_gone(receive: Receive) -> None:
+    await client_gone(receive)
+    raise _ClientGone
 
 
 async def client_gone(receive: Receive) -> None:

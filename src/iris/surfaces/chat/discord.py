@@ -224,6 +224,9 @@ class _IrisClient(discord.Client):
             # A model's reply must never ping @everyone, a role or a user.
             allowed_mentions=discord.AllowedMentions.none(),
             http_trace=_direct_answers(),
+            # Iris receives from READY on and never waits for "ready": without this,
+            # discord.py's guild wait outlives close() by seconds, a task nobody owns.
+            guild_ready_timeout=0.0,
         )
         http = _DirectHTTPClient(self.http, base_url)
         self.http = http

@@ -47,6 +47,7 @@ from iris.surfaces.iris import inbound
 from iris.surfaces.iris.budget import Budget
 from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
+from iris.tasks import task_group
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +87,15 @@ class IrisSurface:
         )
         self.rooms: dict[str, ChatRoom] = {}
         self.site = SiteGuard(runtime.config.server)
+        # The rooms' turns, from start to stop (one task: the server's lifespan).
+        self._tasks: asyncio.TaskGroup | None = None
+        self._held = contextlib.AsyncExitStack()
 
     def routes(self) -> list[BaseRoute]:
         return [WebSocketRoute("/iris/ws", self._endpoint)]
 
     async def start(self) -> None:
+        self._tasks = await self._held.enter_async_context(task_group())
         # Turns a crash cut are closed now, on devices and in the model's history alike.
         for chat_id in await self.hub.log.open_turns():
             self.room(chat_id)
@@ -101,12 +106,16 @@ class IrisSurface:
             )
 
     async def stop(self) -> None:
-        await asyncio.gather(*(room.close() for room in self.rooms.values()))
+        try:
+            await asyncio.gather(*(room.close() for room in self.rooms.values()))
+        finally:
+            await self._held.aclose()  # every turn has ended: the group has nothing to wait on
 
     def room(self, chat_id: str) -> ChatRoom:
         """The chat's room; raises ``StoreUnavailable`` if a new room cannot read its log."""
         if chat_id not in self.rooms:
-            room = ChatRoom(self.runtime, self.hub, chat_id)
+            assert self._tasks is not None, "start() first"
+            room = ChatRoom(self.runtime, self.hub, chat_id, self._tasks)
             room.recover()  # before it counts as open: a failed recovery is tried again
             self.rooms[chat_id] = room
         return self.rooms[chat_id]
@@ -207,23 +216,26 @@ class _Connection:
         self._bad: deque[float] = deque()
         self._budget = Budget(INBOUND_RATE, INBOUND_BURST)
         self._sender: asyncio.Task[None] | None = None
-        self._commands: set[asyncio.Task[None]] = set()
+        self._group: asyncio.TaskGroup | None = None  # the connection's tasks
 
     async def run(self) -> None:
         # The receiver runs in the connection's own task: one task less per idle device. A
-        # socket the sender can no longer write to (or closes) also ends the receiver.
-        self._sender = asyncio.create_task(self._send_loop())
-        try:
-            await self._receive_loop()
-        finally:
-            await self._stop_sender()
+        # socket the sender can no longer write to (or closes) also ends the receiver. The
+        # sender and the commands being answered belong to the connection's task group: a
+        # command still running is answered before the connection's handler returns.
+        async with task_group() as group:
+            self._group = group
+            self._sender = group.create_task(self._send_loop())
+            try:
+                await self._receive_loop()
+            finally:
+                await self._stop_sender()
 
     async def _stop_sender(self) -> None:
         sender, self._sender = self._sender, None
         if sender is not None:
             sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await sender
+            await asyncio.wait([sender])
 
     async def _close(self, code: int, reason: str) -> None:
         """Close from the receiving side; what is already queued goes out first, if it can."""
@@ -296,9 +308,8 @@ class _Connection:
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
                 elif command is not None:
-                    task = asyncio.create_task(self._command(command))
-                    self._commands.add(task)
-                    task.add_done_callback(self._commands.discard)
+                    assert self._group is not None  # frames are handled inside run()
+                    self._group.create_task(self._command(command))
                 elif self.room.busy:
                     self._error("turn_active", "a turn is running; cancel it or wait for it")
                 else:

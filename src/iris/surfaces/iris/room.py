@@ -18,7 +18,6 @@ The room's ``controls`` (model, reasoning shown, last usage) are what chat comma
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
@@ -66,10 +65,11 @@ def encoder_settings(runtime: Runtime) -> EncoderSettings:
 
 
 class ChatRoom:
-    def __init__(self, runtime: Runtime, hub: Hub, chat_id: str) -> None:
+    def __init__(self, runtime: Runtime, hub: Hub, chat_id: str, tasks: asyncio.TaskGroup) -> None:
         self.runtime = runtime
         self.hub = hub
         self.chat_id = chat_id
+        self.tasks = tasks  # the surface's: a turn outlives the connection that started it
         self.session = f"iris:{chat_id}"
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
@@ -97,7 +97,7 @@ class ChatRoom:
         self._cancel_requested = False
         previous = self._task if self._task is not None and not self._task.done() else None
         self._finishing = False
-        self._task = asyncio.create_task(
+        self._task = self.tasks.create_task(
             self._run(text, previous), name=f"iris-turn-{self.chat_id}"
         )
         if slot is not None:
@@ -118,7 +118,7 @@ class ChatRoom:
         conversation = log.conversation(self.chat_id)
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
         shown = "\n\n".join(text for text in open_messages.values() if text)
-        self._repair = asyncio.create_task(self._repair_history(user, shown))
+        self._repair = self.tasks.create_task(self._repair_history(user, shown))
         frames: list[dict[str, Any]] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
             for message_id, text in open_messages.items()
@@ -165,13 +165,11 @@ class ChatRoom:
         task = self._task
         if task is None or task.done():
             return
-        self.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=3.0)
-        except (TimeoutError, asyncio.CancelledError):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        self.cancel()  # the turn ends as interrupted, its text so far kept and shown
+        _, late = await asyncio.wait([task], timeout=3.0)
+        for stuck in late:
+            stuck.cancel()
+        await asyncio.wait([task])
 
     async def _run(self, text: str, previous: asyncio.Task[None] | None = None) -> None:
         if previous is not None:  # its history must be whole before this turn reads it
