@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from starlette.responses import Response
@@ -100,28 +100,9 @@ class TurnExchange(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._live.add(self)
+        beat = [self._beat(send)] if self._stream else []
         try:
-            # The turn, the watch for the client leaving and the heartbeat live and end together.
-            async with task_group() as group:
-                work = group.create_task(self._run(send))
-                gone = group.create_task(_until_gone(receive))
-                beat = group.create_task(self._beat(send)) if self._stream else None
-                try:
-                    await asyncio.wait([work])
-                except asyncio.CancelledError:
-                    # The server's graceful shutdown ran out of patience (not the client
-                    # leaving, not the turn failing): the turn ends as interrupted, so the
-                    # client still gets its text so far and a proper end.
-                    if gone.done() or work.done() or not await self._wind_down(work):
-                        raise
-                    task = asyncio.current_task()
-                    if task is not None:
-                        task.uncancel()
-                gone.cancel()
-                if beat is not None:
-                    beat.cancel()
-        except (_ClientGone, OSError):
-            return  # leaving the group cancelled the turn, which closes the upstream request
+            await while_connected(receive, self._run(send), self._wind_down, beside=beat)
         finally:
             self._free()
             self._live.discard(self)
@@ -227,16 +208,46 @@ class TurnExchange(Response):
                 await self._write(send, b": keep-alive\n\n")
 
 
+async def while_connected(
+    receive: Receive,
+    work: Coroutine[Any, Any, None],
+    wind_down: Callable[[asyncio.Task[None]], Awaitable[bool]],
+    *,
+    beside: Sequence[Coroutine[Any, Any, None]] = (),
+) -> None:
+    """Run ``work`` (and ``beside`` it, helpers such as a heartbeat) while the client stays.
+
+    One task group owns them and a watch for the client leaving: a client that leaves cancels
+    the work (leaving a turn's ``async with`` closes the upstream request); work that ends
+    stops the rest. A write that failed because the client left (``OSError``) is not an
+    error. If the server's graceful shutdown runs out of patience and cancels this first,
+    ``wind_down(task)`` may let the work finish its reply: True absorbs the cancellation."""
+    try:
+        async with task_group() as group:
+            task = group.create_task(work)
+            gone = group.create_task(_until_gone(receive))
+            helpers = [group.create_task(helper) for helper in beside]
+            try:
+                await asyncio.wait([task])
+            except asyncio.CancelledError:
+                # Not the client leaving, not the work failing: the server is shutting down.
+                if gone.done() or task.done() or not await wind_down(task):
+                    raise
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+            for rest in (gone, *helpers):
+                rest.cancel()
+    except (_ClientGone, OSError):
+        return
+
+
 class _ClientGone(Exception):
     """The client disconnected: the exchange's task group ends, cancelling the turn."""
 
 
 async def _until_gone(receive: Receive) -> None:
-    await client_gone(receive)
-    raise _ClientGone
-
-
-async def client_gone(receive: Receive) -> None:
     # The body was read already: the next message uvicorn delivers is http.disconnect.
     while (await receive())["type"] != "http.disconnect":
         pass
+    raise _ClientGone

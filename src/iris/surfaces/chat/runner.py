@@ -26,7 +26,7 @@ import contextlib
 import importlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -43,6 +43,7 @@ from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformE
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, Controls, execute
+from iris.tasks import task_group
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,14 @@ def build_platforms(config: Config) -> list[ChatPlatform]:
     return platforms
 
 
+async def _logged(work: Coroutine[Any, Any, None]) -> None:
+    # One message's bug is logged; it must not end the surface's group, and every chat with it.
+    try:
+        await work
+    except Exception:
+        log.exception("handling a chat message failed")
+
+
 def conversation_key(message: IncomingMessage) -> str:
     thread = ":".join(message.thread[k] for k in sorted(message.thread))
     base = f"{message.platform}:{message.chat_id}"
@@ -110,7 +119,9 @@ class ChatSurface:
         self.runtime = runtime
         self.platforms = platforms if platforms is not None else build_platforms(runtime.config)
         self._conversations: dict[str, _Conversation] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
+        self._group: asyncio.TaskGroup | None = None  # from start to stop
+        self._held = contextlib.AsyncExitStack()
         self._refused: dict[tuple[str, str], float] = {}
         self._connected: list[ChatPlatform] = []
 
@@ -119,6 +130,7 @@ class ChatSurface:
         return []
 
     async def start(self) -> None:
+        self._group = await self._held.enter_async_context(task_group())
         for platform in self.platforms:
             try:
                 await platform.connect(self._receiver(platform))
@@ -137,16 +149,18 @@ class ChatSurface:
             _, late = await asyncio.wait(set(self._tasks), timeout=_STOP_GRACE)
             for task in late:
                 task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+            if late:
+                await asyncio.wait(late)
         for platform in reversed(self._connected):
             with contextlib.suppress(Exception):
                 await platform.disconnect()
         self._connected.clear()
+        await self._held.aclose()
 
     async def idle(self) -> None:
         """Wait until no message is being handled (for tests and shutdown)."""
         while self._tasks:
-            await asyncio.gather(*set(self._tasks), return_exceptions=True)
+            await asyncio.wait(set(self._tasks))
 
     # -- messages -----------------------------------------------------------------------------
     def _receiver(self, platform: ChatPlatform) -> Callable[[IncomingMessage], Any]:
@@ -172,8 +186,9 @@ class ChatSurface:
             conversation.turn.interrupt()  # finalized without the cursor, then this one runs
         self._spawn(self._handle(platform, message, conversation, conversation.latest))
 
-    def _spawn(self, work: Any) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(work)
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        assert self._group is not None, "start() first"
+        task = self._group.create_task(_logged(work))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

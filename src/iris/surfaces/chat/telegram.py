@@ -37,6 +37,7 @@ from iris.surfaces.chat.platform import (
     RateBudget,
 )
 from iris.surfaces.commands import CHAT_COMMANDS
+from iris.tasks import task_group
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class TelegramPlatform:
             get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=poll + 10.0),
         )
         self._poller: asyncio.Task[None] | None = None
+        self._polling: contextlib.AsyncExitStack | None = None  # the poller's task group
 
     # -- receiving ----------------------------------------------------------------------------
     async def connect(self, on_message: OnMessage) -> None:
@@ -111,14 +113,16 @@ class TelegramPlatform:
             )
         except TelegramError as exc:  # a nicety: the commands work typed all the same
             log.warning("telegram: commands not registered: %s", exc)
-        self._poller = asyncio.create_task(self._poll(on_message), name="telegram-poll")
+        async with contextlib.AsyncExitStack() as stack:
+            group = await stack.enter_async_context(task_group())
+            self._poller = group.create_task(self._poll(on_message), name="telegram-poll")
+            self._polling = stack.pop_all()
 
     async def disconnect(self) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
-            self._poller = None
+        polling, self._polling = self._polling, None
+        if polling is not None and self._poller is not None:
+            self._poller.cancel()  # it polls until told to stop
+            await polling.aclose()
         with contextlib.suppress(TelegramError):
             await self.bot.shutdown()
 

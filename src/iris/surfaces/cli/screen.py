@@ -38,6 +38,7 @@ from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.surfaces.cli.markdown import Piece
 from iris.surfaces.cli.render import Frame, ReplyRenderer
 from iris.surfaces.driver import drive
+from iris.tasks import task_group
 
 Interrupt = Callable[[], None]
 
@@ -150,18 +151,22 @@ class LiveScreen:
             refresh_interval=_SPIN_INTERVAL,
         )
         started = asyncio.Event()
-        task = asyncio.create_task(app.run_async(pre_run=started.set, set_exception_handler=False))
-        # From pre_run to the first await, the app attaches the input synchronously.
-        await started.wait()
-        self._app = app
-        try:
-            yield
-        finally:
-            self._app = None
-            self._live = ()
-            if not task.done():
-                app.exit()
-            await task
+        async with task_group() as group:
+            task = group.create_task(
+                app.run_async(pre_run=started.set, set_exception_handler=False)
+            )
+            # From pre_run to the first await, the app attaches the input synchronously.
+            await started.wait()
+            self._app = app
+            try:
+                yield
+            finally:
+                self._app = None
+                self._live = ()
+                if not task.done():
+                    app.exit()
+                # Let it restore the terminal even when the turn was cancelled, not cut it off.
+                await asyncio.wait([task])
 
     async def show(self, frame: Frame) -> None:
         if frame.commit:
