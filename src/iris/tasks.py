@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+import logging
+from collections.abc import AsyncGenerator, Coroutine
+from typing import Any
 
 
 @contextlib.asynccontextmanager
@@ -25,3 +27,14 @@ async def task_group() -> AsyncGenerator[asyncio.TaskGroup]:
         if len(failed.exceptions) == 1:
             raise failed.exceptions[0] from None
         raise
+
+
+async def logged(work: Coroutine[Any, Any, None], what: str) -> None:
+    """Run ``work``; log its failure instead of raising it.
+
+    For a child of a long-lived group (a surface's, from start to stop): a child that raises
+    cancels its group and the group's owner, and one message's bug must not end every chat."""
+    try:
+        await work
+    except Exception:
+        logging.getLogger(__name__).exception("%s failed", what)

@@ -43,7 +43,7 @@ from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformE
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, Controls, execute
-from iris.tasks import task_group
+from iris.tasks import logged, task_group
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +89,6 @@ def build_platforms(config: Config) -> list[ChatPlatform]:
         except (PlatformError, ImportError) as exc:
             log.error("chat platform %s not started: %s", name, exc)
     return platforms
-
-
-async def _logged(work: Coroutine[Any, Any, None]) -> None:
-    # One message's bug is logged; it must not end the surface's group, and every chat with it.
-    try:
-        await work
-    except Exception:
-        log.exception("handling a chat message failed")
 
 
 def conversation_key(message: IncomingMessage) -> str:
@@ -188,7 +180,7 @@ class ChatSurface:
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         assert self._group is not None, "start() first"
-        task = self._group.create_task(_logged(work))
+        task = self._group.create_task(logged(work, "handling a chat message"))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -37,7 +37,7 @@ from iris.surfaces.chat.platform import (
     RateBudget,
 )
 from iris.surfaces.commands import CHAT_COMMANDS
-from iris.tasks import task_group
+from iris.tasks import logged, task_group
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,8 @@ class TelegramPlatform:
             log.warning("telegram: commands not registered: %s", exc)
         async with contextlib.AsyncExitStack() as stack:
             group = await stack.enter_async_context(task_group())
-            self._poller = group.create_task(self._poll(on_message), name="telegram-poll")
+            polling = logged(self._poll(on_message), "telegram polling")
+            self._poller = group.create_task(polling, name="telegram-poll")
             self._polling = stack.pop_all()
 
     async def disconnect(self) -> None:

@@ -35,6 +35,7 @@ from iris.runtime import Runtime
 from iris.surfaces.controls import Controls
 from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
+from iris.tasks import logged
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ class ChatRoom:
         conversation = log.conversation(self.chat_id)
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
         shown = "\n\n".join(text for text in open_messages.values() if text)
-        self._repair = self.tasks.create_task(self._repair_history(user, shown))
+        repair = logged(self._repair_history(user, shown), f"history repair of {self.chat_id}")
+        self._repair = self.tasks.create_task(repair)
         frames: list[dict[str, Any]] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
             for message_id, text in open_messages.items()
