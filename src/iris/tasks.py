@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Coroutine
+from types import TracebackType
 from typing import Any
 
 
@@ -38,3 +39,37 @@ async def logged(work: Coroutine[Any, Any, None], what: str) -> None:
         await work
     except Exception:
         logging.getLogger(__name__).exception("%s failed", what)
+
+
+class OpenGroup:
+    """A task group held open across two calls, for an owner whose lifetime is not one block:
+    ``open`` in its ``__aenter__`` or ``start``, ``close`` in its ``__aexit__`` or ``stop``
+    (the same task both times, as a ``TaskGroup`` needs)."""
+
+    def __init__(self) -> None:
+        self._group: asyncio.TaskGroup | None = None
+        self._held: contextlib.AsyncExitStack | None = None
+
+    async def open(self) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            self._group = await stack.enter_async_context(task_group())
+            self._held = stack.pop_all()
+
+    def create_task(
+        self, work: Coroutine[Any, Any, None], *, name: str | None = None
+    ) -> asyncio.Task[None]:
+        if self._group is None:
+            raise RuntimeError("the task group is not open")
+        return self._group.create_task(work, name=name)
+
+    async def close(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        """Wait for every task (cancel first what must not be waited for); an exception
+        passed in is the owner's, raised on with the group's."""
+        held, self._held, self._group = self._held, None, None
+        if held is not None:
+            await held.__aexit__(exc_type, exc, tb)

@@ -83,7 +83,7 @@ from iris.events import (
     TurnStarted,
 )
 from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
-from iris.tasks import task_group
+from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +245,7 @@ class Turn:
         self.turn_id = f"turn_{uuid.uuid4().hex[:16]}"
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._group: asyncio.TaskGroup | None = None  # the turn's own, for its ``async with``
-        self._held: contextlib.AsyncExitStack | None = None
+        self._tasks = OpenGroup()  # the turn's own, for its ``async with``
         self._interrupted = False
         self._finished = False
         # State the interrupt and failure paths need.
@@ -268,14 +267,10 @@ class Turn:
     # -- lifetime ----------------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
-            if self._group is None:
-                raise RuntimeError("a turn runs inside `async with agent.run(request) as turn`")
-            self._task = self._group.create_task(self._main(), name=self.turn_id)
+            self._task = self._tasks.create_task(self._main(), name=self.turn_id)
 
     async def __aenter__(self) -> Turn:
-        async with contextlib.AsyncExitStack() as stack:
-            self._group = await stack.enter_async_context(task_group())
-            self._held = stack.pop_all()
+        await self._tasks.open()
         self.start()
         return self
 
@@ -293,9 +288,7 @@ class Turn:
             _, late = await asyncio.wait([task], timeout=2.0)
             for stuck in late:
                 stuck.cancel()
-        held, self._held = self._held, None
-        if held is not None:
-            await held.__aexit__(exc_type, exc, tb)
+        await self._tasks.close(exc_type, exc, tb)
 
     def interrupt(self) -> None:
         """Stop the turn: the upstream is closed and the turn ends with the text so far, as

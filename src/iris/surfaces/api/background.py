@@ -17,7 +17,6 @@ A thin transport: what the events say is the encoder's business (``responses_enc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from iris.errors import user_message
 from iris.events import Event, TurnFailed
 from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, while_connected
 from iris.surfaces.api.sse import DONE, named_frames
-from iris.tasks import task_group
+from iris.tasks import OpenGroup
 
 log = logging.getLogger("iris.api")
 
@@ -80,7 +79,7 @@ class BackgroundRun:
     def snapshot(self) -> Json:
         return self._wire.snapshot()
 
-    def start(self, tasks: asyncio.TaskGroup) -> None:
+    def start(self, tasks: OpenGroup) -> None:
         """Run the turn in ``tasks`` (the surface's: a run outlives the request that began it)."""
         self._task = tasks.create_task(self._run(), name=f"background {self.id}")
 
@@ -152,8 +151,7 @@ class BackgroundRuns:
         self._keep = keep
         self._clock = clock
         self._runs: dict[str, BackgroundRun] = {}
-        self._tasks: asyncio.TaskGroup | None = None  # the runs' turns, from start to stop
-        self._held = contextlib.AsyncExitStack()
+        self._tasks = OpenGroup()  # the runs' turns, from start to stop
 
     def add(self, run: BackgroundRun) -> None:
         self._prune()
@@ -167,11 +165,10 @@ class BackgroundRuns:
         return [run for run in self._runs.values() if not run.ended]
 
     async def start(self) -> None:
-        self._tasks = await self._held.enter_async_context(task_group())
+        await self._tasks.open()
 
     def launch(self, run: BackgroundRun) -> None:
         """Keep ``run`` and start its turn in the runs' task group."""
-        assert self._tasks is not None, "start() first"
         self.add(run)
         run.start(self._tasks)
 
@@ -183,7 +180,7 @@ class BackgroundRuns:
             if runs:
                 await asyncio.gather(*(run.stop("incomplete", "interrupted") for run in runs))
         finally:
-            await self._held.aclose()
+            await self._tasks.close()
 
     def _prune(self) -> None:
         now = self._clock()

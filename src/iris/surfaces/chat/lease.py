@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from types import TracebackType
 
 from iris.surfaces.chat.platform import ChatPlatform, PlatformError, PlatformRateLimited
-from iris.tasks import task_group
+from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +37,13 @@ class TypingLease:
         self._limit = limit
         self._released = asyncio.Event()
         self._stopped = asyncio.Event()
-        self._held: contextlib.AsyncExitStack | None = None
+        self._tasks = OpenGroup()
+        self._held = False
 
     async def __aenter__(self) -> TypingLease:
-        async with contextlib.AsyncExitStack() as stack:
-            group = await stack.enter_async_context(task_group())
-            group.create_task(self._keep_typing(), name=f"typing:{self._chat_id}")
-            self._held = stack.pop_all()
+        await self._tasks.open()
+        self._tasks.create_task(self._keep_typing(), name=f"typing:{self._chat_id}")
+        self._held = True
         return self
 
     async def __aexit__(
@@ -53,13 +53,11 @@ class TypingLease:
         tb: TracebackType | None,
     ) -> None:
         self.release()
-        held, self._held = self._held, None
-        if held is not None:
-            await held.__aexit__(exc_type, exc, tb)
+        await self._tasks.close(exc_type, exc, tb)
 
     @property
     def active(self) -> bool:
-        return self._held is not None and not self._stopped.is_set()
+        return self._held and not self._stopped.is_set()
 
     async def expired(self) -> None:
         """Wait until the indicator stopped, by release or by the hard limit."""

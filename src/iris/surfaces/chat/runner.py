@@ -43,7 +43,7 @@ from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformE
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, Controls, execute
-from iris.tasks import logged, task_group
+from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,7 @@ class ChatSurface:
         self.platforms = platforms if platforms is not None else build_platforms(runtime.config)
         self._conversations: dict[str, _Conversation] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
-        self._group: asyncio.TaskGroup | None = None  # from start to stop
-        self._held = contextlib.AsyncExitStack()
+        self._group = OpenGroup()  # from start to stop
         self._refused: dict[tuple[str, str], float] = {}
         self._connected: list[ChatPlatform] = []
 
@@ -122,7 +121,7 @@ class ChatSurface:
         return []
 
     async def start(self) -> None:
-        self._group = await self._held.enter_async_context(task_group())
+        await self._group.open()
         for platform in self.platforms:
             try:
                 await platform.connect(self._receiver(platform))
@@ -147,7 +146,7 @@ class ChatSurface:
             with contextlib.suppress(Exception):
                 await platform.disconnect()
         self._connected.clear()
-        await self._held.aclose()
+        await self._group.close()
 
     async def idle(self) -> None:
         """Wait until no message is being handled (for tests and shutdown)."""
@@ -179,7 +178,6 @@ class ChatSurface:
         self._spawn(self._handle(platform, message, conversation, conversation.latest))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        assert self._group is not None, "start() first"
         task = self._group.create_task(logged(work, "handling a chat message"))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -37,7 +37,7 @@ from iris.surfaces.chat.platform import (
     RateBudget,
 )
 from iris.surfaces.commands import CHAT_COMMANDS
-from iris.tasks import logged, task_group
+from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class TelegramPlatform:
             get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=poll + 10.0),
         )
         self._poller: asyncio.Task[None] | None = None
-        self._polling: contextlib.AsyncExitStack | None = None  # the poller's task group
+        self._polling = OpenGroup()  # the poller's
 
     # -- receiving ----------------------------------------------------------------------------
     async def connect(self, on_message: OnMessage) -> None:
@@ -113,17 +113,15 @@ class TelegramPlatform:
             )
         except TelegramError as exc:  # a nicety: the commands work typed all the same
             log.warning("telegram: commands not registered: %s", exc)
-        async with contextlib.AsyncExitStack() as stack:
-            group = await stack.enter_async_context(task_group())
-            polling = logged(self._poll(on_message), "telegram polling")
-            self._poller = group.create_task(polling, name="telegram-poll")
-            self._polling = stack.pop_all()
+        await self._polling.open()
+        polling = logged(self._poll(on_message), "telegram polling")
+        self._poller = self._polling.create_task(polling, name="telegram-poll")
 
     async def disconnect(self) -> None:
-        polling, self._polling = self._polling, None
-        if polling is not None and self._poller is not None:
-            self._poller.cancel()  # it polls until told to stop
-            await polling.aclose()
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()  # it polls until told to stop
+            await self._polling.close()
         with contextlib.suppress(TelegramError):
             await self.bot.shutdown()
 

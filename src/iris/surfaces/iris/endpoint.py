@@ -47,7 +47,7 @@ from iris.surfaces.iris import inbound
 from iris.surfaces.iris.budget import Budget
 from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
-from iris.tasks import task_group
+from iris.tasks import OpenGroup, task_group
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +88,13 @@ class IrisSurface:
         self.rooms: dict[str, ChatRoom] = {}
         self.site = SiteGuard(runtime.config.server)
         # The rooms' turns, from start to stop (one task: the server's lifespan).
-        self._tasks: asyncio.TaskGroup | None = None
-        self._held = contextlib.AsyncExitStack()
+        self._tasks = OpenGroup()
 
     def routes(self) -> list[BaseRoute]:
         return [WebSocketRoute("/iris/ws", self._endpoint)]
 
     async def start(self) -> None:
-        self._tasks = await self._held.enter_async_context(task_group())
+        await self._tasks.open()
         # Turns a crash cut are closed now, on devices and in the model's history alike.
         for chat_id in await self.hub.log.open_turns():
             self.room(chat_id)
@@ -109,12 +108,11 @@ class IrisSurface:
         try:
             await asyncio.gather(*(room.close() for room in self.rooms.values()))
         finally:
-            await self._held.aclose()  # every turn has ended: the group has nothing to wait on
+            await self._tasks.close()  # every turn has ended: the group has nothing to wait on
 
     def room(self, chat_id: str) -> ChatRoom:
         """The chat's room; raises ``StoreUnavailable`` if a new room cannot read its log."""
         if chat_id not in self.rooms:
-            assert self._tasks is not None, "start() first"
             room = ChatRoom(self.runtime, self.hub, chat_id, self._tasks)
             room.recover()  # before it counts as open: a failed recovery is tried again
             self.rooms[chat_id] = room

@@ -35,7 +35,7 @@ from iris.runtime import Runtime
 from iris.surfaces.controls import Controls
 from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
-from iris.tasks import logged
+from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def encoder_settings(runtime: Runtime) -> EncoderSettings:
 
 
 class ChatRoom:
-    def __init__(self, runtime: Runtime, hub: Hub, chat_id: str, tasks: asyncio.TaskGroup) -> None:
+    def __init__(self, runtime: Runtime, hub: Hub, chat_id: str, tasks: OpenGroup) -> None:
         self.runtime = runtime
         self.hub = hub
         self.chat_id = chat_id
