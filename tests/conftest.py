@@ -40,7 +40,10 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def no_pending_tasks(request: pytest.FixtureRequest) -> None:
     """An async test fails if it leaves asyncio tasks running: every task has an owner that
     ends it (tasks.task_group), so one still pending at the end is a leak."""
-    if inspect.iscoroutinefunction(request.function):
+    marker = request.node.get_closest_marker("asyncio")
+    scope = marker.kwargs.get("loop_scope", "function") if marker is not None else "function"
+    # The check runs in a function-scoped loop: a test on a wider loop shares it with others.
+    if inspect.iscoroutinefunction(request.function) and scope == "function":
         # Requested here, first, so it is torn down last: after the test's own fixtures (a
         # server, a gateway) had their chance to end their tasks, in the test's own loop.
         request.getfixturevalue("tasks_left")
@@ -51,10 +54,10 @@ async def tasks_left() -> AsyncIterator[None]:
     yield
     here = asyncio.current_task()
     for _ in range(3):  # a task cancelled as the test ended needs a turn of the loop to finish
-        pending = [t for t in asyncio.all_tasks() if t is not here and not t.done()]
-        if not pending:
-            return
         await asyncio.sleep(0)
+    pending = [t for t in asyncio.all_tasks() if t is not here and not t.done()]
+    if not pending:
+        return
     names = ", ".join(sorted(_describe(t) for t in pending))
     for task in pending:
         task.cancel()
