@@ -1,8 +1,9 @@
 """A virtual-time run of the real ``StreamConsumer``: timed events in, the chat's timeline out.
 
 The consumer runs unchanged on an event loop whose clock jumps when every task waits
-(tests/fakes/virtual_time.py), so cadence tests are exact and instant. ``outcomes`` scripts what the
-platform answers per call, in call order: None (ok), ``RateLimited(s)`` or ``Failed(maybe)``.
+(tests/fakes/virtual_time.py), so cadence tests are exact and instant. ``outcomes`` scripts
+what the platform answers per call, in call order: None (ok), ``RateLimited(s)`` or
+``Failed(maybe)``.
 """
 
 from __future__ import annotations
