@@ -51,6 +51,7 @@ from iris.surfaces.iris.access import REVOCATION_POLL, Revocations, TokenGate, b
 from iris.surfaces.iris.budget import Budget
 from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
+from iris.tasks import OpenGroup, task_group
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,9 @@ class IrisSurface:
         self.gate = TokenGate(self.settings.tokens, devices)
         self.revocations = Revocations(devices)
         self._watcher: asyncio.Task[None] | None = None
+        # The rooms' turns and the revocation watch, from start to stop (one task: the
+        # server's lifespan).
+        self._tasks = OpenGroup()
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -102,6 +106,7 @@ class IrisSurface:
         ]
 
     async def start(self) -> None:
+        await self._tasks.open()
         # Turns a crash cut are closed now, on devices and in the model's history alike.
         for chat_id in await self.hub.log.open_turns():
             self.room(chat_id)
@@ -110,20 +115,21 @@ class IrisSurface:
                 "no device may connect: platforms.iris.tokens is empty and no device is "
                 "paired; pair one with `iris devices add NAME`"
             )
-        self._watcher = asyncio.create_task(self.revocations.run(REVOCATION_POLL))
+        self._watcher = self._tasks.create_task(self.revocations.run(REVOCATION_POLL))
 
     async def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-        await asyncio.gather(*(room.close() for room in self.rooms.values()))
+            watcher.cancel()  # it sleeps between sweeps: nothing to wait for
+        try:
+            await asyncio.gather(*(room.close() for room in self.rooms.values()))
+        finally:
+            await self._tasks.close()  # every turn has ended: the group has nothing to wait on
 
     def room(self, chat_id: str) -> ChatRoom:
         """The chat's room; raises ``StoreUnavailable`` if a new room cannot read its log."""
         if chat_id not in self.rooms:
-            room = ChatRoom(self.runtime, self.hub, chat_id)
+            room = ChatRoom(self.runtime, self.hub, chat_id, self._tasks)
             room.recover()  # before it counts as open: a failed recovery is tried again
             self.rooms[chat_id] = room
         return self.rooms[chat_id]
@@ -234,23 +240,26 @@ class _Connection:
         self._bad: deque[float] = deque()
         self._budget = Budget(INBOUND_RATE, INBOUND_BURST)
         self._sender: asyncio.Task[None] | None = None
-        self._commands: set[asyncio.Task[None]] = set()
+        self._group: asyncio.TaskGroup | None = None  # the connection's tasks
 
     async def run(self) -> None:
         # The receiver runs in the connection's own task: one task less per idle device. A
-        # socket the sender can no longer write to (or closes) also ends the receiver.
-        self._sender = asyncio.create_task(self._send_loop())
-        try:
-            await self._receive_loop()
-        finally:
-            await self._stop_sender()
+        # socket the sender can no longer write to (or closes) also ends the receiver. The
+        # sender and the commands being answered belong to the connection's task group: a
+        # command still running is answered before the connection's handler returns.
+        async with task_group() as group:
+            self._group = group
+            self._sender = group.create_task(self._send_loop())
+            try:
+                await self._receive_loop()
+            finally:
+                await self._stop_sender()
 
     async def _stop_sender(self) -> None:
         sender, self._sender = self._sender, None
         if sender is not None:
             sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await sender
+            await asyncio.wait([sender])
 
     async def revoke(self) -> None:
         """The device's token was revoked: close now, without sending what is queued."""
@@ -328,9 +337,8 @@ class _Connection:
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
                 elif command is not None:
-                    task = asyncio.create_task(self._command(command))
-                    self._commands.add(task)
-                    task.add_done_callback(self._commands.discard)
+                    assert self._group is not None  # frames are handled inside run()
+                    self._group.create_task(self._command(command))
                 elif self.room.busy:
                     self._error("turn_active", "a turn is running; cancel it or wait for it")
                 else:
