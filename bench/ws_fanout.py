@@ -105,6 +105,9 @@ class ScriptedAgent:
     def __init__(self, deltas: int, rate: float, times_file: str) -> None:
         self._args = (deltas, rate, times_file)
 
+    def prepare(self) -> None:
+        return None  # no provider clients to build
+
     def run(self, request: Any) -> ScriptedTurn:
         return ScriptedTurn(*self._args)
 
