@@ -54,6 +54,8 @@ WORD = 4  # characters per delta, so a snapshot's length says which delta it end
 
 
 class ScriptedTurn:
+    compaction = None  # the bench's history never needs compacting
+
     def __init__(self, deltas: int, rate: float, times_file: str) -> None:
         self.turn_id = "turn_bench"
         self._deltas, self._rate, self._times_file = deltas, rate, times_file
