@@ -8,7 +8,6 @@ device that gets the same frames as snapshots only."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,12 +15,11 @@ from hypothesis import strategies as st
 from iris.app.core.store import ChatStore
 from iris.appends import AppendWriter
 from iris.events import Event, SegmentEnded, StreamReset, TextDelta, TurnEnded
+from iris.fanout.rules import Frame
 from iris.fanout.subscription import encode_frame
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder
 
 from .clock import FakeClock
-
-Frame = dict[str, Any]
 
 
 def wire(frame: Frame) -> Frame:

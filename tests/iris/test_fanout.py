@@ -14,6 +14,7 @@ from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.store import Store
+from iris.surfaces.iris.protocol import RULES
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def hub_on(store: Store, *, queue_size: int = 256, **log: Any) -> Hub:
-    return Hub(FrameLog(store, **log), queue_size=queue_size)
+    return Hub(FrameLog(store, rules=RULES, **log), queue_size=queue_size)
 
 
 def update(message_id: str, text: str) -> dict[str, Any]:
@@ -223,7 +224,7 @@ def test_a_device_gets_every_frame_that_matters_once_in_order(
 
 
 async def check_plan(plan: list[tuple[Any, ...]], capacity: int) -> None:
-    hub = Hub(FrameLog(Store(":memory:")), queue_size=capacity)
+    hub = Hub(FrameLog(Store(":memory:"), rules=RULES), queue_size=capacity)
     sub = hub.subscribe("c")
     published: list[dict[str, Any]] = []
     got: list[dict[str, Any]] = []  # chat frames since the last resume

@@ -36,6 +36,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.appends import FEATURE as APPEND
+from iris.appends import AppendWriter
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
@@ -45,6 +46,7 @@ from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
 from iris.surfaces.iris import inbound
 from iris.surfaces.iris.budget import Budget
+from iris.surfaces.iris.protocol import RULES, Ready
 from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
 
@@ -79,6 +81,7 @@ class IrisSurface:
         self.hub = Hub(
             FrameLog(
                 runtime.store,
+                rules=RULES,
                 max_frames=self.settings.log_max_frames,
                 max_age=self.settings.log_max_age,
             ),
@@ -131,7 +134,9 @@ class IrisSurface:
         chat_id = hello.chat_id or DEFAULT_CHAT
         try:
             room = self.room(chat_id)
-            subscription = self.hub.subscribe(chat_id, appends=APPEND in (hello.features or ()))
+            appends = APPEND in (hello.features or ())
+            writer = AppendWriter() if appends else None
+            subscription = self.hub.subscribe(chat_id, writer=writer)
         except StoreUnavailable as exc:
             await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
             return
@@ -363,7 +368,7 @@ class _Connection:
         return len(self._bad) > BAD_FRAMES_PER_MINUTE
 
 
-def _ready(asked: tuple[str, ...] | None) -> dict[str, Any]:
+def _ready(asked: tuple[str, ...] | None) -> Ready:
     """``ready``; to a device that named features, the ones it gets (doc 05 devices: unchanged)."""
     if asked is None:
         return {"type": "ready"}

@@ -42,11 +42,16 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
+from iris.surfaces.iris.protocol import (
+    OUTPUT_PREVIEW_CHARS,
+    Message,
+    MessageStop,
+    MessageUpdate,
+    ServerFrame,
+)
 from iris.surfaces.iris.reasoning import split_reasoning
 
-Frame = dict[str, Any]
-
-OUTPUT_PREVIEW_CHARS = 500
+Frame = ServerFrame  # a frame body: the hub adds chat_id and seq
 TOOL_PREVIEW_CHARS = 80
 # Argument names whose value says best what a tool call does, in order of preference.
 _PREVIEW_KEYS = ("command", "path", "query", "url", "file", "pattern")
@@ -209,8 +214,10 @@ class FrameEncoder:
             return []
         if not seg.started:
             seg.started = True
-            start = {"type": "message.start", "message_id": seg.message_id, "role": "assistant"}
-            return [start, self._update(seg, now)]
+            return [
+                {"type": "message.start", "message_id": seg.message_id, "role": "assistant"},
+                self._update(seg, now),
+            ]
         waiting = len(seg.text) - len(seg.sent) if seg.text.startswith(seg.sent) else len(seg.text)
         if (
             waiting >= self.settings.buffer_threshold
@@ -219,7 +226,7 @@ class FrameEncoder:
             return [self._update(seg, now)]
         return []
 
-    def _update(self, seg: _Segment, now: float) -> Frame:
+    def _update(self, seg: _Segment, now: float) -> MessageUpdate:
         seg.sent = seg.text
         seg.last_update = now
         return {"type": "message.update", "message_id": seg.message_id, "text": seg.text}
@@ -257,10 +264,12 @@ class FrameEncoder:
             self._pending = _PendingClose(self.new_id(), text, False, "")
         return self._flush_pending(tokens, reasoning)
 
-    def _reply(self, pending: _PendingClose, tokens: int | None, reasoning: str) -> Frame:
+    def _reply(
+        self, pending: _PendingClose, tokens: int | None, reasoning: str
+    ) -> MessageStop | Message:
         inline, text = split_reasoning(pending.text)
         reasoning = reasoning or inline or ""
-        frame: Frame
+        frame: MessageStop | Message
         if pending.started:
             frame = {"type": "message.stop", "message_id": pending.message_id, "final_text": text}
         else:

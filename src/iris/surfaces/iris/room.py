@@ -34,6 +34,7 @@ from iris.limits import TurnSlot
 from iris.runtime import Runtime
 from iris.surfaces.controls import Controls
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
+from iris.surfaces.iris.protocol import Message, ServerFrame
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class ChatRoom:
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
         self._cancel_requested = False
-        self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
+        self._unsent: list[ServerFrame] = []  # frames of a failed publish, for the turn's end
         self._repair: asyncio.Task[None] | None = None  # history repair after a crash
         self.controls = Controls()  # what the chat's commands set (in memory)
         # The turn's last frames are out: a device may send the next message at once, though
@@ -90,7 +91,12 @@ class ChatRoom:
         ``slot`` (its place under ``server.max_turns``) back when it ends."""
         if self.busy:
             return False
-        echo = {"type": "message", "message_id": new_message_id(), "role": "user", "text": text}
+        echo: Message = {
+            "type": "message",
+            "message_id": new_message_id(),
+            "role": "user",
+            "text": text,
+        }
         self.hub.publish(self.chat_id, echo, exclude=origin)
         self._cancel_requested = False
         previous = self._task if self._task is not None and not self._task.done() else None
@@ -117,7 +123,7 @@ class ChatRoom:
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
         shown = "\n\n".join(text for text in open_messages.values() if text)
         self._repair = asyncio.create_task(self._repair_history(user, shown))
-        frames: list[dict[str, Any]] = [
+        frames: list[ServerFrame] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
             for message_id, text in open_messages.items()
         ]
@@ -262,7 +268,7 @@ class ChatRoom:
                 return  # the turn's next frame meets the same failure and ends the turn
             await asyncio.sleep(0)  # never spin, whatever the clock says
 
-    def _publish(self, frames: list[dict[str, Any]]) -> None:
+    def _publish(self, frames: list[ServerFrame]) -> None:
         for n, frame in enumerate(frames):
             try:
                 self.hub.publish(self.chat_id, frame)
@@ -272,7 +278,7 @@ class ChatRoom:
                 self._unsent = frames[n:]
                 raise
 
-    def _end(self, frames: list[dict[str, Any]]) -> None:
+    def _end(self, frames: list[ServerFrame]) -> None:
         """Publish a turn's closing frames: live even if the log cannot keep them; never raises."""
         frames, self._unsent = [*self._unsent, *frames], []
         if frames:
