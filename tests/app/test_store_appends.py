@@ -140,9 +140,16 @@ FATE = st.sampled_from(["send", "send", "send", "skip", "resume"])
 def turn_frames(events: list[Event]) -> list[Frame]:
     encoder = FrameEncoder(EncoderSettings(buffer_threshold=3, edit_interval=1e9))
     bodies = encoder.begin()
+    attempt = ""  # what the round's latest attempt streamed
     for event in events:
-        if isinstance(event, SegmentEnded) and not event.text:  # final text = streamed text
-            event = SegmentEnded(encoder._segment.text if encoder._segment else "")  # pyright: ignore[reportPrivateUsage]
+        if isinstance(event, TextDelta):
+            attempt += event.text
+        elif isinstance(event, StreamReset):
+            attempt = ""
+        elif isinstance(event, SegmentEnded):
+            if not event.text:  # final text = streamed text
+                event = SegmentEnded(attempt)
+            attempt = ""
         bodies += encoder.feed(event, 0.0)
     bodies += encoder.feed(TurnEnded(""), 0.0)
     return stamped(*bodies)
