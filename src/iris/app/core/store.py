@@ -27,6 +27,7 @@ from iris.app.core.artifact import find_html
 from iris.app.core.reveal import Reveal
 from iris.appends import Held, extended, held
 from iris.surfaces.iris.protocol import (
+    CHAT_SCOPED,
     SERVER,
     Message,
     MessageAppend,
@@ -42,24 +43,6 @@ from iris.surfaces.iris.protocol import (
 )
 
 Kind = Literal["message", "commentary", "tools", "error"]
-
-# Frames that take the next seq of the chat and are replayed on resume. The others (ready,
-# pong, bad-input error, sync, command) carry the chat's latest seq without having been sent
-# to us.
-CHAT_SCOPED = frozenset(
-    {
-        "typing",
-        "message.start",
-        "message.update",
-        "message.append",
-        "message.stop",
-        "message",
-        "tool.start",
-        "tool.progress",
-        "tool.end",
-        "commentary",
-    }
-)
 
 
 @dataclass

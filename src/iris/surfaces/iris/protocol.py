@@ -270,6 +270,25 @@ class Sync(_Stamped):
     messages: list[SyncMessage]
 
 
+# Frames that always take the chat's next seq: logged, replayed on resume, told apart by seq.
+# ready, pong, sync and command are one connection's; error may be either (a failed turn's, or
+# the answer to bad input), so it is not among them.
+CHAT_SCOPED = frozenset(
+    {
+        "typing",
+        "message.start",
+        "message.update",
+        "message.append",
+        "message.stop",
+        "message",
+        "tool.start",
+        "tool.progress",
+        "tool.end",
+        "commentary",
+    }
+)
+
+
 def _server_tag(frame: Any) -> str | None:
     kind = frame.get("type") if isinstance(frame, dict) else getattr(frame, "type", None)
     if kind == "message.stop" and isinstance(frame, dict) and "final_text" not in frame:
