@@ -44,9 +44,9 @@ from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
-from iris.surfaces.iris import inbound
+from iris.surfaces.iris import inbound, protocol
 from iris.surfaces.iris.budget import Budget
-from iris.surfaces.iris.protocol import RULES, Ready
+from iris.surfaces.iris.protocol import RULES, Error, Pong, Ready
 from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
 
@@ -295,7 +295,8 @@ class _Connection:
     def _handle(self, request: inbound.Request) -> None:
         match request:
             case inbound.Ping():
-                self.subscription.send_local({"type": "pong"})
+                pong: Pong = {"type": "pong"}
+                self.subscription.send_local(pong)
             case inbound.SendMessage(text=text, chat_id=chat_id):
                 command = parse(text)
                 if chat_id is not None and chat_id != self.room.chat_id:
@@ -338,7 +339,8 @@ class _Connection:
             log.exception("/%s on %s failed", command.name, room.chat_id)
             self._error("internal_error", f"/{command.name} failed")
             return
-        self.subscription.send_local({"type": "command", "command": command.name, "text": answer})
+        frame: protocol.Command = {"type": "command", "command": command.name, "text": answer}
+        self.subscription.send_local(frame)
 
     def _start(self, text: str) -> None:
         settings = self.surface.settings
@@ -358,7 +360,8 @@ class _Connection:
             self._error("turn_active", "a turn is running; cancel it or wait for it")
 
     def _error(self, code: str, message: str) -> None:
-        self.subscription.send_local({"type": "error", "code": code, "message": message})
+        error: Error = {"type": "error", "code": code, "message": message}
+        self.subscription.send_local(error)
 
     def _too_many_bad(self) -> bool:
         now = time.monotonic()
@@ -382,11 +385,17 @@ def _payload(message: Any) -> str | bytes | None:
 
 async def _store_failed(ws: WebSocket, chat_id: str, seq: int, exc: StoreUnavailable) -> None:
     """Tell the device the store failed, then close so that it resumes from ``seq`` later."""
-    frame = {"type": "error", "code": exc.code, "message": exc.message, "chat_id": chat_id}
+    frame: Error = {
+        "type": "error",
+        "code": exc.code,
+        "message": exc.message,
+        "chat_id": chat_id,
+        "seq": seq,
+    }
     log.warning("iris device on %s closed: %s", chat_id, exc.message)
     with contextlib.suppress(Exception):
         async with asyncio.timeout(CLOSE_WAIT):
-            await ws.send_text(encode_frame({**frame, "seq": seq}))
+            await ws.send_text(encode_frame(dict(frame)))
     await _close(ws, CLOSE_TRY_LATER, "store unavailable; reconnect and resume")
 
 

@@ -64,8 +64,6 @@ from iris.surfaces.iris.protocol import (
 )
 from iris.surfaces.iris.reasoning import split_reasoning
 
-Frame = ServerFrame  # a frame body: the hub adds chat_id and seq
-
 TOOL_PREVIEW_CHARS = 80
 # Argument names whose value says best what a tool call does, in order of preference.
 _PREVIEW_KEYS = ("command", "path", "query", "url", "file", "pattern")
@@ -122,7 +120,7 @@ class FrameEncoder:
     _carried_reasoning: str = ""  # reasoning of earlier rounds not yet attached to a reply
     _now: float = 0.0
 
-    def begin(self) -> list[Frame]:
+    def begin(self) -> list[ServerFrame]:
         return [{"type": "typing", "on": True}]
 
     # -- time ----------------------------------------------------------------------------------
@@ -133,30 +131,30 @@ class FrameEncoder:
             return None
         return bubble.last_update + self.settings.edit_interval
 
-    def tick(self, now: float) -> list[Frame]:
+    def tick(self, now: float) -> list[ServerFrame]:
         deadline = self.deadline()
         if deadline is None or now < deadline or self._bubble is None:
             return []
         return [self._update(self._bubble, now)]
 
     # -- events --------------------------------------------------------------------------------
-    def feed(self, event: Event, now: float) -> list[Frame]:
+    def feed(self, event: Event, now: float) -> list[ServerFrame]:
         if self.finished:
             return []
         self._now = now
         # Text shows as it grows only when it streams as deltas; a closer's own text goes out
         # with the close.
         streamed = isinstance(event, TextDelta)
-        out: list[Frame] = []
+        out: list[ServerFrame] = []
         for item in self._segments.feed(event):
             out += self._item(item, now, streamed)
         return out
 
-    def fail(self, code: str, message: str) -> list[Frame]:
+    def fail(self, code: str, message: str) -> list[ServerFrame]:
         """End the turn with an error, also when it broke outside the event stream."""
         return self.feed(TurnFailed(code, message), self._now)
 
-    def _item(self, item: Item, now: float, streamed: bool) -> list[Frame]:
+    def _item(self, item: Item, now: float, streamed: bool) -> list[ServerFrame]:
         if isinstance(item, TurnEnded):
             self.model = item.model or self.model
             out = self._flush(_tokens(item.usage), item.reasoning)
@@ -213,12 +211,12 @@ class FrameEncoder:
                 assert_never(item)
         return out
 
-    def _finish(self) -> list[Frame]:
+    def _finish(self) -> list[ServerFrame]:
         self.finished = True
         return [{"type": "typing", "on": False}]
 
     # -- segments ------------------------------------------------------------------------------
-    def _grown(self, item: SegmentGrown, now: float, streamed: bool) -> list[Frame]:
+    def _grown(self, item: SegmentGrown, now: float, streamed: bool) -> list[ServerFrame]:
         bubble = self._bubble
         if bubble is None:  # the model opens every segment before it grows
             bubble = self._bubble = _Bubble(self.new_id())
@@ -228,7 +226,7 @@ class FrameEncoder:
         bubble.waiting += len(item.delta)
         if not bubble.started:
             bubble.started = True
-            start: Frame = {
+            start: ServerFrame = {
                 "type": "message.start",
                 "message_id": bubble.message_id,
                 "role": "assistant",
@@ -241,7 +239,7 @@ class FrameEncoder:
             return [self._update(bubble, now)]
         return []
 
-    def _reset(self, text: str, now: float) -> list[Frame]:
+    def _reset(self, text: str, now: float) -> list[ServerFrame]:
         """A retry diverged from what was shown: a device that saw it gets the new text now."""
         bubble = self._bubble
         if bubble is None:
@@ -254,7 +252,7 @@ class FrameEncoder:
         bubble.last_update = now
         return {"type": "message.update", "message_id": bubble.message_id, "text": bubble.text}
 
-    def _closed(self, item: SegmentClosed) -> list[Frame]:
+    def _closed(self, item: SegmentClosed) -> list[ServerFrame]:
         bubble, self._bubble = self._bubble, None
         message_id = bubble.message_id if bubble is not None else self.new_id()
         if item.ending == "commentary":
@@ -271,7 +269,7 @@ class FrameEncoder:
             return self._flush()
         return []
 
-    def _flush(self, tokens: int | None = None, reasoning: str = "") -> list[Frame]:
+    def _flush(self, tokens: int | None = None, reasoning: str = "") -> list[ServerFrame]:
         pending, self._pending = self._pending, None
         if pending is None:
             return []
@@ -321,7 +319,7 @@ def encode(
     events: Iterable[Event],
     settings: EncoderSettings | None = None,
     new_id: Callable[[], str] = new_message_id,
-) -> list[Frame]:
+) -> list[ServerFrame]:
     """All frame bodies of a whole turn fed at one instant (tests and replays)."""
     encoder = FrameEncoder(settings or EncoderSettings(), new_id)
     out = encoder.begin()
