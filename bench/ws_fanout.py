@@ -54,10 +54,9 @@ WORD = 4  # characters per delta, so a snapshot's length says which delta it end
 
 
 class ScriptedTurn:
-    compaction = None  # the bench's history never needs compacting
-
     def __init__(self, deltas: int, rate: float, times_file: str) -> None:
         self.turn_id = "turn_bench"
+        self.compaction = None  # the bench's history is one message: nothing to compact
         self._deltas, self._rate, self._times_file = deltas, rate, times_file
 
     async def __aenter__(self) -> ScriptedTurn:
@@ -108,7 +107,7 @@ class ScriptedAgent:
         self._args = (deltas, rate, times_file)
 
     def prepare(self) -> None:
-        return None  # no provider clients to build
+        return None  # no SDK client to build ahead of the first turn
 
     def run(self, request: Any) -> ScriptedTurn:
         return ScriptedTurn(*self._args)
