@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from iris.surfaces.iris.protocol import (
+    CHAT_ID,
     CLIENT,
     MAX_FEATURE_NAME,
     MAX_FEATURES,
@@ -37,7 +38,7 @@ from iris.surfaces.iris.protocol import (
 
 __all__ = ["BadFrame", "CancelTurn", "Hello", "Ping", "Request", "Resume", "SendMessage"]
 
-_CHAT_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+_CHAT_ID = re.compile(CHAT_ID)
 _SEQ_TEXT = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True, int() fails
 
 Request = ClientFrame

@@ -69,7 +69,8 @@ def _not_blank(value: str) -> str:
 
 
 Text = Annotated[str, Field(strict=True), AfterValidator(_unicode)]
-ChatId = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9._:@-]{1,128}$")]
+CHAT_ID = r"[A-Za-z0-9._:@-]{1,128}"
+ChatId = Annotated[str, StringConstraints(strict=True, pattern=f"^{CHAT_ID}$")]
 Seq = Annotated[int, Field(strict=True, ge=0, le=MAX_SEQ)]
 MessageId = Annotated[str, StringConstraints(min_length=1)]
 Tokens = Annotated[int, Field(ge=0)]
