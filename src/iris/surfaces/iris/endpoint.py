@@ -38,6 +38,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.appends import FEATURE as APPEND
+from iris.appends import AppendWriter
 from iris.devices import Check, DeviceStore
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
@@ -46,9 +47,10 @@ from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
-from iris.surfaces.iris import chats, inbound
+from iris.surfaces.iris import chats, inbound, protocol
 from iris.surfaces.iris.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.iris.budget import Budget
+from iris.surfaces.iris.protocol import RULES, Error, Pong, Ready
 from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
 from iris.tasks import OpenGroup, task_group
@@ -84,6 +86,7 @@ class IrisSurface:
         self.hub = Hub(
             FrameLog(
                 runtime.store,
+                rules=RULES,
                 max_frames=self.settings.log_max_frames,
                 max_age=self.settings.log_max_age,
             ),
@@ -155,7 +158,9 @@ class IrisSurface:
         chat_id = hello.chat_id or DEFAULT_CHAT
         try:
             room = self.room(chat_id)
-            subscription = self.hub.subscribe(chat_id, appends=APPEND in (hello.features or ()))
+            appends = APPEND in (hello.features or ())
+            writer = AppendWriter() if appends else None
+            subscription = self.hub.subscribe(chat_id, writer=writer)
         except StoreUnavailable as exc:
             await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
             return
@@ -331,7 +336,8 @@ class _Connection:
     def _handle(self, request: inbound.Request) -> None:
         match request:
             case inbound.Ping():
-                self.subscription.send_local({"type": "pong"})
+                pong: Pong = {"type": "pong"}
+                self.subscription.send_local(pong)
             case inbound.SendMessage(text=text, chat_id=chat_id):
                 command = parse(text)
                 if chat_id is not None and chat_id != self.room.chat_id:
@@ -373,7 +379,8 @@ class _Connection:
             log.exception("/%s on %s failed", command.name, room.chat_id)
             self._error("internal_error", f"/{command.name} failed")
             return
-        self.subscription.send_local({"type": "command", "command": command.name, "text": answer})
+        frame: protocol.Command = {"type": "command", "command": command.name, "text": answer}
+        self.subscription.send_local(frame)
 
     def _start(self, text: str) -> None:
         settings = self.surface.settings
@@ -393,7 +400,8 @@ class _Connection:
             self._error("turn_active", "a turn is running; cancel it or wait for it")
 
     def _error(self, code: str, message: str) -> None:
-        self.subscription.send_local({"type": "error", "code": code, "message": message})
+        error: Error = {"type": "error", "code": code, "message": message}
+        self.subscription.send_local(error)
 
     def _too_many_bad(self) -> bool:
         now = time.monotonic()
@@ -403,7 +411,7 @@ class _Connection:
         return len(self._bad) > BAD_FRAMES_PER_MINUTE
 
 
-def _ready(asked: tuple[str, ...] | None) -> dict[str, Any]:
+def _ready(asked: tuple[str, ...] | None) -> Ready:
     """``ready``; to a device that named features, the ones it gets (doc 05 devices: unchanged)."""
     if asked is None:
         return {"type": "ready"}
@@ -417,11 +425,17 @@ def _payload(message: Any) -> str | bytes | None:
 
 async def _store_failed(ws: WebSocket, chat_id: str, seq: int, exc: StoreUnavailable) -> None:
     """Tell the device the store failed, then close so that it resumes from ``seq`` later."""
-    frame = {"type": "error", "code": exc.code, "message": exc.message, "chat_id": chat_id}
+    frame: Error = {
+        "type": "error",
+        "code": exc.code,
+        "message": exc.message,
+        "chat_id": chat_id,
+        "seq": seq,
+    }
     log.warning("iris device on %s closed: %s", chat_id, exc.message)
     with contextlib.suppress(Exception):
         async with asyncio.timeout(CLOSE_WAIT):
-            await ws.send_text(encode_frame({**frame, "seq": seq}))
+            await ws.send_text(encode_frame(dict(frame)))
     await _close(ws, CLOSE_TRY_LATER, "store unavailable; reconnect and resume")
 
 

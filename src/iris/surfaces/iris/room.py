@@ -37,6 +37,7 @@ from iris.surfaces.controls import Controls
 from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.iris.chats import session_key
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
+from iris.surfaces.iris.protocol import Message, ServerFrame
 from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class ChatRoom:
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
         self._cancel_requested = False
-        self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
+        self._unsent: list[ServerFrame] = []  # frames of a failed publish, for the turn's end
         self._repair: asyncio.Task[None] | None = None  # history repair after a crash
         self.controls = Controls()  # what the chat's commands set (in memory)
         # The turn's last frames are out: a device may send the next message at once, though
@@ -95,7 +96,12 @@ class ChatRoom:
         ``slot`` (its place under ``server.max_turns``) back when it ends."""
         if self.busy:
             return False
-        echo = {"type": "message", "message_id": new_message_id(), "role": "user", "text": text}
+        echo: Message = {
+            "type": "message",
+            "message_id": new_message_id(),
+            "role": "user",
+            "text": text,
+        }
         self.hub.publish(self.chat_id, echo, exclude=origin)
         self._cancel_requested = False
         previous = self._task if self._task is not None and not self._task.done() else None
@@ -123,7 +129,7 @@ class ChatRoom:
         shown = "\n\n".join(text for text in open_messages.values() if text)
         repair = logged(self._repair_history(user, shown), f"history repair of {self.chat_id}")
         self._repair = self.tasks.create_task(repair)
-        frames: list[dict[str, Any]] = [
+        frames: list[ServerFrame] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
             for message_id, text in open_messages.items()
         ]
@@ -240,7 +246,7 @@ class ChatRoom:
             after = transcript.cut_after(compaction.replaced)
             await sessions.cut(self.session, compaction.summary, after=after)
 
-    def _publish(self, frames: list[dict[str, Any]]) -> None:
+    def _publish(self, frames: list[ServerFrame]) -> None:
         for n, frame in enumerate(frames):
             try:
                 self.hub.publish(self.chat_id, frame)
@@ -250,7 +256,7 @@ class ChatRoom:
                 self._unsent = frames[n:]
                 raise
 
-    def _end(self, frames: list[dict[str, Any]]) -> None:
+    def _end(self, frames: list[ServerFrame]) -> None:
         """Publish a turn's closing frames: live even if the log cannot keep them; never raises."""
         frames, self._unsent = [*self._unsent, *frames], []
         if frames:
@@ -270,7 +276,7 @@ class _Publishing:
     def __init__(
         self,
         encoder: FrameEncoder,
-        publish: Callable[[list[dict[str, Any]]], None],
+        publish: Callable[[list[ServerFrame]], None],
         keep: Callable[[TurnEnded | TurnFailed], Awaitable[None]],
     ) -> None:
         self.encoder, self.publish, self.keep = encoder, publish, keep
