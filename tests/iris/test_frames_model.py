@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from iris.surfaces.iris.reasoning import split_reasoning
+from iris.formats.reasoning import split_reasoning
 
 from iris.app.core.store import Bubble, ChatStore
 from iris.appends import AppendWriter
