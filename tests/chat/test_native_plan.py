@@ -21,6 +21,7 @@ from iris.events import (
 )
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.platform import (
+    Capabilities,
     Native,
     NativeKind,
     PlatformError,
@@ -199,3 +200,22 @@ def test_a_fresh_final_leaves_the_reply_exactly_once(
     assert "".join(chat) == "".join(final_texts(turn.events))
     if not lost:
         assert chat == final_texts(turn.events)
+
+
+def test_a_message_the_shorter_final_text_no_longer_needs_is_deleted() -> None:
+    long = "".join(f"w{n} " for n in range(40))  # three messages at 60 units
+    events: list[Event] = [
+        *(TextDelta(f"w{n} ") for n in range(40)),
+        StreamReset("falling back to b", "b"),
+        TextDelta("Short."),
+        SegmentEnded("Short."),
+        TurnEnded("Short."),
+    ]
+    small = Capabilities(
+        can_edit=True, max_length=60, length_unit="utf16", rate=RateBudget(1000, 1.0)
+    )
+    platform = NativePlatform(kind=None, capabilities=small)
+    asyncio.run(_deliver(platform, events))
+    assert len(long) > 2 * 60
+    assert platform.chat() == ["Short."], "no leftover … message"
+    assert "delete" in platform.calls

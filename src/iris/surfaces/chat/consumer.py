@@ -86,8 +86,11 @@ class StreamConsumer:
                 self.reply = Reply(caps, display, preview=streaming, mode="stream")
             case None:
                 self.transport = EditTransport(platform, chat_id, self.thread)
-                fresh = display.fresh_final_after if can_delete(platform) else 0.0
-                self.reply = Reply(caps, display, preview=streaming, fresh_after=fresh)
+                deletes = can_delete(platform)
+                fresh = display.fresh_final_after if deletes else 0.0
+                self.reply = Reply(
+                    caps, display, preview=streaming, fresh_after=fresh, deletes=deletes
+                )
         self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )

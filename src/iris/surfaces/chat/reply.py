@@ -38,6 +38,8 @@ into the platform's calls:
   messages are sent anew (an edit does not notify; a new message does) and each preview is
   deleted once its replacement landed (``Delete``). A replacement that fails outright turns
   back into the ordinary final edit of the preview.
+- ``deletes`` (edit mode, a platform that deletes): a message the settled text no longer needs
+  is deleted instead of showing ``…``.
 - ``stream`` (Slack streams): as ``edit`` without a cursor, and every message is *sealed*: its
   last action carries ``final`` even when the text did not change, so the transport can end
   the stream. A tool batch carries its calls as ``Task``s for a native timeline.
@@ -178,6 +180,7 @@ class Reply:
         preview: bool,
         mode: Mode = "edit",
         fresh_after: float = 0.0,
+        deletes: bool = False,
     ) -> None:
         self.caps = caps
         self.display = display
@@ -193,6 +196,7 @@ class Reply:
         self._draft_at = float("-inf")
         self._tasks: dict[str, Task] = {}
         self.fresh_after = fresh_after if mode == "edit" and self.preview else 0.0
+        self.deletes = deletes and mode == "edit"  # the platform deletes messages
         self._answer: _Segment | None = None  # the segment that carried the final answer
         self._fresh_checked = False
         self._deletes: list[_Deletion] = []
@@ -310,7 +314,10 @@ class Reply:
         if final:
             for index in seg.run[len(parts) :]:
                 slot = self.slots[index]
+                if slot.dead:
+                    continue
                 slot.want, slot.final = (_EMPTY if slot.shown is not None else ""), True
+                self._surplus(slot)
 
     def _tool(self, event: ToolStarted | ToolProgress | ToolEnded) -> None:
         if self._tools is None:
@@ -504,6 +511,13 @@ class Reply:
             slot.message_id, slot.shown, slot.failures = None, None, 0
             slot.retry_at = float("-inf")
 
+    def _surplus(self, slot: Slot) -> None:
+        """A message the settled text no longer needs: deleted where the platform can (else
+        it shows ``…``)."""
+        if self.deletes and slot.message_id is not None and slot.want == _EMPTY:
+            self._deletes.append(_Deletion(slot.message_id))
+            slot.dead = slot.cleaned = True
+
     def _deletion(self) -> _Deletion | None:
         return self._deletes[0] if self._deletes else None
 
@@ -566,12 +580,13 @@ class Reply:
             if slot.replaces is not None:
                 self._deletes.append(_Deletion(slot.replaces[0]))
                 slot.replaces = None
-        if slot.final and not slot.want:
-            # Its segment settled to less text while this was on its way: take the rest back.
-            slot.want = _EMPTY
         slot.failures = 0
         if message_id:
             slot.message_id = message_id
+        if slot.final and not slot.want:
+            # Its segment settled to less text while this was on its way: take the rest back.
+            slot.want = _EMPTY
+            self._surplus(slot)
 
     def rate_limited(
         self, action: Action, throttle: Throttle, retry_after: float, now: float
