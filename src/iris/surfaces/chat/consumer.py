@@ -68,6 +68,7 @@ class StreamConsumer:
             try:
                 await self._flush(pump)
             finally:
+                self.throttle.withdraw()  # a chat that stops leaves the bot's shared line
                 if not pump.done():
                     pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

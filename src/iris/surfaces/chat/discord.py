@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 import discord
 
 from iris.config import DiscordPlatform as DiscordConfig
+from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.discord_rest import DiscordREST
 from iris.surfaces.chat.platform import (
     Capabilities,
@@ -57,6 +58,18 @@ class DiscordPlatform:
         self._config = config
         self._timeout = request_timeout
         self._clock = clock
+        budgets = config.budgets
+        self.capabilities = Capabilities(
+            can_edit=True,
+            max_length=2000,
+            length_unit="chars",
+            rate=rate_budget(budgets.channel),
+        )
+        # Discord's global limit counts every request of the bot, typing included.
+        self.budget = SharedBudget(
+            [Limit("global", rate_budget(budgets.bot))],
+            {"send": ["global"], "edit": ["global"], "typing": ["global"]},
+        )
         self._rest: DiscordREST | None = None
         self._client: _IrisClient | None = None
         self._gateway: asyncio.Task[None] | None = None
@@ -106,6 +119,7 @@ class DiscordPlatform:
             base_url=self._config.base_url,
             timeout=self._timeout,
             clock=self._clock,
+            on_global=self._globally_limited,
         )
         try:
             await rest.me()
@@ -146,7 +160,13 @@ class DiscordPlatform:
         await self._session().delete_message(_channel(chat_id, thread), message_id)
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
-        await self._session().trigger_typing(_channel(chat_id, thread))
+        # A courtesy: only from what the replies leave of the global budget.
+        if self.budget.spare("typing", asyncio.get_running_loop().time()):
+            await self._session().trigger_typing(_channel(chat_id, thread))
+
+    def _globally_limited(self, retry_after: float) -> None:
+        # Every chat waits, in line, instead of each meeting the global limit on its own.
+        self.budget.block(asyncio.get_running_loop().time() + retry_after)
 
     def _session(self) -> DiscordREST:
         if self._rest is None:

@@ -84,7 +84,9 @@ class DiscordREST:
         base_url: str,
         timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        on_global: Callable[[float], None] | None = None,
     ) -> None:
+        self._on_global = on_global  # told ``retry_after`` of a global 429
         self._headers = {
             "Authorization": f"Bot {token}",
             # Discord asks for ``DiscordBot (url, version)``; Cloudflare may block other agents.
@@ -159,6 +161,8 @@ class DiscordREST:
             retry_after = _retry_after(answer, response.headers)
             everywhere = answer.get("global") is True or "X-RateLimit-Global" in response.headers
             self.limits.limited(route, channel, retry_after, everywhere=everywhere, now=now)
+            if everywhere and self._on_global is not None:
+                self._on_global(retry_after)
             raise PlatformRateLimited(retry_after)
         if response.status >= 500:
             # The platform received the request; whether it posted the message is unknown.
