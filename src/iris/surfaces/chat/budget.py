@@ -135,7 +135,7 @@ class SharedBudget:
                 and limit.name in self.draws.get(other.kind, ())
                 and other.order() < mine
             )
-            at = max(at, self._free_at[limit.name] + ahead * limit.spacing)
+            at = max(at, max(self._free_at[limit.name], now) + ahead * limit.spacing)
         claim.until = at + STALE
         return at
 
