@@ -2,7 +2,8 @@
 
 The runner and the real agent stream forty replies at once into the platform fakes, which
 enforce the limits the platforms document for the whole bot or workspace (Telegram's 30
-messages a second, Slack's ``chat.update`` per workspace) and count their 429s. The upstream
+messages a second, Slack's ``chat.update`` per workspace, Discord's global 50 requests a
+second) and count their 429s. The upstream
 holds every reply half-way until each chat shows its first text, so that fairness is checked
 while all forty still stream; then every reply finishes.
 """
@@ -16,6 +17,8 @@ import pytest
 from iris.surfaces.chat.reply import CURSOR
 from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
+from tests.fakes.discord_api import DiscordAPI
+from tests.fakes.discord_gateway import DiscordGateway, message_create, point_discord_py_at
 from tests.fakes.slack_api import MethodLimit, SlackAPI, message_event
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text
@@ -134,3 +137,40 @@ async def test_forty_slack_channels_share_chat_update_per_workspace(
         assert shown(channel) == [REPLY]
         posts = [c for c in api.calls_to("chat.postMessage") if c.args["channel"] == channel]
         assert len(posts) == 1
+
+
+async def test_forty_discord_channels_stay_under_the_global_limit(
+    make_config: MakeConfig, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    users = [str(5_000_000_000_000_000 + n) for n in range(CHATS)]
+    channels = [str(6_000_000_000_000_000 + n) for n in range(CHATS)]
+    _script(upstream)
+    async with DiscordAPI() as api, DiscordGateway(token=api.token) as gateway:
+        point_discord_py_at(monkeypatch, api, gateway)
+        settings: dict[str, Any] = {
+            "token": api.token,
+            "base_url": api.base_url,
+            "allowed_users": users,
+        }
+        config = platform_config(make_config, upstream, "discord", settings, server=SERVER)
+
+        def shown(channel: str) -> list[str]:
+            return [m.content for m in api.messages.values() if m.channel_id == channel]
+
+        async with running(config) as surface:
+            for channel, user in zip(channels, users, strict=True):
+                await gateway.dispatch(
+                    "MESSAGE_CREATE", message_create(user, "go", channel=channel)
+                )
+            await api.wait_until(lambda: all(shown(c) for c in channels))
+            assert all(shown(c)[0].endswith(CURSOR) for c in channels)
+            upstream.release()
+            await api.wait_until(lambda: all(shown(c) == [REPLY] for c in channels))
+            await surface.idle()
+
+    assert api.limited == 0, "no 429 from the global or a channel's limit"
+    assert [c for c in api.calls if c.status == 429] == []
+    for channel in channels:
+        assert shown(channel) == [REPLY]
+        posts = [c for c in api.channel_calls() if c.channel_id == channel and c.method == "POST"]
+        assert len([c for c in posts if not c.path.endswith("/typing")]) == 1
