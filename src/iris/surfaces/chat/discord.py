@@ -28,7 +28,6 @@ from iris.surfaces.chat.platform import (
     IncomingMessage,
     OnMessage,
     PlatformError,
-    RateBudget,
     aiohttp_failures,
 )
 
@@ -41,12 +40,8 @@ class DiscordPlatform:
     """``ChatPlatform`` for Discord, built from ``config.platforms.discord``."""
 
     name = "discord"
-    capabilities = Capabilities(
-        can_edit=True,
-        max_length=2000,
-        length_unit="chars",
-        rate=RateBudget(capacity=5, per_seconds=5.0),
-    )
+    capabilities: Capabilities  # per chat, from platforms.discord.budgets
+    budget: SharedBudget  # shared by every chat of the bot
 
     def __init__(
         self,

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 class RateBudget:
     """A platform's budget: at most ``capacity`` calls in any ``per_seconds`` window.
 
-    Sends and edits to one chat/channel share it; ``throttle.Throttle`` enforces it as a token
-    bucket refilled evenly at ``capacity / per_seconds``."""
+    Per chat/channel, sends and edits share it (``throttle.Throttle`` enforces it as a token
+    bucket refilled evenly at ``capacity / per_seconds``); a bot-wide one is a
+    ``budget.Limit``."""
 
     capacity: int
     per_seconds: float

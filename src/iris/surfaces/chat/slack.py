@@ -40,7 +40,6 @@ from iris.surfaces.chat.platform import (
     OnMessage,
     PlatformError,
     PlatformRateLimited,
-    RateBudget,
     aiohttp_failures,
 )
 
@@ -70,13 +69,8 @@ class SlackPlatform:
     """``ChatPlatform`` for Slack, built from ``config.platforms.slack``."""
 
     name = "slack"
-    capabilities = Capabilities(
-        can_edit=True,
-        max_length=40_000,
-        length_unit="chars",
-        # chat.update is Tier 3: about 50 calls a minute.
-        rate=RateBudget(capacity=50, per_seconds=60.0),
-    )
+    capabilities: Capabilities  # per chat, from platforms.slack.budgets
+    budget: SharedBudget  # shared by every chat of the bot
 
     def __init__(
         self, config: SlackConfig, *, request_timeout: int = 10, ping_interval: float = 5.0

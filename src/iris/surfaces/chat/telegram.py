@@ -36,7 +36,6 @@ from iris.surfaces.chat.platform import (
     OnMessage,
     PlatformError,
     PlatformRateLimited,
-    RateBudget,
 )
 from iris.surfaces.commands import CHAT_COMMANDS
 
@@ -78,13 +77,8 @@ def _chat(chat_id: str) -> int | str:
 
 class TelegramPlatform:
     name = "telegram"
-    capabilities = Capabilities(
-        can_edit=True,
-        max_length=4096,
-        length_unit="utf16",
-        rate=RateBudget(1, 1.0),
-        group_rate=RateBudget(20, 60.0),
-    )
+    capabilities: Capabilities  # per chat, from platforms.telegram.budgets
+    budget: SharedBudget  # shared by every chat of the bot
 
     def __init__(self, settings: TelegramSettings) -> None:
         if not settings.token:
