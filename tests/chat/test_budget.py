@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from iris.events import Event, SegmentEnded, TextDelta, TurnEnded
 from iris.surfaces.chat.budget import STALE, Limit, Priority, Seat, SharedBudget
-from iris.surfaces.chat.platform import RateBudget
+from iris.surfaces.chat.platform import Capabilities, RateBudget
+from iris.surfaces.chat.reply import Reply, Send
 from iris.surfaces.chat.throttle import Throttle
+from tests.chat.sim import display
 
 
 def one_a_second() -> SharedBudget:
@@ -191,3 +196,102 @@ def test_every_chat_is_served_and_finals_never_wait_behind_previews(
     if any(calls[0] == "final" for calls in wants.values()):
         first = granted[0][1]
         assert wants[first][0] == "final"
+
+
+# -- many chats' replies on one budget, in virtual time ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Granted:
+    t: float
+    chat: str
+    kind: str  # "send" | "preview" | "final"
+
+
+def crowd(
+    streams: dict[str, list[tuple[float, Event]]],
+    budget: SharedBudget,
+    *,
+    interval: float = 0.5,
+    latency: float = 0.05,
+) -> tuple[list[Granted], dict[str, str]]:
+    """The real ``Reply`` and ``Throttle`` of every chat on one shared budget, in virtual time.
+
+    Like the consumers: each chat makes one call at a time and asks again when told to; every
+    chat that may call at a moment is in line before any call goes. Returns the calls in order
+    and what each chat finally shows."""
+    shown = display(edit_interval=interval, min_tokens=3)
+    caps = Capabilities(True, 4096, "utf16", RateBudget(1, 1.0))
+    replies = {chat: Reply(caps, shown, preview=True) for chat in streams}
+    throttles = {chat: Throttle(caps.rate, interval, seat=budget.seat(chat)) for chat in streams}
+    queued = {chat: sorted(events, key=lambda item: item[0]) for chat, events in streams.items()}
+    busy: dict[str, float] = {}
+    visible: dict[str, str] = {}
+    calls: list[Granted] = []
+    t = 0.0
+    for _ in range(100_000):
+        for chat, reply in replies.items():
+            while queued[chat] and queued[chat][0][0] <= t:
+                reply.apply(queued[chat].pop(0)[1])
+        idle = [chat for chat in sorted(replies) if busy.get(chat, -1.0) <= t]
+        for chat in idle:  # everyone who may call now is in line ...
+            replies[chat].due(throttles[chat], t)
+        for chat in idle:  # ... before anyone calls
+            reply = replies[chat]
+            action = reply.next_action(throttles[chat], t)
+            if action is None:
+                continue
+            final = reply.ended
+            kind = "send" if isinstance(action, Send) else "final" if final else "preview"
+            calls.append(Granted(t, chat, kind))
+            busy[chat] = t + latency
+            visible[chat] = action.text
+            if isinstance(action, Send):
+                reply.landed(action, throttles[chat], chat)
+            else:
+                reply.landed(action, throttles[chat])
+        if all(not queued[c] and replies[c].settled for c in replies):
+            return calls, visible
+        times = [busy[c] for c in busy if busy[c] > t]
+        times += [queued[c][0][0] for c in queued if queued[c]]
+        for chat in replies:
+            due = replies[chat].due(throttles[chat], t)
+            if due is not None:
+                times.append(max(due, busy.get(chat, t)))
+        t = max(t + 1e-6, min(times))
+    raise AssertionError("the crowd never settled")
+
+
+def reply_events(words: int, *, every: float, ends: float) -> list[tuple[float, Event]]:
+    text = "".join(f"w{i} " for i in range(words))
+    events: list[tuple[float, Event]] = [(i * every, TextDelta(f"w{i} ")) for i in range(words)]
+    return [*events, (ends, SegmentEnded(text)), (ends, TurnEnded(text))]
+
+
+def test_in_a_crowd_every_chat_shows_text_first_previews_share_and_finals_go_first() -> None:
+    # Ten chats stream at once; the bot may make 5 calls a second in all.
+    budget = SharedBudget([Limit("bot", RateBudget(5, 1.0))], {"send": ["bot"], "edit": ["bot"]})
+    chats = [f"c{n}" for n in range(10)]
+    # Each reply streams for 6 s; they end one after the other, 0.5 s apart.
+    ends = {chat: 6.0 + 0.5 * n for n, chat in enumerate(chats)}
+    streams = {chat: reply_events(60, every=0.1, ends=ends[chat]) for chat in chats}
+    calls, visible = crowd(streams, budget)
+
+    text = "".join(f"w{i} " for i in range(60))
+    assert visible == {chat: text for chat in chats}, "every reply whole"
+    assert [c.kind for c in calls if c.kind == "send"] == ["send"] * 10, "once each"
+    # Every chat's first text comes before any chat's second call.
+    assert {c.chat for c in calls[:10]} == set(chats)
+    assert all(c.kind == "send" for c in calls[:10])
+    # While all stream, previews take turns: no chat is more than one edit ahead of another.
+    streaming = [c for c in calls if c.kind == "preview" and c.t < min(ends.values())]
+    counts = [sum(1 for c in streaming if c.chat == chat) for chat in chats]
+    assert max(counts) - min(counts) <= 1, counts
+    # A final waits for the chat's own pace and at most one shared slot, not the line of
+    # previews (ten chats deep: two seconds).
+    for chat in chats:
+        final = next(c for c in calls if c.chat == chat and c.kind == "final")
+        assert final.t - ends[chat] <= 1.0 + 1 / 5 + 1e-9
+    # No budget window was exceeded.
+    times = [c.t for c in calls]
+    assert all(sum(1 for u in times if s <= u < s + 1.0 - 1e-9) <= 5 for s in times)
