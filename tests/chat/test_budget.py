@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from iris.config import config_from_dict
+from iris.errors import ConfigError
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded
 from iris.surfaces.chat.budget import STALE, Limit, Priority, Seat, SharedBudget
+from iris.surfaces.chat.discord import DiscordPlatform
 from iris.surfaces.chat.platform import Capabilities, RateBudget
 from iris.surfaces.chat.reply import Reply, Send
+from iris.surfaces.chat.slack import SlackPlatform
+from iris.surfaces.chat.telegram import TelegramPlatform
 from iris.surfaces.chat.throttle import Throttle
 from tests.chat.sim import display
 
@@ -295,3 +301,44 @@ def test_in_a_crowd_every_chat_shows_text_first_previews_share_and_finals_go_fir
     # No budget window was exceeded.
     times = [c.t for c in calls]
     assert all(sum(1 for u in times if s <= u < s + 1.0 - 1e-9) <= 5 for s in times)
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def test_each_adapter_builds_its_budgets_from_its_platform_section() -> None:
+    config = config_from_dict(
+        {
+            "platforms": {
+                "telegram": {"token": "1:x", "budgets": {"bot": {"calls": 10, "per": 2}}},
+                "slack": {"budgets": {"update": {"calls": 20, "per": 60}}},
+                "discord": {"budgets": {"channel": {"calls": 4, "per": 4}}},
+            }
+        },
+        env={},
+    )
+    telegram = TelegramPlatform(config.platforms.telegram)
+    assert [(lim.name, lim.spacing) for lim in telegram.budget.limits] == [("bot", 0.2)]
+    assert telegram.capabilities.rate == RateBudget(1, 1.0)
+    assert telegram.capabilities.group_rate == RateBudget(20, 60.0)
+    slack = SlackPlatform(config.platforms.slack)
+    assert [(lim.name, lim.spacing) for lim in slack.budget.limits] == [("chat.update", 3.0)]
+    assert slack.capabilities.rate == RateBudget(1, 1.0)  # chat.postMessage per channel
+    discord = DiscordPlatform(config.platforms.discord)
+    assert [(lim.name, lim.rate) for lim in discord.budget.limits] == [
+        ("global", RateBudget(40, 1.0))
+    ]
+    assert discord.capabilities.rate == RateBudget(4, 4.0)
+
+
+@pytest.mark.parametrize(
+    ("rate", "key"),
+    [
+        ({"calls": 0, "per": 1}, "platforms.telegram.budgets.bot.calls"),
+        ({"calls": 5, "per": 0}, "platforms.telegram.budgets.bot.per"),
+        ({"calls": 5, "per": 1, "burst": 2}, "platforms.telegram.budgets.bot.burst"),
+    ],
+)
+def test_a_bad_budget_is_a_config_error_naming_the_key(rate: dict[str, float], key: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        config_from_dict({"platforms": {"telegram": {"budgets": {"bot": rate}}}}, env={})
