@@ -342,3 +342,20 @@ def test_each_adapter_builds_its_budgets_from_its_platform_section() -> None:
 def test_a_bad_budget_is_a_config_error_naming_the_key(rate: dict[str, float], key: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(key)):
         config_from_dict({"platforms": {"telegram": {"budgets": {"bot": rate}}}}, env={})
+
+
+def test_a_held_seat_waits_out_of_line() -> None:
+    budget = one_a_second()
+    held, other = budget.seat("held"), budget.seat("other")
+    budget.hold("held", 3.0, now=0.0)
+    assert held.ready_at("send", "final", 0.0) == 3.0
+    assert other.ready_at("send", "preview", 0.0) == 0.0, "not behind the held one"
+    assert held.ready_at("send", "final", 3.0) == 3.0
+
+
+def test_seats_are_scoped_by_chat_and_thread_unless_the_platform_says_otherwise() -> None:
+    budget = one_a_second()
+    assert budget.seat("c1", {"thread_ts": "9"}).key == "c1:9"
+    assert budget.seat("c1").key == "c1"
+    channel = SharedBudget(scope=lambda chat, thread: thread.get("thread_id") or chat)
+    assert channel.seat("c1", {"thread_id": "t7"}).key == "t7"

@@ -364,3 +364,22 @@ async def test_a_missing_message_content_intent_fails_connect_with_the_fix(
 
     with pytest.raises(PlatformError, match="Message Content intent"):
         await platform.connect(ignore)
+
+
+async def test_a_dry_channel_bucket_holds_that_chat_out_of_the_shared_line() -> None:
+    async with DiscordAPI(rate=(2, 5.0)) as api:
+        platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
+        await platform.login()
+        try:
+            await platform.send(CHANNEL, "one")
+            await platform.send(CHANNEL, "two")  # the answer says: Remaining 0, reset in ~5 s
+        finally:
+            await platform.disconnect()
+    now = asyncio.get_running_loop().time()
+    held = platform.budget.seat(CHANNEL)
+    other = platform.budget.seat(THREAD)
+    assert held.ready_at("send", "final", now) >= now + 4.0
+    # Waiting on its own bucket, it does not hold the other channels up.
+    assert other.ready_at("send", "preview", now) == pytest.approx(now)
+    thread_seat = platform.budget.seat(CHANNEL, {"thread_id": THREAD})
+    assert thread_seat.key == THREAD, "a thread is a channel of its own"

@@ -13,7 +13,12 @@ asks it before a call; the budget decides which of the chats waiting goes next:
   go in the order they asked;
 - a chat's claim holds its place in line until it spends, withdraws, or fails to come back
   within ``STALE`` seconds of the time it was given (a chat whose turn ended abruptly never
-  blocks the others for long).
+  blocks the others for long);
+- a chat the platform said is spent (``hold``: Discord's per-route bucket of its channel, from
+  the ``X-RateLimit-*`` headers) waits until then out of the line.
+
+A seat is named by ``scope(chat_id, thread)``: what the platform limits separately (Discord:
+the channel a call goes to, a thread being a channel of its own).
 
 Each limit is paced as a token bucket of one token (the generic cell rate): two calls are never
 closer than ``per_seconds / capacity``, so no window of ``per_seconds`` sees more than
@@ -22,7 +27,7 @@ closer than ``per_seconds / capacity``, so no window of ``per_seconds`` sees mor
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,6 +40,14 @@ CallKind = Literal["send", "edit", "typing"]
 _ORDER: dict[Priority, int] = {"final": 0, "first": 1, "preview": 2}
 # A claim not renewed this long after its given time is dropped (its chat went away).
 STALE = 1.0
+_HOLDS_KEPT = 1024  # past this many held seats, the expired holds are forgotten
+
+Scope = Callable[[str, Mapping[str, str]], str]
+
+
+def chat_scope(chat_id: str, thread: Mapping[str, str]) -> str:
+    """A seat per chat, and per thread within it."""
+    return ":".join([chat_id, *(thread[key] for key in sorted(thread))])
 
 
 def rate_budget(rate: Rate) -> RateBudget:
@@ -92,6 +105,8 @@ class SharedBudget:
     limits: Sequence[Limit] = ()
     # Which limits each kind of call draws on (by name); a kind not listed draws on none.
     draws: Mapping[CallKind, Sequence[str]] = field(default_factory=dict[CallKind, Sequence[str]])
+    scope: Scope = chat_scope
+    _holds: dict[str, float] = field(default_factory=dict[str, float], init=False)
     _free_at: dict[str, float] = field(default_factory=dict[str, float], init=False)
     _claims: dict[str, _Claim] = field(default_factory=dict[str, _Claim], init=False)
     calls: int = field(default=0, init=False)  # calls spent against the budget, for figures
@@ -106,8 +121,8 @@ class SharedBudget:
                 raise ValueError(f"{kind} draws on unknown limits: {sorted(unknown)}")
         self._free_at = {limit.name: float("-inf") for limit in self.limits}
 
-    def seat(self, key: str) -> Seat:
-        return Seat(self, key)
+    def seat(self, chat_id: str, thread: Mapping[str, str] | None = None) -> Seat:
+        return Seat(self, self.scope(chat_id, thread or {}))
 
     def _limits(self, kind: CallKind) -> list[Limit]:
         drawn = self.draws.get(kind, ())
@@ -115,6 +130,10 @@ class SharedBudget:
 
     def ready_at(self, seat: Seat, kind: CallKind, priority: Priority, now: float) -> float:
         """The earliest time (>= now) ``seat`` may make a call of ``kind``; holds its place."""
+        held = self._holds.get(seat.key, float("-inf"))
+        if held > now:
+            self.withdraw(seat)  # it waits anyway: its place goes to the others until then
+            return held
         limits = self._limits(kind)
         if not limits:
             return now
@@ -171,6 +190,12 @@ class SharedBudget:
         claim = self._claims.get(seat.key)
         if claim is not None and claim.seat is seat:
             del self._claims[seat.key]
+
+    def hold(self, key: str, until: float, now: float) -> None:
+        """The platform said seat ``key`` may not call before ``until`` (a dry bucket)."""
+        if len(self._holds) >= _HOLDS_KEPT:
+            self._holds = {k: t for k, t in self._holds.items() if t > now}
+        self._holds[key] = max(self._holds.get(key, float("-inf")), until)
 
     def block(self, until: float, name: str | None = None) -> None:
         """The platform said a shared limit is spent (a global 429): nothing before ``until``."""

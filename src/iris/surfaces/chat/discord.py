@@ -64,6 +64,7 @@ class DiscordPlatform:
         self.budget = SharedBudget(
             [Limit("global", rate_budget(budgets.bot))],
             {"send": ["global"], "edit": ["global"], "typing": ["global"]},
+            scope=_channel,  # the per-route buckets Discord reports are per channel
         )
         self._rest: DiscordREST | None = None
         self._client: _IrisClient | None = None
@@ -115,6 +116,7 @@ class DiscordPlatform:
             timeout=self._timeout,
             clock=self._clock,
             on_global=self._globally_limited,
+            on_dry=self._bucket_dry,
         )
         try:
             await rest.me()
@@ -158,6 +160,11 @@ class DiscordPlatform:
         # A courtesy: only from what the replies leave of the global budget.
         if self.budget.spare("typing", asyncio.get_running_loop().time()):
             await self._session().trigger_typing(_channel(chat_id, thread))
+
+    def _bucket_dry(self, channel: str, wait: float) -> None:
+        # The chat of that channel waits, out of the line, until its bucket refills.
+        now = asyncio.get_running_loop().time()
+        self.budget.hold(channel, now + wait, now)
 
     def _globally_limited(self, retry_after: float) -> None:
         # Every chat waits, in line, instead of each meeting the global limit on its own.

@@ -309,7 +309,7 @@ class ChatSurface:
             caps = platform.capabilities
             budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
             # Its seat at the bot's shared budget: all chats of the bot take turns there.
-            seat = platform.budget.seat(conversation_key(message))
+            seat = platform.budget.seat(message.chat_id, message.thread)
             conversation.throttle = Throttle(budget, display.edit_interval, seat=seat)
         consumer = StreamConsumer(
             platform,
