@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from iris.config import Config, config_from_dict
 from tests.fakes.store_faults import ReadOnlyFiles
@@ -32,6 +35,41 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     return home
 
+
+@pytest.fixture(autouse=True)
+def no_pending_tasks(request: pytest.FixtureRequest) -> None:
+    """An async test fails if it leaves asyncio tasks running: every task has an owner that
+    ends it (tasks.task_group), so one still pending at the end is a leak."""
+    marker = request.node.get_closest_marker("asyncio")
+    scope = marker.kwargs.get("loop_scope", "function") if marker is not None else "function"
+    # The check runs in a function-scoped loop: a test on a wider loop shares it with others.
+    if inspect.iscoroutinefunction(request.function) and scope == "function":
+        # Requested here, first, so it is torn down last: after the test's own fixtures (a
+        # server, a gateway) had their chance to end their tasks, in the test's own loop.
+        request.getfixturevalue("tasks_left")
+
+
+@pytest_asyncio.fixture
+async def tasks_left() -> AsyncIterator[None]:
+    yield
+    here = asyncio.current_task()
+    for _ in range(3):  # a task cancelled as the test ended needs a turn of the loop to finish
+        await asyncio.sleep(0)
+    pending = [t for t in asyncio.all_tasks() if t is not here and not t.done()]
+    if not pending:
+        return
+    names = ", ".join(sorted(_describe(t) for t in pending))
+    for task in pending:
+        task.cancel()
+    pytest.fail(f"the test left {len(pending)} asyncio task(s) pending: {names}", pytrace=False)
+
+
+def _describe(task: asyncio.Task[Any]) -> str:
+    coro = task.get_coro()
+    return f"{task.get_name()} ({getattr(coro, '__qualname__', coro)})"
+
+
+pytest_plugins = ["pytester"]  # tests/test_task_leaks.py runs the fixture above on a leaky test
 
 MakeConfig = Callable[..., Config]
 

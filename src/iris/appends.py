@@ -24,9 +24,8 @@ whose final text was rewritten carries ``final_text``, as always.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-Frame = dict[str, Any]
+from iris.fanout.rules import Frame
 
 FEATURE = "append"
 _CLOSERS = frozenset({"message.stop", "message", "commentary"})
@@ -70,11 +69,14 @@ class AppendWriter:
         """The frame to send in place of ``frame`` (a ``message.append``, or a ``message.stop``
         with the rest of the text); None: send ``frame`` itself.
 
-        Call it for every chat frame in the order the device is sent them."""
+        Call it for every frame in the order the device is sent them."""
+        kind = frame["type"]
+        if kind == "sync":
+            self.forget()  # the device's view is replaced
+            return None
         message_id = frame.get("message_id")
         if not isinstance(message_id, str):
             return None
-        kind = frame["type"]
         if kind == "message.start":
             self._sent[message_id] = Held("", 0)  # the device starts the bubble empty
             return None

@@ -164,7 +164,8 @@ class _Text:
         return self.prefix(self._size)
 
 
-def _common_prefix(a: str, b: str) -> int:
+def common_prefix(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share."""
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -212,7 +213,7 @@ class Track:
         if shown.startswith(delta, at):
             self._replayed = at + len(delta)  # the replay repeats what the client has
             return []
-        same = _common_prefix(delta, shown[at : at + len(delta)])
+        same = common_prefix(delta, shown[at : at + len(delta)])
         self._replayed = None
         if at + same == len(shown):  # the replay caught up and goes further
             self._text.append(delta[same:])

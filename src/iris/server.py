@@ -5,6 +5,7 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.iris.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack gateway runners
+- ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
 Any error that escapes a handler is a JSON 500 without the traceback, and Starlette's own
 404/405 are JSON too. ``serve`` runs uvicorn with the connection guard of ``iris.connections``
@@ -78,6 +79,10 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     routes: list[BaseRoute] = [Route("/health", health, methods=["GET"])]
     for surface in surfaces:
         routes.extend(surface.routes())
+    if config.platforms.iris.enabled:
+        from iris.surfaces.web import web_routes
+
+        routes.extend(web_routes())
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:

@@ -115,14 +115,16 @@ def test_a_full_turn_groups_tools_and_restyles_commentary() -> None:
 def test_tools_before_any_message_get_a_holder_bubble() -> None:
     store = ChatStore(FakeClock())
     store.add_local_user("hi")
-    store.apply({"type": "tool.start", "seq": 1, "index": 1, "name": "read_file", "args": {}})
+    store.apply(
+        {"type": "tool.start", "seq": 1, "index": 1, "name": "read_file", "preview": "", "args": {}}
+    )
     assert [b.kind for b in store.bubbles] == ["message", "tools"]
 
 
 def test_replayed_frames_are_applied_once_and_set_the_resume_point() -> None:
     store = ChatStore(FakeClock())
     turn = frames(
-        {"type": "tool.start", "index": 1, "name": "terminal", "args": {}},
+        {"type": "tool.start", "index": 1, "name": "terminal", "preview": "", "args": {}},
         {"type": "message", "message_id": "m1", "role": "assistant", "text": "hi"},
     )
     for frame in turn + turn:
@@ -171,7 +173,7 @@ def test_sync_replaces_the_view() -> None:
 def test_rate_change_applies_to_live_bubbles() -> None:
     clock = FakeClock()
     store = ChatStore(clock, smoothness=0.8)
-    store.apply({"type": "message.start", "seq": 1, "message_id": "m1"})
+    store.apply({"type": "message.start", "seq": 1, "message_id": "m1", "role": "assistant"})
     store.apply({"type": "message.update", "seq": 2, "message_id": "m1", "text": "x" * 40})
     assert store.reveal_rate("m1") == 75
     store.set_smoothness(0.2)
@@ -182,7 +184,7 @@ def test_html_artifact_waits_for_the_reveal() -> None:
     clock = FakeClock()
     store = ChatStore(clock, smoothness=0.2)
     text = "Here:\n```html\n<h1>hi</h1>\n```\n"
-    store.apply({"type": "message.start", "seq": 1, "message_id": "m1"})
+    store.apply({"type": "message.start", "seq": 1, "message_id": "m1", "role": "assistant"})
     store.apply({"type": "message.stop", "seq": 2, "message_id": "m1", "final_text": text})
     assert store.bubbles[0].html is None
     run(store, clock, 1.0)
@@ -195,3 +197,20 @@ def test_a_command_answer_is_shown_as_a_note() -> None:
     store.apply({"type": "command", "command": "status", "text": "model: m", "seq": 0})
     note = store.bubbles[-1]
     assert (note.role, note.kind, note.text) == ("system", "commentary", "model: m")
+
+
+def test_a_frame_that_is_not_the_protocols_changes_nothing() -> None:
+    # Read through the protocol's types: a newer server's frame type or a malformed frame is
+    # ignored, where field-by-field reading raised (KeyError) or showed "None".
+    store = ChatStore(FakeClock())
+    store.apply({"type": "message.start", "seq": 1, "message_id": "m1", "role": "assistant"})
+    for frame in (
+        {"type": "message.update", "seq": 2, "text": "no message_id"},
+        {"type": "message.stop", "seq": 3, "message_id": "m1"},
+        {"type": "tool.end", "seq": 4, "index": 1, "name": "t", "ok": "yes"},
+        {"type": "reaction.add", "seq": 5, "emoji": "👍"},
+        {"type": "error", "seq": 6, "code": "x"},
+    ):
+        store.apply(frame)
+    assert [(b.message_id, b.text, b.stopped) for b in store.bubbles] == [("m1", "", False)]
+    assert store.last_seq == 1

@@ -8,7 +8,6 @@ device that gets the same frames as snapshots only."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,12 +15,11 @@ from hypothesis import strategies as st
 from iris.app.core.store import ChatStore
 from iris.appends import AppendWriter
 from iris.events import Event, SegmentEnded, StreamReset, TextDelta, TurnEnded
+from iris.fanout.rules import Frame
 from iris.fanout.subscription import encode_frame
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder
 
 from .clock import FakeClock
-
-Frame = dict[str, Any]
 
 
 def wire(frame: Frame) -> Frame:
@@ -142,9 +140,16 @@ FATE = st.sampled_from(["send", "send", "send", "skip", "resume"])
 def turn_frames(events: list[Event]) -> list[Frame]:
     encoder = FrameEncoder(EncoderSettings(buffer_threshold=3, edit_interval=1e9))
     bodies = encoder.begin()
+    attempt = ""  # what the round's latest attempt streamed
     for event in events:
-        if isinstance(event, SegmentEnded) and not event.text:  # final text = streamed text
-            event = SegmentEnded(encoder._segment.text if encoder._segment else "")  # pyright: ignore[reportPrivateUsage]
+        if isinstance(event, TextDelta):
+            attempt += event.text
+        elif isinstance(event, StreamReset):
+            attempt = ""
+        elif isinstance(event, SegmentEnded):
+            if not event.text:  # final text = streamed text
+                event = SegmentEnded(attempt)
+            attempt = ""
         bodies += encoder.feed(event, 0.0)
     bodies += encoder.feed(TurnEnded(""), 0.0)
     return stamped(*bodies)

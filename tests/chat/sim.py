@@ -1,19 +1,30 @@
-"""A virtual-time run of ``Reply`` + ``Throttle``: timed events in, the chat's timeline out.
+"""A virtual-time run of the real ``StreamConsumer``: timed events in, the chat's timeline out.
 
-The same loop as ``StreamConsumer`` (next action, else sleep until due or the next event), but
-on a virtual clock, so cadence tests are exact and instant. ``outcomes`` scripts what the
-platform answers per call, in call order: None (ok), ``RateLimited(s)`` or ``Failed(maybe)``.
+The consumer runs unchanged on an event loop whose clock jumps when every task waits
+(tests/fakes/virtual_time.py), so cadence tests are exact and instant. ``outcomes`` scripts
+what the platform answers per call, in call order: None (ok), ``RateLimited(s)`` or
+``Failed(maybe)``.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 from iris.config import ResolvedDisplay
 from iris.events import Event
-from iris.surfaces.chat.platform import Capabilities, RateBudget
-from iris.surfaces.chat.reply import CURSOR, Edit, Reply, Send
+from iris.surfaces.chat.consumer import StreamConsumer
+from iris.surfaces.chat.platform import (
+    Capabilities,
+    OnMessage,
+    PlatformError,
+    PlatformRateLimited,
+    RateBudget,
+)
+from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.throttle import Throttle
+from tests.fakes.virtual_time import run_virtual
 
 TELEGRAM = Capabilities(
     can_edit=True, max_length=4096, length_unit="utf16", rate=RateBudget(1, 1.0)
@@ -36,7 +47,7 @@ Outcome = RateLimited | Failed | None
 @dataclass(frozen=True)
 class SimCall:
     t: float
-    kind: str  # "send" | "edit" | "cleanup"
+    kind: str  # "send" | "edit" | "cleanup" (an edit that only removes the cursor)
     message_id: str
     text: str
     ok: bool
@@ -88,62 +99,99 @@ def simulate(
     latency: float = 0.05,
     horizon: float = 3600.0,
 ) -> SimResult:
-    shown = shown or display()
-    reply = Reply(caps, shown, preview=preview)
-    throttle = Throttle(budget or caps.rate, shown.edit_interval)
-    script = list(outcomes or [])
-    result = SimResult()
-    pending = sorted(events, key=lambda item: item[0])
-    t = 0.0
-    i = 0
+    """Run the real ``StreamConsumer`` on virtual time against a scripted platform."""
+    return run_virtual(
+        _run(events, caps, shown or display(), preview, budget, outcomes, latency, horizon)
+    )
 
-    def feed(until: float) -> None:
-        nonlocal i
-        while i < len(pending) and pending[i][0] <= until:
-            if not reply.ended:  # like the consumer's pump: nothing after the last event
-                reply.apply(pending[i][1])
-            i += 1
 
-    while t < horizon:
-        feed(t)
-        action = reply.next_action(throttle, t)
-        if action is not None:
-            outcome = script.pop(0) if script else None
-            done = t + latency
-            feed(done)  # events keep arriving while the call is in flight
-            kind = "send" if isinstance(action, Send) else "edit"
-            if isinstance(action, Edit) and action.cleanup:
-                kind = "cleanup"
-            message_id = (
-                str(len(result.order) + 1) if isinstance(action, Send) else action.message_id
-            )
-            result.calls.append(SimCall(t, kind, message_id, action.text, outcome is None))
-            match outcome:
-                case None:
-                    result.messages[message_id] = action.text
-                    if isinstance(action, Send):
-                        result.order.append(message_id)
-                        reply.landed(action, throttle, message_id)
-                    else:
-                        reply.landed(action, throttle)
-                case RateLimited(retry_after=seconds):
-                    reply.rate_limited(action, throttle, seconds, done)
-                case Failed(maybe_landed=maybe):
-                    if maybe and isinstance(action, Send):
-                        result.messages[message_id] = action.text
-                        result.order.append(message_id)
-                    reply.failed(action, throttle, done, maybe_landed=maybe)
-            t = done
-            continue
-        if i >= len(pending) and reply.settled:
-            result.end = t
-            return result
-        due = reply.due(throttle, t)
-        upcoming = pending[i][0] if i < len(pending) else None
-        candidates = [x for x in (due, upcoming) if x is not None]
-        assert candidates, "stuck: nothing due and no events left, but not settled"
-        t = max(t, min(candidates))
-    raise AssertionError(f"not settled after {horizon} virtual seconds")
+async def _run(
+    events: list[tuple[float, Event]],
+    caps: Capabilities,
+    shown: ResolvedDisplay,
+    preview: bool,
+    budget: RateBudget | None,
+    outcomes: list[Outcome] | None,
+    latency: float,
+    horizon: float,
+) -> SimResult:
+    platform = SimPlatform(caps, list(outcomes or []), latency)
+    consumer = StreamConsumer(
+        platform,
+        "sim",
+        display=shown,
+        streaming=preview,
+        throttle=Throttle(budget or caps.rate, shown.edit_interval),
+    )
+    try:
+        async with asyncio.timeout(horizon):
+            await consumer.consume(timed(events))
+    except TimeoutError:
+        raise AssertionError(f"not settled after {horizon} virtual seconds") from None
+    platform.result.end = asyncio.get_running_loop().time()
+    return platform.result
+
+
+async def timed(events: list[tuple[float, Event]]) -> AsyncIterator[Event]:
+    """Each event when its time comes, as a model streams it."""
+    loop = asyncio.get_running_loop()
+    for at, event in sorted(events, key=lambda item: item[0]):
+        await asyncio.sleep(max(0.0, at - loop.time()))
+        yield event
+
+
+class SimPlatform:
+    """A chat platform whose calls take ``latency`` and answer as ``script`` says, in order."""
+
+    name = "sim"
+
+    def __init__(self, caps: Capabilities, script: list[Outcome], latency: float) -> None:
+        self.capabilities = caps
+        self.script = script
+        self.latency = latency
+        self.result = SimResult()
+
+    async def connect(self, on_message: OnMessage) -> None:
+        raise NotImplementedError  # the sim only delivers
+
+    async def disconnect(self) -> None:
+        return None
+
+    async def send(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        message_id = str(len(self.result.order) + 1)
+        await self._call("send", message_id, text)
+        return message_id
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        # An edit that only takes the cursor off what the message shows is the cursor cleanup.
+        cleanup = self.result.messages.get(message_id) == text + CURSOR
+        await self._call("cleanup" if cleanup else "edit", message_id, text)
+
+    async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
+        return None  # not part of the chat's timeline
+
+    async def _call(self, kind: str, message_id: str, text: str) -> None:
+        result = self.result
+        outcome = self.script.pop(0) if self.script else None
+        started = asyncio.get_running_loop().time()
+        await asyncio.sleep(self.latency)
+        result.calls.append(SimCall(started, kind, message_id, text, outcome is None))
+        match outcome:
+            case None:
+                result.messages[message_id] = text
+                if kind == "send":
+                    result.order.append(message_id)
+            case RateLimited(retry_after=seconds):
+                raise PlatformRateLimited(seconds)
+            case Failed(maybe_landed=maybe):
+                if maybe and kind == "send":
+                    result.messages[message_id] = text
+                    result.order.append(message_id)
+                raise PlatformError("scripted failure", maybe_landed=maybe)
 
 
 def visible(text: str) -> str:

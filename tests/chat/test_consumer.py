@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import pytest
 
@@ -116,3 +116,29 @@ async def test_the_typing_lease_has_a_hard_limit() -> None:
         count = len(platform.calls)
     assert not lease.active
     assert 2 <= count <= 12
+
+
+async def test_releasing_the_lease_lets_a_typing_request_in_flight_finish() -> None:
+    # Cancelling an HTTP request mid-flight leaks its pooled connection (httpx): after enough
+    # turns the platform's pool was full and replies stopped. Release stops between requests.
+    class SlowTyping(RecordingPlatform):
+        def __init__(self) -> None:
+            super().__init__()
+            self.started, self.gate = asyncio.Event(), asyncio.Event()
+            self.finished = 0
+
+        async def send_typing(
+            self, chat_id: str, *, thread: Mapping[str, str] | None = None
+        ) -> None:
+            self.started.set()
+            await self.gate.wait()
+            self.finished += 1
+
+    platform = SlowTyping()
+    async with asyncio.timeout(5):
+        async with TypingLease(platform, "c1", every=60.0) as lease:
+            await platform.started.wait()
+            lease.release()
+            platform.gate.set()
+    assert platform.finished == 1
+    assert not lease.active

@@ -19,7 +19,8 @@ from typing import Any
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-Frame = dict[str, Any]
+from iris.fanout.rules import Frame
+
 Step = Frame | asyncio.Event
 
 

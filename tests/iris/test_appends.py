@@ -14,6 +14,7 @@ from iris.fanout.hub import Hub
 from iris.fanout.subscription import encode_frame
 from iris.store import Store
 from iris.surfaces.iris import inbound
+from iris.surfaces.iris.protocol import RULES
 from tests.iris.conftest import SERVER_FRAME
 from tests.iris.test_fanout import drain, update
 
@@ -100,7 +101,7 @@ def test_a_device_applies_an_append_only_where_it_fits() -> None:
 
 
 def hub_on(tmp_path: Path, queue_size: int = 256) -> Hub:
-    return Hub(FrameLog(Store(tmp_path / "iris.db")), queue_size=queue_size)
+    return Hub(FrameLog(Store(tmp_path / "iris.db"), rules=RULES), queue_size=queue_size)
 
 
 def start(message_id: str) -> dict[str, Any]:
@@ -109,7 +110,7 @@ def start(message_id: str) -> dict[str, Any]:
 
 async def test_a_slow_device_gets_the_skipped_snapshots_as_one_append(tmp_path: Path) -> None:
     hub = hub_on(tmp_path)
-    device, classic = hub.subscribe("c", appends=True), hub.subscribe("c")
+    device, classic = hub.subscribe("c", writer=AppendWriter()), hub.subscribe("c")
     hub.publish("c", start("m"))
     hub.publish("c", update("m", "one"))
     assert [f["type"] for f in await drain(device)] == ["message.start", "message.append"]
@@ -136,7 +137,7 @@ async def test_resume_mid_message_sends_one_snapshot_then_appends(tmp_path: Path
     hub.publish("c", start("m"))
     hub.publish("c", update("m", "one"))
     hub.publish("c", update("m", "one two"))
-    device = hub.subscribe("c", appends=True)
+    device = hub.subscribe("c", writer=AppendWriter())
     device.resume(0)
     got = await drain(device)
     hub.publish("c", update("m", "one two three"))
@@ -160,7 +161,7 @@ async def test_a_sync_is_followed_by_a_snapshot(tmp_path: Path) -> None:
     hub = hub_on(tmp_path)
     hub.publish("c", start("m"))
     hub.publish("c", update("m", "one"))
-    device = hub.subscribe("c", appends=True)
+    device = hub.subscribe("c", writer=AppendWriter())
     device.resume(99)  # from the future: a sync with the message as it stands
     hub.publish("c", update("m", "one two"))
     got = await drain(device)
@@ -174,7 +175,7 @@ async def test_an_overflowing_device_catches_up_with_appends_against_what_it_has
     tmp_path: Path,
 ) -> None:
     hub = hub_on(tmp_path, queue_size=4)
-    device = hub.subscribe("c", appends=True)
+    device = hub.subscribe("c", writer=AppendWriter())
     hub.publish("c", start("m"))
     hub.publish("c", update("m", "a"))
     await drain(device)

@@ -13,6 +13,7 @@ from iris.agent.sessions import SessionStore
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
 from iris.store import Store
+from iris.surfaces.iris.protocol import RULES
 from tests.fakes.upstream import FakeUpstream, text
 from tests.iris.conftest import StartServer
 
@@ -35,7 +36,7 @@ async def leave_a_cut_turn(path: Path, *, question_saved: bool) -> None:
         await SessionStore(store).append(
             "iris:main", [{"role": "user", "content": "what colour is the sky?"}]
         )
-    Hub(FrameLog(store)).publish_all("main", CUT_TURN)
+    Hub(FrameLog(store, rules=RULES)).publish_all("main", CUT_TURN)
     store.close()
 
 

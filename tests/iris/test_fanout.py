@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
+from iris.fanout.rules import PLAIN, Frame, Traits
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.store import Store
+from iris.surfaces.iris.protocol import RULES
 
 
 @pytest.fixture
@@ -22,7 +24,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def hub_on(store: Store, *, queue_size: int = 256, **log: Any) -> Hub:
-    return Hub(FrameLog(store, **log), queue_size=queue_size)
+    return Hub(FrameLog(store, rules=RULES, **log), queue_size=queue_size)
 
 
 def update(message_id: str, text: str) -> dict[str, Any]:
@@ -223,7 +225,7 @@ def test_a_device_gets_every_frame_that_matters_once_in_order(
 
 
 async def check_plan(plan: list[tuple[Any, ...]], capacity: int) -> None:
-    hub = Hub(FrameLog(Store(":memory:")), queue_size=capacity)
+    hub = Hub(FrameLog(Store(":memory:"), rules=RULES), queue_size=capacity)
     sub = hub.subscribe("c")
     published: list[dict[str, Any]] = []
     got: list[dict[str, Any]] = []  # chat frames since the last resume
@@ -286,3 +288,60 @@ async def test_connection_frames_stay_within_the_bound_too(store: Store) -> None
 def test_a_frame_with_a_lone_surrogate_encodes_to_utf8() -> None:
     text = encode_frame({"type": "message", "text": "a\ud800b \ud83d\ude00"})
     assert text.encode() == '{"type":"message","text":"a\ufffdb 😀"}'.encode()
+
+
+# -- the fan-out knows no frame type: it does what the protocol's marks say ----------------------
+
+
+class OtherProtocol:
+    """A protocol whose frame types the fan-out has never heard of."""
+
+    marks: ClassVar[dict[str, Traits]] = {
+        "hi": Traits(opens=True),
+        "draft": Traits(snapshot=True),
+        "done": Traits(closes=True),
+        "busy": Traits(turn=True),
+        "beat": Traits(one_pending="first"),
+    }
+
+    def traits(self, kind: str) -> Traits:
+        return self.marks.get(kind, PLAIN)
+
+    def snapshot_text(self, frame: Frame) -> str:
+        return frame["body"]
+
+    def transcript_entry(self, frame: Frame) -> dict[str, Any] | None:
+        if frame["type"] != "done":
+            return None
+        return {"message_id": frame["message_id"], "role": "assistant", "text": frame["body"]}
+
+    def sync(self, messages: list[dict[str, Any]]) -> Frame:
+        return {"type": "catch-up", "messages": messages}
+
+    def turn_open(self, frame: Frame) -> bool:
+        return frame["on"]
+
+
+async def test_the_fan_out_follows_the_protocols_marks_whatever_its_frames_are_called(
+    store: Store,
+) -> None:
+    hub = Hub(FrameLog(store, rules=OtherProtocol()), queue_size=256)
+    sub = hub.subscribe("c")
+    hub.publish("c", {"type": "busy", "on": True})
+    hub.publish("c", {"type": "hi", "message_id": "a"})
+    for n in range(1, 4):
+        hub.publish("c", {"type": "draft", "message_id": "a", "body": "x" * n})
+    assert hub.log.open_messages("c") == {"a": "xxx"}
+    assert hub.log.turn_open("c") and await hub.log.open_turns() == ["c"]
+    for _ in range(3):
+        sub.send_local({"type": "beat"})  # one waiting answers them all
+    got = [f["type"] for f in await drain(sub)]
+    assert got == ["busy", "hi", "draft", "beat"]  # a slow device skips superseded drafts
+    hub.publish("c", {"type": "done", "message_id": "a", "body": "final"})
+    hub.publish("c", {"type": "busy", "on": False})
+    assert [f["type"] for f in hub.log.after("c", 0, 10)] == ["busy", "hi", "done", "busy"]
+    assert hub.log.conversation("c") == [{"message_id": "a", "role": "assistant", "text": "final"}]
+    assert not hub.log.turn_open("c")
+    sub.resume(99)  # past the end: the protocol's own catch-up frame, in place of the rest
+    [catch_up] = await drain(sub)
+    assert catch_up["type"] == "catch-up" and catch_up["messages"][0]["text"] == "final"

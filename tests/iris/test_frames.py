@@ -109,7 +109,7 @@ def test_edit_interval_sends_waiting_text_on_tick() -> None:
     assert types(encoder.feed(TextDelta("!"), 2.0)) == ["message.update"]
 
 
-def test_stream_reset_clears_the_bubble_and_the_next_update_starts_over() -> None:
+def test_a_stream_reset_shows_the_retry_as_soon_as_it_differs_from_the_bubble() -> None:
     frames = run(
         [
             TurnStarted("t", "a"),
@@ -122,7 +122,7 @@ def test_stream_reset_clears_the_bubble_and_the_next_update_starts_over() -> Non
         buffer_threshold=1,
     )
     updates = [f["text"] for f in frames if f["type"] == "message.update"]
-    assert updates == ["wrong answer", "", "right"]
+    assert updates == ["wrong answer", "right"]
     stop = frames[-2]
     assert stop["final_text"] == "right" and stop["model"] == "b"
 
@@ -312,6 +312,7 @@ def test_every_turn_is_well_bracketed(events: list[Event], threshold: int, strea
     failed = isinstance(events[-1], TurnFailed)
     assert (frames[-2]["type"] == "error") == failed
     open_: dict[str, str] = {}  # started message -> its last snapshot
+    rewrites = 0
     closed: set[str] = set()
     for frame in frames:
         kind, message_id = frame["type"], frame.get("message_id")
@@ -320,7 +321,8 @@ def test_every_turn_is_well_bracketed(events: list[Event], threshold: int, strea
             open_[message_id] = ""
         elif kind == "message.update":
             last = open_[message_id]
-            assert frame["text"].startswith(last) or frame["text"] == ""  # extend, or reset
+            if not frame["text"].startswith(last):  # a reset: only after a StreamReset
+                rewrites += 1
             open_[message_id] = frame["text"]
         elif kind in ("message.stop", "commentary", "message"):
             assert message_id not in closed
@@ -329,5 +331,6 @@ def test_every_turn_is_well_bracketed(events: list[Event], threshold: int, strea
             open_.pop(message_id, None)
             closed.add(message_id)
     assert open_ == {}  # every bubble that opened was closed
+    assert rewrites <= sum(isinstance(e, StreamReset) for e in events)
     tools = [(f["type"], f["index"]) for f in frames if f["type"].startswith("tool.")]
     assert [i for t, i in tools if t == "tool.start"] == [i for t, i in tools if t == "tool.end"]

@@ -11,6 +11,7 @@ from typing import Any
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
 from iris.store import Store
+from iris.surfaces.iris.protocol import RULES
 from tests.fakes.upstream import FakeUpstream, error, gated, hold, reasoning, text, tool_call
 from tests.iris.conftest import StartServer
 
@@ -342,7 +343,7 @@ async def test_a_turn_cut_by_a_crash_is_closed_when_the_chat_comes_back(
 ) -> None:
     # What a server killed mid-reply leaves in its log: typing on and a half reply.
     store = Store(tmp_path / "iris.db")
-    Hub(FrameLog(store)).publish_all(
+    Hub(FrameLog(store, rules=RULES)).publish_all(
         "main",
         [
             {"type": "typing", "on": True},

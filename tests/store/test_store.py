@@ -14,6 +14,7 @@ from iris.agent.sessions import SessionStore
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
 from iris.store import Store
+from iris.surfaces.iris.protocol import RULES
 from tests.fakes.store_faults import exclusive_lock
 
 pytestmark = pytest.mark.timeout(30)
@@ -60,7 +61,7 @@ async def test_sessions_fail_with_store_unavailable_while_locked(tmp_path: Path)
 async def test_frame_log_appends_never_wait_and_survive_a_lock(tmp_path: Path) -> None:
     path = tmp_path / "iris.db"
     store = Store(path, busy_timeout=0.3)
-    log = FrameLog(store)
+    log = FrameLog(store, rules=RULES)
     try:
         with exclusive_lock(path):
             for seq in range(1, 4):  # returns at once: the batch waits on the store's thread

@@ -42,6 +42,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any, NoReturn
 
 from iris.agent.context import (
@@ -83,6 +84,7 @@ from iris.events import (
     TurnStarted,
 )
 from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
+from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +246,7 @@ class Turn:
         self.turn_id = f"turn_{uuid.uuid4().hex[:16]}"
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._tasks = OpenGroup()  # the turn's own, for its ``async with``
         self._interrupted = False
         self._finished = False
         # State the interrupt and failure paths need.
@@ -265,19 +268,28 @@ class Turn:
     # -- lifetime ----------------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._main(), name=self.turn_id)
+            self._task = self._tasks.create_task(self._main(), name=self.turn_id)
 
     async def __aenter__(self) -> Turn:
+        await self._tasks.open()
         self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         task = self._task
-        if task is None or task.done():
-            return
-        self.interrupt()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await asyncio.wait_for(asyncio.shield(task), timeout=2.0)
+        if task is not None and not task.done():
+            # Left early (the caller stopped reading, or was cancelled): the turn ends as
+            # interrupted, which closes the upstream request; one that will not end is cut.
+            self.interrupt()
+            _, late = await asyncio.wait([task], timeout=2.0)
+            for stuck in late:
+                stuck.cancel()
+        await self._tasks.close(exc_type, exc, tb)
 
     def interrupt(self) -> None:
         """Stop the turn: the upstream is closed and the turn ends with the text so far, as

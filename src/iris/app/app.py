@@ -7,7 +7,6 @@ however fast frames arrive.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -71,8 +70,6 @@ class IrisApp(App[None]):
         self.status = Status("connecting", settings.url)
         self.connection = self._connection(retry_min)
         self._retry_min = retry_min
-        self._link_task: asyncio.Task[None] | None = None
-        self._warm_up: asyncio.Task[None] | None = None
         self._widgets: dict[str, MessageBubble] = {}
         self._epoch = 0
         self._frame = 0
@@ -103,14 +100,16 @@ class IrisApp(App[None]):
     def on_mount(self) -> None:
         self._chat.anchor()
         self._show_status()
-        self._link_task = asyncio.create_task(self.connection.run())
+        self._link()
         self.set_interval(1 / FPS, self._tick)
-        self._warm_up = asyncio.create_task(asyncio.to_thread(warm_up_highlighting))
+        # Textual's workers are the app's task group: every one is cancelled when it closes.
+        self.run_worker(warm_up_highlighting, name="warm-up", thread=True, exit_on_error=False)
 
-    async def on_unmount(self) -> None:
-        for task in (self._link_task, self._warm_up):
-            if task is not None:
-                task.cancel()
+    def _link(self) -> None:
+        """Run the connection; exclusive: a new one (new URL or token) ends the old."""
+        self.run_worker(
+            self.connection.run(), name="link", group="link", exclusive=True, exit_on_error=False
+        )
 
     # -- from the connection ------------------------------------------------------------------
 
@@ -193,10 +192,8 @@ class IrisApp(App[None]):
             if widget.is_mounted:
                 widget.sync(widget.bubble, settings.tool_detail, self._frame // 3)
         if relink:
-            if self._link_task is not None:
-                self._link_task.cancel()
             self.connection = self._connection(self._retry_min)
-            self._link_task = asyncio.create_task(self.connection.run())
+            self._link()
 
     def _save(self, settings: Settings) -> None:
         self.settings = settings

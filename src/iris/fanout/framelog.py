@@ -10,10 +10,14 @@ below the floor cannot be caught up frame by frame and gets a ``sync`` built fro
 
 Two things keep the log small without losing anything a device needs:
 
-- when a message closes (``message.stop`` / ``commentary``), its ``message.update`` frames are
+- when a message closes (a frame the protocol marks ``closes``), its ``snapshot`` frames are
   deleted: each was a full snapshot superseded by the closing frame's text;
-- every closed message also goes into a transcript table (one row per message), which is what a
-  ``sync`` carries, with the same ``message_id``s the live frames used.
+- every closed message also goes into a transcript table (one row per message, the entry the
+  protocol's ``transcript_entry`` makes), which is what a ``sync`` carries, with the same
+  ``message_id``s the live frames used.
+
+The log never names a frame type: what it may drop and keep comes from the ``FrameRules``
+it is given (see ``iris.fanout.rules``).
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from iris.errors import StoreUnavailable
+from iris.fanout.rules import Frame, FrameRules
 from iris.store import Store, transaction
 
-Frame = dict[str, Any]
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -57,7 +61,6 @@ CREATE TABLE IF NOT EXISTS iris_transcript (
 );
 """
 
-_CLOSERS = ("message.stop", "commentary")
 _PRUNE_EVERY = 64  # appends per chat between two bound checks
 TRANSCRIPT_LIMIT = 500  # messages kept per chat for sync
 # A read waits behind the writes queued before it (so it sees them); while another process
@@ -74,11 +77,22 @@ class FrameLog:
         self,
         store: Store,
         *,
+        rules: FrameRules,
         max_frames: int = 5_000,
         max_age: float = 24 * 3600,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self.rules = rules
+        marks = rules.marks
+        # The types the statements below select by, from the protocol's marks.
+        self._marked: dict[str, tuple[str, ...]] = {
+            "snapshot": tuple(kind for kind, t in marks.items() if t.snapshot),
+            "message": tuple(
+                kind for kind, t in marks.items() if t.opens or t.snapshot or t.closes
+            ),
+            "turn": tuple(kind for kind, t in marks.items() if t.turn),
+        }
         self.max_frames = max_frames
         self.max_age = max_age
         self._clock = clock
@@ -115,7 +129,7 @@ class FrameLog:
         try:
             with transaction(conn):
                 for frame, text, created, _ in batch:
-                    _write(conn, frame, text, created)
+                    self._write(conn, frame, text, created)
         except BaseException:
             if len(self._pending) + len(batch) <= MAX_PENDING:
                 self._pending.extendleft(reversed(batch))
@@ -182,7 +196,7 @@ class FrameLog:
 
     async def open_turns(self) -> list[str]:
         """Chats whose last turn began (typing on) and never ended: cut by a crash."""
-        return await self.read(_open_turns)
+        return await self.read(self._open_turns)
 
     def floor(self, chat_id: str) -> int:
         return self._read(lambda conn: _floor(conn, chat_id))
@@ -201,37 +215,92 @@ class FrameLog:
 
     def conversation(self, chat_id: str) -> list[dict[str, Any]]:
         """The chat as a list of messages: closed ones, then any reply still streaming."""
-        return self._read(lambda conn: _conversation(conn, chat_id))
+        return self._read(lambda conn: self._conversation(conn, chat_id))
 
     def open_messages(self, chat_id: str) -> dict[str, str]:
         """Messages started and not closed, with their latest snapshot, oldest first."""
-        return self._read(lambda conn: _open_messages(conn, chat_id))
+        return self._read(lambda conn: self._open_messages(conn, chat_id))
 
     def turn_open(self, chat_id: str) -> bool:
         """Did the chat's last turn start (typing on) and never end (typing off)?"""
-        return self._read(lambda conn: _turn_open(conn, chat_id))
+        return self._read(lambda conn: self._turn_open(conn, chat_id))
+
+    # -- statements, run on the store's thread -----------------------------------------------
+    def _write(self, conn: sqlite3.Connection, frame: Frame, text: str, created: float) -> None:
+        chat_id, seq, kind = frame["chat_id"], frame["seq"], frame["type"]
+        message_id = frame.get("message_id")
+        conn.execute(
+            "INSERT INTO iris_frames (chat_id, seq, type, message_id, created, frame)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (chat_id, seq, kind, message_id, created, text),
+        )
+        if message_id and self.rules.traits(kind).closes:
+            snapshots = self._marked["snapshot"]
+            conn.execute(
+                "DELETE FROM iris_frames WHERE chat_id=? AND message_id=?"
+                f" AND type IN ({_marks(snapshots)})",
+                (chat_id, message_id, *snapshots),
+            )
+        entry = self.rules.transcript_entry(frame)
+        if entry is not None:
+            conn.execute(
+                "INSERT INTO iris_transcript (chat_id, seq, message) VALUES (?, ?, ?)",
+                (chat_id, seq, json.dumps(entry)),
+            )
+
+    def _conversation(self, conn: sqlite3.Connection, chat_id: str) -> list[dict[str, Any]]:
+        rows = conn.execute(
+            "SELECT message FROM iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT ?",
+            (chat_id, TRANSCRIPT_LIMIT),
+        ).fetchall()
+        messages: list[dict[str, Any]] = [json.loads(row["message"]) for row in reversed(rows)]
+        closed = {m["message_id"] for m in messages}
+        for message_id, text in self._open_messages(conn, chat_id).items():
+            if message_id not in closed:
+                messages.append({"message_id": message_id, "role": "assistant", "text": text})
+        return messages
+
+    def _open_messages(self, conn: sqlite3.Connection, chat_id: str) -> dict[str, str]:
+        wanted = self._marked["message"]
+        rows = conn.execute(
+            "SELECT type, message_id, frame FROM iris_frames WHERE chat_id=? AND"
+            f" type IN ({_marks(wanted)}) ORDER BY seq",
+            (chat_id, *wanted),
+        ).fetchall()
+        live: dict[str, str] = {}
+        for row in rows:
+            message_id, traits = row["message_id"], self.rules.traits(row["type"])
+            if traits.opens:
+                live[message_id] = ""
+            elif traits.snapshot:
+                live[message_id] = self.rules.snapshot_text(json.loads(row["frame"]))
+            else:
+                live.pop(message_id, None)
+        return live
+
+    def _open_turns(self, conn: sqlite3.Connection) -> list[str]:
+        turn = self._marked["turn"]
+        rows = conn.execute(
+            f"SELECT chat_id, frame FROM iris_frames AS f WHERE type IN ({_marks(turn)}) AND"
+            " seq = (SELECT MAX(seq) FROM iris_frames WHERE chat_id=f.chat_id AND"
+            f" type IN ({_marks(turn)}))",
+            (*turn, *turn),
+        ).fetchall()
+        return [row["chat_id"] for row in rows if self.rules.turn_open(json.loads(row["frame"]))]
+
+    def _turn_open(self, conn: sqlite3.Connection, chat_id: str) -> bool:
+        turn = self._marked["turn"]
+        rows = conn.execute(
+            f"SELECT frame FROM iris_frames WHERE chat_id=? AND type IN ({_marks(turn)})"
+            " ORDER BY seq DESC LIMIT 1",
+            (chat_id, *turn),
+        ).fetchall()
+        return bool(rows) and self.rules.turn_open(json.loads(rows[0]["frame"]))
 
 
-# -- statements, run on the store's thread -----------------------------------------------------
-def _write(conn: sqlite3.Connection, frame: Frame, text: str, created: float) -> None:
-    chat_id, seq, kind = frame["chat_id"], frame["seq"], frame["type"]
-    message_id = frame.get("message_id")
-    conn.execute(
-        "INSERT INTO iris_frames (chat_id, seq, type, message_id, created, frame)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (chat_id, seq, kind, message_id, created, text),
-    )
-    if kind in _CLOSERS and message_id:
-        conn.execute(
-            "DELETE FROM iris_frames WHERE chat_id=? AND message_id=? AND type='message.update'",
-            (chat_id, message_id),
-        )
-    entry = transcript_entry(frame)
-    if entry is not None:
-        conn.execute(
-            "INSERT INTO iris_transcript (chat_id, seq, message) VALUES (?, ?, ?)",
-            (chat_id, seq, json.dumps(entry)),
-        )
+def _marks(values: Iterable[object]) -> str:
+    """SQL placeholders for ``values`` (``NULL`` for none: ``IN (NULL)`` matches nothing)."""
+    return ", ".join("?" for _ in values) or "NULL"
 
 
 def _floor(conn: sqlite3.Connection, chat_id: str) -> int:
@@ -245,72 +314,3 @@ def _last_seq(conn: sqlite3.Connection, chat_id: str) -> int:
     ).fetchall()
     top = rows[0]["seq"]
     return max(int(top) if top is not None else 0, _floor(conn, chat_id))
-
-
-def _conversation(conn: sqlite3.Connection, chat_id: str) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT message FROM iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT ?",
-        (chat_id, TRANSCRIPT_LIMIT),
-    ).fetchall()
-    messages: list[dict[str, Any]] = [json.loads(row["message"]) for row in reversed(rows)]
-    closed = {m["message_id"] for m in messages}
-    for message_id, text in _open_messages(conn, chat_id).items():
-        if message_id not in closed:
-            messages.append({"message_id": message_id, "role": "assistant", "text": text})
-    return messages
-
-
-def _open_messages(conn: sqlite3.Connection, chat_id: str) -> dict[str, str]:
-    rows = conn.execute(
-        "SELECT type, message_id, frame FROM iris_frames WHERE chat_id=? AND"
-        " type IN ('message.start', 'message.update', 'message.stop', 'commentary')"
-        " ORDER BY seq",
-        (chat_id,),
-    ).fetchall()
-    live: dict[str, str] = {}
-    for row in rows:
-        message_id = row["message_id"]
-        if row["type"] == "message.start":
-            live[message_id] = ""
-        elif row["type"] == "message.update":
-            live[message_id] = json.loads(row["frame"])["text"]
-        else:
-            live.pop(message_id, None)
-    return live
-
-
-def _open_turns(conn: sqlite3.Connection) -> list[str]:
-    rows = conn.execute(
-        "SELECT chat_id, frame FROM iris_frames AS f WHERE type='typing' AND seq ="
-        " (SELECT MAX(seq) FROM iris_frames WHERE chat_id=f.chat_id AND type='typing')"
-    ).fetchall()
-    return [row["chat_id"] for row in rows if json.loads(row["frame"])["on"] is True]
-
-
-def _turn_open(conn: sqlite3.Connection, chat_id: str) -> bool:
-    rows = conn.execute(
-        "SELECT frame FROM iris_frames WHERE chat_id=? AND type='typing' ORDER BY seq DESC LIMIT 1",
-        (chat_id,),
-    ).fetchall()
-    return bool(rows) and json.loads(rows[0]["frame"])["on"] is True
-
-
-def transcript_entry(frame: Frame) -> dict[str, Any] | None:
-    """The message a closing frame leaves in the conversation, in the shape ``sync`` sends."""
-    kind = frame["type"]
-    if kind == "message":
-        entry = {"message_id": frame["message_id"], "role": frame["role"], "text": frame["text"]}
-    elif kind == "message.stop":
-        entry = {
-            "message_id": frame["message_id"],
-            "role": "assistant",
-            "text": frame["final_text"],
-        }
-    elif kind == "commentary":
-        return {"message_id": frame["message_id"], "role": "commentary", "text": frame["text"]}
-    else:
-        return None
-    for key in ("reasoning", "model", "tokens"):
-        if key in frame:
-            entry[key] = frame[key]
-    return entry

@@ -8,16 +8,18 @@ nothing awaits between those steps, a subscription that reads the log and goes l
 The log queues its writes for the store's thread (``FrameLog.append``): a locked store delays
 the log's copy of a frame, never a device's; the only store read here (a chat's latest seq,
 once per chat) raises ``StoreUnavailable`` when it fails.
+
+The hub does not look inside a frame: what may be skipped or dropped is the protocol's to say
+(``iris.fanout.rules``), read by the subscriptions and the log.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 from iris.fanout.framelog import FrameLog
+from iris.fanout.rules import Body, DeviceWriter, Frame
 from iris.fanout.subscription import Subscription, encode_frame
-
-Frame = dict[str, Any]
 
 
 class Hub:
@@ -32,7 +34,7 @@ class Hub:
             self._latest[chat_id] = self.log.last_seq(chat_id)
         return self._latest[chat_id]
 
-    def publish(self, chat_id: str, body: Frame, *, exclude: Subscription | None = None) -> Frame:
+    def publish(self, chat_id: str, body: Body, *, exclude: Subscription | None = None) -> Frame:
         """Sequence, log and deliver one chat-scoped frame; ``exclude`` skips one device live."""
         seq = self.latest(chat_id) + 1
         self._latest[chat_id] = seq
@@ -44,16 +46,16 @@ class Hub:
                 subscription.push(frame, text)
         return frame
 
-    def publish_all(self, chat_id: str, bodies: list[Frame]) -> None:
+    def publish_all(self, chat_id: str, bodies: Iterable[Body]) -> None:
         for body in bodies:
             self.publish(chat_id, body)
 
-    def subscribe(self, chat_id: str, *, appends: bool = False) -> Subscription:
+    def subscribe(self, chat_id: str, *, writer: DeviceWriter | None = None) -> Subscription:
         """A live subscription from the chat's latest seq; ``resume`` it to replay.
 
-        With ``appends`` the device gets ``message.append`` frames (see ``iris.appends``)."""
+        ``writer`` rewrites the device's frames as they are sent (e.g. ``iris.appends``)."""
         subscription = Subscription(
-            self, chat_id, self.queue_size, self.latest(chat_id), appends=appends
+            self, chat_id, self.queue_size, self.latest(chat_id), writer=writer
         )
         self._subscribers.setdefault(chat_id, set()).add(subscription)
         return subscription

@@ -3,28 +3,28 @@
 The hub ``push``es every chat frame without waiting. The device's sender ``await``s ``get()``.
 A device that falls behind never slows anyone else:
 
-1. a ``message.update`` superseded by a later queued frame of the same message is skipped when
-   its turn to be sent comes (newest wins: each update is a full snapshot, so nothing is lost),
-   and dropped at once when the queue passes its capacity;
+1. a frame the protocol marks ``snapshot`` (see ``iris.fanout.rules``) that a later queued frame
+   of the same message supersedes is skipped when its turn to be sent comes (newest wins: each
+   is a full snapshot, so nothing is lost), and dropped at once when the queue passes its
+   capacity;
 2. if it is still over capacity, the queue gives up its chat frames and the device reads them
-   back from the frame log in pages (``catch-up``), as a resume does — start/stop/tool/commentary
-   frames are never dropped, only re-read.
+   back from the frame log in pages (``catch-up``), as a resume does — no other frame is ever
+   dropped, only re-read.
 
-A device that asked for the ``append`` feature is sent ``message.append`` frames instead of
-snapshots that extend what it has (``iris.appends``). The queue and the log keep snapshots; the
-conversion happens as a frame leaves the queue, against the text this device was last sent, so
-the snapshots skipped above merge into one append, and a catch-up needs nothing special. A
-``resume`` or ``sync`` makes the next frame of every open message a snapshot again.
+A device may have a ``DeviceWriter`` (the iris ``append`` feature's ``AppendWriter``) that
+rewrites its frames as they leave the queue, against what this device was last sent: the queue
+and the log keep snapshots, so the snapshots skipped above merge into one append, and a
+catch-up needs nothing special. A ``resume`` makes the writer start over.
 
 ``position`` is the seq of the last chat frame put in line for the device. Connection-scoped
-frames (``ready``, ``pong``, ``error``, ``sync``) are stamped with it, so whatever seq a device
+frames (``send_local``: ready, pong, errors, sync) are stamped with it, so whatever seq a device
 has seen last is a valid point to resume from.
 
-The bound holds for connection-scoped frames too: a ``pong`` already waiting answers every
-later ping, a new ``sync`` replaces one still waiting, and a device whose own frames alone
-overrun the bound (it keeps asking and never reads the answers) is ``overflowed``: its queue
-is emptied, ``get`` raises ``TooSlow`` and the connection closes. Nothing it missed is lost:
-chat frames are in the log, so it resumes from the last seq it saw.
+The bound holds for connection-scoped frames too: of a type marked ``one_pending`` one waits at
+most (the protocol says whether the waiting one or the new one stays), and a device whose own
+frames alone overrun the bound (it keeps asking and never reads the answers) is
+``overflowed``: its queue is emptied, ``get`` raises ``TooSlow`` and the connection closes.
+Nothing it missed is lost: chat frames are in the log, so it resumes from the last seq it saw.
 """
 
 from __future__ import annotations
@@ -37,14 +37,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from iris.agent.surrogates import clean
-from iris.appends import AppendWriter
+from iris.fanout.rules import Body, DeviceWriter, Frame, FrameRules
 
 if TYPE_CHECKING:
     from iris.fanout.hub import Hub
-
-Frame = dict[str, Any]
-
-_ONE_PENDING = ("pong", "sync")  # connection-scoped frames of which one waiting is enough
 
 
 class TooSlow(Exception):
@@ -73,7 +69,13 @@ def encode_frame(frame: Frame) -> str:
 
 class Subscription:
     def __init__(
-        self, hub: Hub, chat_id: str, capacity: int, position: int, *, appends: bool = False
+        self,
+        hub: Hub,
+        chat_id: str,
+        capacity: int,
+        position: int,
+        *,
+        writer: DeviceWriter | None = None,
     ) -> None:
         self.chat_id = chat_id
         self.capacity = capacity
@@ -83,14 +85,15 @@ class Subscription:
         self.overflowed = False  # over the bound with its own frames: the connection closes
         self.high_water = 0  # the longest the queue has been (a test and bench figure)
         self._hub = hub
+        self._rules = hub.log.rules
         self._queue: deque[_Item] = deque()
         self._newest: dict[str, int] = {}  # message_id -> seq of its newest queued frame
         self._catching_up = False
         self._wake = asyncio.Event()
-        # A device that asked for appends: snapshots become appends at send time, against what
-        # this device was sent (so skipped snapshots merge into one append, and a catch-up or a
-        # resume stays right). None: the frames go out exactly as the hub made them.
-        self._appends = AppendWriter() if appends else None
+        # Rewrites frames at send time, against what this device was sent (so skipped
+        # snapshots merge into one append, and a catch-up or a resume stays right). None: the
+        # frames go out exactly as the hub made them.
+        self._writer = writer
 
     # -- the hub's side ------------------------------------------------------------------------
     def push(self, frame: Frame, text: str | None = None) -> None:
@@ -101,16 +104,18 @@ class Subscription:
         self._bound()
 
     # -- the connection's side -----------------------------------------------------------------
-    def send_local(self, body: Frame) -> None:
+    def send_local(self, body: Body) -> None:
         """A connection-scoped frame, in line behind the chat frames already queued.
 
-        A ``pong`` already waiting answers this one too; a ``sync`` replaces one waiting."""
+        Of a type marked ``one_pending``, the one already waiting answers this one too
+        (``first``), or this one replaces it (``last``)."""
         if self.overflowed:
             return
         kind = body["type"]
-        if kind in _ONE_PENDING:
+        one = self._rules.traits(kind).one_pending
+        if one is not None:
             waiting = [item for item in self._queue if not item.chat and item.frame["type"] == kind]
-            if waiting and kind == "pong":
+            if waiting and one == "first":
                 return
             for item in waiting:
                 self._queue.remove(item)
@@ -131,8 +136,8 @@ class Subscription:
         past_reach = after_seq > latest or after_seq < self._hub.log.floor(self.chat_id)
         messages = self._hub.log.conversation(self.chat_id) if past_reach else []
         self._drop_chat_frames()
-        if self._appends is not None:
-            self._appends.forget()  # the replay (or sync) brings each open message whole
+        if self._writer is not None:
+            self._writer.forget()  # the replay (or sync) brings each open message whole
         if after_seq == latest:
             self._go_live(latest)
         elif past_reach:
@@ -162,7 +167,7 @@ class Subscription:
                     # snapshot now instead of every stale one first.
                     self.skipped += 1
                     continue
-                return item if self._appends is None else self._as_sent(item, self._appends)
+                return item if self._writer is None else self._as_sent(item, self._writer)
             if self._catching_up:
                 self._read_page()
                 continue
@@ -189,20 +194,16 @@ class Subscription:
         if not page:
             self._go_live(latest)
             return
-        for frame in coalesce(page):
+        for frame in coalesce(page, self._rules):
             self._enqueue(frame)
         self.position = page[-1]["seq"]
         if self.position >= latest:
             # Read and switch in one step: no frame can be published in between.
             self._go_live(latest)
 
-    def _as_sent(self, item: _Item, appends: AppendWriter) -> _Item:
-        if not item.chat:
-            if item.frame["type"] == "sync":
-                appends.forget()  # the device's view is replaced
-            return item
-        append = appends.convert(item.frame)
-        return item if append is None else _Item(append, True)
+    def _as_sent(self, item: _Item, writer: DeviceWriter) -> _Item:
+        rewritten = writer.convert(item.frame)
+        return item if rewritten is None else _Item(rewritten, item.chat)
 
     def _enqueue(self, frame: Frame, text: str | None = None) -> None:
         self._queue.append(_Item(frame, True, text))
@@ -219,11 +220,11 @@ class Subscription:
         if self._newest.get(message_id, 0) <= frame["seq"]:
             self._newest.pop(message_id, None)  # nothing newer queued: keep the map small
             return False
-        return frame["type"] == "message.update"
+        return self._rules.traits(frame["type"]).snapshot
 
     def _sync(self, latest: int, messages: list[dict[str, Any]]) -> None:
         self.position = latest
-        self.send_local({"type": "sync", "messages": messages})
+        self.send_local(self._rules.sync(messages))
         self._go_live(latest)
 
     def _go_live(self, latest: int) -> None:
@@ -246,7 +247,7 @@ class Subscription:
 
     def _relieve(self) -> None:
         before = len(self._queue)
-        kept = coalesce_items(self._queue)
+        kept = coalesce_items(self._queue, self._rules)
         self.skipped += before - len(kept)
         self._queue = deque(kept)
         if len(self._queue) <= self.capacity:
@@ -271,18 +272,18 @@ class Subscription:
                 item.frame["seq"] = min(item.frame["seq"], self.position)
 
 
-def coalesce(frames: Iterable[Frame]) -> list[Frame]:
-    """Drop each ``message.update`` that a later frame of the same message supersedes."""
-    return [item.frame for item in coalesce_items(_Item(f, True) for f in frames)]
+def coalesce(frames: Iterable[Frame], rules: FrameRules) -> list[Frame]:
+    """Drop each ``snapshot`` frame that a later frame of the same message supersedes."""
+    return [item.frame for item in coalesce_items((_Item(f, True) for f in frames), rules)]
 
 
-def coalesce_items(items: Iterable[_Item]) -> list[_Item]:
+def coalesce_items(items: Iterable[_Item], rules: FrameRules) -> list[_Item]:
     kept: list[_Item] = []
     later: set[str] = set()
     for item in reversed(list(items)):
         message_id = item.frame.get("message_id")
         if item.chat and isinstance(message_id, str):
-            if item.frame["type"] == "message.update" and message_id in later:
+            if message_id in later and rules.traits(item.frame["type"]).snapshot:
                 continue
             later.add(message_id)
         kept.append(item)

@@ -155,7 +155,9 @@ class LocalProvider:
                 loop.call_soon_threadsafe(queue.put_nowait, ("end", None))
 
         async with self._run_lock:
-            worker = asyncio.create_task(asyncio.to_thread(generate))
+            # A thread's future, not a task: an async generator cannot own a task group (it may
+            # be closed from another task), and the finally below always waits for the thread.
+            worker = loop.run_in_executor(None, generate)
             try:
                 prompt_tokens = len(llm.tokenize(prompt.encode()))
                 while True:

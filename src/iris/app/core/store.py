@@ -21,33 +21,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from iris.app.core.artifact import find_html
 from iris.app.core.reveal import Reveal
 from iris.appends import Held, extended, held
+from iris.surfaces.iris.protocol import (
+    CHAT_SCOPED,
+    SERVER,
+    Message,
+    MessageAppend,
+    MessageStop,
+    MessageStopAppend,
+    MessageUpdate,
+    ServerFrame,
+    Sync,
+    SyncMessage,
+    ToolEnd,
+    ToolProgress,
+    ToolStart,
+)
 
 Kind = Literal["message", "commentary", "tools", "error"]
-
-# Frames that take the next seq of the chat and are replayed on resume. The others (ready,
-# pong, bad-input error, sync) carry the chat's latest seq without having been sent to us.
-CHAT_SCOPED = frozenset(
-    {
-        "typing",
-        "message.start",
-        "message.update",
-        "message.append",
-        "message.stop",
-        "message",
-        "tool.start",
-        "tool.progress",
-        "tool.end",
-        "commentary",
-    }
-)
-
-# Frames that tell what text of a message this connection holds.
-_WIRE_KINDS = frozenset(
-    {"message.start", "message.update", "message.append", "message.stop", "message", "commentary"}
-)
 
 
 @dataclass
@@ -134,55 +129,78 @@ class ChatStore:
         point, self._resync = self._resync, None
         return point
 
-    def apply(self, frame: Mapping[str, Any]) -> None:
-        kind = str(frame.get("type", ""))
-        seq = frame.get("seq")
-        message_id = frame.get("message_id")
-        if isinstance(message_id, str) and kind in _WIRE_KINDS:
-            # Before the replay check: the server's side follows every frame it sends.
-            if kind == "message.start":
-                self._wire[message_id] = Held("", 0)
-            elif kind in ("message.update", "message.append"):
-                self._streamed(message_id, frame)
+    def apply(self, data: Mapping[str, Any]) -> None:
+        """Apply one frame as received. A frame that is not one of the protocol's (a newer
+        server's type, or a malformed one) changes nothing."""
+        try:
+            frame = SERVER.validate_python(data)
+        except ValidationError:
+            return
+        self._apply(frame)
+
+    def _apply(self, frame: ServerFrame) -> None:
+        # The text this connection holds follows every frame the server sends, before the
+        # replay check: the server's side does too.
+        if frame["type"] == "message.update" or frame["type"] == "message.append":
+            self._streamed(frame)
+            return
+        if frame["type"] == "message.start":
+            self._wire[frame["message_id"]] = Held("", 0)
+        elif frame["type"] == "message.stop" and "offset" in frame:
+            # With appends, the stop brings the rest of the text (``offset`` + ``text``).
+            final = self._streamed_text(frame)
+            if final is None:  # not ours to apply: the resume brings the stop again
                 return
-            else:
-                if kind == "message.stop" and "final_text" not in frame:
-                    # With appends, the stop brings the rest of the text (``offset`` + ``text``).
-                    final = self._streamed_text(message_id, frame)
-                    if final is None:  # not ours to apply: the resume brings the stop again
-                        return
-                    frame = {**frame, "final_text": final}
-                self._wire.pop(message_id, None)
-                self._awaiting.discard(message_id)
-        if kind in CHAT_SCOPED and isinstance(seq, int):
+            frame = _with_final_text(frame, final)
+        if (
+            frame["type"] == "message.stop"
+            or frame["type"] == "message"
+            or frame["type"] == "commentary"
+        ):
+            self._closed(frame["message_id"])
+        seq = frame.get("seq")
+        if frame["type"] in CHAT_SCOPED and seq is not None:
             if seq in self._seen:
                 return  # a replay we already have
             self._seen.add(seq)
             self.last_seq = max(self.last_seq, seq)
-        if kind == "ready":
-            self.chat_id = str(frame.get("chat_id") or self.chat_id or "") or None
-        elif kind == "typing":
-            self.typing = bool(frame.get("on"))
-        elif kind == "message.start":
+        self._show(frame, seq)
+
+    def _closed(self, message_id: str) -> None:
+        """The message is final: no more of its text comes."""
+        self._wire.pop(message_id, None)
+        self._awaiting.discard(message_id)
+
+    def _show(self, frame: ServerFrame, seq: int | None) -> None:
+        if frame["type"] == "ready":
+            self.chat_id = frame.get("chat_id") or self.chat_id
+        elif frame["type"] == "typing":
+            self.typing = frame["on"]
+        elif frame["type"] == "message.start":
             self.typing = False
             if self.streaming:
-                self._start(str(frame["message_id"]), str(frame.get("role") or "assistant"))
-        elif kind == "message.stop":
-            self._stop(frame)
-        elif kind == "message":
+                self._start(frame["message_id"], frame["role"])
+        elif frame["type"] == "message.stop":
+            if "final_text" in frame:
+                self._stop(frame)
+        elif frame["type"] == "message":
             self._message(frame)
-        elif kind == "commentary":
-            self._commentary(str(frame["message_id"]), str(frame.get("text") or ""))
-        elif kind.startswith("tool."):
-            self._tool(kind, frame)
-        elif kind == "error":
+        elif frame["type"] == "commentary":
+            self._commentary(frame["message_id"], frame["text"])
+        elif (
+            frame["type"] == "tool.start"
+            or frame["type"] == "tool.progress"
+            or frame["type"] == "tool.end"
+        ):
+            self._tool(frame)
+        elif frame["type"] == "error":
             self.typing = False
-            text = f"{frame.get('code', 'error')}: {frame.get('message', '')}"
+            text = f"{frame['code']}: {frame['message']}"
             self._add(Bubble(f"error-{seq}-{len(self.bubbles)}", "system", "error", text, text))
-        elif kind == "sync":
+        elif frame["type"] == "sync":
             self._sync(frame)
-        elif kind == "command":  # the answer to this device's /status, /new...
-            text = str(frame.get("text") or "")
+        elif frame["type"] == "command":  # the answer to this device's /status, /new...
+            text = frame["text"]
             self._add(
                 Bubble(f"command-{seq}-{len(self.bubbles)}", "system", "commentary", text, text)
             )
@@ -223,32 +241,32 @@ class ChatStore:
         bubble.version += 1
         return bubble
 
-    def _streamed(self, message_id: str, frame: Mapping[str, Any]) -> None:
+    def _streamed(self, frame: MessageUpdate | MessageAppend) -> None:
         """``message.update`` or ``message.append``: one path to the message's full text.
 
         Applied in arrival order even when replayed (the server made each append against what
         it sent this connection, replays included)."""
-        text = self._streamed_text(message_id, frame)
+        text = self._streamed_text(frame)
         if text is None:
             return
         seq = frame.get("seq")
-        if isinstance(seq, int):
+        if seq is not None:
             self._seen.add(seq)
             self.last_seq = max(self.last_seq, seq)
         if self.streaming:
-            self._update(message_id, text)
+            self._update(frame["message_id"], text)
 
-    def _streamed_text(self, message_id: str, frame: Mapping[str, Any]) -> str | None:
+    def _streamed_text(
+        self, frame: MessageUpdate | MessageAppend | MessageStopAppend
+    ) -> str | None:
         """The message's text after a snapshot (``text``) or an append (``offset`` + ``text``);
         None if the append does not fit what we hold: then nothing is shown wrong, and the
         message is asked for again."""
+        message_id = frame["message_id"]
         if frame["type"] == "message.update":
-            now: Held | None = held(str(frame.get("text") or ""))
+            now: Held | None = held(frame["text"])
         else:
-            offset, added = frame.get("offset"), frame.get("text")
-            now = None
-            if isinstance(offset, int) and isinstance(added, str):
-                now = extended(self._wire.get(message_id), offset, added)
+            now = extended(self._wire.get(message_id), frame["offset"], frame["text"])
         if now is None:
             self._wire.pop(message_id, None)
             self._ask_again(message_id, frame.get("seq"))
@@ -257,12 +275,12 @@ class ChatStore:
         self._awaiting.discard(message_id)
         return now.text
 
-    def _ask_again(self, message_id: str, seq: object) -> None:
+    def _ask_again(self, message_id: str, seq: int | None) -> None:
         """Resume from just before ``seq``: the server resends the message whole (once)."""
         if message_id in self._awaiting:
             return
         self._awaiting.add(message_id)
-        point = seq - 1 if isinstance(seq, int) and seq > 0 else self.last_seq
+        point = seq - 1 if seq else self.last_seq
         self._resync = point if self._resync is None else min(self._resync, point)
 
     def _update(self, message_id: str, text: str) -> None:
@@ -276,13 +294,13 @@ class ChatStore:
             bubble.shown = reveal.text
         bubble.version += 1
 
-    def _stop(self, frame: Mapping[str, Any]) -> None:
-        message_id = str(frame["message_id"])
+    def _stop(self, frame: MessageStop) -> None:
+        message_id = frame["message_id"]
         bubble = self._by_id.get(message_id)
-        text = str(frame.get("final_text") or (bubble.text if bubble else ""))
+        text = frame["final_text"] or (bubble.text if bubble else "")
         if bubble is None:
             # Streaming off, or a stop for a bubble we never saw: materialize it whole.
-            bubble = self._add(Bubble(message_id, str(frame.get("role") or "assistant")))
+            bubble = self._add(Bubble(message_id, "assistant"))
         self._finalize(bubble, frame)
         reveal = self._reveals.get(message_id)
         bubble.text = text
@@ -299,19 +317,17 @@ class ChatStore:
         bubble.stopped = True
         bubble.version += 1
 
-    def _finalize(self, bubble: Bubble, frame: Mapping[str, Any]) -> None:
-        if frame.get("reasoning"):
-            bubble.reasoning = str(frame["reasoning"])
-        if frame.get("model"):
-            bubble.model = str(frame["model"])
+    def _finalize(self, bubble: Bubble, frame: MessageStop | Message | SyncMessage) -> None:
+        if reasoning := frame.get("reasoning"):
+            bubble.reasoning = reasoning
+        if model := frame.get("model"):
+            bubble.model = model
         tokens = frame.get("tokens")
-        if isinstance(tokens, int):
+        if tokens is not None:
             bubble.tokens = tokens
 
-    def _message(self, frame: Mapping[str, Any]) -> None:
-        message_id = str(frame["message_id"])
-        role = str(frame.get("role") or "assistant")
-        text = str(frame.get("text") or "")
+    def _message(self, frame: Message) -> None:
+        message_id, role, text = frame["message_id"], frame["role"], frame["text"]
         if role == "user" and self._adopt_local(message_id, text):
             return
         bubble = self._by_id.get(message_id) or self._add(Bubble(message_id, role))
@@ -350,14 +366,10 @@ class ChatStore:
             bubble.shown = reveal.text
         bubble.version += 1
 
-    def _tool(self, kind: str, frame: Mapping[str, Any]) -> None:
-        index = int(frame.get("index", 0))
-        name = str(frame.get("name") or "tool")
-        if kind == "tool.start":
-            args = frame.get("args")
-            call = ToolCall(index, name, str(frame.get("preview") or ""))
-            if isinstance(args, dict):
-                call.args = dict(args)
+    def _tool(self, frame: ToolStart | ToolProgress | ToolEnd) -> None:
+        index, name = frame["index"], frame["name"] or "tool"
+        if frame["type"] == "tool.start":
+            call = ToolCall(index, name, frame["preview"], dict(frame["args"]))
             anchor = self._turn_anchor()
             anchor.tools.append(call)
             anchor.version += 1
@@ -366,13 +378,12 @@ class ChatStore:
         if found is None:
             return
         bubble, call = found
-        if kind == "tool.progress":
-            call.notes.append(str(frame.get("note") or ""))
-        elif kind == "tool.end":
-            call.ok = bool(frame.get("ok", True))
-            duration = frame.get("duration")
-            call.duration = float(duration) if isinstance(duration, int | float) else None
-            call.output_preview = str(frame.get("output_preview") or "")
+        if frame["type"] == "tool.progress":
+            call.notes.append(frame["note"])
+        else:
+            call.ok = frame["ok"]
+            call.duration = frame["duration"]
+            call.output_preview = frame["output_preview"]
         bubble.version += 1
 
     def _turn_anchor(self) -> Bubble:
@@ -391,7 +402,7 @@ class ChatStore:
                     return bubble, call
         return None
 
-    def _sync(self, frame: Mapping[str, Any]) -> None:
+    def _sync(self, frame: Sync) -> None:
         """The log no longer reaches back: the server's conversation replaces the view."""
         self.bubbles = []
         self._by_id = {}
@@ -399,16 +410,33 @@ class ChatStore:
         self._wire = {}
         self._awaiting = set()
         self.typing = False
-        for item in frame.get("messages") or []:
-            if isinstance(item, Mapping):
-                message: Mapping[str, Any] = item
-                text = str(message.get("text") or "")
-                bubble = Bubble(str(message.get("message_id")), str(message.get("role")))
-                bubble.text = bubble.shown = text
-                bubble.stopped = True
-                self._finalize(bubble, message)
-                self._add(bubble)
+        for message in frame["messages"]:
+            text = message["text"]
+            bubble = Bubble(message["message_id"], message["role"], text=text, shown=text)
+            bubble.stopped = True
+            self._finalize(bubble, message)
+            self._add(bubble)
         seq = frame.get("seq")
-        if isinstance(seq, int):
+        if seq is not None:
             self.last_seq = max(self.last_seq, seq)
         self.epoch += 1
+
+
+def _with_final_text(stop: MessageStopAppend, final: str) -> MessageStop:
+    """A stop that ended with an append, as the stop of its whole text."""
+    whole: MessageStop = {
+        "type": "message.stop",
+        "message_id": stop["message_id"],
+        "final_text": final,
+    }
+    if "chat_id" in stop:
+        whole["chat_id"] = stop["chat_id"]
+    if "seq" in stop:
+        whole["seq"] = stop["seq"]
+    if "reasoning" in stop:
+        whole["reasoning"] = stop["reasoning"]
+    if "model" in stop:
+        whole["model"] = stop["model"]
+    if "tokens" in stop:
+        whole["tokens"] = stop["tokens"]
+    return whole

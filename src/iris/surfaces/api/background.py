@@ -17,7 +17,6 @@ A thin transport: what the events say is the encoder's business (``responses_enc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -29,8 +28,9 @@ from starlette.types import Receive, Scope, Send
 from iris.agent.core import Agent, TurnRequest
 from iris.errors import user_message
 from iris.events import Event, TurnFailed
-from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, client_gone
+from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, while_connected
 from iris.surfaces.api.sse import DONE, named_frames
+from iris.tasks import OpenGroup
 
 log = logging.getLogger("iris.api")
 
@@ -79,8 +79,9 @@ class BackgroundRun:
     def snapshot(self) -> Json:
         return self._wire.snapshot()
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"background {self.id}")
+    def start(self, tasks: OpenGroup) -> None:
+        """Run the turn in ``tasks`` (the surface's: a run outlives the request that began it)."""
+        self._task = tasks.create_task(self._run(), name=f"background {self.id}")
 
     # Seconds ``stop`` waits for the turn to unwind (the upstream request to close).
     stop_wait = 5.0
@@ -92,8 +93,7 @@ class BackgroundRun:
             return
         self._stop = self._stop or (status, reason)
         task.cancel()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(task), self.stop_wait)
+        await asyncio.wait([task], timeout=self.stop_wait)
 
     async def changed(self, within: float) -> bool:
         """Wait until new events or the end arrive; False after ``within`` seconds."""
@@ -151,6 +151,7 @@ class BackgroundRuns:
         self._keep = keep
         self._clock = clock
         self._runs: dict[str, BackgroundRun] = {}
+        self._tasks = OpenGroup()  # the runs' turns, from start to stop
 
     def add(self, run: BackgroundRun) -> None:
         self._prune()
@@ -163,12 +164,23 @@ class BackgroundRuns:
     def running(self) -> list[BackgroundRun]:
         return [run for run in self._runs.values() if not run.ended]
 
+    async def start(self) -> None:
+        await self._tasks.open()
+
+    def launch(self, run: BackgroundRun) -> None:
+        """Keep ``run`` and start its turn in the runs' task group."""
+        self.add(run)
+        run.start(self._tasks)
+
     async def stop(self) -> None:
         """Server shutdown: every running turn ends now as ``incomplete`` (interrupted), its
         output so far stored."""
-        runs = self.running()
-        if runs:
-            await asyncio.gather(*(run.stop("incomplete", "interrupted") for run in runs))
+        try:
+            runs = self.running()
+            if runs:
+                await asyncio.gather(*(run.stop("incomplete", "interrupted") for run in runs))
+        finally:
+            await self._tasks.close()
 
     def _prune(self) -> None:
         now = self._clock()
@@ -193,26 +205,14 @@ class RunStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        follow = asyncio.create_task(self._follow(send))
-        gone = asyncio.create_task(client_gone(receive))
-        try:
-            try:
-                await asyncio.wait({follow, gone}, return_when=asyncio.FIRST_COMPLETED)
-            except asyncio.CancelledError:
-                # The server's graceful shutdown ran out of patience before the turn ended:
-                # it ends now as interrupted, and this follower still gets the end of it.
-                await self._run.stop("incomplete", "interrupted")
-                await asyncio.wait({follow}, timeout=2.0)
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
-        finally:
-            for task in (follow, gone):
-                task.cancel()
-            results = await asyncio.gather(follow, gone, return_exceptions=True)
-        error = results[0]
-        if isinstance(error, Exception) and not isinstance(error, OSError):
-            raise error
+        await while_connected(receive, self._follow(send), self._wind_down)
+
+    async def _wind_down(self, follow: asyncio.Task[None]) -> bool:
+        # The server's graceful shutdown ran out of patience before the turn ended: it ends
+        # now as interrupted, and this follower still gets the end of it.
+        await self._run.stop("incomplete", "interrupted")
+        await asyncio.wait([follow], timeout=2.0)
+        return True
 
     async def _follow(self, send: Send) -> None:
         run = self._run

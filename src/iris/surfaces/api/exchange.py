@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from starlette.responses import Response
@@ -27,6 +27,7 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.api.sse import DONE
+from iris.tasks import task_group
 
 log = logging.getLogger("iris.api")
 
@@ -99,32 +100,13 @@ class TurnExchange(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._live.add(self)
-        work = asyncio.create_task(self._run(send))
-        gone = asyncio.create_task(client_gone(receive))
-        beat = asyncio.create_task(self._beat(send)) if self._stream else None
+        beat = [self._beat(send)] if self._stream else []
         try:
-            try:
-                await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
-            except asyncio.CancelledError:
-                # The server's graceful shutdown ran out of patience: the turn ends as
-                # interrupted, so the client still gets its text so far and a proper end.
-                if not await self._wind_down(work):
-                    raise
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
+            await while_connected(receive, self._run(send), self._wind_down, beside=beat)
         finally:
-            # A client that left cancels the turn; so does a server that is shutting down.
-            tasks = [work, gone] if beat is None else [work, gone, beat]
-            for task in tasks:
-                task.cancel()
-            results = await asyncio.gather(*tasks, return_exceptions=True)
             self._free()
             self._live.discard(self)
             self._closed.set()
-        error = results[0]
-        if isinstance(error, Exception) and not isinstance(error, OSError):
-            raise error
 
     async def _wind_down(self, work: asyncio.Task[None]) -> bool:
         """Interrupt the turn and let it finish its reply; True when it did in time."""
@@ -226,7 +208,46 @@ class TurnExchange(Response):
                 await self._write(send, b": keep-alive\n\n")
 
 
-async def client_gone(receive: Receive) -> None:
+async def while_connected(
+    receive: Receive,
+    work: Coroutine[Any, Any, None],
+    wind_down: Callable[[asyncio.Task[None]], Awaitable[bool]],
+    *,
+    beside: Sequence[Coroutine[Any, Any, None]] = (),
+) -> None:
+    """Run ``work`` (and ``beside`` it, helpers such as a heartbeat) while the client stays.
+
+    One task group owns them and a watch for the client leaving: a client that leaves cancels
+    the work (leaving a turn's ``async with`` closes the upstream request); work that ends
+    stops the rest. A write that failed because the client left (``OSError``) is not an
+    error. If the server's graceful shutdown runs out of patience and cancels this first,
+    ``wind_down(task)`` may let the work finish its reply: True absorbs the cancellation."""
+    try:
+        async with task_group() as group:
+            task = group.create_task(work)
+            gone = group.create_task(_until_gone(receive))
+            helpers = [group.create_task(helper) for helper in beside]
+            try:
+                await asyncio.wait([task])
+            except asyncio.CancelledError:
+                # Not the client leaving, not the work failing: the server is shutting down.
+                if gone.done() or task.done() or not await wind_down(task):
+                    raise
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+            for rest in (gone, *helpers):
+                rest.cancel()
+    except (_ClientGone, OSError):
+        return
+
+
+class _ClientGone(Exception):
+    """The client disconnected: the exchange's task group ends, cancelling the turn."""
+
+
+async def _until_gone(receive: Receive) -> None:
     # The body was read already: the next message uvicorn delivers is http.disconnect.
     while (await receive())["type"] != "http.disconnect":
         pass
+    raise _ClientGone

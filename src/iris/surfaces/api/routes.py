@@ -20,6 +20,7 @@ after it, the encoders report it in-band (see ``exchange``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import time
@@ -187,7 +188,7 @@ class ApiSurface:
         ]
 
     async def start(self) -> None:
-        pass
+        await self.background.start()
 
     async def stop(self) -> None:
         # Background turns have no client to give time to: they end now, stored as
@@ -198,11 +199,10 @@ class ApiSurface:
         open_now = list(self.exchanges)
         for exchange in open_now:
             exchange.interrupt()
-        if open_now:
-            waits = [asyncio.create_task(exchange.wait_closed()) for exchange in open_now]
-            _, pending = await asyncio.wait(waits, timeout=3.0)
-            for task in pending:
-                task.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(3.0):
+                for exchange in open_now:
+                    await exchange.wait_closed()
 
     # -- endpoints ------------------------------------------------------------------------
     def model_names(self) -> list[str]:
@@ -250,8 +250,7 @@ class ApiSurface:
             wire,
             release=release,
         )
-        self.background.add(run)
-        run.start()
+        self.background.launch(run)
         if call.stream:
             return RunStream(run, after=-1)
         return JSONResponse(run.snapshot())

@@ -1,12 +1,11 @@
 """The one stream consumer of every chat platform: a turn's events in, sends and edits out.
 
 The decisions live in ``reply.Reply`` (what to show) and ``throttle.Throttle`` (when); this
-module is the thin async transport around them. Two tasks share one ``Reply``:
-
-- the pump reads the turn's events as fast as they come, so a slow platform never slows the
-  agent (text is coalesced: each edit shows the newest text);
-- the flusher executes one platform call at a time for the chat, sleeping until the throttle
-  allows the next one or a new event arrives.
+module is the thin async transport around them, run by the surfaces' one driver
+(``surfaces.driver``): the turn's events are read as fast as they come, so a slow platform
+never slows the agent (text is coalesced: each edit shows the newest text), and one platform
+call at a time goes out for the chat, sleeping until the throttle allows the next one or a new
+event arrives. Clock and sleep are injected: tests/chat/sim.py runs this on virtual time.
 
 The typing indicator is a lease held from the first event until the turn's last event.
 """
@@ -14,9 +13,8 @@ The typing indicator is a lease held from the first event until the turn's last 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import assert_never
 
 from iris.config import ResolvedDisplay
@@ -25,18 +23,14 @@ from iris.surfaces.chat.lease import TypingLease
 from iris.surfaces.chat.platform import ChatPlatform, PlatformError, PlatformRateLimited
 from iris.surfaces.chat.reply import Action, Edit, Reply, Send
 from iris.surfaces.chat.throttle import Throttle
+from iris.surfaces.driver import Clock, Sleep, drive, loop_clock
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], float]
-
-
-def loop_clock() -> float:
-    # The event loop's clock: the flusher's timeouts run on it, so decisions must too.
-    return asyncio.get_running_loop().time()
-
 
 class StreamConsumer:
+    """One turn's reply in one chat; the driver's planner for it (feed, act, due, settled)."""
+
     def __init__(
         self,
         platform: ChatPlatform,
@@ -47,6 +41,7 @@ class StreamConsumer:
         throttle: Throttle,
         thread: Mapping[str, str] | None = None,
         clock: Clock = loop_clock,
+        sleep: Sleep = asyncio.sleep,
         typing_every: float = 4.0,
         typing_limit: float = 300.0,
     ) -> None:
@@ -55,61 +50,57 @@ class StreamConsumer:
         self.thread = dict(thread or {})
         self.throttle = throttle
         self.clock = clock
+        self.sleep = sleep
         self.reply = Reply(platform.capabilities, display, preview=streaming)
         self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )
-        self._wake = asyncio.Event()
 
     async def consume(self, events: AsyncIterable[Event]) -> TerminalEvent:
         """Deliver the turn; return its last event once every message is settled."""
         async with self.typing:
-            pump = asyncio.create_task(self._pump(events), name=f"pump:{self.chat_id}")
             try:
-                await self._flush(pump)
+                await drive(self._ended(events), self, clock=self.clock, sleep=self.sleep)
             finally:
                 self.throttle.withdraw()  # a chat that stops leaves the bot's shared line
-                if not pump.done():
-                    pump.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
         outcome = self.reply.outcome
-        assert outcome is not None  # the pump always ends the reply
+        assert outcome is not None  # the events always end the reply
         return outcome
 
-    async def _pump(self, events: AsyncIterable[Event]) -> None:
-        reply = self.reply
+    async def _ended(self, events: AsyncIterable[Event]) -> AsyncIterator[Event]:
+        """The turn's events, always closed by a last event: a broken stream ends as failed,
+        one that stops without a last event as interrupted (what was shown settles, no cursor)."""
         try:
             async for event in events:
-                reply.apply(event)
-                self._wake.set()
+                yield event
                 if isinstance(event, TurnEnded | TurnFailed):
-                    break
+                    return
         except Exception:
             log.exception("turn stream for %s failed", self.chat_id)
-            reply.apply(TurnFailed("internal_error", "The reply failed.", partial_text=""))
-        finally:
-            self.typing.release()
-            if not reply.ended:
-                # The stream stopped without a last event: settle what was shown, no cursor.
-                reply.apply(TurnEnded(text="", reason="interrupted"))
-            self._wake.set()
+            yield TurnFailed("internal_error", "The reply failed.", partial_text="")
+            return
+        yield TurnEnded(text="", reason="interrupted")
 
-    async def _flush(self, pump: asyncio.Task[None]) -> None:
-        reply, throttle = self.reply, self.throttle
-        while True:
-            now = self.clock()
-            action = reply.next_action(throttle, now)
-            if action is not None:
-                await self._execute(action)
-                continue
-            if pump.done() and reply.settled:
-                return
-            due = reply.due(throttle, now)
-            self._wake.clear()
-            timeout = None if due is None else max(0.0, due - now)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+    # -- the planner ---------------------------------------------------------------------
+    async def feed(self, event: Event) -> bool:
+        self.reply.apply(event)
+        if self.reply.ended:
+            self.typing.release()
+        return self.reply.ended
+
+    async def act(self, now: float) -> bool:
+        action = self.reply.next_action(self.throttle, now)
+        if action is None:
+            return False
+        await self._execute(action)
+        return True
+
+    def due(self, now: float) -> float | None:
+        return self.reply.due(self.throttle, now)
+
+    @property
+    def settled(self) -> bool:
+        return self.reply.settled
 
     async def _execute(self, action: Action) -> None:
         reply, throttle = self.reply, self.throttle

@@ -12,7 +12,6 @@ typing call of the reply goes to the thread channel.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
@@ -30,6 +29,7 @@ from iris.surfaces.chat.platform import (
     PlatformError,
     aiohttp_failures,
 )
+from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ class DiscordPlatform:
         )
         self._rest: DiscordREST | None = None
         self._client: _IrisClient | None = None
-        self._gateway: asyncio.Task[None] | None = None
+        self._gateway: asyncio.Task[BaseException | None] | None = None
+        self._gateway_tasks = OpenGroup()  # the gateway's, from connect to disconnect
 
     async def connect(self, on_message: OnMessage) -> None:
         """Log in, then open the gateway; returns once the session is up (READY).
@@ -93,8 +94,9 @@ class DiscordPlatform:
             if isinstance(exc, discord.HTTPException):
                 raise PlatformError(f"discord: login: {exc.status} {exc.text}") from None
             raise
-        connected = asyncio.ensure_future(client.wait_for("connect"))
-        gateway = asyncio.create_task(client.connect(reconnect=True), name="discord-gateway")
+        await self._gateway_tasks.open()
+        connected = self._gateway_tasks.create_task(_connected(client))
+        gateway = self._gateway_tasks.create_task(_run_gateway(client), name="discord-gateway")
         self._gateway = gateway
         await asyncio.wait({gateway, connected}, return_when=asyncio.FIRST_COMPLETED)
         if connected.done():
@@ -102,7 +104,7 @@ class DiscordPlatform:
             return
         connected.cancel()
         await self.disconnect()
-        raise _gateway_error(None if gateway.cancelled() else gateway.exception())
+        raise _gateway_error(None if gateway.cancelled() else gateway.result())
 
     async def login(self) -> None:
         """Check the token over REST: enough to send, edit and type."""
@@ -138,8 +140,7 @@ class DiscordPlatform:
         gateway, self._gateway = self._gateway, None
         if gateway is not None:
             gateway.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await gateway
+            await self._gateway_tasks.close()
 
     async def send(
         self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
@@ -192,9 +193,23 @@ def _gateway_error(exc: BaseException | None) -> PlatformError:
     return PlatformError(f"discord: the gateway closed before the session started: {exc}")
 
 
-def _report_gateway_end(gateway: asyncio.Task[None]) -> None:
+async def _connected(client: discord.Client) -> None:
+    await client.wait_for("connect")
+
+
+async def _run_gateway(client: discord.Client) -> BaseException | None:
+    """The gateway until it ends; how it failed, returned rather than raised, so that its end
+    neither aborts the task group nor cancels the task that owns it (the platform's runner)."""
+    try:
+        await client.connect(reconnect=True)
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _report_gateway_end(gateway: asyncio.Task[BaseException | None]) -> None:
     # discord.py reconnects by itself; an end it did not recover from means no more messages.
-    if not gateway.cancelled() and (exc := gateway.exception()) is not None:
+    if not gateway.cancelled() and (exc := gateway.result()) is not None:
         log.error("discord: the gateway stopped, no more messages arrive: %s", _gateway_error(exc))
 
 
@@ -235,7 +250,12 @@ class _IrisClient(discord.Client):
     def __init__(self) -> None:
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: enable it in the developer portal
-        super().__init__(intents=intents)
+        super().__init__(
+            intents=intents,
+            # Iris receives from READY on and never waits for "ready": without this,
+            # discord.py's guild wait outlives close() by seconds, a task nobody owns.
+            guild_ready_timeout=0.0,
+        )
         self.hand_off: OnMessage | None = None  # set by connect(); None: receive nothing
 
     async def on_message(self, message: discord.Message) -> None:

@@ -3,7 +3,7 @@
 Platforms expire the indicator after a few seconds (Telegram ~5 s) and clear it on any bot
 message, so the lease re-sends it every ``every`` seconds. It has one cancellation point
 (``release``, also on leaving the ``async with``) and a hard ``limit``, so a stuck turn cannot
-leave "typing…" on for ever.
+leave "typing…" on for ever. Its task lives in a task group the ``async with`` owns.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
+from types import TracebackType
 
 from iris.surfaces.chat.platform import ChatPlatform, PlatformError, PlatformRateLimited
+from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)
 
@@ -33,43 +35,55 @@ class TypingLease:
         self._thread = thread
         self._every = every
         self._limit = limit
-        self._task: asyncio.Task[None] | None = None
+        self._released = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._tasks = OpenGroup()
+        self._held = False
 
     async def __aenter__(self) -> TypingLease:
-        self._task = asyncio.create_task(self._keep_typing(), name=f"typing:{self._chat_id}")
+        await self._tasks.open()
+        self._tasks.create_task(self._keep_typing(), name=f"typing:{self._chat_id}")
+        self._held = True
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.release()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._tasks.close(exc_type, exc, tb)
 
     @property
     def active(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._held and not self._stopped.is_set()
 
     async def expired(self) -> None:
         """Wait until the indicator stopped, by release or by the hard limit."""
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(self._task)
+        await self._stopped.wait()
 
     def release(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        # Not a cancellation: a typing request in flight finishes (httpx pools leak a connection
+        # per request cancelled mid-flight); the sleep between requests is the one stop point.
+        self._released.set()
 
     async def _keep_typing(self) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._limit
-        while (left := deadline - loop.time()) > 0:
-            pause = self._every
-            try:
-                await self._platform.send_typing(self._chat_id, thread=self._thread)
-            except PlatformRateLimited as exc:
-                pause = max(pause, exc.retry_after)
-            except PlatformError as exc:
-                log.debug("typing indicator failed in %s: %s", self._chat_id, exc)
-            except Exception:  # best effort: an adapter bug must not end the turn
-                log.exception("typing indicator crashed in %s", self._chat_id)
-            await asyncio.sleep(min(pause, left))
+        try:
+            while not self._released.is_set() and (left := deadline - loop.time()) > 0:
+                pause = self._every
+                try:
+                    await self._platform.send_typing(self._chat_id, thread=self._thread)
+                except PlatformRateLimited as exc:
+                    pause = max(pause, exc.retry_after)
+                except PlatformError as exc:
+                    log.debug("typing indicator failed in %s: %s", self._chat_id, exc)
+                except Exception:  # best effort: an adapter bug must not end the turn
+                    log.exception("typing indicator crashed in %s", self._chat_id)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(pause, left)):
+                        await self._released.wait()
+        finally:
+            self._stopped.set()

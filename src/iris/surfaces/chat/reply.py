@@ -50,6 +50,7 @@ from iris.segments import (
     SegmentOpened,
     SegmentReset,
     Segments,
+    common_prefix,
 )
 from iris.surfaces.chat.budget import Priority
 from iris.surfaces.chat.platform import Capabilities
@@ -114,14 +115,6 @@ class _Segment:
     base: int = 0  # where the live run starts (past an abandoned message's visible text)
     base_text: str = ""  # the text version ``base`` indexes
     held: bool = False  # stopped streaming after an abandoned message
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class Reply:
@@ -216,7 +209,7 @@ class Reply:
             first = 0
             start = seg.base
             if start and seg.base_text != text:
-                start = min(start, _common_prefix(seg.base_text, text))
+                start = min(start, common_prefix(seg.base_text, text))
             seg.rewound = False
         else:
             # While streaming, text only grows: every part but the last had a full window

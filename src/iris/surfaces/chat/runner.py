@@ -28,7 +28,7 @@ import contextlib
 import importlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -46,6 +46,7 @@ from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformE
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, Controls, execute
+from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,8 @@ class ChatSurface:
         self.runtime = runtime
         self.platforms = platforms if platforms is not None else build_platforms(runtime.config)
         self._conversations: dict[str, _Conversation] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
+        self._group = OpenGroup()  # from start to stop
         self._refused: dict[tuple[str, str], float] = {}
         self._connected: list[ChatPlatform] = []
 
@@ -122,6 +124,7 @@ class ChatSurface:
         return []
 
     async def start(self) -> None:
+        await self._group.open()
         for platform in self.platforms:
             try:
                 await platform.connect(self._receiver(platform))
@@ -140,16 +143,18 @@ class ChatSurface:
             _, late = await asyncio.wait(set(self._tasks), timeout=_STOP_GRACE)
             for task in late:
                 task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+            if late:
+                await asyncio.wait(late)
         for platform in reversed(self._connected):
             with contextlib.suppress(Exception):
                 await platform.disconnect()
         self._connected.clear()
+        await self._group.close()
 
     async def idle(self) -> None:
         """Wait until no message is being handled (for tests and shutdown)."""
         while self._tasks:
-            await asyncio.gather(*set(self._tasks), return_exceptions=True)
+            await asyncio.wait(set(self._tasks))
 
     # -- messages -----------------------------------------------------------------------------
     def _receiver(self, platform: ChatPlatform) -> Callable[[IncomingMessage], Any]:
@@ -175,8 +180,8 @@ class ChatSurface:
             conversation.turn.interrupt()  # finalized without the cursor, then this one runs
         self._spawn(self._handle(platform, message, conversation, conversation.latest))
 
-    def _spawn(self, work: Any) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(work)
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self._group.create_task(logged(work, "handling a chat message"))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

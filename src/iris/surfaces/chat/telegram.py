@@ -38,6 +38,7 @@ from iris.surfaces.chat.platform import (
     PlatformRateLimited,
 )
 from iris.surfaces.commands import CHAT_COMMANDS
+from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class TelegramPlatform:
             get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=poll + 10.0),
         )
         self._poller: asyncio.Task[None] | None = None
+        self._polling = OpenGroup()  # the poller's
 
     # -- receiving ----------------------------------------------------------------------------
     async def connect(self, on_message: OnMessage) -> None:
@@ -119,14 +121,15 @@ class TelegramPlatform:
             )
         except TelegramError as exc:  # a nicety: the commands work typed all the same
             log.warning("telegram: commands not registered: %s", exc)
-        self._poller = asyncio.create_task(self._poll(on_message), name="telegram-poll")
+        await self._polling.open()
+        polling = logged(self._poll(on_message), "telegram polling")
+        self._poller = self._polling.create_task(polling, name="telegram-poll")
 
     async def disconnect(self) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
-            self._poller = None
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()  # it polls until told to stop
+            await self._polling.close()
         with contextlib.suppress(TelegramError):
             await self.bot.shutdown()
 

@@ -9,8 +9,8 @@ real SIGINT through its ``<sigint>`` binding) and interrupts the turn.
 ``PlainScreen`` is for a stdout that is not a terminal: the committed text, unstyled, and
 SIGINT to interrupt.
 
-``show_turn`` is the transport between them: it feeds events to the renderer and, when text is
-held for a batch and no event comes, flushes at the renderer's ``due()`` time.
+``show_turn`` is the transport between them: the driver feeds events to the renderer and, when
+text is held for a batch and no event comes, flushes at the renderer's ``due()`` time.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from prompt_toolkit.styles import BaseStyle
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.surfaces.cli.markdown import Piece
 from iris.surfaces.cli.render import Frame, ReplyRenderer
+from iris.surfaces.driver import drive
+from iris.tasks import task_group
 
 Interrupt = Callable[[], None]
 
@@ -149,18 +151,22 @@ class LiveScreen:
             refresh_interval=_SPIN_INTERVAL,
         )
         started = asyncio.Event()
-        task = asyncio.create_task(app.run_async(pre_run=started.set, set_exception_handler=False))
-        # From pre_run to the first await, the app attaches the input synchronously.
-        await started.wait()
-        self._app = app
-        try:
-            yield
-        finally:
-            self._app = None
-            self._live = ()
-            if not task.done():
-                app.exit()
-            await task
+        async with task_group() as group:
+            task = group.create_task(
+                app.run_async(pre_run=started.set, set_exception_handler=False)
+            )
+            # From pre_run to the first await, the app attaches the input synchronously.
+            await started.wait()
+            self._app = app
+            try:
+                yield
+            finally:
+                self._app = None
+                self._live = ()
+                if not task.done():
+                    app.exit()
+                # Let it restore the terminal even when the turn was cancelled, not cut it off.
+                await asyncio.wait([task])
 
     async def show(self, frame: Frame) -> None:
         if frame.commit:
@@ -228,37 +234,38 @@ async def show_turn(
     events: AsyncIterable[Event], renderer: ReplyRenderer, screen: Screen
 ) -> TerminalEvent:
     """Render one turn's events on ``screen``; return its last event."""
-    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+    showing = _Showing(renderer, screen)
+    await drive(events, showing, clock=renderer.clock)
+    if showing.last is None:
+        raise RuntimeError("the turn ended without TurnEnded or TurnFailed")
+    return showing.last
 
-    async def pump() -> None:
-        # A separate reader: timing out a wait on the turn's iterator would cancel it.
-        try:
-            async for event in events:
-                queue.put_nowait(event)
-        finally:
-            queue.put_nowait(None)  # the stream ended (or broke): never leave the loop waiting
 
-    reader = asyncio.create_task(pump())
-    try:
-        while True:
-            due = renderer.due()
-            timeout = None if due is None else max(0.0, due - renderer.clock())
-            try:
-                event = await asyncio.wait_for(queue.get(), timeout)
-            except TimeoutError:
-                frame = renderer.flush()
-            else:
-                if event is None:
-                    await reader  # re-raises what broke the stream
-                    raise RuntimeError("the turn ended without TurnEnded or TurnFailed")
-                frame = renderer.feed(event)
-                if isinstance(event, TurnEnded | TurnFailed):
-                    if frame is not None:
-                        await screen.show(frame)
-                    return event
-            if frame is not None:
-                await screen.show(frame)
-    finally:
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
+class _Showing:
+    """The renderer as the driver's planner: frames go to the screen as they are made."""
+
+    def __init__(self, renderer: ReplyRenderer, screen: Screen) -> None:
+        self.renderer, self.screen = renderer, screen
+        self.last: TerminalEvent | None = None
+        self.settled = True  # the last event's frame is shown when it is fed
+
+    async def feed(self, event: Event) -> bool:
+        frame = self.renderer.feed(event)
+        if frame is not None:
+            await self.screen.show(frame)
+        if isinstance(event, TurnEnded | TurnFailed):
+            self.last = event
+            return True
+        return False
+
+    async def act(self, now: float) -> bool:
+        due = self.renderer.due()
+        if due is None or now < due:
+            return False
+        frame = self.renderer.flush()
+        if frame is not None:
+            await self.screen.show(frame)
+        return True
+
+    def due(self, now: float) -> float | None:
+        return self.renderer.due()

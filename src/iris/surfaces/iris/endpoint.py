@@ -38,6 +38,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.appends import FEATURE as APPEND
+from iris.appends import AppendWriter
 from iris.devices import Check, DeviceStore
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
@@ -46,11 +47,13 @@ from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
-from iris.surfaces.iris import chats, inbound
+from iris.surfaces.iris import chats, inbound, protocol
 from iris.surfaces.iris.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.iris.budget import Budget
+from iris.surfaces.iris.protocol import RULES, Error, Pong, Ready
 from iris.surfaces.iris.room import ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
+from iris.tasks import OpenGroup, task_group
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,7 @@ class IrisSurface:
         self.hub = Hub(
             FrameLog(
                 runtime.store,
+                rules=RULES,
                 max_frames=self.settings.log_max_frames,
                 max_age=self.settings.log_max_age,
             ),
@@ -94,6 +98,9 @@ class IrisSurface:
         self.gate = TokenGate(self.settings.tokens, devices)
         self.revocations = Revocations(devices)
         self._watcher: asyncio.Task[None] | None = None
+        # The rooms' turns and the revocation watch, from start to stop (one task: the
+        # server's lifespan).
+        self._tasks = OpenGroup()
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -102,6 +109,7 @@ class IrisSurface:
         ]
 
     async def start(self) -> None:
+        await self._tasks.open()
         # Turns a crash cut are closed now, on devices and in the model's history alike.
         for chat_id in await self.hub.log.open_turns():
             self.room(chat_id)
@@ -110,20 +118,21 @@ class IrisSurface:
                 "no device may connect: platforms.iris.tokens is empty and no device is "
                 "paired; pair one with `iris devices add NAME`"
             )
-        self._watcher = asyncio.create_task(self.revocations.run(REVOCATION_POLL))
+        self._watcher = self._tasks.create_task(self.revocations.run(REVOCATION_POLL))
 
     async def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-        await asyncio.gather(*(room.close() for room in self.rooms.values()))
+            watcher.cancel()  # it sleeps between sweeps: nothing to wait for
+        try:
+            await asyncio.gather(*(room.close() for room in self.rooms.values()))
+        finally:
+            await self._tasks.close()  # every turn has ended: the group has nothing to wait on
 
     def room(self, chat_id: str) -> ChatRoom:
         """The chat's room; raises ``StoreUnavailable`` if a new room cannot read its log."""
         if chat_id not in self.rooms:
-            room = ChatRoom(self.runtime, self.hub, chat_id)
+            room = ChatRoom(self.runtime, self.hub, chat_id, self._tasks)
             room.recover()  # before it counts as open: a failed recovery is tried again
             self.rooms[chat_id] = room
         return self.rooms[chat_id]
@@ -149,7 +158,9 @@ class IrisSurface:
         chat_id = hello.chat_id or DEFAULT_CHAT
         try:
             room = self.room(chat_id)
-            subscription = self.hub.subscribe(chat_id, appends=APPEND in (hello.features or ()))
+            appends = APPEND in (hello.features or ())
+            writer = AppendWriter() if appends else None
+            subscription = self.hub.subscribe(chat_id, writer=writer)
         except StoreUnavailable as exc:
             await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
             return
@@ -234,23 +245,26 @@ class _Connection:
         self._bad: deque[float] = deque()
         self._budget = Budget(INBOUND_RATE, INBOUND_BURST)
         self._sender: asyncio.Task[None] | None = None
-        self._commands: set[asyncio.Task[None]] = set()
+        self._group: asyncio.TaskGroup | None = None  # the connection's tasks
 
     async def run(self) -> None:
         # The receiver runs in the connection's own task: one task less per idle device. A
-        # socket the sender can no longer write to (or closes) also ends the receiver.
-        self._sender = asyncio.create_task(self._send_loop())
-        try:
-            await self._receive_loop()
-        finally:
-            await self._stop_sender()
+        # socket the sender can no longer write to (or closes) also ends the receiver. The
+        # sender and the commands being answered belong to the connection's task group: a
+        # command still running is answered before the connection's handler returns.
+        async with task_group() as group:
+            self._group = group
+            self._sender = group.create_task(self._send_loop())
+            try:
+                await self._receive_loop()
+            finally:
+                await self._stop_sender()
 
     async def _stop_sender(self) -> None:
         sender, self._sender = self._sender, None
         if sender is not None:
             sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await sender
+            await asyncio.wait([sender])
 
     async def revoke(self) -> None:
         """The device's token was revoked: close now, without sending what is queued."""
@@ -322,15 +336,15 @@ class _Connection:
     def _handle(self, request: inbound.Request) -> None:
         match request:
             case inbound.Ping():
-                self.subscription.send_local({"type": "pong"})
+                pong: Pong = {"type": "pong"}
+                self.subscription.send_local(pong)
             case inbound.SendMessage(text=text, chat_id=chat_id):
                 command = parse(text)
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
                 elif command is not None:
-                    task = asyncio.create_task(self._command(command))
-                    self._commands.add(task)
-                    task.add_done_callback(self._commands.discard)
+                    assert self._group is not None  # frames are handled inside run()
+                    self._group.create_task(self._command(command))
                 elif self.room.busy:
                     self._error("turn_active", "a turn is running; cancel it or wait for it")
                 else:
@@ -365,7 +379,8 @@ class _Connection:
             log.exception("/%s on %s failed", command.name, room.chat_id)
             self._error("internal_error", f"/{command.name} failed")
             return
-        self.subscription.send_local({"type": "command", "command": command.name, "text": answer})
+        frame: protocol.Command = {"type": "command", "command": command.name, "text": answer}
+        self.subscription.send_local(frame)
 
     def _start(self, text: str) -> None:
         settings = self.surface.settings
@@ -385,7 +400,8 @@ class _Connection:
             self._error("turn_active", "a turn is running; cancel it or wait for it")
 
     def _error(self, code: str, message: str) -> None:
-        self.subscription.send_local({"type": "error", "code": code, "message": message})
+        error: Error = {"type": "error", "code": code, "message": message}
+        self.subscription.send_local(error)
 
     def _too_many_bad(self) -> bool:
         now = time.monotonic()
@@ -395,7 +411,7 @@ class _Connection:
         return len(self._bad) > BAD_FRAMES_PER_MINUTE
 
 
-def _ready(asked: tuple[str, ...] | None) -> dict[str, Any]:
+def _ready(asked: tuple[str, ...] | None) -> Ready:
     """``ready``; to a device that named features, the ones it gets (doc 05 devices: unchanged)."""
     if asked is None:
         return {"type": "ready"}
@@ -409,11 +425,17 @@ def _payload(message: Any) -> str | bytes | None:
 
 async def _store_failed(ws: WebSocket, chat_id: str, seq: int, exc: StoreUnavailable) -> None:
     """Tell the device the store failed, then close so that it resumes from ``seq`` later."""
-    frame = {"type": "error", "code": exc.code, "message": exc.message, "chat_id": chat_id}
+    frame: Error = {
+        "type": "error",
+        "code": exc.code,
+        "message": exc.message,
+        "chat_id": chat_id,
+        "seq": seq,
+    }
     log.warning("iris device on %s closed: %s", chat_id, exc.message)
     with contextlib.suppress(Exception):
         async with asyncio.timeout(CLOSE_WAIT):
-            await ws.send_text(encode_frame({**frame, "seq": seq}))
+            await ws.send_text(encode_frame(dict(frame)))
     await _close(ws, CLOSE_TRY_LATER, "store unavailable; reconnect and resume")
 
 

@@ -1,11 +1,18 @@
 """The frame encoder of the iris protocol: one turn's events in, frame bodies out. Pure.
 
-A frame body is a plain dict with ``type`` and its fields; the hub adds ``chat_id`` and ``seq``.
-The encoder owns the gateway cadence (doc 05 §5.1): a segment's first text goes out at once
-(``message.start`` + ``message.update``), then a full-snapshot ``message.update`` whenever
+The encoder does not follow text segments itself: it feeds each event to the segment model
+(``iris.segments``) and turns the facts into frames. A segment is a message (``message_id``);
+its growth and its resets are ``message.update`` snapshots; its close is ``message.stop``
+(``message`` when it never streamed) or ``commentary``. A frame body is a plain dict typed by
+``iris.surfaces.iris.protocol``; the hub adds ``chat_id`` and ``seq``.
+
+The encoder owns the gateway cadence (doc 05 §5.1): a segment's first streamed text goes out at
+once (``message.start`` + ``message.update``), then a full-snapshot ``message.update`` whenever
 ``buffer_threshold`` new characters are waiting or ``edit_interval`` seconds have passed since
-the last one. Time enters only as the ``now`` argument; ``deadline()`` tells the transport when
-to call ``tick(now)`` if no event comes first.
+the last one; a reset (a retry that diverged from what was shown) goes out at once. Time enters
+only as the ``now`` argument; ``deadline()`` tells the transport when to call ``tick(now)`` if
+no event comes first. A segment whose text came only with its closer (``SegmentEnded``,
+``Commentary``, the turn's end) never streamed: it goes out whole.
 
 Per turn::
 
@@ -16,8 +23,8 @@ Per turn::
     error?                                              the turn failed, or output cap hit
     typing{on:false}                                                 always last
 
-A segment's ``message.stop`` waits for the next event, so that the last one carries the
-turn's model and token count from ``TurnEnded``.
+A reply's ``message.stop`` (or ``message``) waits for the next item of the model, so that the
+last one carries the turn's model and token count from ``TurnEnded``.
 """
 
 from __future__ import annotations
@@ -28,10 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from iris.events import (
-    Commentary,
     Event,
     ReasoningDelta,
-    SegmentEnded,
     StreamReset,
     TextDelta,
     ToolEnded,
@@ -43,10 +48,22 @@ from iris.events import (
 )
 from iris.formats.reasoning import split_reasoning
 from iris.formats.tool_summary import summarize
+from iris.segments import (
+    Item,
+    SegmentClosed,
+    SegmentGrown,
+    SegmentOpened,
+    SegmentReset,
+    Segments,
+)
+from iris.surfaces.iris.protocol import (
+    OUTPUT_PREVIEW_CHARS,
+    Message,
+    MessageStop,
+    MessageUpdate,
+    ServerFrame,
+)
 
-Frame = dict[str, Any]
-
-OUTPUT_PREVIEW_CHARS = 500
 TOOL_PREVIEW_CHARS = 80
 
 
@@ -63,16 +80,23 @@ def new_message_id() -> str:
 
 
 @dataclass
-class _Segment:
+class _Bubble:
+    """The message the open segment is shown as."""
+
     message_id: str
-    text: str = ""
-    sent: str = ""  # the text of the last message.update
+    # The latest growth (its text is joined only when sent), or the text after a reset.
+    latest: SegmentGrown | str = ""
+    waiting: int = 0  # characters grown since the last message.update
     started: bool = False  # message.start went out
     last_update: float = 0.0
 
+    @property
+    def text(self) -> str:
+        return self.latest if isinstance(self.latest, str) else self.latest.text
+
 
 @dataclass
-class _PendingClose:
+class _Reply:
     """A closed segment whose stop/message waits to learn whether the turn ends next."""
 
     message_id: str
@@ -87,65 +111,75 @@ class FrameEncoder:
     new_id: Callable[[], str] = new_message_id
     model: str = ""
     finished: bool = False
-    _segment: _Segment | None = None
-    _pending: _PendingClose | None = None
+    _segments: Segments = field(default_factory=Segments)
+    _bubble: _Bubble | None = None
+    _pending: _Reply | None = None
     _round_reasoning: str = ""  # reasoning of the model round now running
     _carried_reasoning: str = ""  # reasoning of earlier rounds not yet attached to a reply
-    _shown_reply: bool = False
+    _now: float = 0.0
 
-    def begin(self) -> list[Frame]:
+    def begin(self) -> list[ServerFrame]:
         return [{"type": "typing", "on": True}]
 
     # -- time ----------------------------------------------------------------------------------
     def deadline(self) -> float | None:
         """When ``tick`` would send the waiting text, or None if nothing waits."""
-        seg = self._segment
-        if seg is None or not seg.started or seg.text == seg.sent:
+        bubble = self._bubble
+        if bubble is None or not bubble.started or not bubble.waiting:
             return None
-        return seg.last_update + self.settings.edit_interval
+        return bubble.last_update + self.settings.edit_interval
 
-    def tick(self, now: float) -> list[Frame]:
+    def tick(self, now: float) -> list[ServerFrame]:
         deadline = self.deadline()
-        if deadline is None or now < deadline or self._segment is None:
+        if deadline is None or now < deadline or self._bubble is None:
             return []
-        return [self._update(self._segment, now)]
+        return [self._update(self._bubble, now)]
 
     # -- events --------------------------------------------------------------------------------
-    def feed(self, event: Event, now: float) -> list[Frame]:
+    def feed(self, event: Event, now: float) -> list[ServerFrame]:
         if self.finished:
             return []
-        out: list[Frame] = []
-        match event:
+        self._now = now
+        # Text shows as it grows only when it streams as deltas; a closer's own text goes out
+        # with the close.
+        streamed = isinstance(event, TextDelta)
+        out: list[ServerFrame] = []
+        for item in self._segments.feed(event):
+            out += self._item(item, now, streamed)
+        return out
+
+    def fail(self, code: str, message: str) -> list[ServerFrame]:
+        """End the turn with an error, also when it broke outside the event stream."""
+        return self.feed(TurnFailed(code, message), self._now)
+
+    def _item(self, item: Item, now: float, streamed: bool) -> list[ServerFrame]:
+        if isinstance(item, TurnEnded):
+            self.model = item.model or self.model
+            out = self._flush(_tokens(item.usage), item.reasoning)
+            if item.reason == "length":
+                # The shown text stays; the device learns why the answer stops there.
+                message = "the answer was cut at the server's output limit"
+                out.append({"type": "error", "code": "output_too_long", "message": message})
+            return [*out, *self._finish()]
+        out = self._flush()
+        match item:
+            case SegmentOpened():
+                self._bubble = _Bubble(self.new_id())
+            case SegmentGrown():
+                out += self._grown(item, now, streamed)
+            case SegmentReset(text=text):
+                out += self._reset(text, now)
+            case SegmentClosed():
+                out += self._closed(item)
             case TurnStarted(model=model):
                 self.model = model
-            case TextDelta(text=text):
-                out += self._text(text, now)
             case ReasoningDelta(text=text):
                 self._round_reasoning += text
             case StreamReset(model=model):
-                # The restarted round's text replaces what was shown; so does its reasoning.
+                # The restarted round's reasoning replaces the old; its text comes as facts.
                 self.model = model or self.model
                 self._round_reasoning = ""
-                seg = self._segment
-                if seg is not None:
-                    seg.text = ""
-                    if seg.started and seg.sent:
-                        out.append(self._update(seg, now))
-            case Commentary(text=text):
-                out += self._flush_pending()
-                seg, self._segment = self._segment, None
-                self._carried_reasoning += self._round_reasoning
-                self._round_reasoning = ""
-                if text or (seg is not None and seg.started):
-                    # A streamed segment keeps its id: the frame closes that bubble.
-                    message_id = seg.message_id if seg is not None else self.new_id()
-                    out.append({"type": "commentary", "message_id": message_id, "text": text})
-            case SegmentEnded(text=text):
-                out += self._flush_pending()
-                self._close_segment(text)
             case ToolStarted(index=index, name=name, args=args):
-                out += self._flush_pending()
-                out += self._close_open_segment()
                 out.append(
                     {
                         "type": "tool.start",
@@ -168,97 +202,81 @@ class FrameEncoder:
                         "output_preview": tail[-OUTPUT_PREVIEW_CHARS:],
                     }
                 )
-            case TurnEnded():
-                self.model = event.model or self.model
-                out += self._finish_replies(event.text, event.reasoning, _tokens(event.usage))
-                if event.reason == "length":
-                    # The shown text stays; the device learns why the answer stops there.
-                    message = "the answer was cut at the server's output limit"
-                    out.append({"type": "error", "code": "output_too_long", "message": message})
-                out.append({"type": "typing", "on": False})
-                self.finished = True
-            case TurnFailed(code=code, message=message, partial_text=partial):
-                out += self._flush_pending()
-                out += self._close_open_segment(partial)
-                out += self.fail(code, message)
+            case TurnFailed(code=code, message=message):
+                out.append({"type": "error", "code": code, "message": message})
+                out += self._finish()
             case _:
-                assert_never(event)
+                assert_never(item)
         return out
 
-    def fail(self, code: str, message: str) -> list[Frame]:
-        """End the turn with an error, also when it broke outside the event stream."""
-        if self.finished:
-            return []
-        out = self._flush_pending() + self._close_open_segment()
-        out.append({"type": "error", "code": code, "message": message})
-        out.append({"type": "typing", "on": False})
+    def _finish(self) -> list[ServerFrame]:
         self.finished = True
-        return out
+        return [{"type": "typing", "on": False}]
 
     # -- segments ------------------------------------------------------------------------------
-    def _text(self, text: str, now: float) -> list[Frame]:
-        if not text:
-            return []
-        seg = self._segment
-        if seg is None:
-            seg = self._segment = _Segment(self.new_id())
-        seg.text += text
-        if not self.settings.streaming:
-            return []
-        if not seg.started:
-            seg.started = True
-            start = {"type": "message.start", "message_id": seg.message_id, "role": "assistant"}
-            return [start, self._update(seg, now)]
-        waiting = len(seg.text) - len(seg.sent) if seg.text.startswith(seg.sent) else len(seg.text)
+    def _grown(self, item: SegmentGrown, now: float, streamed: bool) -> list[ServerFrame]:
+        bubble = self._bubble
+        if bubble is None:  # the model opens every segment before it grows
+            bubble = self._bubble = _Bubble(self.new_id())
+        bubble.latest = item
+        if not self.settings.streaming or not streamed:
+            return []  # text a closer brought goes out with the close
+        bubble.waiting += len(item.delta)
+        if not bubble.started:
+            bubble.started = True
+            start: ServerFrame = {
+                "type": "message.start",
+                "message_id": bubble.message_id,
+                "role": "assistant",
+            }
+            return [start, self._update(bubble, now)]
         if (
-            waiting >= self.settings.buffer_threshold
-            or now >= seg.last_update + self.settings.edit_interval
+            bubble.waiting >= self.settings.buffer_threshold
+            or now >= bubble.last_update + self.settings.edit_interval
         ):
-            return [self._update(seg, now)]
+            return [self._update(bubble, now)]
         return []
 
-    def _update(self, seg: _Segment, now: float) -> Frame:
-        seg.sent = seg.text
-        seg.last_update = now
-        return {"type": "message.update", "message_id": seg.message_id, "text": seg.text}
+    def _reset(self, text: str, now: float) -> list[ServerFrame]:
+        """A retry diverged from what was shown: a device that saw it gets the new text now."""
+        bubble = self._bubble
+        if bubble is None:
+            return []
+        bubble.latest = text
+        return [self._update(bubble, now)] if bubble.started else []
 
-    def _close_segment(self, text: str) -> None:
-        """Hold the segment's stop/message until the next event says whether the turn ends."""
-        seg, self._segment = self._segment, None
+    def _update(self, bubble: _Bubble, now: float) -> MessageUpdate:
+        bubble.waiting = 0
+        bubble.last_update = now
+        return {"type": "message.update", "message_id": bubble.message_id, "text": bubble.text}
+
+    def _closed(self, item: SegmentClosed) -> list[ServerFrame]:
+        bubble, self._bubble = self._bubble, None
+        message_id = bubble.message_id if bubble is not None else self.new_id()
+        if item.ending == "commentary":
+            # A streamed bubble keeps its id: the frame closes it. Its reasoning goes with the
+            # next reply.
+            self._carried_reasoning += self._round_reasoning
+            self._round_reasoning = ""
+            return [{"type": "commentary", "message_id": message_id, "text": item.text}]
         reasoning = self._carried_reasoning + self._round_reasoning
         self._carried_reasoning = self._round_reasoning = ""
-        if seg is None:
-            if not text:
-                return
-            seg = _Segment(self.new_id())
-        self._pending = _PendingClose(seg.message_id, text or seg.text, seg.started, reasoning)
+        started = bubble is not None and bubble.started
+        self._pending = _Reply(message_id, item.text, started, reasoning)
+        if item.ending == "failed":  # the error follows it: no model or tokens to wait for
+            return self._flush()
+        return []
 
-    def _close_open_segment(self, text: str = "") -> list[Frame]:
-        """A segment cut short (interrupt, failure) ends with the text it has shown."""
-        if self._segment is None:
-            return []
-        self._close_segment(text or self._segment.text)
-        return self._flush_pending()
-
-    def _flush_pending(self, tokens: int | None = None, reasoning: str = "") -> list[Frame]:
+    def _flush(self, tokens: int | None = None, reasoning: str = "") -> list[ServerFrame]:
         pending, self._pending = self._pending, None
         if pending is None:
             return []
-        self._shown_reply = True
         return [self._reply(pending, tokens, pending.reasoning or reasoning)]
 
-    def _finish_replies(self, text: str, reasoning: str, tokens: int | None) -> list[Frame]:
-        if self._segment is not None:  # cut short without a closer: keep what it showed
-            self._close_segment(self._segment.text or text)
-        if self._pending is None and not self._shown_reply and text:
-            # A turn that told its answer only in TurnEnded still gets one reply.
-            self._pending = _PendingClose(self.new_id(), text, False, "")
-        return self._flush_pending(tokens, reasoning)
-
-    def _reply(self, pending: _PendingClose, tokens: int | None, reasoning: str) -> Frame:
+    def _reply(self, pending: _Reply, tokens: int | None, reasoning: str) -> MessageStop | Message:
         inline, text = split_reasoning(pending.text)
         reasoning = reasoning or inline or ""
-        frame: Frame
+        frame: MessageStop | Message
         if pending.started:
             frame = {"type": "message.stop", "message_id": pending.message_id, "final_text": text}
         else:
@@ -292,7 +310,7 @@ def encode(
     events: Iterable[Event],
     settings: EncoderSettings | None = None,
     new_id: Callable[[], str] = new_message_id,
-) -> list[Frame]:
+) -> list[ServerFrame]:
     """All frame bodies of a whole turn fed at one instant (tests and replays)."""
     encoder = FrameEncoder(settings or EncoderSettings(), new_id)
     out = encoder.begin()

@@ -1,6 +1,8 @@
 """What a device may send, parsed and checked: raw WebSocket text in, a typed request out. Pure.
 
-Anything else becomes a ``BadFrame`` whose ``code`` the device gets back in an ``error`` frame:
+The frames' types are ``iris.surfaces.iris.protocol``'s client frames, validated by its one
+``CLIENT`` adapter; what fails becomes a ``BadFrame`` whose ``code`` the device gets back in an
+``error`` frame:
 
     bad_json       not UTF-8 JSON text, or nested too deep to parse
     bad_frame      JSON, but not an object with a string ``type``
@@ -17,49 +19,46 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_CHAT_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from iris.surfaces.iris.protocol import (
+    CHAT_ID,
+    CLIENT,
+    MAX_FEATURE_NAME,
+    MAX_FEATURES,
+    MAX_SEQ,
+    CancelTurn,
+    ClientFrame,
+    Hello,
+    Ping,
+    Resume,
+    SendMessage,
+)
+
+__all__ = ["BadFrame", "CancelTurn", "Hello", "Ping", "Request", "Resume", "SendMessage"]
+
+_CHAT_ID = re.compile(CHAT_ID)
 _SEQ_TEXT = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True, int() fails
-MAX_SEQ = 2**63 - 1  # what SQLite stores as an integer
-MAX_FEATURES = 16  # names a hello may list; unknown ones are ignored (newer apps, older server)
-MAX_FEATURE_NAME = 64
 
+Request = ClientFrame
 
-@dataclass(frozen=True, slots=True)
-class Hello:
-    token: str = ""
-    chat_id: str | None = None
-    after_seq: int | None = None
-    features: tuple[str, ...] | None = None  # None: the device named none (not even [])
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessage:
-    text: str
-    chat_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CancelTurn:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    after_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class Ping:
-    pass
+# What a device is told about a field that is there but wrong, and one that is missing.
+_BAD_FIELD = {
+    "text": "'text' must be a non-empty string",
+    "token": "'token' must be a string",
+    "chat_id": "'chat_id' must be 1-128 of A-Z a-z 0-9 . _ : @ -",
+    "after_seq": f"'after_seq' must be an integer from 0 to {MAX_SEQ}",
+    "features": f"'features' must be a list of at most {MAX_FEATURES} names",
+}
+_LONE_SURROGATE = {"text": "'text' holds a lone surrogate (not valid Unicode)"}
+_MISSING = {"text": "message.send needs 'text'", "after_seq": "'after_seq' is required"}
 
 
 @dataclass(frozen=True, slots=True)
 class BadFrame:
     code: str
     message: str
-
-
-Request = Hello | SendMessage | CancelTurn | Resume | Ping
 
 
 def valid_chat_id(value: object) -> bool:
@@ -84,23 +83,10 @@ def parse_seq(text: str) -> int | None:
 def parse_features(text: str) -> tuple[str, ...] | None:
     """The ``features`` query parameter (``append`` or ``append,other``); None if malformed."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
-    return names if _features_ok(names) else None
-
-
-def _features_ok(names: tuple[object, ...]) -> bool:
-    return len(names) <= MAX_FEATURES and all(
-        isinstance(name, str) and 0 < len(name) <= MAX_FEATURE_NAME and valid_text(name)
-        for name in names
+    ok = len(names) <= MAX_FEATURES and all(
+        len(name) <= MAX_FEATURE_NAME and valid_text(name) for name in names
     )
-
-
-def _feature_list(value: object) -> tuple[str, ...] | None | BadFrame:
-    if value is None:
-        return None
-    names: tuple[object, ...] = tuple(value) if isinstance(value, list) else (None,)  # pyright: ignore[reportUnknownArgumentType]
-    if not _features_ok(names):
-        return BadFrame("bad_field", f"'features' must be a list of at most {MAX_FEATURES} names")
-    return tuple(str(name) for name in names)
+    return names if ok else None
 
 
 def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
@@ -120,59 +106,24 @@ def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         return BadFrame("bad_frame", 'a frame is a JSON object with a string "type"')
     frame: dict[str, Any] = data
-    match frame["type"]:
-        case "ping":
-            return Ping()
-        case "turn.cancel":
-            return CancelTurn()
-        case "resume":
-            after = _seq(frame, "after_seq", required=True)
-            return after if isinstance(after, BadFrame) else Resume(after or 0)
-        case "message.send":
-            return _send(frame, max_text)
-        case "hello":
-            return _hello(frame)
-        case other:
-            return BadFrame("unknown_type", f"unknown frame type {other[:64]!r}")
-
-
-def _send(frame: dict[str, Any], max_text: int) -> SendMessage | BadFrame:
-    if "text" not in frame:
-        return BadFrame("missing_field", "message.send needs 'text'")
-    text = frame["text"]
-    if not isinstance(text, str) or not text.strip():
-        return BadFrame("bad_field", "'text' must be a non-empty string")
-    if not valid_text(text):
-        return BadFrame("bad_field", "'text' holds a lone surrogate (not valid Unicode)")
-    if len(text) > max_text:
+    if "after_seq" in frame and frame["after_seq"] is None:
+        del frame["after_seq"]  # a null resume point is no resume point
+    try:
+        request = CLIENT.validate_python(frame)
+    except ValidationError as exc:
+        return _bad(frame["type"], exc.errors()[0])
+    if isinstance(request, SendMessage) and len(request.text) > max_text:
         return BadFrame("too_large", f"'text' is longer than {max_text} characters")
-    chat_id = frame.get("chat_id")
-    if chat_id is not None and not valid_chat_id(chat_id):
-        return BadFrame("bad_field", "'chat_id' must be 1-128 of A-Z a-z 0-9 . _ : @ -")
-    return SendMessage(text, chat_id)
+    return request
 
 
-def _hello(frame: dict[str, Any]) -> Hello | BadFrame:
-    token = frame.get("token", "")
-    if not isinstance(token, str) or not valid_text(token):
-        return BadFrame("bad_field", "'token' must be a string")
-    chat_id = frame.get("chat_id")
-    if chat_id is not None and not valid_chat_id(chat_id):
-        return BadFrame("bad_field", "'chat_id' must be 1-128 of A-Z a-z 0-9 . _ : @ -")
-    after = _seq(frame, "after_seq", required=False)
-    if isinstance(after, BadFrame):
-        return after
-    features = _feature_list(frame.get("features"))
-    if isinstance(features, BadFrame):
-        return features
-    return Hello(token, chat_id, after, features)
-
-
-def _seq(frame: dict[str, Any], key: str, *, required: bool) -> int | None | BadFrame:
-    if key not in frame or frame[key] is None:
-        return BadFrame("missing_field", f"'{key}' is required") if required else None
-    value = frame[key]
-    # bool is an int in Python; a JSON true is not a sequence number.
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
-        return BadFrame("bad_field", f"'{key}' must be an integer from 0 to {MAX_SEQ}")
-    return value
+def _bad(kind: str, error: ErrorDetails) -> BadFrame:
+    if error["type"] == "union_tag_invalid":
+        return BadFrame("unknown_type", f"unknown frame type {kind[:64]!r}")
+    # loc is (frame type, field, ...): the field is what the device is told about.
+    field = str(error["loc"][1]) if len(error["loc"]) > 1 else "type"
+    if error["type"] == "missing":
+        return BadFrame("missing_field", _MISSING.get(field, f"'{field}' is required"))
+    if error["type"] == "lone_surrogate" and field in _LONE_SURROGATE:
+        return BadFrame("bad_field", _LONE_SURROGATE[field])
+    return BadFrame("bad_field", _BAD_FIELD.get(field, f"'{field}' is not valid"))

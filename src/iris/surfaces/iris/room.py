@@ -2,8 +2,8 @@
 
 A room is shared by every device on the chat. ``send`` echoes the user's message to the other
 devices, starts the turn and returns at once; the turn's events go through the frame encoder
-into the hub. A background flusher sends the waiting text when ``edit_interval`` passes with no
-new event, so a model that pauses mid-sentence still shows what it has.
+into the hub. The surfaces' driver also sends the waiting text when ``edit_interval`` passes with
+no new event, so a model that pauses mid-sentence still shows what it has.
 
 ``send`` raises ``StoreUnavailable`` if the log cannot take the user's message: no turn starts.
 Whatever breaks a turn — the provider, the agent, a frame the log cannot take — the turn ends
@@ -18,9 +18,9 @@ The room's ``controls`` (model, reasoning shown, last usage) are what chat comma
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from iris.agent import Turn, TurnRequest
@@ -28,14 +28,17 @@ from iris.agent.context import Compaction
 from iris.agent.history import kept
 from iris.agent.sessions import Transcript
 from iris.errors import StoreUnavailable, user_message
-from iris.events import TurnEnded, TurnFailed
+from iris.events import Event, TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
 from iris.limits import TurnSlot
 from iris.runtime import Runtime
 from iris.surfaces.controls import Controls
+from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.iris.chats import session_key
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
+from iris.surfaces.iris.protocol import Message, ServerFrame
+from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +69,16 @@ def encoder_settings(runtime: Runtime) -> EncoderSettings:
 
 
 class ChatRoom:
-    def __init__(self, runtime: Runtime, hub: Hub, chat_id: str) -> None:
+    def __init__(self, runtime: Runtime, hub: Hub, chat_id: str, tasks: OpenGroup) -> None:
         self.runtime = runtime
         self.hub = hub
         self.chat_id = chat_id
+        self.tasks = tasks  # the surface's: a turn outlives the connection that started it
         self.session = session_key(chat_id)
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
         self._cancel_requested = False
-        self._unsent: list[dict[str, Any]] = []  # frames of a failed publish, for the turn's end
+        self._unsent: list[ServerFrame] = []  # frames of a failed publish, for the turn's end
         self._repair: asyncio.Task[None] | None = None  # history repair after a crash
         self.controls = Controls()  # what the chat's commands set (in memory)
         # The turn's last frames are out: a device may send the next message at once, though
@@ -92,12 +96,17 @@ class ChatRoom:
         ``slot`` (its place under ``server.max_turns``) back when it ends."""
         if self.busy:
             return False
-        echo = {"type": "message", "message_id": new_message_id(), "role": "user", "text": text}
+        echo: Message = {
+            "type": "message",
+            "message_id": new_message_id(),
+            "role": "user",
+            "text": text,
+        }
         self.hub.publish(self.chat_id, echo, exclude=origin)
         self._cancel_requested = False
         previous = self._task if self._task is not None and not self._task.done() else None
         self._finishing = False
-        self._task = asyncio.create_task(
+        self._task = self.tasks.create_task(
             self._run(text, previous), name=f"iris-turn-{self.chat_id}"
         )
         if slot is not None:
@@ -118,8 +127,9 @@ class ChatRoom:
         conversation = log.conversation(self.chat_id)
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
         shown = "\n\n".join(text for text in open_messages.values() if text)
-        self._repair = asyncio.create_task(self._repair_history(user, shown))
-        frames: list[dict[str, Any]] = [
+        repair = logged(self._repair_history(user, shown), f"history repair of {self.chat_id}")
+        self._repair = self.tasks.create_task(repair)
+        frames: list[ServerFrame] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
             for message_id, text in open_messages.items()
         ]
@@ -166,13 +176,11 @@ class ChatRoom:
         task = self._task
         if task is None or task.done():
             return
-        self.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=3.0)
-        except (TimeoutError, asyncio.CancelledError):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        self.cancel()  # the turn ends as interrupted, its text so far kept and shown
+        _, late = await asyncio.wait([task], timeout=3.0)
+        for stuck in late:
+            stuck.cancel()
+        await asyncio.wait([task])
 
     async def _run(self, text: str, previous: asyncio.Task[None] | None = None) -> None:
         if previous is not None:  # its history must be whole before this turn reads it
@@ -180,10 +188,8 @@ class ChatRoom:
         settings = encoder_settings(self.runtime)
         shown = self.controls.reasoning(settings.show_reasoning)
         encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
-        wake = asyncio.Event()
-        flusher = asyncio.create_task(self._flush(encoder, wake))
         try:
-            await self._stream(text, encoder, wake)
+            await self._stream(text, encoder)
         except Exception as exc:  # a broken turn must still end with error + typing off
             if isinstance(exc, StoreUnavailable):
                 log.warning("iris turn in %s stopped: %s", self.chat_id, exc.message)
@@ -192,16 +198,13 @@ class ChatRoom:
             code, message, _ = user_message(exc)
             self._end(encoder.fail(code, message))
         finally:
-            flusher.cancel()
             self._turn = None
             # Also on cancellation (server shutdown): every turn ends with typing off.
             self._end(encoder.fail("cancelled", "the turn was cancelled"))
 
-    async def _stream(self, text: str, encoder: FrameEncoder, wake: asyncio.Event) -> None:
+    async def _stream(self, text: str, encoder: FrameEncoder) -> None:
         """Run the agent turn, publishing its frames and keeping its history."""
-        loop = asyncio.get_running_loop()
-        publish = self._publish
-        publish(encoder.begin())
+        self._publish(encoder.begin())
         sessions = self.runtime.sessions
         user: dict[str, Any] = {"role": "user", "content": text}
         if self._repair is not None:
@@ -222,14 +225,14 @@ class ChatRoom:
             self._turn = turn
             if self._cancel_requested:
                 turn.interrupt()
-            async for event in turn:
-                if isinstance(event, TurnEnded | TurnFailed):
-                    # Kept before the turn's last frames go out: a device may act on them
-                    # (the next message, /new) at once.
-                    await self._keep(event, turn.compaction, transcript)
-                    self._finishing = True
-                publish(encoder.feed(event, loop.time()))
-                wake.set()
+
+            async def keep(end: TurnEnded | TurnFailed) -> None:
+                # Kept before the turn's last frames go out: a device may act on them (the
+                # next message, /new) at once.
+                await self._keep(end, turn.compaction, transcript)
+                self._finishing = True
+
+            await drive(turn, _Publishing(encoder, self._publish, keep))
 
     async def _keep(
         self, end: TurnEnded | TurnFailed, compaction: Compaction | None, transcript: Transcript
@@ -243,25 +246,7 @@ class ChatRoom:
             after = transcript.cut_after(compaction.replaced)
             await sessions.cut(self.session, compaction.summary, after=after)
 
-    async def _flush(self, encoder: FrameEncoder, wake: asyncio.Event) -> None:
-        loop = asyncio.get_running_loop()
-        publish = self._publish
-        while True:
-            deadline = encoder.deadline()
-            delay = None if deadline is None else deadline - loop.time()
-            if delay is None or delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await wake.wait()
-                wake.clear()
-                continue
-            try:
-                publish(encoder.tick(loop.time()))
-            except StoreUnavailable:
-                return  # the turn's next frame meets the same failure and ends the turn
-            await asyncio.sleep(0)  # never spin, whatever the clock says
-
-    def _publish(self, frames: list[dict[str, Any]]) -> None:
+    def _publish(self, frames: list[ServerFrame]) -> None:
         for n, frame in enumerate(frames):
             try:
                 self.hub.publish(self.chat_id, frame)
@@ -271,7 +256,7 @@ class ChatRoom:
                 self._unsent = frames[n:]
                 raise
 
-    def _end(self, frames: list[dict[str, Any]]) -> None:
+    def _end(self, frames: list[ServerFrame]) -> None:
         """Publish a turn's closing frames: live even if the log cannot keep them; never raises."""
         frames, self._unsent = [*self._unsent, *frames], []
         if frames:
@@ -280,3 +265,39 @@ class ChatRoom:
             self.hub.publish_all(self.chat_id, frames)
         except Exception:  # the hub itself broke: nothing more a device can be told
             log.exception("iris turn in %s could not be closed", self.chat_id)
+
+
+class _Publishing:
+    """A turn's frames into the hub, as the driver's planner: each event's frames at once, and
+    the waiting text when ``edit_interval`` passes with no new event."""
+
+    settled = True  # the last event's frames go out when it is fed
+
+    def __init__(
+        self,
+        encoder: FrameEncoder,
+        publish: Callable[[list[ServerFrame]], None],
+        keep: Callable[[TurnEnded | TurnFailed], Awaitable[None]],
+    ) -> None:
+        self.encoder, self.publish, self.keep = encoder, publish, keep
+        self.stalled = False  # the log refused a tick: the next event's frames end the turn
+
+    async def feed(self, event: Event) -> bool:
+        last = isinstance(event, TurnEnded | TurnFailed)
+        if last:
+            await self.keep(event)
+        self.publish(self.encoder.feed(event, loop_clock()))
+        return last
+
+    async def act(self, now: float) -> bool:
+        deadline = self.due(now)
+        if deadline is None or now < deadline:
+            return False
+        try:
+            self.publish(self.encoder.tick(now))
+        except StoreUnavailable:
+            self.stalled = True  # the turn's next frame meets the same failure and ends the turn
+        return True
+
+    def due(self, now: float) -> float | None:
+        return None if self.stalled else self.encoder.deadline()

@@ -1,0 +1,77 @@
+"""Task lifetimes: the task group every part of Iris runs its concurrent work in.
+
+Every task belongs to an ``asyncio.TaskGroup`` owned by what it serves (a turn, an exchange, a
+connection, a room, the app): leaving the group's ``async with`` cancels and awaits whatever
+is still running, so nothing outlives its owner. ``task_group`` is that group, with one rule
+added: a group that failed for a single reason raises that exception itself, not an
+``ExceptionGroup`` of one, so callers keep catching ``StoreUnavailable`` or a provider error as
+before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Coroutine
+from types import TracebackType
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+
+@contextlib.asynccontextmanager
+async def task_group() -> AsyncGenerator[asyncio.TaskGroup]:
+    """An ``asyncio.TaskGroup`` that raises a lone failure as itself."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            yield group
+    except BaseExceptionGroup as failed:
+        if len(failed.exceptions) == 1:
+            raise failed.exceptions[0] from None
+        raise
+
+
+async def logged(work: Coroutine[Any, Any, None], what: str) -> None:
+    """Run ``work``; log its failure instead of raising it.
+
+    For a child of a long-lived group (a surface's, from start to stop): a child that raises
+    cancels its group and the group's owner, and one message's bug must not end every chat."""
+    try:
+        await work
+    except Exception:
+        logging.getLogger(__name__).exception("%s failed", what)
+
+
+class OpenGroup:
+    """A task group held open across two calls, for an owner whose lifetime is not one block:
+    ``open`` in its ``__aenter__`` or ``start``, ``close`` in its ``__aexit__`` or ``stop``
+    (the same task both times, as a ``TaskGroup`` needs)."""
+
+    def __init__(self) -> None:
+        self._group: asyncio.TaskGroup | None = None
+        self._held: contextlib.AsyncExitStack | None = None
+
+    async def open(self) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            self._group = await stack.enter_async_context(task_group())
+            self._held = stack.pop_all()
+
+    def create_task(
+        self, work: Coroutine[Any, Any, _T], *, name: str | None = None
+    ) -> asyncio.Task[_T]:
+        if self._group is None:
+            raise RuntimeError("the task group is not open")
+        return self._group.create_task(work, name=name)
+
+    async def close(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        """Wait for every task (cancel first what must not be waited for); an exception
+        passed in is the owner's, raised on with the group's."""
+        held, self._held, self._group = self._held, None, None
+        if held is not None:
+            await held.__aexit__(exc_type, exc, tb)

@@ -1,0 +1,73 @@
+// Heals the unfinished tail of a streaming reply for display (after vercel/streamdown's
+// "remend"): an unclosed `**bold`, `*em*`, `~~strike`, `` `code `` gets its closer, a half-typed
+// link shows as its text, and a marker with nothing after it yet is held back. Only the display
+// copy is healed; the text and the parse input of settled blocks are never touched.
+
+const FENCE_LINE = /^ {0,3}(`{3,}|~{3,})/;
+
+function insideOpenFence(text) {
+  let open = null;
+  for (const line of text.split("\n")) {
+    const fence = FENCE_LINE.exec(line);
+    if (!fence) continue;
+    if (open === null) open = fence[1];
+    else if (fence[1][0] === open[0] && fence[1].length >= open.length && !line.slice(line.indexOf(fence[1]) + fence[1].length).trim()) open = null;
+  }
+  return open !== null;
+}
+
+// `[text](partial-url` or `[text` at the very end: show the text until the link is whole.
+const OPEN_LINK = /(!?)\[([^\]\n]*)(?:\](?:\([^)\n]*)?)?$/;
+
+export function heal(text) {
+  if (!text || insideOpenFence(text)) return text;
+  const link = OPEN_LINK.exec(text);
+  if (link) text = text.slice(0, link.index) + (link[1] ? "" : link[2]);
+  const stack = []; // [marker, position]
+  let i = 0;
+  let lineStart = true;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === "\n") { lineStart = true; i++; continue; }
+    if (lineStart && /[ \t]/.test(c)) { i++; continue; }
+    if (lineStart && (c === "*" || c === "-" || c === "+") && /[ \t]/.test(text[i + 1] || "")) {
+      lineStart = false; i += 2; continue; // a list bullet, not emphasis
+    }
+    lineStart = false;
+    if (c === "\\") { i += 2; continue; }
+    if (c === "`") {
+      let run = 1;
+      while (text[i + run] === "`") run++;
+      const marker = "`".repeat(run);
+      const close = text.indexOf(marker, i + run);
+      if (close === -1) { stack.push([marker, i]); break; } // the rest is code
+      i = close + run;
+      continue;
+    }
+    let marker = null;
+    if (text.startsWith("**", i)) marker = "**";
+    else if (text.startsWith("~~", i)) marker = "~~";
+    else if (c === "*" || c === "_") marker = c;
+    if (marker) {
+      const top = stack[stack.length - 1];
+      const after = text[i + marker.length] || "";
+      // An opener starts a word (`2*3` and `snake_case` are not emphasis).
+      const opens = !/[\p{L}\p{N}]/u.test(text[i - 1] || "") && !/\s/.test(after);
+      if (top && top[0] === marker) stack.pop();
+      else if (opens || (after === "" && marker.length === 2)) stack.push([marker, i]);
+      i += marker.length;
+      continue;
+    }
+    i++;
+  }
+  let closers = "";
+  while (stack.length) {
+    const [marker, at] = stack.pop();
+    if (!text.slice(at + marker.length).trim()) {
+      text = text.slice(0, at); // nothing after the marker yet: hold it back
+    } else {
+      closers += marker;
+    }
+  }
+  return text.replace(/[ \t]+$/, (spaces) => (closers ? "" : spaces)) + closers;
+}

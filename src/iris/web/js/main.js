@@ -1,0 +1,273 @@
+// The app: token from the pairing link, the chat list, the socket, the reveal loop, settings.
+
+import { ChatStore } from "./store.js";
+import { ChatView } from "./view.js";
+import { Connection } from "./connection.js";
+import { loadSettings, saveSettings } from "./settings.js";
+import { listChats, newChatId, rememberChat } from "./chats.js";
+
+const $ = (selector) => document.querySelector(selector);
+const TOKEN = "iris.token";
+const CHAT = "iris.chat";
+
+// The pairing link opens /#token=…: keep the token in this browser, take it out of the URL.
+function takeToken() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const fromLink = params.get("token");
+  if (fromLink) {
+    localStorage.setItem(TOKEN, fromLink);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return localStorage.getItem(TOKEN);
+}
+
+const settings = loadSettings();
+const log = $("#log");
+const announcer = $("#announce");
+const statusLine = $("#status");
+const composer = $("#composer");
+const input = $("#input");
+const sendButton = $("#send");
+const stopButton = $("#stop");
+const typingLine = $("#typing");
+
+let store = null;
+let view = null;
+let connection = null;
+let turnActive = false;
+let atBottom = true;
+let frameRequested = false;
+
+function clock() { return performance.now() / 1000; }
+
+function announce(text) {
+  // One polite announcement at a reply's start and end, never per token.
+  announcer.textContent = "";
+  requestAnimationFrame(() => { announcer.textContent = text; });
+}
+
+function scrollToEnd() {
+  if (atBottom) log.scrollTop = log.scrollHeight;
+}
+
+log.addEventListener("scroll", () => {
+  atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
+}, { passive: true });
+
+function draw() {
+  frameRequested = false;
+  store.tick();
+  view.render(store);
+  typingLine.hidden = !store.typing;
+  stopButton.hidden = !turnActive;
+  sendButton.hidden = turnActive;
+  scrollToEnd();
+  if (store.revealing) schedule();
+}
+
+function schedule() {
+  if (!frameRequested) {
+    frameRequested = true;
+    requestAnimationFrame(draw);
+  }
+}
+
+function onFrame(frame) {
+  if (frame.type === "typing") {
+    if (frame.on && !turnActive) announce("Iris is replying");
+    if (!frame.on && turnActive) announce("Iris finished replying");
+    turnActive = Boolean(frame.on);
+  } else if (frame.type === "ready" && frame.chat_id) {
+    const first = store.bubbles.find((b) => b.role === "user");
+    rememberChat(frame.chat_id, first?.text.slice(0, 60));
+  }
+  schedule();
+}
+
+const STATUS_TEXT = {
+  connecting: "Connecting…",
+  online: "",
+  reconnecting: "Offline — reconnecting",
+  unauthorized: "This device is not paired (or its token was revoked).",
+  refused: "The server refused this chat.",
+};
+
+function onStatus(state, detail) {
+  document.body.dataset.connection = state;
+  statusLine.textContent = STATUS_TEXT[state] ?? state;
+  if (state === "reconnecting" && detail) statusLine.textContent += ` in ${detail} s`;
+  if (state === "unauthorized") {
+    // The close reason says which (docs/iris-protocol.md): `revoked`, else `unauthorized`.
+    showPairing(detail === "revoked"
+      ? "This device was revoked. Pair it again with `iris devices add`."
+      : "That token was refused. Pair this device again, or paste a valid token.");
+  }
+  sendButton.disabled = state !== "online";
+}
+
+function openChat(chatId) {
+  connection?.close();
+  localStorage.setItem(CHAT, chatId);
+  store = new ChatStore(clock, settings);
+  view = new ChatView(log, { settings, openArtifact, force: false });
+  turnActive = false;
+  atBottom = true;
+  $("#chat-title").textContent = chatId === "main" ? "Iris" : chatId;
+  connection = new Connection({ token: localStorage.getItem(TOKEN), chatId, store, onFrame, onStatus });
+  // A handle for tests and bench/web_render.py: feed() applies a frame as the socket would.
+  window.__iris = { store, connection, view, settings, feed: (frame) => { store.apply(frame); onFrame(frame); } };
+  connection.open();
+  schedule();
+}
+
+// -- composer ----------------------------------------------------------------------------------
+
+composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = input.value.trim();
+  if (!text || !connection?.connected) return;
+  if (!connection.send({ type: "message.send", text })) return;
+  store.addLocalUser(text);
+  rememberChat(store.chatId || localStorage.getItem(CHAT), text.slice(0, 60));
+  input.value = "";
+  atBottom = true;
+  resizeInput();
+  schedule();
+});
+
+input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    composer.requestSubmit();
+  }
+});
+
+function resizeInput() {
+  input.style.height = "auto";
+  input.style.height = `${Math.min(input.scrollHeight, 160)}px`;
+}
+input.addEventListener("input", resizeInput);
+
+stopButton.addEventListener("click", () => connection?.send({ type: "turn.cancel" }));
+
+// -- the artifact sandbox ----------------------------------------------------------------------
+
+function openArtifact(html, card) {
+  let frame = card.querySelector("iframe");
+  if (frame) { frame.remove(); return; }
+  frame = document.createElement("iframe");
+  // Scripts run, but in an opaque origin: no cookies, storage or access to this page, and no
+  // navigating the app away (no allow-top-navigation, no allow-same-origin).
+  frame.setAttribute("sandbox", "allow-scripts");
+  frame.setAttribute("title", "HTML page from the reply");
+  frame.src = "sandbox.html";
+  frame.addEventListener("load", () => frame.contentWindow.postMessage({ html }, "*"), { once: true });
+  card.append(frame);
+}
+
+// -- settings ----------------------------------------------------------------------------------
+
+const dialog = $("#settings");
+const streamingBox = $("#set-streaming");
+const speed = $("#set-speed");
+const speedValue = $("#set-speed-value");
+
+function showSettings() {
+  streamingBox.checked = settings.streaming;
+  speed.value = String(settings.smoothness);
+  speedValue.textContent = `${settings.smoothness.toFixed(2)} s`;
+  for (const radio of document.querySelectorAll("input[name=tool-detail]")) {
+    radio.checked = radio.value === settings.toolDetail;
+  }
+  dialog.showModal();
+}
+
+function applySettings() {
+  settings.streaming = streamingBox.checked;
+  settings.smoothness = Number(speed.value);
+  const mode = document.querySelector("input[name=tool-detail]:checked");
+  if (mode) settings.toolDetail = mode.value;
+  speedValue.textContent = `${settings.smoothness.toFixed(2)} s`;
+  saveSettings(settings);
+  store.setStreaming(settings.streaming);
+  store.setSmoothness(settings.smoothness); // applies to a reveal in progress too
+  view.refresh(store);
+}
+
+$("#open-settings").addEventListener("click", showSettings);
+dialog.addEventListener("input", applySettings);
+dialog.addEventListener("change", applySettings);
+$("#close-settings").addEventListener("click", () => dialog.close());
+
+// -- chats -------------------------------------------------------------------------------------
+
+const drawer = $("#chats");
+
+async function showChats() {
+  const { chats } = await listChats(localStorage.getItem(TOKEN));
+  const list = $("#chat-list");
+  list.replaceChildren();
+  const current = localStorage.getItem(CHAT) || "main";
+  const known = chats.some((c) => c.chat_id === "main") ? chats : [{ chat_id: "main", title: "main" }, ...chats];
+  for (const chat of known) {
+    const item = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = chat.title || chat.chat_id;
+    if (chat.chat_id === current) button.setAttribute("aria-current", "true");
+    button.addEventListener("click", () => { drawer.close(); openChat(chat.chat_id); });
+    item.append(button);
+    list.append(item);
+  }
+  drawer.showModal();
+}
+
+$("#open-chats").addEventListener("click", showChats);
+$("#new-chat").addEventListener("click", () => { drawer.close(); openChat(newChatId()); });
+$("#close-chats").addEventListener("click", () => drawer.close());
+
+// -- pairing -----------------------------------------------------------------------------------
+
+function showPairing(message) {
+  $("#pair-message").textContent = message;
+  document.body.dataset.screen = "pair";
+}
+
+$("#pair-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const token = $("#pair-token").value.trim();
+  if (!token) return;
+  localStorage.setItem(TOKEN, token);
+  document.body.dataset.screen = "chat";
+  openChat(localStorage.getItem(CHAT) || "main");
+});
+
+// -- phone: keep the composer above the on-screen keyboard -------------------------------------
+
+function fitViewport() {
+  const height = window.visualViewport?.height;
+  if (height) document.documentElement.style.setProperty("--app-height", `${height}px`);
+  // iOS scrolls the page up to reveal a focused input; the layout already fits the keyboard.
+  if (window.scrollY) window.scrollTo(0, 0);
+  scrollToEnd();
+}
+window.visualViewport?.addEventListener("resize", fitViewport);
+fitViewport();
+
+window.addEventListener("online", () => connection?.nudge());
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible") connection?.nudge();
+});
+
+if ("serviceWorker" in navigator && window.isSecureContext) {
+  navigator.serviceWorker.register("sw.js").catch(() => {});
+}
+
+// -- start -------------------------------------------------------------------------------------
+
+if (takeToken()) {
+  document.body.dataset.screen = "chat";
+  openChat(localStorage.getItem(CHAT) || "main");
+} else {
+  showPairing("Open the pairing link from `iris devices add`, or paste a device token.");
+}

@@ -1,0 +1,384 @@
+// ChatStore: iris frames in, the chat's view model out — the rules of
+// src/iris/app/core/store.py. One bubble per message_id; a streamed bubble holds the latest
+// full text and a Reveal, and stays `streaming` after message.stop until the reveal caught up.
+// message.update snapshots and message.append frames (UTF-16 offsets: a JS string's length)
+// go through one path; an append that does not fit is never applied — the store asks for a
+// resume (takeResync) and waits for the snapshot. The clock is injected.
+
+import { Reveal } from "./reveal.js";
+import { findHtml } from "./artifact.js";
+
+export const CHAT_SCOPED = new Set([
+  "typing", "message.start", "message.update", "message.append", "message.stop", "message",
+  "tool.start", "tool.progress", "tool.end", "commentary",
+]);
+const WIRE_KINDS = new Set([
+  "message.start", "message.update", "message.append", "message.stop", "message", "commentary",
+]);
+
+export class Bubble {
+  constructor(messageId, role, kind = "message", text = "") {
+    this.messageId = messageId;
+    this.role = role;
+    this.kind = kind; // message | commentary | tools | error | command
+    this.text = text;
+    this.shown = text;
+    this.streaming = false;
+    this.stopped = false;
+    this.reasoning = null;
+    this.model = null;
+    this.tokens = null;
+    this.tools = [];
+    this.version = 0;
+  }
+
+  /** The HTML artifact, offered only once the reveal has finished. */
+  get html() { return this.streaming ? null : findHtml(this.text); }
+}
+
+export class ChatStore {
+  constructor(clock, { streaming = true, smoothness = 0.3 } = {}) {
+    this.clock = clock;
+    this.streaming = streaming;
+    this.smoothness = smoothness;
+    this.bubbles = [];
+    this.byId = new Map();
+    this.reveals = new Map();
+    this.typing = false;
+    this.chatId = null;
+    this.lastSeq = 0;
+    this.seen = new Set();
+    this.epoch = 0;
+    this.local = 0;
+    this.wire = new Map(); // message_id -> text this connection was sent
+    this.resync = null;
+    this.awaiting = new Set();
+  }
+
+  setSmoothness(smoothness) {
+    this.smoothness = smoothness;
+    for (const reveal of this.reveals.values()) reveal.setSmoothness(smoothness);
+  }
+
+  setStreaming(on) { this.streaming = on; }
+
+  get revealing() { return this.reveals.size > 0; }
+
+  addLocalUser(text) {
+    this.local += 1;
+    return this.add(new Bubble(`local-${this.local}`, "user", "message", text));
+  }
+
+  takeResync() {
+    const point = this.resync;
+    this.resync = null;
+    return point;
+  }
+
+  /** A new connection: the server's per-connection append state starts over. */
+  newConnection() {
+    this.wire.clear();
+    this.awaiting.clear();
+  }
+
+  apply(frame) {
+    const kind = String(frame.type || "");
+    const seq = frame.seq;
+    const messageId = frame.message_id;
+    if (typeof messageId === "string" && WIRE_KINDS.has(kind)) {
+      // Before the replay check: the server's side follows every frame it sends.
+      if (kind === "message.start") {
+        this.wire.set(messageId, "");
+      } else if (kind === "message.update" || kind === "message.append") {
+        this.streamed(messageId, frame);
+        return;
+      } else {
+        if (kind === "message.stop" && !("final_text" in frame)) {
+          const final = this.streamedText(messageId, frame);
+          if (final === null) return; // the resume brings the stop again
+          frame = { ...frame, final_text: final };
+        }
+        this.wire.delete(messageId);
+        this.awaiting.delete(messageId);
+      }
+    }
+    if (CHAT_SCOPED.has(kind) && Number.isInteger(seq)) {
+      if (this.seen.has(seq)) return; // a replay we already have
+      this.seen.add(seq);
+      this.lastSeq = Math.max(this.lastSeq, seq);
+    }
+    switch (kind) {
+      case "ready":
+        this.chatId = frame.chat_id || this.chatId;
+        break;
+      case "typing":
+        this.typing = Boolean(frame.on);
+        break;
+      case "message.start":
+        this.typing = false;
+        if (this.streaming) this.start(String(frame.message_id), String(frame.role || "assistant"));
+        break;
+      case "message.stop":
+        this.stop(frame);
+        break;
+      case "message":
+        this.message(frame);
+        break;
+      case "commentary":
+        this.commentary(String(frame.message_id), String(frame.text || ""));
+        break;
+      case "tool.start": case "tool.progress": case "tool.end":
+        this.tool(kind, frame);
+        break;
+      case "error": {
+        this.typing = false;
+        const text = `${frame.code || "error"}: ${frame.message || ""}`;
+        this.add(new Bubble(`error-${seq}-${this.bubbles.length}`, "system", "error", text));
+        break;
+      }
+      case "sync":
+        this.sync(frame);
+        break;
+      case "command":
+        this.add(new Bubble(`command-${seq}-${this.bubbles.length}`, "system", "command",
+          String(frame.text || "")));
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** Advance every reveal to now; returns the bubbles whose shown text changed. */
+  tick() {
+    const now = this.clock();
+    const changed = [];
+    for (const [messageId, reveal] of [...this.reveals]) {
+      const bubble = this.byId.get(messageId);
+      let moved = reveal.tick(now);
+      if (moved) bubble.shown = reveal.text;
+      if (bubble.stopped && reveal.caughtUp) {
+        bubble.streaming = false;
+        this.reveals.delete(messageId);
+        moved = true;
+      }
+      if (moved) {
+        bubble.version += 1;
+        changed.push(bubble);
+      }
+    }
+    return changed;
+  }
+
+  add(bubble) {
+    this.bubbles.push(bubble);
+    this.byId.set(bubble.messageId, bubble);
+    return bubble;
+  }
+
+  start(messageId, role) {
+    let bubble = this.byId.get(messageId);
+    if (!bubble) bubble = this.add(new Bubble(messageId, role));
+    bubble.streaming = true;
+    bubble.stopped = false;
+    if (!this.reveals.has(messageId)) {
+      this.reveals.set(messageId, new Reveal(this.smoothness, this.clock()));
+    }
+    bubble.version += 1;
+    return bubble;
+  }
+
+  streamed(messageId, frame) {
+    const text = this.streamedText(messageId, frame);
+    if (text === null) return;
+    if (Number.isInteger(frame.seq)) {
+      this.seen.add(frame.seq);
+      this.lastSeq = Math.max(this.lastSeq, frame.seq);
+    }
+    if (this.streaming) this.update(messageId, text);
+  }
+
+  streamedText(messageId, frame) {
+    let now = null;
+    if (frame.type === "message.update") {
+      now = String(frame.text || "");
+    } else {
+      const have = this.wire.get(messageId);
+      const { offset, text } = frame;
+      if (typeof have === "string" && Number.isInteger(offset) && typeof text === "string"
+          && have.length === offset) {
+        now = have + text;
+      }
+    }
+    if (now === null) {
+      this.wire.delete(messageId);
+      this.askAgain(messageId, frame.seq);
+      return null;
+    }
+    this.wire.set(messageId, now);
+    this.awaiting.delete(messageId);
+    return now;
+  }
+
+  askAgain(messageId, seq) {
+    if (this.awaiting.has(messageId)) return;
+    this.awaiting.add(messageId);
+    const point = Number.isInteger(seq) && seq > 0 ? seq - 1 : this.lastSeq;
+    this.resync = this.resync === null ? point : Math.min(this.resync, point);
+  }
+
+  update(messageId, text) {
+    const bubble = this.byId.get(messageId) || this.start(messageId, "assistant");
+    const reveal = this.reveals.get(messageId);
+    bubble.text = text;
+    if (!reveal) {
+      bubble.shown = text;
+    } else {
+      reveal.push(text, this.clock());
+      bubble.shown = reveal.text;
+    }
+    bubble.version += 1;
+  }
+
+  stop(frame) {
+    const messageId = String(frame.message_id);
+    let bubble = this.byId.get(messageId);
+    const text = String(frame.final_text || (bubble ? bubble.text : ""));
+    if (!bubble) bubble = this.add(new Bubble(messageId, String(frame.role || "assistant")));
+    this.finalize(bubble, frame);
+    const reveal = this.reveals.get(messageId);
+    bubble.text = text;
+    if (!reveal || !this.streaming) {
+      bubble.shown = text;
+      bubble.streaming = false;
+      this.reveals.delete(messageId);
+    } else {
+      reveal.push(text, this.clock());
+      bubble.shown = reveal.text;
+      bubble.streaming = !reveal.caughtUp;
+      if (!bubble.streaming) this.reveals.delete(messageId);
+    }
+    bubble.stopped = true;
+    bubble.version += 1;
+  }
+
+  finalize(bubble, frame) {
+    if (frame.reasoning) bubble.reasoning = String(frame.reasoning);
+    if (frame.model) bubble.model = String(frame.model);
+    if (Number.isInteger(frame.tokens)) bubble.tokens = frame.tokens;
+  }
+
+  message(frame) {
+    const messageId = String(frame.message_id);
+    const role = String(frame.role || "assistant");
+    const text = String(frame.text || "");
+    if (role === "user" && this.adoptLocal(messageId, text)) return;
+    const bubble = this.byId.get(messageId) || this.add(new Bubble(messageId, role));
+    this.reveals.delete(messageId);
+    bubble.text = bubble.shown = text;
+    bubble.streaming = false;
+    bubble.stopped = true;
+    this.finalize(bubble, frame);
+    bubble.version += 1;
+  }
+
+  adoptLocal(messageId, text) {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      if (bubble.role === "user" && bubble.messageId.startsWith("local-") && bubble.text === text) {
+        this.byId.delete(bubble.messageId);
+        bubble.messageId = messageId;
+        this.byId.set(messageId, bubble);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  commentary(messageId, text) {
+    const bubble = this.byId.get(messageId);
+    if (!bubble) {
+      const added = this.add(new Bubble(messageId, "assistant", "commentary", text));
+      added.stopped = true;
+      return;
+    }
+    bubble.kind = "commentary";
+    bubble.text = text;
+    bubble.stopped = true;
+    const reveal = this.reveals.get(messageId);
+    if (!reveal) {
+      bubble.shown = text;
+    } else {
+      reveal.push(text, this.clock());
+      bubble.shown = reveal.text;
+    }
+    bubble.version += 1;
+  }
+
+  tool(kind, frame) {
+    const index = Number(frame.index || 0);
+    const name = String(frame.name || "tool");
+    if (kind === "tool.start") {
+      const call = {
+        index, name, preview: String(frame.preview || ""),
+        args: frame.args && typeof frame.args === "object" ? frame.args : {},
+        notes: [], ok: null, duration: null, outputPreview: "",
+      };
+      const anchor = this.turnAnchor();
+      anchor.tools.push(call);
+      anchor.version += 1;
+      return;
+    }
+    const found = this.findTool(index, name);
+    if (!found) return;
+    const [bubble, call] = found;
+    if (kind === "tool.progress") {
+      call.notes.push(String(frame.note || ""));
+    } else {
+      call.ok = frame.ok === undefined ? true : Boolean(frame.ok);
+      call.duration = typeof frame.duration === "number" ? frame.duration : null;
+      call.outputPreview = String(frame.output_preview || "");
+    }
+    bubble.version += 1;
+  }
+
+  turnAnchor() {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      if (bubble.role === "user") break;
+      if (bubble.kind !== "error") return bubble;
+    }
+    return this.add(new Bubble(`tools-${this.bubbles.length}`, "assistant", "tools"));
+  }
+
+  findTool(index, name) {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      for (let j = bubble.tools.length - 1; j >= 0; j--) {
+        const call = bubble.tools[j];
+        if (call.index === index && call.name === name) return [bubble, call];
+      }
+    }
+    return null;
+  }
+
+  sync(frame) {
+    this.bubbles = [];
+    this.byId = new Map();
+    this.reveals = new Map();
+    this.wire = new Map();
+    this.awaiting = new Set();
+    this.typing = false;
+    for (const message of frame.messages || []) {
+      if (!message || typeof message !== "object") continue;
+      const role = String(message.role);
+      const kind = role === "commentary" ? "commentary" : "message";
+      const bubble = new Bubble(String(message.message_id), role === "commentary" ? "assistant" : role,
+        kind, String(message.text || ""));
+      bubble.stopped = true;
+      this.finalize(bubble, message);
+      this.add(bubble);
+    }
+    if (Number.isInteger(frame.seq)) this.lastSeq = Math.max(this.lastSeq, frame.seq);
+    this.epoch += 1;
+  }
+}
