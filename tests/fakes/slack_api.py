@@ -9,6 +9,11 @@ WebSocket says ``hello``, then a test pushes ``events_api`` envelopes and waits 
         api.script(Scripted(429, retry_after=2))      # the next Web API call is rate limited
         envelope = await api.push_event({"type": "message", ...})
         await api.wait_for_ack(envelope)
+
+Like Slack, it limits each method: ``chat.update`` (Tier 3) to 50 calls a minute for the whole
+workspace, ``chat.postMessage`` to about one a second per channel (bursts of up to 5 in 5 s
+pass), counted on arrival; past a limit, HTTP 429 with ``Retry-After``. ``limited`` counts those
+429s (the ones the app caused, not the scripted ones); ``limits`` may be changed by a test.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +32,20 @@ from aiohttp import WSMsgType, web
 BOT_USER_ID = "UBOT0001"
 CHANNEL = "C0000001"
 API_PREFIX = "/api/"
+
+
+@dataclass(frozen=True)
+class MethodLimit:
+    calls: int
+    per: float
+    per_channel: bool = False  # counted per channel, else for the whole workspace
+
+
+# Slack's documented limits for the methods the adapter uses (https://api.slack.com/apis/rate-limits).
+LIMITS: dict[str, MethodLimit] = {
+    "chat.update": MethodLimit(50, 60.0),
+    "chat.postMessage": MethodLimit(5, 5.0, per_channel=True),
+}
 
 
 @dataclass
@@ -69,6 +89,9 @@ class SlackAPI:
         self.statuses: list[dict[str, Any]] = []
         self.acks: list[dict[str, Any]] = []
         self.held = 0  # calls waiting on a Scripted.until
+        self.limits = dict(LIMITS)
+        self.limited = 0  # 429s answered for going over ``limits``
+        self._arrivals: dict[tuple[str, str], list[float]] = {}
         self._scripted: list[Scripted] = []
         self._ts = itertools.count(1)
         self._envelopes = itertools.count(1)
@@ -172,6 +195,10 @@ class SlackAPI:
                     self._changed.notify_all()
                 await scripted.until.wait()
                 break
+        if (retry_after := self._over_limit(call)) is not None:
+            self.limited += 1
+            headers = {"Retry-After": str(retry_after)}
+            return _json({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
         handler = {
             "auth.test": self._auth_test,
             "apps.connections.open": self._connections_open,
@@ -182,6 +209,20 @@ class SlackAPI:
         if handler is None:
             return _json({"ok": False, "error": "unknown_method"})
         return handler(call.args)
+
+    def _over_limit(self, call: Call) -> int | None:
+        """Count the call against its method's limit; the seconds to wait when over it."""
+        limit = self.limits.get(call.method)
+        if limit is None:
+            return None
+        key = (call.method, str(call.args.get("channel", "")) if limit.per_channel else "")
+        now = time.monotonic()
+        window = [t for t in self._arrivals.get(key, []) if now - t < limit.per]
+        self._arrivals[key] = window
+        if len(window) >= limit.calls:
+            return max(1, math.ceil(limit.per - (now - window[0])))
+        window.append(now)
+        return None
 
     async def _scripted_answer(self, scripted: Scripted) -> web.Response:
         if scripted.hang:

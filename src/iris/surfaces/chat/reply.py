@@ -52,10 +52,11 @@ from iris.segments import (
     Segments,
     common_prefix,
 )
+from iris.surfaces.chat.budget import Priority
 from iris.surfaces.chat.platform import Capabilities
 from iris.surfaces.chat.progress import ToolLines
 from iris.surfaces.chat.splitter import measure, split
-from iris.surfaces.chat.throttle import Throttle
+from iris.surfaces.chat.throttle import CallKind, Throttle
 
 CURSOR = " ▌"
 PREVIEW_ATTEMPTS = 3
@@ -323,10 +324,11 @@ class Reply:
     def next_action(self, throttle: Throttle, now: float) -> Action | None:
         found = self._next()
         if found is None:
+            throttle.withdraw()
             return None
         index, action = found
         kind = "send" if isinstance(action, Send) else "edit"
-        if max(throttle.ready_at(kind, now), self.slots[index].retry_at) > now:
+        if self._ready_at(throttle, index, kind, now) > now:
             return None
         throttle.spend(kind, now)
         return action
@@ -335,10 +337,26 @@ class Reply:
         """When ``next_action`` may return something; None while nothing is pending."""
         found = self._next()
         if found is None:
+            throttle.withdraw()
             return None
         index, action = found
         kind = "send" if isinstance(action, Send) else "edit"
-        return max(throttle.ready_at(kind, now), self.slots[index].retry_at)
+        return self._ready_at(throttle, index, kind, now)
+
+    def _ready_at(self, throttle: Throttle, index: int, kind: CallKind, now: float) -> float:
+        slot = self.slots[index]
+        if slot.retry_at > now:
+            throttle.withdraw()  # not waiting on the budget until then
+            return slot.retry_at
+        return throttle.ready_at(kind, now, self._priority())
+
+    def _priority(self) -> Priority:
+        """Where this reply's next call stands in the bot's shared line."""
+        if self.ended:
+            return "final"  # the turn is over: what is left is the final delivery
+        if all(slot.shown is None for slot in self.slots):
+            return "first"  # the chat sees nothing of its reply yet
+        return "preview"
 
     @property
     def settled(self) -> bool:
