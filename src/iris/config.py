@@ -172,6 +172,39 @@ class IrisPlatform(_Section):
     max_turns_per_token: int = Field(default=4, ge=1)
 
 
+class Rate(_Section):
+    """A call budget: at most ``calls`` calls in any ``per`` seconds."""
+
+    calls: int = Field(ge=1)
+    per: float = Field(gt=0)
+
+
+# Defaults from each platform's documentation, a little under the documented figure where the
+# limit is shared by the whole bot: calls leave Iris evenly spaced but reach the platform with
+# network jitter, and the platform counts arrivals.
+class TelegramBudgets(_Section):
+    # documented: about 30 messages a second per bot
+    bot: Rate = Field(default_factory=lambda: Rate(calls=25, per=1.0))
+    # about one message a second per chat
+    private_chat: Rate = Field(default_factory=lambda: Rate(calls=1, per=1.0))
+    # 20 messages a minute per group
+    group_chat: Rate = Field(default_factory=lambda: Rate(calls=20, per=60.0))
+
+
+class DiscordBudgets(_Section):
+    # documented: 50 requests a second per bot (global)
+    bot: Rate = Field(default_factory=lambda: Rate(calls=40, per=1.0))
+    # messages per channel; the headers may say stricter
+    channel: Rate = Field(default_factory=lambda: Rate(calls=5, per=5.0))
+
+
+class SlackBudgets(_Section):
+    # chat.update, Tier 3: about 50 a minute per workspace
+    update: Rate = Field(default_factory=lambda: Rate(calls=45, per=60.0))
+    # chat.postMessage: about 1 a second per channel
+    post: Rate = Field(default_factory=lambda: Rate(calls=1, per=1.0))
+
+
 class TelegramPlatform(_Section):
     enabled: bool = False
     token: str = ""
@@ -180,6 +213,7 @@ class TelegramPlatform(_Section):
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
     poll_timeout: float = Field(default=10.0, ge=0)
+    budgets: TelegramBudgets = Field(default_factory=TelegramBudgets)
 
 
 class DiscordPlatform(_Section):
@@ -189,6 +223,7 @@ class DiscordPlatform(_Section):
     allowed_users: list[str | int] = Field(default_factory=list[str | int])
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
+    budgets: DiscordBudgets = Field(default_factory=DiscordBudgets)
 
 
 class SlackPlatform(_Section):
@@ -199,6 +234,7 @@ class SlackPlatform(_Section):
     allowed_users: list[str] = Field(default_factory=list[str])
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
+    budgets: SlackBudgets = Field(default_factory=SlackBudgets)
 
 
 class PlatformsConfig(_Section):

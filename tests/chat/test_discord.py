@@ -197,16 +197,20 @@ async def test_a_global_429_holds_every_channel_and_route(api: DiscordAPI) -> No
         with pytest.raises(PlatformRateLimited):
             await platform.send(CHANNEL, "first")
         with pytest.raises(PlatformRateLimited) as held:
-            await platform.send_typing(THREAD)
+            await platform.send(THREAD, "elsewhere")
+        # The bot's shared budget holds every chat's throttle, and typing, for as long.
+        loop_now = asyncio.get_running_loop().time()
+        assert platform.budget.seat("any").ready_at("send", "final", loop_now) >= loop_now + 1.9
+        await platform.send_typing(THREAD)  # a courtesy: skipped, not an error
         now[0] += 2.0
-        await platform.send_typing(THREAD)
+        await platform.send(THREAD, "later")
     finally:
         await platform.disconnect()
 
     assert held.value.retry_after == pytest.approx(2.0)
     assert [(c.channel_id, c.status) for c in api.channel_calls()] == [
         (CHANNEL, 429),
-        (THREAD, 204),
+        (THREAD, 200),
     ]
 
 
@@ -360,3 +364,22 @@ async def test_a_missing_message_content_intent_fails_connect_with_the_fix(
 
     with pytest.raises(PlatformError, match="Message Content intent"):
         await platform.connect(ignore)
+
+
+async def test_a_dry_channel_bucket_holds_that_chat_out_of_the_shared_line() -> None:
+    async with DiscordAPI(rate=(2, 5.0)) as api:
+        platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
+        await platform.login()
+        try:
+            await platform.send(CHANNEL, "one")
+            await platform.send(CHANNEL, "two")  # the answer says: Remaining 0, reset in ~5 s
+        finally:
+            await platform.disconnect()
+    now = asyncio.get_running_loop().time()
+    held = platform.budget.seat(CHANNEL)
+    other = platform.budget.seat(THREAD)
+    assert held.ready_at("send", "final", now) >= now + 4.0
+    # Waiting on its own bucket, it does not hold the other channels up.
+    assert other.ready_at("send", "preview", now) == pytest.approx(now)
+    thread_seat = platform.budget.seat(CHANNEL, {"thread_id": THREAD})
+    assert thread_seat.key == THREAD, "a thread is a channel of its own"

@@ -1,8 +1,10 @@
 """A fake Discord REST API on 127.0.0.1: the endpoints the Discord adapter uses, on the wire.
 
 It keeps each message's current content (what a user would see), records every call, enforces
-Discord's per-channel budget of 5 requests per 5 s with its X-RateLimit headers, and lets
-a test script the next answers (a 429, a 500, a hang). The gateway is ``discord_gateway``::
+Discord's per-channel budget of 5 requests per 5 s with its X-RateLimit headers and the global
+limit of 50 requests a second for the whole bot (every request; a 429 with ``global: true``),
+counting on arrival (``limited`` counts the 429s of both), and lets a test script the next
+answers (a 429, a 500, a hang). The gateway is ``discord_gateway``::
 
     async with DiscordAPI() as api:
         platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
@@ -62,9 +64,18 @@ class Message:
 
 
 class DiscordAPI:
-    def __init__(self, *, token: str = "test-bot-token", rate: tuple[int, float] = (5, 5.0)):
+    def __init__(
+        self,
+        *,
+        token: str = "test-bot-token",
+        rate: tuple[int, float] = (5, 5.0),
+        global_rate: tuple[int, float] = (50, 1.0),
+    ):
         self.token = token
         self.rate_limit, self.rate_window = rate
+        self.global_rate = global_rate
+        self.limited = 0  # 429s answered for going over a limit (not the scripted ones)
+        self._global: list[float] = []
         self.calls: list[Call] = []
         self.messages: dict[str, Message] = {}
         self._scripted: list[Scripted] = []
@@ -114,6 +125,24 @@ class DiscordAPI:
 
     @web.middleware
     async def _authorized(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if (retry_after := self._over_global()) is not None:
+            self.limited += 1
+            headers = {
+                "X-RateLimit-Global": "true",
+                "X-RateLimit-Scope": "global",
+                "Retry-After": str(max(1, round(retry_after))),
+                "Via": "1.1 google",
+            }
+            body = {
+                "message": "You are being rate limited.",
+                "retry_after": retry_after,
+                "global": True,
+            }
+            response = _json(body, status=429, headers=headers)
+            if channel := request.match_info.get("channel", ""):
+                call = Call(request.method, request.path.removeprefix(API_PREFIX), channel, {}, "")
+                return await self._finish(call, response)
+            return response
         # Channel calls check the token themselves, so that a refused one is recorded too.
         if "/channels/" in request.path:
             return await handler(request)
@@ -246,12 +275,23 @@ class DiscordAPI:
             self.calls.append(call)
             self._changed.notify_all()
 
+    def _over_global(self) -> float | None:
+        """Count a request against the bot's global limit; the seconds to wait when over it."""
+        calls, window = self.global_rate
+        now = time.monotonic()
+        self._global = [t for t in self._global if now - t < window]
+        if len(self._global) >= calls:
+            return round(window - (now - self._global[0]), 3)
+        self._global.append(now)
+        return None
+
     def _take_budget(self, channel: str) -> web.Response | None:
         now = time.monotonic()
         window = [t for t in self._windows.get(channel, []) if now - t < self.rate_window]
         self._windows[channel] = window
         if len(window) >= self.rate_limit:
             retry_after = round(self.rate_window - (now - window[0]), 3)
+            self.limited += 1
             return self._scripted_response(Scripted(429, retry_after=retry_after), channel)
         window.append(now)
         return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from iris.surfaces.chat.budget import SharedBudget
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -42,6 +43,7 @@ class NativePlatform:
             can_edit=True, max_length=4096, length_unit="utf16", rate=RateBudget(1000, 1.0)
         )
     )
+    budget: SharedBudget = field(default_factory=SharedBudget)
     script: list[BaseException | None] = field(default_factory=list[BaseException | None])
     script_drafts: bool = False
     messages: dict[str, StreamedMessage] = field(default_factory=dict[str, StreamedMessage])

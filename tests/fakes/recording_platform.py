@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from iris.surfaces.chat.budget import SharedBudget
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -48,6 +49,7 @@ class RecordingPlatform:
         )
     )
     latency: float = 0.0
+    budget: SharedBudget = field(default_factory=SharedBudget)
     calls: list[Call] = field(default_factory=list[Call])
     messages: dict[str, str] = field(default_factory=dict[str, str])
     order: list[str] = field(default_factory=list[str])  # message ids in chat order

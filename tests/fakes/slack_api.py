@@ -8,8 +8,8 @@ each message's current text (what a user would see) and records every call.
 Streams: ``chat.startStream`` (needs ``thread_ts``), ``chat.appendStream`` (``markdown_text``
 deltas of at most 12 000 characters, else ``msg_too_long``; ``chunks`` of ``task_update``
 kept per task id) and ``chat.stopStream``; appending to or stopping a message that is not
-streaming is ``message_not_in_streaming_state``. The three are Tier 4: more than
-``stream_rate`` calls of one method in 60 s answer 429 (``Retry-After``). ``streams=False``
+streaming is ``message_not_in_streaming_state``. The three are Tier 4 (``LIMITS``:
+100 calls of one method a minute, then 429 with ``Retry-After``). ``streams=False``
 is a workspace without them (``unknown_method``). Socket Mode: the
 WebSocket says ``hello``, then a test pushes ``events_api`` envelopes and waits for their acks::
 
@@ -17,6 +17,11 @@ WebSocket says ``hello``, then a test pushes ``events_api`` envelopes and waits 
         api.script(Scripted(429, retry_after=2))      # the next Web API call is rate limited
         envelope = await api.push_event({"type": "message", ...})
         await api.wait_for_ack(envelope)
+
+Like Slack, it limits each method: ``chat.update`` (Tier 3) to 50 calls a minute for the whole
+workspace, ``chat.postMessage`` to about one a second per channel (bursts of up to 5 in 5 s
+pass), counted on arrival; past a limit, HTTP 429 with ``Retry-After``. ``limited`` counts those
+429s (the ones the app caused, not the scripted ones); ``limits`` may be changed by a test.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +40,24 @@ from aiohttp import WSMsgType, web
 BOT_USER_ID = "UBOT0001"
 CHANNEL = "C0000001"
 API_PREFIX = "/api/"
+
+
+@dataclass(frozen=True)
+class MethodLimit:
+    calls: int
+    per: float
+    per_channel: bool = False  # counted per channel, else for the whole workspace
+
+
+# Slack's documented limits for the methods the adapter uses (https://api.slack.com/apis/rate-limits).
+LIMITS: dict[str, MethodLimit] = {
+    "chat.update": MethodLimit(50, 60.0),
+    "chat.postMessage": MethodLimit(5, 5.0, per_channel=True),
+    # The stream methods are Tier 4 ("100+ per minute"): 100 a minute here.
+    "chat.startStream": MethodLimit(100, 60.0),
+    "chat.appendStream": MethodLimit(100, 60.0),
+    "chat.stopStream": MethodLimit(100, 60.0),
+}
 
 
 @dataclass
@@ -81,8 +105,9 @@ class SlackAPI:
         self.acks: list[dict[str, Any]] = []
         self.held = 0  # calls waiting on a Scripted.until
         self.streams = True
-        self.stream_rate = 100  # Tier 4: calls per method per minute
-        self._stream_calls: dict[str, list[float]] = {}
+        self.limits = dict(LIMITS)
+        self.limited = 0  # 429s answered for going over ``limits``
+        self._arrivals: dict[tuple[str, str], list[float]] = {}
         self._scripted: list[Scripted] = []
         self._ts = itertools.count(1)
         self._envelopes = itertools.count(1)
@@ -186,6 +211,10 @@ class SlackAPI:
                     self._changed.notify_all()
                 await scripted.until.wait()
                 break
+        if (retry_after := self._over_limit(call)) is not None:
+            self.limited += 1
+            headers = {"Retry-After": str(retry_after)}
+            return _json({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
         handler = {
             "auth.test": self._auth_test,
             "apps.connections.open": self._connections_open,
@@ -197,15 +226,25 @@ class SlackAPI:
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
         }.get(call.method)
-        if call.method.endswith("Stream") and handler is not None:
-            if not self.streams:
-                return _json({"ok": False, "error": "unknown_method"})
-            limited = self._tier4(call.method)
-            if limited is not None:
-                return limited
+        if call.method.endswith("Stream") and not self.streams:
+            handler = None
         if handler is None:
             return _json({"ok": False, "error": "unknown_method"})
         return handler(call.args)
+
+    def _over_limit(self, call: Call) -> int | None:
+        """Count the call against its method's limit; the seconds to wait when over it."""
+        limit = self.limits.get(call.method)
+        if limit is None:
+            return None
+        key = (call.method, str(call.args.get("channel", "")) if limit.per_channel else "")
+        now = time.monotonic()
+        window = [t for t in self._arrivals.get(key, []) if now - t < limit.per]
+        self._arrivals[key] = window
+        if len(window) >= limit.calls:
+            return max(1, math.ceil(limit.per - (now - window[0])))
+        window.append(now)
+        return None
 
     async def _scripted_answer(self, scripted: Scripted) -> web.Response:
         if scripted.hang:
@@ -267,17 +306,6 @@ class SlackAPI:
         if self.messages.pop(key, None) is None:
             return _json({"ok": False, "error": "message_not_found"})
         return _json({"ok": True, "channel": key[0], "ts": key[1]})
-
-    def _tier4(self, method: str) -> web.Response | None:
-        now = time.monotonic()
-        recent = [t for t in self._stream_calls.get(method, []) if now - t < 60.0]
-        if len(recent) >= self.stream_rate:
-            self._stream_calls[method] = recent
-            retry = max(1, int(60.0 - (now - recent[0])) + 1)
-            headers = {"Retry-After": str(retry)}
-            return _json({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
-        self._stream_calls[method] = [*recent, now]
-        return None
 
     def _start_stream(self, args: dict[str, Any]) -> web.Response:
         channel, thread_ts = str(args.get("channel", "")), args.get("thread_ts")

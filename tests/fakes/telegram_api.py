@@ -20,6 +20,10 @@ the stop button of a draft sent with ``can_stop``: a ``stopped_message_generatio
 ``drafts=False`` is a Bot API without the method (404). The fake puts no rate limit on drafts
 (Telegram documents none; they are not messages).
 
+Like Telegram, it limits the whole bot: at most ``bot_rate`` = (30, 1.0) messages (sendMessage
+and editMessageText, every chat together) in any second, counted on arrival; past it, 429 with
+``retry_after``. ``limited`` counts those 429s (the ones the bot caused, not the scripted floods).
+
 Every request is recorded in ``calls`` as ``ApiCall(t, method, params, status)`` (``t`` on the
 loop clock); ``chat(chat_id)`` is what the user sees now.
 """
@@ -28,12 +32,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+# Methods that post or change a message: what the bot-wide limit counts.
+_MESSAGES = frozenset({"sendMessage", "editMessageText"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,9 @@ class FakeBotApi:
     messages: dict[int, dict[int, str]] = field(default_factory=dict[int, dict[int, str]])
     unmodified: int = 0  # edits that Telegram would reject as "message is not modified"
     commands: list[dict[str, str]] = field(default_factory=list[dict[str, str]])
+    bot_rate: tuple[int, float] | None = (30, 1.0)  # messages per window, for the whole bot
+    limited: int = 0  # 429s answered for going over ``bot_rate``
+    _arrivals: list[float] = field(default_factory=list[float])
     _updates: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     _next_update: int = 1
     _floods: dict[str, _Flood] = field(default_factory=dict[str, _Flood])
@@ -192,6 +203,15 @@ class FakeBotApi:
                 "parameters": {"retry_after": flood.retry_after},
             }
             return await self._answer(method, params, 429, body)
+        if method in _MESSAGES and (retry_after := self._over_bot_rate()) is not None:
+            self.limited += 1
+            body = {
+                "ok": False,
+                "error_code": 429,
+                "description": f"Too Many Requests: retry after {retry_after}",
+                "parameters": {"retry_after": retry_after},
+            }
+            return await self._answer(method, params, 429, body)
         handler = getattr(self, f"_api_{method}", None)
         if handler is None:
             body = {"ok": False, "error_code": 404, "description": "Not Found: method not found"}
@@ -202,6 +222,19 @@ class FakeBotApi:
                 method, params, status, {"ok": False, "error_code": status, "description": result}
             )
         return await self._answer(method, params, 200, {"ok": True, "result": result})
+
+    def _over_bot_rate(self) -> int | None:
+        """Count a message against the bot-wide limit; the seconds to wait when over it."""
+        if self.bot_rate is None:
+            return None
+        calls, window = self.bot_rate
+        now = asyncio.get_running_loop().time()
+        self._arrivals = [t for t in self._arrivals if now - t < window]
+        if len(self._arrivals) >= calls:
+            # Telegram answers whole seconds, at least one.
+            return max(1, math.ceil(window - (now - self._arrivals[0])))
+        self._arrivals.append(now)
+        return None
 
     async def _params(self, request: web.Request) -> dict[str, Any]:
         if request.content_type == "application/json":

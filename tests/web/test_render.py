@@ -214,6 +214,18 @@ def test_the_html_artifact_runs_sandboxed_or_downloads(app: Web) -> None:
     assert page.evaluate("document.querySelector('#log .artifact') !== null")
 
 
+def test_the_sandbox_page_opened_directly_gets_no_access_to_the_app(app: Web) -> None:
+    """A site that opens /sandbox.html in a window of its own (and posts it a page) must not
+    get a page running with the app's origin, whose localStorage holds the device token."""
+    page = app.open("sandbox-direct")  # paired: the token is in this origin's storage
+    sandbox = page.context.new_page()
+    sandbox.goto(f"{app.url}/sandbox.html")
+    assert sandbox.evaluate("self.origin") == "null"  # the CSP sandbox, wherever it is opened
+    storage = "() => { try { return localStorage.length >= 0 ? 'open' : '' } catch (e) { return 'blocked' } }"
+    assert sandbox.evaluate(storage) == "blocked"  # so no script there can read the token
+    assert page.evaluate(storage) == "open"  # ... which the app itself keeps there
+
+
 def test_the_core_rules_are_the_terminal_apps(app: Web) -> None:
     """The browser's reveal and splitter give what src/iris/app/core gives for the same input."""
     page = app.open("core")

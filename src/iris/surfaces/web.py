@@ -24,8 +24,10 @@ APP_POLICY = (
     "frame-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 )
 # The artifact sandbox: the page's own inline code runs; nothing is fetched or sent anywhere.
+# ``sandbox allow-scripts`` makes the page an opaque origin wherever it is opened: even a page
+# that navigates a window straight to it gets no access to the app's origin or its token.
 SANDBOX_POLICY = (
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
     "img-src data: blob:; font-src data:; frame-ancestors 'self'; base-uri 'none'; "
     "form-action 'none'"
 )

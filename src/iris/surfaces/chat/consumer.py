@@ -106,7 +106,10 @@ class StreamConsumer:
     async def consume(self, events: AsyncIterable[Event]) -> TerminalEvent:
         """Deliver the turn; return its last event once every message is settled."""
         async with self.typing:
-            await drive(self._ended(events), self, clock=self.clock, sleep=self.sleep)
+            try:
+                await drive(self._ended(events), self, clock=self.clock, sleep=self.sleep)
+            finally:
+                self.throttle.withdraw()  # a chat that stops leaves the bot's shared line
         outcome = self.reply.outcome
         assert outcome is not None  # the events always end the reply
         return outcome

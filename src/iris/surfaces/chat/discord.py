@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping
 import discord
 
 from iris.config import DiscordPlatform as DiscordConfig
+from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.discord_rest import DiscordREST
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
     OnMessage,
     PlatformError,
-    RateBudget,
     aiohttp_failures,
 )
 from iris.tasks import OpenGroup
@@ -40,12 +40,8 @@ class DiscordPlatform:
     """``ChatPlatform`` for Discord, built from ``config.platforms.discord``."""
 
     name = "discord"
-    capabilities = Capabilities(
-        can_edit=True,
-        max_length=2000,
-        length_unit="chars",
-        rate=RateBudget(capacity=5, per_seconds=5.0),
-    )
+    capabilities: Capabilities  # per chat, from platforms.discord.budgets
+    budget: SharedBudget  # shared by every chat of the bot
 
     def __init__(
         self,
@@ -57,6 +53,19 @@ class DiscordPlatform:
         self._config = config
         self._timeout = request_timeout
         self._clock = clock
+        budgets = config.budgets
+        self.capabilities = Capabilities(
+            can_edit=True,
+            max_length=2000,
+            length_unit="chars",
+            rate=rate_budget(budgets.channel),
+        )
+        # Discord's global limit counts every request of the bot, typing included.
+        self.budget = SharedBudget(
+            [Limit("global", rate_budget(budgets.bot))],
+            {"send": ["global"], "edit": ["global"], "typing": ["global"]},
+            scope=_channel,  # the per-route buckets Discord reports are per channel
+        )
         self._rest: DiscordREST | None = None
         self._client: _IrisClient | None = None
         self._gateway: asyncio.Task[BaseException | None] | None = None
@@ -108,6 +117,8 @@ class DiscordPlatform:
             base_url=self._config.base_url,
             timeout=self._timeout,
             clock=self._clock,
+            on_global=self._globally_limited,
+            on_dry=self._bucket_dry,
         )
         try:
             await rest.me()
@@ -147,7 +158,18 @@ class DiscordPlatform:
         await self._session().delete_message(_channel(chat_id, thread), message_id)
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
-        await self._session().trigger_typing(_channel(chat_id, thread))
+        # A courtesy: only from what the replies leave of the global budget.
+        if self.budget.spare("typing", asyncio.get_running_loop().time()):
+            await self._session().trigger_typing(_channel(chat_id, thread))
+
+    def _bucket_dry(self, channel: str, wait: float) -> None:
+        # The chat of that channel waits, out of the line, until its bucket refills.
+        now = asyncio.get_running_loop().time()
+        self.budget.hold(channel, now + wait, now)
+
+    def _globally_limited(self, retry_after: float) -> None:
+        # Every chat waits, in line, instead of each meeting the global limit on its own.
+        self.budget.block(asyncio.get_running_loop().time() + retry_after)
 
     def _session(self) -> DiscordREST:
         if self._rest is None:

@@ -4,7 +4,8 @@ Iris's own aiohttp client against ``platforms.discord.base_url`` (API v10): crea
 delete a message, trigger typing, and ``GET /users/@me`` to check the token. A 429, or a call
 to a bucket the last answer's ``X-RateLimit-*`` headers said is dry, raises
 ``PlatformRateLimited(retry_after)`` at once: the consumer's throttle (``throttle.py``) owns
-waiting. A 5xx is never retried (a retried ``POST`` could post the reply twice).
+waiting. A dry bucket is also reported (``on_dry``) so that the adapter's shared budget holds
+that channel's chat until it refills, instead of the chat calling into it. A 5xx is never retried (a retried ``POST`` could post the reply twice).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class RateLimits:
 
     def wait(self, route: str, channel: str, now: float) -> float:
         """Seconds until a call on ``route`` to ``channel`` may go out (0: now)."""
-        until = max(self.global_until, self.dry_until.get(self._key(route, channel), now))
+        until = max(self.global_until, self.dry_until.get(self.key(route, channel), now))
         return max(0.0, until - now)
 
     def answered(
@@ -53,7 +54,7 @@ class RateLimits:
         at worst Discord answers 429, which ``limited`` then records."""
         if bucket := headers.get("X-RateLimit-Bucket"):
             self.buckets[route] = bucket
-        key = self._key(route, channel)
+        key = self.key(route, channel)
         remaining = _number(headers.get("X-RateLimit-Remaining"))
         reset_after = _number(headers.get("X-RateLimit-Reset-After"))
         if remaining == 0 and reset_after is not None:
@@ -68,9 +69,10 @@ class RateLimits:
         if everywhere:
             self.global_until = max(self.global_until, now + retry_after)
         else:
-            self.dry_until[self._key(route, channel)] = now + retry_after
+            self.dry_until[self.key(route, channel)] = now + retry_after
 
-    def _key(self, route: str, channel: str) -> tuple[str, str]:
+    def key(self, route: str, channel: str) -> tuple[str, str]:
+        """The bucket a call on ``route`` to ``channel`` counts against."""
         return self.buckets.get(route, route), channel
 
 
@@ -84,7 +86,11 @@ class DiscordREST:
         base_url: str,
         timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        on_global: Callable[[float], None] | None = None,
+        on_dry: Callable[[str, float], None] | None = None,
     ) -> None:
+        self._on_global = on_global  # told ``retry_after`` of a global 429
+        self._on_dry = on_dry  # told (channel, seconds) when a channel's bucket ran dry
         self._headers = {
             "Authorization": f"Bot {token}",
             # Discord asks for ``DiscordBot (url, version)``; Cloudflare may block other agents.
@@ -159,13 +165,25 @@ class DiscordREST:
             retry_after = _retry_after(answer, response.headers)
             everywhere = answer.get("global") is True or "X-RateLimit-Global" in response.headers
             self.limits.limited(route, channel, retry_after, everywhere=everywhere, now=now)
+            if everywhere and self._on_global is not None:
+                self._on_global(retry_after)
+            self._report_dry(route, channel)
             raise PlatformRateLimited(retry_after)
+        self._report_dry(route, channel)
         if response.status >= 500:
             # The platform received the request; whether it posted the message is unknown.
             raise PlatformError(f"discord: server error {response.status}", maybe_landed=True)
         if response.status >= 400:
             raise DiscordRefused(response.status, answer)
         return answer
+
+    def _report_dry(self, route: str, channel: str) -> None:
+        """Tell ``on_dry`` how long the channel's bucket for ``route`` stays dry, if it is."""
+        if not channel or self._on_dry is None:
+            return
+        until = self.limits.dry_until.get(self.limits.key(route, channel))
+        if until is not None and (wait := until - self._clock()) > 0:
+            self._on_dry(channel, wait)
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:

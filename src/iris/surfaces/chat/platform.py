@@ -13,6 +13,9 @@ What the consumer relies on from every adapter:
   reached the platform (timeout after sending), so the consumer never re-sends it.
 - An edit to identical text ("message is not modified") is success, not an error.
 - ``thread`` (from ``IncomingMessage.thread``) goes with every send, edit and typing call.
+- ``budget`` is the bot's ``SharedBudget``: one per adapter instance, built from
+  ``platforms.<name>.budgets``; the adapter also draws on it for calls outside the throttle
+  (typing) and tells it about a platform-wide 429.
 - Texts handed to ``send``/``edit_message`` already fit ``capabilities.max_length``; they are
   plain text (no parse mode), so an adapter sends them verbatim.
 
@@ -28,17 +31,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import aiohttp
+
+if TYPE_CHECKING:
+    from iris.surfaces.chat.budget import SharedBudget
 
 
 @dataclass(frozen=True, slots=True)
 class RateBudget:
     """A platform's budget: at most ``capacity`` calls in any ``per_seconds`` window.
 
-    Sends and edits to one chat/channel share it; ``throttle.Throttle`` enforces it as a token
-    bucket refilled evenly at ``capacity / per_seconds``."""
+    Per chat/channel, sends and edits share it (``throttle.Throttle`` enforces it as a token
+    bucket refilled evenly at ``capacity / per_seconds``); a bot-wide one is a
+    ``budget.Limit``."""
 
     capacity: int
     per_seconds: float
@@ -132,6 +139,9 @@ class Task:
 class ChatPlatform(Protocol):
     name: str  # "telegram" | "discord" | "slack"
     capabilities: Capabilities
+    # The bot's limits shared by all its chats (bot-wide, global, per method): every chat's
+    # throttle takes a seat at it. An empty budget limits nothing beyond each chat's own.
+    budget: SharedBudget
 
     async def connect(self, on_message: OnMessage) -> None:
         """Start receiving; call ``on_message`` for each user message. Returns once connected."""

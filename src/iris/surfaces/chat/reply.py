@@ -73,10 +73,11 @@ from iris.segments import (
     Segments,
     common_prefix,
 )
+from iris.surfaces.chat.budget import Priority
 from iris.surfaces.chat.platform import Capabilities, Task
 from iris.surfaces.chat.progress import ToolLines
 from iris.surfaces.chat.splitter import measure, split
-from iris.surfaces.chat.throttle import Throttle
+from iris.surfaces.chat.throttle import CallKind, Throttle
 
 CURSOR = " ▌"
 PREVIEW_ATTEMPTS = 3
@@ -459,21 +460,20 @@ class Reply:
         if found is not None:
             index, action = found
             kind = "send" if isinstance(action, Send) else "edit"
-            if max(throttle.ready_at(kind, now), self.slots[index].retry_at) <= now:
+            if self._ready_at(throttle, index, kind, now) <= now:
                 throttle.spend(kind, now)
                 return action
         draft = self._draft(throttle)
         if draft is not None and draft[0] <= now:
-            self._draft_at = now
+            self._draft_at = now  # a draft is not a message: no budget of either kind
             return draft[1]
         deletion = self._deletion()
-        if (
-            found is None
-            and deletion is not None
-            and max(throttle.ready_at("send", now), deletion.retry_at) <= now
-        ):
-            throttle.spend("send", now)
-            return Delete(deletion.message_id)
+        if found is None:
+            if deletion is None:
+                throttle.withdraw()
+            elif self._delete_ready_at(throttle, deletion, now) <= now:
+                throttle.spend("send", now)
+                return Delete(deletion.message_id)
         return None
 
     def due(self, throttle: Throttle, now: float) -> float | None:
@@ -483,13 +483,16 @@ class Reply:
         if found is not None:
             index, action = found
             kind = "send" if isinstance(action, Send) else "edit"
-            times.append(max(throttle.ready_at(kind, now), self.slots[index].retry_at))
+            times.append(self._ready_at(throttle, index, kind, now))
         draft = self._draft(throttle)
         if draft is not None:
             times.append(max(draft[0], now))
         deletion = self._deletion()
-        if found is None and deletion is not None:
-            times.append(max(throttle.ready_at("send", now), deletion.retry_at))
+        if found is None:
+            if deletion is None:
+                throttle.withdraw()
+            else:
+                times.append(self._delete_ready_at(throttle, deletion, now))
         return min(times) if times else None
 
     # -- fresh final ----------------------------------------------------------------------------
@@ -549,6 +552,27 @@ class Reply:
         self.preview = self.caps.can_edit
         if self._segment is not None:
             self._layout(self._segment)
+
+    def _ready_at(self, throttle: Throttle, index: int, kind: CallKind, now: float) -> float:
+        slot = self.slots[index]
+        if slot.retry_at > now:
+            throttle.withdraw()  # not waiting on the budget until then
+            return slot.retry_at
+        return throttle.ready_at(kind, now, self._priority())
+
+    def _priority(self) -> Priority:
+        """Where this reply's next call stands in the bot's shared line."""
+        if self.ended:
+            return "final"  # the turn is over: what is left is the final delivery
+        if all(slot.shown is None for slot in self.slots):
+            return "first"  # the chat sees nothing of its reply yet
+        return "preview"
+
+    def _delete_ready_at(self, throttle: Throttle, deletion: _Deletion, now: float) -> float:
+        if deletion.retry_at > now:
+            throttle.withdraw()
+            return deletion.retry_at
+        return throttle.ready_at("send", now, "final")
 
     @property
     def settled(self) -> bool:

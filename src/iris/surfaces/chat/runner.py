@@ -10,7 +10,9 @@
   that was overtaken by a newer one before its turn began only joins the history.
 - history per conversation lives in ``runtime.sessions`` (SQLite), keyed
   ``<platform>:<chat>[:<thread>]``; what a turn leaves in it is ``iris.agent.history.kept``.
-- the chat's throttle outlives single turns, so back-to-back replies share its budget.
+- the chat's throttle outlives single turns, so back-to-back replies share its budget; it
+  holds the chat's seat at the platform's shared budget (bot-wide, per workspace), where all
+  chats of the bot take turns.
 - a chat command (``/new``, ``/stop``, ``/model``, ``/reasoning``, ``/compact``, ``/status``,
   ``/help``: ``iris.surfaces.commands``) from an allowed user is answered with a bot message;
   it never reaches the model, never joins the history and never interrupts the reply being
@@ -321,7 +323,9 @@ class ChatSurface:
         if conversation.throttle is None:
             caps = platform.capabilities
             budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
-            conversation.throttle = Throttle(budget, display.edit_interval)
+            # Its seat at the bot's shared budget: all chats of the bot take turns there.
+            seat = platform.budget.seat(message.chat_id, message.thread)
+            conversation.throttle = Throttle(budget, display.edit_interval, seat=seat)
         native = None
         if streaming and not conversation.native_refused:
             native = choose(platform, message, display.transport)

@@ -1,7 +1,10 @@
 """The Slack adapter: Web API sends and edits through slack-sdk; receiving over Socket Mode.
 
 - ``send`` is ``chat.postMessage`` (its ``ts`` is the message id), ``edit_message`` is
-  ``chat.update``; both carry ``thread_ts`` when the reply belongs to a thread.
+  ``chat.update``; both carry ``thread_ts`` when the reply belongs to a thread. Slack limits
+  each method: ``chat.postMessage`` about once a second per channel (each chat's throttle),
+  ``chat.update`` (Tier 3) about 50 a minute for the whole workspace (``budget``, shared by
+  every channel: ``platforms.slack.budgets``).
 - Typing: the Web API has no typing indicator for bots. In a thread, ``send_typing`` sets the
   AI-assistant status (``assistant.threads.setStatus``, "is thinking…") until the reply's
   first post, which clears it (see ``_ThinkingStatus``); outside threads it does nothing. An
@@ -35,6 +38,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from iris.config import SlackPlatform as SlackConfig
+from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -43,7 +47,6 @@ from iris.surfaces.chat.platform import (
     OnMessage,
     PlatformError,
     PlatformRateLimited,
-    RateBudget,
     Task,
     aiohttp_failures,
 )
@@ -76,13 +79,8 @@ class SlackPlatform:
     """``ChatPlatform`` for Slack, built from ``config.platforms.slack``."""
 
     name = "slack"
-    capabilities = Capabilities(
-        can_edit=True,
-        max_length=40_000,
-        length_unit="chars",
-        # chat.update is Tier 3: about 50 calls a minute.
-        rate=RateBudget(capacity=50, per_seconds=60.0),
-    )
+    capabilities: Capabilities  # per chat, from platforms.slack.budgets
+    budget: SharedBudget  # shared by every chat of the bot
 
     def __init__(
         self, config: SlackConfig, *, request_timeout: int = 10, ping_interval: float = 5.0
@@ -90,6 +88,15 @@ class SlackPlatform:
         self._config = config
         self._timeout = request_timeout
         self._ping_interval = ping_interval
+        budgets = config.budgets
+        # Per channel: chat.postMessage's pace (edits go slower, by the workspace budget).
+        self.capabilities = Capabilities(
+            can_edit=True, max_length=40_000, length_unit="chars", rate=rate_budget(budgets.post)
+        )
+        # chat.update is limited per workspace, for all channels together.
+        self.budget = SharedBudget(
+            [Limit("chat.update", rate_budget(budgets.update))], {"edit": ["chat.update"]}
+        )
         self._web = self._web_client(config.bot_token)
         self._http: aiohttp.ClientSession | None = None
         self._socket: SocketModeClient | None = None

@@ -6,7 +6,8 @@ not ``Application``: no update queue, no built-in rate limiter or retries — th
 throttle owns pacing, and a 429 surfaces at once as ``PlatformRateLimited``.
 
 Telegram facts this relies on: 4096 UTF-16 code units per message; about one message per
-second per private chat and 20 per minute per group, edits included; editing to identical text
+second per private chat and 20 per minute per group, edits included, and about 30 a second for
+the whole bot (``budget``, shared by every chat: ``platforms.telegram.budgets``); editing to identical text
 fails with "message is not modified" (treated as success); the typing action lasts ~5 s.
 
 Native streaming (``native_for``): in a private chat a reply is previewed with
@@ -44,6 +45,7 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from iris.config import TelegramPlatform as TelegramSettings
+from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -52,7 +54,6 @@ from iris.surfaces.chat.platform import (
     OnMessage,
     PlatformError,
     PlatformRateLimited,
-    RateBudget,
 )
 from iris.surfaces.commands import CHAT_COMMANDS
 from iris.tasks import OpenGroup, logged
@@ -96,18 +97,25 @@ def _chat(chat_id: str) -> int | str:
 
 class TelegramPlatform:
     name = "telegram"
-    capabilities = Capabilities(
-        can_edit=True,
-        max_length=4096,
-        length_unit="utf16",
-        rate=RateBudget(1, 1.0),
-        group_rate=RateBudget(20, 60.0),
-    )
+    capabilities: Capabilities  # per chat, from platforms.telegram.budgets
+    budget: SharedBudget  # shared by every chat of the bot
 
     def __init__(self, settings: TelegramSettings) -> None:
         if not settings.token:
             raise PlatformError("platforms.telegram.token is empty")
         self.settings = settings
+        budgets = settings.budgets
+        self.capabilities = Capabilities(
+            can_edit=True,
+            max_length=4096,
+            length_unit="utf16",
+            rate=rate_budget(budgets.private_chat),
+            group_rate=rate_budget(budgets.group_chat),
+        )
+        # Sends and edits count against the bot-wide limit; a chat action is not a message.
+        self.budget = SharedBudget(
+            [Limit("bot", rate_budget(budgets.bot))], {"send": ["bot"], "edit": ["bot"]}
+        )
         poll = settings.poll_timeout
         self.bot = Bot(
             settings.token,

@@ -1,11 +1,14 @@
 """The edit throttle of one chat: when the next send or edit may go out. Pure: callers pass ``now``.
 
-Three rules, all per chat/channel:
+Three rules per chat/channel, and one across the bot:
 
 - the platform budget, a token bucket shared by sends and edits (Telegram edits share the
   per-chat budget with sends: pacing edits alone is what drew flood penalties elsewhere);
 - ``edit_interval`` between a visible update and the next edit, stretched after flood control;
-- a 429 blocks every call for ``retry_after`` seconds.
+- a 429 blocks every call for ``retry_after`` seconds;
+- the bot's shared budget (``budget.SharedBudget``, owned by the platform adapter), asked
+  through this chat's ``Seat`` once the chat's own rules allow a call: it says when this chat's
+  turn comes among all the chats waiting, finals first.
 
 The bucket holds ``burst`` tokens, one by default: with a full bucket of ``capacity`` tokens a
 window could see the burst plus a window's refill, twice the budget.
@@ -16,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from iris.surfaces.chat.budget import Priority, Seat
 from iris.surfaces.chat.platform import RateBudget
 
 CallKind = Literal["send", "edit"]
@@ -29,6 +33,7 @@ class Throttle:
     budget: RateBudget
     edit_interval: float
     burst: int = 1
+    seat: Seat | None = None  # this chat's place at the bot's shared budget
     tokens: float = field(init=False)
     stamp: float = field(default=float("-inf"), init=False)
     blocked_until: float = field(default=float("-inf"), init=False)
@@ -54,22 +59,36 @@ class Throttle:
         """The current edit interval: doubled per 429 in a row, so edit cycles are skipped."""
         return self.edit_interval * 2 ** min(self.strikes, _MAX_DOUBLINGS)
 
-    def ready_at(self, kind: CallKind, now: float) -> float:
-        """The earliest time (>= now) a call of ``kind`` may go out."""
+    def ready_at(self, kind: CallKind, now: float, priority: Priority = "preview") -> float:
+        """The earliest time (>= now) a call of ``kind`` may go out.
+
+        Only a chat its own rules allow now waits in the shared budget's line: one that must
+        wait anyway leaves its place to the others until then."""
         level = self._level(now)
         # The epsilon keeps float refill arithmetic from landing a hair short of a token.
         at = now if level >= 1 - 1e-9 else now + (1 - level) / self._rate
         at = max(at, self.blocked_until)
         if kind == "edit":
             at = max(at, self.last_update + self.interval)
+        if self.seat is not None:
+            if at > now:
+                self.seat.withdraw()
+            else:
+                at = self.seat.ready_at(kind, priority, now)
         return at
 
     def spend(self, kind: CallKind, now: float) -> None:
         """Record a call going out now (the caller checked ``ready_at``)."""
-        del kind  # sends and edits cost the same; kept for the call sites' clarity
+        if self.seat is not None:
+            self.seat.spend(kind, now)
         self.tokens = self._level(now) - 1
         self.stamp = now
         self.last_update = now
+
+    def withdraw(self) -> None:
+        """Nothing more to send for now: give up this chat's place in the shared line."""
+        if self.seat is not None:
+            self.seat.withdraw()
 
     def succeeded(self) -> None:
         self.strikes = 0

@@ -1,0 +1,208 @@
+"""A bot's shared call budgets, drawn on by every chat of that bot, fairly. Pure: callers pass ``now``.
+
+A platform limits more than one chat at a time: Telegram about 30 messages a second per bot,
+Discord 50 requests a second per bot, Slack each Web API method per workspace. A
+``SharedBudget`` (one per platform adapter) holds one pacer per such limit and names which
+limits each kind of call draws on (``draws``). Each chat's ``Throttle`` holds a ``Seat`` and
+asks it before a call; the budget decides which of the chats waiting goes next:
+
+- by priority: a final delivery (the chat's turn is over) before a chat's first visible text,
+  before a preview edit;
+- within a priority, previews take turns: the chat served longest ago goes first (round robin),
+  so when the budget is short every chat's preview slows down alike; finals and first texts
+  go in the order they asked;
+- a chat's claim holds its place in line until it spends, withdraws, or fails to come back
+  within ``STALE`` seconds of the time it was given (a chat whose turn ended abruptly never
+  blocks the others for long);
+- a chat the platform said is spent (``hold``: Discord's per-route bucket of its channel, from
+  the ``X-RateLimit-*`` headers) waits until then out of the line.
+
+A seat is named by ``scope(chat_id, thread)``: what the platform limits separately (Discord:
+the channel a call goes to, a thread being a channel of its own).
+
+Each limit is paced as a token bucket of one token (the generic cell rate): two calls are never
+closer than ``per_seconds / capacity``, so no window of ``per_seconds`` sees more than
+``capacity`` calls, whatever the chats do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from iris.config import Rate
+from iris.surfaces.chat.platform import RateBudget
+
+Priority = Literal["final", "first", "preview"]
+CallKind = Literal["send", "edit", "typing"]
+
+_ORDER: dict[Priority, int] = {"final": 0, "first": 1, "preview": 2}
+# A claim not renewed this long after its given time is dropped (its chat went away).
+STALE = 1.0
+_HOLDS_KEPT = 1024  # past this many held seats, the expired holds are forgotten
+
+Scope = Callable[[str, Mapping[str, str]], str]
+
+
+def chat_scope(chat_id: str, thread: Mapping[str, str]) -> str:
+    """A seat per chat, and per thread within it."""
+    return ":".join([chat_id, *(thread[key] for key in sorted(thread))])
+
+
+def rate_budget(rate: Rate) -> RateBudget:
+    """A configured rate (``platforms.<p>.budgets.<name>``) as the budget type."""
+    return RateBudget(rate.calls, rate.per)
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One shared limit: at most ``rate.capacity`` calls in any ``rate.per_seconds`` window."""
+
+    name: str  # "bot", "global", "chat.update"
+    rate: RateBudget
+
+    @property
+    def spacing(self) -> float:
+        return self.rate.per_seconds / self.rate.capacity
+
+
+@dataclass
+class Seat:
+    """One chat's place at a shared budget (held by its ``Throttle``)."""
+
+    budget: SharedBudget
+    key: str
+    served: float = float("-inf")  # when this chat last spent: round robin among previews
+
+    def ready_at(self, kind: CallKind, priority: Priority, now: float) -> float:
+        return self.budget.ready_at(self, kind, priority, now)
+
+    def spend(self, kind: CallKind, now: float) -> None:
+        self.budget.spend(self, kind, now)
+
+    def withdraw(self) -> None:
+        self.budget.withdraw(self)
+
+
+@dataclass
+class _Claim:
+    seat: Seat
+    kind: CallKind
+    priority: Priority
+    asked: float  # when this claim was first made: first come, first served within a priority
+    until: float  # the time last given to it, plus STALE
+
+    def order(self) -> tuple[int, float, float, str]:
+        served = self.seat.served if self.priority == "preview" else float("-inf")
+        return (_ORDER[self.priority], served, self.asked, self.seat.key)
+
+
+@dataclass
+class SharedBudget:
+    """The shared limits of one bot, and the chats waiting on them."""
+
+    limits: Sequence[Limit] = ()
+    # Which limits each kind of call draws on (by name); a kind not listed draws on none.
+    draws: Mapping[CallKind, Sequence[str]] = field(default_factory=dict[CallKind, Sequence[str]])
+    scope: Scope = chat_scope
+    _holds: dict[str, float] = field(default_factory=dict[str, float], init=False)
+    _free_at: dict[str, float] = field(default_factory=dict[str, float], init=False)
+    _claims: dict[str, _Claim] = field(default_factory=dict[str, _Claim], init=False)
+    calls: int = field(default=0, init=False)  # calls spent against the budget, for figures
+
+    def __post_init__(self) -> None:
+        names = {limit.name for limit in self.limits}
+        for limit in self.limits:
+            if limit.rate.capacity < 1 or limit.rate.per_seconds <= 0:
+                raise ValueError(f"invalid rate budget for {limit.name}: {limit.rate}")
+        for kind, drawn in self.draws.items():
+            if unknown := set(drawn) - names:
+                raise ValueError(f"{kind} draws on unknown limits: {sorted(unknown)}")
+        self._free_at = {limit.name: float("-inf") for limit in self.limits}
+
+    def seat(self, chat_id: str, thread: Mapping[str, str] | None = None) -> Seat:
+        return Seat(self, self.scope(chat_id, thread or {}))
+
+    def _limits(self, kind: CallKind) -> list[Limit]:
+        drawn = self.draws.get(kind, ())
+        return [limit for limit in self.limits if limit.name in drawn]
+
+    def ready_at(self, seat: Seat, kind: CallKind, priority: Priority, now: float) -> float:
+        """The earliest time (>= now) ``seat`` may make a call of ``kind``; holds its place."""
+        held = self._holds.get(seat.key, float("-inf"))
+        if held > now:
+            self.withdraw(seat)  # it waits anyway: its place goes to the others until then
+            return held
+        limits = self._limits(kind)
+        if not limits:
+            return now
+        claim = self._claims.get(seat.key)
+        if claim is None or claim.seat is not seat:
+            claim = _Claim(seat, kind, priority, asked=now, until=now)
+            self._claims[seat.key] = claim
+        elif claim.priority != priority or claim.kind != kind:
+            claim.kind, claim.priority = kind, priority
+        mine = claim.order()
+        at = now
+        for limit in limits:
+            ahead = sum(
+                1
+                for other in self._claims.values()
+                if other is not claim
+                and other.until >= now
+                and limit.name in self.draws.get(other.kind, ())
+                and other.order() < mine
+            )
+            at = max(at, max(self._free_at[limit.name], now) + ahead * limit.spacing)
+        claim.until = at + STALE
+        return at
+
+    def spend(self, seat: Seat, kind: CallKind, now: float) -> None:
+        """Record a call of ``kind`` going out now (the caller checked ``ready_at``)."""
+        limits = self._limits(kind)
+        for limit in limits:
+            self._free_at[limit.name] = max(self._free_at[limit.name], now) + limit.spacing
+        if limits:
+            self.calls += 1
+            seat.served = now
+        self.withdraw(seat)
+
+    def spare(self, kind: CallKind, now: float) -> bool:
+        """Take a call of ``kind`` only when no chat waits for it and it fits now.
+
+        For calls that are a courtesy (a typing indicator): they never delay a reply."""
+        limits = self._limits(kind)
+        if any(self._free_at[limit.name] > now for limit in limits):
+            return False
+        names = {limit.name for limit in limits}
+        for claim in self._claims.values():
+            if claim.until >= now and names & set(self.draws.get(claim.kind, ())):
+                return False
+        for limit in limits:
+            self._free_at[limit.name] = now + limit.spacing
+        if limits:
+            self.calls += 1
+        return True
+
+    def withdraw(self, seat: Seat) -> None:
+        """``seat`` no longer waits (it spent, or has nothing to send)."""
+        claim = self._claims.get(seat.key)
+        if claim is not None and claim.seat is seat:
+            del self._claims[seat.key]
+
+    def hold(self, key: str, until: float, now: float) -> None:
+        """The platform said seat ``key`` may not call before ``until`` (a dry bucket)."""
+        if len(self._holds) >= _HOLDS_KEPT:
+            self._holds = {k: t for k, t in self._holds.items() if t > now}
+        self._holds[key] = max(self._holds.get(key, float("-inf")), until)
+
+    def block(self, until: float, name: str | None = None) -> None:
+        """The platform said a shared limit is spent (a global 429): nothing before ``until``."""
+        for limit in self.limits:
+            if name is None or limit.name == name:
+                self._free_at[limit.name] = max(self._free_at[limit.name], until)
+
+    def waiting(self, now: float) -> int:
+        """How many chats wait for a call now."""
+        return sum(1 for claim in self._claims.values() if claim.until >= now)
