@@ -37,6 +37,11 @@ HALF = len(CHUNKS) // 2
 SERVER = {"max_turns": 2 * CHATS}
 
 
+# These private chats are about edit streaming under the bot-wide limit (drafts would send
+# each reply once, at its end): pin the transport.
+EDITS = {"platforms": {"telegram": {"transport": "edit"}}}
+
+
 def _script(upstream: FakeUpstream) -> None:
     # Paced, so that every reply is also previewed after the release, not only finished.
     upstream.script(*(text(*CHUNKS, delay=0.05, gate_after=HALF) for _ in range(CHATS)))
@@ -55,7 +60,9 @@ async def test_forty_telegram_chats_stay_under_the_bot_wide_limit(
             "allowed_users": users,
             "poll_timeout": 1,
         }
-        config = platform_config(make_config, upstream, "telegram", settings, server=SERVER)
+        config = platform_config(
+            make_config, upstream, "telegram", settings, server=SERVER, display=EDITS
+        )
         async with running(config) as surface:
             for chat, user in zip(chats, users, strict=True):
                 api.user_says(chat, user, "tell me something")
@@ -89,7 +96,9 @@ async def test_a_bot_wide_budget_above_the_limit_meets_429s(
             "poll_timeout": 1,
             "budgets": {"bot": {"calls": 1000, "per": 1}},
         }
-        config = platform_config(make_config, upstream, "telegram", settings, server=SERVER)
+        config = platform_config(
+            make_config, upstream, "telegram", settings, server=SERVER, display=EDITS
+        )
         async with running(config) as surface:
             for chat, user in zip(chats, users, strict=True):
                 api.user_says(chat, user, "tell me something")
