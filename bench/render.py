@@ -113,8 +113,8 @@ async def bench_app(steps: list[str], home: Path) -> list[float]:
     costs: list[float] = []
     async with app.run_test(size=(100, 40)) as pilot:
         # The app has been open a while before a reply streams: let start-up work finish.
-        while app._warm_up is not None and not app._warm_up.done():
-            await pilot.pause()
+        for worker in [w for w in app.workers if w.name == "warm-up"]:
+            await worker.wait()
         app.store.apply({"type": "message.start", "seq": 1, "message_id": "m1"})
         for seq, snapshot in enumerate(steps, start=2):
             start = time.process_time()

@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from iris.formats.reasoning import split_reasoning
 
 from iris.app.core.store import Bubble, ChatStore
 from iris.appends import AppendWriter
 from iris.events import Event
 from iris.fanout.rules import Frame
+from iris.formats.reasoning import split_reasoning
 from iris.segments import SegmentClosed, SegmentGrown, SegmentReset, segment_items
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder
 from tests.app.clock import FakeClock
