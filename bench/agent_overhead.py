@@ -27,11 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import openai  # noqa: E402
+from tests.fakes.upstream import FakeUpstream, text  # noqa: E402
 
 from iris.agent import Agent, TurnRequest  # noqa: E402
 from iris.config import config_from_dict  # noqa: E402
 from iris.events import TextDelta  # noqa: E402
-from tests.fakes.upstream import FakeUpstream, text  # noqa: E402
 
 USER = [{"role": "user", "content": "go"}]
 

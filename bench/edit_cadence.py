@@ -1,7 +1,7 @@
 """Edit cadence: a long streamed reply through the real consumer and a fake platform, per budget.
 
     python bench/edit_cadence.py [--seconds 30] [--rate 40] [--latency 0.05]
-                                 [--chats 40] [--crowd-seconds 8]
+                                 [--chats 40] [--crowd-seconds 8] [--transports edit,native]
 
 For each platform budget (Telegram private and group, Discord, Slack) a reply of ``--seconds``
 at ``--rate`` deltas per second goes through ``StreamConsumer`` into a recording platform whose
@@ -17,6 +17,15 @@ the default ``platforms.<p>.budgets``. Prints per platform: 429s (target 0), rep
 once, first visible text after the first token (p50/p95, the ``min_tokens`` wait included;
 target p95 within 2 x edit_interval), calls per minute against the shared budget, and the delay
 from token to visible (p50/p95).
+
+The crowd runs per transport (``--transports``): ``edit`` on every platform, and ``native``
+where the adapter has one for a private chat (``native_for``): Telegram drafts
+(``sendMessageDraft``) and Slack streams (``chat.startStream`` / ``appendStream`` /
+``stopStream``, in the thread under the person's DM). "Visible" is what the person sees: a
+draft's text until the message replacing it, a stream's accumulated text after each call (the
+Slack fake's ``views``). Drafts draw on no shared budget; a stream's appends and stop draw on
+``chat.update``'s, as edits do. ``native/min`` counts the drafts, or the stream calls; on a
+stream row ``limit`` is Slack's own limit on each stream method (Tier 4: 100 a minute).
 """
 
 from __future__ import annotations
@@ -45,11 +54,17 @@ from iris.config import TelegramPlatform as TelegramSettings  # noqa: E402
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded  # noqa: E402
 from iris.surfaces.chat.consumer import StreamConsumer  # noqa: E402
 from iris.surfaces.chat.discord import DiscordPlatform  # noqa: E402
-from iris.surfaces.chat.platform import Capabilities, ChatPlatform, RateBudget  # noqa: E402
+from iris.surfaces.chat.platform import (  # noqa: E402
+    Capabilities,
+    ChatPlatform,
+    IncomingMessage,
+    RateBudget,
+)
 from iris.surfaces.chat.reply import CURSOR  # noqa: E402
 from iris.surfaces.chat.slack import SlackPlatform  # noqa: E402
 from iris.surfaces.chat.telegram import TelegramPlatform  # noqa: E402
 from iris.surfaces.chat.throttle import Throttle  # noqa: E402
+from iris.surfaces.chat.transport import choose  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -154,15 +169,21 @@ async def run_case(
     )
 
 
+# Platforms with a native transport for a private chat (``native_for``).
+NATIVE = ("telegram", "slack")
+
+
 @dataclass
 class Crowd:
     name: str
+    transport: str  # "edit", or the native kind: "draft" (Telegram), "stream" (Slack)
     limited: int  # 429s the fake answered for its own limits
     whole: int  # chats whose reply shows whole, exactly once
     chats: int
     first: list[float]  # per chat: first token -> first visible text
     delays: list[float]  # every delta: arrival -> visible
     shared_calls: int  # calls drawn on the shared budget
+    native_calls: int  # drafts, or stream starts/appends/stops
     elapsed: float
     budget_per_minute: float
     platform_per_minute: float
@@ -175,10 +196,39 @@ class _Shown:
     text: str
 
 
+@dataclass
+class _Fake:
+    """The adapter on its fake, and how to read it."""
+
+    platform: ChatPlatform
+    shown: Callable[[], list[_Shown]]  # what each chat showed, in time order
+    final: Callable[[str], list[str] | None]  # a chat's messages at the end (None: unknown)
+    limited: Callable[[], int]
+    shared: Callable[[], int]
+    native: Callable[[], int]
+    limits: tuple[float, float]  # shared budget, platform limit: calls per minute
+    native_limit: float = 0.0  # the platform's limit on the native calls per minute (0: none)
+
+
+# A question per chat, for the adapter's own choice of transport (``native_for``): a Telegram
+# private chat (drafts), a Slack DM (a stream in the thread under the question).
+def _question(name: str, chat: str) -> IncomingMessage:
+    return IncomingMessage(
+        platform=name, chat_id=chat, user_id=chat, text="q", message_id="1764400000.000100"
+    )
+
+
 async def run_crowd(
-    name: str, chats: int, seconds: float, rate: float, interval: float, min_tokens: int
+    name: str,
+    chats: int,
+    seconds: float,
+    rate: float,
+    interval: float,
+    min_tokens: int,
+    transport: str = "edit",
 ) -> Crowd:
-    """``chats`` replies at once through the real ``name`` adapter into its platform fake."""
+    """``chats`` replies at once through the real ``name`` adapter into its platform fake,
+    by edits or (``transport="native"``) the adapter's native transport for a private chat."""
     loop = asyncio.get_running_loop()
     display = ResolvedDisplay(
         show_reasoning=False,
@@ -205,38 +255,65 @@ async def run_crowd(
         yield SegmentEnded(text)
         yield TurnEnded(text)
 
+    kind = "edit"
     async with contextlib.AsyncExitStack() as stack:
-        platform, shown, limited, shared, limits = await _crowd_platform(name, stack)
+        fake = await _crowd_platform(name, stack)
+        platform = fake.platform
         budget = platform.capabilities.rate
+        natives = {
+            chat: choose(
+                platform, _question(name, chat), "native" if transport == "native" else "edit"
+            )
+            for chat in ids
+        }
+        if transport == "native":
+            kinds = {n.kind for n in natives.values() if n is not None}
+            if not kinds:
+                raise SystemExit(f"{name}: no native transport")
+            kind = kinds.pop()
 
         async def reply(chat: str) -> None:
-            throttle = Throttle(budget, interval, seat=platform.budget.seat(chat))
+            native = natives[chat]
+            seat = platform.budget.seat(chat, native.thread if native else None)
+            throttle = Throttle(budget, interval, seat=seat)
             consumer = StreamConsumer(
-                platform, chat, display=display, streaming=True, throttle=throttle
+                platform, chat, display=display, streaming=True, throttle=throttle, native=native
             )
             await consumer.consume(stream(chat))
 
         started = loop.time()
         await asyncio.gather(*(reply(chat) for chat in ids))
         elapsed = loop.time() - started
-        calls = shown()
+        calls = fake.shown()
+        finals = {chat: fake.final(chat) for chat in ids}
         figures = Crowd(
             name=name,
-            limited=limited(),
+            transport=kind,
+            limited=fake.limited(),
             whole=0,
             chats=chats,
             first=[],
             delays=[],
-            shared_calls=shared(),
+            shared_calls=fake.shared(),
+            native_calls=fake.native(),
             elapsed=elapsed,
-            budget_per_minute=limits[0],
-            platform_per_minute=limits[1],
+            budget_per_minute=fake.limits[0],
+            # A stream's appends and stop draw on chat.update's budget; Slack limits each
+            # stream method on its own (Tier 4).
+            platform_per_minute=fake.native_limit if kind == "stream" else fake.limits[1],
         )
         await _close_crowd(platform)
     for chat in ids:
-        mine = [c for c in calls if c.chat == chat]
-        final = mine[-1].text if mine else ""
-        figures.whole += final == text.strip() or final == text
+        # What the person could read: the reply's text so far (not "Thinking…", no cursor).
+        mine = [
+            c
+            for c in calls
+            if c.chat == chat and (t := c.text.removesuffix(CURSOR)) and text.startswith(t)
+        ]
+        final = finals[chat]
+        if final is None:
+            final = [mine[-1].text] if mine else []
+        figures.whole += final in ([text.strip()], [text])
         seen = [(c.t, len(c.text.removesuffix(CURSOR))) for c in mine]
         if seen and arrivals[chat]:
             figures.first.append(seen[0][0] - arrivals[chat][0][0])
@@ -249,15 +326,7 @@ async def run_crowd(
     return figures
 
 
-async def _crowd_platform(
-    name: str, stack: contextlib.AsyncExitStack
-) -> tuple[
-    ChatPlatform,
-    Callable[[], list[_Shown]],
-    Callable[[], int],
-    Callable[[], int],
-    tuple[float, float],
-]:
+async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
     """The adapter, on its fake: what each chat showed, 429s, shared calls, budget per minute."""
     if name == "telegram":
         bot_api = await stack.enter_async_context(FakeBotApi())
@@ -266,18 +335,22 @@ async def _crowd_platform(
         await telegram.bot.initialize()
 
         def telegram_shown() -> list[_Shown]:
+            # A draft shows its text until the message that replaces it arrives.
             return [
-                _Shown(c.t, str(c.params["chat_id"]), str(c.params["text"]))
+                _Shown(c.t, str(c.params["chat_id"]), str(c.params.get("text") or ""))
                 for c in bot_api.calls
-                if c.method in ("sendMessage", "editMessageText") and c.status == 200
+                if c.method in ("sendMessage", "editMessageText", "sendMessageDraft")
+                and c.status == 200
             ]
 
         bot = settings.budgets.bot
-        return (
+        return _Fake(
             telegram,
             telegram_shown,
+            lambda chat: bot_api.chat(int(chat)),
             lambda: bot_api.limited,
             lambda: telegram.budget.calls,
+            lambda: len([c for c in bot_api.calls if c.method == "sendMessageDraft"]),
             (bot.calls * 60 / bot.per, 30 * 60.0),
         )
     if name == "discord":
@@ -294,11 +367,13 @@ async def _crowd_platform(
             ]
 
         bot = config.budgets.bot
-        return (
+        return _Fake(
             discord,
             discord_shown,
+            lambda chat: None,
             lambda: rest.limited,
             lambda: len(rest.calls),  # Discord's global limit counts every request
+            lambda: 0,
             (bot.calls * 60 / bot.per, 50 * 60.0),
         )
     web = await stack.enter_async_context(SlackAPI())
@@ -306,19 +381,25 @@ async def _crowd_platform(
     slack = SlackPlatform(slack_config)
 
     def slack_shown() -> list[_Shown]:
-        return [
-            _Shown(c.at, str(c.args.get("channel")), html.unescape(str(c.args.get("text"))))
-            for c in web.calls
-            if c.method in ("chat.postMessage", "chat.update") and c.ok
-        ]
+        # Posts and updates, and each stream's accumulated text after every call.
+        return [_Shown(v.at, v.channel, html.unescape(v.text)) for v in web.views]
+
+    def slack_final(chat: str) -> list[str]:
+        return [html.unescape(m.text) for m in web.messages.values() if m.channel == chat]
 
     update = slack_config.budgets.update
-    return (
+    streams = ("chat.startStream", "chat.appendStream", "chat.stopStream")
+    return _Fake(
         slack,
         slack_shown,
+        slack_final,
         lambda: web.limited,
-        lambda: len(web.calls_to("chat.update")),
+        # What draws on the workspace's chat.update budget: updates, and stream appends/stops
+        # (the planner's edits).
+        lambda: len(web.calls_to("chat.update", "chat.appendStream", "chat.stopStream")),
+        lambda: len(web.calls_to(*streams)),
         (update.calls * 60 / update.per, 50.0),
+        web.limits["chat.appendStream"].calls * 60 / web.limits["chat.appendStream"].per,
     )
 
 
@@ -342,26 +423,42 @@ async def crowd(args: argparse.Namespace) -> None:
     )
     # One platform after the other: forty streams of one platform already keep this process's
     # loop busy, and a late loop would be counted against the budget.
+    transports = args.transports.split(",")
     results = [
         await run_crowd(
-            name, args.chats, args.crowd_seconds, args.rate, args.interval, args.min_tokens
+            name,
+            args.chats,
+            args.crowd_seconds,
+            args.rate,
+            args.interval,
+            args.min_tokens,
+            transport,
         )
         for name in args.platforms.split(",")
+        for transport in transports
+        if transport == "edit" or name in NATIVE
     ]
     target = 2 * args.interval  # the issue's target, min_tokens wait included
     print(
-        f"{'platform':<10}{'429s':>6}{'whole+once':>12}{'first p50':>11}{'first p95':>11}"
-        f"{'calls/min':>11}{'budget':>8}{'limit':>7}{'delay p50':>11}{'delay p95':>11}"
+        f"{'platform':<10}{'transport':<10}{'429s':>6}{'whole+once':>12}{'first p50':>11}"
+        f"{'first p95':>11}{'calls/min':>11}{'budget':>8}{'limit':>7}{'native/min':>12}"
+        f"{'delay p50':>11}{'delay p95':>11}"
     )
     for c in results:
         per_minute = c.shared_calls * 60 / c.elapsed if c.elapsed else 0.0
+        native = f"{c.native_calls * 60 / c.elapsed:.0f}" if c.transport != "edit" else "-"
         print(
-            f"{c.name:<10}{c.limited:>6}{f'{c.whole}/{c.chats}':>12}"
+            f"{c.name:<10}{c.transport:<10}{c.limited:>6}{f'{c.whole}/{c.chats}':>12}"
             f"{_p(c.first, 0.5):>11.2f}{_p(c.first, 0.95):>11.2f}"
             f"{per_minute:>11.0f}{c.budget_per_minute:>8.0f}{c.platform_per_minute:>7.0f}"
-            f"{_p(c.delays, 0.5):>11.2f}{_p(c.delays, 0.95):>11.2f}"
+            f"{native:>12}{_p(c.delays, 0.5):>11.2f}{_p(c.delays, 0.95):>11.2f}"
         )
-    print(f"target: 0 429s, every reply whole and once, first p95 <= {target:.2f}s")
+    print(
+        f"target: 0 429s, every reply whole and once, first p95 <= {target:.2f}s;"
+        " calls/min: what draws on the bot's shared budget (Telegram drafts do not; Slack"
+        " stream appends and stops draw on chat.update's); native/min: drafts, or stream"
+        " starts/appends/stops"
+    )
 
 
 async def main() -> None:
@@ -374,6 +471,11 @@ async def main() -> None:
     parser.add_argument("--crowd-seconds", type=float, default=8.0, help="each crowd reply")
     parser.add_argument("--min-tokens", type=int, default=20, help="streaming.min_tokens")
     parser.add_argument("--platforms", default="telegram,discord,slack", help="for the crowd")
+    parser.add_argument(
+        "--transports",
+        default="edit,native",
+        help="for the crowd: edit, native (Telegram private-chat drafts, Slack streams in DMs)",
+    )
     parser.add_argument("--skip-single", action="store_true", help="only the crowd")
     args = parser.parse_args()
     if args.skip_single:

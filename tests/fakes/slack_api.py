@@ -22,6 +22,8 @@ Like Slack, it limits each method: ``chat.update`` (Tier 3) to 50 calls a minute
 workspace, ``chat.postMessage`` to about one a second per channel (bursts of up to 5 in 5 s
 pass), counted on arrival; past a limit, HTTP 429 with ``Retry-After``. ``limited`` counts those
 429s (the ones the app caused, not the scripted ones); ``limits`` may be changed by a test.
+``views`` records each message's text after every call that changed it (a stream's text so
+far after each start, append and stop), with the time: what the person saw, and when.
 """
 
 from __future__ import annotations
@@ -71,6 +73,16 @@ class Call:
     at: float = field(default_factory=time.monotonic)
 
 
+@dataclass(frozen=True)
+class View:
+    """What a message showed after a call that changed it (for benches: time to visible)."""
+
+    at: float
+    channel: str
+    ts: str
+    text: str
+
+
 @dataclass
 class Scripted:
     """The answer to the next call of ``method`` (any method when empty)."""
@@ -107,6 +119,9 @@ class SlackAPI:
         self.streams = True
         self.limits = dict(LIMITS)
         self.limited = 0  # 429s answered for going over ``limits``
+        # Every change of a message's text as the person sees it: posts, updates, and a
+        # stream's accumulated text after each start/append/stop.
+        self.views: list[View] = []
         self._arrivals: dict[tuple[str, str], list[float]] = {}
         self._scripted: list[Scripted] = []
         self._ts = itertools.count(1)
@@ -283,6 +298,7 @@ class SlackAPI:
         ts = f"{1764453600 + next(self._ts)}.000100"
         thread_ts = args.get("thread_ts")
         self.messages[(channel, ts)] = Message(channel, ts, text, thread_ts)
+        self._viewed(self.messages[(channel, ts)])
         message = {"type": "message", "user": BOT_USER_ID, "text": text, "ts": ts}
         if thread_ts:
             message["thread_ts"] = thread_ts
@@ -299,6 +315,7 @@ class SlackAPI:
             return _json({"ok": False, "error": "msg_too_long"})
         message.text = text
         message.edits += 1
+        self._viewed(message)
         return _json({"ok": True, "channel": channel, "ts": ts, "text": text})
 
     def _delete(self, args: dict[str, Any]) -> web.Response:
@@ -319,6 +336,7 @@ class SlackAPI:
         error = _stream_into(message, args)
         if error:
             return _json({"ok": False, "error": error})
+        self._viewed(message)
         return _json({"ok": True, "channel": channel, "ts": ts})
 
     def _append_stream(self, args: dict[str, Any]) -> web.Response:
@@ -333,6 +351,7 @@ class SlackAPI:
         if error:
             return _json({"ok": False, "error": error})
         message.appends += 1
+        self._viewed(message)
         return _json({"ok": True, "channel": message.channel, "ts": message.ts})
 
     def _stop_stream(self, args: dict[str, Any]) -> web.Response:
@@ -345,7 +364,11 @@ class SlackAPI:
         if error:
             return _json({"ok": False, "error": error})
         message.streaming = False
+        self._viewed(message)
         return _json({"ok": True, "channel": message.channel, "ts": message.ts})
+
+    def _viewed(self, message: Message) -> None:
+        self.views.append(View(time.monotonic(), message.channel, message.ts, message.text))
 
     def _set_status(self, args: dict[str, Any]) -> web.Response:
         self.statuses.append(args)
