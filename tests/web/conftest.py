@@ -4,9 +4,11 @@ each test opens fresh browser contexts (their own localStorage) on a chat of its
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,12 +117,23 @@ SAMPLER = """() => { window.samples = [];
   requestAnimationFrame(step); }"""
 
 
-@pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
-    tmp = tmp_path_factory.mktemp("web")
-    (tmp / "work").mkdir()
+@dataclass
+class Running:
+    """``iris serve`` with the iris app on the scripted upstream, as the browser tests use it."""
+
+    url: str
+    upstream: FakeUpstream
+    server: Served
+    config: Path
+    env: dict[str, str]
+
+
+@contextlib.contextmanager
+def served_app(tmp: Path) -> Iterator[Running]:
+    """Start ``iris serve`` (home and the terminal tool's folder under ``tmp``); stop it after."""
+    (tmp / "work").mkdir(exist_ok=True)
     (tmp / "work" / "notes.txt").write_text("x")
-    (tmp / "home").mkdir()
+    (tmp / "home").mkdir(exist_ok=True)
     with FakeUpstream() as upstream:
         port = free_port()
         config = write_config(
@@ -136,14 +149,26 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
         server = Served(config, env=env)
         try:
             server.wait_for("Application startup complete")
-            assert sync_playwright is not None
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-                url = f"http://127.0.0.1:{port}"
-                yield Web(url, upstream, browser, server, config, env)
-                browser.close()
+            yield Running(f"http://127.0.0.1:{port}", upstream, server, config, env)
         finally:
             server.stop()
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
+    with served_app(tmp_path_factory.mktemp("web")) as running:
+        assert sync_playwright is not None
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+            yield Web(
+                running.url,
+                running.upstream,
+                browser,
+                running.server,
+                running.config,
+                running.env,
+            )
+            browser.close()
 
 
 @pytest.fixture

@@ -6,16 +6,14 @@ dark, through the real ``iris serve`` on the scripted upstream.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from tests.fakes.served import Served, free_port, write_config
-from tests.fakes.upstream import FakeUpstream, reasoning, tool_call
+from tests.fakes.upstream import reasoning, tool_call
 
-from .conftest import CHROMIUM, TOKEN, send, settled, wait_online
+from .conftest import CHROMIUM, TOKEN, send, served_app, settled, wait_online
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 ANSWER = """The project has **two** files:
@@ -32,25 +30,12 @@ Run it with `python app.py`."""
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as name, FakeUpstream() as upstream:
+    with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         (tmp / "work").mkdir()
-        (tmp / "work" / "notes.txt").write_text("x")
         (tmp / "work" / "app.py").write_text("print('hello from iris')\n")
-        port = free_port()
-        config = write_config(
-            tmp,
-            upstream.base_url,
-            port,
-            platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-            streaming={"enabled": True},
-            display={"platforms": {"iris": {"show_reasoning": True}}},
-            tools={"terminal": {"cwd": str(tmp / "work")}},
-        )
-        server = Served(config, env={**os.environ, "HOME": str(tmp)})
-        try:
-            server.wait_for("Application startup complete")
-            upstream.script(
+        with served_app(tmp) as running:
+            running.upstream.script(
                 tool_call("terminal", ['{"command": "ls"}'], content="Let me look at the files."),
                 reasoning(["Two files; ", "describe both."], [ANSWER]),
             )
@@ -64,7 +49,7 @@ def main() -> None:
                         service_workers="block",
                     )
                     page = context.new_page()
-                    page.goto(f"http://127.0.0.1:{port}/#token={TOKEN}")
+                    page.goto(f"{running.url}/#token={TOKEN}")
                     wait_online(page)
                     if scheme == "light":
                         send(page, "what is in this project?")
@@ -72,8 +57,6 @@ def main() -> None:
                     page.screenshot(path=str(DOCS / f"web-phone-{scheme}.png"))
                     context.close()
                 browser.close()
-        finally:
-            server.stop()
 
 
 if __name__ == "__main__":
