@@ -292,6 +292,23 @@ class StoreConfig(_Section):
     path: str = "~/.iris/iris.db"
     # Seconds a write waits for a lock another process holds before it fails (503 / error frame).
     busy_timeout: float = Field(default=5.0, gt=0, le=60)
+    # redis://[:password@]host:6379/0 (or rediss://, unix://): every process and host on this
+    # URL shares chats, history, stored responses and device tokens (see docs/deploy.md).
+    url: str | None = None
+    # Every key starts with this, so several deployments can share one Redis.
+    prefix: str = Field(default="iris", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    # Seconds a running turn's owner (and a bot's poller) holds its lease without renewing it:
+    # how long a process killed mid-reply leaves its turn open before another one closes it.
+    lease: float = Field(default=10.0, ge=1, le=300)
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
 
     def resolved_path(self) -> Path:
         return Path(self.path).expanduser()

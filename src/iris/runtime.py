@@ -11,6 +11,7 @@ from iris.agent import Agent
 from iris.agent.sessions import SessionStore
 from iris.config import Config
 from iris.limits import TurnLimiter
+from iris.redis.connection import RedisStore
 from iris.store import Store
 
 
@@ -20,6 +21,8 @@ class Runtime:
     agent: Agent
     store: Store
     sessions: SessionStore
+    # The store every process shares (``store.url``); None: this process keeps its state alone.
+    shared: RedisStore | None = None
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
 
@@ -31,8 +34,16 @@ class Runtime:
         cls, config: Config, agent: Agent | None = None, store: Store | None = None
     ) -> Runtime:
         store = store or Store(config.store.resolved_path(), busy_timeout=config.store.busy_timeout)
+        shared = None
+        if config.store.url is not None:
+            shared = RedisStore(config.store.url, prefix=config.store.prefix)
+            shared.check()  # unreachable: one line and a non-zero exit, before serving anything
         return cls(
-            config=config, agent=agent or Agent(config), store=store, sessions=SessionStore(store)
+            config=config,
+            agent=agent or Agent(config),
+            store=store,
+            sessions=SessionStore(store),
+            shared=shared,
         )
 
 

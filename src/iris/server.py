@@ -99,6 +99,8 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
                 with contextlib.suppress(Exception):
                     await surface.stop()
             await runtime.agent.aclose()
+            if runtime.shared is not None:
+                await runtime.shared.aclose()
 
     app = Starlette(
         routes=routes,

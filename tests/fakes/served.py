@@ -77,7 +77,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def write_config(tmp_path: Path, upstream_url: str, port: int, **sections: Any) -> Path:
+def write_config(
+    tmp_path: Path, upstream_url: str, port: int, *, name: str = "config.yaml", **sections: Any
+) -> Path:
     """A config for ``iris serve`` on ``port`` against a (fake) upstream; ``sections`` are
     merged over the baseline one level deep."""
     data: dict[str, Any] = {
@@ -91,18 +93,25 @@ def write_config(tmp_path: Path, upstream_url: str, port: int, **sections: Any) 
             data[key] = {**data[key], **value}
         else:
             data[key] = value
-    config = tmp_path / "config.yaml"
+    config = tmp_path / name
     config.write_text(yaml.safe_dump(data))
     return config
 
 
 def serve(
-    tmp_path: Path, upstream_url: str, *, open_files: int | None = None, **sections: Any
+    tmp_path: Path,
+    upstream_url: str,
+    *,
+    open_files: int | None = None,
+    name: str = "config.yaml",
+    **sections: Any,
 ) -> tuple[Served, str]:
     """Start ``iris serve`` and wait until it answers; returns it and its base URL.
-    ``open_files`` sets the process's file limit (soft and hard), as a small host's would."""
+    ``open_files`` sets the process's file limit (soft and hard), as a small host's would;
+    ``name`` is the config file's (several servers in one test each need their own)."""
     port = free_port()
-    server = Served(write_config(tmp_path, upstream_url, port, **sections), open_files=open_files)
+    config = write_config(tmp_path, upstream_url, port, name=name, **sections)
+    server = Served(config, open_files=open_files)
     try:
         server.wait_for("Application startup complete")
     except BaseException:

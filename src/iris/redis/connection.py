@@ -1,0 +1,113 @@
+"""The Redis clients every part of a process shares, key names, and what a failure means.
+
+Two clients on one URL: ``aio`` (``redis.asyncio``) for everything the event loop awaits, and
+``sync`` (blocking, short timeouts) for the few reads that must finish in one step of the loop,
+as the SQLite store's reads do (a loopback round trip is ~0.1 ms; a lost server fails within
+``timeout`` seconds). Both reconnect on their own: a Redis that comes back is used again
+without a restart.
+
+Every ``redis.RedisError`` reaching Iris becomes ``StoreUnavailable`` (``translated``), with
+the URL's password removed from the message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import Generator
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+import redis.asyncio
+
+from iris.errors import StoreUnavailable
+
+MIN_VERSION = (6, 2)  # XADD with explicit ids and exclusive XRANGE, XTRIM MINID, GETDEL
+DEFAULT_TIMEOUT = 2.0
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class RedisStore:
+    """One Redis database shared by every Iris process: its clients and its key names."""
+
+    def __init__(self, url: str, *, prefix: str = "iris", timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.timeout = timeout
+        # Who this process is, in leases and in the owner field of a running turn.
+        self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.sync: redis.Redis = redis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            health_check_interval=30,
+        )
+        self.aio: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            health_check_interval=30,
+        )
+        # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own client.
+        self.blocking: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=None,
+            socket_connect_timeout=timeout,
+            health_check_interval=30,
+        )
+
+    def key(self, *parts: str) -> str:
+        """A key under this deployment's prefix: ``key("chat", id, "log")`` → ``iris:chat:id:log``."""
+        return ":".join((self.prefix, *parts))
+
+    def check(self) -> None:
+        """Prove the server answers and is new enough; raise ``StoreUnavailable`` in one line."""
+        with translated(self.url, "cannot reach the store"):
+            info = self.sync.info("server")
+        version = str(info.get("redis_version", "0"))
+        numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+        if numbers < MIN_VERSION:
+            raise StoreUnavailable(
+                f"the store {redacted(self.url)} runs Redis {version}; Iris needs 6.2 or newer"
+            )
+
+    async def aclose(self) -> None:
+        for client in (self.aio, self.blocking):
+            with contextlib.suppress(redis.RedisError, OSError):
+                await client.aclose()
+        self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(redis.RedisError, OSError):
+            self.sync.close()
+
+
+@contextlib.contextmanager
+def translated(url: str, doing: str = "the store failed") -> Generator[None]:
+    """``with translated(store.url):`` turns a Redis failure into ``StoreUnavailable``."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        raise StoreUnavailable(f"{doing}: {redacted(url)}: {_reason(exc)}") from None
+    except OSError as exc:  # a socket error the client did not wrap
+        raise StoreUnavailable(f"{doing}: {redacted(url)}: {exc}") from None
+
+
+def _reason(exc: redis.RedisError) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,97 @@
+"""A real ``redis-server`` per test: Debian's package, on a free loopback port, in the test's
+temp dir, never the system service. ``.ci/run`` installs it; without it these tests skip and
+say so (as the browser tests do without chromium)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.fakes.served import free_port
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+class RedisServer:
+    """One redis-server process; ``stop``/``start`` keep its port and its data (AOF, fsync
+    always: what it acknowledged survives a restart), ``kill`` is kill -9."""
+
+    def __init__(self, directory: Path) -> None:
+        assert REDIS_SERVER is not None
+        self.directory = directory
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        assert REDIS_SERVER is not None
+        self.process = subprocess.Popen(
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(self.directory / "redis.log"),
+            ],  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
+        deadline = time.monotonic() + 10
+        try:
+            while True:
+                try:
+                    if client.ping():
+                        return
+                except redis.RedisError:
+                    if self.process.poll() is not None or time.monotonic() > deadline:
+                        raise AssertionError(
+                            f"redis-server did not start: {(self.directory / 'redis.log').read_text()}"
+                        ) from None
+                    time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, decode_responses=True, socket_timeout=2)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (apt install redis-server; .ci/run does)")
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    server = RedisServer(directory)
+    server.start()
+    yield server
+    server.kill()
