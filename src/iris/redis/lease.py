@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import redis
 
+from iris.errors import StoreUnavailable
 from iris.redis.connection import RedisStore
 
 log = logging.getLogger(__name__)
@@ -91,3 +92,8 @@ class Lease:
 def holder_process(token: str | None) -> str | None:
     """The process id part of a lease token."""
     return None if token is None else token.rsplit("/", 1)[0]
+
+
+class LeaseLost(StoreUnavailable):
+    """This process acted as a lease's holder after losing it (a write fenced by the lease was
+    refused): whatever it was doing as the owner must stop; the new owner closes it."""
