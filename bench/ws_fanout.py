@@ -23,7 +23,7 @@ longest reply) and below 4x; p99 < 50 ms; < 64 KiB per idle connection.
 it changes nothing; ``--compression on`` shows that.
 
     python bench/ws_fanout.py [--devices 100] [--sizes 2000,8000,20000] [--rate 200]
-                              [--idle 500] [--features both|append|none] [--threshold 24]
+                              [--idle 500] [--features both|append|none] [--threshold N]
                               [--compression off|on|both]
 """
 
@@ -116,18 +116,22 @@ class ScriptedAgent:
         return None
 
 
-def serve(port: int, deltas: int, rate: float, times_file: str, db: str, threshold: int) -> None:
+def serve(
+    port: int, deltas: int, rate: float, times_file: str, db: str, threshold: int | None
+) -> None:
     import uvicorn
 
     from iris.config import config_from_dict
     from iris.runtime import Runtime
     from iris.server import UVICORN_WS_OPTIONS, build_app
 
+    # No --threshold: the config sets none, so the server's own default is what is measured.
+    iris_display = {} if threshold is None else {"buffer_threshold": threshold}
     config = config_from_dict(
         {
             "store": {"path": db},
             "streaming": {"enabled": True},
-            "display": {"platforms": {"iris": {"buffer_threshold": threshold}}},
+            "display": {"platforms": {"iris": iris_display}},
             "platforms": {"iris": {"tokens": [TOKEN]}, "api_server": {"enabled": False}},
         },
         env={},
@@ -215,10 +219,11 @@ def bench(args: argparse.Namespace, size: int, features: str, compression: str) 
         port = sock.getsockname()[1]
         sock.close()
         times_file = os.path.join(tmp, "times.json")
+        threshold = [] if args.threshold is None else ["--threshold", str(args.threshold)]
         child = subprocess.Popen(
             [sys.executable, __file__, "--serve", str(port), "--deltas", str(deltas),
              "--rate", str(args.rate), "--times", times_file, "--db", os.path.join(tmp, "i.db"),
-             "--threshold", str(args.threshold)]
+             *threshold]
         )  # fmt: skip
         try:
             url = f"ws://127.0.0.1:{port}/iris/ws"
@@ -303,7 +308,7 @@ async def run_devices(
     span = last - first
     p99 = percentile(delays, 99) * 1000
     print(f"reply {reply:,} characters ({deltas} deltas at {args.rate:g}/s, an update per "
-          f"{args.threshold} characters), {args.devices} devices asking for features: {features}, "
+          f"{cadence(args)} characters), {args.devices} devices asking for features: {features}, "
           f"permessage-deflate offered: {compression}")  # fmt: skip
     print(f"  bytes per device      {per_device:,.0f} (min {min(received):,}, "
           f"max {max(received):,}) = {ratio:.2f}x the reply")  # fmt: skip
@@ -331,6 +336,15 @@ async def run_devices(
     for ws in idle:
         await ws.close()
     return Result(reply, features, ratio, p99, per_connection)
+
+
+def cadence(args: argparse.Namespace) -> str:
+    """The update cadence measured: ``--threshold``, or the server's default for iris."""
+    if args.threshold is not None:
+        return str(args.threshold)
+    from iris.surfaces.iris.room import IRIS_BUFFER_THRESHOLD
+
+    return f"{IRIS_BUFFER_THRESHOLD} (the server's default)"
 
 
 def summary(results: list[Result]) -> None:
@@ -366,8 +380,8 @@ def main() -> None:
     parser.add_argument(
         "--threshold",
         type=int,
-        default=24,
-        help="display.platforms.iris.buffer_threshold: characters waiting before an update",
+        help="display.platforms.iris.buffer_threshold: characters waiting before an update "
+        "(default: not set, the server's own default)",
     )
     parser.add_argument(
         "--features",

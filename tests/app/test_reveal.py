@@ -61,8 +61,11 @@ def test_backlog_beyond_two_seconds_is_revealed_at_once() -> None:
     assert reveal2.shown == 5_000 and reveal2.jumps == 1
 
 
-def test_outpacing_model_is_followed_without_jumps() -> None:
-    """20 000 characters at 4x the base rate in 24-character snapshots: no jump, small steps."""
+# 48: the iris socket's default cadence; 24: the old one, for comparison (same steps).
+@pytest.mark.parametrize("update", [24, 48])
+def test_outpacing_model_is_followed_without_jumps(update: int) -> None:
+    """20 000 characters at 4x the base rate in snapshots of ``update`` characters: no jump,
+    small steps."""
     reveal = Reveal(0.8, now=0.0)  # 75 chars/s
     arrival = 300.0
     text = "word " * 4_000
@@ -70,9 +73,9 @@ def test_outpacing_model_is_followed_without_jumps() -> None:
     next_push = 0.0
     while reveal.shown < len(text):
         if sent < len(text) and next_push <= now:
-            sent += 24
+            sent += update
             reveal.push(text[:sent], now=now)
-            next_push += 24 / arrival
+            next_push += update / arrival
             continue
         now += FRAME
         before = reveal.shown

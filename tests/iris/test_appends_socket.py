@@ -116,7 +116,7 @@ async def test_a_rewrite_sends_a_snapshot(iris_server: StartServer, upstream: Fa
 async def test_resume_mid_message_is_one_snapshot_then_appends(
     iris_server: StartServer, upstream: FakeUpstream
 ) -> None:
-    rest = "and part two, longer than the 24-character cadence"
+    rest = "and part two, longer than the 48-character cadence"
     upstream.script(gated("part one ", rest, after=1))
     server = await iris_server(streaming=STREAMING)
     first = await server.connect(features=APPEND)

@@ -72,7 +72,7 @@ class EncoderSettings:
     streaming: bool = True
     show_reasoning: bool = False
     edit_interval: float = 0.8
-    buffer_threshold: int = 24
+    buffer_threshold: int = 48
 
 
 def new_message_id() -> str:

@@ -44,8 +44,11 @@ log = logging.getLogger(__name__)
 
 # The iris cadence when the config sets none for iris (doc 05 §5.1); the chat-platform
 # defaults in ``streaming.*`` are paced for rate-limited edit APIs, which a socket is not.
+# 48 characters, not 24: each update costs ~114 bytes of framing, so 24-character appends
+# put ~5.8x the text on the wire and 48 keeps it under 4x; the apps reveal text at a steady
+# pace, so bigger steps do not show (docs/iris-protocol.md, "Bytes per device").
 IRIS_EDIT_INTERVAL = 0.8
-IRIS_BUFFER_THRESHOLD = 24
+IRIS_BUFFER_THRESHOLD = 48
 
 
 def encoder_settings(runtime: Runtime) -> EncoderSettings:
