@@ -210,6 +210,19 @@ async def test_frames_another_process_appends_reach_the_devices_here(make: Make)
         assert seqs(await until_seq(sub, 6)) == [6]
 
 
+async def test_a_device_ahead_of_this_process_resumes_once_and_in_order(make: Make) -> None:
+    here, there = make(), make()
+    async with tailing(here):
+        here.subscribe("c")  # the chat is followed here from seq 0
+        for n in range(5):  # and moves on elsewhere before the tailer has run
+            there.publish("c", {"type": "tool.progress", "index": 1, "name": "t", "note": str(n)})
+        back = here.subscribe("c")
+        back.resume(2)  # seen on the other process: past what was delivered here
+        there.publish("c", typing(True))
+        assert seqs(await until_seq(back, 6)) == [3, 4, 5, 6]
+        assert seqs(await drain(back)) == []  # the tailer's copies of 3..5 are not sent again
+
+
 async def test_a_chat_joins_without_waiting_for_a_blocked_read(
     make: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
