@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -50,7 +50,7 @@ def redis_log(hub: Hub) -> RedisFrameLog:
 
 
 @contextlib.asynccontextmanager
-async def tailing(hub: Hub) -> AsyncIterator[Tailer]:
+async def tailing(hub: Hub) -> AsyncGenerator[Tailer]:
     """The hub's tailer running, as ``IrisSurface`` runs it."""
     log = redis_log(hub)
     tailer = Tailer(log.store, log, hub)
