@@ -50,6 +50,13 @@ class Hub:
         for body in bodies:
             self.publish(chat_id, body)
 
+    # STUB until the redislog branch is merged (its Hub fences a chat's appends by a lease).
+    def fence(self, chat_id: str, key: str, token: str) -> None:
+        """Refuse the chat's appends unless the lease ``key`` holds ``token`` (Redis only)."""
+
+    def unfence(self, chat_id: str) -> None:
+        """Stop fencing the chat's appends."""
+
     def subscribe(self, chat_id: str, *, writer: DeviceWriter | None = None) -> Subscription:
         """A live subscription from the chat's latest seq; ``resume`` it to replay.
 
