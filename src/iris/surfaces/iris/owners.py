@@ -49,9 +49,10 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 return 0
 """
-# Give the lease up and drop its registry entry, only if still this token's.
+# Give the lease up and (ARGV[3] == '1': its turn is closed) drop its registry entry, each
+# only if still this token's.
 _RELEASE = """
-if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then
+if ARGV[3] == '1' and redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then
   redis.call('HDEL', KEYS[2], ARGV[2])
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -93,10 +94,13 @@ class Owners:
             taken = self._claim(keys=[lease.key, self.registry], args=[lease.token, ms, chat_id])
         return lease if taken else None
 
-    def release(self, chat_id: str, lease: Lease) -> None:
-        """Give the lease up (a lease another holder took since is left alone)."""
+    def release(self, chat_id: str, lease: Lease, *, done: bool = True) -> None:
+        """Give the lease up (a lease another holder took since is left alone). Unless the
+        turn is ``done`` (closed in the log), its registry entry stays for the reaper."""
         with translated(self.store.url, "cannot release the turn"):
-            self._release(keys=[lease.key, self.registry], args=[lease.token, chat_id])
+            self._release(
+                keys=[lease.key, self.registry], args=[lease.token, chat_id, "1" if done else "0"]
+            )
 
     def holder(self, chat_id: str) -> str | None:
         """The token of the lease holding the chat's turn now, or None."""

@@ -97,6 +97,7 @@ class ChatRoom:
         self._lease: Lease | None = None  # the turn lease this room holds (shared store)
         self._keeper: asyncio.Task[None] | None = None  # renews it
         self._lost = False  # the lease was lost: publish nothing more, the new owner closes
+        self._unclosed = False  # the log missed a turn's closing frames: the reaper closes it
         self.session = session_key(chat_id)
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
@@ -180,16 +181,20 @@ class ChatRoom:
             self._turn.interrupt()
 
     def _let_go(self) -> None:
-        """Release the lease after the turn's last frames (never raises: it expires anyway)."""
+        """Release the lease after the turn's last frames (never raises: it expires anyway).
+
+        A turn the log may still show open (its lease was lost, or its closing frames did not
+        reach the log) stays in the registry of running turns: a reaper closes it."""
         lease, self._lease = self._lease, None
         keeper, self._keeper = self._keeper, None
         if keeper is not None:
             keeper.cancel()
+        done, self._unclosed = not (self._lost or self._unclosed), False
         if lease is None or self.owners is None:
             return
         self.hub.unfence(self.chat_id)
         try:
-            self.owners.release(self.chat_id, lease)
+            self.owners.release(self.chat_id, lease, done=done)
         except StoreUnavailable as exc:
             log.warning("turn lease of %s left to expire: %s", self.chat_id, exc.message)
 
@@ -210,6 +215,9 @@ class ChatRoom:
             # Read again, holding the lease: another survivor may have closed it meanwhile.
             if self.owners is None or log.turn_open(self.chat_id):
                 self._close_open(reason)
+        except BaseException:
+            self._unclosed = True  # still open: it stays in the registry, for another try
+            raise
         finally:
             if not self.running:
                 self._let_go()
@@ -373,7 +381,11 @@ class ChatRoom:
             return
         try:
             self.hub.publish_all(self.chat_id, frames)
+        except StoreUnavailable as exc:  # devices were told; the log may not have been
+            self._unclosed = True
+            log.warning("iris turn in %s closed without the log: %s", self.chat_id, exc.message)
         except Exception:  # the hub itself broke: nothing more a device can be told
+            self._unclosed = True
             log.exception("iris turn in %s could not be closed", self.chat_id)
 
 
