@@ -146,6 +146,7 @@ class Owners:
         failing = False
         delay = 0.1
         while True:
+            _stop_if_cancelled()
             try:
                 reply: Any = await self.store.blocking.xread(
                     {self.inbox: last}, count=100, block=INBOX_BLOCK_MS
@@ -171,6 +172,7 @@ class Owners:
         """Every ``ttl / 2`` s, hand each chat whose owner stopped renewing to ``recover``."""
         failing = False
         while True:
+            _stop_if_cancelled()
             await asyncio.sleep(self.ttl / 2)
             try:
                 for chat_id, token in (await self.orphans()).items():
@@ -190,3 +192,12 @@ class Owners:
 def orphaned(registry: Mapping[str, str], holders: Mapping[str, str | None]) -> dict[str, str]:
     """The registry's entries (chat → token) whose chat no lease holds any more."""
     return {chat: token for chat, token in registry.items() if holders.get(chat) is None}
+
+
+def _stop_if_cancelled() -> None:
+    """Raise the cancellation redis-py's asyncio client can swallow (a command cancelled at
+    the wrong moment returns normally, redis/redis-py#2028): a loop that goes on around it
+    would keep a stopping server waiting."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

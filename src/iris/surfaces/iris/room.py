@@ -167,13 +167,15 @@ class ChatRoom:
         self._lease, self._lost = lease, False
         self.hub.fence(self.chat_id, lease.key, lease.token)
         self._keeper = self.tasks.create_task(
-            logged(lease.keep(self._on_lost), f"turn lease of {self.chat_id}"),
+            logged(lease.keep(lambda: self._on_lost(lease)), f"turn lease of {self.chat_id}"),
             name=f"iris-lease-{self.chat_id}",
         )
         return True
 
-    def _on_lost(self) -> None:
+    def _on_lost(self, lease: Lease) -> None:
         """The lease ran out or was taken over: the turn stops, publishing nothing more."""
+        if lease is not self._lease:  # released already (its keeper ignored a cancel)
+            return
         log.warning("iris turn in %s lost its lease: it stops here", self.chat_id)
         self._lost = True
         self._cancel_requested = True
@@ -343,7 +345,13 @@ class ChatRoom:
                     await self._keep(end, turn.compaction, transcript)
                 self._finishing = True
 
-            await drive(turn, _Publishing(encoder, self._publish, keep))
+            await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
+
+    def _done(self) -> None:
+        """The turn's last frames are out: its lease goes at once (in this same step), so the
+        next message may start a turn on any process, as it may here."""
+        if self._task is asyncio.current_task():  # no later turn took the lease over
+            self._let_go()
 
     async def _keep(
         self, end: TurnEnded | TurnFailed, compaction: Compaction | None, transcript: Transcript
@@ -400,8 +408,9 @@ class _Publishing:
         encoder: FrameEncoder,
         publish: Callable[[list[ServerFrame]], None],
         keep: Callable[[TurnEnded | TurnFailed], Awaitable[None]],
+        done: Callable[[], None],
     ) -> None:
-        self.encoder, self.publish, self.keep = encoder, publish, keep
+        self.encoder, self.publish, self.keep, self.done = encoder, publish, keep, done
         self.stalled = False  # the log refused a tick: the next event's frames end the turn
 
     async def feed(self, event: Event) -> bool:
@@ -409,6 +418,8 @@ class _Publishing:
         if last:
             await self.keep(event)
         self.publish(self.encoder.feed(event, loop_clock()))
+        if last:
+            self.done()
         return last
 
     async def act(self, now: float) -> bool:

@@ -1,0 +1,225 @@
+"""Turn ownership across processes, against a real redis-server: the lease and its registry,
+the owner's inbox, the reaper; and two iris servers in one test process sharing one Redis
+(each with its own SQLite file): one running turn per chat between them, and a cancel that
+lands on the other server reaching the owner."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris.redis.connection import RedisStore
+from iris.redis.lease import holder_process
+from iris.surfaces.iris.owners import Owners, orphaned
+from tests.fakes.upstream import FakeUpstream, text
+from tests.iris import conftest as iris_conftest
+from tests.iris.conftest import IrisServer, StartServer
+from tests.scale.conftest import RedisServer
+
+iris_server = iris_conftest.iris_server  # the in-process iris servers, here on one Redis
+
+pytestmark = pytest.mark.timeout(30)
+
+STREAMING = {"enabled": True}
+
+
+def test_orphans_are_the_registry_entries_no_lease_holds() -> None:
+    registry = {"a": "p1/x", "b": "p2/y", "c": "p1/z"}
+    holders = {"a": "p1/x", "b": None}  # c: no answer at all, as gone as None
+    assert orphaned(registry, holders) == {"b": "p2/y", "c": "p1/z"}
+    assert orphaned({}, {}) == {}
+
+
+async def stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.wait([task])
+
+
+@pytest.fixture
+async def stores(redis_server: RedisServer) -> Any:
+    a, b = RedisStore(redis_server.url), RedisStore(redis_server.url)
+    yield a, b
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_one_process_holds_a_chats_turn_and_the_registry_names_it(
+    stores: tuple[RedisStore, RedisStore], redis_server: RedisServer
+) -> None:
+    a, b = Owners(stores[0], 5), Owners(stores[1], 5)
+    lease = a.claim("c1")
+    assert lease is not None
+    assert b.claim("c1") is None
+    assert holder_process(b.holder("c1")) == stores[0].process_id
+    assert redis_server.client().hgetall("iris:turns") == {"c1": lease.token}
+
+    b_lease = b.claim("c2")  # another chat: its own lease
+    assert b_lease is not None
+    b.release("c1", b_lease)  # not c1's holder: changes nothing
+    assert a.holder("c1") == lease.token
+
+    a.release("c1", lease)
+    assert a.holder("c1") is None
+    assert redis_server.client().hgetall("iris:turns") == {"c2": b_lease.token}
+    assert b.claim("c1") is not None
+
+
+async def test_a_turn_not_closed_stays_registered_after_its_lease_is_released(
+    stores: tuple[RedisStore, RedisStore], redis_server: RedisServer
+) -> None:
+    a = Owners(stores[0], 5)
+    lease = a.claim("c1")
+    assert lease is not None
+    a.release("c1", lease, done=False)
+    assert a.holder("c1") is None
+    assert redis_server.client().hgetall("iris:turns") == {"c1": lease.token}
+    assert await a.orphans() == {"c1": lease.token}
+    await a.forget("c1", "someone/else")  # only the token it names
+    assert await a.orphans() == {"c1": lease.token}
+    await a.forget("c1", lease.token)
+    assert await a.orphans() == {}
+
+
+async def test_the_reaper_hands_over_a_chat_whose_owner_stopped_renewing(
+    stores: tuple[RedisStore, RedisStore],
+) -> None:
+    dead, survivor = Owners(stores[0], 1), Owners(stores[1], 1)
+    assert dead.claim("c1") is not None  # and never renewed: its process was killed
+    assert Owners(stores[1], 30).claim("c2") is not None  # a live turn: never handed over
+    handed = asyncio.Event()
+    seen: list[str] = []
+
+    def recover(chat_id: str) -> None:
+        seen.append(chat_id)
+        handed.set()
+
+    reaper = asyncio.create_task(survivor.reap(recover))
+    try:
+        await asyncio.wait_for(handed.wait(), timeout=5)
+    finally:
+        await stopped(reaper)
+    assert seen == ["c1"]
+    assert await survivor.orphans() == {}  # the entry is forgotten once dealt with
+
+
+async def test_a_cancel_reaches_the_owners_inbox_with_the_lease_it_was_for(
+    stores: tuple[RedisStore, RedisStore],
+) -> None:
+    owner, other = Owners(stores[0], 5), Owners(stores[1], 5)
+    lease = owner.claim("c1")
+    assert lease is not None
+    got: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    listener = asyncio.create_task(owner.listen(lambda chat, token: got.put_nowait((chat, token))))
+    try:
+        token = other.holder("c1")
+        assert token is not None
+        other.ask_cancel("c1", token)
+        assert await asyncio.wait_for(got.get(), timeout=5) == ("c1", lease.token)
+    finally:
+        await stopped(listener)
+
+
+# -- two servers, one Redis ------------------------------------------------------------------
+
+
+async def two_servers(
+    iris_server: StartServer, redis_server: RedisServer, tmp_path: Path, **sections: Any
+) -> tuple[IrisServer, IrisServer]:
+    servers: list[IrisServer] = []
+    for name in ("a", "b"):
+        store = {"path": str(tmp_path / f"{name}.db"), "url": redis_server.url, "lease": 2}
+        servers.append(await iris_server(streaming=STREAMING, store=store, **sections))
+    return servers[0], servers[1]
+
+
+async def test_a_plain_send_on_the_other_server_while_a_turn_runs_is_turn_active(
+    redis_server: RedisServer, iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    a, b = await two_servers(iris_server, redis_server, tmp_path)
+    upstream.script(text("Hel", "lo", gate_after=1), text("again"))
+    on_a, on_b = await a.connect(), await b.connect()
+    await on_a.send({"type": "message.send", "text": "hi"})
+    await on_a.until("message.start")
+    await asyncio.to_thread(upstream.gate_reached.wait, 5)
+
+    await on_b.send({"type": "message.send", "text": "me too"})
+    refused = await on_b.until("error")
+    assert refused[-1]["code"] == "turn_active"
+    await on_b.send({"type": "message.send", "text": "/status"})
+    status = await on_b.until("command")
+    assert "reply running: yes" in status[-1]["text"]
+
+    upstream.release()
+    await on_a.turn()
+    # The turn's last frames are out: the lease is free, the other server runs the next turn.
+    await on_b.send({"type": "message.send", "text": "me too"})
+    frames = await on_b.turn()
+    stop = next(f for f in frames if f["type"] == "message.stop")
+    assert stop["final_text"] == "again"
+
+
+@pytest.mark.parametrize("how", ["turn.cancel", "/stop"])
+async def test_a_cancel_on_the_other_server_interrupts_the_turn_where_it_runs(
+    redis_server: RedisServer,
+    iris_server: StartServer,
+    upstream: FakeUpstream,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    a, b = await two_servers(iris_server, redis_server, tmp_path)
+    upstream.script(text("Hel", "lo", gate_after=1))
+    on_a, on_b = await a.connect(), await b.connect()
+    await on_a.send({"type": "message.send", "text": "hi"})
+    await on_a.until("message.update")
+    await asyncio.to_thread(upstream.gate_reached.wait, 5)
+
+    if how == "/stop":
+        await on_b.send({"type": "message.send", "text": "/stop"})
+        answer = await on_b.until("command")
+        assert answer[-1]["text"] == "stopped"
+    else:
+        await on_b.send({"type": "turn.cancel"})
+
+    frames = await on_a.turn()
+    stop = next(f for f in frames if f["type"] == "message.stop")
+    assert stop["final_text"] == "Hel"  # interrupted where it was: the held delta never came
+    assert not any(f["type"] == "error" for f in on_b.frames)  # no ``no_turn`` on B
+    await asyncio.to_thread(upstream.disconnected.wait, 5)  # the upstream was closed
+
+
+async def test_a_cancel_meant_for_an_earlier_turn_leaves_the_next_one_alone(
+    redis_server: RedisServer, iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    a, _ = await two_servers(iris_server, redis_server, tmp_path)
+    upstream.script(text("o", "ne", gate_after=1), text("Hel", "lo", gate_after=1))
+    on_a = await a.connect()
+    owners = a.surface.owners
+    assert owners is not None
+    await on_a.send({"type": "message.send", "text": "first"})
+    await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    earlier = owners.holder("main")
+    upstream.release()
+    await on_a.turn()
+    upstream.reset_gate()
+    await on_a.send({"type": "message.send", "text": "second"})
+    await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    assert earlier is not None and owners.holder("main") not in (None, earlier)
+    room = a.surface.rooms["main"]
+    asked = asyncio.Event()
+    act = room.cancel_held
+
+    def cancel_held(token: str) -> None:
+        act(token)
+        asked.set()
+
+    room.cancel_held = cancel_held  # to see when the inbox has been read
+    owners.ask_cancel("main", earlier)  # late: that turn is over
+    await asyncio.wait_for(asked.wait(), timeout=5)
+
+    upstream.release()
+    frames = await on_a.turn()
+    stop = next(f for f in frames if f["type"] == "message.stop")
+    assert stop["final_text"] == "Hello"
