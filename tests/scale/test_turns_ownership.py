@@ -17,6 +17,7 @@ from iris.surfaces.iris.owners import Owners, orphaned
 from tests.fakes.upstream import FakeUpstream, text
 from tests.iris import conftest as iris_conftest
 from tests.iris.conftest import IrisServer, StartServer
+from tests.iris.test_crash_history import leave_a_cut_turn
 from tests.scale.conftest import RedisServer
 
 iris_server = iris_conftest.iris_server  # the in-process iris servers, here on one Redis
@@ -223,3 +224,59 @@ async def test_a_cancel_meant_for_an_earlier_turn_leaves_the_next_one_alone(
     frames = await on_a.turn()
     stop = next(f for f in frames if f["type"] == "message.stop")
     assert stop["final_text"] == "Hello"
+
+
+async def test_a_turn_that_loses_its_lease_stops_and_the_reaper_closes_it_once(
+    redis_server: RedisServer, iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    a, _ = await two_servers(iris_server, redis_server, tmp_path)
+    upstream.script(text("Hel", "lo", gate_after=1))
+    on_a = await a.connect()
+    await on_a.send({"type": "message.send", "text": "hi"})
+    await on_a.until("message.update")
+    await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    # Another process takes the lease over (as after a long pause of this one), then dies.
+    redis_server.client().set("iris:turn:main", "elsewhere:1:x/y", px=2500)
+
+    await asyncio.to_thread(upstream.disconnected.wait, 5)  # the turn stopped
+    frames = await on_a.turn(within=10)  # closed by the reaper once that lease ran out
+    closing = [f for f in frames if f["type"] in ("message.stop", "error", "typing")]
+    assert [f["type"] for f in closing] == ["message.stop", "error", "typing"]
+    assert closing[0]["final_text"] == "Hel"
+    assert closing[1]["code"] == "owner_lost"
+    await on_a.send({"type": "ping"})
+    later = await on_a.until("pong")
+    assert [f["type"] for f in later] == ["pong"]  # nothing more: closed once
+
+    # The chat goes on; the model's history holds the shown text once, marked interrupted.
+    upstream.script(text("blue."))
+    await on_a.send({"type": "message.send", "text": "go on"})
+    await on_a.turn()
+    sent = upstream.requests[-1].body["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("user", "hi"),
+        ("assistant", "Hel\n\n[interrupted]"),
+        ("user", "go on"),
+    ]
+
+
+async def test_startup_leaves_a_turn_a_live_process_owns_and_closes_it_when_that_one_dies(
+    redis_server: RedisServer, iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    await leave_a_cut_turn(tmp_path / "a.db", question_saved=True)
+    # The process running that turn is alive: it holds the lease (for 2.5 s, then "dies").
+    owner = "elsewhere:1:x/y"
+    client = redis_server.client()
+    client.set("iris:turn:main", owner, px=2500)
+    client.hset("iris:turns", "main", owner)
+    a, _ = await two_servers(iris_server, redis_server, tmp_path)
+    device = await a.connect(after_seq=0)
+    replay = await device.until("message.update")
+    await device.send({"type": "ping"})
+    assert [f["type"] for f in await device.until("pong")] == ["pong"]  # left open
+    assert not any(f["type"] == "typing" and not f["on"] for f in replay)
+
+    frames = await device.turn(within=10)
+    stop = next(f for f in frames if f["type"] == "message.stop")
+    assert stop["final_text"] == "The sky is bl"
+    assert any(f["type"] == "error" and f["code"] == "owner_lost" for f in frames)
