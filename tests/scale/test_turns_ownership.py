@@ -11,13 +11,16 @@ from typing import Any
 
 import pytest
 
+from iris.fanout.hub import Hub
+from iris.fanout.redislog import RedisFrameLog
 from iris.redis.connection import RedisStore
 from iris.redis.lease import holder_process
 from iris.surfaces.iris.owners import Owners, orphaned
+from iris.surfaces.iris.protocol import RULES
 from tests.fakes.upstream import FakeUpstream, text
 from tests.iris import conftest as iris_conftest
 from tests.iris.conftest import IrisServer, StartServer
-from tests.iris.test_crash_history import leave_a_cut_turn
+from tests.iris.test_crash_history import CUT_TURN
 from tests.scale.conftest import RedisServer
 
 iris_server = iris_conftest.iris_server  # the in-process iris servers, here on one Redis
@@ -154,7 +157,8 @@ async def test_a_plain_send_on_the_other_server_while_a_turn_runs_is_turn_active
     assert "reply running: yes" in status[-1]["text"]
 
     upstream.release()
-    await on_a.turn()
+    ended_a, ended_b = await on_a.turn(), await on_b.turn()  # one log: both see A's turn end
+    assert ended_a[-1]["seq"] == ended_b[-1]["seq"]
     # The turn's last frames are out: the lease is free, the other server runs the next turn.
     await on_b.send({"type": "message.send", "text": "me too"})
     frames = await on_b.turn()
@@ -184,10 +188,12 @@ async def test_a_cancel_on_the_other_server_interrupts_the_turn_where_it_runs(
     else:
         await on_b.send({"type": "turn.cancel"})
 
-    frames = await on_a.turn()
-    stop = next(f for f in frames if f["type"] == "message.stop")
-    assert stop["final_text"] == "Hel"  # interrupted where it was: the held delta never came
-    assert not any(f["type"] == "error" for f in on_b.frames)  # no ``no_turn`` on B
+    for device in (on_a, on_b):  # the turn ends as interrupted on the devices of both
+        frames = await device.turn()
+        stop = next(f for f in frames if f["type"] == "message.stop")
+        assert stop["final_text"] == "Hel"  # where it was: the held delta never came
+    assert on_a.frames[-1]["seq"] == on_b.frames[-1]["seq"]
+    assert not any(f["type"] == "error" and "seq" not in f for f in on_b.frames)  # no no_turn
     await asyncio.to_thread(upstream.disconnected.wait, 5)  # the upstream was closed
 
 
@@ -263,8 +269,11 @@ async def test_a_turn_that_loses_its_lease_stops_and_the_reaper_closes_it_once(
 async def test_startup_leaves_a_turn_a_live_process_owns_and_closes_it_when_that_one_dies(
     redis_server: RedisServer, iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    await leave_a_cut_turn(tmp_path / "a.db", question_saved=True)
-    # The process running that turn is alive: it holds the lease (for 2.5 s, then "dies").
+    # A turn another process runs: its frames are in the shared log; it holds the lease and is
+    # alive (for 2.5 s: then it "dies").
+    store = RedisStore(redis_server.url)
+    Hub(RedisFrameLog(store, rules=RULES)).publish_all("main", CUT_TURN)
+    await store.aclose()
     owner = "elsewhere:1:x/y"
     client = redis_server.client()
     client.set("iris:turn:main", owner, px=2500)
