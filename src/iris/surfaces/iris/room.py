@@ -58,6 +58,8 @@ IRIS_BUFFER_THRESHOLD = 24
 # store, by a survivor when the process running it stopped renewing its lease.
 INTERRUPTED = ("interrupted", "the server stopped during this turn")
 OWNER_LOST = ("owner_lost", "the server running this turn stopped")
+# ... or by its own process once the store it lost mid-turn is back (shared store).
+STORE_LOST = ("store_unavailable", "the store was lost during this turn")
 
 
 def encoder_settings(runtime: Runtime) -> EncoderSettings:
@@ -98,6 +100,7 @@ class ChatRoom:
         self._keeper: asyncio.Task[None] | None = None  # renews it
         self._lost = False  # the lease was lost: publish nothing more, the new owner closes
         self._unclosed = False  # the log missed a turn's closing frames: the reaper closes it
+        self._left_open: tuple[str, str] | None = None  # why, for whoever closes it here
         self.session = session_key(chat_id)
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
@@ -216,7 +219,8 @@ class ChatRoom:
         try:
             # Read again, holding the lease: another survivor may have closed it meanwhile.
             if self.owners is None or log.turn_open(self.chat_id):
-                self._close_open(reason)
+                self._close_open(self._left_open or reason)
+            self._left_open = None
         except BaseException:
             self._unclosed = True  # still open: it stays in the registry, for another try
             raise
@@ -389,8 +393,9 @@ class ChatRoom:
             return
         try:
             self.hub.publish_all(self.chat_id, frames)
-        except StoreUnavailable as exc:  # devices were told; the log may not have been
+        except StoreUnavailable as exc:  # the log missed them (a shared log: devices too)
             self._unclosed = True
+            self._left_open = STORE_LOST
             log.warning("iris turn in %s closed without the log: %s", self.chat_id, exc.message)
         except Exception:  # the hub itself broke: nothing more a device can be told
             self._unclosed = True
