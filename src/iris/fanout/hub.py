@@ -76,9 +76,14 @@ class Hub:
         self.on_follow: Callable[[str], None] | None = None  # a chat got its first device here
 
     def latest(self, chat_id: str) -> int:
-        if chat_id not in self._latest:
-            self._latest[chat_id] = self.log.last_seq(chat_id)
-        return self._latest[chat_id]
+        """The chat's last seq delivered here (read from the log the first time)."""
+        known = self._latest.get(chat_id)
+        if known is None:
+            known = self.log.last_seq(chat_id)
+            if chat_id in self._subscribers or not self.log.shared:
+                # A shared chat nobody here follows moves on without us: not kept.
+                self._latest[chat_id] = known
+        return known
 
     def publish(self, chat_id: str, body: Body, *, exclude: Subscription | None = None) -> Frame:
         """Sequence, log and deliver one chat-scoped frame; ``exclude`` skips one device live."""
@@ -134,10 +139,10 @@ class Hub:
         """A live subscription from the chat's latest seq; ``resume`` it to replay.
 
         ``writer`` rewrites the device's frames as they are sent (e.g. ``iris.appends``)."""
-        subscription = Subscription(
-            self, chat_id, self.queue_size, self.latest(chat_id), writer=writer
-        )
+        position = self.latest(chat_id)
+        subscription = Subscription(self, chat_id, self.queue_size, position, writer=writer)
         first = chat_id not in self._subscribers
+        self._latest[chat_id] = position  # followed from here on
         self._subscribers.setdefault(chat_id, set()).add(subscription)
         if first and self.on_follow is not None:
             self.on_follow(chat_id)

@@ -24,7 +24,6 @@ from iris.errors import StoreUnavailable
 from iris.fanout.hub import Hub
 from iris.fanout.redislog import Entry, RedisFrameLog
 from iris.redis.connection import RedisStore, translated
-from iris.tasks import task_group
 
 log = logging.getLogger(__name__)
 
@@ -44,35 +43,27 @@ class Tailer:
         self.hub = hub
         self.wake_key = store.key("proc", store.process_id, "wake")
         self._wake_id = "0-0"  # the last wake entry read
-        self._joined = asyncio.Event()
         hub.on_follow = self._follow
 
     def _follow(self, chat_id: str) -> None:
-        self._joined.set()
+        """A chat joined: wake the read that is blocked without it (one loopback round trip,
+        on the first device of a chat here only)."""
+        try:
+            with translated(self.store.url):
+                pipe = self.store.sync.pipeline(transaction=False)
+                pipe.xadd(self.wake_key, {"w": "1"}, maxlen=1)
+                pipe.expire(self.wake_key, WAKE_TTL)
+                pipe.execute()
+        except StoreUnavailable:
+            pass  # the read fails too, and builds its list of chats afresh when it retries
 
     async def run(self) -> None:
         """Tail until cancelled."""
-        async with task_group() as group:
-            group.create_task(self._wake_on_join())
-            await self._tail()
-
-    async def _wake_on_join(self) -> None:
-        while True:
-            await self._joined.wait()
-            self._joined.clear()
-            try:
-                with translated(self.store.url):
-                    async with self.store.aio.pipeline(transaction=False) as pipe:
-                        pipe.xadd(self.wake_key, {"w": "1"}, maxlen=1)
-                        pipe.expire(self.wake_key, WAKE_TTL)
-                        await pipe.execute()
-            except StoreUnavailable:
-                pass  # the read fails too, and builds its list of chats afresh when it retries
-
-    async def _tail(self) -> None:
+        this = asyncio.current_task()
         delay = RETRY_FIRST
         lost = False
-        while True:
+        # A cancellation the Redis client swallowed still ends the loop.
+        while this is None or not this.cancelling():
             try:
                 self._deliver(await self._read())
             except StoreUnavailable as exc:
@@ -85,6 +76,7 @@ class Tailer:
             if lost:
                 log.warning("the frame tailer reaches the store again")
                 lost, delay = False, RETRY_FIRST
+        raise asyncio.CancelledError
 
     async def _read(self) -> list[tuple[str, list[Entry]]]:
         """One blocking read of every followed chat's log (and the wake stream)."""
