@@ -176,7 +176,8 @@ async def test_redis_restarted_mid_turn_the_turn_ends_and_the_chat_works_again(
     ended = closing(rest)
     assert [f["type"] for f in ended] == ["message.stop", "error", "typing"]
     assert ended[0]["final_text"] == "one two "  # what was logged before Redis went away
-    assert ended[1]["code"] == "store_unavailable"
+    # Closed by the first reaper there: the owner says why, another process that it was lost.
+    assert ended[1]["code"] in ("store_unavailable", "owner_lost")
     # Nothing acknowledged was lost: the log replays the turn from the user's message on.
     replay = await follow(b_url, 0, within=10)
     assert [f["type"] for f in replay[:3]] == ["message", "typing", "message.start"]
