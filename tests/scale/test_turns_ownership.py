@@ -232,8 +232,13 @@ async def test_a_cancel_meant_for_an_earlier_turn_leaves_the_next_one_alone(
     assert stop["final_text"] == "Hello"
 
 
+@pytest.mark.parametrize("found_by", ["renewal", "fence"])
 async def test_a_turn_that_loses_its_lease_stops_and_the_reaper_closes_it_once(
-    redis_server: RedisServer, iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+    redis_server: RedisServer,
+    iris_server: StartServer,
+    upstream: FakeUpstream,
+    tmp_path: Path,
+    found_by: str,
 ) -> None:
     a, _ = await two_servers(iris_server, redis_server, tmp_path)
     upstream.script(text("Hel", "lo", gate_after=1))
@@ -244,7 +249,11 @@ async def test_a_turn_that_loses_its_lease_stops_and_the_reaper_closes_it_once(
     # Another process takes the lease over (as after a long pause of this one), then dies.
     redis_server.client().set("iris:turn:main", "elsewhere:1:x/y", px=2500)
 
-    await asyncio.to_thread(upstream.disconnected.wait, 5)  # the turn stopped
+    if found_by == "fence":  # the reply ends at once: its last frames meet the fence
+        upstream.release()
+        await asyncio.to_thread(upstream.finished.wait, 5)
+    else:  # the reply is held: the lease's renewal finds it lost and the turn stops
+        await asyncio.to_thread(upstream.disconnected.wait, 5)
     frames = await on_a.turn(within=10)  # closed by the reaper once that lease ran out
     closing = [f for f in frames if f["type"] in ("message.stop", "error", "typing")]
     assert [f["type"] for f in closing] == ["message.stop", "error", "typing"]

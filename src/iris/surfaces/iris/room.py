@@ -345,11 +345,22 @@ class ChatRoom:
                 # Kept before the turn's last frames go out: a device may act on them (the
                 # next message, /new) at once. A turn that lost its lease keeps nothing: the
                 # new owner repairs the history with the text devices saw.
-                if not self._lost:
+                if self._still_owner():
                     await self._keep(end, turn.compaction, transcript)
                 self._finishing = True
 
             await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
+
+    def _still_owner(self) -> bool:
+        """Whether this room may still act for the chat's turn (asked of the store, with a
+        shared one: the history must not keep a reply the fence will refuse to show)."""
+        if self._lost:
+            return False
+        if self.owners is None or self._lease is None:
+            return True
+        if self.owners.holder(self.chat_id) != self._lease.token:
+            self._on_lost(self._lease)
+        return not self._lost
 
     def _done(self) -> None:
         """The turn's last frames are out: its lease goes at once (in this same step), so the
@@ -393,6 +404,8 @@ class ChatRoom:
             return
         try:
             self.hub.publish_all(self.chat_id, frames)
+        except LeaseLost:  # another process owns the chat now: it closes the turn
+            self._lost = True
         except StoreUnavailable as exc:  # the log missed them (a shared log: devices too)
             self._unclosed = True
             self._left_open = STORE_LOST
