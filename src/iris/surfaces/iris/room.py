@@ -387,8 +387,10 @@ class ChatRoom:
             try:
                 self.hub.publish(self.chat_id, frame)
             except Exception as exc:
-                if isinstance(exc, LeaseLost):  # the hub's fence refused it: another owner
+                if isinstance(exc, LeaseLost):  # the fence refused it (a tick, maybe): stop
                     self._lost = True
+                    if self._turn is not None:
+                        self._turn.interrupt()
                 # The encoder counts these as sent (a typing-off among them, maybe): the turn's
                 # end sends them before its own closing frames.
                 self._unsent = frames[n:]
