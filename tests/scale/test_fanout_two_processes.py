@@ -124,3 +124,27 @@ async def test_a_device_resumes_on_the_other_process_without_gap_or_duplicate(
     assert live[0]["seq"] == rest[-1]["seq"] + 1 and live[0]["text"] == "again"
     await stays.close()
     await back.close()
+
+
+async def test_devices_keep_following_the_other_process_after_redis_restarts(
+    two: tuple[str, str], upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    a_url, b_url = two
+    on_a, on_b = await device(a_url), await device(b_url)
+    upstream.script(gated("before", after=1))
+    upstream.release()
+    await on_a.send({"type": "message.send", "text": "one"})
+    before = chat_frames(await on_b.turn())
+    redis_server.stop()  # both processes' tailers lose it, and their next reads fail ...
+    await on_a.send({"type": "message.send", "text": "lost"})
+    refused = await on_a.until("error")
+    assert refused[-1]["code"] == "store_unavailable"
+    redis_server.start()  # ... until it is back (AOF: nothing acknowledged is gone)
+    upstream.script(gated("after", after=1))
+    upstream.release()
+    await on_a.send({"type": "message.send", "text": "two"})
+    after = chat_frames(await on_b.turn())
+    assert after[0]["text"] == "two" and after[0]["seq"] == before[-1]["seq"] + 1
+    assert after[-2]["final_text"] == "after"
+    await on_a.close()
+    await on_b.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ from iris.fanout.tailer import Tailer
 from iris.redis.connection import RedisStore
 from iris.redis.lease import LeaseLost
 from iris.surfaces.iris.protocol import RULES
-from tests.iris.test_fanout import drain, reply, seqs, update
+from tests.iris.test_fanout import check_plan, drain, ops, reply, seqs, update
 from tests.scale.conftest import RedisServer
 
 Make = Callable[..., Hub]
@@ -50,7 +50,7 @@ def redis_log(hub: Hub) -> RedisFrameLog:
 
 
 @contextlib.asynccontextmanager
-async def tailing(hub: Hub) -> AsyncIterator[Tailer]:
+async def tailing(hub: Hub) -> AsyncGenerator[Tailer]:
     """The hub's tailer running, as ``IrisSurface`` runs it."""
     log = redis_log(hub)
     tailer = Tailer(log.store, log, hub)
@@ -308,3 +308,20 @@ async def check_two_hubs(url: str, plan: list[tuple[str, str]]) -> None:
             assert [f for f in got if f["type"] != "message.update"] == expected
             by_seq = {f["seq"]: f for f in published}
             assert all(by_seq[f["seq"]] == f for f in got)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops, st.integers(2, 8))
+def test_a_device_gets_every_frame_that_matters_once_in_order_from_redis(
+    redis_server: RedisServer, plan: list[tuple[Any, ...]], capacity: int
+) -> None:
+    """tests/iris/test_fanout.py's property (a slow device, resumes, catch-ups) on the Redis
+    log: a fresh prefix per example is a fresh store."""
+    store = RedisStore(redis_server.url, prefix=uuid.uuid4().hex)
+    try:
+        hub = Hub(RedisFrameLog(store, rules=RULES), queue_size=capacity)
+        asyncio.run(check_plan(plan, capacity, hub))
+    finally:
+        store.close()

@@ -184,11 +184,7 @@ class RedisFrameLog:
         traits = self.rules.traits(body["type"])
         flags = "".join(
             letter
-            for letter, on in (
-                ("s", traits.snapshot),
-                ("o", traits.opens),
-                ("c", traits.closes),
-            )
+            for letter, on in (("s", traits.snapshot), ("o", traits.opens), ("c", traits.closes))
             if on
         )
         if traits.turn:
