@@ -52,10 +52,11 @@ from iris.surfaces.controls import CommandTarget, execute
 from iris.surfaces.iris import chats, inbound, protocol
 from iris.surfaces.iris.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.iris.budget import Budget
+from iris.surfaces.iris.owners import Owners
 from iris.surfaces.iris.protocol import RULES, Error, Pong, Ready
-from iris.surfaces.iris.room import ChatRoom, encoder_settings
+from iris.surfaces.iris.room import INTERRUPTED, OWNER_LOST, ChatRoom, encoder_settings
 from iris.surfaces.origin import SiteGuard
-from iris.tasks import OpenGroup, task_group
+from iris.tasks import OpenGroup, logged, task_group
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,11 @@ class IrisSurface:
             self.hub = Hub(shared, queue_size=settings.queue_size)
             self.tailer = Tailer(runtime.shared, shared, self.hub)
         self.rooms: dict[str, ChatRoom] = {}
+        # With a shared store: who runs each chat's turn across processes (None: this one).
+        self.owners = (
+            None if runtime.shared is None else Owners(runtime.shared, runtime.config.store.lease)
+        )
+        self._ownership: list[asyncio.Task[None]] = []  # its inbox reader and reaper
         self.site = SiteGuard(runtime.config.server)
         devices = DeviceStore(runtime.store)
         self.gate = TokenGate(self.settings.tokens, devices)
@@ -136,6 +142,11 @@ class IrisSurface:
         self._watcher = self._tasks.create_task(self.revocations.run(REVOCATION_POLL))
         if self.tailer is not None:
             self._tailing = self._tasks.create_task(self.tailer.run(), name="iris-tailer")
+        if self.owners is not None:
+            self._ownership = [
+                self._tasks.create_task(logged(self.owners.listen(self._cancel_asked), "inbox")),
+                self._tasks.create_task(logged(self.owners.reap(self._owner_lost), "reaper")),
+            ]
 
     async def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
@@ -144,6 +155,9 @@ class IrisSurface:
         tailing, self._tailing = self._tailing, None
         if tailing is not None:
             tailing.cancel()  # it waits on the store: nothing to wait for
+        for task in self._ownership:
+            task.cancel()  # they wait on Redis or sleep: nothing to wait for
+        self._ownership = []
         try:
             await asyncio.gather(*(room.close() for room in self.rooms.values()))
         finally:
@@ -152,10 +166,26 @@ class IrisSurface:
     def room(self, chat_id: str) -> ChatRoom:
         """The chat's room; raises ``StoreUnavailable`` if a new room cannot read its log."""
         if chat_id not in self.rooms:
-            room = ChatRoom(self.runtime, self.hub, chat_id, self._tasks)
-            room.recover()  # before it counts as open: a failed recovery is tried again
+            room = ChatRoom(self.runtime, self.hub, chat_id, self._tasks, self.owners)
+            # Before it counts as open: a failed recovery is tried again. With a shared store a
+            # turn left open had an owner whose lease ran out, whoever it was.
+            room.recover(INTERRUPTED if self.owners is None else OWNER_LOST)
             self.rooms[chat_id] = room
         return self.rooms[chat_id]
+
+    def _owner_lost(self, chat_id: str) -> None:
+        """The reaper found the chat's turn owner gone: close its turn (if nobody has)."""
+        room = self.rooms.get(chat_id)
+        if room is None:
+            self.room(chat_id)  # a new room recovers the chat
+        else:
+            room.recover(OWNER_LOST)
+
+    def _cancel_asked(self, chat_id: str, token: str) -> None:
+        """Another process passed on a ``turn.cancel`` or ``/stop`` for a turn running here."""
+        room = self.rooms.get(chat_id)
+        if room is not None:
+            room.cancel_held(token)
 
     # -- one connection ------------------------------------------------------------------------
     async def _endpoint(self, ws: WebSocket) -> None:
@@ -382,15 +412,15 @@ class _Connection:
     async def _command(self, command: Command) -> None:
         """Answer a chat command to this device alone (a ``command`` frame)."""
         room = self.room
-        target = CommandTarget(
-            self.surface.runtime,
-            room.session,
-            room.controls,
-            busy=room.busy,
-            stop=room.cancel,
-            show_reasoning=encoder_settings(self.surface.runtime).show_reasoning,
-        )
         try:
+            target = CommandTarget(
+                self.surface.runtime,
+                room.session,
+                room.controls,
+                busy=room.busy,  # with a shared store, a read of who holds the turn
+                stop=room.cancel,
+                show_reasoning=encoder_settings(self.surface.runtime).show_reasoning,
+            )
             answer = await execute(command, target)
         except StoreUnavailable as exc:
             self._error(exc.code, exc.message)

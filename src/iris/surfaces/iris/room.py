@@ -13,6 +13,11 @@ for every device the same way: ``error``, ``message.stop`` for text already show
 The history sent to the model fits its window: when older turns are compacted, devices see a
 ``commentary`` frame ("earlier conversation summarized") and the session records the cut.
 The room's ``controls`` (model, reasoning shown, last usage) are what chat commands change.
+
+With a shared store (``owners`` given, see ``iris.surfaces.iris.owners``) the room holds the
+chat's turn lease from the user's echo until the turn's last frames are out, and its frames are
+fenced by it: a chat whose lease another process holds is busy here too, a cancel is passed to
+the owner, and a turn whose lease is lost stops publishing at once (the new owner closes it).
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ from iris.events import Event, TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
 from iris.limits import TurnSlot
+from iris.redis.lease import Lease, LeaseLost
 from iris.runtime import Runtime
 from iris.surfaces.controls import Controls
 from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.iris.chats import session_key
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
+from iris.surfaces.iris.owners import Owners
 from iris.surfaces.iris.protocol import Message, ServerFrame
 from iris.tasks import OpenGroup, logged
 
@@ -49,6 +56,13 @@ log = logging.getLogger(__name__)
 # pace, so bigger steps do not show (docs/iris-protocol.md, "Bytes per device").
 IRIS_EDIT_INTERVAL = 0.8
 IRIS_BUFFER_THRESHOLD = 48
+
+# How a turn left open is closed: by a restarted server (its own crash), or, with a shared
+# store, by a survivor when the process running it stopped renewing its lease.
+INTERRUPTED = ("interrupted", "the server stopped during this turn")
+OWNER_LOST = ("owner_lost", "the server running this turn stopped")
+# ... or by its own process once the store it lost mid-turn is back (shared store).
+STORE_LOST = ("store_unavailable", "the store was lost during this turn")
 
 
 def encoder_settings(runtime: Runtime) -> EncoderSettings:
@@ -72,11 +86,24 @@ def encoder_settings(runtime: Runtime) -> EncoderSettings:
 
 
 class ChatRoom:
-    def __init__(self, runtime: Runtime, hub: Hub, chat_id: str, tasks: OpenGroup) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        hub: Hub,
+        chat_id: str,
+        tasks: OpenGroup,
+        owners: Owners | None = None,
+    ) -> None:
         self.runtime = runtime
         self.hub = hub
         self.chat_id = chat_id
         self.tasks = tasks  # the surface's: a turn outlives the connection that started it
+        self.owners = owners  # None: this process alone runs the chat's turns
+        self._lease: Lease | None = None  # the turn lease this room holds (shared store)
+        self._keeper: asyncio.Task[None] | None = None  # renews it
+        self._lost = False  # the lease was lost: publish nothing more, the new owner closes
+        self._unclosed = False  # the log missed a turn's closing frames: the reaper closes it
+        self._left_open: tuple[str, str] | None = None  # why, for whoever closes it here
         self.session = session_key(chat_id)
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
@@ -89,15 +116,30 @@ class ChatRoom:
         self._finishing = False
 
     @property
-    def busy(self) -> bool:
+    def running(self) -> bool:
+        """A turn of this room's runs here and has not sent its last frames."""
         return self._task is not None and not self._task.done() and not self._finishing
+
+    @property
+    def busy(self) -> bool:
+        """A turn runs, here or (shared store) in another process; raises ``StoreUnavailable``
+        if the store cannot say."""
+        return self.running or self._elsewhere() is not None
+
+    def _elsewhere(self) -> str | None:
+        """The lease token of another holder of the chat's turn, or None."""
+        if self.owners is None:
+            return None
+        token = self.owners.holder(self.chat_id)
+        mine = self._lease.token if self._lease is not None else None
+        return None if token is None or token == mine else token
 
     def send(
         self, text: str, origin: Subscription | None = None, slot: TurnSlot | None = None
     ) -> bool:
         """Start a turn for ``text``; False if one is already running. The turn gives
         ``slot`` (its place under ``server.max_turns``) back when it ends."""
-        if self.busy:
+        if self.busy or not self._claim():
             return False
         echo: Message = {
             "type": "message",
@@ -105,7 +147,12 @@ class ChatRoom:
             "role": "user",
             "text": text,
         }
-        self.hub.publish(self.chat_id, echo, exclude=origin)
+        try:
+            self.hub.publish(self.chat_id, echo, exclude=origin)
+        except BaseException:
+            if not self.running:  # no turn of ours goes on holding the lease
+                self._let_go()
+            raise
         self._cancel_requested = False
         previous = self._task if self._task is not None and not self._task.done() else None
         self._finishing = False
@@ -116,16 +163,76 @@ class ChatRoom:
             self._task.add_done_callback(lambda _: slot.release())
         return True
 
-    def recover(self) -> None:
-        """End a turn the log shows open: the server stopped without finishing it (a crash).
+    def _claim(self) -> bool:
+        """Hold the chat's turn lease (shared store); False if another process holds it."""
+        if self.owners is None or (self._lease is not None and not self._lost):
+            return True  # alone, or the turn finishing here still holds it: the next keeps it
+        lease = self.owners.claim(self.chat_id)
+        if lease is None:
+            return False
+        self._lease, self._lost = lease, False
+        self.hub.fence(self.chat_id, lease.key, lease.token)
+        self._keeper = self.tasks.create_task(
+            logged(lease.keep(lambda: self._on_lost(lease)), f"turn lease of {self.chat_id}"),
+            name=f"iris-lease-{self.chat_id}",
+        )
+        return True
+
+    def _on_lost(self, lease: Lease) -> None:
+        """The lease ran out or was taken over: the turn stops, publishing nothing more."""
+        if lease is not self._lease:  # released already (its keeper ignored a cancel)
+            return
+        log.warning("iris turn in %s lost its lease: it stops here", self.chat_id)
+        self._lost = True
+        self._cancel_requested = True
+        if self._turn is not None:
+            self._turn.interrupt()
+
+    def _let_go(self) -> None:
+        """Release the lease after the turn's last frames (never raises: it expires anyway).
+
+        A turn the log may still show open (its lease was lost, or its closing frames did not
+        reach the log) stays in the registry of running turns: a reaper closes it."""
+        lease, self._lease = self._lease, None
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+        done, self._unclosed = not (self._lost or self._unclosed), False
+        if lease is None or self.owners is None:
+            return
+        self.hub.unfence(self.chat_id)
+        try:
+            self.owners.release(self.chat_id, lease, done=done)
+        except StoreUnavailable as exc:
+            log.warning("turn lease of %s left to expire: %s", self.chat_id, exc.message)
+
+    def recover(self, reason: tuple[str, str] = INTERRUPTED) -> None:
+        """End a turn the log shows open: the server running it stopped without finishing it
+        (a crash; with a shared store, an owner whose lease ran out). ``reason`` is the
+        ``error`` frame's code and message.
 
         Without this, every device that resumes would show the typing indicator forever. The
         text devices saw also goes into the model's history, as an interrupted reply, so the
-        model knows what the user read. Raises ``StoreUnavailable`` if the log cannot be read
-        or written."""
+        model knows what the user read. With a shared store the room takes the turn lease
+        first: a turn a live process runs is left alone, and of several survivors exactly one
+        closes it. Raises ``StoreUnavailable`` if the log cannot be read or written."""
         log = self.hub.log
-        if self.busy or not log.turn_open(self.chat_id):
+        if self.busy or not log.turn_open(self.chat_id) or not self._claim():
             return
+        try:
+            # Read again, holding the lease: another survivor may have closed it meanwhile.
+            if self.owners is None or log.turn_open(self.chat_id):
+                self._close_open(self._left_open or reason)
+            self._left_open = None
+        except BaseException:
+            self._unclosed = True  # still open: it stays in the registry, for another try
+            raise
+        finally:
+            if not self.running:
+                self._let_go()
+
+    def _close_open(self, reason: tuple[str, str]) -> None:
+        log = self.hub.log
         open_messages = log.open_messages(self.chat_id)
         conversation = log.conversation(self.chat_id)
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
@@ -136,13 +243,8 @@ class ChatRoom:
             {"type": "message.stop", "message_id": message_id, "final_text": text}
             for message_id, text in open_messages.items()
         ]
-        frames.append(
-            {
-                "type": "error",
-                "code": "interrupted",
-                "message": "the server stopped during this turn",
-            }
-        )
+        code, message = reason
+        frames.append({"type": "error", "code": code, "message": message})
         frames.append({"type": "typing", "on": False})
         self.hub.publish_all(self.chat_id, frames)
 
@@ -167,19 +269,30 @@ class ChatRoom:
         await sessions.append(self.session, [*added, *repaired])
 
     def cancel(self) -> bool:
-        """Interrupt the running turn; False if there is none."""
-        if not self.busy:
-            return False
+        """Interrupt the running turn, here or (shared store) through its owner's inbox;
+        False if there is none."""
+        if not self.running:
+            token = self._elsewhere()
+            if token is None or self.owners is None:
+                return False
+            self.owners.ask_cancel(self.chat_id, token)  # its closing frames come by the log
+            return True
         self._cancel_requested = True
         if self._turn is not None:
             self._turn.interrupt()
         return True
 
+    def cancel_held(self, token: str) -> None:
+        """Another process asked to cancel the turn holding ``token``: if it still runs here."""
+        if self._lease is not None and self._lease.token == token and self.running:
+            self.cancel()
+
     async def close(self) -> None:
         task = self._task
         if task is None or task.done():
             return
-        self.cancel()  # the turn ends as interrupted, its text so far kept and shown
+        if self.running:
+            self.cancel()  # the turn ends as interrupted, its text so far kept and shown
         _, late = await asyncio.wait([task], timeout=3.0)
         for stuck in late:
             stuck.cancel()
@@ -204,6 +317,8 @@ class ChatRoom:
             self._turn = None
             # Also on cancellation (server shutdown): every turn ends with typing off.
             self._end(encoder.fail("cancelled", "the turn was cancelled"))
+            if self._task is asyncio.current_task():  # no later turn took the lease over
+                self._let_go()
 
     async def _stream(self, text: str, encoder: FrameEncoder) -> None:
         """Run the agent turn, publishing its frames and keeping its history."""
@@ -231,11 +346,30 @@ class ChatRoom:
 
             async def keep(end: TurnEnded | TurnFailed) -> None:
                 # Kept before the turn's last frames go out: a device may act on them (the
-                # next message, /new) at once.
-                await self._keep(end, turn.compaction, transcript)
+                # next message, /new) at once. A turn that lost its lease keeps nothing: the
+                # new owner repairs the history with the text devices saw.
+                if self._still_owner():
+                    await self._keep(end, turn.compaction, transcript)
                 self._finishing = True
 
-            await drive(turn, _Publishing(encoder, self._publish, keep))
+            await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
+
+    def _still_owner(self) -> bool:
+        """Whether this room may still act for the chat's turn (asked of the store, with a
+        shared one: the history must not keep a reply the fence will refuse to show)."""
+        if self._lost:
+            return False
+        if self.owners is None or self._lease is None:
+            return True
+        if self.owners.holder(self.chat_id) != self._lease.token:
+            self._on_lost(self._lease)
+        return not self._lost
+
+    def _done(self) -> None:
+        """The turn's last frames are out: its lease goes at once (in this same step), so the
+        next message may start a turn on any process, as it may here."""
+        if self._task is asyncio.current_task():  # no later turn took the lease over
+            self._let_go()
 
     async def _keep(
         self, end: TurnEnded | TurnFailed, compaction: Compaction | None, transcript: Transcript
@@ -250,23 +384,39 @@ class ChatRoom:
             await sessions.cut(self.session, compaction.summary, after=after)
 
     def _publish(self, frames: list[ServerFrame]) -> None:
+        if self._lost:  # the hub's fence would refuse them too; no need to ask
+            raise LeaseLost(f"the turn lease of {self.chat_id} was lost")
         for n, frame in enumerate(frames):
             try:
                 self.hub.publish(self.chat_id, frame)
-            except Exception:
+            except Exception as exc:
+                if isinstance(exc, LeaseLost):  # the fence refused it (a tick, maybe): stop
+                    self._lost = True
+                    if self._turn is not None:
+                        self._turn.interrupt()
                 # The encoder counts these as sent (a typing-off among them, maybe): the turn's
                 # end sends them before its own closing frames.
                 self._unsent = frames[n:]
                 raise
 
     def _end(self, frames: list[ServerFrame]) -> None:
-        """Publish a turn's closing frames: live even if the log cannot keep them; never raises."""
+        """Publish a turn's closing frames: live even if the log cannot keep them; never raises.
+        A turn that lost its lease publishes none: the new owner closes it in the log."""
         frames, self._unsent = [*self._unsent, *frames], []
         if frames:
             self._finishing = True
+        if self._lost:
+            return
         try:
             self.hub.publish_all(self.chat_id, frames)
+        except LeaseLost:  # another process owns the chat now: it closes the turn
+            self._lost = True
+        except StoreUnavailable as exc:  # the log missed them (a shared log: devices too)
+            self._unclosed = True
+            self._left_open = STORE_LOST
+            log.warning("iris turn in %s closed without the log: %s", self.chat_id, exc.message)
         except Exception:  # the hub itself broke: nothing more a device can be told
+            self._unclosed = True
             log.exception("iris turn in %s could not be closed", self.chat_id)
 
 
@@ -281,8 +431,9 @@ class _Publishing:
         encoder: FrameEncoder,
         publish: Callable[[list[ServerFrame]], None],
         keep: Callable[[TurnEnded | TurnFailed], Awaitable[None]],
+        done: Callable[[], None],
     ) -> None:
-        self.encoder, self.publish, self.keep = encoder, publish, keep
+        self.encoder, self.publish, self.keep, self.done = encoder, publish, keep, done
         self.stalled = False  # the log refused a tick: the next event's frames end the turn
 
     async def feed(self, event: Event) -> bool:
@@ -290,6 +441,8 @@ class _Publishing:
         if last:
             await self.keep(event)
         self.publish(self.encoder.feed(event, loop_clock()))
+        if last:
+            self.done()
         return last
 
     async def act(self, now: float) -> bool:

@@ -1,0 +1,203 @@
+"""Who runs each chat's turn when several processes share a Redis store (``store.url``).
+
+One running turn per chat across every process: the room that starts a turn first takes the
+chat's turn lease (``iris:turn:{chat_id}``, a ``Lease`` renewed while the turn runs) and writes
+itself into the registry of running turns (the hash ``iris:turns``: chat → lease token), in one
+script, so a lease never exists without its registry entry. Another process that finds the
+lease held answers as a busy room does (``turn_active``).
+
+Control that needs the running turn (``turn.cancel``, ``/stop``) and lands on another process
+goes to the owner's inbox (the stream ``iris:proc:{process_id}:inbox``, found from the lease's
+holder), read by one blocking reader per process (``listen``). It names the lease token it
+was sent for, so a stop never cancels a later turn.
+
+An owner that dies (kill -9) stops renewing: its lease expires within ``store.lease`` seconds.
+Every process runs a reaper (``reap``, every ``store.lease / 2`` s) over the registry; a chat
+whose lease is gone is handed to ``recover``, which takes the lease first (so exactly one
+survivor closes the turn) and closes it in the log, as after a crash.
+
+Claiming, releasing and the holder lookups use the ``sync`` client: a room decides "busy" and
+starts a turn in one step of the loop, as it reads the frame log. Every Redis failure is
+``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import redis
+
+from iris.errors import StoreUnavailable
+from iris.redis.connection import RedisStore, translated
+from iris.redis.lease import Lease, holder_process
+
+log = logging.getLogger(__name__)
+
+INBOX_BLOCK_MS = 10_000  # an idle reader wakes this often (and sees its cancellation)
+INBOX_MAXLEN = 256  # requests kept per inbox: each is acted on within a round trip
+INBOX_TTL_S = 3600  # the inbox of a process that died goes away on its own
+RETRY_MAX = 5.0  # seconds between two tries while Redis is away
+
+# Take the lease if free and record it as a running turn, in one step.
+_CLAIM = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
+  return 1
+end
+return 0
+"""
+# Give the lease up and (ARGV[3] == '1': its turn is closed) drop its registry entry, each
+# only if still this token's.
+_RELEASE = """
+if ARGV[3] == '1' and redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then
+  redis.call('HDEL', KEYS[2], ARGV[2])
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+_FORGET = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+
+class Owners:
+    """This process's side of turn ownership: claim, release, find and ask the owner."""
+
+    def __init__(self, store: RedisStore, ttl: float) -> None:
+        self.store = store
+        self.ttl = ttl
+        self.registry = store.key("turns")
+        self.inbox = self.inbox_of(store.process_id)
+        self._claim = store.sync.register_script(_CLAIM)
+        self._release = store.sync.register_script(_RELEASE)
+        self._forget = store.aio.register_script(_FORGET)
+
+    def lease_key(self, chat_id: str) -> str:
+        return self.store.key("turn", chat_id)
+
+    def inbox_of(self, process_id: str) -> str:
+        return self.store.key("proc", process_id, "inbox")
+
+    def claim(self, chat_id: str) -> Lease | None:
+        """The chat's turn lease, now held by this process; None if another holder has it."""
+        lease = Lease(self.store, self.lease_key(chat_id), self.ttl)
+        ms = max(1, int(self.ttl * 1000))
+        with translated(self.store.url, "cannot take the turn"):
+            taken = self._claim(keys=[lease.key, self.registry], args=[lease.token, ms, chat_id])
+        return lease if taken else None
+
+    def release(self, chat_id: str, lease: Lease, *, done: bool = True) -> None:
+        """Give the lease up (a lease another holder took since is left alone). Unless the
+        turn is ``done`` (closed in the log), its registry entry stays for the reaper."""
+        with translated(self.store.url, "cannot release the turn"):
+            self._release(
+                keys=[lease.key, self.registry], args=[lease.token, chat_id, "1" if done else "0"]
+            )
+
+    def holder(self, chat_id: str) -> str | None:
+        """The token of the lease holding the chat's turn now, or None."""
+        with translated(self.store.url):
+            value = self.store.sync.get(self.lease_key(chat_id))
+        return value if isinstance(value, str) else None
+
+    def ask_cancel(self, chat_id: str, token: str) -> None:
+        """Ask the process holding ``token`` to interrupt the chat's turn (if still that one)."""
+        process = holder_process(token)
+        assert process is not None
+        inbox = self.inbox_of(process)
+        with translated(self.store.url, "cannot reach the turn's owner"):
+            pipe = self.store.sync.pipeline(transaction=False)
+            pipe.xadd(
+                inbox,
+                {"op": "cancel", "chat": chat_id, "token": token},
+                maxlen=INBOX_MAXLEN,
+                approximate=True,
+            )
+            pipe.expire(inbox, INBOX_TTL_S)
+            pipe.execute()
+
+    async def orphans(self) -> dict[str, str]:
+        """Running turns (chat → token) whose lease is gone: their owner stopped renewing."""
+        with translated(self.store.url):
+            entries: dict[Any, Any] = await self.store.aio.hgetall(self.registry)
+            registry = {str(chat): str(token) for chat, token in entries.items()}
+            chats = list(registry)
+            holders: list[Any] = (
+                await self.store.aio.mget([self.lease_key(c) for c in chats]) if chats else []
+            )
+        return orphaned(registry, dict(zip(chats, holders, strict=True)))
+
+    async def forget(self, chat_id: str, token: str) -> None:
+        """Drop a registry entry still naming ``token`` (its turn was dealt with)."""
+        with translated(self.store.url):
+            await self._forget(keys=[self.registry], args=[chat_id, token])
+
+    async def listen(self, cancel: Callable[[str, str], None]) -> None:
+        """Read this process's inbox until cancelled: ``cancel(chat_id, token)`` per request."""
+        last = "0-0"  # the inbox is this process's alone: all of it is for us
+        failing = False
+        delay = 0.1
+        while True:
+            _stop_if_cancelled()
+            try:
+                reply: Any = await self.store.blocking.xread(
+                    {self.inbox: last}, count=100, block=INBOX_BLOCK_MS
+                )
+            except (redis.RedisError, OSError) as exc:
+                if not failing:
+                    log.warning("turn inbox unreadable, retrying: %s", exc)
+                failing = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+                continue
+            if failing:
+                log.info("turn inbox readable again")
+            failing, delay = False, 0.1
+            for _stream, entries in reply or []:
+                for entry_id, fields in entries:
+                    last = str(entry_id)
+                    request = {str(k): str(v) for k, v in dict(fields).items()}
+                    if request.get("op") == "cancel":
+                        cancel(request.get("chat", ""), request.get("token", ""))
+
+    async def reap(self, recover: Callable[[str], None]) -> None:
+        """Every ``ttl / 2`` s, hand each chat whose owner stopped renewing to ``recover``."""
+        failing = False
+        while True:
+            _stop_if_cancelled()
+            await asyncio.sleep(self.ttl / 2)
+            try:
+                for chat_id, token in (await self.orphans()).items():
+                    recover(chat_id)  # takes the lease first: one survivor closes the turn
+                    await self.forget(chat_id, token)
+            except StoreUnavailable as exc:  # tried again next round: the entry stays
+                if not failing:
+                    log.warning("turn reaper: %s", exc.message)
+                failing = True
+                continue
+            except Exception:
+                log.exception("turn reaper failed")
+                continue
+            failing = False
+
+
+def orphaned(registry: Mapping[str, str], holders: Mapping[str, str | None]) -> dict[str, str]:
+    """The registry's entries (chat → token) whose chat no lease holds any more."""
+    return {chat: token for chat, token in registry.items() if holders.get(chat) is None}
+
+
+def _stop_if_cancelled() -> None:
+    """Raise the cancellation redis-py's asyncio client can swallow (a command cancelled at
+    the wrong moment returns normally, redis/redis-py#2028): a loop that goes on around it
+    would keep a stopping server waiting."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

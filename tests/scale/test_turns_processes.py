@@ -1,0 +1,191 @@
+"""Turn ownership between two ``iris serve`` processes on one Redis: one running turn per chat,
+a stop sent to the other process reaches the owner, a killed owner's turn is closed by the
+survivor within the lease, and a Redis restarted mid-turn leaves the chat closed and working."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from tests.fakes.served import Served, serve
+from tests.fakes.upstream import FakeUpstream, gated, text
+from tests.iris.conftest import TOKEN, Device
+from tests.scale.conftest import RedisServer
+from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
+
+pytestmark = pytest.mark.timeout(60)
+
+LEASE = 2  # seconds: a dead owner's turn is closed within this (and a reaper round)
+
+
+@pytest.fixture
+def two(
+    tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
+) -> Iterator[list[tuple[Served, str]]]:
+    """Two ``iris serve`` processes sharing ``redis_server``: each with its iris socket URL."""
+    running: list[tuple[Served, str]] = []
+    try:
+        for name in ("a", "b"):
+            server, url = serve(
+                tmp_path,
+                upstream.base_url,
+                name=f"{name}.yaml",
+                store={
+                    "url": redis_server.url,
+                    "path": str(tmp_path / f"{name}.db"),
+                    "lease": LEASE,
+                },
+                platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
+                streaming=STREAMING,
+                display={"platforms": {"iris": {"buffer_threshold": 1}}},
+            )
+            running.append((server, url.replace("http://", "ws://") + "/iris/ws"))
+        yield running
+    finally:
+        for server, _ in running:
+            server.stop()
+
+
+def closing(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A turn's closing frames in the log: ``message.stop``, ``error``, ``typing {on:false}``."""
+    kinds = ("message.stop", "error", "typing")
+    return [f for f in frames if f["type"] in kinds and "seq" in f and f.get("on") is not True]
+
+
+async def nothing_more(dev: Device) -> None:
+    """A round trip shows no chat frame was waiting (nothing duplicated after the end)."""
+    await dev.send({"type": "ping"})
+    assert [f["type"] for f in await dev.until("pong")] == ["pong"]
+
+
+async def test_one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner(
+    two: list[tuple[Served, str]], upstream: FakeUpstream
+) -> None:
+    (_, a_url), (_, b_url) = two
+    upstream.script(gated("one ", "two ", "three", after=2), gated("fo", "ur", after=1))
+    on_a, on_b = await device(a_url), await device(b_url)
+    await on_a.send({"type": "message.send", "text": "count"})
+    await on_b.until("message.update", text="one two ")
+
+    # A plain message on B while A runs the turn: the same answer as on A.
+    await on_b.send({"type": "message.send", "text": "and me"})
+    refused = await on_b.until("error")
+    assert refused[-1]["code"] == "turn_active"
+    await on_a.send({"type": "message.send", "text": "and me"})
+    assert (await on_a.until("error"))[-1]["code"] == "turn_active"
+
+    # /stop on B interrupts the turn running on A; its closing frames reach both through the log.
+    await on_b.send({"type": "message.send", "text": "/stop"})
+    answer = await on_b.until("command")
+    assert answer[-1]["text"] == "stopped"
+    ended_a, ended_b = closing(await on_a.turn()), closing(await on_b.turn())
+    assert ended_a == ended_b
+    assert [f["type"] for f in ended_a] == ["message.stop", "typing"]
+    assert ended_a[0]["final_text"] == "one two"  # where it was (an interrupted reply is trimmed)
+    assert await asyncio.to_thread(upstream.disconnected.wait, 5)
+
+    # The chat is free on either process; turn.cancel from A stops B's turn the same way.
+    upstream.reset_gate()
+    await on_b.send({"type": "message.send", "text": "go on"})
+    await on_a.until("message.update", text="fo")
+    await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    await on_a.send({"type": "turn.cancel"})
+    ended_a, ended_b = closing(await on_a.turn()), closing(await on_b.turn())
+    assert ended_a == ended_b
+    assert [f["type"] for f in ended_a] == ["message.stop", "typing"]
+    assert ended_a[0]["final_text"] == "fo"
+    assert not any(f.get("code") == "no_turn" for f in on_a.frames)
+    await nothing_more(on_a)
+    await nothing_more(on_b)
+    for dev in (on_a, on_b):
+        await dev.close()
+
+
+async def test_a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease(
+    two: list[tuple[Served, str]], upstream: FakeUpstream
+) -> None:
+    (owner, a_url), (_, b_url) = two
+    upstream.script(gated("The sky ", "is ", "blue", after=2), text("Still blue."))
+    on_a, on_b = await device(a_url), await device(b_url)
+    await on_a.send({"type": "message.send", "text": "what colour is the sky?"})
+    seen = await on_b.until("message.update", text="The sky is ")
+    owner.process.kill()  # kill -9 mid-reply
+    owner.process.wait(10)
+
+    frames = await on_b.turn(within=LEASE + 8)
+    ended = closing(frames)
+    assert [f["type"] for f in ended] == ["message.stop", "error", "typing"]
+    assert ended[0]["final_text"] == "The sky is "  # the text devices were shown
+    assert ended[1]["code"] == "owner_lost"
+    everything = chat_frames(seen + frames)
+    assert increasing(everything)
+    assert sum(f["type"] == "message.stop" for f in everything) == 1
+    await nothing_more(on_b)
+
+    # The survivor runs the chat from here.
+    await on_b.send({"type": "message.send", "text": "sure?"})
+    after = closing(await on_b.turn())
+    assert after[0]["final_text"] == "Still blue."
+    await on_b.close()
+    await on_a.closed()  # its server is gone
+
+
+async def follow(url: str, after_seq: int, within: float) -> list[dict[str, Any]]:
+    """The chat's frames after ``after_seq`` until a turn ends, as an app gets them: it
+    reconnects and resumes whenever the server closes on it."""
+    got: list[dict[str, Any]] = []
+    async with asyncio.timeout(within):
+        while True:
+            try:
+                dev = await device(url, after_seq=after_seq)
+            except (ConnectionClosed, OSError, AssertionError):
+                await asyncio.sleep(0.2)  # the server is refusing while its store is away
+                continue
+            try:
+                while True:
+                    frame = await dev.recv(within)
+                    if "seq" in frame and frame["type"] not in ("ready", "pong", "sync"):
+                        got.append(frame)
+                        after_seq = max(after_seq, frame["seq"])
+                    if frame["type"] == "typing" and not frame["on"]:
+                        await dev.close()
+                        return got
+            except ConnectionClosed:
+                await asyncio.sleep(0.2)
+
+
+async def test_redis_restarted_mid_turn_the_turn_ends_and_the_chat_works_again(
+    two: list[tuple[Served, str]], upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    (owner, a_url), (_, b_url) = two
+    upstream.script(gated("one ", "two ", "three", after=2), text("four"))
+    on_a = await device(a_url)
+    await on_a.send({"type": "message.send", "text": "count"})
+    before = await on_a.until("message.update", text="one two ")
+    redis_server.stop()  # a clean shutdown: what it acknowledged is on disk (AOF)
+    upstream.release()  # the turn's next frames meet a store that is gone
+    owner.wait_for("iris turn in main stopped")
+    redis_server.start()
+
+    rest = await follow(b_url, before[-1]["seq"], within=LEASE + 20)
+    ended = closing(rest)
+    assert [f["type"] for f in ended] == ["message.stop", "error", "typing"]
+    assert ended[0]["final_text"] == "one two "  # what was logged before Redis went away
+    # Closed by the first reaper there: the owner says why, another process that it was lost.
+    assert ended[1]["code"] in ("store_unavailable", "owner_lost")
+    # Nothing acknowledged was lost: the log replays the turn from the user's message on.
+    replay = await follow(b_url, 0, within=10)
+    assert [f["type"] for f in replay[:3]] == ["message", "typing", "message.start"]
+    assert replay[0]["text"] == "count" and replay[-1]["seq"] == ended[-1]["seq"]
+
+    # The chat works again: the next message streams.
+    on_b = await device(b_url)
+    await on_b.send({"type": "message.send", "text": "and then?"})
+    frames = closing(await on_b.turn())
+    assert frames[0]["final_text"] == "four"
+    await on_b.close()
