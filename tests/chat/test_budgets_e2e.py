@@ -148,6 +148,53 @@ async def test_forty_slack_channels_share_chat_update_per_workspace(
         assert len(posts) == 1
 
 
+async def test_forty_slack_dms_stream_on_the_stream_methods_own_budget(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    """Streamed replies draw on each stream method's budget (Tier 4), not chat.update's: with
+    chat.update's budget at one call a minute the forty streams still finish at their pace."""
+    users = [f"U{n:07d}" for n in range(CHATS)]
+    channels = [f"D{n:07d}" for n in range(CHATS)]
+    _script(upstream)
+    async with SlackAPI() as api:
+        # Tier 4 is 100+ a minute per method and Tier 3 50 a minute; the same shape over 5 s
+        # keeps the test short.
+        for method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
+            api.limits[method] = MethodLimit(100, 5.0)
+        api.limits["chat.update"] = MethodLimit(1, 60.0)
+        settings: dict[str, Any] = {
+            "bot_token": api.bot_token,
+            "app_token": api.app_token,
+            "base_url": api.base_url,
+            "allowed_users": users,
+            "budgets": {"update": {"calls": 1, "per": 60}, "stream": {"calls": 90, "per": 5}},
+        }
+        config = platform_config(make_config, upstream, "slack", settings, server=SERVER)
+
+        def shown(channel: str) -> list[str]:
+            return [m.text for m in api.messages.values() if m.channel == channel]
+
+        async with running(config) as surface:
+            for n, (channel, user) in enumerate(zip(channels, users, strict=True)):
+                ts = f"1764453100.{n:06d}"
+                await api.push_event(
+                    message_event(user, "tell me", channel=channel, channel_type="im", ts=ts)
+                )
+            await api.wait_until(lambda: all(shown(c) for c in channels))
+            upstream.release()
+            await api.wait_until(lambda: all(shown(c) == [REPLY] for c in channels))
+            await surface.idle()
+
+    assert api.limited == 0, "no 429 from a method's limit"
+    assert [c for c in api.calls if c.status == 429] == []
+    assert api.calls_to("chat.update", "chat.postMessage") == [], "every reply streamed"
+    for channel in channels:
+        assert shown(channel) == [REPLY], "every reply whole, exactly once"
+        starts = [c for c in api.calls_to("chat.startStream") if c.args["channel"] == channel]
+        assert len(starts) == 1
+    assert not any(m.streaming for m in api.messages.values()), "every stream ended"
+
+
 async def test_forty_discord_channels_stay_under_the_global_limit(
     make_config: MakeConfig, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:

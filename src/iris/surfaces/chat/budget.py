@@ -17,6 +17,11 @@ asks it before a call; the budget decides which of the chats waiting goes next:
 - a chat the platform said is spent (``hold``: Discord's per-route bucket of its channel, from
   the ``X-RateLimit-*`` headers) waits until then out of the line.
 
+A call is named by its kind (``CallKind``); the adapter's ``draws`` says which limits each kind
+draws on, so a platform that limits each method on its own (Slack) gives each method's kind its
+own limit. One planned action may make more than one call (a Slack stream left for edits is
+stopped, then updated): it asks with all their kinds (``Draws``) and draws on each.
+
 A seat is named by ``scope(chat_id, thread)``: what the platform limits separately (Discord:
 the channel a call goes to, a thread being a channel of its own).
 
@@ -35,7 +40,12 @@ from iris.config import Rate
 from iris.surfaces.chat.platform import RateBudget
 
 Priority = Literal["final", "first", "preview"]
-CallKind = Literal["send", "edit", "typing"]
+# What a call does, as the adapter's ``draws`` knows it: a new message, an edit, a typing
+# indicator, or a step of a native stream (Slack ``chat.startStream`` / ``appendStream`` /
+# ``stopStream``).
+CallKind = Literal["send", "edit", "typing", "stream_start", "stream_append", "stream_stop"]
+# The calls one planned action makes, in order (none: it makes no call the budget knows).
+Draws = tuple[CallKind, ...]
 
 _ORDER: dict[Priority, int] = {"final": 0, "first": 1, "preview": 2}
 # A claim not renewed this long after its given time is dropped (its chat went away).
@@ -48,6 +58,11 @@ Scope = Callable[[str, Mapping[str, str]], str]
 def chat_scope(chat_id: str, thread: Mapping[str, str]) -> str:
     """A seat per chat, and per thread within it."""
     return ":".join([chat_id, *(thread[key] for key in sorted(thread))])
+
+
+def kinds(draws: CallKind | Draws) -> Draws:
+    """One kind or several, as a tuple."""
+    return draws if isinstance(draws, tuple) else (draws,)
 
 
 def rate_budget(rate: Rate) -> RateBudget:
@@ -75,10 +90,10 @@ class Seat:
     key: str
     served: float = float("-inf")  # when this chat last spent: round robin among previews
 
-    def ready_at(self, kind: CallKind, priority: Priority, now: float) -> float:
+    def ready_at(self, kind: CallKind | Draws, priority: Priority, now: float) -> float:
         return self.budget.ready_at(self, kind, priority, now)
 
-    def spend(self, kind: CallKind, now: float) -> None:
+    def spend(self, kind: CallKind | Draws, now: float) -> None:
         self.budget.spend(self, kind, now)
 
     def withdraw(self) -> None:
@@ -88,7 +103,7 @@ class Seat:
 @dataclass
 class _Claim:
     seat: Seat
-    kind: CallKind
+    names: frozenset[str]  # the limits it draws on
     priority: Priority
     asked: float  # when this claim was first made: first come, first served within a priority
     until: float  # the time last given to it, plus STALE
@@ -124,12 +139,13 @@ class SharedBudget:
     def seat(self, chat_id: str, thread: Mapping[str, str] | None = None) -> Seat:
         return Seat(self, self.scope(chat_id, thread or {}))
 
-    def _limits(self, kind: CallKind) -> list[Limit]:
-        drawn = self.draws.get(kind, ())
+    def _limits(self, kind: CallKind | Draws) -> list[Limit]:
+        drawn = {name for k in kinds(kind) for name in self.draws.get(k, ())}
         return [limit for limit in self.limits if limit.name in drawn]
 
-    def ready_at(self, seat: Seat, kind: CallKind, priority: Priority, now: float) -> float:
-        """The earliest time (>= now) ``seat`` may make a call of ``kind``; holds its place."""
+    def ready_at(self, seat: Seat, kind: CallKind | Draws, priority: Priority, now: float) -> float:
+        """The earliest time (>= now) ``seat`` may make the call(s) of ``kind``; holds its
+        place."""
         held = self._holds.get(seat.key, float("-inf"))
         if held > now:
             self.withdraw(seat)  # it waits anyway: its place goes to the others until then
@@ -137,12 +153,13 @@ class SharedBudget:
         limits = self._limits(kind)
         if not limits:
             return now
+        names = frozenset(limit.name for limit in limits)
         claim = self._claims.get(seat.key)
         if claim is None or claim.seat is not seat:
-            claim = _Claim(seat, kind, priority, asked=now, until=now)
+            claim = _Claim(seat, names, priority, asked=now, until=now)
             self._claims[seat.key] = claim
-        elif claim.priority != priority or claim.kind != kind:
-            claim.kind, claim.priority = kind, priority
+        else:
+            claim.names, claim.priority = names, priority
         mine = claim.order()
         at = now
         for limit in limits:
@@ -151,20 +168,20 @@ class SharedBudget:
                 for other in self._claims.values()
                 if other is not claim
                 and other.until >= now
-                and limit.name in self.draws.get(other.kind, ())
+                and limit.name in other.names
                 and other.order() < mine
             )
             at = max(at, max(self._free_at[limit.name], now) + ahead * limit.spacing)
         claim.until = at + STALE
         return at
 
-    def spend(self, seat: Seat, kind: CallKind, now: float) -> None:
-        """Record a call of ``kind`` going out now (the caller checked ``ready_at``)."""
+    def spend(self, seat: Seat, kind: CallKind | Draws, now: float) -> None:
+        """Record the call(s) of ``kind`` going out now (the caller checked ``ready_at``)."""
         limits = self._limits(kind)
         for limit in limits:
             self._free_at[limit.name] = max(self._free_at[limit.name], now) + limit.spacing
         if limits:
-            self.calls += 1
+            self.calls += sum(1 for k in kinds(kind) if self.draws.get(k))
             seat.served = now
         self.withdraw(seat)
 
@@ -177,7 +194,7 @@ class SharedBudget:
             return False
         names = {limit.name for limit in limits}
         for claim in self._claims.values():
-            if claim.until >= now and names & set(self.draws.get(claim.kind, ())):
+            if claim.until >= now and names & claim.names:
                 return False
         for limit in limits:
             self._free_at[limit.name] = now + limit.spacing
