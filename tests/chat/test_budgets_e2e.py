@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from iris.surfaces.chat.reply import CURSOR
+from iris.surfaces.chat.runner import REFUSAL
 from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.discord_api import DiscordAPI
@@ -78,6 +79,52 @@ async def test_forty_telegram_chats_stay_under_the_bot_wide_limit(
     for chat in chats:
         assert api.chat(chat) == [REPLY], "every reply whole, exactly once"
         assert len(api.sent_in(chat, "sendMessage")) == 1
+
+
+async def test_typing_and_one_off_messages_stay_under_the_bot_wide_limit_too(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    """Forty replies streaming while every chat also shows typing and gets a command's answer,
+    and strangers are refused: the runner's own messages and the typing indicators wait for
+    the bot-wide budget like the replies (typing only from what the replies leave: in a crowd
+    that keeps the budget busy, hardly ever)."""
+    users = list(range(1000, 1000 + CHATS))
+    chats = [5000 + n for n in range(CHATS)]
+    strangers = [(7000 + n, 3000 + n) for n in range(CHATS // 2)]
+    _script(upstream)
+    async with FakeBotApi() as api:
+        settings: dict[str, Any] = {
+            "token": api.token,
+            "base_url": api.base_url,
+            "allowed_users": users,
+            "poll_timeout": 1,
+        }
+        config = platform_config(
+            make_config, upstream, "telegram", settings, server=SERVER, display=EDITS
+        )
+
+        def answered(chat: int) -> bool:
+            shown = api.chat(chat)
+            return len(shown) == 2 and shown.count(REPLY) == 1
+
+        async with running(config) as surface:
+            for chat, user in zip(chats, users, strict=True):
+                api.user_says(chat, user, "tell me something")
+                api.user_says(chat, user, "/help")
+            for chat, user in strangers:
+                api.user_says(chat, user, "hello?")
+            await api.wait_until(lambda: all(api.chat(c) for c in chats), within=30)
+            upstream.release()
+            await api.wait_until(lambda: all(answered(c) for c in chats), within=40)
+            await api.wait_until(lambda: all(len(api.chat(c)) == 1 for c, _ in strangers))
+            await surface.idle()
+
+    assert api.limited == 0, "no 429 from the bot-wide limit"
+    assert [c for c in api.calls if c.status == 429] == []
+    for chat in chats:
+        assert answered(chat), "the reply once, and the command's answer"
+    for chat, user in strangers:
+        assert api.chat(chat) == [REFUSAL.format(user_id=user)]
 
 
 async def test_a_bot_wide_budget_above_the_limit_meets_429s(
