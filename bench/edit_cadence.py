@@ -23,9 +23,11 @@ where the adapter has one for a private chat (``native_for``): Telegram drafts
 (``sendMessageDraft``) and Slack streams (``chat.startStream`` / ``appendStream`` /
 ``stopStream``, in the thread under the person's DM). "Visible" is what the person sees: a
 draft's text until the message replacing it, a stream's accumulated text after each call (the
-Slack fake's ``views``). Drafts draw on no shared budget; a stream's appends and stop draw on
-``chat.update``'s, as edits do. ``native/min`` counts the drafts, or the stream calls; on a
-stream row ``limit`` is Slack's own limit on each stream method (Tier 4: 100 a minute).
+Slack fake's ``views``). Drafts draw on no shared budget; each stream method draws on its own
+(``platforms.slack.budgets.stream``, Slack's Tier 4), not on ``chat.update``'s. On a Slack row
+``calls/min`` is the busiest method's (``chat.update`` for edits, a stream method for streams)
+against its budget and Slack's limit per method (Tier 3: 50, Tier 4: 100 a minute);
+``native/min`` counts the drafts, or all stream calls.
 """
 
 from __future__ import annotations
@@ -208,6 +210,7 @@ class _Fake:
     native: Callable[[], int]
     limits: tuple[float, float]  # shared budget, platform limit: calls per minute
     native_limit: float = 0.0  # the platform's limit on the native calls per minute (0: none)
+    native_budget: float = 0.0  # Iris's budget for them per minute (Slack: per stream method)
 
 
 # A question per chat, for the adapter's own choice of transport (``native_for``): a Telegram
@@ -297,9 +300,8 @@ async def run_crowd(
             shared_calls=fake.shared(),
             native_calls=fake.native(),
             elapsed=elapsed,
-            budget_per_minute=fake.limits[0],
-            # A stream's appends and stop draw on chat.update's budget; Slack limits each
-            # stream method on its own (Tier 4).
+            # Slack budgets and limits each stream method on its own (Tier 4).
+            budget_per_minute=fake.native_budget if kind == "stream" else fake.limits[0],
             platform_per_minute=fake.native_limit if kind == "stream" else fake.limits[1],
         )
         await _close_crowd(platform)
@@ -387,19 +389,19 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
     def slack_final(chat: str) -> list[str]:
         return [html.unescape(m.text) for m in web.messages.values() if m.channel == chat]
 
-    update = slack_config.budgets.update
+    update, stream = slack_config.budgets.update, slack_config.budgets.stream
     streams = ("chat.startStream", "chat.appendStream", "chat.stopStream")
     return _Fake(
         slack,
         slack_shown,
         slack_final,
         lambda: web.limited,
-        # What draws on the workspace's chat.update budget: updates, and stream appends/stops
-        # (the planner's edits).
-        lambda: len(web.calls_to("chat.update", "chat.appendStream", "chat.stopStream")),
+        # Slack limits each method per workspace: the busiest one against its budget.
+        lambda: max(len(web.calls_to(method)) for method in ("chat.update", *streams)),
         lambda: len(web.calls_to(*streams)),
         (update.calls * 60 / update.per, 50.0),
         web.limits["chat.appendStream"].calls * 60 / web.limits["chat.appendStream"].per,
+        stream.calls * 60 / stream.per,
     )
 
 
@@ -455,8 +457,8 @@ async def crowd(args: argparse.Namespace) -> None:
         )
     print(
         f"target: 0 429s, every reply whole and once, first p95 <= {target:.2f}s;"
-        " calls/min: what draws on the bot's shared budget (Telegram drafts do not; Slack"
-        " stream appends and stops draw on chat.update's); native/min: drafts, or stream"
+        " calls/min: what draws on the bot's shared budget (Telegram drafts do not; on Slack"
+        " the busiest method, each method has its own); native/min: drafts, or stream"
         " starts/appends/stops"
     )
 

@@ -126,6 +126,41 @@ def test_kinds_draw_on_their_own_limits() -> None:
     assert b.ready_at("edit", "preview", 0.0) == 1.0
 
 
+def three_a_second_in_bursts() -> SharedBudget:
+    return SharedBudget([Limit("m", RateBudget(3, 1.0), burst=True)], {"send": ["m"]})
+
+
+def test_a_burst_limit_lets_first_texts_and_finals_go_at_once_while_the_window_has_room() -> None:
+    granted = simulate(
+        three_a_second_in_bursts(),
+        {"a": ["first"], "b": ["first"], "c": ["final"], "d": ["first"], "p": ["preview"] * 2},
+    )
+    assert sorted(chat for t, chat in granted if t == 0.0) == ["a", "b", "c"]
+    # The window is full until its first calls are a second old; previews are paced.
+    later = [(t, chat) for t, chat in granted if t > 0.0]
+    assert later == [(1.0, "d"), (1.0, "p"), (pytest.approx(1.0 + 1 / 3), "p")]
+
+
+def test_a_burst_limit_paces_previews_and_never_overfills_a_window() -> None:
+    wants: dict[str, list[Priority]] = {
+        "a": ["first", "preview", "preview", "final"],
+        "b": ["first", "preview", "final"],
+        "c": ["preview"] * 5,
+        "d": ["final", "first"],
+    }
+    granted = simulate(three_a_second_in_bursts(), wants)
+    previews = [t for t, chat in granted if chat == "c"]
+    assert all(b - a >= 1 / 3 - 1e-9 for a, b in zip(previews, previews[1:], strict=False))
+    times = [t for t, _ in granted]
+    assert all(sum(1 for u in times if s <= u < s + 1.0 - 1e-9) <= 3 for s in times)
+
+
+def test_a_platform_429_holds_a_burst_limit_too() -> None:
+    budget = three_a_second_in_bursts()
+    budget.block(5.0)
+    assert [t for t, _ in simulate(budget, {"a": ["final"], "b": ["first"]})] == [5.0, 5.0]
+
+
 def test_slack_stream_calls_draw_on_their_methods_budgets_not_chat_updates() -> None:
     """Each call waits for the budget of the method it makes: a stream's append for
     chat.appendStream's, the same message continued by chat.update (after a reset took text

@@ -102,12 +102,13 @@ class SlackPlatform:
             can_edit=True, max_length=40_000, length_unit="chars", rate=rate_budget(budgets.post)
         )
         # Slack limits each method per workspace, for all channels together: chat.update
-        # (Tier 3), and each stream method (Tier 4) on its own.
+        # (Tier 3), and each stream method (Tier 4, "generous burst behavior": forty replies
+        # may open, or end, their streams at once) on its own.
         stream = rate_budget(budgets.stream)
         self.budget = SharedBudget(
             [
                 Limit("chat.update", rate_budget(budgets.update)),
-                *(Limit(method, stream) for method in _STREAM_METHODS.values()),
+                *(Limit(method, stream, burst=True) for method in _STREAM_METHODS.values()),
             ],
             {"edit": ["chat.update"], **{k: [m] for k, m in _STREAM_METHODS.items()}},
         )
