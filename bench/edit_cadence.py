@@ -358,7 +358,11 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
             lambda: bot_api.limited,
             lambda: telegram.budget.calls,
             lambda: [
-                [c.t for c in bot_api.calls if c.method in ("sendMessage", "editMessageText")]
+                [
+                    c.t
+                    for c in bot_api.calls
+                    if c.method in ("sendMessage", "editMessageText", "sendChatAction")
+                ]
             ],
             lambda: len([c for c in bot_api.calls if c.method == "sendMessageDraft"]),
             (bot.calls * 60 / bot.per, 30 * 60.0),
