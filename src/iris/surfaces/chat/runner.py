@@ -17,6 +17,10 @@
   ``/help``: ``iris.surfaces.commands``) from an allowed user is answered with a bot message;
   it never reaches the model, never joins the history and never interrupts the reply being
   written (except ``/stop``). Any other ``/word`` is ordinary text.
+- the gateway's own messages (a refusal, the busy note, a command's answer) wait for the chat's
+  throttle and the bot's shared budget like a reply's first text (``oneoff.send_once``).
+- the stop button of a Telegram draft interrupts the turn whose draft it was, and nothing else
+  (draft ids go on across the chat's replies, so a late press on an older draft is stale).
 - the history sent to the model fits its window; what a compaction replaced is recorded as a
   cut in the session (``iris.agent.context``).
 """
@@ -226,8 +230,11 @@ class ChatSurface:
             self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSAL_EVERY}
         self._refused[key] = now
         log.warning("refused %s user %s (%s)", platform.name, message.user_id, message.user_name)
+        # In a group the chat may have a conversation of allowed users: share its budget.
+        conversation = self._conversations.get(conversation_key(message))
         try:
-            await self._send_once(platform, message, None, REFUSAL.format(user_id=message.user_id))
+            refusal = REFUSAL.format(user_id=message.user_id)
+            await self._send_once(platform, message, conversation, refusal)
         except PlatformError as exc:
             log.info("refusal to %s not delivered: %s", message.user_id, exc)
 
@@ -323,7 +330,7 @@ class ChatSurface:
         text: str,
     ) -> None:
         """A one-off message in the chat of ``message``, within the chat's and the bot's
-        budgets (``conversation``: whose throttle it shares; None for a stranger)."""
+        budgets (``conversation``: whose throttle it shares; None: a chat without one)."""
         throttle = self._throttle(platform, message, conversation)
         await send_once(platform, message.chat_id, text, throttle=throttle, thread=message.thread)
 
