@@ -203,6 +203,9 @@ class SlackBudgets(_Section):
     update: Rate = Field(default_factory=lambda: Rate(calls=45, per=60.0))
     # chat.postMessage: about 1 a second per channel
     post: Rate = Field(default_factory=lambda: Rate(calls=1, per=1.0))
+    # chat.startStream, chat.appendStream, chat.stopStream, Tier 4: 100+ a minute per
+    # workspace, each method on its own
+    stream: Rate = Field(default_factory=lambda: Rate(calls=90, per=60.0))
 
 
 class TelegramPlatform(_Section):

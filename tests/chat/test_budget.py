@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 
@@ -15,11 +16,13 @@ from iris.events import Event, SegmentEnded, TextDelta, TurnEnded
 from iris.surfaces.chat.budget import STALE, Limit, Priority, Seat, SharedBudget
 from iris.surfaces.chat.discord import DiscordPlatform
 from iris.surfaces.chat.platform import Capabilities, RateBudget
-from iris.surfaces.chat.reply import Reply, Send
+from iris.surfaces.chat.reply import Edit, Reply, Send
 from iris.surfaces.chat.slack import SlackPlatform
 from iris.surfaces.chat.telegram import TelegramPlatform
 from iris.surfaces.chat.throttle import Throttle
+from iris.surfaces.chat.transport import StreamTransport
 from tests.chat.sim import display
+from tests.fakes.native_platform import NativePlatform
 
 
 def one_a_second() -> SharedBudget:
@@ -121,6 +124,89 @@ def test_kinds_draw_on_their_own_limits() -> None:
     a.spend("edit", 0.0)
     assert b.ready_at("send", "first", 0.0) == 0.0
     assert b.ready_at("edit", "preview", 0.0) == 1.0
+
+
+def three_a_second_in_bursts() -> SharedBudget:
+    return SharedBudget([Limit("m", RateBudget(3, 1.0), burst=True)], {"send": ["m"]})
+
+
+def test_a_burst_limit_lets_first_texts_and_finals_go_at_once_while_the_window_has_room() -> None:
+    granted = simulate(
+        three_a_second_in_bursts(),
+        {"a": ["first"], "b": ["first"], "c": ["final"], "d": ["first"], "p": ["preview"] * 2},
+    )
+    assert sorted(chat for t, chat in granted if t == 0.0) == ["a", "b", "c"]
+    # The window is full until its first calls are a second old; previews are paced.
+    later = [(t, chat) for t, chat in granted if t > 0.0]
+    assert later == [(1.0, "d"), (1.0, "p"), (pytest.approx(1.0 + 1 / 3), "p")]
+
+
+def test_a_burst_limit_paces_previews_and_never_overfills_a_window() -> None:
+    wants: dict[str, list[Priority]] = {
+        "a": ["first", "preview", "preview", "final"],
+        "b": ["first", "preview", "final"],
+        "c": ["preview"] * 5,
+        "d": ["final", "first"],
+    }
+    granted = simulate(three_a_second_in_bursts(), wants)
+    previews = [t for t, chat in granted if chat == "c"]
+    assert all(b - a >= 1 / 3 - 1e-9 for a, b in zip(previews, previews[1:], strict=False))
+    times = [t for t, _ in granted]
+    assert all(sum(1 for u in times if s <= u < s + 1.0 - 1e-9) <= 3 for s in times)
+
+
+def test_a_platform_429_holds_a_burst_limit_too() -> None:
+    budget = three_a_second_in_bursts()
+    budget.block(5.0)
+    assert [t for t, _ in simulate(budget, {"a": ["final"], "b": ["first"]})] == [5.0, 5.0]
+
+
+def test_slack_stream_calls_draw_on_their_methods_budgets_not_chat_updates() -> None:
+    """Each call waits for the budget of the method it makes: a stream's append for
+    chat.appendStream's, the same message continued by chat.update (after a reset took text
+    back) for chat.update's."""
+    config = config_from_dict(
+        {
+            "platforms": {
+                "slack": {
+                    "budgets": {
+                        "update": {"calls": 1, "per": 10},
+                        "stream": {"calls": 1, "per": 1},
+                    }
+                }
+            }
+        },
+        env={},
+    )
+    budget = SlackPlatform(config.platforms.slack).budget
+    platform = NativePlatform(kind="stream", budget=budget)
+    transport = StreamTransport(platform, "D1", {"thread_ts": "1.0"})
+    message_id = asyncio.run(transport.send(Send(0, "Hello")))
+
+    append = Edit(0, message_id, "Hello world")
+    assert transport.draws(append) == ("stream_append",)
+    assert transport.draws(Edit(0, message_id, "Hello world", final=True)) == ("stream_stop",)
+    assert transport.draws(Send(1, "More")) == ("stream_start",)
+    assert transport.draws(Send(1, "Settled", final=True)) == ("send",)  # chat.postMessage
+
+    # One chat's append does not hold up another's chat.update, nor its stream's start.
+    a, b = budget.seat("D1"), budget.seat("D2")
+    a.spend(transport.draws(append), 0.0)
+    assert b.ready_at("edit", "preview", 0.0) == 0.0
+    assert b.ready_at("stream_start", "first", 0.0) == 0.0
+    assert b.ready_at("stream_append", "preview", 0.0) == 1.0, "appends share one budget"
+    b.withdraw()
+
+    # A reset takes text back: the stream is stopped and the message goes on by chat.update,
+    # on chat.update's budget (and the stop on chat.stopStream's).
+    reset = Edit(0, message_id, "Hi")
+    assert transport.draws(reset) == ("stream_stop", "edit")
+    a.spend(transport.draws(reset), 1.0)
+    asyncio.run(transport.edit(reset))
+    assert platform.calls == ["start", "stop", "edit"]
+    assert transport.draws(Edit(0, message_id, "Hi there")) == ("edit",)
+    assert b.ready_at("edit", "preview", 1.0) == 11.0, "chat.update: one per 10 s"
+    assert b.ready_at(("stream_append",), "preview", 1.0) == 1.0
 
 
 def test_an_invalid_budget_is_refused() -> None:
@@ -311,7 +397,12 @@ def test_each_adapter_builds_its_budgets_from_its_platform_section() -> None:
         {
             "platforms": {
                 "telegram": {"token": "1:x", "budgets": {"bot": {"calls": 10, "per": 2}}},
-                "slack": {"budgets": {"update": {"calls": 20, "per": 60}}},
+                "slack": {
+                    "budgets": {
+                        "update": {"calls": 20, "per": 60},
+                        "stream": {"calls": 30, "per": 60},
+                    }
+                },
                 "discord": {"budgets": {"channel": {"calls": 4, "per": 4}}},
             }
         },
@@ -322,7 +413,13 @@ def test_each_adapter_builds_its_budgets_from_its_platform_section() -> None:
     assert telegram.capabilities.rate == RateBudget(1, 1.0)
     assert telegram.capabilities.group_rate == RateBudget(20, 60.0)
     slack = SlackPlatform(config.platforms.slack)
-    assert [(lim.name, lim.spacing) for lim in slack.budget.limits] == [("chat.update", 3.0)]
+    # Per method per workspace: chat.update, and each stream method on its own.
+    assert [(lim.name, lim.spacing) for lim in slack.budget.limits] == [
+        ("chat.update", 3.0),
+        ("chat.startStream", 2.0),
+        ("chat.appendStream", 2.0),
+        ("chat.stopStream", 2.0),
+    ]
     assert slack.capabilities.rate == RateBudget(1, 1.0)  # chat.postMessage per channel
     discord = DiscordPlatform(config.platforms.discord)
     assert [(lim.name, lim.rate) for lim in discord.budget.limits] == [

@@ -25,7 +25,7 @@ from tests.chat.sim import display
 from tests.conftest import MakeConfig
 from tests.fakes.slack_api import SlackAPI, message_event
 from tests.fakes.telegram_api import FakeBotApi
-from tests.fakes.upstream import FakeUpstream, hold, text
+from tests.fakes.upstream import FakeUpstream, gated, hold, text
 
 pytestmark = [
     pytest.mark.timeout(30),
@@ -143,6 +143,47 @@ async def test_the_stop_button_interrupts_the_turn_like_a_new_message(
     history = upstream.requests[1].body["messages"]
     assert [m["content"] for m in history if m["role"] == "user"] == ["write a lot", "and now?"]
     assert any(m["role"] == "assistant" and shown.strip() in m["content"] for m in history)
+
+
+async def test_a_stale_stop_button_stops_nothing(
+    make_config: MakeConfig, upstream: FakeUpstream, bot_api: FakeBotApi
+) -> None:
+    """A press that names the draft of an earlier reply (a turn that is over) reaches the bot
+    while the next reply is being written: that reply goes on; a press on its own draft
+    stops it."""
+    upstream.script(
+        text("First", " answer"), gated(*CHUNKS[:20], after=10), gated(*CHUNKS[:20], after=10)
+    )
+    shown, whole = "".join(CHUNKS[:10]), "".join(CHUNKS[:20]).strip()
+    config = telegram(make_config, upstream, bot_api, can_stop=True)
+    async with running(config) as surface:
+        bot_api.user_says(CHAT, OWNER, "first")
+        await bot_api.wait_until(lambda: bot_api.chat(CHAT) == ["First answer"])
+        await surface.idle()
+        old = int(bot_api.drafts_in(CHAT)[-1].params["draft_id"])
+        # A press on the finished turn's draft, with no turn running: nothing to stop.
+        bot_api.press_stop_late(CHAT, old)
+        await bot_api.wait_received()
+
+        bot_api.user_says(CHAT, OWNER, "second")
+        await bot_api.wait_until(lambda: bot_api.draft(CHAT) == shown)
+        current = int(bot_api.drafts_in(CHAT)[-1].params["draft_id"])
+        assert current != old, "a new reply never reuses a draft id of the chat"
+        bot_api.press_stop_late(CHAT, old)
+        await bot_api.wait_received()
+        upstream.release()  # the reply goes on and ends whole
+        await bot_api.wait_until(lambda: bot_api.chat(CHAT) == ["First answer", whole])
+        await surface.idle()
+
+        # The same press on the running reply's own draft stops it.
+        upstream.reset_gate()
+        bot_api.user_says(CHAT, OWNER, "third")
+        await bot_api.wait_until(lambda: bot_api.draft(CHAT) == shown)
+        third = int(bot_api.drafts_in(CHAT)[-1].params["draft_id"])
+        bot_api.press_stop_late(CHAT, third)
+        await bot_api.wait_until(lambda: len(bot_api.chat(CHAT)) == 3)
+        await surface.idle()
+    assert bot_api.chat(CHAT) == ["First answer", whole, shown.strip()]
 
 
 # -- Slack ----------------------------------------------------------------------------------

@@ -16,13 +16,17 @@ Drafts (``sendMessageDraft``, Bot API 9.3 / 10.3): private chats only (400 elsew
 non-zero ``draft_id``, 0-4096 UTF-16 units (empty shows "Thinking…"). A draft lives
 ``draft_life`` seconds (30, as Telegram's) after its last update and is cleared by a message to
 the chat; ``draft(chat_id)`` is what the user sees now. ``stop_generation(chat_id)`` presses
-the stop button of a draft sent with ``can_stop``: a ``stopped_message_generation`` update.
+the stop button of a draft sent with ``can_stop``: a ``stopped_message_generation`` update
+naming the chat and the ``draft_id``; ``press_stop_late`` sends one for any draft id (a press
+that arrives after the draft moved on), and ``wait_received`` waits until the bot has polled
+past every update pushed so far.
 ``drafts=False`` is a Bot API without the method (404). The fake puts no rate limit on drafts
 (Telegram documents none; they are not messages).
 
-Like Telegram, it limits the whole bot: at most ``bot_rate`` = (30, 1.0) messages (sendMessage
-and editMessageText, every chat together) in any second, counted on arrival; past it, 429 with
-``retry_after``. ``limited`` counts those 429s (the ones the bot caused, not the scripted floods).
+Like Telegram, it limits the whole bot: at most ``bot_rate`` = (30, 1.0) calls (sendMessage,
+editMessageText and sendChatAction, every chat together) in any second, counted on arrival;
+past it, 429 with ``retry_after``. Chat actions count: a bot that floods typing indicators meets
+flood control like one that floods messages. ``limited`` counts those 429s (the ones the bot caused, not the scripted floods).
 
 Every request is recorded in ``calls`` as ``ApiCall(t, method, params, status)`` (``t`` on the
 loop clock); ``chat(chat_id)`` is what the user sees now.
@@ -40,8 +44,8 @@ from typing import Any
 
 from aiohttp import web
 
-# Methods that post or change a message: what the bot-wide limit counts.
-_MESSAGES = frozenset({"sendMessage", "editMessageText"})
+# Methods that post or change a message, and chat actions: what the bot-wide limit counts.
+_MESSAGES = frozenset({"sendMessage", "editMessageText", "sendChatAction"})
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class FakeBotApi:
     _arrivals: list[float] = field(default_factory=list[float])
     _updates: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     _next_update: int = 1
+    _confirmed: int = 1  # updates before this id were handled (the bot polled past them)
     _floods: dict[str, _Flood] = field(default_factory=dict[str, _Flood])
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     drafts: bool = True
@@ -160,6 +165,16 @@ class FakeBotApi:
         stopped = {"chat": {"id": chat_id, "type": "private"}, "draft_id": draft.draft_id}
         self._push({"stopped_message_generation": stopped})
         return True
+
+    def press_stop_late(self, chat_id: int, draft_id: int) -> None:
+        """A press of the stop button of draft ``draft_id`` that reaches the bot only now
+        (the draft may be long gone): a ``stopped_message_generation`` update all the same."""
+        stopped = {"chat": {"id": chat_id, "type": "private"}, "draft_id": draft_id}
+        self._push({"stopped_message_generation": stopped})
+
+    async def wait_received(self, within: float = 10.0) -> None:
+        """Wait until the bot has handled every update pushed so far (it polled past them)."""
+        await self.wait_until(lambda: self._confirmed >= self._next_update, within)
 
     def flood(self, method: str, retry_after: int = 1, times: int = 1) -> None:
         self._floods[method] = _Flood(retry_after, times)
@@ -279,6 +294,10 @@ class FakeBotApi:
         offset = int(params.get("offset") or 0)
         timeout = float(params.get("timeout") or 0)
         self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        if offset > self._confirmed:
+            # The bot asks past these updates only once it handled them.
+            self._confirmed = offset
+            await self._notify()
         if not self._updates and timeout:
             try:
                 async with asyncio.timeout(timeout), self._changed:

@@ -17,16 +17,29 @@ asks it before a call; the budget decides which of the chats waiting goes next:
 - a chat the platform said is spent (``hold``: Discord's per-route bucket of its channel, from
   the ``X-RateLimit-*`` headers) waits until then out of the line.
 
+A call is named by its kind (``CallKind``); the adapter's ``draws`` says which limits each kind
+draws on, so a platform that limits each method on its own (Slack) gives each method's kind its
+own limit. One planned action may make more than one call (a Slack stream left for edits is
+stopped, then updated): it asks with all their kinds (``Draws``) and draws on each.
+
 A seat is named by ``scope(chat_id, thread)``: what the platform limits separately (Discord:
 the channel a call goes to, a thread being a channel of its own).
 
 Each limit is paced as a token bucket of one token (the generic cell rate): two calls are never
 closer than ``per_seconds / capacity``, so no window of ``per_seconds`` sees more than
 ``capacity`` calls, whatever the chats do.
+
+A limit the platform documents as tolerating bursts (``Limit.burst``: Slack's per-minute tiers)
+counts its calls in the sliding window instead: a final delivery or a first visible text goes
+as soon as the last ``per_seconds`` hold fewer than ``capacity`` calls (those ahead in line
+included), so forty chats can open their replies at once; previews stay paced one per
+``per_seconds / capacity`` and also wait for room in the window, so no window sees more than
+``capacity`` calls either way.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -35,7 +48,12 @@ from iris.config import Rate
 from iris.surfaces.chat.platform import RateBudget
 
 Priority = Literal["final", "first", "preview"]
-CallKind = Literal["send", "edit", "typing"]
+# What a call does, as the adapter's ``draws`` knows it: a new message, an edit, a typing
+# indicator, or a step of a native stream (Slack ``chat.startStream`` / ``appendStream`` /
+# ``stopStream``).
+CallKind = Literal["send", "edit", "typing", "stream_start", "stream_append", "stream_stop"]
+# The calls one planned action makes, in order (none: it makes no call the budget knows).
+Draws = tuple[CallKind, ...]
 
 _ORDER: dict[Priority, int] = {"final": 0, "first": 1, "preview": 2}
 # A claim not renewed this long after its given time is dropped (its chat went away).
@@ -50,6 +68,11 @@ def chat_scope(chat_id: str, thread: Mapping[str, str]) -> str:
     return ":".join([chat_id, *(thread[key] for key in sorted(thread))])
 
 
+def kinds(draws: CallKind | Draws) -> Draws:
+    """One kind or several, as a tuple."""
+    return draws if isinstance(draws, tuple) else (draws,)
+
+
 def rate_budget(rate: Rate) -> RateBudget:
     """A configured rate (``platforms.<p>.budgets.<name>``) as the budget type."""
     return RateBudget(rate.calls, rate.per)
@@ -61,6 +84,7 @@ class Limit:
 
     name: str  # "bot", "global", "chat.update"
     rate: RateBudget
+    burst: bool = False  # finals and first texts may use the window's room at once
 
     @property
     def spacing(self) -> float:
@@ -75,10 +99,10 @@ class Seat:
     key: str
     served: float = float("-inf")  # when this chat last spent: round robin among previews
 
-    def ready_at(self, kind: CallKind, priority: Priority, now: float) -> float:
+    def ready_at(self, kind: CallKind | Draws, priority: Priority, now: float) -> float:
         return self.budget.ready_at(self, kind, priority, now)
 
-    def spend(self, kind: CallKind, now: float) -> None:
+    def spend(self, kind: CallKind | Draws, now: float) -> None:
         self.budget.spend(self, kind, now)
 
     def withdraw(self) -> None:
@@ -88,7 +112,7 @@ class Seat:
 @dataclass
 class _Claim:
     seat: Seat
-    kind: CallKind
+    names: frozenset[str]  # the limits it draws on
     priority: Priority
     asked: float  # when this claim was first made: first come, first served within a priority
     until: float  # the time last given to it, plus STALE
@@ -109,6 +133,9 @@ class SharedBudget:
     _holds: dict[str, float] = field(default_factory=dict[str, float], init=False)
     _free_at: dict[str, float] = field(default_factory=dict[str, float], init=False)
     _claims: dict[str, _Claim] = field(default_factory=dict[str, _Claim], init=False)
+    # Burst limits: the calls of the last window, and how long a platform 429 holds them.
+    _window: dict[str, deque[float]] = field(default_factory=dict[str, deque[float]], init=False)
+    _blocked: dict[str, float] = field(default_factory=dict[str, float], init=False)
     calls: int = field(default=0, init=False)  # calls spent against the budget, for figures
 
     def __post_init__(self) -> None:
@@ -120,16 +147,19 @@ class SharedBudget:
             if unknown := set(drawn) - names:
                 raise ValueError(f"{kind} draws on unknown limits: {sorted(unknown)}")
         self._free_at = {limit.name: float("-inf") for limit in self.limits}
+        self._window = {limit.name: deque[float]() for limit in self.limits if limit.burst}
+        self._blocked = {limit.name: float("-inf") for limit in self.limits}
 
     def seat(self, chat_id: str, thread: Mapping[str, str] | None = None) -> Seat:
         return Seat(self, self.scope(chat_id, thread or {}))
 
-    def _limits(self, kind: CallKind) -> list[Limit]:
-        drawn = self.draws.get(kind, ())
+    def _limits(self, kind: CallKind | Draws) -> list[Limit]:
+        drawn = {name for k in kinds(kind) for name in self.draws.get(k, ())}
         return [limit for limit in self.limits if limit.name in drawn]
 
-    def ready_at(self, seat: Seat, kind: CallKind, priority: Priority, now: float) -> float:
-        """The earliest time (>= now) ``seat`` may make a call of ``kind``; holds its place."""
+    def ready_at(self, seat: Seat, kind: CallKind | Draws, priority: Priority, now: float) -> float:
+        """The earliest time (>= now) ``seat`` may make the call(s) of ``kind``; holds its
+        place."""
         held = self._holds.get(seat.key, float("-inf"))
         if held > now:
             self.withdraw(seat)  # it waits anyway: its place goes to the others until then
@@ -137,12 +167,13 @@ class SharedBudget:
         limits = self._limits(kind)
         if not limits:
             return now
+        names = frozenset(limit.name for limit in limits)
         claim = self._claims.get(seat.key)
         if claim is None or claim.seat is not seat:
-            claim = _Claim(seat, kind, priority, asked=now, until=now)
+            claim = _Claim(seat, names, priority, asked=now, until=now)
             self._claims[seat.key] = claim
-        elif claim.priority != priority or claim.kind != kind:
-            claim.kind, claim.priority = kind, priority
+        else:
+            claim.names, claim.priority = names, priority
         mine = claim.order()
         at = now
         for limit in limits:
@@ -151,20 +182,53 @@ class SharedBudget:
                 for other in self._claims.values()
                 if other is not claim
                 and other.until >= now
-                and limit.name in self.draws.get(other.kind, ())
+                and limit.name in other.names
                 and other.order() < mine
             )
-            at = max(at, max(self._free_at[limit.name], now) + ahead * limit.spacing)
+            at = max(at, self._limit_at(limit, ahead, priority, now))
         claim.until = at + STALE
         return at
 
-    def spend(self, seat: Seat, kind: CallKind, now: float) -> None:
-        """Record a call of ``kind`` going out now (the caller checked ``ready_at``)."""
-        limits = self._limits(kind)
-        for limit in limits:
+    def _limit_at(self, limit: Limit, ahead: int, priority: Priority, now: float) -> float:
+        """When a call with ``ahead`` calls before it in line may go, by ``limit``."""
+        paced = max(self._free_at[limit.name], now) + ahead * limit.spacing
+        if not limit.burst:
+            return paced
+        window = self._recent(limit, now)
+        # The window has room for this call once enough of its calls are older than a window.
+        over = len(window) + ahead - limit.rate.capacity
+        if over < 0:
+            room = now
+        elif over < len(window):
+            room = window[over] + limit.rate.per_seconds
+        else:  # those ahead fill a whole window: after theirs, at the latest
+            room = now + limit.rate.per_seconds
+        room = max(room, self._blocked[limit.name])
+        return room if priority != "preview" else max(room, paced)
+
+    def _recent(self, limit: Limit, now: float) -> deque[float]:
+        """The calls of ``limit`` in the window ending now (a burst limit's)."""
+        window = self._window[limit.name]
+        while window and window[0] <= now - limit.rate.per_seconds:
+            window.popleft()
+        return window
+
+    def _spent(self, limit: Limit, now: float, *, paced: bool) -> None:
+        if limit.burst:
+            self._recent(limit, now).append(now)
+        if paced:
             self._free_at[limit.name] = max(self._free_at[limit.name], now) + limit.spacing
+
+    def spend(self, seat: Seat, kind: CallKind | Draws, now: float) -> None:
+        """Record the call(s) of ``kind`` going out now (the caller checked ``ready_at``)."""
+        limits = self._limits(kind)
+        claim = self._claims.get(seat.key)
+        # A burst call is counted by its window only: the previews' pace is not pushed back.
+        burst = claim is not None and claim.seat is seat and claim.priority != "preview"
+        for limit in limits:
+            self._spent(limit, now, paced=not (limit.burst and burst))
         if limits:
-            self.calls += 1
+            self.calls += sum(1 for k in kinds(kind) if self.draws.get(k))
             seat.served = now
         self.withdraw(seat)
 
@@ -173,14 +237,14 @@ class SharedBudget:
 
         For calls that are a courtesy (a typing indicator): they never delay a reply."""
         limits = self._limits(kind)
-        if any(self._free_at[limit.name] > now for limit in limits):
+        if any(self._limit_at(limit, 0, "preview", now) > now for limit in limits):
             return False
         names = {limit.name for limit in limits}
         for claim in self._claims.values():
-            if claim.until >= now and names & set(self.draws.get(claim.kind, ())):
+            if claim.until >= now and names & claim.names:
                 return False
         for limit in limits:
-            self._free_at[limit.name] = now + limit.spacing
+            self._spent(limit, now, paced=True)
         if limits:
             self.calls += 1
         return True
@@ -202,6 +266,7 @@ class SharedBudget:
         for limit in self.limits:
             if name is None or limit.name == name:
                 self._free_at[limit.name] = max(self._free_at[limit.name], until)
+                self._blocked[limit.name] = max(self._blocked[limit.name], until)
 
     def waiting(self, now: float) -> int:
         """How many chats wait for a call now."""

@@ -64,6 +64,7 @@ class StreamConsumer:
         sleep: Sleep = asyncio.sleep,
         typing_every: float = 4.0,
         typing_limit: float = 300.0,
+        first_draft: int = 1,
     ) -> None:
         self.platform = platform
         self.chat_id = chat_id
@@ -79,11 +80,20 @@ class StreamConsumer:
                 self.transport = DraftTransport(
                     platform, chat_id, self.thread, can_stop=display.can_stop
                 )
-                self.reply = Reply(caps, display, preview=streaming, mode="draft")
+                self.reply = Reply(
+                    caps,
+                    display,
+                    preview=streaming,
+                    mode="draft",
+                    draws=self.transport.draws,
+                    first_draft=first_draft,
+                )
             case "stream":
                 self.transport = StreamTransport(platform, chat_id, self.thread)
                 caps = dataclasses.replace(caps, max_length=min(caps.max_length, STREAM_APPEND_MAX))
-                self.reply = Reply(caps, display, preview=streaming, mode="stream")
+                self.reply = Reply(
+                    caps, display, preview=streaming, mode="stream", draws=self.transport.draws
+                )
             case None:
                 self.transport = EditTransport(platform, chat_id, self.thread)
                 deletes = can_delete(platform)
@@ -102,6 +112,15 @@ class StreamConsumer:
         return self._drafts_refused or (
             isinstance(transport, StreamTransport) and transport.refused
         )
+
+    def shows_draft(self, draft_id: int) -> bool:
+        """Is ``draft_id`` a draft of this reply (a stop button pressed on it stops this turn)?"""
+        return self.reply.drafted(draft_id)
+
+    @property
+    def next_draft(self) -> int:
+        """Where the chat's next reply starts numbering its drafts."""
+        return self.reply.next_draft
 
     async def consume(self, events: AsyncIterable[Event]) -> TerminalEvent:
         """Deliver the turn; return its last event once every message is settled."""

@@ -72,8 +72,10 @@ class IncomingMessage:
     # Thread metadata that must go with every send and edit of the reply
     # (Telegram ``message_thread_id``, Slack ``thread_ts``, Discord thread channel).
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
-    # Not a message: the person pressed the platform's stop button on the reply being written.
+    # Not a message: the person pressed the platform's stop button on the reply being written,
+    # on its draft ``draft_id`` (Telegram).
     stop: bool = False
+    draft_id: int | None = None
 
 
 class PlatformError(Exception):

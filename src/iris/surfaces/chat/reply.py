@@ -43,10 +43,15 @@ into the platform's calls:
 - ``stream`` (Slack streams): as ``edit`` without a cursor, and every message is *sealed*: its
   last action carries ``final`` even when the text did not change, so the transport can end
   the stream. A tool batch carries its calls as ``Task``s for a native timeline.
+
+Which of the bot's shared budgets an action waits for depends on the calls it becomes, which
+only the transport knows (a Slack stream's edit is an append, or, once the stream was left, a
+``chat.update``): ``draws`` (the transport's, a pure look at its state) names them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
@@ -73,7 +78,7 @@ from iris.segments import (
     Segments,
     common_prefix,
 )
-from iris.surfaces.chat.budget import Priority
+from iris.surfaces.chat.budget import Draws, Priority
 from iris.surfaces.chat.platform import Capabilities, Task
 from iris.surfaces.chat.progress import ToolLines
 from iris.surfaces.chat.splitter import measure, split
@@ -158,6 +163,11 @@ class Draft:
 Action = Send | Edit | Draft | Delete
 
 
+def plain_draws(action: Send | Edit) -> Draws:
+    """The calls of an edit transport: a send is a new message, an edit an edit."""
+    return ("send",) if isinstance(action, Send) else ("edit",)
+
+
 @dataclass
 class _Segment:
     run: list[int] = field(default_factory=list[int])  # live slots, from ``base`` on
@@ -182,8 +192,11 @@ class Reply:
         mode: Mode = "edit",
         fresh_after: float = 0.0,
         deletes: bool = False,
+        draws: Callable[[Send | Edit], Draws] = plain_draws,
+        first_draft: int = 1,
     ) -> None:
         self.caps = caps
+        self._draws = draws
         self.display = display
         self.mode: Mode = mode
         # Drafts preview the reply; the messages themselves are sent once, whole.
@@ -192,7 +205,9 @@ class Reply:
         self.preview = preview and caps.can_edit and not self.drafts
         self.cursor = "" if mode == "stream" else CURSOR
         self.limit = caps.max_length - measure(self.cursor, caps.length_unit)
-        self._draft_id = 1
+        # Draft ids go on from the chat's previous reply, so a stop button pressed on an older
+        # reply's draft is not taken for this one's.
+        self._first_draft = self._draft_id = first_draft
         self._draft_shown: str | None = None
         self._draft_at = float("-inf")
         self._tasks: dict[str, Task] = {}
@@ -309,7 +324,7 @@ class Reply:
             slot = self.slots[seg.run[j]]
             if slot.dead:
                 continue
-            slot.want = part.text if final or not last else part.text + self.cursor
+            slot.want = part.text if final or not last else self._growing(part.text)
             slot.final = final or not last
             slot.want_end = end
         if final:
@@ -319,6 +334,14 @@ class Reply:
                     continue
                 slot.want, slot.final = (_EMPTY if slot.shown is not None else ""), True
                 self._surplus(slot)
+
+    def _growing(self, text: str) -> str:
+        """The preview of text still being written.
+
+        A stream cannot take text back, and the settled text loses its trailing whitespace:
+        a stream shows the text up to its last visible character, so the final text extends
+        what it shows (else the stream would end and the message go on by ``chat.update``)."""
+        return text.rstrip() if self.mode == "stream" else text + self.cursor
 
     def _tool(self, event: ToolStarted | ToolProgress | ToolEnded) -> None:
         if self._tools is None:
@@ -460,8 +483,9 @@ class Reply:
         if found is not None:
             index, action = found
             kind = "send" if isinstance(action, Send) else "edit"
-            if self._ready_at(throttle, index, kind, now) <= now:
-                throttle.spend(kind, now)
+            draws = self._draws(action)
+            if self._ready_at(throttle, index, kind, draws, now) <= now:
+                throttle.spend(kind, now, draws)
                 return action
         draft = self._draft(throttle)
         if draft is not None and draft[0] <= now:
@@ -483,7 +507,7 @@ class Reply:
         if found is not None:
             index, action = found
             kind = "send" if isinstance(action, Send) else "edit"
-            times.append(self._ready_at(throttle, index, kind, now))
+            times.append(self._ready_at(throttle, index, kind, self._draws(action), now))
         draft = self._draft(throttle)
         if draft is not None:
             times.append(max(draft[0], now))
@@ -544,6 +568,15 @@ class Reply:
             return self.slots[self._tools_slot].want
         return ""  # "Thinking…"
 
+    def drafted(self, draft_id: int) -> bool:
+        """Is ``draft_id`` one of this reply's drafts (shown now or earlier)?"""
+        return self.drafts and self._first_draft <= draft_id <= self._draft_id
+
+    @property
+    def next_draft(self) -> int:
+        """The first draft id the chat's next reply may use (never one of this reply's)."""
+        return self._draft_id + 1
+
     def drafts_refused(self) -> None:
         """The platform will not show drafts here: stream this reply by edits instead."""
         if not self.drafts:
@@ -553,12 +586,14 @@ class Reply:
         if self._segment is not None:
             self._layout(self._segment)
 
-    def _ready_at(self, throttle: Throttle, index: int, kind: CallKind, now: float) -> float:
+    def _ready_at(
+        self, throttle: Throttle, index: int, kind: CallKind, draws: Draws, now: float
+    ) -> float:
         slot = self.slots[index]
         if slot.retry_at > now:
             throttle.withdraw()  # not waiting on the budget until then
             return slot.retry_at
-        return throttle.ready_at(kind, now, self._priority())
+        return throttle.ready_at(kind, now, self._priority(), draws)
 
     def _priority(self) -> Priority:
         """Where this reply's next call stands in the bot's shared line."""

@@ -17,6 +17,10 @@
   ``/help``: ``iris.surfaces.commands``) from an allowed user is answered with a bot message;
   it never reaches the model, never joins the history and never interrupts the reply being
   written (except ``/stop``). Any other ``/word`` is ordinary text.
+- the gateway's own messages (a refusal, the busy note, a command's answer) wait for the chat's
+  throttle and the bot's shared budget like a reply's first text (``oneoff.send_once``).
+- the stop button of a Telegram draft interrupts the turn whose draft it was, and nothing else
+  (draft ids go on across the chat's replies, so a late press on an older draft is stale).
 - the history sent to the model fits its window; what a compaction replaced is recorded as a
   cut in the session (``iris.agent.context``).
 """
@@ -42,6 +46,7 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
 from iris.runtime import Runtime
 from iris.surfaces.chat.consumer import StreamConsumer
+from iris.surfaces.chat.oneoff import send_once
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
@@ -108,6 +113,8 @@ class _Conversation:
     latest: int = 0  # sequence number of the newest message received
     throttle: Throttle | None = None
     native_refused: bool = False  # the platform refused native streaming here: edits only
+    consumer: StreamConsumer | None = None  # the reply being written, while ``turn`` runs
+    next_draft: int = 1  # the first draft id of the next reply (ids never repeat in a chat)
     controls: Controls = field(default_factory=Controls)
 
 
@@ -168,12 +175,7 @@ class ChatSurface:
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
         if message.stop:
-            # The stop button of a draft (Telegram ``can_stop``): like /stop. The update names
-            # only the chat; the button is on a reply an allowed user asked for, in their
-            # private chat, so the running turn is theirs.
-            conversation = self._conversations.get(conversation_key(message))
-            if conversation is not None and conversation.turn is not None:
-                conversation.turn.interrupt()
+            self._stop_button(message)
             return
         if not message.text.strip():
             return
@@ -189,6 +191,20 @@ class ChatSurface:
         if conversation.turn is not None:
             conversation.turn.interrupt()  # finalized without the cursor, then this one runs
         self._spawn(self._handle(platform, message, conversation, conversation.latest))
+
+    def _stop_button(self, message: IncomingMessage) -> None:
+        """The stop button of a draft (Telegram ``can_stop``): like /stop, for the turn whose
+        draft it was. The button is on a reply an allowed user asked for, in their private
+        chat; a press that reaches us after that turn moved on (an older reply's draft, a turn
+        that ended) stops nothing."""
+        conversation = self._conversations.get(conversation_key(message))
+        turn = conversation.turn if conversation is not None else None
+        consumer = conversation.consumer if conversation is not None else None
+        draft = message.draft_id
+        if turn is None or consumer is None or draft is None or not consumer.shows_draft(draft):
+            log.debug("stop button in %s (draft %s) is stale: ignored", message.chat_id, draft)
+            return
+        turn.interrupt()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self._group.create_task(logged(work, "handling a chat message"))
@@ -214,10 +230,11 @@ class ChatSurface:
             self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSAL_EVERY}
         self._refused[key] = now
         log.warning("refused %s user %s (%s)", platform.name, message.user_id, message.user_name)
+        # In a group the chat may have a conversation of allowed users: share its budget.
+        conversation = self._conversations.get(conversation_key(message))
         try:
-            await platform.send(
-                message.chat_id, REFUSAL.format(user_id=message.user_id), thread=message.thread
-            )
+            refusal = REFUSAL.format(user_id=message.user_id)
+            await self._send_once(platform, message, conversation, refusal)
         except PlatformError as exc:
             log.info("refusal to %s not delivered: %s", message.user_id, exc)
 
@@ -241,7 +258,7 @@ class ChatSurface:
             )
             if slot is None:
                 # Over server.max_turns or the user's own limit: say so now, queue nothing.
-                await self._busy(platform, message)
+                await self._busy(platform, message, conversation)
                 return
             try:
                 added = await self._run_turn(platform, message, conversation, user, sequence)
@@ -287,7 +304,7 @@ class ChatSurface:
             log.exception("/%s failed in %s", command.name, target.session)
             answer = f"/{command.name} failed: internal error"
         try:
-            await platform.send(message.chat_id, answer, thread=message.thread)
+            await self._send_once(platform, message, conversation, answer)
         except PlatformError as exc:
             log.info("answer to /%s not delivered: %s", command.name, exc)
 
@@ -297,11 +314,41 @@ class ChatSurface:
         except StoreUnavailable as exc:  # the reply was delivered; only the history misses it
             log.error("history of %s not saved: %s", session, exc.message)
 
-    async def _busy(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+    async def _busy(
+        self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
+    ) -> None:
         try:
-            await platform.send(message.chat_id, BUSY, thread=message.thread)
+            await self._send_once(platform, message, conversation, BUSY)
         except PlatformError as exc:
             log.info("busy note to %s not delivered: %s", message.user_id, exc)
+
+    async def _send_once(
+        self,
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        conversation: _Conversation | None,
+        text: str,
+    ) -> None:
+        """A one-off message in the chat of ``message``, within the chat's and the bot's
+        budgets (``conversation``: whose throttle it shares; None: a chat without one)."""
+        throttle = self._throttle(platform, message, conversation)
+        await send_once(platform, message.chat_id, text, throttle=throttle, thread=message.thread)
+
+    def _throttle(
+        self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation | None
+    ) -> Throttle:
+        """The chat's throttle: the conversation's, made on first use (it outlives turns)."""
+        if conversation is not None and conversation.throttle is not None:
+            return conversation.throttle
+        display = self.runtime.config.display_for(cast(Surface, platform.name))
+        caps = platform.capabilities
+        budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
+        # Its seat at the bot's shared budget: all chats of the bot take turns there.
+        seat = platform.budget.seat(message.chat_id, message.thread)
+        throttle = Throttle(budget, display.edit_interval, seat=seat)
+        if conversation is not None:
+            conversation.throttle = throttle
+        return throttle
 
     async def _run_turn(
         self,
@@ -320,12 +367,7 @@ class ChatSurface:
             update={"show_reasoning": controls.reasoning(display.show_reasoning)}
         )
         streaming = config.streams(name)
-        if conversation.throttle is None:
-            caps = platform.capabilities
-            budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
-            # Its seat at the bot's shared budget: all chats of the bot take turns there.
-            seat = platform.budget.seat(message.chat_id, message.thread)
-            conversation.throttle = Throttle(budget, display.edit_interval, seat=seat)
+        throttle = self._throttle(platform, message, conversation)
         native = None
         if streaming and not conversation.native_refused:
             native = choose(platform, message, display.transport)
@@ -334,9 +376,10 @@ class ChatSurface:
             message.chat_id,
             display=display,
             streaming=streaming,
-            throttle=conversation.throttle,
+            throttle=throttle,
             thread=message.thread,
             native=native,
+            first_draft=conversation.next_draft,
         )
         try:
             transcript = await self.runtime.sessions.transcript(conversation_key(message))
@@ -360,12 +403,13 @@ class ChatSurface:
             return kept(await consumer.consume(_only(TurnFailed(code, text, retryable))))
         try:
             async with turn:
-                conversation.turn = turn
+                conversation.turn, conversation.consumer = turn, consumer
                 if sequence != conversation.latest:
                     turn.interrupt()  # overtaken while it was being set up
                 outcome = await consumer.consume(turn)
         finally:
-            conversation.turn = None
+            conversation.turn = conversation.consumer = None
+            conversation.next_draft = consumer.next_draft
             conversation.native_refused |= consumer.native_refused
         if isinstance(outcome, TurnEnded):
             controls.last_usage = dict(outcome.usage)

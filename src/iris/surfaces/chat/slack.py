@@ -4,7 +4,8 @@
   ``chat.update``; both carry ``thread_ts`` when the reply belongs to a thread. Slack limits
   each method: ``chat.postMessage`` about once a second per channel (each chat's throttle),
   ``chat.update`` (Tier 3) about 50 a minute for the whole workspace (``budget``, shared by
-  every channel: ``platforms.slack.budgets``).
+  every channel: ``platforms.slack.budgets``); each stream method (Tier 4) has a budget of its
+  own (``budgets.stream``), so streamed replies do not wait for ``chat.update``'s.
 - Typing: the Web API has no typing indicator for bots. In a thread, ``send_typing`` sets the
   AI-assistant status (``assistant.threads.setStatus``, "is thinking…") until the reply's
   first post, which clears it (see ``_ThinkingStatus``); outside threads it does nothing. An
@@ -38,7 +39,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from iris.config import SlackPlatform as SlackConfig
-from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
+from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -63,6 +64,13 @@ _USER_SUBTYPES = {None, "thread_broadcast", "file_share"}
 _SEEN_LIMIT = 1024
 # chat.stopStream on a message whose stream already ended (a retried stop that had landed).
 _NOT_STREAMING = "message_not_in_streaming_state"
+
+# The stream methods, by the kind of call the transport names (``budget.CallKind``).
+_STREAM_METHODS: dict[CallKind, str] = {
+    "stream_start": "chat.startStream",
+    "stream_append": "chat.appendStream",
+    "stream_stop": "chat.stopStream",
+}
 
 _T = TypeVar("_T")
 
@@ -93,9 +101,16 @@ class SlackPlatform:
         self.capabilities = Capabilities(
             can_edit=True, max_length=40_000, length_unit="chars", rate=rate_budget(budgets.post)
         )
-        # chat.update is limited per workspace, for all channels together.
+        # Slack limits each method per workspace, for all channels together: chat.update
+        # (Tier 3), and each stream method (Tier 4, "generous burst behavior": forty replies
+        # may open, or end, their streams at once) on its own.
+        stream = rate_budget(budgets.stream)
         self.budget = SharedBudget(
-            [Limit("chat.update", rate_budget(budgets.update))], {"edit": ["chat.update"]}
+            [
+                Limit("chat.update", rate_budget(budgets.update)),
+                *(Limit(method, stream, burst=True) for method in _STREAM_METHODS.values()),
+            ],
+            {"edit": ["chat.update"], **{k: [m] for k, m in _STREAM_METHODS.items()}},
         )
         self._web = self._web_client(config.bot_token)
         self._http: aiohttp.ClientSession | None = None

@@ -8,13 +8,16 @@ throttle owns pacing, and a 429 surfaces at once as ``PlatformRateLimited``.
 Telegram facts this relies on: 4096 UTF-16 code units per message; about one message per
 second per private chat and 20 per minute per group, edits included, and about 30 a second for
 the whole bot (``budget``, shared by every chat: ``platforms.telegram.budgets``); editing to identical text
-fails with "message is not modified" (treated as success); the typing action lasts ~5 s.
+fails with "message is not modified" (treated as success); the typing action lasts ~5 s. A
+chat action counts against the bot-wide limit too, so typing is sent only from what the
+replies leave of it (``SharedBudget.spare``): it never delays a reply.
 
 Native streaming (``native_for``): in a private chat a reply is previewed with
 ``sendMessageDraft`` (Bot API 9.3; a draft is not a message, lives 30 s after its last update,
 and an empty text shows "Thinking…"); with ``can_stop`` the draft carries a stop button, whose
 ``stopped_message_generation`` update (Bot API 10.3, read from the update's unparsed fields:
-python-telegram-bot 22.8 predates it) arrives as an ``IncomingMessage`` with ``stop``.
+python-telegram-bot 22.8 predates it) arrives as an ``IncomingMessage`` with ``stop`` and the
+``draft_id`` whose button was pressed.
 Groups and channels have no drafts.
 """
 
@@ -112,9 +115,11 @@ class TelegramPlatform:
             rate=rate_budget(budgets.private_chat),
             group_rate=rate_budget(budgets.group_chat),
         )
-        # Sends and edits count against the bot-wide limit; a chat action is not a message.
+        # Sends, edits and chat actions count against the bot-wide limit; drafts are not
+        # messages and draw on nothing.
         self.budget = SharedBudget(
-            [Limit("bot", rate_budget(budgets.bot))], {"send": ["bot"], "edit": ["bot"]}
+            [Limit("bot", rate_budget(budgets.bot))],
+            {"send": ["bot"], "edit": ["bot"], "typing": ["bot"]},
         )
         poll = settings.poll_timeout
         self.bot = Bot(
@@ -254,6 +259,9 @@ class TelegramPlatform:
             raise _platform_error(exc) from exc
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
+        # A courtesy: only from what the replies leave of the bot-wide budget.
+        if not self.budget.spare("typing", asyncio.get_running_loop().time()):
+            return
         try:
             await self.bot.send_chat_action(
                 _chat(chat_id), ChatAction.TYPING, message_thread_id=_thread_id(thread)
@@ -294,6 +302,7 @@ def _stopped(stopped: dict[str, Any]) -> IncomingMessage | None:
         return None
     chat_id = str(cast(dict[str, Any], chat)["id"])
     thread = stopped.get("message_thread_id")
+    draft_id = stopped.get("draft_id")
     return IncomingMessage(
         platform="telegram",
         chat_id=chat_id,
@@ -301,4 +310,5 @@ def _stopped(stopped: dict[str, Any]) -> IncomingMessage | None:
         text="",
         thread={THREAD_KEY: str(thread)} if thread else {},
         stop=True,
+        draft_id=draft_id if isinstance(draft_id, int) else None,
     )

@@ -8,7 +8,9 @@ Three rules per chat/channel, and one across the bot:
 - a 429 blocks every call for ``retry_after`` seconds;
 - the bot's shared budget (``budget.SharedBudget``, owned by the platform adapter), asked
   through this chat's ``Seat`` once the chat's own rules allow a call: it says when this chat's
-  turn comes among all the chats waiting, finals first.
+  turn comes among all the chats waiting, finals first. The caller names the calls the action
+  makes (``draws``, from the chat's transport: a Slack stream's append draws on
+  ``chat.appendStream``'s budget, not ``chat.update``'s); by default the call's own kind.
 
 The bucket holds ``burst`` tokens, one by default: with a full bucket of ``capacity`` tokens a
 window could see the burst plus a window's refill, twice the budget.
@@ -19,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from iris.surfaces.chat.budget import Priority, Seat
+from iris.surfaces.chat.budget import Draws, Priority, Seat
 from iris.surfaces.chat.platform import RateBudget
 
 CallKind = Literal["send", "edit"]
@@ -59,8 +61,14 @@ class Throttle:
         """The current edit interval: doubled per 429 in a row, so edit cycles are skipped."""
         return self.edit_interval * 2 ** min(self.strikes, _MAX_DOUBLINGS)
 
-    def ready_at(self, kind: CallKind, now: float, priority: Priority = "preview") -> float:
-        """The earliest time (>= now) a call of ``kind`` may go out.
+    def ready_at(
+        self,
+        kind: CallKind,
+        now: float,
+        priority: Priority = "preview",
+        draws: Draws | None = None,
+    ) -> float:
+        """The earliest time (>= now) a call of ``kind`` may go out (making ``draws``).
 
         Only a chat its own rules allow now waits in the shared budget's line: one that must
         wait anyway leaves its place to the others until then."""
@@ -74,13 +82,13 @@ class Throttle:
             if at > now:
                 self.seat.withdraw()
             else:
-                at = self.seat.ready_at(kind, priority, now)
+                at = self.seat.ready_at(kind if draws is None else draws, priority, now)
         return at
 
-    def spend(self, kind: CallKind, now: float) -> None:
+    def spend(self, kind: CallKind, now: float, draws: Draws | None = None) -> None:
         """Record a call going out now (the caller checked ``ready_at``)."""
         if self.seat is not None:
-            self.seat.spend(kind, now)
+            self.seat.spend(kind if draws is None else draws, now)
         self.tokens = self._level(now) - 1
         self.stamp = now
         self.last_update = now

@@ -17,6 +17,11 @@ sent twice.
   ``task_update`` timeline instead of text. A platform that refuses ``startStream`` gets the
   whole reply by ``chat.postMessage`` / ``chat.update`` (logged once).
 
+Each transport also says which calls a planned ``Send`` / ``Edit`` would make now (``draws``),
+so the planner waits for the shared budget of the method that actually goes out: a stream's
+start, append or stop on the stream methods' budget, a message that left streaming on
+``chat.update``'s (Slack limits each method per workspace on its own).
+
 ``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``.
 """
 
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from iris.config import Transport as TransportSetting
+from iris.surfaces.chat.budget import Draws
 from iris.surfaces.chat.platform import (
     ChatPlatform,
     DraftPlatform,
@@ -39,7 +45,7 @@ from iris.surfaces.chat.platform import (
     StreamPlatform,
     Task,
 )
-from iris.surfaces.chat.reply import Delete, Draft, Edit, Send
+from iris.surfaces.chat.reply import Delete, Draft, Edit, Send, plain_draws
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +55,10 @@ STREAM_APPEND_MAX = 12_000
 
 
 class Transport(Protocol):
+    def draws(self, action: Send | Edit) -> Draws:
+        """The calls ``action`` would make now, for the shared budgets."""
+        ...
+
     async def send(self, action: Send) -> str:
         """Deliver a new message; its platform id."""
         ...
@@ -97,6 +107,9 @@ class EditTransport:
     chat_id: str
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
 
+    def draws(self, action: Send | Edit) -> Draws:
+        return plain_draws(action)
+
     async def send(self, action: Send) -> str:
         return await self.platform.send(self.chat_id, action.text, thread=self.thread)
 
@@ -142,6 +155,27 @@ class StreamTransport(EditTransport):
     def _native(self) -> StreamPlatform:
         return cast(StreamPlatform, self.platform)
 
+    def draws(self, action: Send | Edit) -> Draws:
+        # Mirrors the branches of ``send`` and ``edit``, call for call.
+        if isinstance(action, Send):
+            return ("send",) if self.refused or action.final else ("stream_start",)
+        stream = self._streams.get(action.message_id)
+        if stream is None:
+            return () if action.cleanup else ("edit",)
+        if stream.timeline:
+            if stream.edits or not stream.open:
+                return () if action.cleanup else ("edit",)
+            if action.final or action.cleanup:
+                return ("stream_stop",)
+            changed = any(stream.tasks.get(t.id) != t.status for t in action.tasks)
+            return ("stream_append",) if changed else ()
+        if self._leaves(action, stream):
+            stop: Draws = ("stream_stop",) if stream.open else ()
+            return stop if action.cleanup else (*stop, "edit")
+        if action.final:
+            return ("stream_stop",)
+        return ("stream_append",) if action.text != stream.text else ()
+
     async def send(self, action: Send) -> str:
         if self.refused or action.final:
             # Settled text needs no stream: one ordinary message.
@@ -172,7 +206,7 @@ class StreamTransport(EditTransport):
         if stream.timeline:
             await self._timeline(action, stream)
             return
-        if stream.edits or not stream.open or not action.text.startswith(stream.text):
+        if self._leaves(action, stream):
             await self._leave(action, stream)
             if not action.cleanup:
                 await super().edit(action)
@@ -206,6 +240,12 @@ class StreamTransport(EditTransport):
         elif changed:
             await self._native.append_stream(self.chat_id, action.message_id, "", tasks=changed)
         stream.tasks.update(_statuses(changed))
+
+    @staticmethod
+    def _leaves(action: Edit, stream: _Stream) -> bool:
+        """The message goes on by ``chat.update``: it left streaming, its stream ended, or the
+        text was taken back."""
+        return stream.edits or not stream.open or not action.text.startswith(stream.text)
 
     async def _leave(self, action: Edit, stream: _Stream) -> None:
         """End the stream as it stands; the message goes on by edits."""
