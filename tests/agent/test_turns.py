@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -265,8 +266,10 @@ async def test_streaming_rejection_is_remembered_for_a_bounded_time(
     assert isinstance(second, TurnEnded) and second.text == "Twice."
     assert [r.stream for r in upstream.requests] == [True, False, False]
     # After the TTL the model is asked to stream again.
+    # The agent's clock only: patching ``time.monotonic`` itself would also freeze the fake
+    # upstream's event loop (its thread reads the same function), which then cannot stop.
     now = time.monotonic()
-    monkeypatch.setattr("iris.agent.core.time.monotonic", lambda: now + 601)
+    monkeypatch.setattr("iris.agent.core.time", SimpleNamespace(monotonic=lambda: now + 601))
     await collect(agent, TurnRequest(messages=USER))
     assert upstream.requests[-1].stream is True
 
