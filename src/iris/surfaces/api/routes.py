@@ -1,7 +1,7 @@
 """The OpenAI-compatible API surface: routes, auth, limits, and the wiring of the encoders.
 
     POST /v1/chat/completions    Chat Completions, streamed (SSE) or not
-    POST /v1/responses           Responses, streamed (SSE) or not; stored in SQLite;
+    POST /v1/responses           Responses, streamed (SSE) or not; stored (SQLite, or Redis);
                                  ``background: true`` runs on without the client
     GET  /v1/responses/{id}      a stored response, or a background one so far;
                                  ``?stream=true&starting_after=N`` follows a background one
@@ -50,7 +50,7 @@ from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.exchange import TurnExchange, Wire
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
-from iris.surfaces.api.responses_store import ResponsesStore
+from iris.surfaces.api.responses_store import StoredResponses
 from iris.surfaces.api.sse import data_frames, named_frames
 from iris.surfaces.origin import SiteGuard
 
@@ -80,7 +80,7 @@ class ChatWire:
 
 
 class ResponsesWire:
-    def __init__(self, call: ResponsesCall, store: ResponsesStore) -> None:
+    def __init__(self, call: ResponsesCall, store: StoredResponses) -> None:
         self.call = call
         self.store = store
         self.encoder = ResponsesEncoder(
@@ -159,7 +159,7 @@ class ApiSurface:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = runtime.config.platforms.api_server
-        self.responses = ResponsesStore(runtime.store)
+        self.responses = runtime.responses
         self.background = BackgroundRuns(
             ttl=self.settings.background_ttl, keep=self.settings.background_keep
         )
