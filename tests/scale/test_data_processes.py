@@ -75,6 +75,8 @@ def processes(
     yield started[0], started[1]
     for process in started:
         process.served.stop()
+        if process.served.process.stderr is not None:
+            process.served.process.stderr.close()
 
 
 def sent(upstream: FakeUpstream) -> list[tuple[str, Any]]:

@@ -37,8 +37,14 @@ from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.redis.background import SharedRuns
 from iris.runtime import Runtime
-from iris.surfaces.api.background import BackgroundRun, BackgroundRuns, RunStream
+from iris.surfaces.api.background import (
+    BackgroundRun,
+    BackgroundRuns,
+    RemoteRunStream,
+    RunStream,
+)
 from iris.surfaces.api.bodies import (
     ChatCall,
     ResponsesCall,
@@ -160,8 +166,12 @@ class ApiSurface:
         self.runtime = runtime
         self.settings = runtime.config.platforms.api_server
         self.responses = runtime.responses
+        ttl = self.settings.background_ttl
         self.background = BackgroundRuns(
-            ttl=self.settings.background_ttl, keep=self.settings.background_keep
+            ttl=ttl,
+            keep=self.settings.background_keep,
+            # Background runs every process can follow and cancel (``store.url``).
+            shared=None if runtime.shared is None else SharedRuns(runtime.shared, ttl=ttl),
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends
@@ -249,6 +259,7 @@ class ApiSurface:
             call.turn,
             wire,
             release=release,
+            shared=self.background.shared,
         )
         self.background.launch(run)
         if call.stream:
@@ -261,8 +272,15 @@ class ApiSurface:
     async def get_response(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
         run = self.background.get(response_id)
+        shared = self.background.shared
+        # A run another process runs (``store.url``): its state as it shared it.
+        elsewhere = None
+        if run is None and shared is not None:
+            elsewhere = await shared.state(response_id)
         if request.query_params.get("stream", "false").lower() == "true":
             after = _starting_after(request.query_params.get("starting_after"))
+            if shared is not None and elsewhere is not None:
+                return RemoteRunStream(shared, response_id, after)
             if run is None:
                 await self._stored(response_id)  # 404 when there is no such response at all
                 raise bad_request(
@@ -274,6 +292,8 @@ class ApiSurface:
             return RunStream(run, after=after)
         if run is not None:
             return JSONResponse(run.snapshot())
+        if elsewhere is not None:
+            return JSONResponse(elsewhere[0])
         return JSONResponse(await self._stored(response_id))
 
     async def cancel_response(self, request: Request) -> Response:
@@ -282,6 +302,12 @@ class ApiSurface:
         if run is not None:
             await run.stop("cancelled", "cancelled")  # a run that ended stays as it ended
             return JSONResponse(run.snapshot())
+        shared = self.background.shared
+        if shared is not None:
+            # Another process runs it: asked there, waited for here.
+            snapshot = await shared.cancel(response_id, within=BackgroundRun.stop_wait + 1)
+            if snapshot is not None:
+                return JSONResponse(snapshot)
         found = await self._stored(response_id)
         if not found.get("background"):
             raise bad_request(
