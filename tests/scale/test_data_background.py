@@ -3,14 +3,20 @@ polled, followed from a sequence number and cancelled through B, with the offici
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from openai import OpenAI
 
+from iris.redis.background import SharedRuns
+from iris.redis.connection import RedisStore
 from tests.api.openresponses import valid_event, valid_response
 from tests.api.test_background import until
 from tests.fakes.upstream import FakeUpstream, gated, hold
+from tests.scale.conftest import RedisServer
 from tests.scale.test_data_processes import Process, processes
 
 pytestmark = pytest.mark.timeout(90)
@@ -95,3 +101,53 @@ def test_a_run_on_a_is_cancelled_through_b(
         assert events[-1]["response"]["status"] == "cancelled"
         assert on_a.responses.retrieve(response_id).status == "cancelled"
         assert on_b.responses.cancel(response_id).status == "cancelled", "idempotent"
+
+
+async def test_a_runs_events_while_redis_was_away_are_shared_once_it_is_back(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RedisStore(redis_server.url, timeout=0.5)
+    runs = SharedRuns(store, ttl=60)
+    snapshot = {"id": "resp_1", "status": "in_progress"}
+    publisher = runs.publisher("resp_1", lambda: snapshot)
+    writing = asyncio.create_task(publisher.run())
+    try:
+        publisher.add([{"sequence_number": 0}, {"sequence_number": 1}])
+        await until_async(lambda: entries(runs, 2), "the first events")
+        redis_server.stop()
+        publisher.add([{"sequence_number": 2}])
+
+        async def failed() -> bool:
+            return "not shared" in caplog.text
+
+        await until_async(failed, "the publisher's failed write")
+        redis_server.start()
+        snapshot = {"id": "resp_1", "status": "completed"}
+        publisher.add([{"sequence_number": 3}])
+        publisher.end()
+        async with asyncio.timeout(20):
+            await writing
+        found, ended = await runs.read("resp_1", "0-0", block=None)
+        events = [json.loads(fields["event"]) for _, fields in found if "event" in fields]
+        assert [e["sequence_number"] for e in events] == [0, 1, 2, 3] and ended
+        assert await runs.state("resp_1") == (snapshot, True)
+    finally:
+        writing.cancel()
+        await store.aclose()
+
+
+async def entries(runs: SharedRuns, count: int) -> bool:
+    found, _ = await runs.read("resp_1", "0-0", block=None)
+    return len(found) >= count
+
+
+async def until_async(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Wait (10 s at most: a hang guard) until ``check`` holds."""
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                if await check():
+                    return
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
