@@ -13,8 +13,8 @@ from openai import OpenAI
 
 from iris.redis.background import SharedRuns
 from iris.redis.connection import RedisStore
-from tests.api.openresponses import valid_event, valid_response
-from tests.api.test_background import until
+from tests.api.openresponses import valid_response
+from tests.api.test_background import payload, until
 from tests.fakes.upstream import FakeUpstream, gated, hold
 from tests.scale.conftest import RedisServer
 from tests.scale.test_data_processes import Process, processes
@@ -22,12 +22,6 @@ from tests.scale.test_data_processes import Process, processes
 pytestmark = pytest.mark.timeout(90)
 
 __all__ = ["processes"]  # the fixture, shared with the other data tests
-
-
-def payload(event: Any) -> dict[str, Any]:
-    data: dict[str, Any] = event.to_dict(exclude_unset=False)
-    valid_event(data)
-    return data
 
 
 def test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate(

@@ -5,7 +5,6 @@ SQLite file, so only Redis can carry any of it."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from iris.private import write_private
 from tests.fakes.served import Served, serve
 from tests.fakes.upstream import FakeUpstream, text
 from tests.iris.conftest import Device
-from tests.iris.test_devices import URL
+from tests.iris.test_devices import iris, pair
 from tests.scale.conftest import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -83,24 +82,6 @@ def sent(upstream: FakeUpstream) -> list[tuple[str, Any]]:
     return [(m["role"], m["content"]) for m in upstream.requests[-1].body["messages"]]
 
 
-async def iris(config: Path, *args: str) -> tuple[int, str, str]:
-    """``iris <args> --config <config>``: the real command in its own process."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "iris.cli",
-        *args,
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(30):
-        out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 def test_a_response_stored_through_a_is_continued_through_b(
     upstream: FakeUpstream, processes: tuple[Process, Process]
 ) -> None:
@@ -156,22 +137,18 @@ async def test_a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_bot
     processes: tuple[Process, Process],
 ) -> None:
     a, b = processes
-    code, out, err = await iris(a.config, "devices", "add", "phone")
-    assert code == 0, err
-    found = URL.search(out)
-    assert found is not None, out
-    token = found.group(2)
+    token = await pair(a.config, "phone")
 
     connected = [await a.device(token), await b.device(token)]
     for device in connected:
         await device.send({"type": "ping"})
         assert (await device.recv())["type"] == "pong"
-    code, listed, _ = await iris(b.config, "devices", "list")  # b's config: the same Redis
-    assert code == 0 and listed.splitlines()[1].split()[0] == "phone"
-    assert not listed.splitlines()[1].endswith("never")  # seen by a server
+    listed = await iris(b.config, "devices", "list")  # b's config: the same Redis
+    assert listed.code == 0 and listed.out.splitlines()[1].split()[0] == "phone"
+    assert not listed.out.splitlines()[1].endswith("never")  # seen by a server
 
-    code, out, err = await iris(b.config, "devices", "revoke", "phone")
-    assert code == 0, err
+    revoked = await iris(b.config, "devices", "revoke", "phone")
+    assert revoked.code == 0, revoked.err
     # Each process finds the revocation by itself (REVOCATION_POLL, 5 s): a hang guard here.
     for device in connected:
         assert await device.closed(within=20) == 4401
@@ -179,8 +156,7 @@ async def test_a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_bot
     for process in (a, b):
         refused = await process.device(token, ready=False)
         assert await refused.closed() == 4401 and refused.ws.close_reason == "revoked"
-    code, listed, _ = await iris(a.config, "devices", "list")
-    assert "phone" not in listed
+    assert "phone" not in (await iris(a.config, "devices", "list")).out
 
 
 def test_iris_devices_with_an_unreachable_redis_says_so_in_one_line(tmp_path: Path) -> None:

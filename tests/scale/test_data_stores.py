@@ -1,5 +1,6 @@
 """Stored data behaves the same in SQLite and in Redis: every test body here runs against both
-backends (``Runtime.create``'s choice), the Redis one on a real redis-server."""
+backends (``Runtime.create``'s choice), the Redis one on a real redis-server. (The session-cut test
+moved here from tests/store/test_session_cuts.py, so one body proves both.)"""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def say(role: str, text: str) -> dict[str, str]:
 
 
 # -- sessions ----------------------------------------------------------------------------------
-async def test_a_summary_cut_heads_the_history_and_new_starts_afresh(backend: Backend) -> None:
+async def test_a_summary_cut_heads_the_history_and_keeps_old_messages(backend: Backend) -> None:
     sessions = backend.sessions
     await sessions.append("s", [say("user", "q1"), say("assistant", "a1")])
     await sessions.append("s", [say("user", "q2"), say("assistant", "a2")])
@@ -86,6 +87,18 @@ async def test_a_summary_cut_heads_the_history_and_new_starts_afresh(backend: Ba
     fresh = await sessions.transcript("s")
     assert fresh.messages == [say("user", "q3")] and fresh.positions == [5] and fresh.start == 4
     assert await sessions.last("s") == say("user", "q3")
+    assert stored_messages(backend, "s") == 5  # a cut hides messages; the store keeps them
+
+
+def stored_messages(backend: Backend, session: str) -> int:
+    """How many messages of ``session`` the backend holds (hidden by cuts or not)."""
+    shared = backend.runtime.shared
+    if shared is None:
+        rows = backend.runtime.store.query(
+            "SELECT COUNT(*) AS n FROM session_messages WHERE session=?", (session,)
+        )
+        return int(rows[0]["n"])
+    return int(shared.sync.llen(shared.key("session", "messages", session)))
 
 
 async def test_a_history_is_its_newest_messages_and_never_starts_with_a_tool_result(

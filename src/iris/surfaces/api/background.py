@@ -245,18 +245,42 @@ class BackgroundRuns:
                 del self._runs[run.id]
 
 
-class RunStream(Response):
-    """An ASGI response: the events of ``run`` after sequence number ``after``, then the live
-    ones until the run ends. The client leaving ends only this stream, never the run."""
+class _Follower(Response):
+    """An ASGI response that follows a run as SSE until it ends; the client leaving ends only
+    this stream, never the run."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await while_connected(receive, self._follow(send), self._wind_down)
+
+    async def _follow(self, send: Send) -> None:
+        raise NotImplementedError
+
+    async def _wind_down(self, follow: asyncio.Task[None]) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    async def _events(send: Send, batch: list[Json]) -> None:
+        await send({"type": "http.response.body", "body": named_frames(batch), "more_body": True})
+
+    @staticmethod
+    async def _done(send: Send) -> None:
+        await send({"type": "http.response.body", "body": DONE, "more_body": False})
+
+    @staticmethod
+    async def _keep_alive(send: Send) -> None:
+        # Silence (an agent tool running): a comment keeps idle-timeout proxies open.
+        await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+
+
+class RunStream(_Follower):
+    """The events of ``run`` after sequence number ``after``, then the live ones until the run
+    ends."""
 
     def __init__(self, run: BackgroundRun, after: int) -> None:
         super().__init__()
         self._run = run
         self._after = after
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        await while_connected(receive, self._follow(send), self._wind_down)
 
     async def _wind_down(self, follow: asyncio.Task[None]) -> bool:
         # The server's graceful shutdown ran out of patience before the turn ended: it ends
@@ -271,20 +295,15 @@ class RunStream(Response):
         while True:
             if cursor < len(run.events):
                 batch, cursor = run.events[cursor:], len(run.events)
-                await send(
-                    {"type": "http.response.body", "body": named_frames(batch), "more_body": True}
-                )
+                await self._events(send, batch)
             elif run.ended:
-                await send({"type": "http.response.body", "body": DONE, "more_body": False})
+                await self._done(send)
                 return
             elif not await run.changed(TurnExchange.heartbeat):
-                # Silence (an agent tool running): a comment keeps idle-timeout proxies open.
-                await send(
-                    {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
-                )
+                await self._keep_alive(send)
 
 
-class RemoteRunStream(Response):
+class RemoteRunStream(_Follower):
     """``RunStream`` for a run another process runs: its events after ``after`` from Redis,
     then the live ones until it ends. Ends early (``[DONE]``) if the run's shared events
     expire (its process died and ``background_ttl`` passed)."""
@@ -295,10 +314,6 @@ class RemoteRunStream(Response):
         self._id = response_id
         self._after = after
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        await while_connected(receive, self._follow(send), self._wind_down)
-
     async def _wind_down(self, follow: asyncio.Task[None]) -> bool:
         return False  # the run is another process's: this server's shutdown ends the following
 
@@ -308,20 +323,15 @@ class RemoteRunStream(Response):
         while True:
             events = [json.loads(fields["event"]) for _, fields in entries if "event" in fields]
             if events:
-                await send(
-                    {"type": "http.response.body", "body": named_frames(events), "more_body": True}
-                )
+                await self._events(send, events)
             if entries:
                 cursor = entries[-1][0]
             if ended:
-                await send({"type": "http.response.body", "body": DONE, "more_body": False})
+                await self._done(send)
                 return
             entries, ended = await self._runs.read(self._id, cursor, block=TurnExchange.heartbeat)
             if not entries:
                 if await self._runs.state(self._id) is None:
                     ended = True  # its events are gone: nothing more will come
                     continue
-                # Silence (an agent tool running): a comment keeps idle-timeout proxies open.
-                await send(
-                    {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
-                )
+                await self._keep_alive(send)
