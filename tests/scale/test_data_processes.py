@@ -98,9 +98,9 @@ def test_a_response_stored_through_a_is_continued_through_b(
         # An output item made on A is referenced on B.
         upstream.script(text("Noted."))
         message = first.output[0]
+        referenced: Any = [{"type": "item_reference", "id": message.id}]
         on_b.responses.create(
-            model="fake-model",
-            input=[{"type": "item_reference", "id": message.id}, {"role": "user", "content": "ok"}],  # type: ignore[list-item]
+            model="fake-model", input=[*referenced, {"role": "user", "content": "ok"}]
         )
         assert sent(upstream) == [("assistant", "Blue."), ("user", "ok")]
 
