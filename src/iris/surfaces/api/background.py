@@ -36,7 +36,7 @@ from iris.events import Event, TurnFailed
 from iris.redis.background import CANCEL_POLL, RunPublisher, SharedRuns
 from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, while_connected
 from iris.surfaces.api.sse import DONE, named_frames
-from iris.tasks import OpenGroup
+from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger("iris.api")
 
@@ -94,7 +94,9 @@ class BackgroundRun:
         """Run the turn in ``tasks`` (the surface's: a run outlives the request that began it)."""
         self._task = tasks.create_task(self._run(), name=f"background {self.id}")
         if self._publisher is not None:
-            tasks.create_task(self._publisher.run(), name=f"background {self.id} shared")
+            # Logged, not raised: a failure here must not cancel every run in the group.
+            sharing = logged(self._publisher.run(), f"sharing background response {self.id}")
+            tasks.create_task(sharing, name=f"background {self.id} shared")
 
     # Seconds ``stop`` waits for the turn to unwind (the upstream request to close).
     stop_wait = 5.0
@@ -191,7 +193,8 @@ class BackgroundRuns:
     async def start(self) -> None:
         await self._tasks.open()
         if self.shared is not None:
-            self._watcher = self._tasks.create_task(self._watch(self.shared), name="cancels")
+            watch = logged(self._watch(self.shared), "watching for background cancels")
+            self._watcher = self._tasks.create_task(watch, name="background cancels")
 
     async def _watch(self, shared: SharedRuns) -> None:
         """Stop the runs another process was asked to cancel; keep running runs' shared
