@@ -1,6 +1,7 @@
 """Stored data behaves the same in SQLite and in Redis: every test body here runs against both
-backends (``Runtime.create``'s choice), the Redis one on a real redis-server. (The session-cut test
-moved here from tests/store/test_session_cuts.py, so one body proves both.)"""
+backends (``Runtime.create``'s choice), the Redis one on a real redis-server. The session-cut
+test (from tests/store/) and the devices' last_seen test (from tests/iris/test_devices.py) moved
+here, so one body proves both."""
 
 from __future__ import annotations
 
