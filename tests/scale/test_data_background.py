@@ -34,6 +34,10 @@ def test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate
         stream = on_a.responses.create(model="fake-model", input="hi", background=True, stream=True)
         for event in stream:
             first.append(payload(event))
+            if event.type == "response.created":
+                # Through B at once: every process knows the run before its client does.
+                found = on_b.responses.retrieve(event.response.id)
+                assert found.status in ("queued", "in_progress")
             if event.type == "response.output_item.added":
                 break
         stream.close()  # the client drops; the turn waits at the upstream's gate, on A
@@ -145,3 +149,19 @@ async def until_async(check: Callable[[], Awaitable[bool]], what: str) -> None:
                 await asyncio.sleep(0.02)
     except TimeoutError:
         raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def test_a_run_just_created_on_a_is_found_through_b_at_once(
+    upstream: FakeUpstream, processes: tuple[Process, Process]
+) -> None:
+    a, b = processes
+    upstream.script(gated("Hi", after=0))
+    with a.client() as on_a, b.client() as on_b:
+        created = on_a.responses.create(model="fake-model", input="hi", background=True)
+        assert on_b.responses.retrieve(created.id).status in ("queued", "in_progress")
+        upstream.release()
+        done = until(
+            lambda: (r := on_b.responses.retrieve(created.id)).status == "completed" and r,
+            "completion, seen on B",
+        )
+        assert done.output_text == "Hi"

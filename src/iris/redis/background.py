@@ -63,6 +63,18 @@ class SharedRuns:
     def publisher(self, response_id: str, snapshot: Callable[[], Json]) -> RunPublisher:
         return RunPublisher(self, response_id, snapshot)
 
+    async def announce(self, response_id: str, snapshot: Json) -> None:
+        """Share a run that is about to start (its publisher takes over from there)."""
+        fields: dict[FieldT, EncodableT] = {
+            "snapshot": json.dumps(snapshot),
+            "owner": self.store.process_id,
+        }
+        with translated(self.store.url):
+            async with self.store.aio.pipeline(transaction=True) as pipe:
+                pipe.hset(self.run_key(response_id), mapping=fields)
+                pipe.expire(self.run_key(response_id), self.seconds)
+                await pipe.execute()
+
     async def state(self, response_id: str) -> tuple[Json, bool] | None:
         """A run's snapshot and whether it ended; None when no process has it (any more)."""
         with translated(self.store.url):

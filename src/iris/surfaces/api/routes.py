@@ -248,19 +248,28 @@ class ApiSurface:
         )
         wire = ResponsesWire(call, self.responses)
         if call.background:
-            return self._start_background(call, wire)
+            return await self._start_background(call, wire)
         return self._exchange(call.turn, wire, stream=call.stream)
 
-    def _start_background(self, call: ResponsesCall, wire: ResponsesWire) -> Response:
+    async def _start_background(self, call: ResponsesCall, wire: ResponsesWire) -> Response:
         release = self._admit()  # a background turn holds its slots while it runs
+        shared = self.background.shared
         run = BackgroundRun(
             wire.encoder.response_id,
             self.runtime.agent,
             call.turn,
             wire,
             release=release,
-            shared=self.background.shared,
+            shared=shared,
         )
+        if shared is not None:
+            try:
+                # Known to every process before its client hears of it: a poll that lands
+                # on another process at once finds it.
+                await shared.announce(run.id, run.snapshot())
+            except StoreUnavailable:
+                release()
+                raise
         self.background.launch(run)
         if call.stream:
             return RunStream(run, after=-1)
