@@ -247,3 +247,19 @@ async def test_a_lost_redis_is_store_unavailable_everywhere(redis_server: RedisS
         if runtime.shared is not None:
             runtime.shared.close()
         runtime.store.close()
+
+
+async def test_the_first_read_after_redis_restarts_is_served(redis_server: RedisServer) -> None:
+    config = Config.model_validate(
+        {"store": {"path": ":memory:", "url": redis_server.url}, "model": {"name": "m"}}
+    )
+    runtime = Runtime.create(config)
+    try:
+        await runtime.sessions.append("s", [say("user", "q")])
+        redis_server.stop()
+        redis_server.start()  # the pooled connection is to the old server (AOF kept the data)
+        assert await runtime.sessions.history("s") == [say("user", "q")]
+    finally:
+        if runtime.shared is not None:
+            runtime.shared.close()
+        runtime.store.close()

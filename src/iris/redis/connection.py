@@ -21,6 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.retry
+from redis.backoff import NoBackoff
 
 from iris.errors import StoreUnavailable
 
@@ -61,6 +63,11 @@ class RedisStore:
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             health_check_interval=30,
+            # A pooled connection to a server that restarted fails on its first use: one
+            # immediate retry on a fresh connection, so the first request after Redis comes
+            # back is served (a server still down is refused again at once). Not on timeouts.
+            retry=redis.asyncio.retry.Retry(NoBackoff(), 1),
+            retry_on_error=[redis.ConnectionError],
         )
         # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own client.
         self.blocking: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
