@@ -14,10 +14,10 @@ from starlette.routing import BaseRoute
 from iris.agent import Agent
 from iris.agent.sessions import Sessions, SessionStore
 from iris.config import Config
-from iris.devices import Devices, DeviceStore
+from iris.devices import Devices
 from iris.limits import TurnLimiter
-from iris.redis.connection import RedisStore
-from iris.redis.devices import RedisDeviceStore
+from iris.redis.connection import RedisStore, shared_store
+from iris.redis.devices import device_store
 from iris.redis.responses import RedisResponsesStore
 from iris.redis.sessions import RedisSessionStore
 from iris.store import Store
@@ -55,20 +55,6 @@ class Runtime:
             devices=device_store(store, shared),
             shared=shared,
         )
-
-
-def shared_store(config: Config) -> RedisStore | None:
-    """The Redis every process shares (``store.url``), checked; None without one."""
-    if config.store.url is None:
-        return None
-    shared = RedisStore(config.store.url, prefix=config.store.prefix)
-    shared.check()  # unreachable: one line and a non-zero exit, before serving anything
-    return shared
-
-
-def device_store(store: Store, shared: RedisStore | None) -> Devices:
-    """Where paired devices live: for the server and for ``iris devices`` alike."""
-    return DeviceStore(store) if shared is None else RedisDeviceStore(shared)
 
 
 class ServerSurface(Protocol):

@@ -17,6 +17,7 @@ import os
 import socket
 import uuid
 from collections.abc import Generator
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -25,6 +26,9 @@ import redis.asyncio.retry
 from redis.backoff import NoBackoff
 
 from iris.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from iris.config import Config
 
 MIN_VERSION = (6, 2)  # XADD with explicit ids and exclusive XRANGE, XTRIM MINID, GETDEL
 DEFAULT_TIMEOUT = 2.0
@@ -102,6 +106,15 @@ class RedisStore:
     def close(self) -> None:
         with contextlib.suppress(redis.RedisError, OSError):
             self.sync.close()
+
+
+def shared_store(config: Config) -> RedisStore | None:
+    """The Redis every process shares (``store.url``), checked; None without one."""
+    if config.store.url is None:
+        return None
+    shared = RedisStore(config.store.url, prefix=config.store.prefix)
+    shared.check()  # unreachable: one line and a non-zero exit, before serving anything
+    return shared
 
 
 @contextlib.contextmanager

@@ -25,6 +25,8 @@ from iris.devices import (
     TOUCH_EVERY,
     Check,
     Device,
+    Devices,
+    DeviceStore,
     clean_name,
     digest,
     name_taken,
@@ -32,6 +34,7 @@ from iris.devices import (
     no_such_device,
 )
 from iris.redis.connection import RedisStore, translated
+from iris.store import Store
 
 # KEYS: name, device, paired; ARGV: digest, name, created.
 _ADD = """
@@ -162,3 +165,8 @@ class RedisDeviceStore:
 
 def _stamp(raw: str | None) -> float | None:
     return None if raw is None else float(raw)
+
+
+def device_store(store: Store, shared: RedisStore | None) -> Devices:
+    """Where paired devices live: for the server (``Runtime.create``) and ``iris devices``."""
+    return DeviceStore(store) if shared is None else RedisDeviceStore(shared)

@@ -23,7 +23,8 @@ from qrcode.constants import ERROR_CORRECT_L
 from iris.config import Config
 from iris.devices import Devices
 from iris.errors import DeviceError
-from iris.runtime import device_store, shared_store
+from iris.redis.connection import shared_store
+from iris.redis.devices import device_store
 from iris.store import Store
 from iris.surfaces.iris.access import REVOCATION_POLL
 from iris.surfaces.origin import is_loopback
