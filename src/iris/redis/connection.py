@@ -70,8 +70,9 @@ class RedisStore:
             # A pooled connection to a server that restarted fails on its first use: one
             # immediate retry on a fresh connection, so the first request after Redis comes
             # back is served (a server still down is refused again at once). Not on timeouts.
-            retry=redis.asyncio.retry.Retry(NoBackoff(), 1),
-            retry_on_error=[redis.ConnectionError],
+            retry=redis.asyncio.retry.Retry(
+                NoBackoff(), 1, supported_errors=(redis.ConnectionError,)
+            ),
         )
         # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own client.
         self.blocking: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
