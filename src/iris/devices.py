@@ -13,6 +13,9 @@ last authenticated, refreshed while it stays connected (at most ``TOUCH_EVERY`` 
 
 The CLI calls the waiting methods (``add``, ``devices``, ``revoke``); the server the ``async``
 ones, which run on the store's thread (``iris.store``) and never block the event loop.
+
+With a shared store (``store.url``) the devices live in Redis instead (``iris.redis.devices``);
+``Devices`` is what both offer.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from iris.errors import DeviceError
 from iris.store import Store, transaction
@@ -84,6 +87,30 @@ def clean_name(name: str) -> str:
     return value
 
 
+class Devices(Protocol):
+    """Paired devices: ``DeviceStore`` (SQLite) or ``RedisDeviceStore``."""
+
+    def add(self, name: str) -> str: ...
+
+    def devices(self) -> list[Device]: ...
+
+    def revoke(self, name: str) -> None: ...
+
+    async def check(self, token: str) -> Check: ...
+
+    async def revoked(self, digests: Collection[str]) -> set[str]: ...
+
+    async def any_paired(self) -> bool: ...
+
+
+def name_taken(name: str) -> DeviceError:
+    return DeviceError(f"a device named {name!r} exists; revoke it first or pick another name")
+
+
+def no_such_device(name: str) -> DeviceError:
+    return DeviceError(f"no device named {name!r} (see `iris devices list`)")
+
+
 class DeviceStore:
     def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
         self._store = store
@@ -109,9 +136,7 @@ class DeviceStore:
             return taken is None
 
         if not self._store.call(insert):
-            raise DeviceError(
-                f"a device named {name!r} exists; revoke it first or pick another name"
-            )
+            raise name_taken(name)
         return token
 
     def devices(self) -> list[Device]:
@@ -137,7 +162,7 @@ class DeviceStore:
             )
         )
         if not changed:
-            raise DeviceError(f"no device named {name.strip()!r} (see `iris devices list`)")
+            raise no_such_device(name.strip())
 
     # -- the server: off the event loop --------------------------------------------------------
     async def check(self, token: str) -> Check:

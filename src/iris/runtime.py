@@ -1,4 +1,8 @@
-"""What every surface of a running server shares: config, the agent, the store, sessions."""
+"""What every surface of a running server shares: config, the agent, the store, sessions.
+
+``Runtime.create`` is the one place that picks where stored data lives: the SQLite file, or
+with ``store.url`` the Redis every process shares (sessions, stored responses, devices).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,16 @@ from typing import Protocol
 from starlette.routing import BaseRoute
 
 from iris.agent import Agent
-from iris.agent.sessions import SessionStore
+from iris.agent.sessions import Sessions, SessionStore
 from iris.config import Config
+from iris.devices import Devices
 from iris.limits import TurnLimiter
-from iris.redis.connection import RedisStore
+from iris.redis.connection import RedisStore, shared_store
+from iris.redis.devices import device_store
+from iris.redis.responses import RedisResponsesStore
+from iris.redis.sessions import RedisSessionStore
 from iris.store import Store
+from iris.surfaces.api.responses_store import ResponsesStore, StoredResponses
 
 
 @dataclass
@@ -20,7 +29,9 @@ class Runtime:
     config: Config
     agent: Agent
     store: Store
-    sessions: SessionStore
+    sessions: Sessions
+    responses: StoredResponses
+    devices: Devices
     # The store every process shares (``store.url``); None: this process keeps its state alone.
     shared: RedisStore | None = None
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
@@ -34,15 +45,14 @@ class Runtime:
         cls, config: Config, agent: Agent | None = None, store: Store | None = None
     ) -> Runtime:
         store = store or Store(config.store.resolved_path(), busy_timeout=config.store.busy_timeout)
-        shared = None
-        if config.store.url is not None:
-            shared = RedisStore(config.store.url, prefix=config.store.prefix)
-            shared.check()  # unreachable: one line and a non-zero exit, before serving anything
+        shared = shared_store(config)
         return cls(
             config=config,
             agent=agent or Agent(config),
             store=store,
-            sessions=SessionStore(store),
+            sessions=SessionStore(store) if shared is None else RedisSessionStore(shared),
+            responses=ResponsesStore(store) if shared is None else RedisResponsesStore(shared),
+            devices=device_store(store, shared),
             shared=shared,
         )
 

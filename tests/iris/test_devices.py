@@ -16,9 +16,7 @@ import pytest
 import qrcode
 from qrcode.constants import ERROR_CORRECT_L
 
-from iris.devices import TOUCH_EVERY, DeviceStore
 from iris.private import write_private
-from iris.store import Store
 from iris.surfaces.cli.devices import QR_BORDER, pairing_base, pairing_notes
 from iris.surfaces.iris import endpoint
 from iris.surfaces.iris.chats import TITLE_CHARS, title
@@ -238,30 +236,6 @@ async def test_a_device_token_the_store_cannot_check_is_told_to_try_later_not_re
         assert await device.closed() == 1013 and device.frames == []
         assert (await server.connect(TOKEN)) is not None  # config tokens need no store
     assert (await server.connect(token)) is not None
-
-
-async def test_a_connected_device_is_seen_again_at_most_once_a_minute(tmp_path: Path) -> None:
-    now = [1000.0]
-    store = Store(tmp_path / "devices.db")
-    try:
-        devices = DeviceStore(store, clock=lambda: now[0])
-        phone, tablet = devices.add("phone"), devices.add("tablet")
-        checked = await devices.check(phone)
-        assert checked.status == "ok" and checked.name == "phone" and checked.digest is not None
-        seen = {d.name: d.last_seen for d in devices.devices()}
-        assert seen == {"phone": 1000.0, "tablet": None}
-        now[0] += TOUCH_EVERY / 2
-        assert await devices.revoked([checked.digest]) == set()
-        assert devices.devices()[0].last_seen == 1000.0  # not a write every sweep
-        now[0] += TOUCH_EVERY
-        assert await devices.revoked([checked.digest]) == set()
-        assert devices.devices()[0].last_seen == now[0]
-        devices.revoke("phone")
-        assert await devices.revoked([checked.digest]) == {checked.digest}
-        assert (await devices.check(phone)).status == "revoked"
-        assert (await devices.check(tablet[::-1])).status == "unknown"
-    finally:
-        store.close()
 
 
 # -- the chat list -----------------------------------------------------------------------------

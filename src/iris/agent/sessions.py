@@ -1,5 +1,8 @@
 """Conversation history per session key (a chat, a device chat, a CLI session), in SQLite.
 
+(With a shared store, ``iris.redis.sessions`` keeps the same history in Redis; ``Sessions`` is
+what both offer.)
+
 Every method runs on the store's thread (``await``): a locked or lost database raises
 ``StoreUnavailable`` and never blocks the event loop.
 
@@ -14,7 +17,7 @@ import json
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from iris.agent.context import summary_message
 from iris.store import Store, transaction
@@ -60,6 +63,45 @@ class SessionSummary:
     updated: float  # when its newest message was written (Unix seconds)
 
 
+class Sessions(Protocol):
+    """Conversation history per session key: ``SessionStore`` (SQLite) or, when processes
+    share a store, ``iris.redis.sessions.RedisSessionStore``."""
+
+    async def history(self, session: str, limit: int = 200) -> list[dict[str, Any]]: ...
+
+    async def transcript(self, session: str, limit: int = 200) -> Transcript: ...
+
+    async def cut(self, session: str, summary: str = "", after: int | None = None) -> None: ...
+
+    async def last(self, session: str) -> dict[str, Any] | None: ...
+
+    async def append(self, session: str, messages: list[dict[str, Any]]) -> None: ...
+
+    async def reset(self, session: str) -> None: ...
+
+    async def summaries(self, prefix: str, limit: int) -> list[SessionSummary]: ...
+
+
+def assembled(start: int, summary: str, pairs: list[tuple[int, dict[str, Any]]]) -> Transcript:
+    """The transcript after the cut at ``start`` (headed by its ``summary`` when not empty)
+    from the stored ``(position, message)`` pairs after it, oldest first."""
+    # Never start a history in the middle of a tool exchange.
+    while pairs and pairs[0][1].get("role") == "tool":
+        pairs = pairs[1:]
+    transcript = Transcript(start=start)
+    if summary:
+        transcript.messages.append(summary_message(summary))
+        transcript.positions.append(None)
+    transcript.messages += [message for _, message in pairs]
+    transcript.positions += [pos for pos, _ in pairs]
+    return transcript
+
+
+def prefix_end(prefix: str) -> str:
+    """The first key after every key that starts with ``prefix`` (a key range's end)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 class SessionStore:
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -85,16 +127,9 @@ class SessionStore:
 
         cut, rows = await self._store.run(read, write=False)
         pairs = [(int(row["pos"]), json.loads(row["message"])) for row in reversed(rows)]
-        # Never start a history in the middle of a tool exchange.
-        while pairs and pairs[0][1].get("role") == "tool":
-            pairs.pop(0)
-        transcript = Transcript(start=int(cut["pos"]) if cut is not None else 0)
-        if cut is not None and cut["summary"]:
-            transcript.messages.append(summary_message(cut["summary"]))
-            transcript.positions.append(None)
-        transcript.messages += [message for _, message in pairs]
-        transcript.positions += [pos for pos, _ in pairs]
-        return transcript
+        if cut is None:
+            return assembled(0, "", pairs)
+        return assembled(int(cut["pos"]), cut["summary"], pairs)
 
     async def cut(self, session: str, summary: str = "", after: int | None = None) -> None:
         """Start the history the model sees after position ``after`` (None: after the newest
@@ -160,7 +195,7 @@ class SessionStore:
         with its first user message (the messages before a cut count: it is the same chat)."""
         # A key range, not LIKE: the primary key's index serves it, and '%' or '_' in a key
         # mean nothing.
-        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        end = prefix_end(prefix)
 
         def read(conn: sqlite3.Connection) -> list[sqlite3.Row]:
             return conn.execute(

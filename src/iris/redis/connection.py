@@ -17,12 +17,18 @@ import os
 import socket
 import uuid
 from collections.abc import Generator
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.retry
+from redis.backoff import NoBackoff
 
 from iris.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from iris.config import Config
 
 MIN_VERSION = (6, 2)  # XADD with explicit ids and exclusive XRANGE, XTRIM MINID, GETDEL
 DEFAULT_TIMEOUT = 2.0
@@ -61,6 +67,12 @@ class RedisStore:
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             health_check_interval=30,
+            # A pooled connection to a server that restarted fails on its first use: one
+            # immediate retry on a fresh connection, so the first request after Redis comes
+            # back is served (a server still down is refused again at once). Not on timeouts.
+            retry=redis.asyncio.retry.Retry(
+                NoBackoff(), 1, supported_errors=(redis.ConnectionError,)
+            ),
         )
         # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own client.
         self.blocking: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
@@ -95,6 +107,15 @@ class RedisStore:
     def close(self) -> None:
         with contextlib.suppress(redis.RedisError, OSError):
             self.sync.close()
+
+
+def shared_store(config: Config) -> RedisStore | None:
+    """The Redis every process shares (``store.url``), checked; None without one."""
+    if config.store.url is None:
+        return None
+    shared = RedisStore(config.store.url, prefix=config.store.prefix)
+    shared.check()  # unreachable: one line and a non-zero exit, before serving anything
+    return shared
 
 
 @contextlib.contextmanager

@@ -11,12 +11,17 @@ does the server's shutdown (status ``incomplete``, reason ``interrupted``).
 ``BackgroundRuns`` keeps runs by id: running ones always, ended ones for ``ttl`` seconds and at
 most ``keep`` of them; the stored response outlives both (``responses_store``).
 
+With a shared store (``store.url``) every run is also copied to Redis (``iris.redis.background``)
+as it goes, so the other processes answer for it: ``RemoteRunStream`` follows it from there, a
+cancel asked elsewhere reaches the run through ``BackgroundRuns``' watch.
+
 A thin transport: what the events say is the encoder's business (``responses_encoder``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -26,11 +31,12 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from iris.agent.core import Agent, TurnRequest
-from iris.errors import user_message
+from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
+from iris.redis.background import CANCEL_POLL, RunPublisher, SharedRuns
 from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, while_connected
 from iris.surfaces.api.sse import DONE, named_frames
-from iris.tasks import OpenGroup
+from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger("iris.api")
 
@@ -59,6 +65,7 @@ class BackgroundRun:
         *,
         release: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
+        shared: SharedRuns | None = None,
     ) -> None:
         self.id = response_id
         self.events: list[Json] = []  # every wire event so far; events[n]["sequence_number"] == n
@@ -71,6 +78,10 @@ class BackgroundRun:
         self._changed = asyncio.Event()  # set (and replaced) whenever events or the end come
         self._stop: tuple[str, str] | None = None  # (status, reason) asked by cancel/shutdown
         self._task: asyncio.Task[None] | None = None
+        # Copies the run to Redis for the other processes (None: this process alone).
+        self._publisher: RunPublisher | None = (
+            None if shared is None else shared.publisher(response_id, wire.snapshot)
+        )
 
     @property
     def ended(self) -> bool:
@@ -82,6 +93,10 @@ class BackgroundRun:
     def start(self, tasks: OpenGroup) -> None:
         """Run the turn in ``tasks`` (the surface's: a run outlives the request that began it)."""
         self._task = tasks.create_task(self._run(), name=f"background {self.id}")
+        if self._publisher is not None:
+            # Logged, not raised: a failure here must not cancel every run in the group.
+            sharing = logged(self._publisher.run(), f"sharing background response {self.id}")
+            tasks.create_task(sharing, name=f"background {self.id} shared")
 
     # Seconds ``stop`` waits for the turn to unwind (the upstream request to close).
     stop_wait = 5.0
@@ -130,10 +145,14 @@ class BackgroundRun:
             self.ended_at = self._clock()
             self._release()
             self._notify()
+            if self._publisher is not None:
+                self._publisher.end()
 
     def _add(self, payloads: list[Json]) -> None:
         if payloads:
             self.events.extend(payloads)
+            if self._publisher is not None:
+                self._publisher.add(payloads)
             self._notify()
 
     def _notify(self) -> None:
@@ -145,13 +164,20 @@ class BackgroundRuns:
     """The runs a process knows, by response id, bounded by age and count once ended."""
 
     def __init__(
-        self, *, ttl: float, keep: int, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        ttl: float,
+        keep: int,
+        clock: Callable[[], float] = time.monotonic,
+        shared: SharedRuns | None = None,
     ) -> None:
         self._ttl = ttl
         self._keep = keep
         self._clock = clock
         self._runs: dict[str, BackgroundRun] = {}
         self._tasks = OpenGroup()  # the runs' turns, from start to stop
+        self.shared = shared  # every process's runs (``store.url``); None: this one's alone
+        self._watcher: asyncio.Task[None] | None = None
 
     def add(self, run: BackgroundRun) -> None:
         self._prune()
@@ -166,6 +192,31 @@ class BackgroundRuns:
 
     async def start(self) -> None:
         await self._tasks.open()
+        if self.shared is not None:
+            watch = logged(self._watch(self.shared), "watching for background cancels")
+            self._watcher = self._tasks.create_task(watch, name="background cancels")
+
+    async def _watch(self, shared: SharedRuns) -> None:
+        """Stop the runs another process was asked to cancel; keep running runs' shared
+        events from expiring while they go quiet."""
+        failing = False
+        refreshed = self._clock()
+        while True:
+            await asyncio.sleep(CANCEL_POLL)
+            running = {run.id: run for run in self.running()}
+            try:
+                for response_id in await shared.cancelled(list(running)):
+                    run = running[response_id]
+                    self._tasks.create_task(run.stop("cancelled", "cancelled"))
+                if self._clock() - refreshed > self._ttl / 3:
+                    await shared.refresh(list(running))
+                    refreshed = self._clock()
+            except StoreUnavailable as exc:
+                if not failing:
+                    log.warning("checking for background responses to cancel failed: %s", exc)
+                failing = True
+            else:
+                failing = False
 
     def launch(self, run: BackgroundRun) -> None:
         """Keep ``run`` and start its turn in the runs' task group."""
@@ -175,6 +226,9 @@ class BackgroundRuns:
     async def stop(self) -> None:
         """Server shutdown: every running turn ends now as ``incomplete`` (interrupted), its
         output so far stored."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
         try:
             runs = self.running()
             if runs:
@@ -194,18 +248,42 @@ class BackgroundRuns:
                 del self._runs[run.id]
 
 
-class RunStream(Response):
-    """An ASGI response: the events of ``run`` after sequence number ``after``, then the live
-    ones until the run ends. The client leaving ends only this stream, never the run."""
+class _Follower(Response):
+    """An ASGI response that follows a run as SSE until it ends; the client leaving ends only
+    this stream, never the run."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await while_connected(receive, self._follow(send), self._wind_down)
+
+    async def _follow(self, send: Send) -> None:
+        raise NotImplementedError
+
+    async def _wind_down(self, follow: asyncio.Task[None]) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    async def _events(send: Send, batch: list[Json]) -> None:
+        await send({"type": "http.response.body", "body": named_frames(batch), "more_body": True})
+
+    @staticmethod
+    async def _done(send: Send) -> None:
+        await send({"type": "http.response.body", "body": DONE, "more_body": False})
+
+    @staticmethod
+    async def _keep_alive(send: Send) -> None:
+        # Silence (an agent tool running): a comment keeps idle-timeout proxies open.
+        await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+
+
+class RunStream(_Follower):
+    """The events of ``run`` after sequence number ``after``, then the live ones until the run
+    ends."""
 
     def __init__(self, run: BackgroundRun, after: int) -> None:
         super().__init__()
         self._run = run
         self._after = after
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        await while_connected(receive, self._follow(send), self._wind_down)
 
     async def _wind_down(self, follow: asyncio.Task[None]) -> bool:
         # The server's graceful shutdown ran out of patience before the turn ended: it ends
@@ -220,14 +298,43 @@ class RunStream(Response):
         while True:
             if cursor < len(run.events):
                 batch, cursor = run.events[cursor:], len(run.events)
-                await send(
-                    {"type": "http.response.body", "body": named_frames(batch), "more_body": True}
-                )
+                await self._events(send, batch)
             elif run.ended:
-                await send({"type": "http.response.body", "body": DONE, "more_body": False})
+                await self._done(send)
                 return
             elif not await run.changed(TurnExchange.heartbeat):
-                # Silence (an agent tool running): a comment keeps idle-timeout proxies open.
-                await send(
-                    {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
-                )
+                await self._keep_alive(send)
+
+
+class RemoteRunStream(_Follower):
+    """``RunStream`` for a run another process runs: its events after ``after`` from Redis,
+    then the live ones until it ends. Ends early (``[DONE]``) if the run's shared events
+    expire (its process died and ``background_ttl`` passed)."""
+
+    def __init__(self, runs: SharedRuns, response_id: str, after: int) -> None:
+        super().__init__()
+        self._runs = runs
+        self._id = response_id
+        self._after = after
+
+    async def _wind_down(self, follow: asyncio.Task[None]) -> bool:
+        return False  # the run is another process's: this server's shutdown ends the following
+
+    async def _follow(self, send: Send) -> None:
+        cursor = f"{self._after + 1}-0"
+        entries, ended = await self._runs.read(self._id, cursor, block=None)
+        while True:
+            events = [json.loads(fields["event"]) for _, fields in entries if "event" in fields]
+            if events:
+                await self._events(send, events)
+            if entries:
+                cursor = entries[-1][0]
+            if ended:
+                await self._done(send)
+                return
+            entries, ended = await self._runs.read(self._id, cursor, block=TurnExchange.heartbeat)
+            if not entries:
+                if await self._runs.state(self._id) is None:
+                    ended = True  # its events are gone: nothing more will come
+                    continue
+                await self._keep_alive(send)

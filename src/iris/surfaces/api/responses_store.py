@@ -4,6 +4,9 @@
 chat-format conversation (the request's input plus the turn's output; instructions are not
 carried over, as on OpenAI). Every output item is also kept under its own id, for the
 ``item_reference`` input items that name it.
+
+With a shared store, ``iris.redis.responses`` keeps the same in Redis; ``StoredResponses`` is
+what both offer.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from iris.store import Store, transaction
 
@@ -28,6 +31,18 @@ CREATE TABLE IF NOT EXISTS api_response_items (
     item TEXT NOT NULL
 );
 """
+
+
+class StoredResponses(Protocol):
+    """Stored responses: ``ResponsesStore`` (SQLite) or ``RedisResponsesStore``."""
+
+    async def save(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None: ...
+
+    async def response(self, response_id: str) -> dict[str, Any] | None: ...
+
+    async def conversation(self, response_id: str) -> list[dict[str, Any]] | None: ...
+
+    async def items(self, item_ids: list[str]) -> dict[str, dict[str, Any]]: ...
 
 
 class ResponsesStore:

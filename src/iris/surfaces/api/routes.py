@@ -1,7 +1,7 @@
 """The OpenAI-compatible API surface: routes, auth, limits, and the wiring of the encoders.
 
     POST /v1/chat/completions    Chat Completions, streamed (SSE) or not
-    POST /v1/responses           Responses, streamed (SSE) or not; stored in SQLite;
+    POST /v1/responses           Responses, streamed (SSE) or not; stored (SQLite, or Redis);
                                  ``background: true`` runs on without the client
     GET  /v1/responses/{id}      a stored response, or a background one so far;
                                  ``?stream=true&starting_after=N`` follows a background one
@@ -37,8 +37,14 @@ from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.redis.background import SharedRuns
 from iris.runtime import Runtime
-from iris.surfaces.api.background import BackgroundRun, BackgroundRuns, RunStream
+from iris.surfaces.api.background import (
+    BackgroundRun,
+    BackgroundRuns,
+    RemoteRunStream,
+    RunStream,
+)
 from iris.surfaces.api.bodies import (
     ChatCall,
     ResponsesCall,
@@ -50,7 +56,7 @@ from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.exchange import TurnExchange, Wire
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
-from iris.surfaces.api.responses_store import ResponsesStore
+from iris.surfaces.api.responses_store import StoredResponses
 from iris.surfaces.api.sse import data_frames, named_frames
 from iris.surfaces.origin import SiteGuard
 
@@ -80,7 +86,7 @@ class ChatWire:
 
 
 class ResponsesWire:
-    def __init__(self, call: ResponsesCall, store: ResponsesStore) -> None:
+    def __init__(self, call: ResponsesCall, store: StoredResponses) -> None:
         self.call = call
         self.store = store
         self.encoder = ResponsesEncoder(
@@ -159,9 +165,13 @@ class ApiSurface:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = runtime.config.platforms.api_server
-        self.responses = ResponsesStore(runtime.store)
+        self.responses = runtime.responses
+        ttl = self.settings.background_ttl
         self.background = BackgroundRuns(
-            ttl=self.settings.background_ttl, keep=self.settings.background_keep
+            ttl=ttl,
+            keep=self.settings.background_keep,
+            # Background runs every process can follow and cancel (``store.url``).
+            shared=None if runtime.shared is None else SharedRuns(runtime.shared, ttl=ttl),
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends
@@ -238,18 +248,28 @@ class ApiSurface:
         )
         wire = ResponsesWire(call, self.responses)
         if call.background:
-            return self._start_background(call, wire)
+            return await self._start_background(call, wire)
         return self._exchange(call.turn, wire, stream=call.stream)
 
-    def _start_background(self, call: ResponsesCall, wire: ResponsesWire) -> Response:
+    async def _start_background(self, call: ResponsesCall, wire: ResponsesWire) -> Response:
         release = self._admit()  # a background turn holds its slots while it runs
+        shared = self.background.shared
         run = BackgroundRun(
             wire.encoder.response_id,
             self.runtime.agent,
             call.turn,
             wire,
             release=release,
+            shared=shared,
         )
+        if shared is not None:
+            try:
+                # Known to every process before its client hears of it: a poll that lands
+                # on another process at once finds it.
+                await shared.announce(run.id, run.snapshot())
+            except StoreUnavailable:
+                release()
+                raise
         self.background.launch(run)
         if call.stream:
             return RunStream(run, after=-1)
@@ -261,8 +281,15 @@ class ApiSurface:
     async def get_response(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
         run = self.background.get(response_id)
+        shared = self.background.shared
+        # A run another process runs (``store.url``): its state as it shared it.
+        elsewhere = None
+        if run is None and shared is not None:
+            elsewhere = await shared.state(response_id)
         if request.query_params.get("stream", "false").lower() == "true":
             after = _starting_after(request.query_params.get("starting_after"))
+            if shared is not None and elsewhere is not None:
+                return RemoteRunStream(shared, response_id, after)
             if run is None:
                 await self._stored(response_id)  # 404 when there is no such response at all
                 raise bad_request(
@@ -274,6 +301,8 @@ class ApiSurface:
             return RunStream(run, after=after)
         if run is not None:
             return JSONResponse(run.snapshot())
+        if elsewhere is not None:
+            return JSONResponse(elsewhere[0])
         return JSONResponse(await self._stored(response_id))
 
     async def cancel_response(self, request: Request) -> Response:
@@ -282,6 +311,12 @@ class ApiSurface:
         if run is not None:
             await run.stop("cancelled", "cancelled")  # a run that ended stays as it ended
             return JSONResponse(run.snapshot())
+        shared = self.background.shared
+        if shared is not None:
+            # Another process runs it: asked there, waited for here.
+            snapshot = await shared.cancel(response_id, within=BackgroundRun.stop_wait + 1)
+            if snapshot is not None:
+                return JSONResponse(snapshot)
         found = await self._stored(response_id)
         if not found.get("background"):
             raise bad_request(

@@ -21,8 +21,10 @@ import qrcode
 from qrcode.constants import ERROR_CORRECT_L
 
 from iris.config import Config
-from iris.devices import DeviceStore
+from iris.devices import Devices
 from iris.errors import DeviceError
+from iris.redis.connection import shared_store
+from iris.redis.devices import device_store
 from iris.store import Store
 from iris.surfaces.iris.access import REVOCATION_POLL
 from iris.surfaces.origin import is_loopback
@@ -38,8 +40,10 @@ def run_devices(
 ) -> int:
     base = pairing_base(config, args.url) if args.action == "add" else ""
     store = Store(config.store.resolved_path(), busy_timeout=config.store.busy_timeout)
+    shared = None
     try:
-        devices = DeviceStore(store)
+        shared = shared_store(config)
+        devices = device_store(store, shared)
         if args.action == "add":
             token = devices.add(args.name)
             _show_pairing(args.name.strip(), f"{base}/#token={token}", token, out)
@@ -55,6 +59,8 @@ def run_devices(
                 file=out,
             )
     finally:
+        if shared is not None:
+            shared.close()
         store.close()
     return 0
 
@@ -143,7 +149,7 @@ def _show_pairing(name: str, url: str, token: str, out: TextIO) -> None:
     print(f"\nIts token (shown only now; Iris keeps only a hash of it):\n\n  {token}", file=out)
 
 
-def _show_list(devices: DeviceStore, out: TextIO) -> None:
+def _show_list(devices: Devices, out: TextIO) -> None:
     paired = devices.devices()
     if not paired:
         print("No paired devices. Pair one with `iris devices add NAME`.", file=out)

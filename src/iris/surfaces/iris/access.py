@@ -17,7 +17,7 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from iris.devices import Check, DeviceStore
+from iris.devices import Check, Devices
 from iris.surfaces.iris import inbound
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ Close = Callable[[], Awaitable[None]]
 
 
 class TokenGate:
-    def __init__(self, tokens: Iterable[str], devices: DeviceStore) -> None:
+    def __init__(self, tokens: Iterable[str], devices: Devices) -> None:
         self._tokens = [t.encode() for t in tokens if t]
         self.devices = devices
 
@@ -59,7 +59,7 @@ def bearer(header: str) -> str | None:
 class Revocations:
     """The connections of paired devices, by token digest, closed once their token is revoked."""
 
-    def __init__(self, devices: DeviceStore) -> None:
+    def __init__(self, devices: Devices) -> None:
         self._devices = devices
         self._open: dict[str, dict[int, Close]] = {}
         self._next = 0

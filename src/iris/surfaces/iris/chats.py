@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from iris.agent.sessions import SessionStore, SessionSummary
+from iris.agent.sessions import Sessions, SessionSummary
 from iris.errors import StoreUnavailable
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.iris.access import TokenGate, bearer
@@ -64,7 +64,7 @@ def listing(summaries: list[SessionSummary]) -> dict[str, Any]:
     }
 
 
-def route(sessions: SessionStore, gate: TokenGate, site: SiteGuard) -> Route:
+def route(sessions: Sessions, gate: TokenGate, site: SiteGuard) -> Route:
     async def list_chats(request: Request) -> JSONResponse:
         scope = request.scope
         refusal = site.refusal(request.headers, scope.get("server"), scope["scheme"])

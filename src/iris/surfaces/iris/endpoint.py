@@ -39,7 +39,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.appends import FEATURE as APPEND
 from iris.appends import AppendWriter
-from iris.devices import Check, DeviceStore
+from iris.devices import Check
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
@@ -114,9 +114,8 @@ class IrisSurface:
         )
         self._ownership: list[asyncio.Task[None]] = []  # its inbox reader and reaper
         self.site = SiteGuard(runtime.config.server)
-        devices = DeviceStore(runtime.store)
-        self.gate = TokenGate(self.settings.tokens, devices)
-        self.revocations = Revocations(devices)
+        self.gate = TokenGate(self.settings.tokens, runtime.devices)
+        self.revocations = Revocations(runtime.devices)
         self._watcher: asyncio.Task[None] | None = None
         self._tailing: asyncio.Task[None] | None = None
         # The rooms' turns and the revocation watch, from start to stop (one task: the

@@ -1,0 +1,71 @@
+"""Stored responses in the shared store: ``ResponsesStore``'s twin in Redis.
+
+A response stored by one process is read, and continued with ``previous_response_id``, through
+any other:
+
+- ``response:stored:{id}`` a hash: ``response`` (the object) and ``conversation`` (what
+  ``previous_response_id`` continues), written with its items in one ``MULTI``;
+- ``response:item:{item_id}`` each output item, for the ``item_reference`` input items.
+
+Like the SQLite rows they never expire (OpenAI keeps them 30 days; Iris has no sweep for
+either store): size Redis for them, see docs/deploy.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from redis.typing import EncodableT, FieldT
+
+from iris.redis.connection import RedisStore, translated
+
+
+class RedisResponsesStore:
+    def __init__(self, store: RedisStore) -> None:
+        self._store = store
+
+    async def save(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        # Every output item is kept under its own id too, for ``item_reference``.
+        items = {
+            self._store.key("response", "item", item["id"]): json.dumps(item)
+            for item in response.get("output") or []
+            if isinstance(item.get("id"), str)
+        }
+        fields: dict[FieldT, EncodableT] = {
+            "response": json.dumps(response),
+            "conversation": json.dumps(conversation),
+        }
+        with translated(self._store.url):
+            async with self._store.aio.pipeline(transaction=True) as pipe:
+                pipe.hset(self._store.key("response", "stored", response["id"]), mapping=fields)
+                if items:
+                    pipe.mset(items)
+                await pipe.execute()
+
+    async def response(self, response_id: str) -> dict[str, Any] | None:
+        return await self._field("response", response_id)
+
+    async def conversation(self, response_id: str) -> list[dict[str, Any]] | None:
+        return await self._field("conversation", response_id)
+
+    async def _field(self, field: str, response_id: str) -> Any:
+        with translated(self._store.url):
+            raw = await self._store.aio.hget(
+                self._store.key("response", "stored", response_id), field
+            )
+        return None if raw is None else json.loads(cast(str, raw))
+
+    async def items(self, item_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Stored output items (messages, function calls, reasoning) by their ids."""
+        unique = list(dict.fromkeys(item_ids))
+        if not unique:
+            return {}
+        with translated(self._store.url):
+            rows = cast(
+                list[str | None],
+                await self._store.aio.mget(
+                    [self._store.key("response", "item", i) for i in unique]
+                ),
+            )
+        return {i: json.loads(row) for i, row in zip(unique, rows, strict=True) if row is not None}

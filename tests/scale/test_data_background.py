@@ -1,0 +1,167 @@
+"""Background responses across two ``iris serve`` processes on one Redis: a run started on A is
+polled, followed from a sequence number and cancelled through B, with the official SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from openai import OpenAI
+
+from iris.redis.background import SharedRuns
+from iris.redis.connection import RedisStore
+from tests.api.openresponses import valid_response
+from tests.api.test_background import payload, until
+from tests.fakes.upstream import FakeUpstream, gated, hold
+from tests.scale.conftest import RedisServer
+from tests.scale.test_data_processes import Process, processes
+
+pytestmark = pytest.mark.timeout(90)
+
+__all__ = ["processes"]  # the fixture, shared with the other data tests
+
+
+def test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate(
+    upstream: FakeUpstream, processes: tuple[Process, Process]
+) -> None:
+    a, b = processes
+    upstream.script(gated("Hel", "lo", " there", after=1))
+    with a.client() as on_a, b.client() as on_b:
+        first: list[dict[str, Any]] = []
+        stream = on_a.responses.create(model="fake-model", input="hi", background=True, stream=True)
+        for event in stream:
+            first.append(payload(event))
+            if event.type == "response.created":
+                # Through B at once: every process knows the run before its client does.
+                found = on_b.responses.retrieve(event.response.id)
+                assert found.status in ("queued", "in_progress")
+            if event.type == "response.output_item.added":
+                break
+        stream.close()  # the client drops; the turn waits at the upstream's gate, on A
+        response_id = first[0]["response"]["id"]
+        so_far = until(  # polled on B: the output so far, as A shared it
+            lambda: (r := on_b.responses.retrieve(response_id)).output_text == "Hel" and r,
+            "the first text on B",
+        )
+        valid_response(so_far)
+        assert so_far.status == "in_progress"
+
+        last = first[-1]["sequence_number"]
+        rest: list[dict[str, Any]] = []
+        for event in on_b.responses.retrieve(response_id, stream=True, starting_after=last):
+            rest.append(payload(event))
+            if event.type == "response.output_text.delta":
+                upstream.release()  # "Hel" was replayed; what follows is live, run on A
+        numbers = [e["sequence_number"] for e in first + rest]
+        assert numbers == list(range(len(numbers))), "no gap, no duplicate"
+        assert rest[-1]["type"] == "response.completed"
+        deltas = [e["delta"] for e in first + rest if e["type"] == "response.output_text.delta"]
+        assert "".join(deltas) == "Hello there"
+        for client in (on_a, on_b):
+            assert client.responses.retrieve(response_id).output_text == "Hello there"
+        # The whole stream again, from either process, is the same events.
+        on_a_again = [payload(e) for e in on_a.responses.retrieve(response_id, stream=True)]
+        on_b_again = [payload(e) for e in on_b.responses.retrieve(response_id, stream=True)]
+        assert on_a_again == on_b_again == first + rest
+
+
+def take_until_text(client: OpenAI) -> list[Any]:
+    """A streamed background run's events up to its first text; then the client drops."""
+    taken: list[Any] = []
+    with client.responses.create(
+        model="fake-model", input="hi", background=True, stream=True
+    ) as stream:
+        for event in stream:
+            taken.append(event)
+            if event.type == "response.output_text.delta":
+                break
+    return taken
+
+
+def test_a_run_on_a_is_cancelled_through_b(
+    upstream: FakeUpstream, processes: tuple[Process, Process]
+) -> None:
+    a, b = processes
+    upstream.script(hold("Hel"))
+    with a.client() as on_a, b.client() as on_b:
+        events = [payload(e) for e in take_until_text(on_a)]
+        response_id = events[0]["response"]["id"]
+        following = on_b.responses.retrieve(response_id, stream=True)
+        cancelled = on_b.responses.cancel(response_id)
+        valid_response(cancelled)
+        assert cancelled.status == "cancelled" and cancelled.output_text == "Hel"
+        assert upstream.disconnected.wait(5), "the upstream request on A stayed open"
+        events = [payload(e) for e in following]  # B's follower gets the end too
+        assert events[-1]["type"] == "response.incomplete"
+        assert events[-1]["response"]["status"] == "cancelled"
+        assert on_a.responses.retrieve(response_id).status == "cancelled"
+        assert on_b.responses.cancel(response_id).status == "cancelled", "idempotent"
+
+
+async def test_a_runs_events_while_redis_was_away_are_shared_once_it_is_back(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RedisStore(redis_server.url, timeout=0.5)
+    runs = SharedRuns(store, ttl=60)
+    snapshot = {"id": "resp_1", "status": "in_progress"}
+    publisher = runs.publisher("resp_1", lambda: snapshot)
+    writing = asyncio.create_task(publisher.run())
+    try:
+        publisher.add([{"sequence_number": 0}, {"sequence_number": 1}])
+        await until_async(lambda: entries(runs, 2), "the first events")
+        redis_server.stop()
+        publisher.add([{"sequence_number": 2}])
+
+        async def failed() -> bool:
+            return "not shared" in caplog.text
+
+        await until_async(failed, "the publisher's failed write")
+        redis_server.start()
+        snapshot = {"id": "resp_1", "status": "completed"}
+        publisher.add([{"sequence_number": 3}])
+        publisher.end()
+        async with asyncio.timeout(20):
+            await writing
+        found, ended = await runs.read("resp_1", "0-0", block=None)
+        events = [json.loads(fields["event"]) for _, fields in found if "event" in fields]
+        assert [e["sequence_number"] for e in events] == [0, 1, 2, 3] and ended
+        assert await runs.state("resp_1") == (snapshot, True)
+    finally:
+        writing.cancel()
+        await store.aclose()
+
+
+async def entries(runs: SharedRuns, count: int) -> bool:
+    found, _ = await runs.read("resp_1", "0-0", block=None)
+    return len(found) >= count
+
+
+async def until_async(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Wait (10 s at most: a hang guard) until ``check`` holds."""
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                if await check():
+                    return
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def test_a_run_just_created_on_a_is_found_through_b_at_once(
+    upstream: FakeUpstream, processes: tuple[Process, Process]
+) -> None:
+    a, b = processes
+    upstream.script(gated("Hi", after=0))
+    with a.client() as on_a, b.client() as on_b:
+        created = on_a.responses.create(model="fake-model", input="hi", background=True)
+        assert on_b.responses.retrieve(created.id).status in ("queued", "in_progress")
+        upstream.release()
+        done = until(
+            lambda: (r := on_b.responses.retrieve(created.id)).status == "completed" and r,
+            "completion, seen on B",
+        )
+        assert done.output_text == "Hi"

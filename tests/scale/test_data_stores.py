@@ -1,0 +1,265 @@
+"""Stored data behaves the same in SQLite and in Redis: every test body here runs against both
+backends (``Runtime.create``'s choice), the Redis one on a real redis-server. The session-cut
+test (from tests/store/) and the devices' last_seen test (from tests/iris/test_devices.py) moved
+here, so one body proves both."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from iris.agent.context import SUMMARY_PREFIX
+from iris.agent.sessions import Sessions
+from iris.config import Config
+from iris.devices import TOUCH_EVERY, Devices, DeviceStore
+from iris.errors import DeviceError, StoreUnavailable
+from iris.redis.devices import RedisDeviceStore
+from iris.runtime import Runtime
+from iris.surfaces.api.responses_store import StoredResponses
+from tests.scale.conftest import RedisServer
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@dataclass
+class Backend:
+    name: str
+    sessions: Sessions
+    responses: StoredResponses
+    devices: Devices
+    clock: list[float]
+    runtime: Runtime
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    store: dict[str, str] = {"path": str(tmp_path / "iris.db")}
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        store["url"] = server.url
+    config = Config.model_validate({"store": store, "model": {"name": "m", "base_url": "http://x"}})
+    runtime = Runtime.create(config)
+    assert (runtime.shared is not None) == (request.param == "redis")
+    # The devices on a clock of the test's, to prove when last_seen is written.
+    clock = [1000.0]
+    shared = runtime.shared
+    devices = (
+        DeviceStore(runtime.store, clock=lambda: clock[0])
+        if shared is None
+        else RedisDeviceStore(shared, clock=lambda: clock[0])
+    )
+    assert type(devices) is type(runtime.devices)
+    yield Backend(request.param, runtime.sessions, runtime.responses, devices, clock, runtime)
+    if runtime.shared is not None:
+        runtime.shared.close()
+    runtime.store.close()
+
+
+def say(role: str, text: str) -> dict[str, str]:
+    return {"role": role, "content": text}
+
+
+# -- sessions ----------------------------------------------------------------------------------
+async def test_a_summary_cut_heads_the_history_and_keeps_old_messages(backend: Backend) -> None:
+    sessions = backend.sessions
+    await sessions.append("s", [say("user", "q1"), say("assistant", "a1")])
+    await sessions.append("s", [say("user", "q2"), say("assistant", "a2")])
+    first = await sessions.transcript("s")
+    assert first.messages[0] == say("user", "q1") and first.start == 0
+    assert first.positions == [1, 2, 3, 4]
+    await sessions.cut("s", "asked q1", after=first.cut_after(2))
+    second = await sessions.transcript("s")
+    assert second.messages == [
+        {"role": "system", "content": SUMMARY_PREFIX + "asked q1"},
+        say("user", "q2"),
+        say("assistant", "a2"),
+    ]
+    assert second.start == 2 and second.positions == [None, 3, 4]
+    await sessions.cut("s", "asked q1 and q2", after=second.cut_after(1))
+    third = await sessions.transcript("s")
+    assert third.messages[0]["content"].endswith("asked q1 and q2")
+    assert third.messages[1:] == [say("user", "q2"), say("assistant", "a2")]
+    await sessions.cut("s")  # /new
+    assert await sessions.history("s") == []
+    await sessions.append("s", [say("user", "q3")])
+    fresh = await sessions.transcript("s")
+    assert fresh.messages == [say("user", "q3")] and fresh.positions == [5] and fresh.start == 4
+    assert await sessions.last("s") == say("user", "q3")
+    assert stored_messages(backend, "s") == 5  # a cut hides messages; the store keeps them
+
+
+def stored_messages(backend: Backend, session: str) -> int:
+    """How many messages of ``session`` the backend holds (hidden by cuts or not)."""
+    shared = backend.runtime.shared
+    if shared is None:
+        rows = backend.runtime.store.query(
+            "SELECT COUNT(*) AS n FROM session_messages WHERE session=?", (session,)
+        )
+        return int(rows[0]["n"])
+    return int(shared.sync.llen(shared.key("session", "messages", session)))
+
+
+async def test_a_history_is_its_newest_messages_and_never_starts_with_a_tool_result(
+    backend: Backend,
+) -> None:
+    sessions = backend.sessions
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "out"}
+    await sessions.append("s", [say("user", "q"), call, result, say("assistant", "done")])
+    assert await sessions.history("s", limit=3) == [call, result, say("assistant", "done")]
+    tail = await sessions.transcript("s", limit=2)
+    assert tail.messages == [say("assistant", "done")] and tail.positions == [4]
+    assert await sessions.history("other") == [] and await sessions.last("other") is None
+    await sessions.append("s", [])
+    assert len(await sessions.history("s")) == 4
+
+
+async def test_reset_forgets_a_session_and_only_that_one(backend: Backend) -> None:
+    sessions = backend.sessions
+    await sessions.append("iris:a", [say("user", "hello a")])
+    await sessions.append("iris:b", [say("user", "hello b")])
+    await sessions.cut("iris:a", "sum")
+    await sessions.reset("iris:a")
+    assert (await sessions.transcript("iris:a")).messages == []
+    assert await sessions.last("iris:a") is None
+    assert [s.session for s in await sessions.summaries("iris:", 10)] == ["iris:b"]
+    await sessions.append("iris:a", [say("user", "again")])
+    assert (await sessions.transcript("iris:a")).positions == [1]
+
+
+async def test_summaries_list_a_prefix_newest_first_with_the_first_user_message(
+    backend: Backend,
+) -> None:
+    sessions = backend.sessions
+    await sessions.append("iris:one", [say("system", "s"), say("user", "first one")])
+    await sessions.append("iris:two", [say("user", "first two")])
+    await sessions.append("telegram:9", [say("user", "elsewhere")])
+    await sessions.append("iris:three", [say("assistant", "no user yet")])
+    await sessions.cut("iris:one")  # a cut keeps the chat's first message its title
+    await sessions.append("iris:one", [say("user", "later")])
+    found = await sessions.summaries("iris:", 10)
+    assert [s.session for s in found] == ["iris:one", "iris:three", "iris:two"]
+    assert [s.first_user for s in found] == [
+        say("user", "first one"),
+        None,
+        say("user", "first two"),
+    ]
+    assert found[0].updated >= found[1].updated >= found[2].updated > 0
+    assert [s.session for s in await sessions.summaries("iris:", 2)] == ["iris:one", "iris:three"]
+    assert await sessions.summaries("slack:", 10) == []
+
+
+# -- stored responses --------------------------------------------------------------------------
+async def test_a_stored_response_its_conversation_and_its_items(backend: Backend) -> None:
+    responses = backend.responses
+    message = {"id": "msg_1", "type": "message", "content": [{"type": "output_text", "text": "hi"}]}
+    call = {"id": "fc_1", "type": "function_call", "name": "f", "arguments": "{}"}
+    response = {"id": "resp_1", "object": "response", "output": [message, call, {"type": "x"}]}
+    conversation = [say("user", "hello"), say("assistant", "hi")]
+    await responses.save(response, conversation)
+    assert await responses.response("resp_1") == response
+    assert await responses.conversation("resp_1") == conversation
+    assert await responses.items(["fc_1", "nope", "msg_1", "fc_1"]) == {
+        "fc_1": call,
+        "msg_1": message,
+    }
+    assert await responses.items([]) == {}
+    for unknown in ("resp_2", "item:fc_1", ""):  # a path a client typed is never a 500
+        assert await responses.response(unknown) is None
+        assert await responses.conversation(unknown) is None
+    # Saving again (a background response's final state) replaces it.
+    done = {**response, "status": "completed"}
+    await responses.save(done, conversation)
+    assert await responses.response("resp_1") == done
+
+
+# -- devices -----------------------------------------------------------------------------------
+async def test_devices_pair_list_check_and_revoke(backend: Backend) -> None:
+    devices, now = backend.devices, backend.clock
+    assert not await devices.any_paired()
+    phone = devices.add("  phone ")
+    backend.clock[0] += 1
+    tablet = devices.add("tablet")
+    assert phone != tablet and await devices.any_paired()
+    assert [(d.name, d.created, d.last_seen) for d in devices.devices()] == [
+        ("phone", 1000.0, None),
+        ("tablet", 1001.0, None),
+    ]
+    with pytest.raises(DeviceError, match="a device named 'phone' exists"):
+        devices.add("phone")
+    with pytest.raises(DeviceError, match="1-64 characters"):
+        devices.add(" ")
+
+    checked = await devices.check(phone)
+    assert (checked.status, checked.name) == ("ok", "phone") and checked.digest is not None
+    assert checked.digest not in phone  # only the digest is kept
+    assert devices.devices()[0].last_seen == now[0]
+    unknown = await devices.check(phone[::-1])
+    assert unknown.status == "unknown" and unknown.name is None
+
+    now[0] += TOUCH_EVERY / 2
+    assert await devices.revoked([checked.digest]) == set()
+    assert devices.devices()[0].last_seen == 1001.0  # not a write every sweep
+    now[0] += TOUCH_EVERY
+    assert await devices.revoked([checked.digest, checked.digest]) == set()
+    assert devices.devices()[0].last_seen == now[0]
+
+    devices.revoke(" phone")
+    assert await devices.revoked([checked.digest, "0" * 64]) == {checked.digest, "0" * 64}
+    revoked = await devices.check(phone)
+    assert (revoked.status, revoked.name) == ("revoked", "phone")
+    assert [d.name for d in devices.devices()] == ["tablet"]
+    with pytest.raises(DeviceError, match="no device named 'phone'"):
+        devices.revoke("phone")
+    again = devices.add("phone")  # the name is free once revoked; the old token stays refused
+    assert (await devices.check(again)).status == "ok"
+    assert (await devices.check(phone)).status == "revoked"
+    assert await devices.revoked([]) == set()
+    devices.revoke("phone")
+    devices.revoke("tablet")
+    assert not await devices.any_paired()
+
+
+# -- a lost store ------------------------------------------------------------------------------
+async def test_a_lost_redis_is_store_unavailable_everywhere(redis_server: RedisServer) -> None:
+    config = Config.model_validate(
+        {"store": {"path": ":memory:", "url": redis_server.url}, "model": {"name": "m"}}
+    )
+    runtime = Runtime.create(config)
+    try:
+        redis_server.kill()
+        attempts: list[Callable[[], Awaitable[object]]] = [
+            lambda: runtime.sessions.transcript("s"),
+            lambda: runtime.sessions.append("s", [say("user", "q")]),
+            lambda: runtime.sessions.summaries("iris:", 5),
+            lambda: runtime.responses.response("resp_1"),
+            lambda: runtime.devices.check("token"),
+        ]
+        for attempt in attempts:
+            with pytest.raises(StoreUnavailable):
+                await attempt()
+        with pytest.raises(StoreUnavailable):
+            runtime.devices.add("phone")
+    finally:
+        if runtime.shared is not None:
+            runtime.shared.close()
+        runtime.store.close()
+
+
+async def test_the_first_read_after_redis_restarts_is_served(redis_server: RedisServer) -> None:
+    config = Config.model_validate(
+        {"store": {"path": ":memory:", "url": redis_server.url}, "model": {"name": "m"}}
+    )
+    runtime = Runtime.create(config)
+    try:
+        await runtime.sessions.append("s", [say("user", "q")])
+        redis_server.stop()
+        redis_server.start()  # the pooled connection is to the old server (AOF kept the data)
+        assert await runtime.sessions.history("s") == [say("user", "q")]
+    finally:
+        if runtime.shared is not None:
+            runtime.shared.close()
+        runtime.store.close()
