@@ -133,31 +133,36 @@ UVICORN_WS_OPTIONS: dict[str, Any] = {
 }
 
 
+def uvicorn_options(config: Config) -> dict[str, Any]:
+    """What every server process runs with (one, or each of ``--workers``): the connection
+    guard, the keep-alive and shutdown timeouts, the WebSocket options."""
+    server = config.server
+    return {
+        "log_level": "info",
+        "timeout_graceful_shutdown": 5,
+        "timeout_keep_alive": server.timeout_keep_alive,
+        "http": guarded_protocol(server.timeout_headers, connection_cap(server.max_connections)),
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+        **UVICORN_WS_OPTIONS,
+    }
+
+
 def serve(config: Config) -> None:
     """Run ``iris serve`` until Ctrl-C / SIGTERM (uvicorn handles both gracefully)."""
     import uvicorn
 
     check_bind_safety(config)
     app = build_app(config)
-    server = config.server
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler it
     # found; with the default one that kills the process (exit 143) after a clean shutdown.
-    previous = signal.signal(signal.SIGTERM, _exit_cleanly)
+    previous = signal.signal(signal.SIGTERM, exit_cleanly)
     try:
         uvicorn.run(
-            app,
-            host=server.host,
-            port=server.port,
-            log_level="info",
-            timeout_graceful_shutdown=5,
-            timeout_keep_alive=server.timeout_keep_alive,
-            http=guarded_protocol(server.timeout_headers, connection_cap(server.max_connections)),
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-            **UVICORN_WS_OPTIONS,
+            app, host=config.server.host, port=config.server.port, **uvicorn_options(config)
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+def exit_cleanly(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)

@@ -1,0 +1,125 @@
+"""``iris serve --workers N``: N processes on one port, a dead one restarted, SIGTERM stops all;
+with the SQLite store it refuses in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from openai import OpenAI
+
+from tests.fakes.served import free_port, serve
+from tests.fakes.upstream import FakeUpstream, text
+from tests.scale.conftest import RedisServer
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def workers_of(parent: int) -> list[int]:
+    """The worker processes of ``iris serve --workers`` (not multiprocessing's helpers)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    found: list[int] = []
+    for pid in map(int, children):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile
+        if b"multiprocessing.spawn" in command and b"resource_tracker" not in command:
+            found.append(pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def ask(url: str, prompt: str) -> str:
+    with OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=15) as client:
+        reply = client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": prompt}]
+        )
+    return reply.choices[0].message.content or ""
+
+
+def test_workers_refuse_the_sqlite_store_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"server: {{port: {free_port()}}}\nstore: {{path: {tmp_path / 'iris.db'}}}\n"
+        "platforms: {iris: {enabled: false}}\n"
+    )
+    config.chmod(0o600)
+    done = subprocess.run(
+        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config), "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--workers 2 needs a shared store" in lines[0], done.stderr
+    assert "store.url" in lines[0]
+
+
+def test_two_workers_serve_one_port_a_killed_one_comes_back_and_sigterm_stops_all(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, url = serve(tmp_path, upstream.base_url, store=store, args=("--workers", "2"))
+    try:
+        server.wait_for("Application startup complete")  # the second worker's
+        workers = workers_of(server.process.pid)
+        assert len(workers) == 2, server.drain()
+
+        upstream.script(text("one"))
+        assert ask(url, "hi") == "one"
+
+        os.kill(workers[0], signal.SIGKILL)
+        server.wait_for("worker 1 exited (killed by SIGKILL); restarting it")
+        server.wait_for("Application startup complete")  # its replacement
+        now = workers_of(server.process.pid)
+        assert len(now) == 2 and workers[0] not in now and workers[1] in now
+        for reply in ("two", "three"):
+            upstream.script(text(reply))
+            assert ask(url, "again") == reply
+
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(30) == 0
+        assert not any(alive(pid) for pid in now)
+        log = server.drain()
+        assert not any("Traceback" in line for line in log), log
+    finally:
+        for pid in workers_of(server.process.pid) if server.process.poll() is None else []:
+            os.kill(pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_workers_stop_when_their_parent_is_killed(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, _ = serve(tmp_path, upstream.base_url, store=store, args=("--workers", "2"))
+    workers: list[int] = []
+    try:
+        server.wait_for("Application startup complete")
+        workers = workers_of(server.process.pid)
+        assert len(workers) == 2
+        server.process.kill()  # kill -9: the parent cannot stop its workers itself
+        server.process.wait(10)
+        deadline = time.monotonic() + 20
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in workers), "a worker outlived its parent"
+    finally:
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        server.stop()
