@@ -14,12 +14,14 @@ Any error that escapes a handler is a JSON 500 without the traceback, and Starle
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 from collections.abc import AsyncGenerator
 from types import FrameType
 from typing import Any
 
+import redis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -30,6 +32,7 @@ from iris import __version__
 from iris.config import Config
 from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
+from iris.redis.connection import RedisStore
 from iris.runtime import Runtime, ServerSurface
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.origin import is_loopback
@@ -72,9 +75,19 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     surfaces = build_surfaces(runtime)
 
     async def health(_: Request) -> JSONResponse:
-        return JSONResponse(
-            {"status": "ok", "version": __version__, "model": runtime.agent.model_name}
-        )
+        body: dict[str, Any] = {
+            "status": "ok",
+            "version": __version__,
+            "model": runtime.agent.model_name,
+        }
+        if runtime.shared is None:
+            return JSONResponse(body)
+        # A node whose store does not answer cannot serve what it shares: a 503 makes a load
+        # balancer drain it (a green health check on a deaf worker hides the outage).
+        body["store"] = "ok" if await store_answers(runtime.shared) else "unavailable"
+        if body["store"] == "ok":
+            return JSONResponse(body)
+        return JSONResponse({**body, "status": "unavailable"}, status_code=503)
 
     routes: list[BaseRoute] = [Route("/health", health, methods=["GET"])]
     for surface in surfaces:
@@ -109,6 +122,15 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     )
     app.state.runtime = runtime
     return app
+
+
+async def store_answers(shared: RedisStore) -> bool:
+    """Does the shared store answer a PING within its timeout?"""
+    try:
+        async with asyncio.timeout(shared.timeout):
+            return bool(await shared.aio.ping())
+    except (redis.RedisError, OSError, TimeoutError):
+        return False
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
