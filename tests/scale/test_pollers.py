@@ -1,0 +1,104 @@
+"""One poller per bot token across ``iris serve`` processes on one Redis: the first polls, the
+other stands by; when the poller is killed (kill -9) the other takes over within the lease and
+answers the next message. Against the Telegram Bot API fake over real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.served import Served, serve
+from tests.fakes.telegram_api import FakeBotApi
+from tests.fakes.upstream import FakeUpstream, text
+from tests.scale.conftest import RedisServer
+
+pytestmark = pytest.mark.timeout(90)
+
+CHAT, USER = 42, 7
+
+
+def telegram(api: FakeBotApi, via: str) -> dict[str, Any]:
+    return {
+        "telegram": {
+            "enabled": True,
+            "token": api.token,
+            "base_url": api.base_url_for(via),
+            "allowed_users": [USER],
+            "poll_timeout": 1,
+        }
+    }
+
+
+def said(api: FakeBotApi, words: str) -> bool:
+    return any(words in message for message in api.chat(CHAT))
+
+
+async def test_one_bot_is_polled_by_one_process_and_a_standby_takes_over_when_it_dies(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    servers: list[Served] = []
+
+    async def start(name: str, api: FakeBotApi) -> Served:
+        store = {"url": redis_server.url, "path": str(tmp_path / f"{name}.db"), "lease": 1}
+        server, _ = await asyncio.to_thread(
+            serve,
+            tmp_path,
+            upstream.base_url,
+            name=f"{name}.yaml",
+            store=store,
+            platforms=telegram(api, name),
+        )
+        servers.append(server)
+        return server
+
+    async with FakeBotApi() as api:
+        try:
+            a = await start("a", api)
+            await api.wait_until(lambda: "a" in api.polled_by)
+            b = await start("b", api)
+            assert any("telegram: standing by" in line for line in b.drain()), b.log
+
+            upstream.script(text("hello from the poller"))
+            api.user_says(chat_id=CHAT, user_id=USER, text="hi")
+            await api.wait_until(lambda: said(api, "hello from the poller"))
+            assert "b" not in api.polled_by  # one getUpdates poller for the bot: a's
+
+            a.process.kill()  # kill -9: its lease runs out, nobody releases it
+            await api.wait_until(lambda: "b" in api.polled_by, within=15)
+            upstream.script(text("hello from the survivor"))
+            api.user_says(chat_id=CHAT, user_id=USER, text="still there?")
+            await api.wait_until(lambda: said(api, "hello from the survivor"), within=15)
+            assert not any("Traceback" in line for line in b.drain()), b.log
+        finally:
+            for server in servers:
+                server.stop()
+
+
+async def test_a_poller_that_stops_hands_the_bot_over_without_waiting_for_its_lease(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    servers: list[Served] = []
+    # A long lease: a takeover within it proves the stopping poller gave its lease up.
+    store = {"url": redis_server.url, "lease": 60}
+    async with FakeBotApi() as api:
+        try:
+            for name in ("a", "b"):
+                server, _ = await asyncio.to_thread(
+                    serve,
+                    tmp_path,
+                    upstream.base_url,
+                    name=f"{name}.yaml",
+                    store={**store, "path": str(tmp_path / f"{name}.db")},
+                    platforms=telegram(api, name),
+                )
+                servers.append(server)
+            a, _b = servers
+            a.process.terminate()  # SIGTERM: a graceful stop
+            assert await asyncio.to_thread(a.process.wait, 30) == 0
+            await api.wait_until(lambda: "b" in api.polled_by, within=15)
+        finally:
+            for server in servers:
+                server.stop()
