@@ -102,3 +102,28 @@ async def test_a_poller_that_stops_hands_the_bot_over_without_waiting_for_its_le
         finally:
             for server in servers:
                 server.stop()
+
+
+async def test_a_poller_that_loses_its_lease_stops_receiving_and_takes_it_again_later(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """Redis away for longer than the lease: another process could hold the bot now, so this
+    one stops polling; when Redis returns it takes the lease again and answers."""
+    store = {"url": redis_server.url, "path": str(tmp_path / "a.db"), "lease": 1}
+    async with FakeBotApi() as api:
+        server, _ = await asyncio.to_thread(
+            serve, tmp_path, upstream.base_url, store=store, platforms=telegram(api, "a")
+        )
+        try:
+            await api.wait_until(lambda: "a" in api.polled_by)
+            redis_server.stop()
+            await asyncio.to_thread(server.wait_for, "telegram: poller lease lost")
+            polls = len(api.polled_by)
+            redis_server.start()
+            await api.wait_until(lambda: len(api.polled_by) > polls, within=15)
+            upstream.script(text("back again"))
+            api.user_says(chat_id=CHAT, user_id=USER, text="hi")
+            await api.wait_until(lambda: said(api, "back again"), within=15)
+            assert not any("Traceback" in line for line in server.drain()), server.log
+        finally:
+            server.stop()
