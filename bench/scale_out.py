@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -304,6 +305,8 @@ async def fanout_bench(args: argparse.Namespace, workdir: Path) -> dict[str, flo
 
 
 async def run(args: argparse.Namespace) -> None:
+    # Other work on the machine takes cores from every process measured: say how much there was.
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         carried = await api_bench(args, Path(tmp))
         fanout = None if args.skip_fanout else await fanout_bench(args, Path(tmp))
