@@ -5,6 +5,8 @@ answers the next message. Against the Telegram Bot API fake over real sockets.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +38,15 @@ def said(api: FakeBotApi, words: str) -> bool:
     return any(words in message for message in api.chat(CHAT))
 
 
-async def test_one_bot_is_polled_by_one_process_and_a_standby_takes_over_when_it_dies(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
-) -> None:
+@contextlib.asynccontextmanager
+async def bot_servers(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, api: FakeBotApi, lease: int
+) -> AsyncIterator[Callable[[str], Awaitable[Served]]]:
+    """``start(name)`` runs an ``iris serve`` for the bot, reaching the fake as ``name``."""
     servers: list[Served] = []
 
-    async def start(name: str, api: FakeBotApi) -> Served:
-        store = {"url": redis_server.url, "path": str(tmp_path / f"{name}.db"), "lease": 1}
+    async def start(name: str) -> Served:
+        store = {"url": redis_server.url, "path": str(tmp_path / f"{name}.db"), "lease": lease}
         server, _ = await asyncio.to_thread(
             serve,
             tmp_path,
@@ -54,54 +58,51 @@ async def test_one_bot_is_polled_by_one_process_and_a_standby_takes_over_when_it
         servers.append(server)
         return server
 
-    async with FakeBotApi() as api:
-        try:
-            a = await start("a", api)
-            await api.wait_until(lambda: "a" in api.polled_by)
-            b = await start("b", api)
-            assert any("telegram: standing by" in line for line in b.drain()), b.log
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.stop()
 
-            upstream.script(text("hello from the poller"))
-            api.user_says(chat_id=CHAT, user_id=USER, text="hi")
-            await api.wait_until(lambda: said(api, "hello from the poller"))
-            assert "b" not in api.polled_by  # one getUpdates poller for the bot: a's
 
-            a.process.kill()  # kill -9: its lease runs out, nobody releases it
-            await api.wait_until(lambda: "b" in api.polled_by, within=15)
-            upstream.script(text("hello from the survivor"))
-            api.user_says(chat_id=CHAT, user_id=USER, text="still there?")
-            await api.wait_until(lambda: said(api, "hello from the survivor"), within=15)
-            assert not any("Traceback" in line for line in b.drain()), b.log
-        finally:
-            for server in servers:
-                server.stop()
+async def test_one_bot_is_polled_by_one_process_and_a_standby_takes_over_when_it_dies(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    async with (
+        FakeBotApi() as api,
+        bot_servers(tmp_path, upstream, redis_server, api, lease=1) as start,
+    ):
+        a = await start("a")
+        await api.wait_until(lambda: "a" in api.polled_by)
+        b = await start("b")
+        assert any("telegram: standing by" in line for line in b.drain()), b.log
+
+        upstream.script(text("hello from the poller"))
+        api.user_says(chat_id=CHAT, user_id=USER, text="hi")
+        await api.wait_until(lambda: said(api, "hello from the poller"))
+        assert "b" not in api.polled_by  # one getUpdates poller for the bot: a's
+
+        a.process.kill()  # kill -9: its lease runs out, nobody releases it
+        await api.wait_until(lambda: "b" in api.polled_by, within=15)
+        upstream.script(text("hello from the survivor"))
+        api.user_says(chat_id=CHAT, user_id=USER, text="still there?")
+        await api.wait_until(lambda: said(api, "hello from the survivor"), within=15)
+        assert not any("Traceback" in line for line in b.drain()), b.log
 
 
 async def test_a_poller_that_stops_hands_the_bot_over_without_waiting_for_its_lease(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
 ) -> None:
-    servers: list[Served] = []
     # A long lease: a takeover within it proves the stopping poller gave its lease up.
-    store = {"url": redis_server.url, "lease": 60}
-    async with FakeBotApi() as api:
-        try:
-            for name in ("a", "b"):
-                server, _ = await asyncio.to_thread(
-                    serve,
-                    tmp_path,
-                    upstream.base_url,
-                    name=f"{name}.yaml",
-                    store={**store, "path": str(tmp_path / f"{name}.db")},
-                    platforms=telegram(api, name),
-                )
-                servers.append(server)
-            a, _b = servers
-            a.process.terminate()  # SIGTERM: a graceful stop
-            assert await asyncio.to_thread(a.process.wait, 30) == 0
-            await api.wait_until(lambda: "b" in api.polled_by, within=15)
-        finally:
-            for server in servers:
-                server.stop()
+    async with (
+        FakeBotApi() as api,
+        bot_servers(tmp_path, upstream, redis_server, api, lease=60) as start,
+    ):
+        a = await start("a")
+        await start("b")
+        a.process.terminate()  # SIGTERM: a graceful stop
+        assert await asyncio.to_thread(a.process.wait, 30) == 0
+        await api.wait_until(lambda: "b" in api.polled_by, within=15)
 
 
 async def test_a_poller_that_loses_its_lease_stops_receiving_and_takes_it_again_later(
@@ -109,21 +110,18 @@ async def test_a_poller_that_loses_its_lease_stops_receiving_and_takes_it_again_
 ) -> None:
     """Redis away for longer than the lease: another process could hold the bot now, so this
     one stops polling; when Redis returns it takes the lease again and answers."""
-    store = {"url": redis_server.url, "path": str(tmp_path / "a.db"), "lease": 1}
-    async with FakeBotApi() as api:
-        server, _ = await asyncio.to_thread(
-            serve, tmp_path, upstream.base_url, store=store, platforms=telegram(api, "a")
-        )
-        try:
-            await api.wait_until(lambda: "a" in api.polled_by)
-            redis_server.stop()
-            await asyncio.to_thread(server.wait_for, "telegram: poller lease lost")
-            polls = len(api.polled_by)
-            redis_server.start()
-            await api.wait_until(lambda: len(api.polled_by) > polls, within=15)
-            upstream.script(text("back again"))
-            api.user_says(chat_id=CHAT, user_id=USER, text="hi")
-            await api.wait_until(lambda: said(api, "back again"), within=15)
-            assert not any("Traceback" in line for line in server.drain()), server.log
-        finally:
-            server.stop()
+    async with (
+        FakeBotApi() as api,
+        bot_servers(tmp_path, upstream, redis_server, api, lease=1) as start,
+    ):
+        server = await start("a")
+        await api.wait_until(lambda: "a" in api.polled_by)
+        redis_server.stop()
+        await asyncio.to_thread(server.wait_for, "telegram: poller lease lost")
+        polls = len(api.polled_by)
+        redis_server.start()
+        await api.wait_until(lambda: len(api.polled_by) > polls, within=15)
+        upstream.script(text("back again"))
+        api.user_says(chat_id=CHAT, user_id=USER, text="hi")
+        await api.wait_until(lambda: said(api, "back again"), within=15)
+        assert not any("Traceback" in line for line in server.drain()), server.log
