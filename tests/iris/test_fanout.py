@@ -224,8 +224,10 @@ def test_a_device_gets_every_frame_that_matters_once_in_order(
     asyncio.run(check_plan(plan, capacity))
 
 
-async def check_plan(plan: list[tuple[Any, ...]], capacity: int) -> None:
-    hub = Hub(FrameLog(Store(":memory:"), rules=RULES), queue_size=capacity)
+async def check_plan(plan: list[tuple[Any, ...]], capacity: int, hub: Hub | None = None) -> None:
+    """The property on ``hub`` (default: a fresh SQLite one; tests/scale runs it on Redis)."""
+    if hub is None:
+        hub = Hub(FrameLog(Store(":memory:"), rules=RULES), queue_size=capacity)
     sub = hub.subscribe("c")
     published: list[dict[str, Any]] = []
     got: list[dict[str, Any]] = []  # chat frames since the last resume

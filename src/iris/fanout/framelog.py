@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from iris.errors import StoreUnavailable
-from iris.fanout.rules import Frame, FrameRules
+from iris.fanout.rules import Body, Frame, FrameRules
+from iris.fanout.subscription import encode_frame
 from iris.store import Store, transaction
 
 T = TypeVar("T")
@@ -103,6 +104,22 @@ class FrameLog:
         store.ensure_schema(_DDL)
 
     # -- writing -------------------------------------------------------------------------------
+    shared = False  # this process alone appends: the hub counts each chat's seqs
+
+    def sequence(self, chat_id: str, body: Body, delivered: int | None) -> list[tuple[Frame, str]]:
+        """Log one frame under the seq after ``delivered`` (the hub's count)."""
+        seq = (self.last_seq(chat_id) if delivered is None else delivered) + 1
+        frame = {**body, "chat_id": chat_id, "seq": seq}
+        text = encode_frame(frame)  # once, not once per device
+        self.append(frame, text)
+        return [(frame, text)]
+
+    def fence(self, chat_id: str, key: str, token: str) -> None:
+        """Nothing to fence: no other process writes this log."""
+
+    def unfence(self, chat_id: str) -> None:
+        """Nothing to fence: no other process writes this log."""
+
     def append(self, frame: Frame, text: str | None = None) -> None:
         """Log one sequenced frame; ``text`` is its JSON when the caller already made it."""
         if not self._store.available:

@@ -100,6 +100,8 @@ class Subscription:
         """A new chat frame (and its JSON, if already made); never waits."""
         if self._catching_up or self.overflowed:
             return  # the log has it; the catch-up (or the resume after a close) reads it
+        if frame["seq"] <= self.position:
+            return  # a catch-up page already had it (a shared log can run ahead of the hub)
         self._enqueue(frame, text)
         self._bound()
 
@@ -133,6 +135,8 @@ class Subscription:
         # this pass: ``FrameLog.prune`` logs it and the replay goes on).
         self._hub.log.prune(self.chat_id)
         latest = self._hub.latest(self.chat_id)
+        if after_seq > latest:  # it may have seen what this process has yet to deliver (a
+            latest = max(latest, self._hub.log.last_seq(self.chat_id))  # shared log)
         past_reach = after_seq > latest or after_seq < self._hub.log.floor(self.chat_id)
         messages = self._hub.log.conversation(self.chat_id) if past_reach else []
         self._drop_chat_frames()
@@ -198,8 +202,10 @@ class Subscription:
             self._enqueue(frame)
         self.position = page[-1]["seq"]
         if self.position >= latest:
-            # Read and switch in one step: no frame can be published in between.
-            self._go_live(latest)
+            # Read and switch in one step: no frame can be published in between. (A shared
+            # log may hold frames this process has not delivered yet: the page had them, so
+            # live starts after them.)
+            self._go_live(self.position)
 
     def _as_sent(self, item: _Item, writer: DeviceWriter) -> _Item:
         rewritten = writer.convert(item.frame)

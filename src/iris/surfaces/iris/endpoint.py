@@ -43,7 +43,9 @@ from iris.devices import Check, DeviceStore
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
+from iris.fanout.redislog import RedisFrameLog
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
+from iris.fanout.tailer import Tailer
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
@@ -83,21 +85,34 @@ class IrisSurface:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = runtime.config.platforms.iris
-        self.hub = Hub(
-            FrameLog(
+        settings = self.settings
+        # With a shared store every process appends to one log per chat, and a tailer brings
+        # here what the others appended; without one, the log is this process's SQLite file.
+        self.tailer: Tailer | None = None
+        if runtime.shared is None:
+            local = FrameLog(
                 runtime.store,
                 rules=RULES,
-                max_frames=self.settings.log_max_frames,
-                max_age=self.settings.log_max_age,
-            ),
-            queue_size=self.settings.queue_size,
-        )
+                max_frames=settings.log_max_frames,
+                max_age=settings.log_max_age,
+            )
+            self.hub = Hub(local, queue_size=settings.queue_size)
+        else:
+            shared = RedisFrameLog(
+                runtime.shared,
+                rules=RULES,
+                max_frames=settings.log_max_frames,
+                max_age=settings.log_max_age,
+            )
+            self.hub = Hub(shared, queue_size=settings.queue_size)
+            self.tailer = Tailer(runtime.shared, shared, self.hub)
         self.rooms: dict[str, ChatRoom] = {}
         self.site = SiteGuard(runtime.config.server)
         devices = DeviceStore(runtime.store)
         self.gate = TokenGate(self.settings.tokens, devices)
         self.revocations = Revocations(devices)
         self._watcher: asyncio.Task[None] | None = None
+        self._tailing: asyncio.Task[None] | None = None
         # The rooms' turns and the revocation watch, from start to stop (one task: the
         # server's lifespan).
         self._tasks = OpenGroup()
@@ -119,11 +134,16 @@ class IrisSurface:
                 "paired; pair one with `iris devices add NAME`"
             )
         self._watcher = self._tasks.create_task(self.revocations.run(REVOCATION_POLL))
+        if self.tailer is not None:
+            self._tailing = self._tasks.create_task(self.tailer.run(), name="iris-tailer")
 
     async def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.cancel()  # it sleeps between sweeps: nothing to wait for
+        tailing, self._tailing = self._tailing, None
+        if tailing is not None:
+            tailing.cancel()  # it waits on the store: nothing to wait for
         try:
             await asyncio.gather(*(room.close() for room in self.rooms.values()))
         finally:

@@ -1,0 +1,321 @@
+"""The per-chat frame log on a Redis Stream: one log every process appends to and reads.
+
+The stream's entry id is the chat's seq (``<seq>-0``), so a resume is an exclusive range read
+(``XRANGE (<after_seq>-0 +``) and a tailer's position is just the last seq it delivered. One Lua
+script (``_APPEND``) does everything an append changes, atomically:
+
+- ``INCR`` the chat's seq and ``XADD`` the frame under it (fields ``f``: the frame without
+  ``chat_id``/``seq``, ``t``: when it was made) — two processes can never give out one seq;
+- a live message keeps one snapshot in the log: a new ``snapshot`` frame ``XDEL``s the previous
+  one of its message, and the frame that closes the message ``XDEL``s the last (the log never
+  holds one full snapshot per token; a reader sees a gap in seqs there, as after a close today);
+- the transcript (what a ``sync`` carries) gets the closed message's entry;
+- the chat joins or leaves the set of chats whose turn is open;
+- every ``PRUNE_EVERY`` seqs the count and age bounds trim the stream (``XTRIM MINID``) and the
+  chat's floor rises to the highest seq trimmed (never to an ``XDEL``'d snapshot: those were
+  superseded, not lost);
+- with a fence (a lease key and the token this process holds it with), nothing is appended
+  when the lease is no longer ours: ``LeaseLost``.
+
+It also returns the frames of the chat appended after ``delivered`` (by other processes), so
+the hub hands them out before the new one and every process delivers one order.
+
+The reads (``after``, ``floor``, ``last_seq``, ``conversation``, ``open_messages``,
+``turn_open``, ``prune``) use the blocking client: each finishes in one step of the loop, as
+the SQLite log's do, which is what ``Subscription`` relies on to switch from replay to live
+without a gap. Every Redis failure is ``StoreUnavailable``.
+
+Keys (under ``store.prefix``): ``chat:<id>:log`` (stream), ``:seq``, ``:floor``,
+``:transcript`` (list), ``:live`` (hash: ``o:<message_id>`` the seq that opened a live message,
+``s:<message_id>`` the seq of its one snapshot), and ``chats:turn_open`` (set of chat ids).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from redis.commands.core import Script
+
+from iris.errors import StoreUnavailable
+from iris.fanout.framelog import TRANSCRIPT_LIMIT
+from iris.fanout.rules import Body, Frame, FrameRules
+from iris.fanout.subscription import encode_frame
+from iris.redis.connection import RedisStore, translated
+from iris.redis.lease import LeaseLost
+
+log = logging.getLogger(__name__)
+
+PRUNE_EVERY = 64  # seqs per chat between two bound checks
+
+# The count and age bounds: drop the oldest entries past ``max_frames`` and those made before
+# ``oldest``; the floor rises to the highest seq dropped (an XDEL'd snapshot never counts).
+_TRIM = """
+local function trim(log, floor_key, max_frames, oldest)
+  local cut = 0
+  local excess = redis.call('XLEN', log) - max_frames
+  if excess > 0 then
+    local dropped = redis.call('XRANGE', log, '-', '+', 'COUNT', excess)
+    cut = tonumber(string.match(dropped[#dropped][1], '^(%d+)'))
+  end
+  local from, young = '-', false
+  while not young do
+    local page = redis.call('XRANGE', log, from, '+', 'COUNT', 100)
+    for _, entry in ipairs(page) do
+      local fields = entry[2]
+      for i = 1, #fields, 2 do
+        if fields[i] == 't' and tonumber(fields[i + 1]) >= oldest then young = true end
+      end
+      if young then break end
+      local seq = tonumber(string.match(entry[1], '^(%d+)'))
+      if seq > cut then cut = seq end
+    end
+    if #page < 100 then break end
+    from = '(' .. page[#page][1]
+  end
+  if cut > tonumber(redis.call('GET', floor_key) or '0') then
+    redis.call('XTRIM', log, 'MINID', (cut + 1) .. '-0')
+    redis.call('SET', floor_key, cut)
+  end
+end
+"""
+
+# KEYS: log, seq, floor, transcript, live, turn_open set[, fence key]
+# ARGV: body, created, message_id, flags, transcript entry, delivered, chat_id,
+#       max_frames, oldest kept created, prune every, transcript limit[, fence token]
+# flags: one letter each — s snapshot, o opens, c closes, T turn on, F turn off.
+# Returns false when fenced out, else {seq, the entries after ``delivered`` before seq}.
+_APPEND = (
+    _TRIM
+    + """
+if #KEYS > 6 and redis.call('GET', KEYS[7]) ~= ARGV[12] then
+  return false
+end
+local seq = redis.call('INCR', KEYS[2])
+local id = seq .. '-0'
+redis.call('XADD', KEYS[1], id, 'f', ARGV[1], 't', ARGV[2])
+local mid, flags = ARGV[3], ARGV[4]
+if mid ~= '' then
+  local held = redis.call('HGET', KEYS[5], 's:' .. mid)
+  if string.find(flags, 's', 1, true) then
+    if held then redis.call('XDEL', KEYS[1], held .. '-0') end
+    redis.call('HSET', KEYS[5], 's:' .. mid, seq)
+    redis.call('HSETNX', KEYS[5], 'o:' .. mid, seq)
+  elseif string.find(flags, 'c', 1, true) then
+    if held then redis.call('XDEL', KEYS[1], held .. '-0') end
+    redis.call('HDEL', KEYS[5], 's:' .. mid, 'o:' .. mid)
+  elseif string.find(flags, 'o', 1, true) then
+    redis.call('HSETNX', KEYS[5], 'o:' .. mid, seq)
+  end
+end
+if ARGV[5] ~= '' then
+  redis.call('RPUSH', KEYS[4], ARGV[5])
+  redis.call('LTRIM', KEYS[4], -tonumber(ARGV[11]), -1)
+end
+if string.find(flags, 'T', 1, true) then
+  redis.call('SADD', KEYS[6], ARGV[7])
+elseif string.find(flags, 'F', 1, true) then
+  redis.call('SREM', KEYS[6], ARGV[7])
+end
+if seq % tonumber(ARGV[10]) == 0 then
+  trim(KEYS[1], KEYS[3], tonumber(ARGV[8]), tonumber(ARGV[9]))
+end
+local missed = {}
+local delivered = tonumber(ARGV[6])
+if delivered >= 0 and delivered < seq - 1 then
+  missed = redis.call('XRANGE', KEYS[1], '(' .. delivered .. '-0', '(' .. id)
+end
+return {seq, missed}
+"""
+)
+
+# The bounds alone (a resume's ``prune``). KEYS: log, floor; ARGV: max_frames, oldest kept.
+_PRUNE = _TRIM + "trim(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]))\nreturn 1\n"
+
+Entry = tuple[str, dict[str, str]]  # a stream entry as redis-py returns it: (id, fields)
+
+
+class RedisFrameLog:
+    """A chat's frames in a Redis Stream, shared by every process (see the module doc)."""
+
+    shared = True  # other processes append to the same chats
+
+    def __init__(
+        self,
+        store: RedisStore,
+        *,
+        rules: FrameRules,
+        max_frames: int = 5_000,
+        max_age: float = 24 * 3600,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.rules = rules
+        self.max_frames = max_frames
+        self.max_age = max_age
+        self._clock = clock
+        # chat_id -> (lease key, token): appends to the chat are refused once the lease is lost.
+        self._fences: dict[str, tuple[str, str]] = {}
+        self._append: Script = store.sync.register_script(_APPEND)
+        self._prune: Script = store.sync.register_script(_PRUNE)
+
+    def key(self, chat_id: str, part: str) -> str:
+        return self.store.key("chat", chat_id, part)
+
+    def chat_of(self, log_key: str) -> str:
+        """The chat id of a ``chat:<id>:log`` key."""
+        return log_key[len(self.store.key("chat", "")) : -len(":log")]
+
+    # -- writing -------------------------------------------------------------------------------
+    def fence(self, chat_id: str, key: str, token: str) -> None:
+        """From now on append to the chat only while the lease ``key`` holds ``token``."""
+        self._fences[chat_id] = (key, token)
+
+    def unfence(self, chat_id: str) -> None:
+        self._fences.pop(chat_id, None)
+
+    def sequence(self, chat_id: str, body: Body, delivered: int | None) -> list[tuple[Frame, str]]:
+        """Append one frame under the chat's next seq. Returns the frames to deliver here, in
+        order: those other processes appended after ``delivered`` (None: none wanted), then
+        this one. Raises ``StoreUnavailable`` (``LeaseLost`` when fenced out)."""
+        traits = self.rules.traits(body["type"])
+        flags = "".join(
+            letter
+            for letter, on in (("s", traits.snapshot), ("o", traits.opens), ("c", traits.closes))
+            if on
+        )
+        if traits.turn:
+            flags += "T" if self.rules.turn_open(dict(body)) else "F"
+        message_id = body.get("message_id")
+        entry = self.rules.transcript_entry(dict(body))
+        keys = [
+            self.key(chat_id, "log"),
+            self.key(chat_id, "seq"),
+            self.key(chat_id, "floor"),
+            self.key(chat_id, "transcript"),
+            self.key(chat_id, "live"),
+            self.store.key("chats", "turn_open"),
+        ]
+        now = self._clock()
+        args: list[str | int | float] = [
+            encode_frame(dict(body)),
+            repr(now),
+            message_id if isinstance(message_id, str) else "",
+            flags,
+            "" if entry is None else json.dumps(entry),
+            -1 if delivered is None else delivered,
+            chat_id,
+            self.max_frames,
+            repr(now - self.max_age),
+            PRUNE_EVERY,
+            TRANSCRIPT_LIMIT,
+        ]
+        fence = self._fences.get(chat_id)
+        if fence is not None:
+            keys.append(fence[0])
+            args.append(fence[1])
+        with translated(self.store.url, "the frame log failed"):
+            reply = self._append(keys=keys, args=args)
+        if reply is None:
+            raise LeaseLost(f"chat {chat_id}: this process no longer holds its turn")
+        seq, missed = cast("tuple[int, list[Any]]", reply)
+        frames = [_frame(chat_id, _entry(item)) for item in missed]
+        frame = {**body, "chat_id": chat_id, "seq": int(seq)}
+        return [*((f, encode_frame(f)) for f in frames), (frame, encode_frame(frame))]
+
+    def prune(self, chat_id: str) -> None:
+        """Apply the count and age bounds now; a failure is logged (the log just stays longer)."""
+        try:
+            with translated(self.store.url, "the frame log failed"):
+                self._prune(
+                    keys=[self.key(chat_id, "log"), self.key(chat_id, "floor")],
+                    args=[self.max_frames, repr(self._clock() - self.max_age)],
+                )
+        except StoreUnavailable as exc:
+            log.warning("the frame log of %s was not pruned: %s", chat_id, exc.message)
+
+    # -- reading -------------------------------------------------------------------------------
+    def floor(self, chat_id: str) -> int:
+        with translated(self.store.url, "the frame log failed"):
+            return int(cast("str | None", self.store.sync.get(self.key(chat_id, "floor"))) or 0)
+
+    def last_seq(self, chat_id: str) -> int:
+        with translated(self.store.url, "the frame log failed"):
+            value = cast("str | None", self.store.sync.get(self.key(chat_id, "seq")))
+        return int(value or 0)
+
+    def after(self, chat_id: str, seq: int, limit: int) -> list[Frame]:
+        with translated(self.store.url, "the frame log failed"):
+            entries = cast(
+                "list[Entry]",
+                self.store.sync.xrange(self.key(chat_id, "log"), f"({seq}-0", "+", count=limit),
+            )
+        return [_frame(chat_id, entry) for entry in entries]
+
+    def frames(self, chat_id: str, entries: Sequence[Entry]) -> list[Frame]:
+        """Stream entries of the chat (e.g. from ``XREAD``) as frames."""
+        return [_frame(chat_id, entry) for entry in entries]
+
+    def conversation(self, chat_id: str) -> list[dict[str, Any]]:
+        """The chat as a list of messages: closed ones, then any reply still streaming."""
+        with translated(self.store.url, "the frame log failed"):
+            rows = cast(
+                "list[str]",
+                self.store.sync.lrange(self.key(chat_id, "transcript"), -TRANSCRIPT_LIMIT, -1),
+            )
+        messages: list[dict[str, Any]] = [json.loads(row) for row in rows]
+        closed = {m["message_id"] for m in messages}
+        for message_id, text in self.open_messages(chat_id).items():
+            if message_id not in closed:
+                messages.append({"message_id": message_id, "role": "assistant", "text": text})
+        return messages
+
+    def open_messages(self, chat_id: str) -> dict[str, str]:
+        """Messages started and not closed, with their latest snapshot, oldest first."""
+        log_key = self.key(chat_id, "log")
+        with translated(self.store.url, "the frame log failed"):
+            live = cast("dict[str, str]", self.store.sync.hgetall(self.key(chat_id, "live")))
+            opened = sorted(
+                (int(seq), field[2:]) for field, seq in live.items() if field.startswith("o:")
+            )
+            snapshots = [live.get(f"s:{message_id}") for _, message_id in opened]
+            pipe = self.store.sync.pipeline(transaction=False)
+            for seq in snapshots:
+                if seq is not None:
+                    pipe.xrange(log_key, f"{seq}-0", f"{seq}-0")
+            found = iter(cast("list[list[Entry]]", pipe.execute()) if any(snapshots) else [])
+        texts: dict[str, str] = {}
+        for (_, message_id), seq in zip(opened, snapshots, strict=True):
+            entries = next(found) if seq is not None else []
+            frame = _frame(chat_id, entries[0]) if entries else None
+            texts[message_id] = "" if frame is None else self.rules.snapshot_text(frame)
+        return texts
+
+    def turn_open(self, chat_id: str) -> bool:
+        """Did the chat's last turn start (typing on) and never end (typing off)?"""
+        with translated(self.store.url, "the frame log failed"):
+            return bool(self.store.sync.sismember(self.store.key("chats", "turn_open"), chat_id))
+
+    async def open_turns(self) -> list[str]:
+        """Chats whose last turn began and never ended (on any process)."""
+        with translated(self.store.url, "the frame log failed"):
+            members = await self.store.aio.smembers(self.store.key("chats", "turn_open"))  # pyright: ignore[reportUnknownMemberType]
+        return sorted(cast("set[str]", members))
+
+
+def _entry(item: Any) -> Entry:
+    """A raw ``[id, [field, value, ...]]`` entry from the script, as ``XRANGE`` gives it."""
+    entry_id, flat = item
+    fields = cast("list[str]", flat)
+    return str(entry_id), dict(zip(fields[::2], fields[1::2], strict=True))
+
+
+def _frame(chat_id: str, entry: Entry) -> Frame:
+    entry_id, fields = entry
+    frame: Frame = json.loads(fields["f"])
+    frame["chat_id"] = chat_id
+    frame["seq"] = int(entry_id.split("-", 1)[0])
+    return frame
