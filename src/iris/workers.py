@@ -1,9 +1,12 @@
 """``iris serve --workers N``: N server processes on one port, started and watched by a parent.
 
-The parent makes the checks one process makes (bind safety, the shared store answers) and binds
-the listening socket once; each worker serves the whole app on that socket, with the options of
-a single ``iris serve`` (``server.uvicorn_options``: the connection guard, timeouts, WebSocket
-options), and the kernel hands each new connection to one of them. Workers share everything
+The parent makes the checks one process makes (bind safety, the shared store answers, the port
+is free) and starts N workers; each binds its own listening socket on the port with
+``SO_REUSEPORT`` and serves the whole app on it, with the options of a single ``iris serve``
+(``server.uvicorn_options``: the connection guard, timeouts, WebSocket options). The kernel
+spreads new connections over the workers' sockets by a hash of their addresses: one shared
+socket would hand a burst of connections to whichever worker woke first (asyncio accepts all
+it can per wake-up), and streams and sockets stay where they landed. Workers share everything
 through the shared store (``store.url``), so a client may land on any of them: a process keeping
 chats in its own SQLite file could not work this way, and ``--workers`` refuses to start
 without Redis.
@@ -11,6 +14,7 @@ without Redis.
 The parent restarts a worker that dies (kill -9, a crash), waiting longer each time one dies
 soon after it started, so a worker that cannot start does not spin; SIGTERM or Ctrl-C stops
 every worker gracefully (each lets its turns finish, as one ``iris serve`` does) and exits 0.
+A worker whose parent died stops too.
 """
 
 from __future__ import annotations
@@ -79,32 +83,34 @@ class Supervisor:
         self._context = multiprocessing.get_context("spawn")
 
     def run(self) -> None:
-        sock = _bind(self.config)
+        # The port must be free (not another server's): a plain bind says so, in one line.
+        probe = _listener(self.config.server.host, self.config.server.port, share=False)
+        port = probe.getsockname()[1]  # server.port 0: the one the kernel chose, for all
+        probe.close()
         handlers = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
         }
         try:
             for worker in self.workers:
-                self._start(worker, sock)
+                self._start(worker, port)
             while not self._stop.wait(0.2):
-                self._watch(sock)
+                self._watch(port)
         finally:
             self._stop_all()
-            sock.close()
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop.set()
 
-    def _start(self, worker: _Worker, sock: socket.socket) -> None:
+    def _start(self, worker: _Worker, port: int) -> None:
         process = self._context.Process(
-            target=_serve_worker, args=(self.config, sock), name=f"iris-worker-{worker.index}"
+            target=_serve_worker, args=(self.config, port), name=f"iris-worker-{worker.index}"
         )
         process.start()
         worker.process, worker.started = process, time.monotonic()
 
-    def _watch(self, sock: socket.socket) -> None:
+    def _watch(self, port: int) -> None:
         now = time.monotonic()
         for worker in self.workers:
             process = worker.process
@@ -122,7 +128,7 @@ class Supervisor:
                     f" in {worker.backoff:.0f}s" if worker.backoff else "",
                 )
             if worker.process is None and now >= worker.restart_at and not self._stop.is_set():
-                self._start(worker, sock)
+                self._start(worker, port)
 
     def _stop_all(self) -> None:
         running = [w.process for w in self.workers if w.process is not None]
@@ -138,19 +144,24 @@ class Supervisor:
                 process.join()
 
 
-def _bind(config: Config) -> socket.socket:
-    """The listening socket every worker accepts on (uvicorn's own bind: IPv4/IPv6,
-    SO_REUSEADDR, and its "running on" line; a port in use is one line and exit 1)."""
-    import uvicorn
+def _listener(host: str, port: int, *, share: bool) -> socket.socket:
+    """A socket bound to ``host:port`` (IPv6 when the host is); ``share``: ``SO_REUSEPORT``, so
+    every worker binds its own and the kernel spreads connections over them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if share:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
-    server = config.server
-    return uvicorn.Config(
-        "iris", host=server.host, port=server.port, log_level="info"
-    ).bind_socket()
 
-
-def _serve_worker(config: Config, sock: socket.socket) -> None:
-    """One worker: the app on the parent's socket, until SIGTERM (graceful, exit 0)."""
+def _serve_worker(config: Config, port: int) -> None:
+    """One worker: the app on its own socket on ``port``, until SIGTERM (graceful, exit 0)."""
     import uvicorn
 
     # uvicorn re-raises the signal that stopped it after a graceful shutdown: exit 0 then, not
@@ -160,6 +171,7 @@ def _serve_worker(config: Config, sock: socket.socket) -> None:
     _stop_with_parent()
     try:
         app = build_app(config)
+        sock = _listener(config.server.host, port, share=True)
     except IrisError as exc:  # its store is unreachable now: one line; the parent retries
         print(f"iris: worker: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -3,8 +3,10 @@ with the SQLite store it refuses in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,6 +42,24 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def accepted(pid: int, port: int) -> int:
+    """Connections to ``port`` that the process ``pid`` has accepted (Linux /proc)."""
+    mine: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    mine.add(target[8:-1])
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        if int(local.split(":")[1], 16) == port and state == "01" and inode in mine:
+            count += 1
+    return count
 
 
 def ask(url: str, prompt: str) -> str:
@@ -122,4 +142,51 @@ def test_workers_stop_when_their_parent_is_killed(
         for pid in workers:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_a_burst_of_connections_is_spread_over_the_workers(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """Each worker has its own socket on the port (SO_REUSEPORT): a burst of connections is not
+    all taken by whichever worker woke first. 24 connections all on one of two workers by
+    chance: 2 in 2**24."""
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, url = serve(tmp_path, upstream.base_url, store=store, args=("--workers", "2"))
+    port = int(url.rsplit(":", 1)[1])
+    clients: list[socket.socket] = []
+    try:
+        server.wait_for("Application startup complete")
+        workers = workers_of(server.process.pid)
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(24)]
+        deadline = time.monotonic() + 10
+        while sum(accepted(pid, port) for pid in workers) < 24 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        counts = [accepted(pid, port) for pid in workers]
+        assert sum(counts) == 24 and min(counts) > 0, counts
+    finally:
+        for client in clients:
+            client.close()
+        server.stop()
+
+
+def test_a_second_server_on_the_workers_port_refuses_in_one_line(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """The workers' shared port is not open to any other server: a second ``--workers`` on it
+    is refused, as a second ``iris serve`` would be."""
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, url = serve(tmp_path, upstream.base_url, store=store, args=("--workers", "2"))
+    try:
+        config = tmp_path / "config.yaml"  # the same port, the same store
+        done = subprocess.run(
+            [sys.executable, "-m", "iris.cli", "serve", "--config", str(config), "--workers", "2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"cannot listen on {url[7:]}" in lines[0], done.stderr
+    finally:
         server.stop()
