@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,9 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def accepted(pid: int, port: int) -> int:
-    """Connections to ``port`` that the process ``pid`` has accepted (Linux /proc)."""
+def sockets(pid: int, port: int, state: str) -> int:
+    """Sockets of the process ``pid`` on local ``port`` in ``state`` (Linux /proc/net/tcp:
+    "01" established, "0A" listening)."""
     mine: set[str] = set()
     with contextlib.suppress(OSError):
         for fd in Path(f"/proc/{pid}/fd").iterdir():
@@ -56,10 +58,16 @@ def accepted(pid: int, port: int) -> int:
     count = 0
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
-        local, state, inode = fields[1], fields[3], fields[9]
-        if int(local.split(":")[1], 16) == port and state == "01" and inode in mine:
+        local, found, inode = fields[1], fields[3], fields[9]
+        if int(local.split(":")[1], 16) == port and found == state and inode in mine:
             count += 1
     return count
+
+
+def until(condition: Callable[[], bool], within: float = 10) -> None:
+    deadline = time.monotonic() + within
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def ask(url: str, prompt: str) -> str:
@@ -156,13 +164,12 @@ def test_a_burst_of_connections_is_spread_over_the_workers(
     port = int(url.rsplit(":", 1)[1])
     clients: list[socket.socket] = []
     try:
-        server.wait_for("Application startup complete")
         workers = workers_of(server.process.pid)
+        # A worker listens a moment after its "startup complete": wait for both sockets.
+        until(lambda: all(sockets(pid, port, "0A") for pid in workers))
         clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(24)]
-        deadline = time.monotonic() + 10
-        while sum(accepted(pid, port) for pid in workers) < 24 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        counts = [accepted(pid, port) for pid in workers]
+        until(lambda: sum(sockets(pid, port, "01") for pid in workers) == 24)
+        counts = [sockets(pid, port, "01") for pid in workers]
         assert sum(counts) == 24 and min(counts) > 0, counts
     finally:
         for client in clients:
