@@ -7,11 +7,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from iris.runtime import Runtime
+from iris.surfaces.chat.platform import OnMessage
+from iris.surfaces.chat.runner import ChatSurface
+from tests.chat.harness import platform_config
+from tests.conftest import MakeConfig
+from tests.fakes.recording_platform import RecordingPlatform
 from tests.fakes.served import Served, serve
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text
@@ -125,3 +132,51 @@ async def test_a_poller_that_loses_its_lease_stops_receiving_and_takes_it_again_
         api.user_says(chat_id=CHAT, user_id=USER, text="hi")
         await api.wait_until(lambda: said(api, "back again"), within=15)
         assert not any("Traceback" in line for line in server.drain()), server.log
+
+
+@dataclass
+class Receiver(RecordingPlatform):
+    connects: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def connect(self, on_message: OnMessage) -> None:
+        await super().connect(on_message)
+        self.connects.set()
+
+
+@pytest.mark.parametrize(
+    ("platform", "settings"),
+    [("discord", {"token": "discord-token"}), ("slack", {"bot_token": "xoxb-1", "app_token": "a"})],
+)
+async def test_discord_and_slack_bots_get_one_receiver_too(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    redis_server: RedisServer,
+    tmp_path: Path,
+    platform: str,
+    settings: dict[str, Any],
+) -> None:
+    """Two processes' chat surfaces (each its own Redis clients and process id) for one
+    Discord gateway / Slack socket: one receives; when it stops, the other does."""
+    surfaces: list[tuple[ChatSurface, Runtime, Receiver]] = []
+    try:
+        for name in ("a", "b"):
+            store = {"url": redis_server.url, "path": str(tmp_path / f"{name}.db"), "lease": 1}
+            config = platform_config(make_config, upstream, platform, settings, store=store)
+            runtime = Runtime.create(config)
+            receiver = Receiver(name=platform)
+            surface = ChatSurface(runtime, platforms=[receiver])
+            await surface.start()
+            surfaces.append((surface, runtime, receiver))
+        (first, _, a), (_, _, b) = surfaces
+        assert (a.connected, b.connected) == (True, False)
+
+        await first.stop()  # gives the lease up
+        await asyncio.wait_for(b.connects.wait(), 10)
+        assert not a.connected
+    finally:
+        for surface, runtime, _ in surfaces:
+            await surface.stop()
+            await runtime.agent.aclose()
+            runtime.store.close()
+            if runtime.shared is not None:
+                await runtime.shared.aclose()
