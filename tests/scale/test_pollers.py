@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ def said(api: FakeBotApi, words: str) -> bool:
 @contextlib.asynccontextmanager
 async def bot_servers(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, api: FakeBotApi, lease: int
-) -> AsyncIterator[Callable[[str], Awaitable[Served]]]:
+) -> AsyncGenerator[Callable[[str], Awaitable[Served]]]:
     """``start(name)`` runs an ``iris serve`` for the bot, reaching the fake as ``name``."""
     servers: list[Served] = []
 
