@@ -197,3 +197,26 @@ def test_a_second_server_on_the_workers_port_refuses_in_one_line(
         assert len(lines) == 1 and f"cannot listen on {url[7:]}" in lines[0], done.stderr
     finally:
         server.stop()
+
+
+def test_a_worker_that_cannot_reach_redis_is_retried_until_it_can(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, url = serve(tmp_path, upstream.base_url, store=store, args=("--workers", "2"))
+    try:
+        server.wait_for("Application startup complete")
+        first, _ = workers_of(server.process.pid)
+        redis_server.stop()
+        os.kill(first, signal.SIGKILL)
+        server.wait_for("iris: worker: cannot reach the store")  # one line, not a traceback
+        server.wait_for("worker 1 exited (exit code 2); restarting it in")  # backing off
+        redis_server.start()
+        server.wait_for("Application startup complete")
+        upstream.script(text("all back"))
+        assert ask(url, "hi") == "all back"
+        assert len(workers_of(server.process.pid)) == 2
+        log = server.drain()
+        assert not any("Traceback" in line for line in log), log
+    finally:
+        server.stop()
