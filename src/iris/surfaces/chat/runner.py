@@ -155,17 +155,13 @@ class ChatSurface:
         lease (``iris.surfaces.chat.poller``); returns once it receives or stands by."""
         shared, config = self.runtime.shared, self.runtime.config
         assert shared is not None
-
-        async def disconnect(lost: bool) -> None:
-            await self._let_go(platform, lost)
-
         poller = BotPoller(
             shared,
             platform.name,
             bot_token(config, platform.name),
             config.store.lease,
             connect=lambda: self._connect(platform),
-            disconnect=disconnect,
+            disconnect=lambda lost: self._let_go(platform, lost),
         )
         self._pollers.append(poller)
         work = logged(poller.run(), f"{platform.name} poller")
