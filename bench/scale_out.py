@@ -24,7 +24,7 @@ of the turn, and the bench says so.
     python bench/scale_out.py [--rate 100] [--chunks 100] [--levels 25,50,100,150,200,300]
                               [--repeat 2] [--devices 40] [--skip-api] [--skip-fanout]
 
-A default run takes about 2-3 minutes. Needs ``redis-server`` on the PATH (Debian's package).
+A default run takes 1-3 minutes. Needs ``redis-server`` on the PATH (Debian's package).
 """
 
 from __future__ import annotations
