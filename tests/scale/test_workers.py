@@ -70,6 +70,20 @@ def until(condition: Callable[[], bool], within: float = 10) -> None:
         time.sleep(0.02)
 
 
+def refusal(config: Path) -> str:
+    """The one line ``iris serve --workers 2`` refuses to start with (exit code not 0)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config), "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
 def ask(url: str, prompt: str) -> str:
     with OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=15) as client:
         reply = client.chat.completions.create(
@@ -85,16 +99,8 @@ def test_workers_refuse_the_sqlite_store_in_one_line(tmp_path: Path) -> None:
         "platforms: {iris: {enabled: false}}\n"
     )
     config.chmod(0o600)
-    done = subprocess.run(
-        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config), "--workers", "2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--workers 2 needs a shared store" in lines[0], done.stderr
-    assert "store.url" in lines[0]
+    line = refusal(config)
+    assert "--workers 2 needs a shared store" in line and "store.url" in line
 
 
 def test_two_workers_serve_one_port_a_killed_one_comes_back_and_sigterm_stops_all(
@@ -186,15 +192,7 @@ def test_a_second_server_on_the_workers_port_refuses_in_one_line(
     server, url = serve(tmp_path, upstream.base_url, store=store, args=("--workers", "2"))
     try:
         config = tmp_path / "config.yaml"  # the same port, the same store
-        done = subprocess.run(
-            [sys.executable, "-m", "iris.cli", "serve", "--config", str(config), "--workers", "2"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode != 0
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and f"cannot listen on {url[7:]}" in lines[0], done.stderr
+        assert f"cannot listen on {url[7:]}" in refusal(config)
     finally:
         server.stop()
 
