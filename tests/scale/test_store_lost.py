@@ -3,6 +3,7 @@ the node), nothing answers 500 or hangs, and service resumes by itself when Redi
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import httpx
@@ -56,5 +57,27 @@ def test_health_without_a_shared_store_is_as_before(tmp_path: Path, upstream: Fa
     try:
         health = httpx.get(f"{url}/health", timeout=10)
         assert health.status_code == 200 and "store" not in health.json()
+    finally:
+        server.stop()
+
+
+def test_health_answers_503_when_redis_hangs_instead_of_hanging_itself(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """A Redis that accepts nothing and answers nothing (paused): /health gives up after the
+    store's timeout and says so; it is 200 again once Redis answers."""
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, url = serve(tmp_path, upstream.base_url, store=store)
+    assert redis_server.process is not None
+    try:
+        with httpx.Client(base_url=url, timeout=15) as http:
+            assert http.get("/health").status_code == 200
+            redis_server.process.send_signal(signal.SIGSTOP)
+            try:
+                away = http.get("/health")
+            finally:
+                redis_server.process.send_signal(signal.SIGCONT)
+            assert away.status_code == 503 and away.json()["store"] == "unavailable"
+            assert http.get("/health").status_code == 200
     finally:
         server.stop()
