@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from iris.redis.connection import RedisStore
 from iris.runtime import Runtime
 from iris.surfaces.chat.platform import OnMessage
+from iris.surfaces.chat.poller import bot_token, poller_key
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import platform_config
 from tests.conftest import MakeConfig
@@ -180,3 +183,16 @@ async def test_discord_and_slack_bots_get_one_receiver_too(
             runtime.store.close()
             if runtime.shared is not None:
                 await runtime.shared.aclose()
+
+
+def test_the_lease_names_the_bot_by_a_digest_of_its_token(make_config: MakeConfig) -> None:
+    config = make_config(
+        platforms={"slack": {"bot_token": "xoxb-secret", "app_token": "xapp-other"}},
+        store={"prefix": "team"},
+    )
+    store = RedisStore("redis://127.0.0.1:1/0", prefix=config.store.prefix)
+    token = bot_token(config, "slack")
+    assert token == "xoxb-secret"  # the bot token names the bot; the app token is the app's
+    digest = hashlib.sha256(b"xoxb-secret").hexdigest()[:16]
+    assert poller_key(store, "slack", token) == f"team:poller:slack:{digest}"
+    store.close()
