@@ -220,10 +220,17 @@ def start_upstream(chunks: int, rate: float) -> tuple[int, subprocess.Popen[byte
 
 
 def start_iris(
-    upstream_port: int, workdir: Path, streams: int
+    upstream_port: int,
+    workdir: Path,
+    streams: int,
+    *,
+    name: str = "iris",
+    args: tuple[str, ...] = (),
+    **sections: dict[str, object],
 ) -> tuple[int, subprocess.Popen[bytes]]:
     """``iris serve`` whose turn limits admit ``streams`` at once (the bench measures delay,
-    not the limiter's 429s)."""
+    not the limiter's 429s). ``sections`` are merged over its config one level deep (e.g.
+    ``store={"url": ...}``); ``args`` go to ``iris serve`` (``--workers 2``)."""
     # Imported here, not at the top: the upstream subprocess runs this file too and stays light.
     from iris.config import ServerConfig
 
@@ -231,29 +238,28 @@ def start_iris(
     server: dict[str, object] = {"host": "127.0.0.1", "port": port}
     if "max_turns" in ServerConfig.model_fields:  # the global turn limit, where it exists
         server["max_turns"] = streams
-    config = workdir / "iris.yaml"
-    config.write_text(
-        json.dumps(  # JSON is YAML
-            {
-                "server": server,
-                "model": {
-                    "provider": "chat_completions",
-                    "base_url": f"http://127.0.0.1:{upstream_port}/v1",
-                    "name": MODEL,
-                    "api_key": "sk-bench",
-                },
-                "platforms": {
-                    "iris": {"enabled": False},
-                    "api_server": {"max_concurrent": streams, "api_key": "sk-bench"},
-                },
-                "tools": {"enabled": []},
-                "store": {"path": str(workdir / "iris.db")},
-            }
-        )
-    )
+    data: dict[str, dict[str, object]] = {
+        "server": server,
+        "model": {
+            "provider": "chat_completions",
+            "base_url": f"http://127.0.0.1:{upstream_port}/v1",
+            "name": MODEL,
+            "api_key": "sk-bench",
+        },
+        "platforms": {
+            "iris": {"enabled": False},
+            "api_server": {"max_concurrent": streams, "api_key": "sk-bench"},
+        },
+        "tools": {"enabled": []},
+        "store": {"path": str(workdir / f"{name}.db")},
+    }
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value}
+    config = workdir / f"{name}.yaml"
+    config.write_text(json.dumps(data))  # JSON is YAML
     env = {**os.environ, "HOME": str(workdir)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
+        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config), *args],
         env=env,
         stderr=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -24,6 +24,13 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the server: API, iris WebSocket, chat platforms")
     serve.add_argument("--config", help="config file")
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="server processes on the one port (N > 1 needs store.url: redis://…)",
+    )
 
     app = sub.add_parser("app", help="the terminal app for the iris protocol")
     app.add_argument("--config", help="config file")
@@ -48,6 +55,16 @@ def _parser() -> argparse.ArgumentParser:
     for action in (add, listing, revoke):
         action.add_argument("--config", help="config file")
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return number
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,6 +97,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_devices(config, args)
     if args.command == "serve":
+        if args.workers > 1:
+            from iris.workers import serve_workers
+
+            serve_workers(config, args.workers)
+            return 0
         from iris.server import serve
 
         serve(config)

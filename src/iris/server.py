@@ -14,12 +14,14 @@ Any error that escapes a handler is a JSON 500 without the traceback, and Starle
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 from collections.abc import AsyncGenerator
 from types import FrameType
 from typing import Any
 
+import redis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -30,6 +32,7 @@ from iris import __version__
 from iris.config import Config
 from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
+from iris.redis.connection import RedisStore
 from iris.runtime import Runtime, ServerSurface
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.origin import is_loopback
@@ -72,9 +75,19 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     surfaces = build_surfaces(runtime)
 
     async def health(_: Request) -> JSONResponse:
-        return JSONResponse(
-            {"status": "ok", "version": __version__, "model": runtime.agent.model_name}
-        )
+        body: dict[str, Any] = {
+            "status": "ok",
+            "version": __version__,
+            "model": runtime.agent.model_name,
+        }
+        if runtime.shared is None:
+            return JSONResponse(body)
+        # A node whose store does not answer cannot serve what it shares: a 503 makes a load
+        # balancer drain it (a green health check on a deaf worker hides the outage).
+        body["store"] = "ok" if await store_answers(runtime.shared) else "unavailable"
+        if body["store"] == "ok":
+            return JSONResponse(body)
+        return JSONResponse({**body, "status": "unavailable"}, status_code=503)
 
     routes: list[BaseRoute] = [Route("/health", health, methods=["GET"])]
     for surface in surfaces:
@@ -111,6 +124,15 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     return app
 
 
+async def store_answers(shared: RedisStore) -> bool:
+    """Does the shared store answer a PING within its timeout?"""
+    try:
+        async with asyncio.timeout(shared.timeout):
+            return bool(await shared.aio.ping())
+    except (redis.RedisError, OSError, TimeoutError):
+        return False
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     # Starlette's own 404/405 (paths outside /v1, a POST to /health) in the API's shape.
     assert isinstance(exc, HTTPException)
@@ -133,31 +155,36 @@ UVICORN_WS_OPTIONS: dict[str, Any] = {
 }
 
 
+def uvicorn_options(config: Config) -> dict[str, Any]:
+    """What every server process runs with (one, or each of ``--workers``): the connection
+    guard, the keep-alive and shutdown timeouts, the WebSocket options."""
+    server = config.server
+    return {
+        "log_level": "info",
+        "timeout_graceful_shutdown": 5,
+        "timeout_keep_alive": server.timeout_keep_alive,
+        "http": guarded_protocol(server.timeout_headers, connection_cap(server.max_connections)),
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+        **UVICORN_WS_OPTIONS,
+    }
+
+
 def serve(config: Config) -> None:
     """Run ``iris serve`` until Ctrl-C / SIGTERM (uvicorn handles both gracefully)."""
     import uvicorn
 
     check_bind_safety(config)
     app = build_app(config)
-    server = config.server
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler it
     # found; with the default one that kills the process (exit 143) after a clean shutdown.
-    previous = signal.signal(signal.SIGTERM, _exit_cleanly)
+    previous = signal.signal(signal.SIGTERM, exit_cleanly)
     try:
         uvicorn.run(
-            app,
-            host=server.host,
-            port=server.port,
-            log_level="info",
-            timeout_graceful_shutdown=5,
-            timeout_keep_alive=server.timeout_keep_alive,
-            http=guarded_protocol(server.timeout_headers, connection_cap(server.max_connections)),
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-            **UVICORN_WS_OPTIONS,
+            app, host=config.server.host, port=config.server.port, **uvicorn_options(config)
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+def exit_cleanly(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)

@@ -28,6 +28,9 @@ editMessageText and sendChatAction, every chat together) in any second, counted 
 past it, 429 with ``retry_after``. Chat actions count: a bot that floods typing indicators meets
 flood control like one that floods messages. ``limited`` counts those 429s (the ones the bot caused, not the scripted floods).
 
+A process can be told apart by its base URL: ``base_url_for("a")`` serves the same bot under
+``/a/``, and ``polled_by`` lists, per ``getUpdates``, which one asked ("" for ``base_url``).
+
 Every request is recorded in ``calls`` as ``ApiCall(t, method, params, status)`` (``t`` on the
 loop clock); ``chat(chat_id)`` is what the user sees now.
 """
@@ -91,6 +94,7 @@ class FakeBotApi:
     chat_types: dict[int, str] = field(default_factory=dict[int, str])
     _drafts: dict[int, _Draft] = field(default_factory=dict[int, _Draft])
     _runner: web.AppRunner | None = None
+    polled_by: list[str] = field(default_factory=list[str])
     _closing: bool = False
     port: int = 0
 
@@ -98,10 +102,15 @@ class FakeBotApi:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def base_url_for(self, via: str) -> str:
+        """The same API under ``/{via}``: its ``getUpdates`` show up as ``via`` in ``polled_by``."""
+        return f"{self.base_url}/{via}"
+
     # -- lifetime -----------------------------------------------------------------------------
     async def __aenter__(self) -> FakeBotApi:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_route("*", "/{via}/bot{token}/{method}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -204,6 +213,9 @@ class FakeBotApi:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await self._params(request)
+        if method == "getUpdates":
+            self.polled_by.append(request.match_info.get("via", ""))
+            await self._notify()
         if request.match_info["token"] != self.token:
             return await self._answer(
                 method, params, 404, {"ok": False, "error_code": 404, "description": "Not Found"}

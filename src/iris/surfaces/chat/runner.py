@@ -21,6 +21,8 @@
   throttle and the bot's shared budget like a reply's first text (``oneoff.send_once``).
 - the stop button of a Telegram draft interrupts the turn whose draft it was, and nothing else
   (draft ids go on across the chat's replies, so a late press on an older draft is stale).
+- with a shared store (``store.url``), a platform receives only in the process that holds its
+  bot's poller lease; the others stand by (``iris.surfaces.chat.poller``).
 - the history sent to the model fits its window; what a compaction replaced is recorded as a
   cut in the session (``iris.agent.context``).
 """
@@ -48,6 +50,7 @@ from iris.runtime import Runtime
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.oneoff import send_once
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
+from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
 from iris.surfaces.commands import Command, parse
@@ -127,6 +130,9 @@ class ChatSurface:
         self._group = OpenGroup()  # from start to stop
         self._refused: dict[tuple[str, str], float] = {}
         self._connected: list[ChatPlatform] = []
+        # With a shared store: one poller per platform, receiving while it holds the bot's lease.
+        self._pollers: list[BotPoller] = []
+        self._poller_tasks: set[asyncio.Task[None]] = set()
 
     # -- ServerSurface ------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
@@ -135,14 +141,53 @@ class ChatSurface:
     async def start(self) -> None:
         await self._group.open()
         for platform in self.platforms:
-            try:
-                await platform.connect(self._receiver(platform))
-            except PlatformError as exc:
-                # A wrong token or an unreachable API: say so, keep the rest of the server up.
-                log.error("chat platform %s not started: %s", platform.name, exc)
-                continue
-            self._connected.append(platform)
-            log.info("chat platform %s connected", platform.name)
+            if self.runtime.shared is None:
+                await self._connect(platform)
+            else:
+                await self._poll(platform)
+
+    async def _connect(self, platform: ChatPlatform) -> bool:
+        try:
+            await platform.connect(self._receiver(platform))
+        except PlatformError as exc:
+            # A wrong token or an unreachable API: say so, keep the rest of the server up.
+            log.error("chat platform %s not started: %s", platform.name, exc)
+            return False
+        self._connected.append(platform)
+        log.info("chat platform %s connected", platform.name)
+        return True
+
+    async def _poll(self, platform: ChatPlatform) -> None:
+        """With a shared store: receive for the bot only while this process holds its poller
+        lease (``iris.surfaces.chat.poller``); returns once it receives or stands by."""
+        shared, config = self.runtime.shared, self.runtime.config
+        assert shared is not None
+        poller = BotPoller(
+            shared,
+            platform.name,
+            bot_token(config, platform.name),
+            config.store.lease,
+            connect=lambda: self._connect(platform),
+            disconnect=lambda lost: self._let_go(platform, lost),
+        )
+        self._pollers.append(poller)
+        work = logged(poller.run(), f"{platform.name} poller")
+        self._poller_tasks.add(self._group.create_task(work, name=f"poller:{platform.name}"))
+        await poller.settled.wait()
+
+    async def _let_go(self, platform: ChatPlatform, lost: bool) -> None:
+        """Stop receiving on ``platform``; when its lease was ``lost``, another process may
+        receive already: the replies being written here end now (their text so far stays)."""
+        if lost:
+            for key, conversation in self._conversations.items():
+                if key.startswith(f"{platform.name}:") and conversation.turn is not None:
+                    conversation.turn.interrupt()
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=_STOP_GRACE)
+        if platform in self._connected:
+            self._connected.remove(platform)
+        with contextlib.suppress(Exception):
+            await platform.disconnect()
 
     async def stop(self) -> None:
         for conversation in self._conversations.values():
@@ -154,6 +199,10 @@ class ChatSurface:
                 task.cancel()
             if late:
                 await asyncio.wait(late)
+        for poller in self._pollers:
+            poller.stop()  # it disconnects its platform, then gives the lease up
+        if self._poller_tasks:
+            await asyncio.wait(self._poller_tasks)
         for platform in reversed(self._connected):
             with contextlib.suppress(Exception):
                 await platform.disconnect()

@@ -1,0 +1,83 @@
+"""Redis lost while ``iris serve`` runs: ``/health`` says so with a 503 (a load balancer drains
+the node), nothing answers 500 or hangs, and service resumes by itself when Redis returns."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from tests.fakes.served import serve
+from tests.fakes.upstream import FakeUpstream, text
+from tests.scale.conftest import RedisServer
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def ask(url: str, prompt: str) -> str:
+    with OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=15) as client:
+        reply = client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": prompt}]
+        )
+    return reply.choices[0].message.content or ""
+
+
+def test_health_drains_the_node_while_redis_is_away_and_recovers_when_it_returns(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, url = serve(tmp_path, upstream.base_url, store=store)
+    try:
+        with httpx.Client(base_url=url, timeout=10) as http:
+            health = http.get("/health")
+            assert health.status_code == 200 and health.json()["store"] == "ok"
+
+            redis_server.stop()
+            away = http.get("/health")
+            assert away.status_code == 503
+            assert away.json()["status"] == "unavailable" and away.json()["store"] == "unavailable"
+            # What needs no shared state still works: the node is drained, not broken.
+            upstream.script(text("still here"))
+            assert ask(url, "hi") == "still here"
+
+            redis_server.start()
+            back = http.get("/health")  # the client reconnects by itself, at the first call
+            assert back.status_code == 200 and back.json()["store"] == "ok"
+        log = server.drain()
+        assert not any("Traceback" in line for line in log), log
+    finally:
+        server.stop()
+
+
+def test_health_without_a_shared_store_is_as_before(tmp_path: Path, upstream: FakeUpstream) -> None:
+    server, url = serve(tmp_path, upstream.base_url)
+    try:
+        health = httpx.get(f"{url}/health", timeout=10)
+        assert health.status_code == 200 and "store" not in health.json()
+    finally:
+        server.stop()
+
+
+def test_health_answers_503_when_redis_hangs_instead_of_hanging_itself(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """A Redis that accepts nothing and answers nothing (paused): /health gives up after the
+    store's timeout and says so; it is 200 again once Redis answers."""
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, url = serve(tmp_path, upstream.base_url, store=store)
+    assert redis_server.process is not None
+    try:
+        with httpx.Client(base_url=url, timeout=15) as http:
+            assert http.get("/health").status_code == 200
+            redis_server.process.send_signal(signal.SIGSTOP)
+            try:
+                away = http.get("/health")
+            finally:
+                redis_server.process.send_signal(signal.SIGCONT)
+            assert away.status_code == 503 and away.json()["store"] == "unavailable"
+            assert http.get("/health").status_code == 200
+    finally:
+        server.stop()
