@@ -44,7 +44,8 @@ class Served:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.log: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -73,6 +74,11 @@ class Served:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(10)
+        # The pipe ends with the process (and its children that inherited it): close it here,
+        # not whenever the garbage collector gets to it (a ResourceWarning in a later test).
+        self._reader.join(5)
+        if self.process.stderr is not None and not self._reader.is_alive():
+            self.process.stderr.close()
 
 
 def free_port() -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from openai import OpenAI
+from openai import APIStatusError, OpenAI
 
 from tests.fakes.served import serve
 from tests.fakes.upstream import FakeUpstream, text
@@ -79,5 +79,46 @@ def test_health_answers_503_when_redis_hangs_instead_of_hanging_itself(
                 redis_server.process.send_signal(signal.SIGCONT)
             assert away.status_code == 503 and away.json()["store"] == "unavailable"
             assert http.get("/health").status_code == 200
+    finally:
+        server.stop()
+
+
+def test_stored_responses_answer_503_while_redis_is_away_and_nothing_stored_is_lost(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """A request that needs the shared store gets 503 ``store_unavailable`` (not a 500, not a
+    hang) while Redis is away; what Redis acknowledged before is there when it returns."""
+    store = {"url": redis_server.url, "path": str(tmp_path / "iris.db")}
+    server, url = serve(tmp_path, upstream.base_url, store=store)
+    try:
+        with OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=15) as client:
+            upstream.script(text("kept"))
+            first = client.responses.create(model="fake-model", input="remember this")
+
+            redis_server.stop()
+            with pytest.raises(APIStatusError) as refused:
+                client.responses.retrieve(first.id)
+            assert refused.value.status_code == 503
+            assert isinstance(refused.value.body, dict)
+            assert refused.value.body.get("code") == "store_unavailable"
+            asked = len(upstream.requests)
+            with pytest.raises(APIStatusError) as continued:
+                client.responses.create(
+                    model="fake-model", input="and this?", previous_response_id=first.id
+                )
+            assert continued.value.status_code == 503
+            assert len(upstream.requests) == asked  # refused before the model was asked
+
+            redis_server.start()
+            assert client.responses.retrieve(first.id).output_text == "kept"
+            upstream.script(text("continued"))
+            again = client.responses.create(
+                model="fake-model", input="and this?", previous_response_id=first.id
+            )
+            assert again.output_text == "continued"
+            sent = upstream.requests[-1].body["messages"]
+            assert [m["content"] for m in sent][-3:] == ["remember this", "kept", "and this?"]
+        log = server.drain()
+        assert not any("Traceback" in line for line in log), log
     finally:
         server.stop()
