@@ -126,6 +126,32 @@ async def test_a_device_resumes_on_the_other_process_without_gap_or_duplicate(
     await back.close()
 
 
+async def test_a_device_moving_to_the_other_process_mid_reply_follows_the_turn_there(
+    two: tuple[str, str], upstream: FakeUpstream
+) -> None:
+    """The phone's connection drops mid-reply and the load balancer sends it to B while the turn
+    still runs on A: B replays what it missed and follows the rest live; B's room does not take
+    the running turn for a crashed one."""
+    upstream.script(gated("one ", "two ", "three ", "four", after=2))
+    a_url, b_url = two
+    stays, moves = await device(a_url), await device(a_url)
+    await stays.send({"type": "message.send", "text": "count"})
+    await moves.until("message.update", text="one two ")
+    seen = moves.max_seq
+    await moves.close()
+    back = await device(b_url, after_seq=seen)  # the turn is still held upstream
+    assert not upstream.finished.is_set()
+    upstream.release()
+    whole = await stays.turn()
+    rest = chat_frames(await back.turn())
+    assert all(f["seq"] > seen for f in rest) and increasing(rest)
+    assert essential(rest) == essential([f for f in whole if f["seq"] > seen])
+    assert not any(f["type"] == "error" for f in whole + rest)  # not closed as owner_lost
+    assert rest[-2]["final_text"] == "one two three four"
+    await stays.close()
+    await back.close()
+
+
 async def test_devices_keep_following_the_other_process_after_redis_restarts(
     two: tuple[str, str], upstream: FakeUpstream, redis_server: RedisServer
 ) -> None:
