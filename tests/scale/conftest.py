@@ -9,11 +9,12 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
-from tests.fakes.served import free_port
+from tests.fakes.served import Served, free_port, serve
 
 REDIS_SERVER = shutil.which("redis-server")
 
@@ -95,3 +96,33 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.kill()
+
+
+def serve_on_redis(
+    tmp_path: Path,
+    upstream_url: str,
+    redis: RedisServer,
+    names: tuple[str, ...] = ("a", "b"),
+    *,
+    store: dict[str, Any] | None = None,
+    **sections: Any,
+) -> list[tuple[Served, str]]:
+    """``iris serve`` processes sharing ``redis`` (each with its own config ``<name>.yaml`` and
+    SQLite file), with their base URLs; the caller stops them. ``store`` adds store keys."""
+    running: list[tuple[Served, str]] = []
+    try:
+        for name in names:
+            shared = {"url": redis.url, "path": str(tmp_path / f"{name}.db"), **(store or {})}
+            running.append(
+                serve(tmp_path, upstream_url, name=f"{name}.yaml", store=shared, **sections)
+            )
+    except BaseException:
+        for server, _ in running:
+            server.stop()
+        raise
+    return running
+
+
+def socket_url(url: str) -> str:
+    """The iris socket of a server's base URL."""
+    return url.replace("http://", "ws://") + "/iris/ws"

@@ -19,11 +19,11 @@ from openai import OpenAI
 from websockets.asyncio.client import connect
 
 from iris.private import write_private
-from tests.fakes.served import Served, serve
+from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text
 from tests.iris.conftest import Device
 from tests.iris.test_devices import iris, pair
-from tests.scale.conftest import RedisServer
+from tests.scale.conftest import RedisServer, serve_on_redis
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -59,23 +59,23 @@ class Process:
 def processes(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
 ) -> Iterator[tuple[Process, Process]]:
-    started: list[Process] = []
-    for name in ("a", "b"):
-        served, url = serve(
-            tmp_path,
-            upstream.base_url,
-            name=f"{name}.yaml",
-            store={"url": redis_server.url, "path": str(tmp_path / f"{name}.db")},
-            platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-        )
-        config = tmp_path / f"{name}.yaml"
-        config.chmod(0o600)
-        started.append(Process(served, url, config))
-    yield started[0], started[1]
+    running = serve_on_redis(
+        tmp_path,
+        upstream.base_url,
+        redis_server,
+        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
+    )
+    started = [
+        Process(served, url, tmp_path / f"{name}.yaml")
+        for name, (served, url) in zip(("a", "b"), running, strict=True)
+    ]
     for process in started:
-        process.served.stop()
-        if process.served.process.stderr is not None:
-            process.served.process.stderr.close()
+        process.config.chmod(0o600)
+    try:
+        yield started[0], started[1]
+    finally:
+        for served, _ in running:
+            served.stop()
 
 
 def sent(upstream: FakeUpstream) -> list[tuple[str, Any]]:

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.fakes.served import Served, serve
 from tests.fakes.upstream import FakeUpstream, gated
 from tests.iris.conftest import TOKEN, WAIT, Device
-from tests.scale.conftest import RedisServer
+from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
 
 STREAMING: dict[str, Any] = {"enabled": True}
 
@@ -24,25 +23,19 @@ def two(
     tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
 ) -> Iterator[tuple[str, str]]:
     """Two ``iris serve`` processes sharing ``redis_server``; their iris socket URLs."""
-    running: list[Served] = []
-    urls: list[str] = []
+    running = serve_on_redis(
+        tmp_path,
+        upstream.base_url,
+        redis_server,
+        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
+        streaming=STREAMING,
+        # Every delta its own update: the frames the two processes must agree on.
+        display={"platforms": {"iris": {"buffer_threshold": 1}}},
+    )
     try:
-        for name in ("a", "b"):
-            server, url = serve(
-                tmp_path,
-                upstream.base_url,
-                name=f"{name}.yaml",
-                store={"url": redis_server.url, "path": str(tmp_path / f"{name}.db")},
-                platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-                streaming=STREAMING,
-                # Every delta its own update: the frames the two processes must agree on.
-                display={"platforms": {"iris": {"buffer_threshold": 1}}},
-            )
-            running.append(server)
-            urls.append(url.replace("http://", "ws://") + "/iris/ws")
-        yield urls[0], urls[1]
+        yield socket_url(running[0][1]), socket_url(running[1][1])
     finally:
-        for server in running:
+        for server, _ in running:
             server.stop()
 
 

@@ -193,6 +193,19 @@ async def test_a_lost_redis_is_store_unavailable_and_service_resumes(
     assert hub.publish("c", typing(False))["seq"] == 2
 
 
+async def test_the_first_read_after_redis_restarts_is_served(
+    make: Make, redis_server: RedisServer
+) -> None:
+    """A device's resume right after Redis came back reads the log on the first try (the
+    pooled connection to the old server is replaced, not reported as a failure)."""
+    hub = make()
+    hub.publish("c", typing(True))
+    assert hub.log.last_seq("c") == 1  # the pool now holds a connection to this server
+    redis_server.stop()
+    redis_server.start()
+    assert [f["seq"] for f in hub.log.after("c", 0, 10)] == [1]
+
+
 # -- the tailer -----------------------------------------------------------------------------------
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.fakes.served import Served, serve
+from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, gated, text
 from tests.iris.conftest import TOKEN, Device
-from tests.scale.conftest import RedisServer
+from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
 from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
 
 pytestmark = pytest.mark.timeout(60)
@@ -28,24 +28,17 @@ def two(
     tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
 ) -> Iterator[list[tuple[Served, str]]]:
     """Two ``iris serve`` processes sharing ``redis_server``: each with its iris socket URL."""
-    running: list[tuple[Served, str]] = []
+    running = serve_on_redis(
+        tmp_path,
+        upstream.base_url,
+        redis_server,
+        store={"lease": LEASE},
+        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
+        streaming=STREAMING,
+        display={"platforms": {"iris": {"buffer_threshold": 1}}},
+    )
     try:
-        for name in ("a", "b"):
-            server, url = serve(
-                tmp_path,
-                upstream.base_url,
-                name=f"{name}.yaml",
-                store={
-                    "url": redis_server.url,
-                    "path": str(tmp_path / f"{name}.db"),
-                    "lease": LEASE,
-                },
-                platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-                streaming=STREAMING,
-                display={"platforms": {"iris": {"buffer_threshold": 1}}},
-            )
-            running.append((server, url.replace("http://", "ws://") + "/iris/ws"))
-        yield running
+        yield [(server, socket_url(url)) for server, url in running]
     finally:
         for server, _ in running:
             server.stop()
