@@ -389,7 +389,10 @@ class ChatRoom:
             await sessions.cut(self.session, compaction.summary, after=after)
         if isinstance(end, TurnEnded):
             controls.last_usage = dict(end.usage)
-            await self.runtime.controls.save(self.session, controls, "last_usage")
+            try:
+                await self.runtime.controls.save(self.session, controls, "last_usage")
+            except StoreUnavailable as exc:  # the reply is whole and kept; only /status misses it
+                log.warning("usage of %s not saved: %s", self.chat_id, exc.message)
 
     def _publish(self, frames: list[ServerFrame]) -> None:
         if self._lost:  # the hub's fence would refuse them too; no need to ask
