@@ -1,7 +1,8 @@
 """What every surface of a running server shares: config, the agent, the store, sessions.
 
 ``Runtime.create`` is the one place that picks where stored data lives: the SQLite file, or
-with ``store.url`` the Redis every process shares (sessions, stored responses, devices).
+with ``store.url`` the Redis every process shares (sessions, stored responses, devices, the
+chats' controls).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from starlette.routing import BaseRoute
 from iris.agent import Agent
 from iris.agent.sessions import Sessions, SessionStore
 from iris.config import Config
+from iris.controls import ControlsStore, MemoryControls
 from iris.devices import Devices
 from iris.limits import TurnLimiter
 from iris.redis.connection import RedisStore, shared_store
+from iris.redis.controls import RedisControls
 from iris.redis.devices import device_store
 from iris.redis.responses import RedisResponsesStore
 from iris.redis.sessions import RedisSessionStore
@@ -34,6 +37,8 @@ class Runtime:
     devices: Devices
     # The store every process shares (``store.url``); None: this process keeps its state alone.
     shared: RedisStore | None = None
+    # What each chat's commands set (``/model``, ``/reasoning``) and its last reply's usage.
+    controls: ControlsStore = field(default_factory=MemoryControls)
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
 
@@ -54,6 +59,7 @@ class Runtime:
             responses=ResponsesStore(store) if shared is None else RedisResponsesStore(shared),
             devices=device_store(store, shared),
             shared=shared,
+            controls=MemoryControls() if shared is None else RedisControls(shared),
         )
 
 

@@ -1,15 +1,16 @@
 """What the chat commands do to a conversation Iris keeps (chat platforms, the iris socket).
 
-Each conversation has its ``Controls`` (in memory: a restart goes back to the config): the
-model it uses, whether reasoning is shown, and the usage of its last reply. ``execute`` runs one
-parsed command and returns the text to answer with; the surface delivers it (a bot message, a
-``command`` frame) and never sends the command to the model or into the history.
+Each conversation has its ``Controls`` (``iris.controls``: kept by ``runtime.controls``, in
+memory or, with a shared store, in Redis): the model it uses, whether reasoning is shown, and
+the usage of its last reply. ``execute`` runs one parsed command and returns the text to answer
+with; the surface delivers it (a bot message, a ``command`` frame) and never sends the command
+to the model or into the history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from iris.agent import Agent
@@ -22,24 +23,11 @@ BUSY = "a reply is being written: /stop it first"
 
 
 @dataclass
-class Controls:
-    """One conversation's settings changed by commands; None follows the config."""
-
-    model: str | None = None
-    show_reasoning: bool | None = None
-    last_usage: dict[str, int] = field(default_factory=dict[str, int])
-
-    def reasoning(self, configured: bool) -> bool:
-        return configured if self.show_reasoning is None else self.show_reasoning
-
-
-@dataclass
 class CommandTarget:
-    """What a command may act on: the store's session, its controls, its running reply."""
+    """What a command may act on: the store's session (and its controls), its running reply."""
 
     runtime: Runtime
     session: str
-    controls: Controls
     busy: bool
     stop: Callable[[], bool]  # interrupt the running reply; False if there is none
     show_reasoning: bool  # what the config says for this surface
@@ -48,7 +36,7 @@ class CommandTarget:
 async def execute(command: Command, chat: CommandTarget) -> str:
     """Run ``command`` on ``chat``; the answer for the user (raises ``StoreUnavailable``)."""
     agent = chat.runtime.agent
-    controls = chat.controls
+    kept = chat.runtime.controls
     match command.name:
         case "new":
             if chat.busy:
@@ -59,6 +47,7 @@ async def execute(command: Command, chat: CommandTarget) -> str:
             return "stopped" if chat.stop() else "nothing to stop"
         case "model":
             names = agent.model_names
+            controls = await kept.load(chat.session)
             current = controls.model or names[0]
             if not command.arg:
                 others = ", ".join(n for n in names if n != current)
@@ -66,13 +55,16 @@ async def execute(command: Command, chat: CommandTarget) -> str:
             if command.arg not in names:
                 return f"unknown model {command.arg!r}; configured: {', '.join(names)}"
             controls.model = None if command.arg == names[0] else command.arg
+            await kept.save(chat.session, controls, "model")
             return f"model: {command.arg} (from the next message)"
         case "reasoning":
             value = {"on": True, "off": False}.get(command.arg.lower())
             if command.arg and value is None:
                 return "usage: /reasoning on|off"
+            controls = await kept.load(chat.session)
             if value is not None:
                 controls.show_reasoning = value
+                await kept.save(chat.session, controls, "show_reasoning")
             shown = controls.reasoning(chat.show_reasoning)
             return f"reasoning {'shown' if shown else 'hidden'}"
         case "compact":
@@ -133,7 +125,8 @@ def _head(config: Config) -> list[dict[str, Any]]:
 async def _compact(chat: CommandTarget) -> str:
     sessions = chat.runtime.sessions
     transcript = await sessions.transcript(chat.session)
-    compaction = await compact(chat.runtime.agent, transcript.messages, chat.controls.model)
+    controls = await chat.runtime.controls.load(chat.session)
+    compaction = await compact(chat.runtime.agent, transcript.messages, controls.model)
     if compaction is not None:
         after = transcript.cut_after(compaction.replaced)
         await sessions.cut(chat.session, compaction.summary, after=after)
@@ -142,7 +135,7 @@ async def _compact(chat: CommandTarget) -> str:
 
 async def _status(chat: CommandTarget) -> str:
     transcript = await chat.runtime.sessions.transcript(chat.session)
-    controls = chat.controls
+    controls = await chat.runtime.controls.load(chat.session)
     lines = await status(
         chat.runtime.agent, transcript.messages, controls.model, controls.last_usage
     )

@@ -44,6 +44,7 @@ from iris.agent.core import Turn, TurnRequest
 from iris.agent.history import kept
 from iris.agent.sessions import Transcript
 from iris.config import Config, Surface
+from iris.controls import Controls
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
 from iris.runtime import Runtime
@@ -54,7 +55,7 @@ from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
 from iris.surfaces.commands import Command, parse
-from iris.surfaces.controls import CommandTarget, Controls, execute
+from iris.surfaces.controls import CommandTarget, execute
 from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,6 @@ class _Conversation:
     native_refused: bool = False  # the platform refused native streaming here: edits only
     consumer: StreamConsumer | None = None  # the reply being written, while ``turn`` runs
     next_draft: int = 1  # the first draft id of the next reply (ids never repeat in a chat)
-    controls: Controls = field(default_factory=Controls)
 
 
 class ChatSurface:
@@ -335,7 +335,6 @@ class ChatSurface:
         target = CommandTarget(
             self.runtime,
             conversation_key(message),
-            conversation.controls,
             busy=conversation.turn is not None,
             stop=stop,
             show_reasoning=display.show_reasoning,
@@ -411,7 +410,12 @@ class ChatSurface:
         config = self.runtime.config
         name = cast(Surface, platform.name)
         display = config.display_for(name)
-        controls = conversation.controls
+        session = conversation_key(message)
+        refused: StoreUnavailable | None = None
+        try:  # the chat's /model and /reasoning, wherever they were sent (a shared store)
+            controls = await self.runtime.controls.load(session)
+        except StoreUnavailable as exc:  # the turn cannot start: said below, like any failure
+            controls, refused = Controls(), exc
         display = display.model_copy(
             update={"show_reasoning": controls.reasoning(display.show_reasoning)}
         )
@@ -431,7 +435,9 @@ class ChatSurface:
             first_draft=conversation.next_draft,
         )
         try:
-            transcript = await self.runtime.sessions.transcript(conversation_key(message))
+            if refused is not None:
+                raise refused
+            transcript = await self.runtime.sessions.transcript(session)
             request = TurnRequest(
                 messages=[*transcript.messages, user],
                 stream=streaming,
@@ -462,9 +468,17 @@ class ChatSurface:
             conversation.native_refused |= consumer.native_refused
         if isinstance(outcome, TurnEnded):
             controls.last_usage = dict(outcome.usage)
-        await self._keep_compaction(conversation_key(message), transcript, turn)
+            await self._keep_usage(session, controls)
+        await self._keep_compaction(session, transcript, turn)
         # A turn whose stream broke has no record of its own: the reply as the user saw it.
         return kept(outcome, consumer.reply.cut_text)
+
+    async def _keep_usage(self, session: str, controls: Controls) -> None:
+        """Record the usage of the chat's last reply, for ``/status``."""
+        try:
+            await self.runtime.controls.save(session, controls, "last_usage")
+        except StoreUnavailable as exc:  # only /status misses it
+            log.error("usage of %s not saved: %s", session, exc.message)
 
     async def _keep_compaction(self, session: str, transcript: Transcript, turn: Turn) -> None:
         """Record what the turn's compaction replaced, so the next turn starts from it."""

@@ -415,7 +415,6 @@ class _Connection:
             target = CommandTarget(
                 self.surface.runtime,
                 room.session,
-                room.controls,
                 busy=room.busy,  # with a shared store, a read of who holds the turn
                 stop=room.cancel,
                 show_reasoning=encoder_settings(self.surface.runtime).show_reasoning,

@@ -12,7 +12,8 @@ for every device the same way: ``error``, ``message.stop`` for text already show
 
 The history sent to the model fits its window: when older turns are compacted, devices see a
 ``commentary`` frame ("earlier conversation summarized") and the session records the cut.
-The room's ``controls`` (model, reasoning shown, last usage) are what chat commands change.
+A turn reads the chat's controls (``runtime.controls``: model, reasoning shown) when it starts
+and records its usage there when it ends: what the chat's commands set, on any process.
 
 With a shared store (``owners`` given, see ``iris.surfaces.iris.owners``) the room holds the
 chat's turn lease from the user's echo until the turn's last frames are out, and its frames are
@@ -32,6 +33,7 @@ from iris.agent import Turn, TurnRequest
 from iris.agent.context import Compaction
 from iris.agent.history import kept
 from iris.agent.sessions import Transcript
+from iris.controls import Controls
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
@@ -39,7 +41,6 @@ from iris.fanout.subscription import Subscription
 from iris.limits import TurnSlot
 from iris.redis.lease import Lease, LeaseLost
 from iris.runtime import Runtime
-from iris.surfaces.controls import Controls
 from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.iris.chats import session_key
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
@@ -110,7 +111,6 @@ class ChatRoom:
         self._cancel_requested = False
         self._unsent: list[ServerFrame] = []  # frames of a failed publish, for the turn's end
         self._repair: asyncio.Task[None] | None = None  # history repair after a crash
-        self.controls = Controls()  # what the chat's commands set (in memory)
         # The turn's last frames are out: a device may send the next message at once, though
         # the task still keeps the history; the next turn waits for it.
         self._finishing = False
@@ -302,10 +302,12 @@ class ChatRoom:
         if previous is not None:  # its history must be whole before this turn reads it
             await asyncio.wait([previous])
         settings = encoder_settings(self.runtime)
-        shown = self.controls.reasoning(settings.show_reasoning)
-        encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
+        encoder = FrameEncoder(settings)
         try:
-            await self._stream(text, encoder)
+            controls = await self.runtime.controls.load(self.session)
+            shown = controls.reasoning(settings.show_reasoning)
+            encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
+            await self._stream(text, encoder, controls)
         except Exception as exc:  # a broken turn must still end with error + typing off
             if isinstance(exc, StoreUnavailable):
                 log.warning("iris turn in %s stopped: %s", self.chat_id, exc.message)
@@ -320,7 +322,7 @@ class ChatRoom:
             if self._task is asyncio.current_task():  # no later turn took the lease over
                 self._let_go()
 
-    async def _stream(self, text: str, encoder: FrameEncoder) -> None:
+    async def _stream(self, text: str, encoder: FrameEncoder, controls: Controls) -> None:
         """Run the agent turn, publishing its frames and keeping its history."""
         self._publish(encoder.begin())
         sessions = self.runtime.sessions
@@ -335,7 +337,7 @@ class ChatRoom:
         request = TurnRequest(
             messages=[*transcript.messages, user],
             stream=encoder.settings.streaming,
-            model=self.controls.model,
+            model=controls.model,
             fit_context=True,
             show_compaction=True,
         )
@@ -349,7 +351,7 @@ class ChatRoom:
                 # next message, /new) at once. A turn that lost its lease keeps nothing: the
                 # new owner repairs the history with the text devices saw.
                 if self._still_owner():
-                    await self._keep(end, turn.compaction, transcript)
+                    await self._keep(end, turn.compaction, transcript, controls)
                 self._finishing = True
 
             await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
@@ -372,16 +374,25 @@ class ChatRoom:
             self._let_go()
 
     async def _keep(
-        self, end: TurnEnded | TurnFailed, compaction: Compaction | None, transcript: Transcript
+        self,
+        end: TurnEnded | TurnFailed,
+        compaction: Compaction | None,
+        transcript: Transcript,
+        controls: Controls,
     ) -> None:
-        """Add the turn's messages to the history, and the cut its compaction made."""
+        """Add the turn's messages to the history, and the cut its compaction made; record
+        its usage (for ``/status``)."""
         sessions = self.runtime.sessions
-        if isinstance(end, TurnEnded):
-            self.controls.last_usage = dict(end.usage)
         await sessions.append(self.session, kept(end))
         if compaction is not None:  # the next turn starts from the summary
             after = transcript.cut_after(compaction.replaced)
             await sessions.cut(self.session, compaction.summary, after=after)
+        if isinstance(end, TurnEnded):
+            controls.last_usage = dict(end.usage)
+            try:
+                await self.runtime.controls.save(self.session, controls, "last_usage")
+            except StoreUnavailable as exc:  # the reply is whole and kept; only /status misses it
+                log.warning("usage of %s not saved: %s", self.chat_id, exc.message)
 
     def _publish(self, frames: list[ServerFrame]) -> None:
         if self._lost:  # the hub's fence would refuse them too; no need to ask
