@@ -255,3 +255,24 @@ def test_a_run_that_ended_before_its_process_died_is_left_as_it_ended(
         done = on_b.responses.retrieve(finished)
         assert done.status == "completed" and done.output_text == "done" and done.error is None
         assert [payload(e) for e in on_b.responses.retrieve(finished, stream=True)] == before
+
+
+async def test_one_survivor_alone_takes_a_run_whose_owner_stopped_renewing(
+    redis_server: RedisServer,
+) -> None:
+    stores = [RedisStore(redis_server.url, timeout=0.5) for _ in range(3)]
+    owner, *survivors = (SharedRuns(store, ttl=60, lease=1) for store in stores)
+    try:
+        # The owner announces the run and then never renews (as if killed).
+        await owner.announce("resp_1", {"id": "resp_1", "status": "in_progress"}, [])
+        assert await survivors[0].orphans() == [], "a held lease is no orphan"
+
+        async def orphaned() -> bool:
+            return await survivors[0].orphans() == ["resp_1"]
+
+        await until_async(orphaned, "the lease to run out")
+        taken = await asyncio.gather(*(s.take("resp_1") for s in survivors))
+        assert sum(lease is not None for lease in taken) == 1
+    finally:
+        for store in stores:
+            await store.aclose()
