@@ -239,7 +239,7 @@ def test_a_run_whose_process_is_killed_ends_failed_owner_lost_for_followers_and_
 
 
 def test_a_run_that_ended_before_its_process_died_is_left_as_it_ended(
-    upstream: FakeUpstream, leased: tuple[Process, Process]
+    upstream: FakeUpstream, leased: tuple[Process, Process], redis_server: RedisServer
 ) -> None:
     a, b = leased
     upstream.script(text("done"), hold("Hel"))
@@ -255,6 +255,8 @@ def test_a_run_that_ended_before_its_process_died_is_left_as_it_ended(
         done = on_b.responses.retrieve(finished)
         assert done.status == "completed" and done.output_text == "done" and done.error is None
         assert [payload(e) for e in on_b.responses.retrieve(finished, stream=True)] == before
+    with redis_server.client() as redis:
+        assert redis.hlen("iris:response:running") == 0, "no run is left to any reaper"
 
 
 async def test_one_survivor_alone_takes_a_run_whose_owner_stopped_renewing(
