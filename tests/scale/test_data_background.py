@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from openai import OpenAI
 
@@ -15,8 +17,8 @@ from iris.redis.background import SharedRuns
 from iris.redis.connection import RedisStore
 from tests.api.openresponses import valid_response
 from tests.api.test_background import payload, until
-from tests.fakes.upstream import FakeUpstream, gated, hold
-from tests.scale.conftest import RedisServer
+from tests.fakes.upstream import FakeUpstream, gated, hold, text
+from tests.scale.conftest import RedisServer, serve_on_redis
 from tests.scale.test_data_processes import Process, processes
 
 pytestmark = pytest.mark.timeout(90)
@@ -165,3 +167,114 @@ def test_a_run_just_created_on_a_is_found_through_b_at_once(
             "completion, seen on B",
         )
         assert done.output_text == "Hi"
+
+
+@pytest.fixture
+def leased(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> Iterator[tuple[Process, Process]]:
+    """Two processes whose leases run out 2 s after their holder stops renewing."""
+    running = serve_on_redis(tmp_path, upstream.base_url, redis_server, store={"lease": 2})
+    try:
+        a, b = (
+            Process(served, url, tmp_path / f"{name}.yaml")
+            for name, (served, url) in zip(("a", "b"), running, strict=True)
+        )
+        yield a, b
+    finally:
+        for served, _ in running:
+            served.stop()
+
+
+def follow_until_text(client: OpenAI, response_id: str) -> tuple[Any, list[dict[str, Any]]]:
+    """A follower of the run from its start, caught up to its first text (still open)."""
+    stream = client.responses.retrieve(response_id, stream=True)
+    seen: list[dict[str, Any]] = []
+    for event in stream:
+        seen.append(payload(event))
+        if event.type == "response.output_text.delta":
+            return stream, seen
+    raise AssertionError(f"the run ended before its text: {seen}")
+
+
+def killed_mid_run(a: Process, on_a: OpenAI, on_b: OpenAI) -> tuple[str, list[Any]]:
+    """Start a run on A (held after "Hel"), follow it on B, kill -9 A: the id and the
+    events B's follower got after the kill, up to the error that ended its stream."""
+    response_id = take_until_text(on_a)[0].response.id
+    stream, seen = follow_until_text(on_b, response_id)
+    a.served.process.kill()
+    a.served.process.wait(10)
+    after: list[Any] = []
+    with pytest.raises(openai.APIError) as ended:  # the SDK raises the stream's error event
+        for event in stream:
+            after.append(payload(event))
+    assert seen[-1]["delta"] == "Hel"
+    return response_id, [*after, ended.value]
+
+
+def test_a_run_whose_process_is_killed_ends_failed_owner_lost_for_followers_and_polls_on_b(
+    upstream: FakeUpstream, leased: tuple[Process, Process]
+) -> None:
+    a, b = leased
+    upstream.script(hold("Hel"))
+    with a.client() as on_a, b.client() as on_b:
+        # The follower's wait is bounded by the client's 10 s read timeout: a hang fails.
+        response_id, after = killed_mid_run(a, on_a, on_b)
+        error = after[-1]
+        assert error.code == "owner_lost"
+        polled = on_b.responses.retrieve(response_id)
+        valid_response(polled)
+        assert polled.status == "failed"
+        assert polled.error is not None and polled.error.code == "owner_lost"
+        assert polled.output_text == "Hel", "the output so far is kept"
+        # The whole stream again through B: the same events, then the same failed end.
+        again: list[dict[str, Any]] = []
+        with pytest.raises(openai.APIError) as replayed:
+            for event in on_b.responses.retrieve(response_id, stream=True):
+                again.append(payload(event))
+        assert replayed.value.code == "owner_lost"
+        numbers = [e["sequence_number"] for e in again]
+        assert numbers == list(range(len(numbers))), "no gap, no duplicate"
+        assert on_b.responses.cancel(response_id).status == "failed", "an ended run stays so"
+
+
+def test_a_run_that_ended_before_its_process_died_is_left_as_it_ended(
+    upstream: FakeUpstream, leased: tuple[Process, Process], redis_server: RedisServer
+) -> None:
+    a, b = leased
+    upstream.script(text("done"), hold("Hel"))
+    with a.client() as on_a, b.client() as on_b:
+        finished = on_a.responses.create(model="fake-model", input="hi", background=True).id
+        until(
+            lambda: on_b.responses.retrieve(finished).status == "completed", "the first run's end"
+        )
+        before = [payload(e) for e in on_b.responses.retrieve(finished, stream=True)]
+        # A second run, killed with A: once B ended it, B's reaper has been over every run.
+        _, after = killed_mid_run(a, on_a, on_b)
+        assert after[-1].code == "owner_lost"
+        done = on_b.responses.retrieve(finished)
+        assert done.status == "completed" and done.output_text == "done" and done.error is None
+        assert [payload(e) for e in on_b.responses.retrieve(finished, stream=True)] == before
+    with redis_server.client() as redis:
+        assert redis.hlen("iris:response:running") == 0, "no run is left to any reaper"
+
+
+async def test_one_survivor_alone_takes_a_run_whose_owner_stopped_renewing(
+    redis_server: RedisServer,
+) -> None:
+    stores = [RedisStore(redis_server.url, timeout=0.5) for _ in range(3)]
+    owner, *survivors = (SharedRuns(store, ttl=60, lease=1) for store in stores)
+    try:
+        # The owner announces the run and then never renews (as if killed).
+        await owner.announce("resp_1", {"id": "resp_1", "status": "in_progress"}, [])
+        assert await survivors[0].orphans() == [], "a held lease is no orphan"
+
+        async def orphaned() -> bool:
+            return await survivors[0].orphans() == ["resp_1"]
+
+        await until_async(orphaned, "the lease to run out")
+        taken = await asyncio.gather(*(s.take("resp_1") for s in survivors))
+        assert sum(lease is not None for lease in taken) == 1
+    finally:
+        for store in stores:
+            await store.aclose()

@@ -9,7 +9,15 @@ and a ``RunPublisher`` copies it out, per response id:
 - ``response:run:{id}`` a hash: ``snapshot`` (the response as it stands), ``owner`` (the process
   that runs it) and ``ended`` once it has;
 - ``response:cancel:{id}`` set by another process asked to cancel it: the owner's ``watch``
-  reads those of its running runs every ``CANCEL_POLL`` seconds and stops them.
+  reads those of its running runs every ``CANCEL_POLL`` seconds and stops them;
+- ``response:lease:{id}`` the owner's lease on the run (a ``Lease``, renewed while it runs)
+  and ``response:running`` the registry of running runs (id → lease token), both set in one
+  script by ``announce``; the end's write drops the run from the registry.
+
+An owner that dies (kill -9) stops renewing: its lease expires within ``store.lease`` seconds.
+Every process's reaper finds such runs (``orphans``), takes the lease (``take``: exactly one
+survivor) and ends the run for it (``close``): the final events on its stream, its snapshot
+ended, as a failed run ends.
 
 The publisher writes in batches: whatever events came while the last write was in flight go
 in one ``MULTI`` with one snapshot, so a fast stream costs a write per round trip, not a
@@ -22,6 +30,7 @@ number, then blocks on the stream (``XREAD BLOCK`` on ``store.blocking``) until 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -32,6 +41,7 @@ import redis
 from redis.typing import EncodableT, FieldT
 
 from iris.redis.connection import RedisStore, translated
+from iris.redis.lease import Lease
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +53,25 @@ GIVE_UP = 5.0  # seconds an ended run's publisher keeps trying (shutdown must no
 
 Entry = tuple[str, dict[str, str]]
 
+# Take the run's lease and record it as running, in one step (a lease never without its entry).
+_CLAIM = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
+  return 1
+end
+return 0
+"""
+
 
 class SharedRuns:
     """The background runs of every process, as this process sees them in Redis."""
 
-    def __init__(self, store: RedisStore, *, ttl: float) -> None:
+    def __init__(self, store: RedisStore, *, ttl: float, lease: float = 10.0) -> None:
         self.store = store
         self.ttl = ttl
+        self.lease = lease  # seconds an owner holds a run's lease without renewing it
+        self.registry = store.key("response", "running")
+        self._claim = store.aio.register_script(_CLAIM)
 
     def events_key(self, response_id: str) -> str:
         return self.store.key("response", "events", response_id)
@@ -60,20 +82,104 @@ class SharedRuns:
     def cancel_key(self, response_id: str) -> str:
         return self.store.key("response", "cancel", response_id)
 
+    def lease_key(self, response_id: str) -> str:
+        return self.store.key("response", "lease", response_id)
+
     def publisher(self, response_id: str, snapshot: Callable[[], Json]) -> RunPublisher:
         return RunPublisher(self, response_id, snapshot)
 
-    async def announce(self, response_id: str, snapshot: Json) -> None:
-        """Share a run that is about to start (its publisher takes over from there)."""
+    async def announce(
+        self, response_id: str, snapshot: Json, conversation: list[Json] | None
+    ) -> Lease:
+        """Share a run that is about to start (its publisher takes over from there), with the
+        conversation a survivor stores it with (None: not stored); this process's lease on it."""
         fields: dict[FieldT, EncodableT] = {
             "snapshot": json.dumps(snapshot),
             "owner": self.store.process_id,
         }
+        if conversation is not None:
+            fields["conversation"] = json.dumps(conversation)
+        lease = Lease(self.store, self.lease_key(response_id), self.lease)
+        ms = max(1, int(self.lease * 1000))
         with translated(self.store.url):
             async with self.store.aio.pipeline(transaction=True) as pipe:
                 pipe.hset(self.run_key(response_id), mapping=fields)
                 pipe.expire(self.run_key(response_id), self.seconds)
                 await pipe.execute()
+            # A fresh id: nobody holds its lease yet.
+            await self._claim(keys=[lease.key, self.registry], args=[lease.token, ms, response_id])
+        return lease
+
+    async def orphans(self) -> list[str]:
+        """Running runs whose lease is gone: their owner stopped renewing."""
+        with translated(self.store.url):
+            running = [str(i) for i in await self.store.aio.hkeys(self.registry)]
+            if not running:
+                return []
+            holders = cast(
+                list[str | None], await self.store.aio.mget([self.lease_key(i) for i in running])
+            )
+        return [i for i, holder in zip(running, holders, strict=True) if holder is None]
+
+    async def take(self, response_id: str) -> Lease | None:
+        """The lease of a run whose owner is gone, now this process's; None if another
+        survivor took it first."""
+        lease = Lease(self.store, self.lease_key(response_id), self.lease)
+        with translated(self.store.url):
+            return lease if await lease.acquire() else None
+
+    async def abandoned(self, response_id: str) -> tuple[Json, list[Json] | None, int] | None:
+        """A run to end for its lost owner: its snapshot, the conversation to store it with,
+        and the next sequence number; None if it has ended (or expired) meanwhile."""
+        with translated(self.store.url):
+            found = cast(
+                list[str | None],
+                await self.store.aio.hmget(
+                    self.run_key(response_id), ["snapshot", "ended", "conversation"]
+                ),
+            )
+            last = cast(
+                list[Entry], await self.store.aio.xrevrange(self.events_key(response_id), count=1)
+            )
+        snapshot, ended, conversation = found
+        if snapshot is None or ended is not None:
+            return None
+        # Event n is entry n+1: the next number is the last entry's.
+        after = int(last[0][0].split("-")[0]) if last else 0
+        return (
+            json.loads(snapshot),
+            (None if conversation is None else json.loads(conversation)),
+            after,
+        )
+
+    async def close(self, response_id: str, events: list[Json], snapshot: Json) -> None:
+        """End a run for its lost owner: ``events`` and the end on its stream, ``snapshot``
+        as its final state, and no longer running."""
+        events_key, run_key = self.events_key(response_id), self.run_key(response_id)
+        fields: dict[FieldT, EncodableT] = {"snapshot": json.dumps(snapshot), "ended": "1"}
+        with translated(self.store.url):
+            async with self.store.aio.pipeline(transaction=True) as pipe:
+                for event in events:
+                    pipe.xadd(
+                        events_key,
+                        {"event": json.dumps(event)},
+                        id=f"{event['sequence_number'] + 1}-0",
+                    )
+                pipe.xadd(events_key, {"end": "1"})
+                pipe.hset(run_key, mapping=fields)
+                pipe.hdel(self.registry, response_id)
+                pipe.expire(events_key, self.seconds)
+                pipe.expire(run_key, self.seconds)
+                await pipe.execute()
+
+    async def release(self, lease: Lease) -> None:
+        with translated(self.store.url):
+            await lease.release()
+
+    async def forget(self, response_id: str) -> None:
+        """Drop a run from the registry (it ended, or its keys expired)."""
+        with translated(self.store.url):
+            await self.store.aio.hdel(self.registry, response_id)
 
     async def state(self, response_id: str) -> tuple[Json, bool] | None:
         """A run's snapshot and whether it ended; None when no process has it (any more)."""
@@ -161,6 +267,13 @@ class RunPublisher:
         self._ended = False
         self._wake = asyncio.Event()
         self._failing = False
+        self.lease: Lease | None = None  # this process's lease on the run, released at its end
+        self._fenced = False
+
+    def fence(self) -> None:
+        """The lease was lost: a survivor ends the run in Redis; write nothing more."""
+        self._fenced = True
+        self._wake.set()
 
     def add(self, events: list[Json]) -> None:
         self._pending += events
@@ -177,6 +290,8 @@ class RunPublisher:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if self._fenced:
+                return
             batch, ended = self._pending, self._ended
             self._pending = []
             try:
@@ -196,6 +311,10 @@ class RunPublisher:
                 continue
             self._failing = False
             if ended:
+                if self.lease is not None:
+                    # On failure it expires by itself; the run is out of the registry already.
+                    with contextlib.suppress(redis.RedisError, OSError):
+                        await self.lease.release()
                 return
 
     async def _write(self, batch: list[Json], ended: bool) -> None:
@@ -217,6 +336,7 @@ class RunPublisher:
                 pipe.xadd(events_key, {"event": json.dumps(event)}, id=entry)
             if ended:
                 pipe.xadd(events_key, {"end": "1"})
+                pipe.hdel(runs.registry, self._id)  # ended: never the reaper's
             pipe.hset(runs.run_key(self._id), mapping=fields)
             pipe.expire(events_key, runs.seconds)
             pipe.expire(runs.run_key(self._id), runs.seconds)

@@ -13,7 +13,9 @@ most ``keep`` of them; the stored response outlives both (``responses_store``).
 
 With a shared store (``store.url``) every run is also copied to Redis (``iris.redis.background``)
 as it goes, so the other processes answer for it: ``RemoteRunStream`` follows it from there, a
-cancel asked elsewhere reaches the run through ``BackgroundRuns``' watch.
+cancel asked elsewhere reaches the run through ``BackgroundRuns``' watch. The run's process
+holds a lease on it while it runs; every process's reaper ends the runs whose lease ran out
+(their process died) as failed, code ``owner_lost``, so their followers and pollers get an end.
 
 A thin transport: what the events say is the encoder's business (``responses_encoder``).
 """
@@ -21,10 +23,11 @@ A thin transport: what the events say is the encoder's business (``responses_enc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from starlette.responses import Response
@@ -34,13 +37,21 @@ from iris.agent.core import Agent, TurnRequest
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
 from iris.redis.background import CANCEL_POLL, RunPublisher, SharedRuns
+from iris.redis.lease import Lease
 from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, while_connected
+from iris.surfaces.api.responses_encoder import failed_elsewhere
 from iris.surfaces.api.sse import DONE, named_frames
 from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger("iris.api")
 
 Json = dict[str, Any]
+
+OWNER_LOST = ("owner_lost", "the server running this response stopped")
+
+# Stores the response of a run ended for its lost owner, with the conversation it was shared
+# with (None: the request asked not to store it).
+SaveLost = Callable[[Json, list[Json] | None], Awaitable[None]]
 
 
 class RunWire(Protocol):
@@ -78,6 +89,7 @@ class BackgroundRun:
         self._changed = asyncio.Event()  # set (and replaced) whenever events or the end come
         self._stop: tuple[str, str] | None = None  # (status, reason) asked by cancel/shutdown
         self._task: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None  # renews the lease while the run runs
         # Copies the run to Redis for the other processes (None: this process alone).
         self._publisher: RunPublisher | None = (
             None if shared is None else shared.publisher(response_id, wire.snapshot)
@@ -90,9 +102,20 @@ class BackgroundRun:
     def snapshot(self) -> Json:
         return self._wire.snapshot()
 
-    def start(self, tasks: OpenGroup) -> None:
-        """Run the turn in ``tasks`` (the surface's: a run outlives the request that began it)."""
+    def start(self, tasks: OpenGroup, lease: Lease | None = None) -> None:
+        """Run the turn in ``tasks`` (the surface's: a run outlives the request that began it),
+        holding ``lease`` (the shared store's) until it ends."""
         self._task = tasks.create_task(self._run(), name=f"background {self.id}")
+        if lease is not None and self._publisher is not None:
+            self._publisher.lease = lease
+
+            def lost() -> None:
+                # Another process ends the run in Redis now: stop here, sharing nothing more.
+                assert self._publisher is not None
+                self._publisher.fence()
+                tasks.create_task(self.stop("incomplete", "interrupted"))
+
+            self._keeper = tasks.create_task(lease.keep(lost), name=f"background {self.id} lease")
         if self._publisher is not None:
             # Logged, not raised: a failure here must not cancel every run in the group.
             sharing = logged(self._publisher.run(), f"sharing background response {self.id}")
@@ -143,6 +166,8 @@ class BackgroundRun:
                 log.exception("could not store background response %s", self.id)
         finally:
             self.ended_at = self._clock()
+            if self._keeper is not None:
+                self._keeper.cancel()  # the publisher releases the lease once the end is shared
             self._release()
             self._notify()
             if self._publisher is not None:
@@ -170,14 +195,17 @@ class BackgroundRuns:
         keep: int,
         clock: Callable[[], float] = time.monotonic,
         shared: SharedRuns | None = None,
+        save_lost: SaveLost | None = None,
     ) -> None:
         self._ttl = ttl
+        self._save_lost = save_lost
         self._keep = keep
         self._clock = clock
         self._runs: dict[str, BackgroundRun] = {}
         self._tasks = OpenGroup()  # the runs' turns, from start to stop
         self.shared = shared  # every process's runs (``store.url``); None: this one's alone
         self._watcher: asyncio.Task[None] | None = None
+        self._reaper: asyncio.Task[None] | None = None
 
     def add(self, run: BackgroundRun) -> None:
         self._prune()
@@ -195,6 +223,8 @@ class BackgroundRuns:
         if self.shared is not None:
             watch = logged(self._watch(self.shared), "watching for background cancels")
             self._watcher = self._tasks.create_task(watch, name="background cancels")
+            reap = logged(self._reap(self.shared), "ending background responses of lost owners")
+            self._reaper = self._tasks.create_task(reap, name="background reaper")
 
     async def _watch(self, shared: SharedRuns) -> None:
         """Stop the runs another process was asked to cancel; keep running runs' shared
@@ -218,17 +248,61 @@ class BackgroundRuns:
             else:
                 failing = False
 
-    def launch(self, run: BackgroundRun) -> None:
-        """Keep ``run`` and start its turn in the runs' task group."""
+    async def _reap(self, shared: SharedRuns) -> None:
+        """Every ``store.lease / 2`` s, end the runs whose owner stopped renewing its lease."""
+        failing = False
+        while True:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # redis-py can swallow a cancel (redis/redis-py#2028): shutdown must not wait.
+                raise asyncio.CancelledError
+            await asyncio.sleep(shared.lease / 2)
+            try:
+                for response_id in await shared.orphans():
+                    await self._end_lost(shared, response_id)
+            except StoreUnavailable as exc:  # tried again next round: the entry stays
+                if not failing:
+                    log.warning("ending background responses of lost owners failed: %s", exc)
+                failing = True
+            except Exception:  # tried again next round, never the end of the reaper
+                log.exception("ending background responses of lost owners failed")
+            else:
+                failing = False
+
+    async def _end_lost(self, shared: SharedRuns, response_id: str) -> None:
+        """End one run whose owner is gone, as a failed run ends (if this process is the one
+        survivor that takes its lease, and it has not ended meanwhile)."""
+        lease = await shared.take(response_id)
+        if lease is None:
+            return  # another survivor has it
+        try:
+            found = await shared.abandoned(response_id)
+            if found is None:
+                await shared.forget(response_id)  # ended (or expired): nothing to end
+                return
+            snapshot, conversation, sequence = found
+            events = failed_elsewhere(snapshot, sequence, *OWNER_LOST)
+            final = events[-1]["response"]
+            log.warning("background response %s: its server stopped; ended as failed", response_id)
+            if self._save_lost is not None:
+                await self._save_lost(final, conversation)
+            await shared.close(response_id, events, final)
+        finally:
+            with contextlib.suppress(StoreUnavailable):
+                await shared.release(lease)
+
+    def launch(self, run: BackgroundRun, lease: Lease | None = None) -> None:
+        """Keep ``run`` and start its turn in the runs' task group (holding ``lease``)."""
         self.add(run)
-        run.start(self._tasks)
+        run.start(self._tasks, lease)
 
     async def stop(self) -> None:
         """Server shutdown: every running turn ends now as ``incomplete`` (interrupted), its
         output so far stored."""
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.cancel()
+        for task in (self._watcher, self._reaper):
+            if task is not None:
+                task.cancel()  # they sleep or wait on Redis: nothing to wait for
+        self._watcher = self._reaper = None
         try:
             runs = self.running()
             if runs:

@@ -109,6 +109,29 @@ def response_object(
     }
 
 
+def error_fields(error: dict[str, str]) -> Payload:
+    """The fields of an ``error`` event for ``error`` (its code and message)."""
+    # The openai SDKs read the error's fields at the top level, the Open Responses
+    # specification under "error": both are there.
+    return {**error, "param": None, "error": {"type": "server_error", **error, "param": None}}
+
+
+def failed_elsewhere(response: Payload, sequence: int, code: str, message: str) -> list[Payload]:
+    """The end of a run whose process is gone, from its last shared ``response``: the events
+    numbered from ``sequence`` a failed turn ends with (``error``, ``response.failed``); the
+    items it left open close as incomplete."""
+    error = {"code": code, "message": message}
+    output = [
+        {**item, "status": "incomplete"} if item.get("status") == "in_progress" else item
+        for item in response.get("output") or []
+    ]
+    final = {**response, "status": "failed", "output": output, "usage": None, "error": error}
+    return [
+        {"type": "error", "sequence_number": sequence, **error_fields(error)},
+        {"type": "response.failed", "sequence_number": sequence + 1, "response": final},
+    ]
+
+
 def responses_usage(usage: dict[str, int]) -> dict[str, Any]:
     inp = usage.get("input_tokens", 0)
     out = usage.get("output_tokens", 0)
@@ -249,10 +272,7 @@ class ResponsesEncoder:
                 self._close(out, "incomplete")
                 self.failure = item
                 error = {"code": item.code, "message": item.message}
-                # The openai SDKs read the error's fields at the top level, the Open
-                # Responses specification under "error": both are there.
-                nested = {"type": "server_error", **error, "param": None}
-                self._event(out, "error", **error, param=None, error=nested)
+                self._event(out, "error", **error_fields(error))
                 self.response = self._snapshot("failed", usage=None, error=error)
                 self._event(out, "response.failed", response=self.response)
             case _:

@@ -122,13 +122,17 @@ class ResponsesWire:
 
     def _turn_messages(self) -> list[Json]:
         """What this turn added to the conversation, for ``previous_response_id``."""
-        shown = "\n\n".join(
-            part["text"]
-            for item in self.encoder.output
-            if item["type"] == "message"
-            for part in item["content"]
-        )
-        return kept(self._end, shown)
+        return kept(self._end, shown_text(self.encoder.output))
+
+
+def shown_text(output: list[Json]) -> str:
+    """The text a response's message items show."""
+    return "\n\n".join(
+        part.get("text", "")
+        for item in output
+        if item["type"] == "message"
+        for part in item["content"]
+    )
 
 
 def _starting_after(raw: str | None) -> int:
@@ -171,7 +175,10 @@ class ApiSurface:
             ttl=ttl,
             keep=self.settings.background_keep,
             # Background runs every process can follow and cancel (``store.url``).
-            shared=None if runtime.shared is None else SharedRuns(runtime.shared, ttl=ttl),
+            shared=None
+            if runtime.shared is None
+            else SharedRuns(runtime.shared, ttl=ttl, lease=runtime.config.store.lease),
+            save_lost=self._save_lost,
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends
@@ -262,18 +269,27 @@ class ApiSurface:
             release=release,
             shared=shared,
         )
+        lease = None
         if shared is not None:
+            # What a survivor stores the run with, should this process die mid-run.
+            conversation = call.conversation if call.store else None
             try:
                 # Known to every process before its client hears of it: a poll that lands
                 # on another process at once finds it.
-                await shared.announce(run.id, run.snapshot())
+                lease = await shared.announce(run.id, run.snapshot(), conversation)
             except StoreUnavailable:
                 release()
                 raise
-        self.background.launch(run)
+        self.background.launch(run, lease)
         if call.stream:
             return RunStream(run, after=-1)
         return JSONResponse(run.snapshot())
+
+    async def _save_lost(self, response: Json, conversation: list[Json] | None) -> None:
+        """Store a run another process left when it died, ended here as failed."""
+        if conversation is not None:
+            shown = shown_text(response["output"])
+            await self.responses.save(response, [*conversation, *kept(None, shown)])
 
     async def unknown(self, request: Request) -> Response:
         raise ApiError(404, f"Iris does not serve {request.url.path}.", code="unknown_url")
