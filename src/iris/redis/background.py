@@ -41,7 +41,7 @@ import redis
 from redis.typing import EncodableT, FieldT
 
 from iris.redis.connection import RedisStore, translated
-from iris.redis.lease import Lease
+from iris.redis.lease import CLAIM_REGISTERED, Lease
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +53,6 @@ GIVE_UP = 5.0  # seconds an ended run's publisher keeps trying (shutdown must no
 
 Entry = tuple[str, dict[str, str]]
 
-# Take the run's lease and record it as running, in one step (a lease never without its entry).
-_CLAIM = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
-  return 1
-end
-return 0
-"""
-
 
 class SharedRuns:
     """The background runs of every process, as this process sees them in Redis."""
@@ -71,7 +62,7 @@ class SharedRuns:
         self.ttl = ttl
         self.lease = lease  # seconds an owner holds a run's lease without renewing it
         self.registry = store.key("response", "running")
-        self._claim = store.aio.register_script(_CLAIM)
+        self._claim = store.aio.register_script(CLAIM_REGISTERED)
 
     def events_key(self, response_id: str) -> str:
         return self.store.key("response", "events", response_id)

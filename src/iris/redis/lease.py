@@ -36,6 +36,18 @@ return 0
 """
 
 
+# Take a lease if free and record it in a registry hash (KEYS[2], field ARGV[3] → the token), in
+# one step: a lease never exists without its entry, so a reaper that walks the registry finds
+# every holder that died. KEYS[1] the lease, ARGV[1] the token, ARGV[2] its life in ms.
+CLAIM_REGISTERED = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
 class Lease:
     """The lease ``key``: at most one holder at a time, for ``ttl`` seconds unless renewed."""
 

@@ -32,7 +32,7 @@ import redis
 
 from iris.errors import StoreUnavailable
 from iris.redis.connection import RedisStore, translated
-from iris.redis.lease import Lease, holder_process
+from iris.redis.lease import CLAIM_REGISTERED, Lease, holder_process
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +41,6 @@ INBOX_MAXLEN = 256  # requests kept per inbox: each is acted on within a round t
 INBOX_TTL_S = 3600  # the inbox of a process that died goes away on its own
 RETRY_MAX = 5.0  # seconds between two tries while Redis is away
 
-# Take the lease if free and record it as a running turn, in one step.
-_CLAIM = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
-  return 1
-end
-return 0
-"""
 # Give the lease up and (ARGV[3] == '1': its turn is closed) drop its registry entry, each
 # only if still this token's.
 _RELEASE = """
@@ -76,7 +68,7 @@ class Owners:
         self.ttl = ttl
         self.registry = store.key("turns")
         self.inbox = self.inbox_of(store.process_id)
-        self._claim = store.sync.register_script(_CLAIM)
+        self._claim = store.sync.register_script(CLAIM_REGISTERED)
         self._release = store.sync.register_script(_RELEASE)
         self._forget = store.aio.register_script(_FORGET)
 
