@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from openai import APIError, OpenAI
 
+from iris.surfaces.api.routes import ResponsesWire
 from tests.api.conftest import IrisServer, StartIris
 from tests.fakes.upstream import FakeUpstream, hold, stream_error, text
 
@@ -75,3 +77,29 @@ def test_a_cancelled_response_is_continued_as_shown_and_marked_cut(
         ("assistant", "Hel\n\n[interrupted]"),
         ("user", "go on"),
     ]
+
+
+@pytest.mark.parametrize("ending", ["completed", "failed"])
+def test_a_streamed_response_is_stored_before_its_last_event_goes_out(
+    upstream: FakeUpstream, client: OpenAI, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    """A client that retrieves (or continues) a response as soon as its stream ended finds it,
+    however long the store takes: the terminal event waits for the save, not the other way."""
+    save = ResponsesWire.finished
+
+    async def slow_store(wire: ResponsesWire) -> None:
+        await asyncio.sleep(0.3)  # a store that takes a moment (a lock, a remote Redis)
+        await save(wire)
+
+    monkeypatch.setattr(ResponsesWire, "finished", slow_store)
+    upstream.script(text("Blue.") if ending == "completed" else stream_error("The sky ", "is"))
+    response_id = ""
+    try:
+        for event in client.responses.create(model="fake-model", input="sky?", stream=True):
+            if event.type == "response.created":
+                response_id = event.response.id
+            if event.type == f"response.{ending}":
+                break
+    except APIError:
+        assert ending == "failed"  # the SDK raises on the in-band error event
+    assert client.responses.retrieve(response_id).status == ending

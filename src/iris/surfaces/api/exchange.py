@@ -85,6 +85,8 @@ class TurnExchange(Response):
         self._ended = False  # the terminal event was seen: the heartbeat stays quiet
         self._turn: Turn | None = None
         self._retry_after: float | None = None  # the provider's, from a failed turn
+        self._finished = False  # the slot is free and the turn stored (``_end``)
+        self._unsaved: StoreUnavailable | None = None  # the store refused the finished turn
 
     # Seconds of silence (an agent tool running) before a stream gets an SSE comment, so
     # proxies with an idle timeout (nginx: 60 s) keep it open. Clients ignore comments.
@@ -132,15 +134,8 @@ class TurnExchange(Response):
             log.exception("turn failed outside the agent's event stream")
             code, message, retryable = user_message(exc)
             await self._emit(send, TurnFailed(code, message, retryable))
-        # The turn's slot is free before the client reads the end of the reply: a client that
-        # sends its next request at once must not be told the server is busy.
-        self._free()
-        unsaved: StoreUnavailable | None = None
-        try:
-            await self._wire.finished()
-        except StoreUnavailable as exc:
-            log.error("a finished turn was not stored: %s", exc.message)
-            unsaved = exc
+        await self._end()  # done already when the terminal event went out
+        unsaved = self._unsaved
         if self._stream and self._head_sent:
             # The answer went out already; only a later GET of it will miss it.
             await self._write(send, DONE, more=False)  # both APIs end a stream so
@@ -164,6 +159,20 @@ class TurnExchange(Response):
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload, "more_body": False})
 
+    async def _end(self) -> None:
+        """Once per turn, before the client reads its end: free the turn's slot (a client that
+        sends its next request at once must not be told the server is busy) and store what
+        the turn stored (a client that retrieves or continues it at once must find it)."""
+        if self._finished:
+            return
+        self._finished = True
+        self._free()
+        try:
+            await self._wire.finished()
+        except StoreUnavailable as exc:
+            log.error("a finished turn was not stored: %s", exc.message)
+            self._unsaved = exc
+
     def _free(self) -> None:
         if self._release is not None:
             release, self._release = self._release, None
@@ -171,9 +180,11 @@ class TurnExchange(Response):
 
     async def _emit(self, send: Send, event: Event) -> None:
         data = self._wire.frames(event)
+        terminal = isinstance(event, TurnEnded | TurnFailed)
+        if terminal:
+            await self._end()
         if not self._stream:
             return
-        terminal = isinstance(event, TurnEnded | TurnFailed)
         self._ended = self._ended or terminal
         if not self._head_sent:
             # The opening frames (role chunk, response.created) wait for the model's first
