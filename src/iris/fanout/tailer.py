@@ -16,14 +16,13 @@ the positions it had; the devices catch up with no gap.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import cast
 
 from iris.errors import StoreUnavailable
 from iris.fanout.hub import Hub
 from iris.fanout.redislog import Entry, RedisFrameLog
-from iris.redis.connection import RedisStore, translated
+from iris.redis.connection import RedisStore, Retry, stop_if_cancelled, translated
 
 log = logging.getLogger(__name__)
 
@@ -59,24 +58,15 @@ class Tailer:
 
     async def run(self) -> None:
         """Tail until cancelled."""
-        this = asyncio.current_task()
-        delay = RETRY_FIRST
-        lost = False
-        # A cancellation the Redis client swallowed still ends the loop.
-        while this is None or not this.cancelling():
+        retry = Retry("the frame tailer", first=RETRY_FIRST, most=RETRY_MAX)
+        while True:
+            stop_if_cancelled()
             try:
                 self._deliver(await self._read())
             except StoreUnavailable as exc:
-                if not lost:
-                    log.warning("the frame tailer lost the store, retrying: %s", exc.message)
-                    lost = True
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX)
+                await retry.failed(exc.message)
                 continue
-            if lost:
-                log.warning("the frame tailer reaches the store again")
-                lost, delay = False, RETRY_FIRST
-        raise asyncio.CancelledError
+            retry.succeeded()
 
     async def _read(self) -> list[tuple[str, list[Entry]]]:
         """One blocking read of every followed chat's log (and the wake stream)."""

@@ -7,12 +7,16 @@ as the SQLite store's reads do (a loopback round trip is ~0.1 ms; a lost server 
 without a restart.
 
 Every ``redis.RedisError`` reaching Iris becomes ``StoreUnavailable`` (``translated``), with
-the URL's password removed from the message.
+the URL's password removed from the message. The loops that read Redis for as long as the
+server runs (the frame tailer, the turn inbox) retry through ``Retry`` while it is away and
+check ``stop_if_cancelled`` each round.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import socket
 import uuid
@@ -29,6 +33,8 @@ from iris.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from iris.config import Config
+
+log = logging.getLogger(__name__)
 
 MIN_VERSION = (6, 2)  # XADD with explicit ids and exclusive XRANGE, XTRIM MINID, GETDEL
 DEFAULT_TIMEOUT = 2.0
@@ -132,3 +138,36 @@ def translated(url: str, doing: str = "the store failed") -> Generator[None]:
 def _reason(exc: redis.RedisError) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0]
+
+
+class Retry:
+    """A long-running loop's retries while Redis is away: waits doubling from ``first`` to
+    ``most`` seconds, the loss and the return logged once each, not once per try."""
+
+    def __init__(self, what: str, *, first: float = 0.1, most: float = 2.0) -> None:
+        self.what = what
+        self.first, self.most = first, most
+        self.delay = first
+        self.lost = False
+
+    async def failed(self, reason: object) -> None:
+        """A try failed: say so (the first time) and wait before the next."""
+        if not self.lost:
+            log.warning("%s lost the store, retrying: %s", self.what, reason)
+            self.lost = True
+        await asyncio.sleep(self.delay)
+        self.delay = min(self.delay * 2, self.most)
+
+    def succeeded(self) -> None:
+        if self.lost:
+            log.warning("%s reaches the store again", self.what)
+        self.lost, self.delay = False, self.first
+
+
+def stop_if_cancelled() -> None:
+    """Raise the cancellation redis-py's asyncio client can swallow (a command cancelled at
+    the wrong moment returns normally, redis/redis-py#2028): a loop that goes on around it
+    would keep a stopping server waiting."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -37,6 +37,7 @@ from iris.agent.core import Agent, TurnRequest
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
 from iris.redis.background import CANCEL_POLL, RunPublisher, SharedRuns
+from iris.redis.connection import stop_if_cancelled
 from iris.redis.lease import Lease
 from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, while_connected
 from iris.surfaces.api.responses_encoder import failed_elsewhere
@@ -252,10 +253,7 @@ class BackgroundRuns:
         """Every ``store.lease / 2`` s, end the runs whose owner stopped renewing its lease."""
         failing = False
         while True:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                # redis-py can swallow a cancel (redis/redis-py#2028): shutdown must not wait.
-                raise asyncio.CancelledError
+            stop_if_cancelled()  # shutdown must not wait on a cancel redis-py swallowed
             await asyncio.sleep(shared.lease / 2)
             try:
                 for response_id in await shared.orphans():

@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from iris.errors import StoreUnavailable
-from iris.redis.connection import RedisStore, translated
+from iris.redis.connection import RedisStore, Retry, stop_if_cancelled, translated
 from iris.redis.lease import CLAIM_REGISTERED, Lease, holder_process
 
 log = logging.getLogger(__name__)
@@ -135,24 +135,17 @@ class Owners:
     async def listen(self, cancel: Callable[[str, str], None]) -> None:
         """Read this process's inbox until cancelled: ``cancel(chat_id, token)`` per request."""
         last = "0-0"  # the inbox is this process's alone: all of it is for us
-        failing = False
-        delay = 0.1
+        retry = Retry("the turn inbox", most=RETRY_MAX)
         while True:
-            _stop_if_cancelled()
+            stop_if_cancelled()
             try:
                 reply: Any = await self.store.blocking.xread(
                     {self.inbox: last}, count=100, block=INBOX_BLOCK_MS
                 )
             except (redis.RedisError, OSError) as exc:
-                if not failing:
-                    log.warning("turn inbox unreadable, retrying: %s", exc)
-                failing = True
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX)
+                await retry.failed(exc)
                 continue
-            if failing:
-                log.info("turn inbox readable again")
-            failing, delay = False, 0.1
+            retry.succeeded()
             for _stream, entries in reply or []:
                 for entry_id, fields in entries:
                     last = str(entry_id)
@@ -164,7 +157,7 @@ class Owners:
         """Every ``ttl / 2`` s, hand each chat whose owner stopped renewing to ``recover``."""
         failing = False
         while True:
-            _stop_if_cancelled()
+            stop_if_cancelled()
             await asyncio.sleep(self.ttl / 2)
             try:
                 for chat_id, token in (await self.orphans()).items():
@@ -184,12 +177,3 @@ class Owners:
 def orphaned(registry: Mapping[str, str], holders: Mapping[str, str | None]) -> dict[str, str]:
     """The registry's entries (chat → token) whose chat no lease holds any more."""
     return {chat: token for chat, token in registry.items() if holders.get(chat) is None}
-
-
-def _stop_if_cancelled() -> None:
-    """Raise the cancellation redis-py's asyncio client can swallow (a command cancelled at
-    the wrong moment returns normally, redis/redis-py#2028): a loop that goes on around it
-    would keep a stopping server waiting."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
