@@ -4,6 +4,7 @@ say so (as the browser tests do without chromium)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import time
@@ -98,6 +99,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server.kill()
 
 
+@contextlib.contextmanager
 def serve_on_redis(
     tmp_path: Path,
     upstream_url: str,
@@ -106,9 +108,10 @@ def serve_on_redis(
     *,
     store: dict[str, Any] | None = None,
     **sections: Any,
-) -> list[tuple[Served, str]]:
-    """``iris serve`` processes sharing ``redis`` (each with its own config ``<name>.yaml`` and
-    SQLite file), with their base URLs; the caller stops them. ``store`` adds store keys."""
+) -> Iterator[list[tuple[Served, str]]]:
+    """``with serve_on_redis(...) as running:`` ``iris serve`` processes sharing ``redis``
+    (each with its own config ``<name>.yaml`` and SQLite file) and their base URLs, stopped
+    when the block ends. ``store`` adds store keys."""
     running: list[tuple[Served, str]] = []
     try:
         for name in names:
@@ -116,11 +119,10 @@ def serve_on_redis(
             running.append(
                 serve(tmp_path, upstream_url, name=f"{name}.yaml", store=shared, **sections)
             )
-    except BaseException:
+        yield running
+    finally:
         for server, _ in running:
             server.stop()
-        raise
-    return running
 
 
 def socket_url(url: str) -> str:

@@ -39,19 +39,15 @@ def two(
     tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
 ) -> Iterator[tuple[str, str]]:
     """Two ``iris serve`` processes sharing ``redis_server``; their iris socket URLs."""
-    running = serve_on_redis(
+    with serve_on_redis(
         tmp_path,
         upstream.base_url,
         redis_server,
         platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
         streaming=STREAMING,
         model=models(upstream),
-    )
-    try:
+    ) as running:
         yield socket_url(running[0][1]), socket_url(running[1][1])
-    finally:
-        for server, _ in running:
-            server.stop()
 
 
 async def command(dev: Device, text_: str) -> str:

@@ -174,16 +174,12 @@ def leased(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
 ) -> Iterator[tuple[Process, Process]]:
     """Two processes whose leases run out 2 s after their holder stops renewing."""
-    running = serve_on_redis(tmp_path, upstream.base_url, redis_server, store={"lease": 2})
-    try:
+    with serve_on_redis(tmp_path, upstream.base_url, redis_server, store={"lease": 2}) as running:
         a, b = (
             Process(served, url, tmp_path / f"{name}.yaml")
             for name, (served, url) in zip(("a", "b"), running, strict=True)
         )
         yield a, b
-    finally:
-        for served, _ in running:
-            served.stop()
 
 
 def follow_until_text(client: OpenAI, response_id: str) -> tuple[Any, list[dict[str, Any]]]:

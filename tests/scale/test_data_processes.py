@@ -59,23 +59,19 @@ class Process:
 def processes(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
 ) -> Iterator[tuple[Process, Process]]:
-    running = serve_on_redis(
+    with serve_on_redis(
         tmp_path,
         upstream.base_url,
         redis_server,
         platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-    )
-    started = [
-        Process(served, url, tmp_path / f"{name}.yaml")
-        for name, (served, url) in zip(("a", "b"), running, strict=True)
-    ]
-    for process in started:
-        process.config.chmod(0o600)
-    try:
+    ) as running:
+        started = [
+            Process(served, url, tmp_path / f"{name}.yaml")
+            for name, (served, url) in zip(("a", "b"), running, strict=True)
+        ]
+        for process in started:
+            process.config.chmod(0o600)
         yield started[0], started[1]
-    finally:
-        for served, _ in running:
-            served.stop()
 
 
 def sent(upstream: FakeUpstream) -> list[tuple[str, Any]]:

@@ -23,7 +23,7 @@ def two(
     tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
 ) -> Iterator[tuple[str, str]]:
     """Two ``iris serve`` processes sharing ``redis_server``; their iris socket URLs."""
-    running = serve_on_redis(
+    with serve_on_redis(
         tmp_path,
         upstream.base_url,
         redis_server,
@@ -31,12 +31,8 @@ def two(
         streaming=STREAMING,
         # Every delta its own update: the frames the two processes must agree on.
         display={"platforms": {"iris": {"buffer_threshold": 1}}},
-    )
-    try:
+    ) as running:
         yield socket_url(running[0][1]), socket_url(running[1][1])
-    finally:
-        for server, _ in running:
-            server.stop()
 
 
 async def device(url: str, after_seq: int | None = None) -> Device:

@@ -28,7 +28,7 @@ def two(
     tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
 ) -> Iterator[list[tuple[Served, str]]]:
     """Two ``iris serve`` processes sharing ``redis_server``: each with its iris socket URL."""
-    running = serve_on_redis(
+    with serve_on_redis(
         tmp_path,
         upstream.base_url,
         redis_server,
@@ -36,12 +36,8 @@ def two(
         platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
         streaming=STREAMING,
         display={"platforms": {"iris": {"buffer_threshold": 1}}},
-    )
-    try:
+    ) as running:
         yield [(server, socket_url(url)) for server, url in running]
-    finally:
-        for server, _ in running:
-            server.stop()
 
 
 def closing(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
