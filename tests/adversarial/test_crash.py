@@ -5,7 +5,10 @@ model and the devices agree on what was said."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,8 +48,18 @@ async def until(ws: ClientConnection, kind: str, **fields: Any) -> list[dict[str
     return frames
 
 
+async def logged(db: Path, seq: int) -> None:
+    """Wait until the frame log on disk holds ``seq`` (frames are written in order)."""
+    async with asyncio.timeout(10):
+        while True:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                if conn.execute("SELECT 1 FROM iris_frames WHERE seq >= ?", (seq,)).fetchone():
+                    return
+            await asyncio.sleep(0.02)
+
+
 async def test_a_reply_cut_by_kill_9_is_closed_and_kept_in_the_history(
-    served: StartServed, upstream: FakeUpstream
+    served: StartServed, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     upstream.script(hold("The answer ", "so far"), text("Picking up."))
     server, base = served(**IRIS)
@@ -55,6 +68,10 @@ async def test_a_reply_cut_by_kill_9_is_closed_and_kept_in_the_history(
     frames = await until(ws, "message.update", text="The answer so far")
     message_id = frames[-1]["message_id"]
     seen = max(f["seq"] for f in frames)
+    # The log writes behind the devices (a frame goes out without waiting on SQLite), so a kill
+    # in the same millisecond could beat the write of what was just shown; the finding is what
+    # happens to a turn cut mid-reply, so the kill comes once the log holds what the device saw.
+    await logged(tmp_path / "iris.db", seen)
     server.process.kill()  # kill -9 while the model is still streaming
     server.process.wait(10)
     await ws.close()
