@@ -124,6 +124,28 @@ class ResolvedDisplay(BaseModel):
     fresh_final_after: float = 0.0
 
 
+class MetricsConfig(_Section):
+    """``GET /metrics`` (Prometheus text) and the ``/status`` page; off by default."""
+
+    enabled: bool = False
+    # Bearer token a scrape (and the status page) must send; None: only from loopback clients
+    # when the server is bound to loopback (see docs/observability.md).
+    token: str | None = None
+
+
+class TelemetryConfig(_Section):
+    """OpenTelemetry traces by OTLP/HTTP; off unless ``otlp_endpoint`` is set."""
+
+    otlp_endpoint: str | None = None  # a collector's base URL, e.g. http://127.0.0.1:4318
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (OTLP/HTTP)")
+        return value
+
+
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8642, ge=0, le=65535)
@@ -142,6 +164,7 @@ class ServerConfig(_Section):
     timeout_keep_alive: int = Field(default=5, ge=1)
     # Open HTTP connections; past it a new one evicts the oldest that has not sent its headers.
     max_connections: int = Field(default=1000, ge=8)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
 
 class ApiServerPlatform(_Section):
@@ -325,6 +348,7 @@ class Config(_Section):
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # Where this config came from (None: defaults and environment only).
     source: str | None = Field(default=None, exclude=True)
 

@@ -28,10 +28,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from iris import __version__
+from iris import __version__, observability
 from iris.config import Config
 from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
+from iris.observability.routes import metrics_routes
 from iris.redis.connection import RedisStore
 from iris.runtime import Runtime, ServerSurface
 from iris.surfaces.api.problems import error_body
@@ -48,6 +49,12 @@ def check_bind_safety(config: Config) -> None:
         raise ConfigError(
             f"refusing to bind {host}: the API server has no key; set "
             "platforms.api_server.api_key or bind 127.0.0.1"
+        )
+    metrics = config.server.metrics
+    if metrics.enabled and not metrics.token:
+        raise ConfigError(
+            f"refusing to bind {host}: /metrics has no token; set server.metrics.token "
+            "or bind 127.0.0.1"
         )
 
 
@@ -96,12 +103,14 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
         from iris.surfaces.web import web_routes
 
         routes.extend(web_routes())
+    routes.extend(metrics_routes(config))  # GET /metrics, /status: only when enabled
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:
         started: list[ServerSurface] = []
         # The SDK clients are built now, not on the event loop under the first request.
         runtime.agent.prepare()
+        observability.start(config)
         try:
             for surface in surfaces:
                 await surface.start()
@@ -114,6 +123,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
             await runtime.agent.aclose()
             if runtime.shared is not None:
                 await runtime.shared.aclose()
+            observability.stop()
 
     app = Starlette(
         routes=routes,

@@ -15,6 +15,11 @@ The parent restarts a worker that dies (kill -9, a crash), waiting longer each t
 soon after it started, so a worker that cannot start does not spin; SIGTERM or Ctrl-C stops
 every worker gracefully (each lets its turns finish, as one ``iris serve`` does) and exits 0.
 A worker whose parent died stops too.
+
+With ``server.metrics.enabled`` the parent points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh folder
+before the first worker starts (its own temporary one, or the operator's, emptied), so a scrape
+of any worker reports every worker's series (``iris.observability.metrics``); a dead worker's
+gauges are dropped from the sums, its counters stay.
 """
 
 from __future__ import annotations
@@ -22,9 +27,12 @@ from __future__ import annotations
 import ctypes
 import logging
 import multiprocessing
+import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -33,6 +41,7 @@ from types import FrameType
 
 from iris.config import Config
 from iris.errors import ConfigError, IrisError
+from iris.observability import metrics
 from iris.redis.connection import RedisStore
 from iris.server import build_app, check_bind_safety, exit_cleanly, uvicorn_options
 
@@ -90,6 +99,7 @@ class Supervisor:
         handlers = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
         }
+        metrics_dir = _metrics_dir() if self.config.server.metrics.enabled else None
         try:
             for worker in self.workers:
                 self._start(worker, port)
@@ -99,6 +109,8 @@ class Supervisor:
             self._stop_all()
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
+            if metrics_dir is not None:
+                metrics_dir.cleanup()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop.set()
@@ -116,6 +128,8 @@ class Supervisor:
             process = worker.process
             if process is not None and not process.is_alive():
                 code = process.exitcode
+                if process.pid is not None:
+                    metrics.process_dead(process.pid)
                 process.close()
                 worker.process = None
                 early = now - worker.started < _EARLY
@@ -142,6 +156,30 @@ class Supervisor:
                 log.warning("worker %s did not stop in time; killed", process.name)
                 process.kill()
                 process.join()
+
+
+class _MetricsDir:
+    """The folder the workers' metric values live in, for this run."""
+
+    def __init__(self, path: str, owned: bool) -> None:
+        self.path, self.owned = path, owned
+
+    def cleanup(self) -> None:
+        if self.owned:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _metrics_dir() -> _MetricsDir:
+    """``PROMETHEUS_MULTIPROC_DIR`` for the workers: the operator's (emptied of a previous run's
+    values, which are not this run's), else a new private temporary folder."""
+    given = os.environ.get(metrics.MULTIPROC_ENV)
+    if given:
+        os.makedirs(given, exist_ok=True)
+        metrics.clean_multiprocess_dir(given)
+        return _MetricsDir(given, owned=False)
+    path = tempfile.mkdtemp(prefix="iris-metrics-")
+    os.environ[metrics.MULTIPROC_ENV] = path  # inherited by every worker started from now on
+    return _MetricsDir(path, owned=True)
 
 
 def _listener(host: str, port: int, *, share: bool) -> socket.socket:

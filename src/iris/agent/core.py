@@ -84,6 +84,7 @@ from iris.events import (
     TurnStarted,
 )
 from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
+from iris.observability import TurnWatch
 from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)
@@ -238,6 +239,8 @@ def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
 class _OutputCapped(Exception):
     """The turn reached ``model.max_output_chars``: stop reading the upstream."""
 
+    answered = True  # the provider's request succeeded; Iris stopped reading (metrics)
+
 
 class Turn:
     def __init__(self, agent: Agent, request: TurnRequest) -> None:
@@ -264,6 +267,10 @@ class Turn:
         self._own_summary = False  # the history starts with this turn's own summary
         self._left = len(request.messages)  # request messages still in the history
         self._overflow_retried = False
+        # Series, spans and the log line of this turn (iris.observability).
+        self.watch = TurnWatch(
+            self.turn_id, request.metadata, agent.model_names, agent.tools.names()
+        )
 
     # -- lifetime ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -316,6 +323,7 @@ class Turn:
             if self._finished:
                 return
             self._finished = True
+        self.watch.saw(event)
         self._queue.put_nowait(event)
 
     # -- the turn ----------------------------------------------------------------------------
@@ -491,9 +499,11 @@ class Turn:
             try:
                 if request.stream and self.agent.streams_allowed(endpoint, model):
                     try:
-                        return await self._consume(provider.stream(ask), deadline)
+                        with self.watch.call(endpoint.provider, model, True) as call:
+                            return call.done(await self._consume(provider.stream(ask), deadline))
                     except StreamingRejected:
                         self.agent.remember_stream_rejected(endpoint, model)
+                        self.watch.retried(model, "stream_rejected")
                         self._restart("the provider rejected streaming", model)
                     except (ProviderHTTPError, ProviderTimeout):
                         raise
@@ -501,11 +511,14 @@ class Turn:
                         if self._builder.shown_text:
                             raise
                         # Nothing visible yet: ask again without streaming, answer arrives once.
+                        self.watch.retried(model, "no_stream")
                         self._restart("streaming failed; retrying without streaming", model)
-                return await self._consume(provider.complete(ask), deadline)
+                with self.watch.call(endpoint.provider, model, False) as call:
+                    return call.done(await self._consume(provider.complete(ask), deadline))
             except ProviderError as exc:
                 if exc.retryable and n + 1 < len(order):
                     log.warning("model %s failed (%s); falling back", model, exc.message)
+                    self.watch.fell_back(model)
                     self._restart(f"falling back to {endpoints[order[n + 1]].name}", model)
                     continue
                 raise

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from iris.fanout.rules import Body, DeviceWriter, Frame, FrameRules
 from iris.fanout.subscription import Subscription, encode_frame
+from iris.observability import metrics
 
 
 class ChatLog(Protocol):
@@ -89,6 +90,7 @@ class Hub:
         """Sequence, log and deliver one chat-scoped frame; ``exclude`` skips one device live."""
         known = self._latest.get(chat_id) if self.log.shared else self.latest(chat_id)
         frames = self.log.sequence(chat_id, body, known)
+        metrics.frame_appended("redis" if self.log.shared else "sqlite")
         for frame, text in frames[:-1]:  # appended by other processes first
             self.deliver(chat_id, frame, text)
         frame, text = frames[-1]

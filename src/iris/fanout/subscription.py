@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from iris.agent.surrogates import clean
 from iris.fanout.rules import Body, DeviceWriter, Frame, FrameRules
+from iris.observability import metrics
 
 if TYPE_CHECKING:
     from iris.fanout.hub import Hub
@@ -143,11 +144,14 @@ class Subscription:
         if self._writer is not None:
             self._writer.forget()  # the replay (or sync) brings each open message whole
         if after_seq == latest:
+            metrics.resumed("live")
             self._go_live(latest)
         elif past_reach:
             # The device knows a future we do not (a reset server) or the log no longer reaches.
+            metrics.resumed("sync")
             self._sync(latest, messages)
         else:
+            metrics.resumed("replay")
             self.position = after_seq
             self._catching_up = True
         self._restamp()
@@ -157,8 +161,11 @@ class Subscription:
         return (await self._next()).frame
 
     async def get_json(self) -> str:
-        """The next frame as the JSON text to send."""
-        return (await self._next()).json()
+        """The next frame as the JSON text to send (counted as sent: the socket's sender)."""
+        item = await self._next()
+        text = item.json()
+        metrics.frame_sent(item.frame["type"], text)
+        return text
 
     async def _next(self) -> _Item:
         while True:
@@ -260,6 +267,7 @@ class Subscription:
             return
         # Still too far behind: forget the queued chat frames and re-read them from the log.
         self.catchups += 1
+        metrics.over_bound("catchup")
         self._drop_chat_frames()
         self._catching_up = True
         self._restamp()

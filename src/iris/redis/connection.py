@@ -30,6 +30,7 @@ import redis.asyncio.retry
 from redis.backoff import NoBackoff
 
 from iris.errors import StoreUnavailable
+from iris.observability import metrics
 
 if TYPE_CHECKING:
     from iris.config import Config
@@ -130,8 +131,10 @@ def translated(url: str, doing: str = "the store failed") -> Generator[None]:
     try:
         yield
     except redis.RedisError as exc:
+        metrics.store_failed()
         raise StoreUnavailable(f"{doing}: {redacted(url)}: {_reason(exc)}") from None
     except OSError as exc:  # a socket error the client did not wrap
+        metrics.store_failed()
         raise StoreUnavailable(f"{doing}: {redacted(url)}: {exc}") from None
 
 
@@ -152,6 +155,7 @@ class Retry:
 
     async def failed(self, reason: object) -> None:
         """A try failed: say so (the first time) and wait before the next."""
+        metrics.store_failed()
         if not self.lost:
             log.warning("%s lost the store, retrying: %s", self.what, reason)
             self.lost = True

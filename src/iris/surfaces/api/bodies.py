@@ -203,6 +203,7 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         agent_tools=agent_tools,
         max_tokens=max_tokens,
         params=params,
+        metadata={"surface": "api"},
     )
     return ChatCall(turn=turn, model=model, stream=stream is True, include_usage=include_usage)
 
@@ -365,6 +366,7 @@ def parse_responses(
         max_tokens=echo["max_output_tokens"],
         max_tool_calls=echo["max_tool_calls"],
         params=params,
+        metadata={"surface": "api"},
     )
     return ResponsesCall(
         turn=turn,

@@ -25,6 +25,7 @@ from starlette.types import Receive, Scope, Send
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
+from iris.observability import client_gone, metrics
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.api.sse import DONE
 from iris.tasks import task_group
@@ -103,9 +104,13 @@ class TurnExchange(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._live.add(self)
         beat = [self._beat(send)] if self._stream else []
+        metrics.api_stream(self._stream)
         try:
-            await while_connected(receive, self._run(send), self._wind_down, beside=beat)
+            left = await while_connected(receive, self._run(send), self._wind_down, beside=beat)
+            if left and self._turn is not None and self._turn.watch.outcome == "interrupted":
+                client_gone(self._turn.watch, "api")  # the client's leaving cancelled it
         finally:
+            metrics.api_stream(-self._stream)
             self._free()
             self._live.discard(self)
             self._closed.set()
@@ -225,8 +230,9 @@ async def while_connected(
     wind_down: Callable[[asyncio.Task[None]], Awaitable[bool]],
     *,
     beside: Sequence[Coroutine[Any, Any, None]] = (),
-) -> None:
-    """Run ``work`` (and ``beside`` it, helpers such as a heartbeat) while the client stays.
+) -> bool:
+    """Run ``work`` (and ``beside`` it, helpers such as a heartbeat) while the client stays;
+    True when the client left first.
 
     One task group owns them and a watch for the client leaving: a client that leaves cancels
     the work (leaving a turn's ``async with`` closes the upstream request); work that ends
@@ -250,7 +256,8 @@ async def while_connected(
             for rest in (gone, *helpers):
                 rest.cancel()
     except (_ClientGone, OSError):
-        return
+        return True
+    return False
 
 
 class _ClientGone(Exception):

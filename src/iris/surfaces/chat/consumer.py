@@ -24,6 +24,7 @@ from typing import assert_never
 
 from iris.config import ResolvedDisplay
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.observability import metrics
 from iris.surfaces.chat.lease import TypingLease
 from iris.surfaces.chat.platform import (
     ChatPlatform,
@@ -170,6 +171,7 @@ class StreamConsumer:
 
     async def _execute(self, action: Action) -> None:
         reply, throttle = self.reply, self.throttle
+        status = "cancelled"  # of this call, for iris_chat_platform_calls
         try:
             match action:
                 case Send():
@@ -186,7 +188,9 @@ class StreamConsumer:
                     reply.landed(action, throttle)
                 case _:
                     assert_never(action)
+            status = "ok"
         except NativeRefused as exc:
+            status = "refused"
             if isinstance(action, Draft):
                 log.info(
                     "%s: drafts refused in %s (%s); using edits",
@@ -199,6 +203,8 @@ class StreamConsumer:
             else:
                 reply.failed(action, throttle, self.clock(), maybe_landed=False)
         except PlatformRateLimited as exc:
+            status = "rate_limited"
+            metrics.chat_rate_limited(self.platform.name, exc.scope)
             log.info(
                 "%s rate limited in %s: retry after %.1fs",
                 self.platform.name,
@@ -207,9 +213,13 @@ class StreamConsumer:
             )
             reply.rate_limited(action, throttle, exc.retry_after, self.clock())
         except PlatformError as exc:
+            status = "error"
             log.warning("%s call failed in %s: %s", self.platform.name, self.chat_id, exc)
             reply.failed(action, throttle, self.clock(), maybe_landed=exc.maybe_landed)
         except Exception:
             # An adapter bug: count it as a failed call so the reply still settles.
+            status = "error"
             log.exception("%s adapter raised in %s", self.platform.name, self.chat_id)
             reply.failed(action, throttle, self.clock(), maybe_landed=False)
+        finally:
+            metrics.chat_call(self.platform.name, type(action).__name__.lower(), status)

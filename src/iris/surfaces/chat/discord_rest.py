@@ -152,7 +152,7 @@ class DiscordREST:
         path = endpoint.format(c=channel, m=message_id)
         now = self._clock()
         if (wait := self.limits.wait(route, channel, now)) > 0:
-            raise PlatformRateLimited(wait, "discord: rate limit bucket is dry")
+            raise PlatformRateLimited(wait, "discord: rate limit bucket is dry", scope="local")
         with aiohttp_failures("discord"):
             async with asyncio.timeout(self._timeout):
                 async with self._open().request(
@@ -168,7 +168,7 @@ class DiscordREST:
             if everywhere and self._on_global is not None:
                 self._on_global(retry_after)
             self._report_dry(route, channel)
-            raise PlatformRateLimited(retry_after)
+            raise PlatformRateLimited(retry_after, scope="bot" if everywhere else "chat")
         self._report_dry(route, channel)
         if response.status >= 500:
             # The platform received the request; whether it posted the message is unknown.

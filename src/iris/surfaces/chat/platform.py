@@ -92,11 +92,17 @@ class NativeRefused(PlatformError):
 
 
 class PlatformRateLimited(PlatformError):
-    """The platform answered 429 / flood control; do not call again for ``retry_after`` s."""
+    """The platform answered 429 / flood control; do not call again for ``retry_after`` s.
 
-    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+    ``scope``: what the platform limited (``chat``, ``bot``, ``workspace``), or ``local`` when
+    Iris held the call itself because the platform's last headers said the bucket was dry."""
+
+    def __init__(
+        self, retry_after: float, message: str = "rate limited", *, scope: str = "chat"
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.scope = scope
 
 
 @contextlib.contextmanager

@@ -47,6 +47,7 @@ from iris.config import Config, Surface
 from iris.controls import Controls
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
+from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.oneoff import send_once
@@ -299,6 +300,7 @@ class ChatSurface:
         async with conversation.lock:
             if sequence != conversation.latest:
                 # A newer message arrived while this one waited: keep it as context only.
+                metrics.chat_overtaken(platform.name)
                 await self._remember(session, [user])
                 return
             slot = self.runtime.turns.acquire(
@@ -445,6 +447,7 @@ class ChatSurface:
                 fit_context=True,
                 allow_terminal=True,  # only allowed users get here
                 metadata={
+                    "surface": "chat",
                     "platform": name,
                     "chat_id": message.chat_id,
                     "user_id": message.user_id,

@@ -417,7 +417,10 @@ def _platform_error(exc: SlackApiError) -> PlatformError:
             retry_after = float(response.headers.get("Retry-After", "1"))
         except ValueError:
             retry_after = 1.0
-        return PlatformRateLimited(retry_after, f"slack: {error or 'ratelimited'}")
+        # Slack limits each Web API method per workspace.
+        return PlatformRateLimited(
+            retry_after, f"slack: {error or 'ratelimited'}", scope="workspace"
+        )
     if response.status_code >= 500:
         # Slack received the request; whether it posted the message is unknown.
         return PlatformError(f"slack: server error {response.status_code}", maybe_landed=True)

@@ -46,7 +46,9 @@ async def _oneshot(config: Config, prompt: str, out: TextIO, err: TextIO) -> int
     if config.model.provider == "local":
         print(f"iris: {DEMO_NOTICE}", file=err)
     agent = Agent(config)
-    request = TurnRequest(messages=[{"role": "user", "content": prompt}], stream=stream)
+    request = TurnRequest(
+        messages=[{"role": "user", "content": prompt}], stream=stream, metadata={"surface": "cli"}
+    )
     code = 1
     try:
         async with agent.run(request) as turn:

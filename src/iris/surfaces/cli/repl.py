@@ -177,6 +177,7 @@ class Chat:
             stream=settings.streaming,
             model=self._model(),
             fit_context=True,
+            metadata={"surface": "cli"},
         )
         renderer = ReplyRenderer(
             RenderOptions(

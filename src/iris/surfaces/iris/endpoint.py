@@ -46,6 +46,7 @@ from iris.fanout.hub import Hub
 from iris.fanout.redislog import RedisFrameLog
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
+from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
@@ -223,9 +224,11 @@ class IrisSurface:
             return
         connection = _Connection(self, ws, room, subscription, hello.token)
         forget = None if device is None else self.revocations.watch(device, connection.revoke)
+        metrics.socket_connected(1)
         try:
             await connection.run()
         finally:
+            metrics.socket_connected(-1)
             self.hub.unsubscribe(subscription)
             if forget is not None:
                 forget()
@@ -336,6 +339,7 @@ class _Connection:
             while True:
                 await ws.send_text(await subscription.get_json())
         except TooSlow:
+            metrics.over_bound("closed")
             await _close(ws, CLOSE_TOO_SLOW, TOO_SLOW)
         except StoreUnavailable as exc:  # a catch-up read failed: resume later, with no gap
             position = subscription.position

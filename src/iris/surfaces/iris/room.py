@@ -340,6 +340,7 @@ class ChatRoom:
             model=controls.model,
             fit_context=True,
             show_compaction=True,
+            metadata={"surface": "iris", "chat_id": self.chat_id},
         )
         async with self.runtime.agent.run(request) as turn:
             self._turn = turn
