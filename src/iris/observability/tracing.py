@@ -48,7 +48,7 @@ def start(endpoint: str | None = None, *, exporter: SpanExporter | None = None) 
     except ImportError:  # pragma: no cover - the packages are dependencies of iris[telemetry]
         raise ConfigError(
             "telemetry.otlp_endpoint needs opentelemetry-sdk and "
-            "opentelemetry-exporter-otlp-proto-http (pip install 'iris[telemetry]')"
+            "opentelemetry-exporter-otlp-proto-http (pip install 'iris-gateway[telemetry]')"
         ) from None
     stop()
     resource = Resource.create({"service.name": "iris", "service.version": __version__})
