@@ -8,6 +8,8 @@ send time. The same run measures:
 
 - direct: client → upstream;
 - iris:   client → ``iris serve`` (its own process) → upstream;
+- iris+m: the same with ``server.metrics`` on (a second ``iris serve``, same run): what
+  recording the Prometheus series costs, printed as "metrics add" (its p50/p99 minus iris's);
 - litellm: client → LiteLLM proxy (one worker) → upstream, when a side environment has it
   (``--litellm /path/to/venv/bin/litellm`` or ``$LITELLM_BIN``; never in Iris's environment).
 
@@ -19,7 +21,7 @@ streams).
     python bench/api_overhead.py [--chunks 100] [--rate 100] [--concurrent 20] [--many 100]
 
 Targets for Iris on 2 cores: adds p50 < 1 ms and p99 < 5 ms at 1 stream; p99 < 50 ms at
-20 × 100 chunks/s with zero errors; zero errors at 100 streams.
+20 × 100 chunks/s with zero errors; zero errors at 100 streams; metrics add p50 < 0.1 ms at 20.
 """
 
 from __future__ import annotations
@@ -304,6 +306,24 @@ def start_litellm(
 # -- the measurement ----------------------------------------------------------------------
 
 
+def scraped_turns(port: int) -> str:
+    """``iris_turns_started_total`` from a scrape: the metered server did record."""
+    request = (
+        f"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+        "authorization: Bearer sk-bench\r\nconnection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), 5) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    total = 0.0
+    for line in answer.decode(errors="replace").splitlines():
+        if line.startswith("iris_turns_started_total"):
+            total += float(line.rsplit(" ", 1)[1])
+    return f"{total:g}"
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -363,6 +383,12 @@ def report(label: str, paths: dict[str, tuple[list[float], list[str], float]]) -
         load = "" if name == "direct" else f"{cpu:9.0f}%"
         shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
         print(f"  {name:<8} {len(delays):>7} {p50:8.2f} {p99:8.2f} {adds:>19} {load:>10}  {shown}")
+    if "iris" in paths and "iris+m" in paths:
+        off, on = paths["iris"][0], paths["iris+m"][0]
+        print(
+            f"  metrics add p50 {percentile(on, 0.5) - percentile(off, 0.5):+.3f} ms, "
+            f"p99 {percentile(on, 0.99) - percentile(off, 0.99):+.3f} ms"
+        )
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -376,6 +402,16 @@ async def run(args: argparse.Namespace) -> None:
             processes.append(iris)
             targets["iris"] = (iris_port, "/v1/chat/completions")
             pids["iris"] = iris.pid
+            metered_port, metered = start_iris(
+                up_port,
+                Path(tmp),
+                max(args.concurrent, args.many),
+                name="iris-metrics",
+                server={"metrics": {"enabled": True, "token": "sk-bench"}},
+            )
+            processes.append(metered)
+            targets["iris+m"] = (metered_port, "/v1/chat/completions")
+            pids["iris+m"] = metered.pid
             litellm = args.litellm or os.environ.get("LITELLM_BIN") or shutil.which("litellm")
             if litellm:
                 lite_port, lite = start_litellm(litellm, up_port, Path(tmp))
@@ -393,11 +429,18 @@ async def run(args: argparse.Namespace) -> None:
             }
             report(f"1 stream (x{args.repeat} runs)", single)
             for streams in (args.concurrent, args.many):
-                many = {
-                    name: await timed(pids[name], measure(port, path, streams, args.chunks))
-                    for name, (port, path) in targets.items()
-                }
-                report(f"{streams} concurrent streams", many)
+                # Rounds alternate between the paths, so a neighbour's load on a shared machine
+                # falls on each of them alike.
+                many: dict[str, tuple[list[float], list[str], float]] = {}
+                for _ in range(args.rounds):
+                    for name, (port, path) in targets.items():
+                        delays, errors, cpu = await timed(
+                            pids[name], measure(port, path, streams, args.chunks)
+                        )
+                        pooled, failed, used = many.get(name, ([], [], 0.0))
+                        many[name] = (pooled + delays, failed + errors, used + cpu / args.rounds)
+                report(f"{streams} concurrent streams (x{args.rounds} rounds)", many)
+            print(f"\niris+m counted {scraped_turns(metered_port)} turns (GET /metrics)")
         finally:
             for process in processes:
                 process.terminate()
@@ -415,6 +458,7 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--many", type=int, default=100, help="streams in the heaviest row")
     parser.add_argument("--repeat", type=int, default=5, help="single-stream runs")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each concurrent row")
     parser.add_argument("--litellm", default=None, help="path to a side venv's litellm binary")
     parser.add_argument("--upstream", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
