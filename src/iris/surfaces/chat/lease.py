@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from types import TracebackType
 
+from iris.observability import metrics
 from iris.surfaces.chat.platform import ChatPlatform, PlatformError, PlatformRateLimited
 from iris.tasks import OpenGroup
 
@@ -77,6 +78,7 @@ class TypingLease:
                 try:
                     await self._platform.send_typing(self._chat_id, thread=self._thread)
                 except PlatformRateLimited as exc:
+                    metrics.chat_rate_limited(self._platform.name, exc.scope)
                     pause = max(pause, exc.retry_after)
                 except PlatformError as exc:
                     log.debug("typing indicator failed in %s: %s", self._chat_id, exc)

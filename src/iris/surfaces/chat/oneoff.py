@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+from iris.observability import metrics
 from iris.surfaces.chat.platform import ChatPlatform, PlatformRateLimited
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.driver import Clock, Sleep, loop_clock
@@ -41,6 +42,7 @@ async def send_once(
     try:
         message_id = await platform.send(chat_id, text, thread=thread)
     except PlatformRateLimited as exc:
+        metrics.chat_rate_limited(platform.name, exc.scope)
         throttle.rate_limited(exc.retry_after, clock())
         raise
     throttle.succeeded()
