@@ -269,7 +269,7 @@ class Turn:
         self._overflow_retried = False
         # Series, spans and the log line of this turn (iris.observability).
         self.watch = TurnWatch(
-            self.turn_id, request.metadata, agent.model_names, agent.tools.names()
+            self.turn_id, request.metadata, lambda: agent.model_names, agent.tools.names()
         )
 
     # -- lifetime ----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -159,7 +159,7 @@ class TurnWatch:
         self,
         turn_id: str,
         metadata: Mapping[str, Any],
-        models: Collection[str],
+        models: Collection[str] | Callable[[], Collection[str]],
         tools: Collection[str],
     ) -> None:
         self.turn_id = turn_id
@@ -167,7 +167,9 @@ class TurnWatch:
         self.platform = metrics.platform_label(metadata.get("platform"))
         self.chat_id = metadata.get("chat_id")
         self.user_id = metadata.get("user_id")
-        self.models = models
+        # The configured model names, or how to get them (asked once, when first needed: an
+        # embedded model's name is known only once its provider is built).
+        self._models = models
         self.tools = tools
         self.model = ""
         self.created = time.monotonic()
@@ -195,6 +197,12 @@ class TurnWatch:
             self._tool_ended(event)
         elif isinstance(event, TurnEnded | TurnFailed):
             self._end(event)
+
+    @property
+    def models(self) -> Collection[str]:
+        if callable(self._models):
+            self._models = self._models()
+        return self._models
 
     def call(self, provider: str, model: str, streaming: bool) -> ProviderCall:
         """``with watch.call(...) as call:`` around one provider answer; ``call.done(builder)``."""
