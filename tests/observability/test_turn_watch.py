@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iris.events import TextDelta, ToolEnded, ToolStarted, TurnEnded, TurnFailed, TurnStarted
@@ -43,6 +43,7 @@ def run(watch: TurnWatch, model: str, tool: str, end: TurnEnded | TurnFailed) ->
     watch.saw(end)
 
 
+@settings(max_examples=60, deadline=None)  # a scrape per example: slow on a shared machine
 @given(
     surface=st.text(max_size=12),
     platform=st.text(max_size=12),
@@ -129,3 +130,19 @@ def test_nothing_is_recorded_with_metrics_off(caplog: pytest.LogCaptureFixture) 
 
     assert series(after) == series(before)
     assert any('"turn_id": "turn_d"' in r.getMessage() for r in caplog.records)  # still logged
+
+
+def test_store_failures_and_frame_bytes_are_counted(recording: None) -> None:
+    import redis
+
+    from iris.errors import StoreUnavailable
+    from iris.redis.connection import translated
+
+    before = now()
+    with pytest.raises(StoreUnavailable), translated("redis://127.0.0.1:1/0"):
+        raise redis.ConnectionError("refused")
+    metrics.frame_sent("message.update", '{"text":"é"}')  # 13 UTF-8 bytes, 12 characters
+    got = now()
+    assert got.value("iris_store_errors_total") - before.value("iris_store_errors_total") == 1
+    sent = "iris_socket_bytes_sent_total"
+    assert got.value(sent, kind="message.update") - before.value(sent, kind="message.update") == 13
