@@ -369,6 +369,47 @@ async def timed(
     return delays, errors, used
 
 
+def recording_cost() -> None:
+    """What recording adds per chunk, measured alone (CPU time, no network, no neighbours'
+    noise): the turn observer's look at a text delta, an iris frame counted, a turn's end
+    recorded, with metrics off and on."""
+    import timeit
+
+    from iris.events import TextDelta, TurnEnded, TurnStarted
+    from iris.observability import metrics
+    from iris.observability.turns import TurnWatch
+
+    delta = TextDelta("tok ")
+    print("\nrecording cost, in-process (µs per call; best of 5)")
+    for on in (False, True):
+        metrics.enable(on)
+        watch = TurnWatch("turn_bench", {"surface": "api"}, [MODEL], [])
+        watch.saw(TurnStarted("turn_bench", MODEL))
+        watch.saw(delta)  # the first one is timed; the rest are what a stream is made of
+
+        def turn() -> None:
+            w = TurnWatch("turn_b", {"surface": "api"}, [MODEL], [])
+            w.saw(TurnStarted("turn_b", MODEL))
+            w.saw(delta)
+            w.saw(TurnEnded("x", model=MODEL, usage={"output_tokens": 5}))
+
+        logger = __import__("logging").getLogger("iris.turns")
+        logger.disabled = True  # the log line's cost is not the metrics'
+        chunk = min(timeit.repeat(lambda w=watch: w.saw(delta), number=100_000, repeat=5)) * 10
+        frame = min(
+            timeit.repeat(
+                lambda: metrics.frame_sent("message.update", '{"t":1}'), number=100_000, repeat=5
+            )
+        )
+        whole = min(timeit.repeat(turn, number=2_000, repeat=5)) / 2_000 * 1e6
+        logger.disabled = False
+        print(
+            f"  metrics {'on ' if on else 'off'}: per text delta {chunk:.3f}, "
+            f"per iris frame {frame * 10:.3f}, per turn (start, first token, end) {whole:.1f}"
+        )
+    metrics.enable(False)
+
+
 def report(label: str, paths: dict[str, tuple[list[float], list[str], float]]) -> None:
     direct = paths["direct"][0]
     d50, d99 = percentile(direct, 0.5), percentile(direct, 0.99)
@@ -441,6 +482,7 @@ async def run(args: argparse.Namespace) -> None:
                         many[name] = (pooled + delays, failed + errors, used + cpu / args.rounds)
                 report(f"{streams} concurrent streams (x{args.rounds} rounds)", many)
             print(f"\niris+m counted {scraped_turns(metered_port)} turns (GET /metrics)")
+            recording_cost()
         finally:
             for process in processes:
                 process.terminate()
