@@ -55,6 +55,14 @@ class ModelEndpoint(_Section):
         return os.environ.get("OPENAI_API_KEY", "") or "not-needed"
 
 
+class LocalModelConfig(_Section):
+    """``model.local``: the embedded model's llama.cpp server (``iris.llm.local``)."""
+
+    # Turns it generates at once (continuous batching): each slot keeps its own context window.
+    # 2 by default: on 2 cores a second chat starts at once instead of waiting for the first.
+    parallel: int = Field(default=2, ge=1, le=64)
+
+
 class ModelConfig(ModelEndpoint):
     provider: Literal["chat_completions", "responses", "local"] = "local"
     fallback: list[ModelEndpoint] = Field(default_factory=list[ModelEndpoint])
@@ -62,6 +70,7 @@ class ModelConfig(ModelEndpoint):
     stream_reject_ttl: float = 600.0
     # Embedded model: path to a GGUF file; empty means the packaged Gemma 3 270M.
     local_path: str = ""
+    local: LocalModelConfig = Field(default_factory=LocalModelConfig)
     max_tokens: int | None = None
     system_prompt: str = ""
     # Characters of visible text one turn may produce (reasoning and tool arguments are bounded

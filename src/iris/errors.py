@@ -12,7 +12,9 @@
     │   ├── ProviderBadResponse       a 200 that is not the API's answer (HTML, empty, not SSE)
     │   ├── ProviderHTTPError         an HTTP status from the provider (status_code, body,
     │   │                             retry_after); 401/403 are auth, 429 rate limit, 5xx server
-    │   └── StreamingRejected         the provider refused ``stream=True`` for this model
+    │   ├── StreamingRejected         the provider refused ``stream=True`` for this model
+    │   └── LocalModelCrashed         the embedded model's process died (a signal, a native
+    │                                 crash): the turn ends; the next one starts a new process
     └── StoreUnavailable          SQLite locked past ``store.busy_timeout``, read-only, or its
                                   file gone: answered as 503 / an ``error`` frame
 """
@@ -86,6 +88,10 @@ class ProviderHTTPError(ProviderError):
 
 class StreamingRejected(ProviderError):
     code = "streaming_rejected"
+
+
+class LocalModelCrashed(ProviderError):
+    code = "local_model_crashed"
 
 
 class StoreUnavailable(IrisError):

@@ -1,6 +1,5 @@
 """What each provider puts on the wire for the neutral parameters: Chat Completions and
-Responses names, and the keywords the embedded model's ``create_completion`` gets (built
-without llama.cpp: the grammar factory is injected)."""
+Responses names, and the llama.cpp ``/completion`` fields the embedded model gets."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from typing import Any
 
 from iris.llm.base import ProviderRequest
 from iris.llm.chat_completions import request_body as chat_body
-from iris.llm.local import completion_kwargs
+from iris.llm.local import completion_body
 from iris.llm.params import ALL, HONOURED
 from iris.llm.responses import request_body as responses_body
 
@@ -75,38 +74,35 @@ def test_a_round_without_tools_sends_no_tool_choice() -> None:
         assert "tool_choice" not in body and "parallel_tool_calls" not in body
 
 
-def test_the_embedded_model_gets_sampling_stops_seed_and_a_json_grammar() -> None:
-    grammars: list[str] = []
-
-    def grammar(schema: str) -> str:
-        grammars.append(schema)
-        return f"grammar<{schema}>"
-
+def test_the_embedded_model_gets_sampling_stops_seed_and_a_json_schema() -> None:
     params = {
         "temperature": 0.1,
         "top_p": 0.5,
         "stop": ["END"],
         "seed": 42,
         "presence_penalty": 0.3,
+        "frequency_penalty": 0.2,
         "response_format": FORMAT,
         "user": "u",  # identity only: nothing for llama.cpp
     }
-    kwargs = completion_kwargs(ask(params), grammar)
-    assert kwargs["temperature"] == 0.1 and kwargs["top_p"] == 0.5
-    assert kwargs["seed"] == 42 and kwargs["presence_penalty"] == 0.3
-    assert kwargs["max_tokens"] == 64
-    assert "END" in kwargs["stop"] and "\nUser:" in kwargs["stop"]  # the turn marker stays
-    assert json.loads(grammars[0]) == SCHEMA
-    assert kwargs["grammar"] == f"grammar<{grammars[0]}>"
-    assert "user" not in kwargs
+    body = completion_body(ask(params), plain=True)
+    assert body["temperature"] == 0.1 and body["top_p"] == 0.5
+    assert body["seed"] == 42 and body["presence_penalty"] == 0.3
+    assert body["frequency_penalty"] == 0.2
+    assert body["n_predict"] == 64 and body["stream"] is True
+    assert "END" in body["stop"] and "\nUser:" in body["stop"]  # the turn marker stays
+    assert body["json_schema"] == SCHEMA  # llama.cpp makes the grammar the sampler follows
+    assert "user" not in body
+    # Through the model's own chat template the turn ends at its end-of-turn token instead.
+    assert completion_body(ask(params), plain=False)["stop"] == ["END"]
 
 
 def test_the_embedded_model_defaults_and_json_object() -> None:
-    plain = completion_kwargs(ProviderRequest("m", MESSAGES), lambda s: s)
-    assert plain["temperature"] == 0.7 and plain["max_tokens"] == 200
-    assert "grammar" not in plain and "seed" not in plain
-    as_object = completion_kwargs(ask({"response_format": {"type": "json_object"}}), lambda s: s)
-    assert json.loads(as_object["grammar"]) == {"type": "object"}
+    plain = completion_body(ProviderRequest("m", MESSAGES), plain=True)
+    assert plain["temperature"] == 0.7 and plain["n_predict"] == 200
+    assert "json_schema" not in plain and "seed" not in plain
+    as_object = completion_body(ask({"response_format": {"type": "json_object"}}), plain=True)
+    assert as_object["json_schema"] == {"type": "object"}
 
 
 def test_every_parameter_a_provider_honours_is_mapped() -> None:
@@ -137,7 +133,7 @@ def test_every_parameter_a_provider_honours_is_mapped() -> None:
         bare = build(ask({}, TOOLS))
         for name in HONOURED[kind]:
             assert build(ask({name: values[name]}, TOOLS)) != bare, (kind, name)
-    bare_local = completion_kwargs(ask({}), lambda s: s)
+    bare_local = completion_body(ask({}), plain=True)
     identity = {"user", "safety_identifier", "prompt_cache_key", "service_tier", "metadata"}
     for name in HONOURED["local"] - identity:
-        assert completion_kwargs(ask({name: values[name]}), lambda s: s) != bare_local, name
+        assert completion_body(ask({name: values[name]}), plain=True) != bare_local, name

@@ -62,6 +62,7 @@ from iris.agent.surrogates import clean_value
 from iris.agent.tools import ToolRegistry, ToolResult, builtin_tools, validate_args
 from iris.config import Config, ModelEndpoint
 from iris.errors import (
+    LocalModelCrashed,
     ProviderError,
     ProviderHTTPError,
     ProviderTimeout,
@@ -505,7 +506,7 @@ class Turn:
                         self.agent.remember_stream_rejected(endpoint, model)
                         self.watch.retried(model, "stream_rejected")
                         self._restart("the provider rejected streaming", model)
-                    except (ProviderHTTPError, ProviderTimeout):
+                    except (ProviderHTTPError, ProviderTimeout, LocalModelCrashed):
                         raise
                     except ProviderError:
                         if self._builder.shown_text:

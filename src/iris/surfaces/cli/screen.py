@@ -25,6 +25,7 @@ from typing import Protocol, TextIO
 
 from prompt_toolkit.application import Application, in_terminal
 from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -123,7 +124,7 @@ class LiveScreen:
             if not self._typed.endswith("\n"):
                 self._typed = self._typed[:-1]
 
-        def status() -> list[Piece]:
+        def status() -> StyleAndTextTuples:  # prompt_toolkit's own list type (invariant)
             # A spinner and the time so far: a slow first token or a long tool is not a hang.
             elapsed = time.monotonic() - started_at
             spin = _SPINNER[int(elapsed * 10) % len(_SPINNER)]
