@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,68 @@ def text_of(content: Any) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content)
     return content or ""
+
+
+def node_process(iris: IrisServer, script: str, name: str) -> subprocess.Popen[str]:
+    assert NODE is not None
+    assert (SCRIPTS / "node_modules").is_dir(), (
+        "the node packages are not installed: run `npm ci` in tests/interop/node (.ci/run does)"
+    )
+    return subprocess.Popen(
+        [NODE, f"{script}.mjs", name],
+        cwd=SCRIPTS,
+        env={**os.environ, "IRIS_BASE_URL": iris.base_url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def first_line(process: subprocess.Popen[str], timeout: float) -> str:
+    """The first line the process prints, within ``timeout`` seconds (else the test fails)."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()))  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    if not lines:
+        process.kill()
+        _, err = process.communicate()
+        raise AssertionError(f"nothing printed within {timeout} s:\n{err[:3000]}")
+    return lines[0]
+
+
+STREAMED_CALL_EXPECTED = {
+    "chat-tool-stream": {
+        "heads": [[0, "call_w", "get_weather"]],
+        "arguments": {"city": "Paris"},
+        "finish": "tool_calls",
+    },
+    "responses-tool-stream": {
+        "deltas": ['{"city":', '"Paris"}'],
+        "call": ["call_w", "get_weather", {"city": "Paris"}],
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(STREAMED_CALL_EXPECTED))
+def test_openai_node_sees_a_tool_call_before_the_model_finished_it(
+    upstream: FakeUpstream, iris: IrisServer, name: str
+) -> None:
+    # The model sends the call's head and first fragment, then waits for the test.
+    upstream.script(
+        tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w", gate_after=1)
+    )
+    process = node_process(iris, "openai_node", name)
+    try:
+        line = first_line(process, timeout=20)
+        assert json.loads(line) == {"fragment": '{"city":'}
+        assert not upstream.finished.is_set(), "the fragment waited for the model to finish"
+    finally:
+        upstream.release()
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, f"{name} failed:\n{err[:3000]}"
+    assert json.loads(out.strip().splitlines()[-1]) == STREAMED_CALL_EXPECTED[name]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
