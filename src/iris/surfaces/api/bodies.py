@@ -27,6 +27,7 @@ from typing import Any
 
 from iris.agent.core import TurnRequest
 from iris.config import Config
+from iris.surfaces.api.functions import answer_function_results, legacy_call, legacy_request
 from iris.surfaces.api.params import (
     CHAT_NAMES,
     RESPONSES_NAMES,
@@ -47,6 +48,7 @@ class ChatCall:
     model: str
     stream: bool
     include_usage: bool
+    legacy_functions: bool = False  # the request used ``functions``: answer in that shape
 
 
 @dataclass(frozen=True)
@@ -159,11 +161,12 @@ def _function_tools(raw: Any, param: str = "tools") -> list[Json] | None:
 def _tool_policy(
     body: Json, tools: list[Json] | None, config: Config
 ) -> tuple[list[Json] | None, bool]:
-    """(client_tools, agent_tools) for this request."""
+    """(client_tools, agent_tools) for this request. A request that carries ``tools`` at all
+    (legacy ``functions`` included, even an empty list) never gets the agent's own tools."""
     choice = body.get("tool_choice")
     if choice == "none":
         return None, False
-    if tools:
+    if tools or body.get("tools") is not None:
         return tools, False
     settings = config.platforms.api_server
     # Without a key anything that reaches the port may call the API (another local user, a
@@ -173,11 +176,11 @@ def _tool_policy(
 
 # -- chat completions -------------------------------------------------------------------
 
-_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
+_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 
 def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCall:
-    data = _object(body)
+    data, legacy = legacy_request(_object(body))
     model = _model(data, models)
     raw_messages = data.get("messages")
     if raw_messages is None:
@@ -188,6 +191,9 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         raise bad_request("'messages' must be a non-empty array", param="messages")
     _check_count(len(raw_messages), config, "messages")
     messages = [_chat_message(m, i) for i, m in enumerate(raw_messages)]
+    answer_function_results(
+        messages, {i: m["name"] for i, m in enumerate(messages) if m["role"] == "function"}
+    )
     _check_chars(messages, None, config)
     stream = _typed(data, "stream", bool, "a boolean")
     options = _typed(data, "stream_options", dict, "an object") or {}
@@ -202,9 +208,16 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         client_tools=client_tools,
         agent_tools=agent_tools,
         max_tokens=max_tokens,
+        max_tool_calls=1 if legacy else None,  # the legacy answer holds one function_call
         params=params,
     )
-    return ChatCall(turn=turn, model=model, stream=stream is True, include_usage=include_usage)
+    return ChatCall(
+        turn=turn,
+        model=model,
+        stream=stream is True,
+        include_usage=include_usage,
+        legacy_functions=legacy,
+    )
 
 
 def _role(message: Json, where: str, allowed: set[str]) -> str:
@@ -224,7 +237,10 @@ def _chat_message(raw: Any, index: int) -> Json:
         raise bad_request(f"'{where}' must be an object", param=where)
     role = _role(raw, where, _CHAT_ROLES)
     content = raw.get("content")
-    if role == "assistant" and content is None and raw.get("tool_calls"):
+    calls = raw.get("tool_calls") or raw.get("function_call")
+    if (role == "assistant" and content is None and calls) or (
+        role == "function" and content is None
+    ):
         pass
     elif isinstance(content, list):
         content = [_chat_part(part, f"{where}.content[{j}]") for j, part in enumerate(content)]
@@ -240,6 +256,13 @@ def _chat_message(raw: Any, index: int) -> Json:
         message["tool_call_id"] = raw["tool_call_id"]
     if role == "assistant" and raw.get("tool_calls") is not None:
         message["tool_calls"] = _chat_tool_calls(raw["tool_calls"], where)
+    if role == "assistant" and raw.get("function_call") is not None:
+        call = legacy_call(raw["function_call"], where, f"call_legacy_{index}")
+        message.setdefault("tool_calls", []).append(call)
+    if role == "function":
+        if not isinstance(raw.get("name"), str) or not raw["name"]:
+            raise bad_request(f"'{where}.name' is required", param=f"{where}.name")
+        message["content"] = content or ""
     if isinstance(raw.get("name"), str):
         message["name"] = raw["name"]
     return message

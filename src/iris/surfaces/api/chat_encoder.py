@@ -9,6 +9,9 @@ Pure: events in, plain dicts out, no I/O. What the official clients parse, in or
 - client-defined tool calls as ``tool_calls`` deltas as they form (``ToolCallDelta``), each
   with an integer ``index`` and its ``id``/``name`` only in its first delta, then each argument
   fragment as the provider sent it; a call the provider gave whole goes out at the end;
+- with ``legacy`` (the request used ``functions``), the one call as ``function_call`` deltas
+  (``name`` once, then ``arguments``) and ``finish_reason: "function_call"``, as the legacy API
+  answered;
 - a final chunk with ``finish_reason``; a usage chunk with empty ``choices`` when asked;
 - a failure after the first byte as an in-band ``{"error": {...}}`` chunk.
 
@@ -60,8 +63,15 @@ _FINISH = {
 
 class ChatEncoder:
     def __init__(
-        self, completion_id: str, model: str, created: int, *, include_usage: bool = False
+        self,
+        completion_id: str,
+        model: str,
+        created: int,
+        *,
+        include_usage: bool = False,
+        legacy: bool = False,
     ) -> None:
+        self.legacy = legacy
         self.completion_id = completion_id
         self.model = model
         self.created = created
@@ -119,7 +129,7 @@ class ChatEncoder:
                     self._calls_sent[index] = arguments
                     function = {"name": name, "arguments": arguments}
                     head = {"index": index, "id": call_id, "type": "function", "function": function}
-                    out.append(self._chunk({"tool_calls": [head]}))
+                    out.append(self._chunk(self._calls_delta(head)))
                 elif index in self._calls_sent and arguments:
                     self._calls_sent[index] += arguments
                     out.append(self._arguments_chunk(index, arguments))
@@ -133,6 +143,8 @@ class ChatEncoder:
                 self.finish_reason = _FINISH.get(item.reason, "stop")
                 if item.reason == "tool_calls" and not self.tool_calls:
                     self.finish_reason = "stop"
+                elif self.finish_reason == "tool_calls" and self.legacy:
+                    self.finish_reason = "function_call"
                 out.append(self._chunk({}, self.finish_reason))
                 if self.include_usage:
                     out.append(self._usage_chunk())
@@ -175,10 +187,19 @@ class ChatEncoder:
             "type": "function",
             "function": {"name": call["name"], "arguments": ""},
         }
-        return [self._chunk({"tool_calls": [head]}), self._arguments_chunk(index, arguments)]
+        return [self._chunk(self._calls_delta(head)), self._arguments_chunk(index, arguments)]
 
     def _arguments_chunk(self, index: int, arguments: str) -> Chunk:
-        return self._chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]})
+        return self._chunk(
+            self._calls_delta({"index": index, "function": {"arguments": arguments}})
+        )
+
+    def _calls_delta(self, call: dict[str, Any]) -> dict[str, Any]:
+        """The delta that carries ``call``: a ``tool_calls`` entry, or the legacy
+        ``function_call`` (no index, no id: the legacy API had one call and no ids)."""
+        if self.legacy:
+            return {"function_call": call["function"]}
+        return {"tool_calls": [call]}
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> Chunk:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
@@ -207,7 +228,13 @@ class ChatEncoder:
         }
         if self.reasoning:
             message["reasoning_content"] = self.reasoning
-        if self.tool_calls:
+        if self.tool_calls and self.legacy:
+            first = self.tool_calls[0]
+            message["function_call"] = {
+                "name": first["name"],
+                "arguments": first.get("arguments", ""),
+            }
+        elif self.tool_calls:
             message["tool_calls"] = [
                 {
                     "id": call["id"],

@@ -70,6 +70,7 @@ class ChatWire:
             call.model,
             int(time.time()),
             include_usage=call.include_usage,
+            legacy=call.legacy_functions,
         )
 
     def frames(self, event: Event) -> bytes:
