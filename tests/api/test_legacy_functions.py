@@ -148,20 +148,24 @@ def test_contradictory_legacy_requests_are_a_400_naming_the_field(
     iris_server: StartIris, body: dict[str, Any], param: str
 ) -> None:
     server = iris_server()
-    with OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=10) as client:
-        with pytest.raises(BadRequestError) as caught:
-            client.chat.completions.create(
-                model="fake-model",
-                messages=ASK,  # type: ignore[arg-type]
-                extra_body=body,
-            )
+    with (
+        OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=10) as client,
+        pytest.raises(BadRequestError) as caught,
+    ):
+        client.chat.completions.create(
+            model="fake-model",
+            messages=ASK,  # type: ignore[arg-type]
+            extra_body=body,
+        )
     assert caught.value.body["param"] == param  # type: ignore[index]
 
 
 def test_a_function_result_without_its_call_is_a_400(iris_server: StartIris) -> None:
     server = iris_server()
     messages: Any = [*ASK, {"role": "function", "name": "get_weather", "content": "sunny"}]
-    with OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=10) as client:
-        with pytest.raises(BadRequestError) as caught:
-            client.chat.completions.create(model="fake-model", messages=messages)
+    with (
+        OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=10) as client,
+        pytest.raises(BadRequestError) as caught,
+    ):
+        client.chat.completions.create(model="fake-model", messages=messages)
     assert caught.value.body["param"] == "messages[1]"  # type: ignore[index]
