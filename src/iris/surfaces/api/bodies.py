@@ -27,6 +27,13 @@ from typing import Any
 
 from iris.agent.core import TurnRequest
 from iris.config import Config
+from iris.surfaces.api.fields import (
+    CHAT_HANDLED,
+    CHAT_IGNORED,
+    RESPONSES_HANDLED,
+    RESPONSES_IGNORED,
+    refuse_unhandled,
+)
 from iris.surfaces.api.functions import answer_function_results, legacy_call, legacy_request
 from iris.surfaces.api.params import (
     CHAT_NAMES,
@@ -180,8 +187,11 @@ _CHAT_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 
 def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCall:
-    data, legacy = legacy_request(_object(body))
+    data = _object(body)
+    refuse_unhandled(data, CHAT_HANDLED, CHAT_IGNORED)
+    data, legacy = legacy_request(data)
     model = _model(data, models)
+    _check_text_only(data)
     raw_messages = data.get("messages")
     if raw_messages is None:
         raise bad_request(
@@ -218,6 +228,25 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         include_usage=include_usage,
         legacy_functions=legacy,
     )
+
+
+def _check_text_only(data: Json) -> None:
+    """``modalities`` other than text, and ``store: true``, are refused: Iris answers in text
+    and keeps no chat completions (the Responses API stores its responses)."""
+    modalities = data.get("modalities")
+    if modalities is not None and (not isinstance(modalities, list) or set(modalities) != {"text"}):
+        raise bad_request(
+            "'modalities' must be [\"text\"]: Iris answers in text only",
+            param="modalities",
+            code="unsupported_parameter",
+        )
+    if _typed(data, "store", bool, "a boolean"):
+        raise bad_request(
+            "'store: true' is not supported on chat completions: Iris does not keep them; "
+            "use /v1/responses (stored by default) to continue or retrieve a conversation",
+            param="store",
+            code="unsupported_parameter",
+        )
 
 
 def _role(message: Json, where: str, allowed: set[str]) -> str:
@@ -320,6 +349,7 @@ def parse_responses(
     """``history(response_id)``: the stored conversation of a response, or None;
     ``items(item_id)``: a stored output item, or None."""
     data = _object(body)
+    refuse_unhandled(data, RESPONSES_HANDLED, RESPONSES_IGNORED)
     model = _model(data, models)
     if "input" not in data or data["input"] is None:
         raise bad_request("'input' is required", param="input", code="missing_required_parameter")
