@@ -35,6 +35,7 @@ from iris.surfaces.api.fields import (
     refuse_unhandled,
 )
 from iris.surfaces.api.functions import answer_function_results, legacy_call, legacy_request
+from iris.surfaces.api.items import history_items
 from iris.surfaces.api.params import (
     CHAT_NAMES,
     RESPONSES_NAMES,
@@ -67,6 +68,7 @@ class ResponsesCall:
     echo: Json  # the request settings the response object repeats
     conversation: list[Json]  # chat-format history + this input (instructions excluded)
     background: bool = False  # run without a client (see ``background``)
+    conversation_id: str | None = None  # the stored conversation the turn reads and extends
 
 
 # -- shared -----------------------------------------------------------------------------
@@ -345,9 +347,11 @@ def parse_responses(
     config: Config,
     history: Callable[[str], list[Json] | None],
     items: Callable[[str], Json | None] | None = None,
+    conversation_items: Callable[[str], list[Json] | None] | None = None,
 ) -> ResponsesCall:
     """``history(response_id)``: the stored conversation of a response, or None;
-    ``items(item_id)``: a stored output item, or None."""
+    ``items(item_id)``: a stored output item, or None; ``conversation(conversation_id)``: the
+    items of a stored conversation (Conversations API), or None (``conversation_items``)."""
     data = _object(body)
     refuse_unhandled(data, RESPONSES_HANDLED, RESPONSES_IGNORED)
     model = _model(data, models)
@@ -369,6 +373,23 @@ def parse_responses(
                 code="previous_response_not_found",
             )
         past = found
+    conversation_id = _conversation_id(data.get("conversation"))
+    if conversation_id is not None:
+        if previous_id is not None:
+            raise bad_request(
+                "send 'conversation' or 'previous_response_id', not both",
+                param="conversation",
+                code="invalid_value",
+            )
+        stored = conversation_items(conversation_id) if conversation_items else None
+        if stored is None:
+            raise ApiError(
+                404,
+                f"Conversation with id '{conversation_id}' not found.",
+                param="conversation",
+                code="conversation_not_found",
+            )
+        past = input_messages(history_items(stored)) if history_items(stored) else []
     stream = _typed(data, "stream", bool, "a boolean")
     store = _typed(data, "store", bool, "a boolean")
     background = _typed(data, "background", bool, "a boolean") is True
@@ -390,6 +411,7 @@ def parse_responses(
         "tools": [_flat_tool(t) for t in tools or []],
         "store": store is not False,
         "background": background,
+        **({"conversation": {"id": conversation_id}} if conversation_id is not None else {}),
         **responses_echo(params),
     }
     for key in ("max_output_tokens", "max_tool_calls"):
@@ -427,7 +449,23 @@ def parse_responses(
         echo=echo,
         conversation=conversation,
         background=background,
+        conversation_id=conversation_id,
     )
+
+
+def _conversation_id(raw: Any) -> str | None:
+    """A request's ``conversation``: an id, or ``{"id": ...}``; None when absent."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        raw = raw.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if not isinstance(raw, str) or not raw:
+        raise bad_request(
+            "'conversation' must be a conversation id or {\"id\": ...}",
+            param="conversation",
+            code="invalid_type",
+        )
+    return raw
 
 
 def _flat_tool(tool: Json) -> Json:

@@ -61,6 +61,7 @@ RESPONSES_HANDLED = frozenset(
         "input",
         "instructions",
         "previous_response_id",
+        "conversation",
         "stream",
         "store",
         "background",
