@@ -92,6 +92,19 @@ CASES = [
         "openai_node", "responses-tools", weather, {"call": WEATHER_CALL, "text": "Sunny, 21 °C."}
     ),
 ]
+CASES.append(
+    Case(
+        "openai_node",
+        "conversations",
+        two_turns,
+        {
+            "conversation": True,
+            "texts": ["Hi Ada.", "You are Ada."],
+            "items": ["user", "user", "assistant", "user", "assistant"],
+            "deleted": True,
+        },
+    )
+)
 for provider in ("openai", "compatible"):
     CASES += [
         Case("ai_sdk", f"{provider}-generate", hello, {"text": "Hello", "finishReason": "stop"}),
@@ -227,4 +240,11 @@ def test_node_client(upstream: FakeUpstream, iris: IrisServer, case: Case) -> No
         assert last["role"] == "tool" and last["tool_call_id"] == "call_w"
     if case.scenarios is two_turns:
         said = [text_of(m.get("content")) for m in bodies[1]["messages"]]
-        assert said[-3:] == ["My name is Ada.", "Hi Ada.", "What is my name?"]
+        # The conversations case says "Hi!" first; the history comes from the conversation.
+        greeting = ["Hi!"] if case.name == "conversations" else []
+        assert said[-3 - len(greeting) :] == [
+            "My name is Ada.",
+            *greeting,
+            "Hi Ada.",
+            "What is my name?",
+        ]

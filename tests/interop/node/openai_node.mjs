@@ -131,4 +131,30 @@ await main({
     const call = done.output.find((item) => item.type === "function_call");
     return { deltas, call: [call.call_id, call.name, JSON.parse(call.arguments)] };
   },
+  conversations: async () => {
+    const conversation = await client.conversations.create({
+      items: [{ type: "message", role: "user", content: "My name is Ada." }],
+    });
+    const first = await client.responses.create({
+      model,
+      conversation: conversation.id,
+      input: "Hi!",
+    });
+    const second = await client.responses.create({
+      model,
+      conversation: conversation.id,
+      input: "What is my name?",
+    });
+    const items = [];
+    for await (const item of client.conversations.items.list(conversation.id, { order: "asc" })) {
+      items.push(item.role);
+    }
+    const deleted = await client.conversations.delete(conversation.id);
+    return {
+      conversation: second.conversation?.id === conversation.id,
+      texts: [first.output_text, second.output_text],
+      items,
+      deleted: deleted.deleted,
+    };
+  },
 });
