@@ -2,7 +2,7 @@
 
 Each case runs ``node tests/interop/node/<script>.mjs <case>`` against the server and checks
 the JSON line it prints. The packages are pinned in ``node/package.json`` (installed by
-``.ci/run`` with ``npm ci``); the tests skip only when ``node`` itself is absent.
+``npm ci`` there), Node 22 among them; the tests skip only when no ``node`` is found at all.
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ from tests.api.conftest import IrisServer
 from tests.fakes.upstream import FakeUpstream, Scenario, text, tool_call
 from tests.interop.conftest import upstream_bodies
 
-NODE = shutil.which("node")
 SCRIPTS = Path(__file__).parent / "node"
+# The AI SDK 7 needs Node 22 or newer: ``npm ci`` there installs one (the npm package ``node``,
+# a devDependency), used before any ``node`` on PATH (Debian 12 has 20).
+PACKAGED_NODE = SCRIPTS / "node_modules" / ".bin" / "node"
+NODE = str(PACKAGED_NODE) if PACKAGED_NODE.exists() else shutil.which("node")
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -105,6 +108,25 @@ CASES.append(
         },
     )
 )
+CASES += [
+    Case("agents", "run", hello, {"text": "Hello"}),
+    Case(
+        "agents",
+        "conversation",
+        two_turns,
+        {"texts": ["Hi Ada.", "You are Ada."], "items": ["user", "assistant", "user", "assistant"]},
+    ),
+    Case(
+        "ai_sdk",
+        "openai-conversation",
+        two_turns,
+        {
+            "first": "Hi Ada.",
+            "second": "You are Ada.",
+            "items": ["user", "assistant", "user", "assistant"],
+        },
+    ),
+]
 for provider in ("openai", "compatible"):
     CASES += [
         Case("ai_sdk", f"{provider}-generate", hello, {"text": "Hello", "finishReason": "stop"}),
@@ -196,28 +218,53 @@ def first_line(process: subprocess.Popen[str], timeout: float) -> str:
     return lines[0]
 
 
-STREAMED_CALL_EXPECTED = {
-    "chat-tool-stream": {
-        "heads": [[0, "call_w", "get_weather"]],
-        "arguments": {"city": "Paris"},
-        "finish": "tool_calls",
-    },
-    "responses-tool-stream": {
-        "deltas": ['{"city":', '"Paris"}'],
-        "call": ["call_w", "get_weather", {"city": "Paris"}],
-    },
-}
+def held_call() -> list[Scenario]:
+    """The call's head and first fragment, then the model waits for the test."""
+    return [tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w", gate_after=1)]
 
 
-@pytest.mark.parametrize("name", list(STREAMED_CALL_EXPECTED))
-def test_openai_node_sees_a_tool_call_before_the_model_finished_it(
-    upstream: FakeUpstream, iris: IrisServer, name: str
+def held_call_then_answer() -> list[Scenario]:
+    return [*held_call(), text("Sunny, ", "21 °C.")]
+
+
+PARIS = {"city": "Paris"}
+STREAMED_CALLS = [
+    Case(
+        "openai_node",
+        "chat-tool-stream",
+        held_call,
+        {"heads": [[0, "call_w", "get_weather"]], "arguments": PARIS, "finish": "tool_calls"},
+    ),
+    Case(
+        "openai_node",
+        "responses-tool-stream",
+        held_call,
+        {"deltas": ['{"city":', '"Paris"}'], "call": ["call_w", "get_weather", PARIS]},
+    ),
+    *(
+        Case(
+            "ai_sdk",
+            f"{provider}-tool-stream",
+            held_call,
+            {"started": "get_weather", "arguments": PARIS, "input": PARIS},
+        )
+        for provider in ("openai", "compatible")
+    ),
+    Case(
+        "agents",
+        "tool-stream",
+        held_call_then_answer,
+        {"cities": ["Paris"], "text": "Sunny, 21 °C."},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", STREAMED_CALLS, ids=[case.id for case in STREAMED_CALLS])
+def test_a_node_client_sees_a_tool_call_before_the_model_finished_it(
+    upstream: FakeUpstream, iris: IrisServer, case: Case
 ) -> None:
-    # The model sends the call's head and first fragment, then waits for the test.
-    upstream.script(
-        tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w", gate_after=1)
-    )
-    process = node_process(iris, "openai_node", name)
+    upstream.script(*case.scenarios())
+    process = node_process(iris, case.script, case.name)
     try:
         line = first_line(process, timeout=20)
         assert json.loads(line) == {"fragment": '{"city":'}
@@ -225,8 +272,8 @@ def test_openai_node_sees_a_tool_call_before_the_model_finished_it(
     finally:
         upstream.release()
     out, err = process.communicate(timeout=30)
-    assert process.returncode == 0, f"{name} failed:\n{err[:3000]}"
-    assert json.loads(out.strip().splitlines()[-1]) == STREAMED_CALL_EXPECTED[name]
+    assert process.returncode == 0, f"{case.id} failed:\n{err[:3000]}"
+    assert json.loads(out.strip().splitlines()[-1]) == case.expected
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

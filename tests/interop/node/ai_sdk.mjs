@@ -5,6 +5,7 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
+import OpenAI from "openai";
 import { baseURL, main, model } from "./main.mjs";
 
 const providers = {
@@ -26,8 +27,37 @@ function weatherTools(cities) {
   };
 }
 
+// A tool the client runs itself (no `execute`): the stream ends at its call.
+const clientWeather = {
+  get_weather: tool({
+    description: "The weather in a city",
+    inputSchema: z.object({ city: z.string() }),
+  }),
+};
+
 function cases(name, model) {
   return {
+    // Announces the call's first argument fragment at once: the test holds the model until
+    // it reads that line, so it proves the fragment came before the model finished.
+    [`${name}-tool-stream`]: async () => {
+      const result = streamText({
+        ...settings,
+        model,
+        prompt: "Weather in Paris?",
+        tools: clientWeather,
+      });
+      const deltas = [];
+      let started = null;
+      for await (const part of result.fullStream) {
+        if (part.type === "tool-input-start") started = part.toolName;
+        if (part.type === "tool-input-delta") {
+          if (!deltas.length) console.log(JSON.stringify({ fragment: part.delta }));
+          deltas.push(part.delta);
+        }
+      }
+      const [call] = await result.toolCalls;
+      return { started, arguments: JSON.parse(deltas.join("")), input: call.input };
+    },
     [`${name}-generate`]: async () => {
       const result = await generateText({ ...settings, model, prompt: "hi" });
       return { text: result.text, finishReason: result.finishReason };
@@ -89,4 +119,21 @@ function cases(name, model) {
   };
 }
 
-await main({ ...cases("openai", providers.openai), ...cases("compatible", providers.compatible) });
+// `@ai-sdk/openai`'s `conversation` option: the server keeps the history.
+async function conversation() {
+  const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0 });
+  const { id } = await client.conversations.create({});
+  const providerOptions = { openai: { conversation: id } };
+  const ask = (prompt) =>
+    generateText({ ...settings, model: providers.openai, prompt, providerOptions });
+  const first = await ask("My name is Ada.");
+  const second = await ask("What is my name?");
+  const items = await client.conversations.items.list(id, { order: "asc" });
+  return { first: first.text, second: second.text, items: items.data.map((i) => i.role) };
+}
+
+await main({
+  ...cases("openai", providers.openai),
+  ...cases("compatible", providers.compatible),
+  "openai-conversation": conversation,
+});
