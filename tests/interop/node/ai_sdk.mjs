@@ -1,8 +1,10 @@
 // The Vercel AI SDK: `@ai-sdk/openai` (its default model speaks Responses, with `store: true`,
-// so a second turn replays stored items as `item_reference`) and `@ai-sdk/openai-compatible`
-// (Chat Completions). Each provider runs the same cases.
+// so a second turn replays stored items as `item_reference`), `@ai-sdk/openai-compatible`
+// (Chat Completions) and `@ai-sdk/open-responses` (the Open Responses specification). Each
+// provider runs the same cases.
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { createOpenResponses } from "@ai-sdk/open-responses";
 import { generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 import OpenAI from "openai";
@@ -11,6 +13,9 @@ import { baseURL, main, model } from "./main.mjs";
 const providers = {
   openai: createOpenAI({ baseURL, apiKey: "unused" })(model),
   compatible: createOpenAICompatible({ name: "iris", baseURL, apiKey: "unused" })(model),
+  responses: createOpenResponses({ name: "iris", url: `${baseURL}/responses`, apiKey: "unused" })(
+    model,
+  ),
 };
 const settings = { maxRetries: 0 };
 
@@ -135,5 +140,6 @@ async function conversation() {
 await main({
   ...cases("openai", providers.openai),
   ...cases("compatible", providers.compatible),
+  ...cases("responses", providers.responses),
   "openai-conversation": conversation,
 });
