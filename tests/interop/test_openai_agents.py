@@ -153,3 +153,25 @@ async def test_runner_with_a_conversation_id_continues_it_server_side(
     assert len(upstream.requests) == 2
     items = await client.conversations.items.list(conversation.id, order="asc")
     assert len(items.data) == 4
+
+
+async def test_run_streamed_shows_a_tool_call_before_the_model_finished_it(
+    upstream: FakeUpstream, client: AsyncOpenAI
+) -> None:
+    upstream.script(
+        tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w", gate_after=1),
+        text("Sunny, ", "21 °C."),
+    )
+    cities: list[str] = []
+    result = Runner.run_streamed(weather_agent(MODELS["responses"](client), cities), "Weather?")
+    fragments: list[str] = []
+    async for event in result.stream_events():
+        data = event.data if event.type == "raw_response_event" else None
+        if data is not None and data.type == "response.function_call_arguments.delta":
+            if not fragments:
+                assert not upstream.finished.is_set(), "the call waited for the model to finish"
+                upstream.release()
+            fragments.append(data.delta)
+    assert fragments == ['{"city":', '"Paris"}']
+    assert cities == ["Paris"]
+    assert result.final_output == "Sunny, 21 °C."
