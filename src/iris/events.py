@@ -13,6 +13,7 @@ Shape of a turn::
       (Commentary | SegmentEnded)?          closes the segment: Commentary when the text
                                             accompanied tool calls, SegmentEnded otherwise
       (ToolStarted ToolProgress* ToolEnded)*
+      ToolCallDelta*                        a client-defined tool call as it forms
     )*
     TurnEnded | TurnFailed                  exactly one, always last
 
@@ -103,6 +104,24 @@ class ToolEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of a client-defined tool call as the provider streams it (only in a round
+    that offers the caller's own tools; the agent's own tools are ToolStarted/ToolEnded).
+
+    ``index`` numbers the round's calls from 0 in the order they began. The first fragment of
+    a call carries its ``call_id`` and ``name`` (never repeated: both empty after it); every
+    fragment may carry ``arguments``, to be concatenated. ``TurnEnded.tool_calls`` is the
+    whole of each call. A round whose call began streaming is not replayed: a failure after
+    it fails the turn (no StreamReset takes a half-streamed call back)."""
+
+    index: int
+    arguments: str = ""
+    call_id: str = ""
+    name: str = ""
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True)
 class StreamReset:
     """A retry or fallback restarted the current segment: forget its streamed text."""
 
@@ -159,6 +178,7 @@ Event = (
     | ToolStarted
     | ToolProgress
     | ToolEnded
+    | ToolCallDelta
     | StreamReset
     | TurnEnded
     | TurnFailed

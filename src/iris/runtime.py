@@ -24,6 +24,7 @@ from iris.redis.devices import device_store
 from iris.redis.responses import RedisResponsesStore
 from iris.redis.sessions import RedisSessionStore
 from iris.store import Store
+from iris.surfaces.api.conversations_store import StoredConversations, conversation_store
 from iris.surfaces.api.responses_store import ResponsesStore, StoredResponses
 
 
@@ -39,6 +40,8 @@ class Runtime:
     shared: RedisStore | None = None
     # What each chat's commands set (``/model``, ``/reasoning``) and its last reply's usage.
     controls: ControlsStore = field(default_factory=MemoryControls)
+    # Stored conversations (``/v1/conversations``): SQLite, or Redis with ``store.url``.
+    conversations: StoredConversations | None = None
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
 
@@ -60,6 +63,7 @@ class Runtime:
             devices=device_store(store, shared),
             shared=shared,
             controls=MemoryControls() if shared is None else RedisControls(shared),
+            conversations=conversation_store(store, shared),
         )
 
 

@@ -52,6 +52,7 @@ from iris.events import (
     SegmentEnded,
     StreamReset,
     TextDelta,
+    ToolCallDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -131,6 +132,7 @@ Passed = (
     | ToolStarted
     | ToolProgress
     | ToolEnded
+    | ToolCallDelta
     | TurnEnded
     | TurnFailed
 )
@@ -300,7 +302,9 @@ class Segments:
             case ToolStarted() | ToolProgress() | ToolEnded():
                 # Text still open when tools run accompanied their calls.
                 return [*self._close("", "commentary"), event]
-            case TurnStarted() | ReasoningDelta():
+            case TurnStarted() | ReasoningDelta() | ToolCallDelta():
+                # A client tool call forming leaves the segment open: the turn's end closes
+                # it as commentary.
                 return [event]
             case TurnEnded() | TurnFailed():
                 raise AssertionError("terminal events are handled by feed")

@@ -17,6 +17,8 @@ SAMPLES: list[ev.Event] = [
     ev.ToolStarted(1, "terminal", {"command": "ls", "nested": {"a": [1, 2]}}, "call_1"),
     ev.ToolProgress(1, "terminal", "file.txt"),
     ev.ToolEnded(1, "terminal", True, 0.4, "file.txt"),
+    ev.ToolCallDelta(0, '{"path": "a', "call_1", "write_file"),
+    ev.ToolCallDelta(0, '.txt"}'),
     ev.StreamReset("fallback", "backup"),
     ev.TurnEnded(
         "Answer",

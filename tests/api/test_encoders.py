@@ -18,6 +18,7 @@ from iris.events import (
     SegmentEnded,
     StreamReset,
     TextDelta,
+    ToolCallDelta,
     ToolEnded,
     ToolStarted,
     TurnEnded,
@@ -215,6 +216,139 @@ def test_responses_client_tool_call_items() -> None:
     assert types.index("response.function_call_arguments.delta") < types.index(
         "response.function_call_arguments.done"
     )
+
+
+STREAMED_CALLS_TURN: list[Event] = [
+    TurnStarted("t1", "m"),
+    ReasoningDelta("hmm"),
+    TextDelta("Checking."),
+    ToolCallDelta(0, '{"city"', "call_1", "get_weather"),
+    ToolCallDelta(1, "", "call_2", "get_weather"),
+    ToolCallDelta(0, ': "Paris"}'),
+    ToolCallDelta(1, '{"city": "Oslo"}'),
+    Commentary("Checking."),
+    TurnEnded(
+        "Checking.",
+        reason="tool_calls",
+        tool_calls=[CALL, {"id": "call_2", "name": "get_weather", "arguments": '{"city": "Oslo"}'}],
+        usage=USAGE,
+    ),
+]
+
+
+def test_chat_streams_calls_as_they_form_and_never_repeats_their_head() -> None:
+    encoder, chunks = chat(STREAMED_CALLS_TURN)
+    for chunk in chunks:
+        ChatCompletionChunk.model_validate(chunk)
+    deltas = [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
+    calls = [call for d in deltas for call in d.get("tool_calls") or ()]
+    assert [(c["index"], c.get("id"), c["function"].get("name")) for c in calls] == [
+        (0, "call_1", "get_weather"),
+        (1, "call_2", "get_weather"),
+        (0, None, None),
+        (1, None, None),
+    ]
+    joined = {
+        index: "".join(c["function"]["arguments"] for c in calls if c["index"] == index)
+        for index in (0, 1)
+    }
+    assert joined == {0: '{"city": "Paris"}', 1: '{"city": "Oslo"}'}
+    # Each fragment went out when it came, before the turn ended.
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert encoder.completion()["choices"][0]["message"]["tool_calls"][1]["id"] == "call_2"
+
+
+def test_chat_sends_the_rest_of_a_call_the_provider_completed_at_the_end() -> None:
+    events: list[Event] = [
+        TurnStarted("t", "m"),
+        ToolCallDelta(0, '{"city"', "call_1", "get_weather"),
+        TurnEnded("", reason="tool_calls", tool_calls=[CALL]),
+    ]
+    _, chunks = chat(events)
+    calls = [
+        call
+        for c in chunks
+        if c.get("choices")
+        for call in c["choices"][0]["delta"].get("tool_calls") or ()
+    ]
+    assert "".join(c["function"]["arguments"] for c in calls) == CALL["arguments"]
+    assert sum(1 for c in calls if "id" in c) == 1
+
+
+def test_responses_streams_calls_as_they_form() -> None:
+    encoder, payloads = responses(STREAMED_CALLS_TURN)
+    final = sdk_accepts(payloads)
+    assert final is not None and final.status == "completed"
+    types = [p["type"] for p in payloads]
+    # The commentary closes before the first call's item is added; both calls' fragments
+    # stream before the turn's end.
+    first_call = next(
+        i
+        for i, p in enumerate(payloads)
+        if p["type"] == "response.output_item.added" and p["item"]["type"] == "function_call"
+    )
+    assert types.index("response.output_text.done") < first_call
+    fragments = [
+        (p["output_index"], p["delta"])
+        for p in payloads
+        if p["type"] == "response.function_call_arguments.delta"
+    ]
+    assert fragments == [(2, '{"city"'), (2, ': "Paris"}'), (3, '{"city": "Oslo"}')]
+    assert encoder.response is not None
+    output = encoder.response["output"]
+    assert [item["type"] for item in output] == [
+        "reasoning",
+        "message",
+        "function_call",
+        "function_call",
+    ]
+    assert output[1]["phase"] == "commentary"
+    assert [item["arguments"] for item in output[2:]] == [
+        '{"city": "Paris"}',
+        '{"city": "Oslo"}',
+    ]
+
+
+def test_responses_snapshot_shows_a_call_being_streamed() -> None:
+    encoder = ResponsesEncoder("resp_1", "m", 0)
+    for event in STREAMED_CALLS_TURN[:4]:
+        encoder.feed(event)
+    output = encoder.snapshot()["output"]
+    assert output[-1]["type"] == "function_call"
+    assert (output[-1]["status"], output[-1]["arguments"]) == ("in_progress", '{"city"')
+
+
+def test_responses_a_call_cut_by_a_failure_is_incomplete() -> None:
+    encoder, payloads = responses(
+        [
+            TurnStarted("t", "m"),
+            ToolCallDelta(0, '{"ci', "call_1", "get_weather"),
+            TurnFailed("upstream_error", "the provider went away"),
+        ]
+    )
+    assert encoder.response is not None
+    assert encoder.response["output"][0]["status"] == "incomplete"
+    assert encoder.response["output"][0]["arguments"] == '{"ci'
+    assert [p["type"] for p in payloads][-2:] == ["error", "response.failed"]
+
+
+def test_responses_text_after_a_call_is_a_new_message_after_it() -> None:
+    encoder, payloads = responses(
+        [
+            TurnStarted("t", "m"),
+            ToolCallDelta(0, "{}", "call_1", "f"),
+            TextDelta("and more"),
+            SegmentEnded("and more"),
+            TurnEnded(
+                "and more",
+                reason="tool_calls",
+                tool_calls=[{"id": "call_1", "name": "f", "arguments": "{}"}],
+            ),
+        ]
+    )
+    sdk_accepts(payloads)
+    assert encoder.response is not None
+    assert [i["type"] for i in encoder.response["output"]] == ["function_call", "message"]
 
 
 def test_responses_failure_is_error_then_failed() -> None:

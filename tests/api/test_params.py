@@ -70,9 +70,10 @@ def test_both_spellings_of_reasoning_and_tool_choice_become_one() -> None:
     assert from_chat == from_responses == {"reasoning_effort": "low", "tool_choice": named_flat}
 
 
-def test_unknown_fields_are_ignored_and_defaults_are_not_sent() -> None:
-    assert chat({"frobnicate": 1, "tool_choice": "auto", "n": 1, "logprobs": False}) == {}
-    assert responses({"frobnicate": 1, "seed": 3}) == {}  # not a Responses field
+def test_defaults_are_not_sent_and_unknown_fields_are_refused() -> None:
+    assert chat({"tool_choice": "auto", "n": 1, "logprobs": False}) == {}
+    assert refused(chat, {"frobnicate": 1}).param == "frobnicate"
+    assert refused(responses, {"seed": 3}).param == "seed"  # not a Responses field
 
 
 @pytest.mark.parametrize(
@@ -166,7 +167,10 @@ def test_the_response_echoes_what_was_applied() -> None:
     assert off.echo["tool_choice"] == "none" and off.turn.agent_tools is False
     # Nothing echoed that was not applied: defaults stay the encoder's.
     plain = parse_responses(
-        {"input": "x", "unknown": 1}, models=MODELS, config=config(), history=no_history
+        {"input": "x", "include": ["reasoning.encrypted_content"]},
+        models=MODELS,
+        config=config(),
+        history=no_history,
     )
     assert "text" not in plain.echo and "temperature" not in plain.echo
 

@@ -123,3 +123,28 @@ def test_responses_api_invoke_stream_and_tools(upstream: FakeUpstream, iris: Iri
     history += [asked, ToolMessage("sunny in Paris, 21 °C", tool_call_id=call_id)]
     assert with_tools.invoke(history).text == "Sunny, 21 °C."
     assert upstream_bodies(upstream)[3]["messages"][-1]["tool_call_id"] == "call_w"
+
+
+def test_stream_with_tools_shows_the_call_before_the_model_finished_it(
+    upstream: FakeUpstream, iris: IrisServer
+) -> None:
+    upstream.script(
+        tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w", gate_after=1)
+    )
+    model = chat_model(iris).bind_tools([get_weather])
+    chunks: list[Any] = []
+    released = False
+    for chunk in model.stream("Weather in Paris?"):
+        chunks.append(chunk)
+        if not released and chunk.tool_call_chunks and chunk.tool_call_chunks[0].get("args"):
+            # The upstream holds the rest of the call until this release.
+            assert not upstream.finished.is_set(), "the call waited for the model to finish"
+            upstream.release()
+            released = True
+    assert released
+    message = chunks[0]
+    for chunk in chunks[1:]:
+        message = message + chunk
+    assert message.tool_calls == [
+        {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_w", "type": "tool_call"}
+    ]

@@ -2,7 +2,7 @@
 
 Each case runs ``node tests/interop/node/<script>.mjs <case>`` against the server and checks
 the JSON line it prints. The packages are pinned in ``node/package.json`` (installed by
-``.ci/run`` with ``npm ci``); the tests skip only when ``node`` itself is absent.
+``npm ci`` there), Node 22 among them; the tests skip only when no ``node`` is found at all.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,11 @@ from tests.api.conftest import IrisServer
 from tests.fakes.upstream import FakeUpstream, Scenario, text, tool_call
 from tests.interop.conftest import upstream_bodies
 
-NODE = shutil.which("node")
 SCRIPTS = Path(__file__).parent / "node"
+# The AI SDK 7 needs Node 22 or newer: ``npm ci`` there installs one (the npm package ``node``,
+# a devDependency), used before any ``node`` on PATH (Debian 12 has 20).
+PACKAGED_NODE = SCRIPTS / "node_modules" / ".bin" / "node"
+NODE = str(PACKAGED_NODE) if PACKAGED_NODE.exists() else shutil.which("node")
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -91,6 +95,52 @@ CASES = [
         "openai_node", "responses-tools", weather, {"call": WEATHER_CALL, "text": "Sunny, 21 °C."}
     ),
 ]
+CASES.append(
+    Case(
+        "openai_node",
+        "conversations",
+        two_turns,
+        {
+            "conversation": True,
+            "texts": ["Hi Ada.", "You are Ada."],
+            "items": ["user", "user", "assistant", "user", "assistant"],
+            "deleted": True,
+        },
+    )
+)
+CASES += [
+    Case("ai_sdk", "responses-generate", hello, {"text": "Hello", "finishReason": "stop"}),
+    Case("ai_sdk", "responses-stream", hello, {"deltas": ["Hel", "lo"], "finishReason": "stop"}),
+    Case(
+        "ai_sdk",
+        "responses-tools",
+        weather,
+        {"cities": ["Paris"], "text": "Sunny, 21 °C.", "steps": 2},
+    ),
+    Case(
+        "ai_sdk",
+        "responses-second-turn",
+        two_turns,
+        {"first": "Hi Ada.", "second": "You are Ada."},
+    ),
+    Case("agents", "run", hello, {"text": "Hello"}),
+    Case(
+        "agents",
+        "conversation",
+        two_turns,
+        {"texts": ["Hi Ada.", "You are Ada."], "items": ["user", "assistant", "user", "assistant"]},
+    ),
+    Case(
+        "ai_sdk",
+        "openai-conversation",
+        two_turns,
+        {
+            "first": "Hi Ada.",
+            "second": "You are Ada.",
+            "items": ["user", "assistant", "user", "assistant"],
+        },
+    ),
+]
 for provider in ("openai", "compatible"):
     CASES += [
         Case("ai_sdk", f"{provider}-generate", hello, {"text": "Hello", "finishReason": "stop"}),
@@ -153,6 +203,95 @@ def text_of(content: Any) -> str:
     return content or ""
 
 
+def node_process(iris: IrisServer, script: str, name: str) -> subprocess.Popen[str]:
+    assert NODE is not None
+    assert (SCRIPTS / "node_modules").is_dir(), (
+        "the node packages are not installed: run `npm ci` in tests/interop/node (.ci/run does)"
+    )
+    return subprocess.Popen(
+        [NODE, f"{script}.mjs", name],
+        cwd=SCRIPTS,
+        env={**os.environ, "IRIS_BASE_URL": iris.base_url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def first_line(process: subprocess.Popen[str], timeout: float) -> str:
+    """The first line the process prints, within ``timeout`` seconds (else the test fails)."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()))  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    if not lines:
+        process.kill()
+        _, err = process.communicate()
+        raise AssertionError(f"nothing printed within {timeout} s:\n{err[:3000]}")
+    return lines[0]
+
+
+def held_call() -> list[Scenario]:
+    """The call's head and first fragment, then the model waits for the test."""
+    return [tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w", gate_after=1)]
+
+
+def held_call_then_answer() -> list[Scenario]:
+    return [*held_call(), text("Sunny, ", "21 °C.")]
+
+
+PARIS = {"city": "Paris"}
+STREAMED_CALLS = [
+    Case(
+        "openai_node",
+        "chat-tool-stream",
+        held_call,
+        {"heads": [[0, "call_w", "get_weather"]], "arguments": PARIS, "finish": "tool_calls"},
+    ),
+    Case(
+        "openai_node",
+        "responses-tool-stream",
+        held_call,
+        {"deltas": ['{"city":', '"Paris"}'], "call": ["call_w", "get_weather", PARIS]},
+    ),
+    *(
+        Case(
+            "ai_sdk",
+            f"{provider}-tool-stream",
+            held_call,
+            {"started": "get_weather", "arguments": PARIS, "input": PARIS},
+        )
+        # @ai-sdk/open-responses 2.0 reports a call only at its output_item.done (it has no
+        # tool-input-delta parts), so it has no case here.
+        for provider in ("openai", "compatible")
+    ),
+    Case(
+        "agents",
+        "tool-stream",
+        held_call_then_answer,
+        {"cities": ["Paris"], "text": "Sunny, 21 °C."},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", STREAMED_CALLS, ids=[case.id for case in STREAMED_CALLS])
+def test_a_node_client_sees_a_tool_call_before_the_model_finished_it(
+    upstream: FakeUpstream, iris: IrisServer, case: Case
+) -> None:
+    upstream.script(*case.scenarios())
+    process = node_process(iris, case.script, case.name)
+    try:
+        line = first_line(process, timeout=20)
+        assert json.loads(line) == {"fragment": '{"city":'}
+        assert not upstream.finished.is_set(), "the fragment waited for the model to finish"
+    finally:
+        upstream.release()
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, f"{case.id} failed:\n{err[:3000]}"
+    assert json.loads(out.strip().splitlines()[-1]) == case.expected
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_node_client(upstream: FakeUpstream, iris: IrisServer, case: Case) -> None:
     upstream.script(*case.scenarios())
@@ -164,4 +303,11 @@ def test_node_client(upstream: FakeUpstream, iris: IrisServer, case: Case) -> No
         assert last["role"] == "tool" and last["tool_call_id"] == "call_w"
     if case.scenarios is two_turns:
         said = [text_of(m.get("content")) for m in bodies[1]["messages"]]
-        assert said[-3:] == ["My name is Ada.", "Hi Ada.", "What is my name?"]
+        # The conversations case says "Hi!" first; the history comes from the conversation.
+        greeting = ["Hi!"] if case.name == "conversations" else []
+        assert said[-3 - len(greeting) :] == [
+            "My name is Ada.",
+            *greeting,
+            "Hi Ada.",
+            "What is my name?",
+        ]

@@ -115,3 +115,63 @@ async def test_runner_replays_a_reasoning_item_with_the_tool_output(
     assert result.final_output == "Sunny, 21 °C."
     assert any(item.type == "reasoning_item" for item in result.new_items)
     assert_tool_output_reached_the_model(upstream)
+
+
+def contents(upstream: FakeUpstream, n: int) -> list[object]:
+    return [m.get("content") for m in upstream_bodies(upstream)[n]["messages"]]
+
+
+async def test_an_openai_conversations_session_remembers_across_runs(
+    upstream: FakeUpstream, client: AsyncOpenAI
+) -> None:
+    from agents.memory import OpenAIConversationsSession
+
+    upstream.script(text("Hi Ada."), text("You are Ada."))
+    agent = Agent(name="memory", model=OpenAIResponsesModel("fake-model", client))
+    session = OpenAIConversationsSession(openai_client=client)
+    first = await Runner.run(agent, "I am Ada", session=session)
+    assert first.final_output == "Hi Ada."
+    second = await Runner.run(agent, "Who am I?", session=session)
+    assert second.final_output == "You are Ada."
+    assert contents(upstream, 1)[-3:] == ["I am Ada", "Hi Ada.", "Who am I?"]
+    kept = await session.get_items()
+    assert len(kept) == 4
+    await session.clear_session()
+
+
+async def test_runner_with_a_conversation_id_continues_it_server_side(
+    upstream: FakeUpstream, client: AsyncOpenAI
+) -> None:
+    upstream.script(text("Hi Ada."), text("You are Ada."))
+    agent = Agent(name="memory", model=OpenAIResponsesModel("fake-model", client))
+    conversation = await client.conversations.create()
+    await Runner.run(agent, "I am Ada", conversation_id=conversation.id)
+    second = await Runner.run(agent, "Who am I?", conversation_id=conversation.id)
+    assert second.final_output == "You are Ada."
+    # The second run sends its new input; Iris reads the rest from the conversation.
+    assert contents(upstream, 1)[-3:] == ["I am Ada", "Hi Ada.", "Who am I?"]
+    assert len(upstream.requests) == 2
+    items = await client.conversations.items.list(conversation.id, order="asc")
+    assert len(items.data) == 4
+
+
+async def test_run_streamed_shows_a_tool_call_before_the_model_finished_it(
+    upstream: FakeUpstream, client: AsyncOpenAI
+) -> None:
+    upstream.script(
+        tool_call("get_weather", ['{"city":', '"Paris"}'], call_id="call_w", gate_after=1),
+        text("Sunny, ", "21 °C."),
+    )
+    cities: list[str] = []
+    result = Runner.run_streamed(weather_agent(MODELS["responses"](client), cities), "Weather?")
+    fragments: list[str] = []
+    async for event in result.stream_events():
+        data = event.data if event.type == "raw_response_event" else None
+        if data is not None and data.type == "response.function_call_arguments.delta":
+            if not fragments:
+                assert not upstream.finished.is_set(), "the call waited for the model to finish"
+                upstream.release()
+            fragments.append(data.delta)
+    assert fragments == ['{"city":', '"Paris"}']
+    assert cities == ["Paris"]
+    assert result.final_output == "Sunny, 21 °C."

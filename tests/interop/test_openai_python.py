@@ -13,7 +13,7 @@ from openai.types.responses import ResponseInputParam, ResponseStreamEvent
 from pydantic import BaseModel
 
 from tests.api.conftest import IrisServer
-from tests.fakes.upstream import FakeUpstream, gated, hold, text, tool_call
+from tests.fakes.upstream import FakeUpstream, gated, hold, text, tool_call, tool_calls
 from tests.interop.conftest import WEATHER_PARAMETERS, upstream_bodies
 
 pytestmark = pytest.mark.timeout(30)
@@ -249,3 +249,111 @@ def test_background_response_returns_at_once_and_cancels(
     assert cancelled.status == "cancelled"
     assert upstream.disconnected.wait(5), "cancel left the upstream request running"
     assert client.responses.retrieve(queued.id).status == "cancelled"
+
+
+def test_chat_tool_call_streams_its_arguments_as_they_form(
+    upstream: FakeUpstream, client: OpenAI
+) -> None:
+    # The upstream sends the call's head and first fragment, then waits: the client must see
+    # the call before the model has finished it (a coding agent writing a long file).
+    upstream.script(tool_call("get_weather", ['{"city": ', '"Paris"}'], gate_after=1))
+    stream = client.chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[CHAT_WEATHER],
+        stream=True,
+    )
+    seen: list[Any] = []
+    for chunk in stream:
+        calls = chunk.choices[0].delta.tool_calls if chunk.choices else None
+        if calls:
+            seen.extend(calls)
+            if calls[0].function and calls[0].function.arguments:
+                break
+    assert not upstream.finished.is_set(), "the call waited for the upstream to finish"
+    head = seen[0]
+    assert (head.index, head.id, head.function.name) == (0, "call_1", "get_weather")
+    assert "".join(c.function.arguments or "" for c in seen) == '{"city": '
+    upstream.release()
+    rest = list(stream)
+    later = [c for chunk in rest if chunk.choices for c in chunk.choices[0].delta.tool_calls or ()]
+    # Never the id or name again (the SDK's accumulator would concatenate them).
+    assert all(c.id is None and (c.function is None or c.function.name is None) for c in later)
+    arguments = "".join(c.function.arguments or "" for c in [*seen, *later] if c.function)
+    assert json.loads(arguments) == {"city": "Paris"}
+    assert rest[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_chat_stream_helper_accumulates_a_streamed_call(
+    upstream: FakeUpstream, client: OpenAI
+) -> None:
+    upstream.script(
+        tool_calls(
+            [("get_weather", ['{"ci', 'ty": "Paris"}']), ("get_weather", ['{"city"', ': "Oslo"}'])]
+        )
+    )
+    with client.chat.completions.stream(
+        model="fake-model",
+        messages=[{"role": "user", "content": "Weather in Paris and Oslo?"}],
+        tools=[CHAT_WEATHER],
+    ) as stream:
+        fragments = [
+            event.arguments_delta
+            for event in stream
+            if event.type == "tool_calls.function.arguments.delta" and event.arguments_delta
+        ]
+        final = stream.get_final_completion()
+    calls = final.choices[0].message.tool_calls or []
+    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in calls] == [  # type: ignore[union-attr]
+        ("call_1", "get_weather", {"city": "Paris"}),
+        ("call_2", "get_weather", {"city": "Oslo"}),
+    ]
+    assert fragments == ['{"ci', 'ty": "Paris"}', '{"city"', ': "Oslo"}']
+
+
+def test_responses_tool_call_streams_its_arguments_as_they_form(
+    upstream: FakeUpstream, client: OpenAI
+) -> None:
+    upstream.script(
+        tool_call("get_weather", ['{"city": ', '"Paris"}'], content="Let me look.", gate_after=2)
+    )
+    with client.responses.stream(
+        model="fake-model", input="Weather in Paris?", tools=[RESPONSES_WEATHER]
+    ) as stream:
+        before: list[ResponseStreamEvent] = []
+        for event in stream:
+            before.append(event)
+            if event.type == "response.function_call_arguments.delta":
+                break
+        assert not upstream.finished.is_set(), "the call waited for the upstream to finish"
+        upstream.release()
+        after = list(stream)
+        final = stream.get_final_response()
+    kinds = [event.type for event in [*before, *after]]
+    added = next(
+        e
+        for e in before
+        if e.type == "response.output_item.added" and e.item.type == "function_call"
+    )
+    assert added.item.type == "function_call"
+    assert (added.item.call_id, added.item.name, added.item.arguments) == (
+        "call_1",
+        "get_weather",
+        "",
+    )
+    # The commentary message is done before the call's item is added.
+    assert kinds.index("response.output_text.done") < kinds.index(
+        "response.function_call_arguments.delta"
+    )
+    deltas = [
+        e.delta for e in [*before, *after] if e.type == "response.function_call_arguments.delta"
+    ]
+    assert deltas == ['{"city": ', '"Paris"}']
+    assert kinds[-3:] == [
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    call = final.output[-1]
+    assert call.type == "function_call" and json.loads(call.arguments) == {"city": "Paris"}
+    assert [item.type for item in final.output] == ["message", "function_call"]

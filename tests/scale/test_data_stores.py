@@ -177,6 +177,48 @@ async def test_a_stored_response_its_conversation_and_its_items(backend: Backend
 
 
 # -- devices -----------------------------------------------------------------------------------
+async def test_input_items_and_deleting_a_response(backend: Backend) -> None:
+    responses = backend.responses
+    output = [{"id": "msg_out", "type": "message", "role": "assistant", "content": []}]
+    inputs = [{"id": "msg_in", "type": "message", "role": "user", "content": []}]
+    await responses.save({"id": "resp_a", "output": output}, [], inputs)
+    await responses.save({"id": "resp_b", "output": []}, [])
+    assert await responses.input_items("resp_a") == inputs
+    assert await responses.input_items("resp_b") == []  # stored without them (a lost run)
+    assert await responses.input_items("resp_none") is None
+    assert await responses.delete("resp_a") is True
+    assert await responses.response("resp_a") is None
+    assert await responses.input_items("resp_a") is None
+    assert await responses.items(["msg_out"]) == {}
+    assert await responses.delete("resp_a") is False
+    assert await responses.response("resp_b") is not None
+
+
+async def test_conversations_keep_their_items_in_order(backend: Backend) -> None:
+    store = backend.runtime.conversations
+    assert store is not None
+    conversation = {"id": "conv_a", "object": "conversation", "created_at": 1, "metadata": {}}
+    first = {"id": "msg_1", "type": "message", "role": "user", "content": []}
+    await store.create(conversation, [first])
+    await store.create({**conversation, "id": "conv_b"}, [])
+    assert await store.get("conv_a") == conversation
+    later = [{"id": f"msg_{n}", "type": "message", "content": []} for n in (2, 3)]
+    assert await store.append("conv_a", later) is True
+    assert await store.append("conv_none", later) is False
+    assert [i["id"] for i in await store.items("conv_a") or []] == ["msg_1", "msg_2", "msg_3"]
+    assert await store.items("conv_b") == []
+    assert await store.items("conv_none") is None
+    assert await store.delete_item("conv_a", "msg_2") is True
+    assert await store.delete_item("conv_a", "msg_2") is False
+    assert [i["id"] for i in await store.items("conv_a") or []] == ["msg_1", "msg_3"]
+    await store.update({**conversation, "metadata": {"k": "v"}})
+    assert (await store.get("conv_a") or {})["metadata"] == {"k": "v"}
+    assert await store.delete("conv_a") is True
+    assert await store.get("conv_a") is None and await store.items("conv_a") is None
+    assert await store.delete("conv_a") is False
+    assert await store.get("conv_b") is not None
+
+
 async def test_devices_pair_list_check_and_revoke(backend: Backend) -> None:
     devices, now = backend.devices, backend.clock
     assert not await devices.any_paired()

@@ -19,6 +19,9 @@ Failure policy for one round (``_round``):
   ``StreamReset`` when something of the round was already shown.
 - anything else, or the chain is exhausted → the turn fails; text already shown is kept
   (``SegmentEnded`` + ``TurnFailed.partial_text``), never repeated.
+- a client tool call streamed already (``ToolCallDelta``: a round offering the caller's own
+  tools streams each call as it forms) → no retry, no fallback: the client has the call's
+  head and cannot be told to forget it, so the turn fails.
 
 Context budget (``iris.agent.context``): a turn whose caller keeps the history
 (``TurnRequest.fit_context``: chat platforms, the iris socket, the REPL) fits the model's window
@@ -56,7 +59,7 @@ from iris.agent.context import (
     request_chars,
 )
 from iris.agent.history import MARK
-from iris.agent.round import RoundBuilder, ToolCall
+from iris.agent.round import CallStream, RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
 from iris.agent.surrogates import clean_value
 from iris.agent.tools import ToolRegistry, ToolResult, builtin_tools, validate_args
@@ -255,6 +258,7 @@ class Turn:
         self._finished = False
         # State the interrupt and failure paths need.
         self._builder = RoundBuilder()
+        self._calls: CallStream | None = None  # a round offering client tools streams them
         self._segment_open = False
         self._reasoning: list[str] = []
         self._added: list[dict[str, Any]] = []
@@ -372,6 +376,8 @@ class Turn:
             last = iteration == limit - 1 or (budget is not None and index >= budget)
             # The last round gets no agent tools, so the model has to answer.
             round_tools = tools if client_tools or not last else []
+            if client_tools and round_tools:
+                self._calls = CallStream(self._call_id, budget)
             builder = await self._fitted_round(messages, round_tools)
             self._segment_open = False
             text = finalize("".join(builder.raw_text))
@@ -422,6 +428,10 @@ class Turn:
                 self._added.append(message)
                 messages.append(message)
         self._end("max_iterations", text)
+
+    def _call_id(self, position: int) -> str:
+        """The id of a client tool call the provider gave none (the turn ends at its calls)."""
+        return f"call_{self.turn_id[5:13]}_{position + 1}"
 
     def _initial_messages(self) -> list[dict[str, Any]]:
         system = [
@@ -509,7 +519,7 @@ class Turn:
                     except (ProviderHTTPError, ProviderTimeout, LocalModelCrashed):
                         raise
                     except ProviderError:
-                        if self._builder.shown_text:
+                        if self._builder.shown_text or self._builder.announced:
                             raise
                         # Nothing visible yet: ask again without streaming, answer arrives once.
                         self.watch.retried(model, "no_stream")
@@ -517,7 +527,9 @@ class Turn:
                 with self.watch.call(endpoint.provider, model, False) as call:
                     return call.done(await self._consume(provider.complete(ask), deadline))
             except ProviderError as exc:
-                if exc.retryable and n + 1 < len(order):
+                # A client tool call that began streaming cannot be taken back from the
+                # client, so its round is never replayed (see ``ToolCallDelta``).
+                if exc.retryable and n + 1 < len(order) and not self._builder.announced:
                     log.warning("model %s failed (%s); falling back", model, exc.message)
                     self.watch.fell_back(model)
                     self._restart(f"falling back to {endpoints[order[n + 1]].name}", model)
@@ -535,7 +547,7 @@ class Turn:
     ) -> RoundBuilder:
         """Feed one provider answer to a fresh builder; ``deadline`` seconds of silence (before
         the first delta or between two) end it with ``ProviderTimeout``."""
-        builder = self._builder = RoundBuilder()
+        builder = self._builder = RoundBuilder(stream_calls=self._calls)
         self._segment_open = True
         loop = asyncio.get_running_loop()
 

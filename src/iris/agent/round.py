@@ -6,11 +6,12 @@ surrogates in text and reasoning become U+FFFD here, so every surface gets valid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from iris.agent.scrubber import ThinkScrubber
 from iris.agent.surrogates import SurrogateMender, clean
-from iris.events import Event, ReasoningDelta, TextDelta
+from iris.events import Event, ReasoningDelta, TextDelta, ToolCallDelta
 from iris.llm.base import RawDelta, RawReasoning, RawText, RawToolCall, RawUsage
 
 
@@ -19,6 +20,17 @@ class ToolCall:
     id: str = ""
     name: str = ""
     arguments: str = ""
+    streamed: int = -1  # its position in the round's streamed calls, once announced
+    sent: str = ""  # the arguments its ToolCallDelta events carried
+
+
+@dataclass(frozen=True)
+class CallStream:
+    """How a round streams the client's tool calls as they form (``ToolCallDelta``):
+    ``call_id(position)`` names a call the provider gave no id; at most ``limit`` calls."""
+
+    call_id: Callable[[int], str]
+    limit: int | None = None
 
 
 @dataclass
@@ -27,6 +39,8 @@ class RoundBuilder:
     visible: list[str] = field(default_factory=list[str])  # what consumers were shown
     reasoning: list[str] = field(default_factory=list[str])
     calls: dict[int, ToolCall] = field(default_factory=dict[int, ToolCall])
+    stream_calls: CallStream | None = None  # a round offering the client's own tools
+    announced: list[ToolCall] = field(default_factory=list[ToolCall])  # streamed, in order
     input_tokens: int = 0
     output_tokens: int = 0
     _scrubber: ThinkScrubber = field(default_factory=ThinkScrubber)
@@ -37,8 +51,8 @@ class RoundBuilder:
 
     @property
     def emitted(self) -> bool:
-        """Did a consumer see anything of this round (text or reasoning)?"""
-        return bool(self.visible or self.reasoning)
+        """Did a consumer see anything of this round (text, reasoning or a client tool call)?"""
+        return bool(self.visible or self.reasoning or self.announced)
 
     @property
     def shown_text(self) -> str:
@@ -59,7 +73,7 @@ class RoundBuilder:
                     call.name = clean(raw.name)
                 arguments = clean(raw.arguments)
                 call.arguments = arguments if raw.complete else call.arguments + arguments
-                return []
+                return self._call_fragment(call)
             case RawUsage(input_tokens=inp, output_tokens=out):
                 self.input_tokens, self.output_tokens = inp, out
                 return []
@@ -95,5 +109,32 @@ class RoundBuilder:
             events.append(TextDelta(visible))
         return events
 
+    def _call_fragment(self, call: ToolCall) -> list[Event]:
+        """The ``ToolCallDelta`` a call's growth makes, when the round streams client calls:
+        its head (id, name, the arguments so far) once the name is known, then each fragment."""
+        stream = self.stream_calls
+        if stream is None or not call.name:
+            return []
+        if call.streamed < 0:
+            position = len(self.announced)
+            if stream.limit is not None and position >= stream.limit:
+                return []  # past max_tool_calls: never returned, so never shown
+            call.streamed = position
+            call.id = call.id or stream.call_id(position)
+            self.announced.append(call)
+            call.sent = call.arguments
+            return [ToolCallDelta(position, call.arguments, call.id, call.name)]
+        if not call.arguments.startswith(call.sent):
+            # A provider's whole call that contradicts its own fragments: what went out cannot
+            # be taken back; TurnEnded.tool_calls carries the call as the provider ended it.
+            return []
+        fragment = call.arguments[len(call.sent) :]
+        if not fragment:
+            return []
+        call.sent = call.arguments
+        return [ToolCallDelta(call.streamed, fragment)]
+
     def tool_calls(self) -> list[ToolCall]:
-        return [call for _, call in sorted(self.calls.items()) if call.name]
+        """The round's calls: those streamed in the order they began, then the rest."""
+        rest = [c for _, c in sorted(self.calls.items()) if c.name and c.streamed < 0]
+        return [*self.announced, *rest]

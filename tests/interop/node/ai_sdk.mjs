@@ -1,15 +1,21 @@
 // The Vercel AI SDK: `@ai-sdk/openai` (its default model speaks Responses, with `store: true`,
-// so a second turn replays stored items as `item_reference`) and `@ai-sdk/openai-compatible`
-// (Chat Completions). Each provider runs the same cases.
+// so a second turn replays stored items as `item_reference`), `@ai-sdk/openai-compatible`
+// (Chat Completions) and `@ai-sdk/open-responses` (the Open Responses specification). Each
+// provider runs the same cases.
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { createOpenResponses } from "@ai-sdk/open-responses";
 import { generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
+import OpenAI from "openai";
 import { baseURL, main, model } from "./main.mjs";
 
 const providers = {
   openai: createOpenAI({ baseURL, apiKey: "unused" })(model),
   compatible: createOpenAICompatible({ name: "iris", baseURL, apiKey: "unused" })(model),
+  responses: createOpenResponses({ name: "iris", url: `${baseURL}/responses`, apiKey: "unused" })(
+    model,
+  ),
 };
 const settings = { maxRetries: 0 };
 
@@ -26,8 +32,37 @@ function weatherTools(cities) {
   };
 }
 
+// A tool the client runs itself (no `execute`): the stream ends at its call.
+const clientWeather = {
+  get_weather: tool({
+    description: "The weather in a city",
+    inputSchema: z.object({ city: z.string() }),
+  }),
+};
+
 function cases(name, model) {
   return {
+    // Announces the call's first argument fragment at once: the test holds the model until
+    // it reads that line, so it proves the fragment came before the model finished.
+    [`${name}-tool-stream`]: async () => {
+      const result = streamText({
+        ...settings,
+        model,
+        prompt: "Weather in Paris?",
+        tools: clientWeather,
+      });
+      const deltas = [];
+      let started = null;
+      for await (const part of result.fullStream) {
+        if (part.type === "tool-input-start") started = part.toolName;
+        if (part.type === "tool-input-delta") {
+          if (!deltas.length) console.log(JSON.stringify({ fragment: part.delta }));
+          deltas.push(part.delta);
+        }
+      }
+      const [call] = await result.toolCalls;
+      return { started, arguments: JSON.parse(deltas.join("")), input: call.input };
+    },
     [`${name}-generate`]: async () => {
       const result = await generateText({ ...settings, model, prompt: "hi" });
       return { text: result.text, finishReason: result.finishReason };
@@ -89,4 +124,22 @@ function cases(name, model) {
   };
 }
 
-await main({ ...cases("openai", providers.openai), ...cases("compatible", providers.compatible) });
+// `@ai-sdk/openai`'s `conversation` option: the server keeps the history.
+async function conversation() {
+  const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0 });
+  const { id } = await client.conversations.create({});
+  const providerOptions = { openai: { conversation: id } };
+  const ask = (prompt) =>
+    generateText({ ...settings, model: providers.openai, prompt, providerOptions });
+  const first = await ask("My name is Ada.");
+  const second = await ask("What is my name?");
+  const items = await client.conversations.items.list(id, { order: "asc" });
+  return { first: first.text, second: second.text, items: items.data.map((i) => i.role) };
+}
+
+await main({
+  ...cases("openai", providers.openai),
+  ...cases("compatible", providers.compatible),
+  ...cases("responses", providers.responses),
+  "openai-conversation": conversation,
+});

@@ -27,6 +27,15 @@ from typing import Any
 
 from iris.agent.core import TurnRequest
 from iris.config import Config
+from iris.surfaces.api.fields import (
+    CHAT_HANDLED,
+    CHAT_IGNORED,
+    RESPONSES_HANDLED,
+    RESPONSES_IGNORED,
+    refuse_unhandled,
+)
+from iris.surfaces.api.functions import answer_function_results, legacy_call, legacy_request
+from iris.surfaces.api.items import history_items
 from iris.surfaces.api.params import (
     CHAT_NAMES,
     RESPONSES_NAMES,
@@ -47,6 +56,7 @@ class ChatCall:
     model: str
     stream: bool
     include_usage: bool
+    legacy_functions: bool = False  # the request used ``functions``: answer in that shape
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,7 @@ class ResponsesCall:
     echo: Json  # the request settings the response object repeats
     conversation: list[Json]  # chat-format history + this input (instructions excluded)
     background: bool = False  # run without a client (see ``background``)
+    conversation_id: str | None = None  # the stored conversation the turn reads and extends
 
 
 # -- shared -----------------------------------------------------------------------------
@@ -159,11 +170,12 @@ def _function_tools(raw: Any, param: str = "tools") -> list[Json] | None:
 def _tool_policy(
     body: Json, tools: list[Json] | None, config: Config
 ) -> tuple[list[Json] | None, bool]:
-    """(client_tools, agent_tools) for this request."""
+    """(client_tools, agent_tools) for this request. A request that carries ``tools`` at all
+    (legacy ``functions`` included, even an empty list) never gets the agent's own tools."""
     choice = body.get("tool_choice")
     if choice == "none":
         return None, False
-    if tools:
+    if tools or body.get("tools") is not None:
         return tools, False
     settings = config.platforms.api_server
     # Without a key anything that reaches the port may call the API (another local user, a
@@ -173,12 +185,15 @@ def _tool_policy(
 
 # -- chat completions -------------------------------------------------------------------
 
-_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
+_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 
 def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCall:
     data = _object(body)
+    refuse_unhandled(data, CHAT_HANDLED, CHAT_IGNORED)
+    data, legacy = legacy_request(data)
     model = _model(data, models)
+    _check_text_only(data)
     raw_messages = data.get("messages")
     if raw_messages is None:
         raise bad_request(
@@ -188,6 +203,9 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         raise bad_request("'messages' must be a non-empty array", param="messages")
     _check_count(len(raw_messages), config, "messages")
     messages = [_chat_message(m, i) for i, m in enumerate(raw_messages)]
+    answer_function_results(
+        messages, {i: m["name"] for i, m in enumerate(messages) if m["role"] == "function"}
+    )
     _check_chars(messages, None, config)
     stream = _typed(data, "stream", bool, "a boolean")
     options = _typed(data, "stream_options", dict, "an object") or {}
@@ -202,10 +220,36 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         client_tools=client_tools,
         agent_tools=agent_tools,
         max_tokens=max_tokens,
+        max_tool_calls=1 if legacy else None,  # the legacy answer holds one function_call
         params=params,
         metadata={"surface": "api"},
     )
-    return ChatCall(turn=turn, model=model, stream=stream is True, include_usage=include_usage)
+    return ChatCall(
+        turn=turn,
+        model=model,
+        stream=stream is True,
+        include_usage=include_usage,
+        legacy_functions=legacy,
+    )
+
+
+def _check_text_only(data: Json) -> None:
+    """``modalities`` other than text, and ``store: true``, are refused: Iris answers in text
+    and keeps no chat completions (the Responses API stores its responses)."""
+    modalities = data.get("modalities")
+    if modalities is not None and (not isinstance(modalities, list) or set(modalities) != {"text"}):
+        raise bad_request(
+            "'modalities' must be [\"text\"]: Iris answers in text only",
+            param="modalities",
+            code="unsupported_parameter",
+        )
+    if _typed(data, "store", bool, "a boolean"):
+        raise bad_request(
+            "'store: true' is not supported on chat completions: Iris does not keep them; "
+            "use /v1/responses (stored by default) to continue or retrieve a conversation",
+            param="store",
+            code="unsupported_parameter",
+        )
 
 
 def _role(message: Json, where: str, allowed: set[str]) -> str:
@@ -225,7 +269,10 @@ def _chat_message(raw: Any, index: int) -> Json:
         raise bad_request(f"'{where}' must be an object", param=where)
     role = _role(raw, where, _CHAT_ROLES)
     content = raw.get("content")
-    if role == "assistant" and content is None and raw.get("tool_calls"):
+    calls = raw.get("tool_calls") or raw.get("function_call")
+    if (role == "assistant" and content is None and calls) or (
+        role == "function" and content is None
+    ):
         pass
     elif isinstance(content, list):
         content = [_chat_part(part, f"{where}.content[{j}]") for j, part in enumerate(content)]
@@ -241,6 +288,13 @@ def _chat_message(raw: Any, index: int) -> Json:
         message["tool_call_id"] = raw["tool_call_id"]
     if role == "assistant" and raw.get("tool_calls") is not None:
         message["tool_calls"] = _chat_tool_calls(raw["tool_calls"], where)
+    if role == "assistant" and raw.get("function_call") is not None:
+        call = legacy_call(raw["function_call"], where, f"call_legacy_{index}")
+        message.setdefault("tool_calls", []).append(call)
+    if role == "function":
+        if not isinstance(raw.get("name"), str) or not raw["name"]:
+            raise bad_request(f"'{where}.name' is required", param=f"{where}.name")
+        message["content"] = content or ""
     if isinstance(raw.get("name"), str):
         message["name"] = raw["name"]
     return message
@@ -294,10 +348,13 @@ def parse_responses(
     config: Config,
     history: Callable[[str], list[Json] | None],
     items: Callable[[str], Json | None] | None = None,
+    conversation_items: Callable[[str], list[Json] | None] | None = None,
 ) -> ResponsesCall:
     """``history(response_id)``: the stored conversation of a response, or None;
-    ``items(item_id)``: a stored output item, or None."""
+    ``items(item_id)``: a stored output item, or None; ``conversation(conversation_id)``: the
+    items of a stored conversation (Conversations API), or None (``conversation_items``)."""
     data = _object(body)
+    refuse_unhandled(data, RESPONSES_HANDLED, RESPONSES_IGNORED)
     model = _model(data, models)
     if "input" not in data or data["input"] is None:
         raise bad_request("'input' is required", param="input", code="missing_required_parameter")
@@ -317,6 +374,23 @@ def parse_responses(
                 code="previous_response_not_found",
             )
         past = found
+    conversation_id = _conversation_id(data.get("conversation"))
+    if conversation_id is not None:
+        if previous_id is not None:
+            raise bad_request(
+                "send 'conversation' or 'previous_response_id', not both",
+                param="conversation",
+                code="invalid_value",
+            )
+        stored = conversation_items(conversation_id) if conversation_items else None
+        if stored is None:
+            raise ApiError(
+                404,
+                f"Conversation with id '{conversation_id}' not found.",
+                param="conversation",
+                code="conversation_not_found",
+            )
+        past = input_messages(history_items(stored)) if history_items(stored) else []
     stream = _typed(data, "stream", bool, "a boolean")
     store = _typed(data, "store", bool, "a boolean")
     background = _typed(data, "background", bool, "a boolean") is True
@@ -338,6 +412,7 @@ def parse_responses(
         "tools": [_flat_tool(t) for t in tools or []],
         "store": store is not False,
         "background": background,
+        **({"conversation": {"id": conversation_id}} if conversation_id is not None else {}),
         **responses_echo(params),
     }
     for key in ("max_output_tokens", "max_tool_calls"):
@@ -376,7 +451,23 @@ def parse_responses(
         echo=echo,
         conversation=conversation,
         background=background,
+        conversation_id=conversation_id,
     )
+
+
+def _conversation_id(raw: Any) -> str | None:
+    """A request's ``conversation``: an id, or ``{"id": ...}``; None when absent."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        raw = raw.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if not isinstance(raw, str) or not raw:
+        raise bad_request(
+            "'conversation' must be a conversation id or {\"id\": ...}",
+            param="conversation",
+            code="invalid_type",
+        )
+    return raw
 
 
 def _flat_tool(tool: Json) -> Json:

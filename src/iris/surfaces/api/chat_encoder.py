@@ -6,8 +6,12 @@ Pure: events in, plain dicts out, no I/O. What the official clients parse, in or
 - ``content`` deltas as the model produces them; segments of one turn (commentary before a
   tool, the answer after it) are joined with a blank line, as the agent's user would read them;
 - reasoning as ``reasoning_content`` deltas (what Open WebUI and vLLM clients read);
-- client-defined tool calls as ``tool_calls`` deltas, each with an integer ``index`` and its
-  ``id``/``name`` only in its first delta;
+- client-defined tool calls as ``tool_calls`` deltas as they form (``ToolCallDelta``), each
+  with an integer ``index`` and its ``id``/``name`` only in its first delta, then each argument
+  fragment as the provider sent it; a call the provider gave whole goes out at the end;
+- with ``legacy`` (the request used ``functions``), the one call as ``function_call`` deltas
+  (``name`` once, then ``arguments``) and ``finish_reason: "function_call"``, as the legacy API
+  answered;
 - a final chunk with ``finish_reason``; a usage chunk with empty ``choices`` when asked;
 - a failure after the first byte as an in-band ``{"error": {...}}`` chunk.
 
@@ -23,6 +27,7 @@ from iris.events import (
     Event,
     ReasoningDelta,
     StreamReset,
+    ToolCallDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -58,8 +63,15 @@ _FINISH = {
 
 class ChatEncoder:
     def __init__(
-        self, completion_id: str, model: str, created: int, *, include_usage: bool = False
+        self,
+        completion_id: str,
+        model: str,
+        created: int,
+        *,
+        include_usage: bool = False,
+        legacy: bool = False,
     ) -> None:
+        self.legacy = legacy
         self.completion_id = completion_id
         self.model = model
         self.created = created
@@ -73,6 +85,7 @@ class ChatEncoder:
         self._segments = Segments()
         self._thinking = Track()  # this round's reasoning as the client was sent it
         self._role_sent = False
+        self._calls_sent: dict[int, str] = {}  # streamed calls: index → arguments sent
         self._segment_fresh = True  # no text of the current segment was sent yet
         self._text_sent = False  # some segment's text was sent
 
@@ -110,16 +123,28 @@ class ChatEncoder:
                 self._thinking.restart()
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._thinking = Track()
+            case ToolCallDelta(index=index, arguments=arguments, call_id=call_id, name=name):
+                self._role(out)
+                if call_id:  # the call's head: id, type and name once
+                    self._calls_sent[index] = arguments
+                    function = {"name": name, "arguments": arguments}
+                    head = {"index": index, "id": call_id, "type": "function", "function": function}
+                    out.append(self._chunk(self._calls_delta(head)))
+                elif index in self._calls_sent and arguments:
+                    self._calls_sent[index] += arguments
+                    out.append(self._arguments_chunk(index, arguments))
             case TurnEnded():
                 self._role(out)
                 self.usage = dict(item.usage)
                 if item.reason == "tool_calls":
                     self.tool_calls = [dict(call) for call in item.tool_calls]
                     for index, call in enumerate(self.tool_calls):
-                        out.extend(self._tool_call_chunks(index, call))
+                        out.extend(self._rest_of_call(index, call))
                 self.finish_reason = _FINISH.get(item.reason, "stop")
                 if item.reason == "tool_calls" and not self.tool_calls:
                     self.finish_reason = "stop"
+                elif self.finish_reason == "tool_calls" and self.legacy:
+                    self.finish_reason = "function_call"
                 out.append(self._chunk({}, self.finish_reason))
                 if self.include_usage:
                     out.append(self._usage_chunk())
@@ -147,16 +172,34 @@ class ChatEncoder:
         self._text_sent = True
         out.append(self._chunk({"content": text}))
 
-    def _tool_call_chunks(self, index: int, call: dict[str, str]) -> list[Chunk]:
-        # As OpenAI streams them: id, type and name once, then the arguments.
+    def _rest_of_call(self, index: int, call: dict[str, str]) -> list[Chunk]:
+        """What the client lacks of a finished call: all of it when it was not streamed (as
+        OpenAI streams one: id, type and name once, then the arguments), else the arguments
+        past those sent."""
+        arguments = call.get("arguments", "")
+        sent = self._calls_sent.get(index)
+        if sent is not None:
+            rest = arguments[len(sent) :] if arguments.startswith(sent) else ""
+            return [self._arguments_chunk(index, rest)] if rest else []
         head = {
             "index": index,
             "id": call["id"],
             "type": "function",
             "function": {"name": call["name"], "arguments": ""},
         }
-        args = {"index": index, "function": {"arguments": call.get("arguments", "")}}
-        return [self._chunk({"tool_calls": [head]}), self._chunk({"tool_calls": [args]})]
+        return [self._chunk(self._calls_delta(head)), self._arguments_chunk(index, arguments)]
+
+    def _arguments_chunk(self, index: int, arguments: str) -> Chunk:
+        return self._chunk(
+            self._calls_delta({"index": index, "function": {"arguments": arguments}})
+        )
+
+    def _calls_delta(self, call: dict[str, Any]) -> dict[str, Any]:
+        """The delta that carries ``call``: a ``tool_calls`` entry, or the legacy
+        ``function_call`` (no index, no id: the legacy API had one call and no ids)."""
+        if self.legacy:
+            return {"function_call": call["function"]}
+        return {"tool_calls": [call]}
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> Chunk:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
@@ -185,7 +228,13 @@ class ChatEncoder:
         }
         if self.reasoning:
             message["reasoning_content"] = self.reasoning
-        if self.tool_calls:
+        if self.tool_calls and self.legacy:
+            first = self.tool_calls[0]
+            message["function_call"] = {
+                "name": first["name"],
+                "arguments": first.get("arguments", ""),
+            }
+        elif self.tool_calls:
             message["tool_calls"] = [
                 {
                     "id": call["id"],

@@ -11,7 +11,8 @@ echoed back (Responses) as applied.
 
 The rest (temperature, top_p, stop, seed, penalties, logit_bias, parallel_tool_calls, user,
 safety_identifier, prompt_cache_key, service_tier, metadata) keep their names. Max tokens stay
-``TurnRequest.max_tokens``. Fields neither API defines are ignored, as OpenAI does.
+``TurnRequest.max_tokens``. Any other field is refused by ``fields`` (nothing is dropped
+silently).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ helper enforces::
                       reasoning_summary_part.done
         message:      content_part.added, output_text.delta* (logprobs: []),
                       output_text.done, content_part.done
-        function_call: function_call_arguments.delta, function_call_arguments.done
+        function_call: function_call_arguments.delta*, function_call_arguments.done
                       response.output_item.done
     response.completed (the whole response)  |  error, response.failed
                                               |  response.incomplete (cancelled, interrupted,
@@ -22,7 +22,11 @@ helper enforces::
 Every event carries a monotonic ``sequence_number``. Each text segment of the turn is its own
 message item; one that accompanied tool calls has ``phase: "commentary"``. Every output item
 has an id (``msg_…``, ``rs_…``, ``fc_…``) that a later request can name in an
-``item_reference``. The agent's own tools run inside Iris and produce no items; client-defined tool calls become ``function_call`` items.
+``item_reference``. The agent's own tools run inside Iris and produce no items; client-defined
+tool calls become ``function_call`` items, streamed as they form (``ToolCallDelta``): the item
+is added with the call's id and name, each argument fragment is a delta, and the item is done
+when the turn ends (or earlier, when other output follows it). A message open when a call
+begins closes first, as commentary.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from iris.events import (
     Event,
     ReasoningDelta,
     StreamReset,
+    ToolCallDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -160,6 +165,27 @@ class _Item:
         self.whole = False  # a message: it shows its segment from the start
 
 
+class _Call:
+    """A function_call item being streamed."""
+
+    def __init__(self, item_id: str, index: int, call_id: str, name: str) -> None:
+        self.id = item_id
+        self.index = index
+        self.call_id = call_id
+        self.name = name
+        self.sent = ""  # the arguments sent as deltas
+
+    def payload(self, status: str, arguments: str) -> Payload:
+        return {
+            "id": self.id,
+            "type": "function_call",
+            "status": status,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": arguments,
+        }
+
+
 class ResponsesEncoder:
     def __init__(
         self,
@@ -182,6 +208,8 @@ class ResponsesEncoder:
         self._ids = 0
         self._started = False
         self._open: _Item | None = None
+        self._calls: list[_Call] = []  # function_call items open, in output order
+        self._streamed: dict[int, _Call | None] = {}  # streamed calls by position; None: done
         self._segments = Segments()
         self._shown_segments: set[int] = set()  # segments a message item has shown
 
@@ -213,6 +241,7 @@ class ResponsesEncoder:
         current = self._snapshot(status, usage=None)
         if self._open is not None:
             current["output"].append(_item_payload(self._open, "in_progress", ""))
+        current["output"].extend(call.payload("in_progress", call.sent) for call in self._calls)
         return current
 
     def stop(self, status: str, reason: str) -> list[Payload]:
@@ -224,6 +253,7 @@ class ResponsesEncoder:
             return out
         self._start(out)
         self._close(out, "incomplete")
+        self._close_calls(out, "incomplete")
         completed_at = int(self._clock()) if self._clock else self.created_at
         self.response = self._snapshot(status, usage=None, completed_at=completed_at)
         self.response["incomplete_details"] = {"reason": reason}
@@ -256,13 +286,16 @@ class ResponsesEncoder:
                 self._close_message(out, item)
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._close(out, "completed")
+            case ToolCallDelta():
+                self._call_delta(out, item)
             case TurnEnded():
                 # The output cap cut the answer: OpenAI's word is an incomplete response.
                 status = "incomplete" if item.reason == "length" else "completed"
                 self._close(out, status)
                 if item.reason == "tool_calls":
-                    for call in item.tool_calls:
-                        self._function_call(out, call)
+                    for position, call in enumerate(item.tool_calls):
+                        self._function_call(out, position, call)
+                self._close_calls(out, "incomplete")  # streamed, but not among the turn's calls
                 completed_at = int(self._clock()) if self._clock else self.created_at
                 self.response = self._snapshot(status, usage=item.usage, completed_at=completed_at)
                 if status == "incomplete":
@@ -270,6 +303,7 @@ class ResponsesEncoder:
                 self._event(out, f"response.{status}", response=self.response)
             case TurnFailed():
                 self._close(out, "incomplete")
+                self._close_calls(out, "incomplete")
                 self.failure = item
                 error = {"code": item.code, "message": item.message}
                 self._event(out, "error", **error_fields(error))
@@ -290,6 +324,7 @@ class ResponsesEncoder:
         if self._open is not None and self._open.kind == kind and self._open.segment == segment:
             return self._open
         self._close(out, "completed")
+        self._close_calls(out, "completed")  # the model moved on from its calls
         index = len(self.output)
         prefix = "rs" if kind == "reasoning" else "msg"
         item = _Item(kind, self._next_id(prefix), index, segment)
@@ -407,7 +442,65 @@ class ResponsesEncoder:
         self.output.append(done)
         self._event(out, "response.output_item.done", output_index=item.index, item=done)
 
-    def _function_call(self, out: list[Payload], call: dict[str, str]) -> None:
+    def _call_delta(self, out: list[Payload], delta: ToolCallDelta) -> None:
+        if delta.call_id:  # a new call: its item opens after what was open before
+            if self._open is not None:
+                phase = "commentary" if self._open.kind == "message" else None
+                self._close(out, "completed", phase=phase)
+            index = len(self.output) + len(self._calls)
+            call = _Call(self._next_id("fc"), index, delta.call_id, delta.name)
+            self._calls.append(call)
+            self._streamed[delta.index] = call
+            added = call.payload("in_progress", "")
+            self._event(out, "response.output_item.added", output_index=index, item=added)
+        else:
+            call = self._streamed.get(delta.index)
+            if call is None:
+                return  # its item is done already (other output followed it)
+        self._call_arguments(out, call, delta.arguments)
+
+    def _call_arguments(self, out: list[Payload], call: _Call, arguments: str) -> None:
+        if arguments:
+            call.sent += arguments
+            self._event(
+                out,
+                "response.function_call_arguments.delta",
+                item_id=call.id,
+                output_index=call.index,
+                delta=arguments,
+            )
+
+    def _close_calls(self, out: list[Payload], status: str) -> None:
+        calls, self._calls = self._calls, []
+        for call in calls:
+            self._call_done(out, call, status, call.sent)
+
+    def _call_done(self, out: list[Payload], call: _Call, status: str, arguments: str) -> None:
+        for position, streamed in self._streamed.items():
+            if streamed is call:
+                self._streamed[position] = None
+        common = {"item_id": call.id, "output_index": call.index}
+        self._event(
+            out,
+            "response.function_call_arguments.done",
+            **common,
+            name=call.name,
+            arguments=arguments,
+        )
+        done = call.payload(status, arguments)
+        self.output.append(done)
+        self._event(out, "response.output_item.done", output_index=call.index, item=done)
+
+    def _function_call(self, out: list[Payload], position: int, call: dict[str, str]) -> None:
+        arguments = call.get("arguments", "")
+        if position in self._streamed:
+            streamed = self._streamed[position]
+            if streamed is not None:  # streamed and still open: the rest, then done
+                if arguments.startswith(streamed.sent):
+                    self._call_arguments(out, streamed, arguments[len(streamed.sent) :])
+                self._calls.remove(streamed)
+                self._call_done(out, streamed, "completed", arguments)
+            return
         index = len(self.output)
         item: Payload = {
             "id": self._next_id("fc"),
@@ -417,7 +510,6 @@ class ResponsesEncoder:
             "name": call["name"],
             "arguments": "",
         }
-        arguments = call.get("arguments", "")
         self._event(out, "response.output_item.added", output_index=index, item=item)
         common = {"item_id": item["id"], "output_index": index}
         if arguments:

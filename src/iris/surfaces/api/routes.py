@@ -5,8 +5,11 @@
                                  ``background: true`` runs on without the client
     GET  /v1/responses/{id}      a stored response, or a background one so far;
                                  ``?stream=true&starting_after=N`` follows a background one
+    DELETE /v1/responses/{id}    forgets a stored response
+    GET  /v1/responses/{id}/input_items  its request's input items, paged
     POST /v1/responses/{id}/cancel  stops a background response
-    GET  /v1/models              the configured model
+    GET  /v1/models, /v1/models/{id}  the configured model
+    /v1/conversations[/{id}[/items[/{item_id}]]]  the Conversations API (see ``conversations``)
 
 Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
 see ``iris.surfaces.origin``), CORS for listed origins only, the API key, the method, and a
@@ -53,7 +56,10 @@ from iris.surfaces.api.bodies import (
     referenced_ids,
 )
 from iris.surfaces.api.chat_encoder import ChatEncoder
+from iris.surfaces.api.conversations import ConversationRoutes
+from iris.surfaces.api.conversations_store import StoredConversations, conversation_store
 from iris.surfaces.api.exchange import TurnExchange, Wire
+from iris.surfaces.api.items import input_items, page
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.responses_store import StoredResponses
@@ -70,6 +76,7 @@ class ChatWire:
             call.model,
             int(time.time()),
             include_usage=call.include_usage,
+            legacy=call.legacy_functions,
         )
 
     def frames(self, event: Event) -> bytes:
@@ -86,9 +93,17 @@ class ChatWire:
 
 
 class ResponsesWire:
-    def __init__(self, call: ResponsesCall, store: StoredResponses) -> None:
+    def __init__(
+        self,
+        call: ResponsesCall,
+        store: StoredResponses,
+        inputs: list[Json] | None = None,
+        conversations: StoredConversations | None = None,
+    ) -> None:
         self.call = call
         self.store = store
+        self.inputs = inputs  # the request's input items, as listed by input_items
+        self.conversations = conversations  # where ``call.conversation_id`` lives
         self.encoder = ResponsesEncoder(
             f"resp_{uuid.uuid4().hex}", call.model, int(time.time()), call.echo, clock=time.time
         )
@@ -118,7 +133,19 @@ class ResponsesWire:
     async def finished(self) -> None:
         response = self.encoder.response
         if response is not None and self.call.store:
-            await self.store.save(response, [*self.call.conversation, *self._turn_messages()])
+            conversation = [*self.call.conversation, *self._turn_messages()]
+            await self.store.save(response, conversation, self.inputs)
+        conversation_id = self.call.conversation_id
+        # The turn's input and output join the conversation, as OpenAI's do; a failed turn
+        # adds nothing (its client retries the same input).
+        if (
+            response is not None
+            and conversation_id
+            and self.conversations is not None
+            and response["status"] != "failed"
+        ):
+            added = [*(self.inputs or []), *response["output"]]
+            await self.conversations.append(conversation_id, added)
 
     def _turn_messages(self) -> list[Json]:
         """What this turn added to the conversation, for ``previous_response_id``."""
@@ -162,6 +189,7 @@ def _error_response(error: ApiError) -> JSONResponse:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+ConversationHandler = Callable[[Request, object | None], Awaitable[Response]]
 _ANY = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
@@ -179,6 +207,9 @@ class ApiSurface:
             if runtime.shared is None
             else SharedRuns(runtime.shared, ttl=ttl, lease=runtime.config.store.lease),
             save_lost=self._save_lost,
+        )
+        self.conversations = ConversationRoutes(
+            runtime.conversations or conversation_store(runtime.store, runtime.shared)
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends
@@ -198,11 +229,41 @@ class ApiSurface:
                 methods=_ANY,
             ),
             Route(
-                "/v1/responses/{response_id}", self._guard(self.get_response, "GET"), methods=_ANY
+                "/v1/responses/{response_id}/input_items",
+                self._guard(self.input_items, "GET"),
+                methods=_ANY,
+            ),
+            Route(
+                "/v1/responses/{response_id}",
+                self._guard(self.response_by_id, ("GET", "DELETE")),
+                methods=_ANY,
             ),
             Route("/v1/models", self._guard(self.models, "GET"), methods=_ANY),
+            Route("/v1/models/{model_id:path}", self._guard(self.model, "GET"), methods=_ANY),
+            *self._conversation_routes(),
             Route("/v1/{path:path}", self._guard(self.unknown, None), methods=_ANY),
         ]
+
+    def _conversation_routes(self) -> list[BaseRoute]:
+        routes = self.conversations
+        at = "/v1/conversations"
+        paths: list[tuple[str, ConversationHandler, tuple[str, ...]]] = [
+            (at, routes.create, ("POST",)),
+            (f"{at}/{{conversation_id}}/items/{{item_id}}", routes.item, ("GET", "DELETE")),
+            (f"{at}/{{conversation_id}}/items", routes.items, ("GET", "POST")),
+            (f"{at}/{{conversation_id}}", routes.by_id, ("GET", "POST", "DELETE")),
+        ]
+        return [
+            Route(path, self._guard(self._with_body(handler), methods), methods=_ANY)
+            for path, handler, methods in paths
+        ]
+
+    def _with_body(self, handler: ConversationHandler) -> Handler:
+        async def handle(request: Request) -> Response:
+            body = await self._json(request) if request.method == "POST" else None
+            return await handler(request, body)
+
+        return handle
 
     async def start(self) -> None:
         await self.background.start()
@@ -233,6 +294,21 @@ class ApiSurface:
         ]
         return JSONResponse({"object": "list", "data": data})
 
+    async def model(self, request: Request) -> Response:
+        model_id = request.path_params["model_id"]
+        if model_id not in self.model_names():
+            raise ApiError(
+                404,
+                f"The model '{model_id}' does not exist; this server serves: "
+                f"{', '.join(self.model_names())}",
+                param="model",
+                code="model_not_found",
+            )
+        created = int(time.time())
+        return JSONResponse(
+            {"id": model_id, "object": "model", "created": created, "owned_by": "iris"}
+        )
+
     async def chat(self, request: Request) -> Response:
         body = await self._json(request)
         call = parse_chat(body, models=self.model_names(), config=self.runtime.config)
@@ -244,6 +320,10 @@ class ApiSurface:
         previous = body.get("previous_response_id") if isinstance(body, dict) else None
         stored = await self.responses.conversation(previous) if isinstance(previous, str) else None
         raw_input = body.get("input") if isinstance(body, dict) else None
+        named = body.get("conversation") if isinstance(body, dict) else None
+        if isinstance(named, dict):
+            named = named.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        past = await self.conversations.store.items(named) if isinstance(named, str) else None
         within_cap = not isinstance(raw_input, list) or len(raw_input) <= self.settings.max_messages
         found = await self.responses.items(referenced_ids(raw_input)) if within_cap else {}
         call = parse_responses(
@@ -252,8 +332,10 @@ class ApiSurface:
             config=self.runtime.config,
             history=lambda response_id: stored if response_id == previous else None,
             items=found.get,
+            conversation_items=lambda conversation_id: past if conversation_id == named else None,
         )
-        wire = ResponsesWire(call, self.responses)
+        inputs = input_items(raw_input, found)
+        wire = ResponsesWire(call, self.responses, inputs, self.conversations.store)
         if call.background:
             return await self._start_background(call, wire)
         return self._exchange(call.turn, wire, stream=call.stream)
@@ -293,6 +375,35 @@ class ApiSurface:
 
     async def unknown(self, request: Request) -> Response:
         raise ApiError(404, f"Iris does not serve {request.url.path}.", code="unknown_url")
+
+    async def response_by_id(self, request: Request) -> Response:
+        if request.method == "DELETE":
+            return await self.delete_response(request)
+        return await self.get_response(request)
+
+    async def delete_response(self, request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        run = self.background.get(response_id)
+        if run is not None and not run.ended:
+            raise bad_request(
+                f"'{response_id}' is still running; cancel it first",
+                param="response_id",
+                code="response_in_progress",
+            )
+        if not await self.responses.delete(response_id):
+            raise ApiError(
+                404, f"No response found with id '{response_id}'.", code="response_not_found"
+            )
+        return JSONResponse({"id": response_id, "object": "response", "deleted": True})
+
+    async def input_items(self, request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        items = await self.responses.input_items(response_id)
+        if items is None:
+            raise ApiError(
+                404, f"No response found with id '{response_id}'.", code="response_not_found"
+            )
+        return JSONResponse(page(items, request.query_params))
 
     async def get_response(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
@@ -351,21 +462,24 @@ class ApiSurface:
         return found
 
     # -- the parts every endpoint shares --------------------------------------------------
-    def _guard(self, handler: Handler, method: str | None) -> Handler:
+    def _guard(self, handler: Handler, method: str | tuple[str, ...] | None) -> Handler:
+        allowed = (method,) if isinstance(method, str) else method
+
         async def guarded(request: Request) -> Response:
             cors = self.site.cors_origin(request.headers)
             try:
                 # Before any work, the body included: a web page must not get this far.
                 self._check_site(request)
                 if cors is not None and _is_preflight(request):
-                    return _preflight(cors, method, request)
+                    return _preflight(cors, allowed, request)
                 self._authorize(request)
-                if method is not None and request.method != method:
+                if allowed is not None and request.method not in allowed:
+                    names = ", ".join(allowed)
                     raise ApiError(
                         405,
-                        f"{request.method} is not allowed here; use {method}.",
+                        f"{request.method} is not allowed here; use {' or '.join(allowed)}.",
                         code="method_not_allowed",
-                        headers={"allow": method},
+                        headers={"allow": names},
                     )
                 _check_content_type(request)
                 response = await handler(request)
@@ -499,9 +613,10 @@ def _is_preflight(request: Request) -> bool:
     return request.method == "OPTIONS" and "access-control-request-method" in request.headers
 
 
-def _preflight(origin: str, method: str | None, request: Request) -> Response:
+def _preflight(origin: str, methods: tuple[str, ...] | None, request: Request) -> Response:
     headers = _cors_headers(origin)
-    headers["access-control-allow-methods"] = f"{method}, OPTIONS" if method else "GET, POST"
+    allowed = ", ".join(methods) if methods else "GET, POST"
+    headers["access-control-allow-methods"] = f"{allowed}, OPTIONS" if methods else allowed
     asked = request.headers.get("access-control-request-headers")
     # The SDKs send their own x-stainless-* headers; a listed origin may send what it asks.
     headers["access-control-allow-headers"] = asked or "authorization, content-type"

@@ -60,6 +60,7 @@ from iris.events import (
     Event,
     ReasoningDelta,
     StreamReset,
+    ToolCallDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -264,6 +265,8 @@ class Reply:
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._finish_segment()
                 self._tool(item)
+            case ToolCallDelta():
+                pass  # client-defined tools are an API matter; a chat offers none
             case TurnEnded():
                 self._end(item)
             case TurnFailed():

@@ -17,6 +17,7 @@ from iris.events import (
     Event,
     ReasoningDelta,
     StreamReset,
+    ToolCallDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -89,7 +90,7 @@ class Printer:
 
     def _item(self, item: Item) -> int:
         match item:
-            case TurnStarted() | SegmentOpened() | StreamReset() | ToolProgress():
+            case TurnStarted() | SegmentOpened() | StreamReset() | ToolProgress() | ToolCallDelta():
                 pass
             case SegmentGrown(delta=delta):
                 if self.stream:

@@ -24,6 +24,7 @@ from iris.events import (
     Event,
     ReasoningDelta,
     StreamReset,
+    ToolCallDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -122,6 +123,8 @@ class ReplyRenderer:
                 self._tool_progress(note)
             case ToolEnded():
                 self._tool_ended(item)
+            case ToolCallDelta():
+                pass  # the terminal chat offers the agent's own tools only, never a client's
             case TurnEnded():
                 self._turn_ended(item)
             case TurnFailed(message=message):

@@ -39,6 +39,7 @@ from iris.events import (
     ReasoningDelta,
     StreamReset,
     TextDelta,
+    ToolCallDelta,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -202,6 +203,8 @@ class FrameEncoder:
                         "output_preview": tail[-OUTPUT_PREVIEW_CHARS:],
                     }
                 )
+            case ToolCallDelta():
+                pass  # the iris socket offers the agent's own tools only, never a client's
             case TurnFailed(code=code, message=message):
                 out.append({"type": "error", "code": code, "message": message})
                 out += self._finish()
