@@ -103,6 +103,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
         # The SDK clients are built now, not on the event loop under the first request.
         runtime.agent.prepare()
         try:
+            await runtime.agent.start_tools()  # MCP servers, each connected or failed once
             for surface in surfaces:
                 await surface.start()
                 started.append(surface)
