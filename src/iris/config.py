@@ -478,6 +478,9 @@ streaming:
 #   enabled: [terminal, read_file]
 #   terminal: {cwd: ".", timeout: 60, env: [PATH, HOME, LANG]}   # env: what commands see
 #   read_file: {roots: ["."]}      # folders read_file may read; default: the terminal cwd
+# mcp_servers:                     # MCP tool servers (docs/tools.md); tools: mcp_<server>_<tool>
+#   files: {command: npx, args: ["-y", "@modelcontextprotocol/server-filesystem", "/some/dir"]}
+#   search: {url: "http://127.0.0.1:9000/mcp", headers: {}}
 """
 
 
