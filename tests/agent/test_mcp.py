@@ -291,3 +291,18 @@ async def test_a_server_over_streamable_http(
         assert notes == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
         assert ended(events).ok and tool_result(upstream, 1) == "steps done"
         await agent.aclose()
+
+
+async def test_servers_that_never_answer_are_given_up_on_after_connect_timeout(
+    started: Any, upstream: FakeUpstream
+) -> None:
+    mute = {"command": "sleep", "args": ["60"], "connect_timeout": 1}  # reads nothing, says nothing
+    agent = await started({"mute1": mute, "mute2": mute, "fake": stdio()})
+    for name in ("mute1", "mute2"):
+        assert connection(agent, name).state == "down"
+        assert connection(agent, name).error == "it did not answer within connect_timeout"
+    assert "mcp_fake_env" in agent.tools.names()
+    upstream.script(text("still here"))
+    events = await collect(agent, TurnRequest(messages=USER))
+    end = events[-1]
+    assert isinstance(end, TurnEnded) and end.text == "still here"
