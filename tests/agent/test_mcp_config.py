@@ -113,6 +113,7 @@ def test_include_then_exclude_then_tools_enabled() -> None:
 
 def test_a_progress_note_is_the_message_or_progress_over_total() -> None:
     assert progress_note(3, 10, "indexing  ") == "indexing"
+    assert progress_note(1, None, "two\nlines " + "x" * 300) == ("two lines " + "x" * 300)[:200]
     assert progress_note(3, 10, None) == "3/10"
     assert progress_note(0.5, None, "") == "0.5"
 

@@ -12,8 +12,9 @@ from iris.agent.tools import ToolResult, cap
 
 def progress_note(progress: float, total: float | None, message: str | None) -> str:
     """A progress notification as one line: the server's message, else ``progress/total``."""
-    if message and message.strip():
-        return message.strip()[:200]
+    line = " ".join((message or "").split())
+    if line:
+        return line[:200]
     if total:
         return f"{progress:g}/{total:g}"
     return f"{progress:g}"
