@@ -16,10 +16,18 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from iris.errors import ConfigError
 from iris.private import private_dir, write_private
@@ -315,12 +323,75 @@ class ReadFileTool(_Section):
 
 
 class ToolsConfig(_Section):
-    enabled: list[Literal["terminal", "read_file"]] = Field(
-        default_factory=lambda: ["terminal", "read_file"]
-    )
+    # The built-ins, and MCP tools by name (mcp_<server>_<tool>) or glob (mcp_<server>_*).
+    enabled: list[str] = Field(default_factory=lambda: ["terminal", "read_file"])
     terminal: TerminalTool = Field(default_factory=TerminalTool)
     read_file: ReadFileTool = Field(default_factory=ReadFileTool)
     max_iterations: int = Field(default=8, ge=1)
+
+    @field_validator("enabled")
+    @classmethod
+    def _known_tools(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if name not in ("terminal", "read_file") and not _MCP_TOOL.match(name):
+                raise ValueError(
+                    f"unknown tool {name!r}: terminal, read_file, mcp_<server>_<tool> or "
+                    "mcp_<server>_*"
+                )
+        return names
+
+
+# -- MCP tool servers (iris.agent.mcp) ---------------------------------------------------------
+MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+_MCP_TOOL = re.compile(r"^mcp_[A-Za-z0-9][A-Za-z0-9_-]*(\*)?$")
+
+
+class McpServerConfig(_Section):
+    """One MCP server: a command Iris starts (stdio) or a Streamable HTTP ``url``."""
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list[str])
+    # The child's environment besides tools.terminal.env's allow-list (nothing else of Iris's).
+    env: dict[str, str] = Field(default_factory=dict[str, str])
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict[str, str])
+    # The server's own tool names (globs allowed); empty include means all of them.
+    include: list[str] = Field(default_factory=list[str])
+    exclude: list[str] = Field(default_factory=list[str])
+    # Seconds a call may go without a result or a progress notification.
+    timeout: float = Field(default=60.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    # Seconds a call may run at most, progress or not.
+    max_duration: float = Field(default=600.0, gt=0)
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (stdio) or url (Streamable HTTP)")
+        if self.url is not None:
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError("url must be an http:// or https:// URL")
+            if self.args or self.env:
+                raise ValueError("args and env are for a command; a url server takes headers")
+        elif self.headers:
+            raise ValueError("headers are for a url server")
+        return self
+
+
+McpServerName = Annotated[str, StringConstraints(pattern=MCP_SERVER_NAME.pattern)]
+
+
+def _check_mcp(config: Config) -> None:
+    """Every MCP entry of tools.enabled names a configured server."""
+    for entry in config.tools.enabled:
+        if entry.startswith("mcp_") and not any(
+            entry.startswith(f"mcp_{name}_") for name in config.mcp_servers
+        ):
+            raise ConfigError(
+                f"{config.source + ': ' if config.source else ''}config key 'tools.enabled': "
+                f"{entry!r} names no server of mcp_servers"
+            )
 
 
 class StoreConfig(_Section):
@@ -358,6 +429,9 @@ class Config(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    mcp_servers: dict[McpServerName, McpServerConfig] = Field(
+        default_factory=dict[McpServerName, McpServerConfig]
+    )
     # Where this config came from (None: defaults and environment only).
     source: str | None = Field(default=None, exclude=True)
 
@@ -437,6 +511,9 @@ streaming:
 #   enabled: [terminal, read_file]
 #   terminal: {cwd: ".", timeout: 60, env: [PATH, HOME, LANG]}   # env: what commands see
 #   read_file: {roots: ["."]}      # folders read_file may read; default: the terminal cwd
+# mcp_servers:                     # MCP tool servers (docs/tools.md); tools: mcp_<server>_<tool>
+#   files: {command: npx, args: ["-y", "@modelcontextprotocol/server-filesystem", "/some/dir"]}
+#   search: {url: "http://127.0.0.1:9000/mcp", headers: {}}
 """
 
 
@@ -499,6 +576,7 @@ def config_from_dict(
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
     config.source = source
+    _check_mcp(config)
     flag = _env_flag(environ)
     if flag is not None:
         config.streaming.enabled = flag
@@ -521,4 +599,7 @@ def _describe(exc: ValidationError, source: str | None) -> str:
     where = f"{source}: " if source else ""
     if err["type"] == "extra_forbidden":
         return f"{where}unknown config key '{key}'"
-    return f"{where}config key '{key}': {err['msg']} (got {err.get('input')!r})"
+    got = err.get("input")
+    # A whole section is not echoed: it may hold keys (an MCP server's env or headers).
+    shown = "" if isinstance(got, dict) else f" (got {got!r})"
+    return f"{where}config key '{key}': {err['msg']}{shown}"

@@ -112,6 +112,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
         runtime.agent.prepare()
         observability.start(config)
         try:
+            await runtime.agent.start_tools()  # MCP servers, each connected or failed once
             for surface in surfaces:
                 await surface.start()
                 started.append(surface)

@@ -45,6 +45,7 @@ async def running(
     """``iris serve``'s chat surface for ``config``, started, and stopped on exit."""
     runtime = Runtime.create(config)
     surface = ChatSurface(runtime, None if platforms is None else list(platforms))
+    await runtime.agent.start_tools()  # the MCP servers, as iris serve's lifespan starts them
     await surface.start()
     try:
         yield surface

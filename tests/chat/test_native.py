@@ -7,6 +7,7 @@ native transport per chat type; the draft's stop button interrupts a turn like a
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -284,7 +285,8 @@ async def test_tool_progress_is_a_task_timeline_in_the_stream(
         if c.method.endswith("Stream")
         for chunk in c.args.get("chunks") or []
     ]
-    assert statuses == ["in_progress", "complete"]
+    # A progress note (the command's "hello") may update the running task on its own call.
+    assert [status for status, _ in itertools.groupby(statuses)] == ["in_progress", "complete"]
     assert not any(m.streaming for m in slack_api.messages.values())
     assert [t for t in _texts(slack_api) if t] == ["Let me look.", "It says hello."]
 

@@ -419,6 +419,8 @@ def _stream_into(message: Message, args: dict[str, Any]) -> str:
             return "invalid_chunks"
         if chunk.get("status") not in ("pending", "in_progress", "complete", "error"):
             return "invalid_chunks"
+        if len(str(chunk.get("details", ""))) > 256:  # Slack's limit on a task's details
+            return "invalid_chunks"
         message.tasks[str(chunk["id"])] = dict(chunk)
     message.text += text
     return ""

@@ -46,7 +46,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from iris.agent.context import (
     NOTE,
@@ -91,10 +91,12 @@ from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, time
 from iris.observability import TurnWatch
 from iris.tasks import OpenGroup
 
+if TYPE_CHECKING:
+    from iris.agent.mcp import McpServers
+
 log = logging.getLogger(__name__)
 
 PREVIEW_CHARS = 500
-_PROGRESS_EVERY = 0.25  # seconds between tool progress notes
 
 
 @dataclass
@@ -131,6 +133,12 @@ class Agent:
         self._providers: dict[int, Provider] = {}
         self._stream_rejected_until: dict[str, float] = {}
         self.gauge = Gauge()  # token estimates per model, calibrated by providers' usage
+        # MCP tool servers (``mcp_servers:``); their tools join ``self.tools`` once listed.
+        self.mcp: McpServers | None = None
+        if config.mcp_servers:
+            from iris.agent.mcp import McpServers
+
+            self.mcp = McpServers(config, self.tools)
 
     @property
     def model_name(self) -> str:
@@ -149,6 +157,17 @@ class Agent:
         """Build every endpoint's provider (an SDK client each: ~0.1 s of CPU) ahead of use."""
         for index in range(len(self.endpoints)):
             self.provider(index)
+
+    async def start_tools(self) -> None:
+        """Start the MCP servers; returns once each connected or failed once (bounded)."""
+        if self.mcp is not None:
+            await self.mcp.start()
+
+    def tool_lines(self) -> list[str]:
+        """What tools there are, for ``/status`` and the REPL's ``/tools``."""
+        names = self.tools.names()
+        lines = [f"tools: {', '.join(names) if names else 'none'}"]
+        return lines + (self.mcp.lines() if self.mcp is not None else [])
 
     def run(self, request: TurnRequest) -> Turn:
         return Turn(self, request)
@@ -198,6 +217,8 @@ class Agent:
         )
 
     async def aclose(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.aclose()
         providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             with contextlib.suppress(Exception):
@@ -625,11 +646,12 @@ class Turn:
         # (agent_tools off, tool_choice "none" and the last round offer nothing).
         tool = self.agent.tools.get(call.name) if call.name in offered else None
         if tool is None or (call.name == "terminal" and not self.request.allow_terminal):
-            why = (
-                "is not allowed for this user"
-                if call.name == "terminal" and not self.request.allow_terminal
-                else "was not offered to you in this round"
-            )
+            if call.name == "terminal" and not self.request.allow_terminal:
+                why = "is not allowed for this user"
+            elif call.name in offered:  # its MCP server went down since the round began
+                why = "is no longer available (its server disconnected)"
+            else:
+                why = "was not offered to you in this round"
             refusal = ToolResult(False, f"error: tool '{call.name}' {why}; it was not run")
             return self._tool_ended(index, call, refusal, started)
         problem = validate_args(tool.parameters, args)
@@ -640,7 +662,7 @@ class Turn:
         def progress(note: str) -> None:
             nonlocal last_note
             now = time.monotonic()
-            if note and now - last_note >= _PROGRESS_EVERY:
+            if note and now - last_note >= tool.progress_every:
                 last_note = now
                 self._emit(ToolProgress(index, call.name, note))
 

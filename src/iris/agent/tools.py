@@ -32,6 +32,7 @@ class ToolResult:
 
 
 ToolFn = Callable[[dict[str, Any], Progress], Awaitable[ToolResult]]
+PROGRESS_EVERY = 0.25  # seconds between two progress notes of a call that are shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,8 @@ class Tool:
     description: str
     parameters: dict[str, Any]  # JSON Schema of the arguments object
     run: ToolFn
+    # A note sooner than this after the last one shown is dropped (0: every note is shown).
+    progress_every: float = PROGRESS_EVERY
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI chat-format function tool."""
@@ -59,6 +62,9 @@ class ToolRegistry:
 
     def add(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        self._tools.pop(name, None)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

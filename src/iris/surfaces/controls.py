@@ -114,6 +114,7 @@ async def status(
         f"context: ~{used} of {budget.window} tokens ({budget.reserve} kept for the reply; "
         f"compaction: {agent.config.model.compaction})",
         f"last reply: {last}",
+        *agent.tool_lines(),
     ]
 
 

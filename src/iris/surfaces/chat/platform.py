@@ -142,6 +142,7 @@ class Task:
     id: str
     title: str
     status: Literal["in_progress", "complete", "error"]
+    details: str = ""  # the call's latest progress note, under its title
 
 
 class ChatPlatform(Protocol):

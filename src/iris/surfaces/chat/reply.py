@@ -384,9 +384,12 @@ class Reply:
                 summary = summarize(args, 60)
                 title = f"{name}: {summary}" if summary else name
                 self._tasks[key] = Task(key, title, "in_progress")
+            case ToolProgress(note=note) if key in self._tasks and note:
+                old = self._tasks[key]
+                self._tasks[key] = Task(key, old.title, old.status, note)
             case ToolEnded(ok=ok) if key in self._tasks:
                 old = self._tasks[key]
-                self._tasks[key] = Task(key, old.title, "complete" if ok else "error")
+                self._tasks[key] = Task(key, old.title, "complete" if ok else "error", old.details)
             case _:
                 return
         if self._tools_slot is not None and not self.slots[self._tools_slot].dead:

@@ -401,11 +401,21 @@ def _escape(text: str) -> str:
 
 
 def _chunks(tasks: Sequence[Task]) -> list[dict[str, str]] | None:
-    chunks = [
-        {"type": "task_update", "id": t.id, "title": _escape(t.title), "status": t.status}
-        for t in tasks
-    ]
+    chunks: list[dict[str, str]] = []
+    for t in tasks:
+        chunk = {"type": "task_update", "id": t.id, "title": _escape(t.title), "status": t.status}
+        if t.details:
+            # Shown under the title; Slack takes at most 256 characters (escaped), and an
+            # entity cut in half would show as text.
+            raw = t.details[:_DETAILS]
+            while len(_escape(raw)) > _DETAILS:
+                raw = raw[:-1]
+            chunk["details"] = _escape(raw)
+        chunks.append(chunk)
     return chunks or None
+
+
+_DETAILS = 256
 
 
 def _platform_error(exc: SlackApiError) -> PlatformError:

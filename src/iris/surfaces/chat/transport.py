@@ -140,7 +140,7 @@ class DraftTransport(EditTransport):
 @dataclass
 class _Stream:
     text: str  # what the streamed message holds
-    tasks: dict[str, str]  # task id -> status shown
+    tasks: dict[str, tuple[str, str]]  # task id -> (status, details) shown
     timeline: bool  # a tool batch: the message is its tasks, not its text
     open: bool = True
     edits: bool = False  # left streaming: continues by chat.update
@@ -167,7 +167,7 @@ class StreamTransport(EditTransport):
                 return () if action.cleanup else ("edit",)
             if action.final or action.cleanup:
                 return ("stream_stop",)
-            changed = any(stream.tasks.get(t.id) != t.status for t in action.tasks)
+            changed = any(stream.tasks.get(t.id) != _shown(t) for t in action.tasks)
             return ("stream_append",) if changed else ()
         if self._leaves(action, stream):
             stop: Draws = ("stream_stop",) if stream.open else ()
@@ -233,7 +233,7 @@ class StreamTransport(EditTransport):
             if not action.cleanup:
                 await super().edit(action)
             return
-        changed = [t for t in action.tasks if stream.tasks.get(t.id) != t.status]
+        changed = [t for t in action.tasks if stream.tasks.get(t.id) != _shown(t)]
         if action.final or action.cleanup:
             await self._native.stop_stream(self.chat_id, action.message_id, tasks=changed)
             stream.open = False
@@ -255,5 +255,10 @@ class StreamTransport(EditTransport):
         stream.edits = True
 
 
-def _statuses(tasks: tuple[Task, ...] | list[Task]) -> dict[str, str]:
-    return {task.id: task.status for task in tasks}
+def _statuses(tasks: tuple[Task, ...] | list[Task]) -> dict[str, tuple[str, str]]:
+    return {task.id: _shown(task) for task in tasks}
+
+
+def _shown(task: Task) -> tuple[str, str]:
+    """What a timeline shows of a task: a new status or progress note is a change."""
+    return task.status, task.details

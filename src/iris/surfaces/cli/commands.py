@@ -3,8 +3,8 @@
 The grammar is every chat's (``iris.surfaces.commands``): only a first word of lowercase
 letters after one slash is a command, so a message that starts with a path
 (``/etc/hosts looks odd``) is sent to the model as written. Besides the chat commands the REPL
-has ``/stream``, ``/tools`` and ``/quit``; ``/compact`` and ``/status`` need the agent, so they
-come back as actions the chat carries out.
+has ``/stream``, ``/tools`` and ``/quit``; ``/compact``, ``/status`` and the list of ``/tools``
+need the agent, so they come back as actions the chat carries out.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Literal
 from iris.config import Config, ToolProgressMode
 from iris.surfaces.commands import ALIASES, CHAT_COMMANDS, split
 
-Action = Literal["continue", "new", "quit", "compact", "status"]
+Action = Literal["continue", "new", "quit", "compact", "status", "tools"]
 
 _TOOL_MODES: dict[str, ToolProgressMode] = {m: m for m in ("off", "new", "all", "verbose")}
 
@@ -97,11 +97,12 @@ def _reasoning(settings: ChatSettings, arg: str) -> CommandResult:
 
 
 def _tools(settings: ChatSettings, arg: str) -> CommandResult:
-    if arg:
-        mode = _TOOL_MODES.get(arg.lower())
-        if mode is None:
-            return CommandResult(f"usage: /tools {'|'.join(_TOOL_MODES)}")
-        settings.tool_progress = mode
+    if not arg:  # the tools and MCP servers: the chat asks the agent
+        return CommandResult(f"tool activity: {settings.tool_progress}", "tools")
+    mode = _TOOL_MODES.get(arg.lower())
+    if mode is None:
+        return CommandResult(f"usage: /tools [{'|'.join(_TOOL_MODES)}]")
+    settings.tool_progress = mode
     return CommandResult(f"tool activity: {settings.tool_progress}")
 
 
@@ -145,7 +146,11 @@ _COMMANDS: dict[str, _Command] = {
     "model": _Command("/model [NAME]", "show or change the model", _model),
     "stream": _Command("/stream on|off", "stream replies as they are written", _stream),
     "reasoning": _Command("/reasoning on|off", "show the model's reasoning", _reasoning),
-    "tools": _Command("/tools off|new|all|verbose", "how much tool activity to show", _tools),
+    "tools": _Command(
+        "/tools [off|new|all|verbose]",
+        "list the tools and MCP servers, or set how much tool activity to show",
+        _tools,
+    ),
     "compact": _Command("/compact", CHAT_COMMANDS["compact"].summary, _compact),
     "status": _Command("/status", CHAT_COMMANDS["status"].summary, _status),
     "help": _Command("/help", "this list", _help),

@@ -52,6 +52,7 @@ async def _oneshot(config: Config, prompt: str, out: TextIO, err: TextIO) -> int
     )
     code = 1
     try:
+        await agent.start_tools()
         async with agent.run(request) as turn:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGINT, turn.interrupt)

@@ -122,6 +122,7 @@ class Chat:
 
     async def run(self) -> int:
         try:
+            await self.agent.start_tools()  # MCP servers, each connected or failed once
             await self.say(self.banner())
             queued: list[str] = []  # lines finished (Enter) while a reply streamed
             draft = ""
@@ -154,6 +155,8 @@ class Chat:
                         await self.say(await self.compact())
                     elif result.action == "status":
                         await self.say(await self.status())
+                    elif result.action == "tools":
+                        await self.say("\n".join(self.agent.tool_lines()))
                     continue
                 await self.turn(line)
         finally:

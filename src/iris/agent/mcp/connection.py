@@ -1,0 +1,317 @@
+"""One MCP server: its connection through the official ``mcp`` SDK's ``Client`` (a stdio child
+or Streamable HTTP), kept up with retries, its tool listing, and its calls.
+
+Lifetime: ``run`` is one long task (anyio's contexts must be left by the task that entered
+them). It connects within ``connect_timeout``, lists the tools, then waits: a
+``notifications/tools/list_changed`` lists them again; the child's stdout ending (a crash) or a
+call that finds the connection closed ends the session, and the next attempt follows after a
+backoff (1 s, doubling to 60 s). The first failure of an outage is logged once, with the tail
+of the child's stderr; the retries after it are logged at debug level.
+
+A stdio child gets a scrubbed environment: the variables ``tools.terminal.env`` allows (those
+Iris has, never one that looks like a secret) and the server's own ``env`` — no provider keys,
+nothing else of Iris's. Its stderr is read into a capped tail, never onto Iris's own.
+
+A call carries a progress token (the SDK's progress callback); each progress notification
+restarts its idle timer (``timeout``), and ``max_duration`` caps it whatever the progress.
+Cancelling the calling task (an interrupted turn) sends ``notifications/cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any, Literal
+
+import anyio
+import httpx2
+from mcp import Client, types
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+from iris import __version__
+from iris.agent.mcp.results import progress_note, result
+from iris.agent.reach import command_env
+from iris.agent.tools import ToolResult
+from iris.config import McpServerConfig
+
+log = logging.getLogger(__name__)
+
+FIRST_RETRY = 1.0
+MAX_RETRY = 60.0
+STDERR_TAIL = 4000  # characters of a child's stderr kept for the log and the model
+# Progress notes one call shows at most (each still restarts its idle timer): a server that
+# floods them must not push a chat's earlier frames out of its log.
+MAX_NOTES = 500
+
+State = Literal["starting", "connected", "down", "stopped"]
+Note = Callable[[str], None]
+
+
+class StderrTail(asyncio.Protocol):
+    """The last ``STDERR_TAIL`` characters a child wrote to its stderr."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        self._data += data
+        del self._data[: max(0, len(self._data) - STDERR_TAIL)]
+
+    def text(self) -> str:
+        return self._data.decode(errors="replace").strip()
+
+
+class McpConnection:
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        *,
+        terminal_env: Sequence[str],
+        output_limit: int,
+        on_change: Callable[[McpConnection], None],
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.state: State = "starting"
+        self.error = ""  # why it is down, for /status and the log
+        self.tools: list[types.Tool] = []
+        self.attempted = asyncio.Event()  # the first attempt ended (connected or not)
+        self._terminal_env = list(terminal_env)
+        self._output_limit = output_limit
+        self._on_change = on_change
+        self._client: Client | None = None
+        self._stderr = StderrTail()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._lost = False
+        self._relist = False
+        self._served = False  # the last session got as far as listing the tools
+        self.attempts = 0  # connection attempts so far
+
+    # -- the connection's life -------------------------------------------------------------------
+    async def run(self) -> None:
+        """Connect, serve, reconnect after a backoff; until ``stop``."""
+        delay = FIRST_RETRY
+        quiet = False  # this outage was logged already
+        while not self._stopping:
+            self._served = False
+            try:
+                await self._session()
+                why = "the server closed the connection"
+            except Exception as exc:
+                why = _describe(exc)
+            if self._stopping:
+                break
+            if self._served:  # it was up: this is a new outage
+                quiet, delay = False, FIRST_RETRY
+            self._down(why, quiet)
+            quiet = True
+            self.attempted.set()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    while not self._stopping:
+                        await self._wait()
+            delay = min(delay * 2, MAX_RETRY)
+        self.state = "stopped"
+        self.attempted.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def _wait(self) -> None:
+        await self._wake.wait()
+        self._wake.clear()
+
+    def _poke(self, *, lost: bool = False, relist: bool = False) -> None:
+        self._lost |= lost
+        self._relist |= relist
+        self._wake.set()
+
+    def _down(self, why: str, quiet: bool) -> None:
+        tail = self._stderr.text()
+        self.state, self.error = "down", why
+        self._on_change(self)
+        if quiet:
+            log.debug("MCP server %s still unavailable: %s", self.name, why)
+        elif tail:
+            log.warning("MCP server %s unavailable: %s; its stderr ends:\n%s", self.name, why, tail)
+        else:
+            log.warning("MCP server %s unavailable: %s", self.name, why)
+
+    async def _session(self) -> None:
+        """One connection, from connecting to its end (lost, or ``stop``)."""
+        self._lost = self._relist = False
+        self.attempts += 1
+        self._stderr = StderrTail()
+        client = Client(
+            self._transport(),
+            mode="legacy",  # the initialize handshake every deployed server speaks
+            message_handler=self._message,
+            client_info=types.Implementation(name="iris", version=__version__),
+            cache=None,
+        )
+        async with contextlib.AsyncExitStack() as stack:
+            async with asyncio.timeout(self.config.connect_timeout):
+                await stack.enter_async_context(client)
+                await self._list(client)
+            self._client, self.state, self.error = client, "connected", ""
+            self._served = True
+            log.info("MCP server %s connected: %d tools", self.name, len(self.tools))
+            self.attempted.set()
+            self._on_change(self)
+            try:
+                while not (self._stopping or self._lost):
+                    if self._relist:
+                        self._relist = False
+                        async with asyncio.timeout(self.config.connect_timeout):
+                            await self._list(client)
+                        self._on_change(self)
+                        continue
+                    await self._wait()
+            finally:
+                self._client, self.tools = None, []
+                self._on_change(self)
+
+    async def _list(self, client: Client) -> None:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a paginator that never ends cannot hang the connection
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self.tools = tools
+
+    async def _message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._poke(relist=True)
+
+    def _transport(self) -> Any:
+        config = self.config
+        if config.url is not None:
+            return _http(config.url, config.headers)
+        assert config.command is not None
+        env = command_env(self._terminal_env) | config.env
+        params = StdioServerParameters(command=config.command, args=config.args, env=env)
+        return _stdio(params, self._stderr, lambda: self._poke(lost=True))
+
+    # -- calls -------------------------------------------------------------------------------
+    async def call(self, tool: str, args: dict[str, Any], note: Note) -> ToolResult:
+        """Call ``tool``; every outcome is a ``ToolResult`` (a failure is a tool error)."""
+        client = self._client
+        if client is None:
+            why = f" ({self.error})" if self.error else ""
+            return ToolResult(False, f"error: MCP server '{self.name}' is not connected{why}")
+        loop = asyncio.get_running_loop()
+        idle, cap = self.config.timeout, loop.time() + self.config.max_duration
+        limit = asyncio.timeout_at(min(loop.time() + idle, cap))
+        finished = False
+        notes = 0
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            if finished:  # a late notification must not follow the call's end
+                return
+            nonlocal notes
+            limit.reschedule(min(loop.time() + idle, cap))
+            notes += 1
+            if notes <= MAX_NOTES:
+                note(progress_note(progress, total, message))
+
+        try:
+            async with limit:
+                answer = await client.call_tool(tool, args, progress_callback=progress)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            if loop.time() >= cap:
+                why = f"ran past max_duration ({self.config.max_duration:g} s)"
+            else:
+                why = f"sent neither a result nor progress for {idle:g} s"
+            return ToolResult(False, f"error: the MCP tool {why}; it was cancelled")
+        except MCPError as exc:
+            if exc.code != types.CONNECTION_CLOSED:
+                return ToolResult(False, f"error: {exc.message}")
+            self._poke(lost=True)
+            return ToolResult(False, self._closed_note())
+        except (OSError, httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._poke(lost=True)
+            return ToolResult(False, self._closed_note())
+        finally:
+            finished = True
+        return result(answer, self._output_limit)
+
+    def _closed_note(self) -> str:
+        tail = self._stderr.text()[-500:]
+        said = f"; its stderr ends: {tail}" if tail else ""
+        return f"error: MCP server '{self.name}' closed the connection during the call{said}"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "it did not answer within connect_timeout"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    if isinstance(exc, BaseExceptionGroup):
+        inner: list[BaseException] = list(exc.exceptions)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        if inner:
+            return _describe(inner[0])
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+@contextlib.asynccontextmanager
+async def _http(url: str, headers: dict[str, str]) -> AsyncGenerator[Any]:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+@contextlib.asynccontextmanager
+async def _stdio(
+    params: StdioServerParameters, stderr: StderrTail, lost: Callable[[], None]
+) -> AsyncGenerator[Any]:
+    """``stdio_client`` with the child's stderr read into ``stderr`` and ``lost`` called when
+    its stdout ends (the child exited or closed it)."""
+    loop = asyncio.get_running_loop()
+    read_end, write_end = os.pipe()
+    errlog = os.fdopen(write_end, "w")
+    pipe: asyncio.BaseTransport | None = None
+    try:
+        pipe, _ = await loop.connect_read_pipe(lambda: stderr, os.fdopen(read_end, "rb"))
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            errlog.close()  # the child holds its own copy
+            send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+            async def pump() -> None:
+                try:
+                    async with send:
+                        async for item in read:
+                            await send.send(item)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    pass
+                finally:
+                    lost()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(pump)
+                try:
+                    yield receive, write
+                finally:
+                    group.cancel_scope.cancel()
+                    receive.close()
+    finally:
+        errlog.close()
+        if pipe is not None:
+            pipe.close()
+        else:
+            os.close(read_end)

@@ -1,0 +1,132 @@
+"""Every MCP server one agent uses: their connections' tasks, and their tools in the agent's
+``ToolRegistry`` (added when a server lists them, replaced on ``tools/list_changed``, gone
+while it is down).
+
+``start`` begins every enabled server at once and waits until each has connected or failed
+once, bounded by the longest ``connect_timeout``; a server still down then keeps retrying in
+the background and its tools appear when it comes up. ``aclose`` stops them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from iris.agent.mcp.connection import McpConnection, Note
+from iris.agent.mcp.naming import chosen, tool_name
+from iris.agent.mcp.results import parameters
+from iris.agent.tools import Tool, ToolRegistry, ToolResult
+from iris.config import Config
+
+log = logging.getLogger(__name__)
+
+STOP_WAIT = 8.0  # seconds the servers get to stop (a stdio child: stdin closed, then killed)
+MAX_DESCRIPTION = 2000
+
+
+class McpServers:
+    def __init__(self, config: Config, registry: ToolRegistry) -> None:
+        self._config = config
+        self._registry = registry
+        self.connections = {
+            name: McpConnection(
+                name,
+                server,
+                terminal_env=config.tools.terminal.env,
+                output_limit=config.tools.terminal.output_limit,
+                on_change=self._changed,
+            )
+            for name, server in config.mcp_servers.items()
+            if server.enabled
+        }
+        self._offered: dict[str, list[str]] = {}  # server → its tools' names in the registry
+        self._tasks: list[asyncio.Task[None]] = []
+        self._change = asyncio.Event()  # set (and replaced) whenever a server changed
+
+    async def start(self) -> None:
+        """Start every server; return once each connected or failed once (bounded)."""
+        if self._tasks or not self.connections:
+            return
+        for name, connection in self.connections.items():
+            self._tasks.append(asyncio.create_task(connection.run(), name=f"mcp {name}"))
+        bound = max(c.config.connect_timeout for c in self.connections.values()) + 1.0
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(bound):
+                for connection in self.connections.values():
+                    await connection.attempted.wait()
+
+    async def aclose(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for connection in self.connections.values():
+            connection.stop()
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=STOP_WAIT)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Until ``ready()`` holds, checked after each change of a server (state, tools)."""
+        while not ready():
+            await self._change.wait()
+
+    def lines(self) -> list[str]:
+        """One line per configured server, for ``/status`` and ``/tools``."""
+        lines: list[str] = []
+        for name, server in self._config.mcp_servers.items():
+            connection = self.connections.get(name)
+            if connection is None or not server.enabled:
+                lines.append(f"mcp {name}: disabled")
+            elif connection.state == "connected":
+                names = self._offered.get(name, [])
+                lines.append(f"mcp {name}: connected, {len(names)} tools: {', '.join(names)}")
+            elif connection.state == "down":
+                lines.append(f"mcp {name}: unavailable ({connection.error}); retrying")
+            else:
+                lines.append(f"mcp {name}: {connection.state}")
+        return lines
+
+    def _changed(self, connection: McpConnection) -> None:
+        """The server's listing changed (or it went down): replace its tools in the registry."""
+        for name in self._offered.pop(connection.name, []):
+            self._registry.remove(name)
+        servers = list(self._config.mcp_servers)
+        server = connection.config
+        offered: list[str] = []
+        for tool in connection.tools:
+            if not chosen(
+                connection.name,
+                tool.name,
+                server.include,
+                server.exclude,
+                self._config.tools.enabled,
+                servers,
+            ):
+                continue
+            name = tool_name(connection.name, tool.name)
+            if self._registry.get(name) is not None:
+                log.warning(
+                    "MCP server %s: tool %r is offered already; skipped", connection.name, name
+                )
+                continue
+            description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION]
+            run = _runner(connection, tool.name)
+            # Every progress notification is shown (the connection bounds them per call).
+            self._registry.add(
+                Tool(name, description, parameters(tool.input_schema), run, progress_every=0.0)
+            )
+            offered.append(name)
+        self._offered[connection.name] = offered
+        self._change.set()
+        self._change = asyncio.Event()
+
+
+def _runner(connection: McpConnection, tool: str) -> Any:
+    async def run(args: dict[str, Any], progress: Note) -> ToolResult:
+        return await connection.call(tool, args, progress)
+
+    return run
