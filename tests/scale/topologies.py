@@ -76,9 +76,20 @@ class Node:
     def start(self) -> None:
         assert REDIS_SERVER is not None
         self.process = subprocess.Popen(
-            [REDIS_SERVER, *self.extra, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.directory), "--daemonize", "no",
-             "--logfile", str(self.directory / "redis.log")],  # fmt: skip
+            [
+                REDIS_SERVER,
+                *self.extra,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(self.directory / "redis.log"),
+            ],  # fmt: skip
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -108,8 +119,15 @@ class Cluster:
             Node(
                 directory / f"n{port}",
                 port,
-                ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                 "--cluster-node-timeout", str(NODE_TIMEOUT_MS), *_DURABLE],  # fmt: skip
+                [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    str(NODE_TIMEOUT_MS),
+                    *_DURABLE,
+                ],  # fmt: skip
             )
             for port in low_ports(6, bus=True)
         ]
@@ -120,8 +138,15 @@ class Cluster:
         for node in self.nodes:
             node.start()
         subprocess.run(
-            [REDIS_CLI, "--cluster", "create", *(n.address for n in self.nodes),
-             "--cluster-replicas", "1", "--cluster-yes"],  # fmt: skip
+            [
+                REDIS_CLI,
+                "--cluster",
+                "create",
+                *(n.address for n in self.nodes),
+                "--cluster-replicas",
+                "1",
+                "--cluster-yes",
+            ],  # fmt: skip
             check=True,
             capture_output=True,
             timeout=60,
