@@ -425,6 +425,9 @@ async def test_stored_responses_background_runs_and_devices_across_processes_on_
     upstream: FakeUpstream, processes: tuple[Process, Process]
 ) -> None:
     await asyncio.to_thread(
+        test_data_background.test_a_run_on_a_is_cancelled_through_b, upstream, processes
+    )
+    await asyncio.to_thread(
         test_data_processes.test_a_response_stored_through_a_is_continued_through_b,
         upstream,
         processes,
@@ -433,9 +436,6 @@ async def test_stored_responses_background_runs_and_devices_across_processes_on_
         test_data_background.test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate,
         upstream,
         processes,
-    )
-    await asyncio.to_thread(
-        test_data_background.test_a_run_on_a_is_cancelled_through_b, upstream, processes
     )
     await (
         test_data_processes.test_a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_both(
