@@ -266,6 +266,20 @@ class SentinelSetup:
     def addresses(self) -> list[str]:
         return [s.address for s in self.sentinels]
 
+    @property
+    def url(self) -> str:
+        """The primary as it was started (the Sentinels may have promoted the replica since)."""
+        return f"redis://127.0.0.1:{self.primary.port}/0"
+
+    def store(self) -> dict[str, object]:
+        """``store`` keys for ``iris serve`` through these Sentinels."""
+        return {
+            "url": None,
+            "mode": "sentinel",
+            "sentinels": self.addresses,
+            "sentinel_master": self.MASTER,
+        }
+
     def start(self) -> None:
         self.primary.start()
         self.replica.start()
@@ -276,8 +290,7 @@ class SentinelSetup:
             for sentinel in self.sentinels:
                 client = sentinel.client()
                 try:
-                    state = client.execute_command("SENTINEL", "MASTER", self.MASTER)
-                    fields = dict(zip(state[::2], state[1::2], strict=True))
+                    fields = client.sentinel_master(self.MASTER)  # pyright: ignore[reportUnknownMemberType]
                     if int(fields["num-other-sentinels"]) < 2 or int(fields["num-slaves"]) < 1:
                         return False
                 finally:
@@ -289,7 +302,7 @@ class SentinelSetup:
     def current_primary_port(self) -> int:
         client = self.sentinels[0].client()
         try:
-            _, port = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.MASTER)
+            _, port = client.sentinel_get_master_addr_by_name(self.MASTER)  # pyright: ignore[reportUnknownMemberType]
             return int(port)
         finally:
             client.close()

@@ -39,6 +39,7 @@ import redis.asyncio.cluster
 import redis.asyncio.retry
 import redis.asyncio.sentinel
 import redis.cluster
+import redis.exceptions
 import redis.sentinel
 from redis.backoff import NoBackoff
 
@@ -258,13 +259,9 @@ class RedisStore:
                 self._check_sentinel()
             if self.mode == "cluster":
                 self._check_cluster()
-            info = self.sync.info("server")
-            if self.mode == "cluster":
-                info = (
-                    next(iter(cast("dict[str, Any]", info).values()), info)
-                    if _nested(info)
-                    else info
-                )
+            info: dict[str, Any] = self.sync.info("server")
+            if self.mode == "cluster" and _nested(info):  # one answer per node: the first
+                info = next(iter(info.values()))
         kind = str(info.get("redis_mode", "standalone"))
         where = redacted(self.url)
         if self.mode == "single" and kind == "cluster":
@@ -284,7 +281,7 @@ class RedisStore:
             )
         if self.mode == "single":
             with translated(self.url, "cannot reach the store"):
-                role = cast("dict[str, Any]", self.sync.info("replication"))
+                role: dict[str, Any] = self.sync.info("replication")
             if role.get("role") == "slave":
                 primary = f"{role.get('master_host')}:{role.get('master_port')}"
                 raise StoreUnavailable(
