@@ -15,13 +15,14 @@ the positions it had; the devices catch up with no gap.
 
 In a Redis Cluster one ``XREAD`` may name only keys of one hash slot (even two slots on one
 node answer ``CROSSSLOT``), so the followed chats are grouped by the slot of their keys (the
-tag ``{chat:<id>}``) and each group has its own blocking read, sent by the cluster client to
-the primary that owns the slot; chats whose tags share a slot share a read. A group's wake
-stream is in its slot too (``<prefix>{chat:<first chat>}:wake:<process_id>``). A failover or a
-resharding moves whole slots: the read that fails (``MOVED``, a closed connection, the old
-primary's ``UNBLOCKED``) is retried, the client having learnt the new owner, from the
-positions it had, so the same order and no-gap guarantees hold per chat. A group ends when its
-last chat is no longer followed here.
+tag ``{chat:<id>}``) and each group has its own blocking read, on a client to the primary that
+owns the slot (one client per primary, as the slot map says: grouped by slot owner); chats
+whose tags share a slot share a read. A group's wake stream is in its slot too
+(``<prefix>{chat:<first chat>}:wake:<process_id>``). A failover or a resharding moves whole
+slots: a read that fails (``MOVED``, a closed connection, the old primary's ``UNBLOCKED``)
+asks the cluster for its slot map again and is retried at the slot's owner now (regrouped),
+from the positions it had, so the same order and no-gap guarantees hold per chat. A group
+ends when its last chat is no longer followed here.
 """
 
 from __future__ import annotations
@@ -176,12 +177,14 @@ class _SlotGroup:
                     return  # no chat of this slot is followed here any more
                 try:
                     with translated(tailer.store.url, "the frame tailer failed"):
-                        reply = await tailer.store.blocking.xread(  # pyright: ignore[reportUnknownMemberType]
+                        client = tailer.store.slot_reader(self.wake_key)
+                        reply = await client.xread(  # pyright: ignore[reportUnknownMemberType]
                             streams,  # pyright: ignore[reportArgumentType]
                             count=PAGE,
                             block=int(BLOCK * 1000),
                         )
                 except StoreUnavailable as exc:
+                    await tailer.store.slot_map_stale()
                     await retry.failed(exc.message)
                     continue
                 retry.succeeded()

@@ -129,6 +129,8 @@ class RedisStore:
         # A pooled connection to a server that restarted fails on its first use: one
         # immediate retry on a fresh connection, so the first request after Redis comes back
         # is served (a server still down is refused again at once). Not on timeouts.
+        self._options = options
+        self._readers: dict[str, redis.asyncio.Redis] = {}  # cluster: node -> blocking reads
         once = redis.asyncio.retry.Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
         # The cluster clients offer the same commands as ``redis.Redis``: typed as it.
         if mode == "cluster":
@@ -184,6 +186,30 @@ class RedisStore:
                 socket_connect_timeout=timeout,
                 health_check_interval=30,
             )
+
+    def slot_reader(self, key: str) -> redis.asyncio.Redis:
+        """Cluster: a blocking client to the primary that serves ``key``'s slot now (one per
+        node, shared by the reads of every slot it serves), as the slot map last said."""
+        cluster = cast("redis.cluster.RedisCluster", self.sync)
+        node = cluster.get_node_from_key(key)
+        if node is None:
+            raise StoreUnavailable(f"the cluster at {redacted(self.url)} names no owner of {key}")
+        client = self._readers.get(node.name)
+        if client is None:
+            client = self._readers[node.name] = redis.asyncio.Redis(
+                host=node.host,
+                port=node.port,
+                socket_timeout=None,
+                **self._options,
+            )
+        return client
+
+    async def slot_map_stale(self) -> None:
+        """Cluster: a read failed (``MOVED``, a primary gone): ask the cluster for its slot map
+        again, so the next read goes to the slot's owner now."""
+        cluster = cast("redis.cluster.RedisCluster", self.sync)
+        with contextlib.suppress(*ERRORS):
+            await asyncio.to_thread(cluster.nodes_manager.initialize)
 
     @classmethod
     def configured(cls, store: StoreConfig) -> RedisStore:
@@ -311,7 +337,7 @@ class RedisStore:
             ) from None
 
     async def aclose(self) -> None:
-        for client in (self.aio, self.blocking):
+        for client in (self.aio, self.blocking, *self._readers.values()):
             with contextlib.suppress(*ERRORS):
                 await client.aclose()
         self.close()
