@@ -10,7 +10,7 @@ import contextlib
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ from iris.redis.sessions import RedisSessionStore
 from iris.surfaces.iris.owners import Owners
 from iris.surfaces.iris.protocol import RULES
 from tests.fakes.served import Served, free_port
-from tests.fakes.upstream import FakeUpstream, gated
+from tests.fakes.telegram_api import FakeBotApi
+from tests.fakes.upstream import FakeUpstream, gated, text
 from tests.iris.conftest import TOKEN
 from tests.scale import (
     test_data_background,
@@ -43,6 +44,7 @@ from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
 from tests.scale.test_data_processes import Process
 from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
 from tests.scale.test_framelog_redis import check_two_hubs, plans, typing, update
+from tests.scale.test_pollers import CHAT, USER, bot_servers, said
 from tests.scale.topologies import REDIS_CLI, REDIS_SERVER, Cluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -252,7 +254,7 @@ def test_two_hubs_on_a_cluster_deliver_one_order_with_no_gap_or_duplicate(
 
 
 @contextlib.asynccontextmanager
-async def tailed(store: RedisStore) -> AsyncIterator[Hub]:
+async def tailed(store: RedisStore) -> AsyncGenerator[Hub]:
     hub = Hub(RedisFrameLog(store, rules=RULES), queue_size=10_000)
     log = hub.log
     assert isinstance(log, RedisFrameLog)
@@ -444,6 +446,25 @@ async def test_stored_responses_background_runs_and_devices_across_processes_on_
     )
     for process in processes:
         assert not any("CROSSSLOT" in line for line in process.served.drain())
+
+
+async def test_two_pollers_for_one_bot_on_a_cluster_one_polls_and_the_standby_takes_over(
+    tmp_path: Path, cluster: Cluster, cluster_store: dict[str, Any], upstream: FakeUpstream
+) -> None:
+    async with (
+        FakeBotApi() as api,
+        bot_servers(tmp_path, upstream, cluster, api, lease=1, store_keys=cluster_store) as start,
+    ):
+        a = await start("a")
+        await api.wait_until(lambda: "a" in api.polled_by)
+        b = await start("b")
+        assert any("telegram: standing by" in line for line in b.drain()), b.log
+        a.process.kill()  # kill -9: its lease runs out on its shard
+        await api.wait_until(lambda: "b" in api.polled_by, within=15)
+        upstream.script(text("hello from the survivor"))
+        api.user_says(chat_id=CHAT, user_id=USER, text="still there?")
+        await api.wait_until(lambda: said(api, "hello from the survivor"), within=15)
+        assert not any("Traceback" in line for line in b.drain()), b.log
 
 
 # -- a store of the wrong kind: one line at start --------------------------------------------------

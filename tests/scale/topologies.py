@@ -21,6 +21,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -290,7 +291,7 @@ class SentinelSetup:
             for sentinel in self.sentinels:
                 client = sentinel.client()
                 try:
-                    fields = client.sentinel_master(self.MASTER)  # pyright: ignore[reportUnknownMemberType]
+                    fields: Any = client.sentinel_master(self.MASTER)  # pyright: ignore[reportUnknownMemberType]
                     if int(fields["num-other-sentinels"]) < 2 or int(fields["num-slaves"]) < 1:
                         return False
                 finally:
@@ -302,7 +303,8 @@ class SentinelSetup:
     def current_primary_port(self) -> int:
         client = self.sentinels[0].client()
         try:
-            _, port = client.sentinel_get_master_addr_by_name(self.MASTER)  # pyright: ignore[reportUnknownMemberType]
+            found: Any = client.sentinel_get_master_addr_by_name(self.MASTER)  # pyright: ignore[reportUnknownMemberType]
+            _, port = found
             return int(port)
         finally:
             client.close()
