@@ -243,7 +243,7 @@ async def data_operations(store: RedisStore) -> None:
 
 # -- the tailer per slot ---------------------------------------------------------------------------
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(plans)
 def test_two_hubs_on_a_cluster_deliver_one_order_with_no_gap_or_duplicate(
