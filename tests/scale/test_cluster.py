@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from iris.controls import Controls
+from iris.errors import StoreUnavailable
 from iris.fanout.hub import Hub
 from iris.fanout.redislog import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.tailer import Tailer
@@ -513,3 +514,14 @@ def test_a_plain_redis_in_cluster_mode_and_a_replica_in_single_mode_are_one_line
         assert "read-only replica" in line and "store.url" in line, line
     finally:
         replica.kill()
+
+
+def test_store_nodes_name_the_cluster_and_an_unreachable_one_is_one_line(cluster: Cluster) -> None:
+    store = RedisStore(None, mode="cluster", nodes=[n.address for n in cluster.nodes[:2]])
+    store.check()
+    assert store.sync.set(store.chat_key("n", "probe"), "1")
+    store.close()
+    with pytest.raises(StoreUnavailable) as caught:
+        RedisStore(None, mode="cluster", nodes=[f"127.0.0.1:{free_port()}"], timeout=0.5)
+    assert "cannot reach the store" in caught.value.message
+    assert "store.url / store.nodes" in caught.value.message
