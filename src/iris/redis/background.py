@@ -248,10 +248,17 @@ class SharedRuns:
             if block is None:
                 entries = cast(list[Entry], await self.store.aio.xrange(key, f"({cursor}", "+"))
             else:
-                reply = cast(
-                    list[tuple[str, list[Entry]]] | None,
-                    await self.store.blocking.xread({key: cursor}, block=max(1, int(block * 1000))),
-                )
+                try:
+                    reply = cast(
+                        list[tuple[str, list[Entry]]] | None,
+                        await self.store.blocking_for(key).xread(
+                            {key: cursor}, block=max(1, int(block * 1000))
+                        ),
+                    )
+                except ERRORS:
+                    if self.store.mode == "cluster":
+                        await self.store.slot_map_stale()
+                    raise
                 entries = reply[0][1] if reply else []
         ended = bool(entries) and "end" in entries[-1][1]
         return entries, ended

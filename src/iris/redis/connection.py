@@ -204,6 +204,12 @@ class RedisStore:
             )
         return client
 
+    def blocking_for(self, key: str) -> redis.asyncio.Redis:
+        """The client for a blocking read of ``key`` (``XREAD BLOCK``): ``blocking``, or in a
+        cluster the slot owner's (``slot_reader``: many reads blocked at once on redis-py's
+        asyncio cluster client were slow and dropped connections)."""
+        return self.slot_reader(key) if self.mode == "cluster" else self.blocking
+
     async def slot_map_stale(self) -> None:
         """Cluster: a read failed (``MOVED``, a primary gone): ask the cluster for its slot map
         again, so the next read goes to the slot's owner now."""

@@ -149,10 +149,12 @@ class Owners:
         while True:
             stop_if_cancelled()
             try:
-                reply: Any = await self.store.blocking.xread(
+                reply: Any = await self.store.blocking_for(self.inbox).xread(
                     {self.inbox: last}, count=100, block=INBOX_BLOCK_MS
                 )
-            except ERRORS as exc:
+            except (*ERRORS, StoreUnavailable) as exc:
+                if self.store.mode == "cluster":
+                    await self.store.slot_map_stale()
                 await retry.failed(exc)
                 continue
             retry.succeeded()
