@@ -24,7 +24,18 @@ of the turn, and the bench says so.
     python bench/scale_out.py [--rate 100] [--chunks 100] [--levels 25,50,100,150,200,300]
                               [--repeat 2] [--devices 40] [--skip-api] [--skip-fanout]
 
-A default run takes 1-3 minutes. Needs ``redis-server`` on the PATH (Debian's package).
+Frame log, 1 node vs a 3-shard Redis Cluster (3 primaries, 3 replicas on loopback), same
+run: one writer process appends ``--frames`` frames over ``--chats`` chats (keys on every
+shard) while another process's tailer delivers them to a device each; it prints frames/s
+appended and, per frame, append latency and append → delivery latency (p50/p99), and what the
+cluster adds. On this machine (2 cores, every node on them) this shows the cost of the cluster
+client and of the per-slot reads, not the scaling: shards on their own hosts add capacity.
+The fan-out above runs on both as well.
+
+    python bench/scale_out.py [--frames 3000] [--chats 30] [--skip-framelog]
+
+A default run takes 1-3 minutes. Needs ``redis-server`` and ``redis-cli`` on the PATH
+(Debian's package).
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.scale.topologies
 
 from api_overhead import (  # noqa: E402
     cpu_seconds,
@@ -248,19 +260,40 @@ async def follow(ws: Any, view: View) -> None:
             return
 
 
-async def fanout_bench(args: argparse.Namespace, workdir: Path) -> dict[str, float] | None:
+@contextlib.contextmanager
+def redis_cluster(workdir: Path) -> Iterator[str]:
+    """3 primaries and 3 replicas of the bench's own on loopback; yields a node's URL."""
+    from tests.scale.topologies import REDIS_CLI, Cluster
+
+    if shutil.which("redis-server") is None or REDIS_CLI is None:
+        raise SystemExit("redis-server / redis-cli are not installed (apt install redis-server)")
+    cluster = Cluster(workdir / f"cluster-{free_port()}")
+    try:
+        cluster.start()
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+def topology(name: str, workdir: Path) -> contextlib.AbstractContextManager[str]:
+    return redis_cluster(workdir) if name == "cluster" else redis_server(workdir)
+
+
+async def fanout_bench(
+    args: argparse.Namespace, workdir: Path, mode: str = "single"
+) -> dict[str, float] | None:
     up_port, upstream = start_upstream(args.chunks, args.rate)
     processes = [upstream]
     try:
-        with redis_server(workdir) as url:
+        with topology(mode, workdir) as url:
             ports: list[int] = []
             for name in ("fan-a", "fan-b"):
                 port, iris = start_iris(
                     up_port,
                     workdir,
                     4,
-                    name=name,
-                    store={"url": url},
+                    name=f"{name}-{mode}",
+                    store={"url": url, "mode": mode},
                     platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
                     streaming={"enabled": True},
                 )
@@ -283,8 +316,9 @@ async def fanout_bench(args: argparse.Namespace, workdir: Path) -> dict[str, flo
                 await ws.close()
     finally:
         stop(processes)
-    print(f"\niris fan-out: {args.devices} devices of one chat, half on each of 2 processes; "
-          f"a reply of {args.chunks} chunks at {args.rate:g}/s")  # fmt: skip
+    where = "one Redis" if mode == "single" else "a 3-shard Redis Cluster"
+    print(f"\niris fan-out on {where}: {args.devices} devices of one chat, half on each of 2 "
+          f"processes; a reply of {args.chunks} chunks at {args.rate:g}/s")  # fmt: skip
     figures: dict[str, float] = {}
     for where, label in ((0, "sender's process"), (1, "other process")):
         chosen = [view for view, at in zip(views, on, strict=True) if at == where]
@@ -301,6 +335,90 @@ async def fanout_bench(args: argparse.Namespace, workdir: Path) -> dict[str, flo
     return figures or None
 
 
+# -- the frame log: 1 node vs a 3-shard cluster -------------------------------------------
+
+
+@dataclass
+class LogFigures:
+    frames_per_s: float
+    append_p50: float
+    append_p99: float
+    deliver_p50: float
+    deliver_p99: float
+
+
+async def framelog_run(url: str, mode: str, args: argparse.Namespace) -> LogFigures:
+    """One writer appends, another process's hub and tailer deliver: both on ``url``."""
+    from iris.fanout.hub import Hub
+    from iris.fanout.redislog import RedisFrameLog
+    from iris.fanout.tailer import Tailer
+    from iris.redis.connection import RedisStore
+    from iris.surfaces.iris.protocol import RULES
+
+    prefix = f"bench{time.monotonic_ns()}"
+    writer_store = RedisStore(url, mode=mode, prefix=prefix)
+    reader_store = RedisStore(url, mode=mode, prefix=prefix)
+    writer = RedisFrameLog(writer_store, rules=RULES)
+    hub = Hub(RedisFrameLog(reader_store, rules=RULES), queue_size=args.frames + 10)
+    reader_log = hub.log
+    assert isinstance(reader_log, RedisFrameLog)
+    chats = [f"chat{n}" for n in range(args.chats)]
+    subs = {chat: hub.subscribe(chat) for chat in chats}
+    tailing = asyncio.create_task(Tailer(reader_store, reader_log, hub).run())
+    sent: dict[tuple[str, int], int] = {}
+    delivered: list[float] = []
+    appends: list[float] = []
+
+    async def drain(chat: str, count: int) -> None:
+        sub = subs[chat]
+        for _ in range(count):
+            frame = await sub.get()
+            delivered.append((time.monotonic_ns() - sent[(chat, frame["seq"])]) / 1e6)
+
+    per_chat = args.frames // len(chats)
+    readers = [asyncio.create_task(drain(chat, per_chat)) for chat in chats]
+    await asyncio.sleep(0.5)  # every slot's read is blocked before the first append
+    started = time.monotonic()
+    for n in range(per_chat):
+        for chat in chats:
+            body = {"type": "tool.progress", "index": 1, "name": "t", "note": str(n)}
+            at = time.monotonic_ns()
+            seq = writer.sequence(chat, body, None)[-1][0]["seq"]
+            sent[(chat, seq)] = at
+            appends.append((time.monotonic_ns() - at) / 1e6)
+        await asyncio.sleep(0)  # the tailer runs between rounds, as in a server's loop
+    wall = time.monotonic() - started
+    await asyncio.wait_for(asyncio.gather(*readers), 60)
+    tailing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await tailing
+    await reader_store.aclose()
+    writer_store.close()
+    return LogFigures(
+        len(appends) / wall,
+        percentile(appends, 0.5),
+        percentile(appends, 0.99),
+        percentile(delivered, 0.5),
+        percentile(delivered, 0.99),
+    )
+
+
+async def framelog_bench(args: argparse.Namespace, workdir: Path) -> dict[str, LogFigures]:
+    print(f"\nframe log: {args.frames} frames over {args.chats} chats, one writer process, "
+          "another process's tailer delivering (ms)")  # fmt: skip
+    print(f"  {'store':<24} {'frames/s':>9} {'append p50':>11} {'p99':>6} "
+          f"{'deliver p50':>12} {'p99':>6}")  # fmt: skip
+    found: dict[str, LogFigures] = {}
+    for mode, label in (("single", "1 node"), ("cluster", "3-shard cluster")):
+        with topology(mode, workdir) as url:
+            figures = await framelog_run(url, mode, args)
+        found[label] = figures
+        print(f"  {label:<24} {figures.frames_per_s:>9,.0f} {figures.append_p50:>11.2f} "
+              f"{figures.append_p99:>6.2f} {figures.deliver_p50:>12.2f} "
+              f"{figures.deliver_p99:>6.2f}")  # fmt: skip
+    return found
+
+
 # -- main ---------------------------------------------------------------------------------
 
 
@@ -310,13 +428,25 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         carried = {} if args.skip_api else await api_bench(args, Path(tmp))
         fanout = None if args.skip_fanout else await fanout_bench(args, Path(tmp))
+        fanout_cluster = (
+            None if args.skip_fanout else await fanout_bench(args, Path(tmp), mode="cluster")
+        )
+        framelog = {} if args.skip_framelog else await framelog_bench(args, Path(tmp))
     print("\nsummary")
     for name, rate in carried.items():
         below = "" if rate else "  (not even the first level)"
         print(f"  API, {name:<34} {rate:>7,.0f} chunks/s with Iris adding p99 < 50 ms{below}")
-    if fanout:
-        shown = ", ".join(f"{label} {p99:.1f} ms" for label, p99 in fanout.items())
-        print(f"  iris fan-out p99, devices over 2 processes: {shown}")
+    for where, figures in (("one Redis", fanout), ("3-shard cluster", fanout_cluster)):
+        if figures:
+            shown = ", ".join(f"{label} {p99:.1f} ms" for label, p99 in figures.items())
+            print(f"  iris fan-out p99, devices over 2 processes, {where}: {shown}")
+    single, cluster = framelog.get("1 node"), framelog.get("3-shard cluster")
+    if single and cluster:
+        print(f"  frame log, 1 node: {single.frames_per_s:,.0f} frames/s, delivery p99 "
+              f"{single.deliver_p99:.2f} ms; 3-shard cluster: {cluster.frames_per_s:,.0f} "
+              f"frames/s, delivery p99 {cluster.deliver_p99:.2f} ms (the cluster adds "
+              f"{cluster.deliver_p99 - single.deliver_p99:+.2f} ms p99 here: all six nodes share "
+              "this machine's cores, so this is the client's cost, not the scaling)")  # fmt: skip
 
 
 def main() -> None:
@@ -333,6 +463,9 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=40, help="fan-out devices, both processes")
     parser.add_argument("--skip-api", action="store_true")
     parser.add_argument("--skip-fanout", action="store_true")
+    parser.add_argument("--frames", type=int, default=3000, help="frame log bench: frames")
+    parser.add_argument("--chats", type=int, default=30, help="frame log bench: chats")
+    parser.add_argument("--skip-framelog", action="store_true")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -406,6 +406,14 @@ class StoreConfig(_Section):
     # Seconds a running turn's owner (and a bot's poller) holds its lease without renewing it:
     # how long a process killed mid-reply leaves its turn open before another one closes it.
     lease: float = Field(default=10.0, ge=1, le=300)
+    # single: store.url is one Redis primary. cluster: a Redis Cluster (store.url names any
+    # node, or store.nodes several). sentinel: the primary store.sentinels call
+    # store.sentinel_master, found again after a failover (store.url, if set, gives only the
+    # password, database and TLS). See docs/deploy.md.
+    mode: Literal["single", "cluster", "sentinel"] = "single"
+    nodes: list[str] = Field(default_factory=list[str])
+    sentinels: list[str] = Field(default_factory=list[str])
+    sentinel_master: str | None = Field(default=None, min_length=1, max_length=200)
 
     @field_validator("url")
     @classmethod
@@ -415,6 +423,36 @@ class StoreConfig(_Section):
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis://, rediss:// or unix:// URL")
         return value
+
+    @field_validator("nodes", "sentinels")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for address in value:
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{address!r} is not host:port")
+        return value
+
+    @model_validator(mode="after")
+    def _mode_settings(self) -> StoreConfig:
+        if self.mode == "cluster" and self.url is None and not self.nodes:
+            raise ValueError("store.mode cluster needs store.url or store.nodes (host:port)")
+        if self.mode == "sentinel" and (not self.sentinels or self.sentinel_master is None):
+            raise ValueError(
+                "store.mode sentinel needs store.sentinels (host:port) and store.sentinel_master"
+            )
+        if self.mode != "cluster" and self.nodes:
+            raise ValueError("store.nodes is for store.mode cluster")
+        if self.mode != "sentinel" and (self.sentinels or self.sentinel_master):
+            raise ValueError(
+                "store.sentinels and store.sentinel_master are for store.mode sentinel"
+            )
+        return self
+
+    @property
+    def shared(self) -> bool:
+        """Is there a Redis every process shares (``store.url``, or a cluster / Sentinel)?"""
+        return self.url is not None or self.mode != "single"
 
     def resolved_path(self) -> Path:
         return Path(self.path).expanduser()

@@ -21,7 +21,6 @@ from collections.abc import AsyncGenerator
 from types import FrameType
 from typing import Any
 
-import redis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -33,6 +32,7 @@ from iris.config import Config
 from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
 from iris.observability.routes import metrics_routes
+from iris.redis.connection import ERRORS as REDIS_ERRORS
 from iris.redis.connection import RedisStore
 from iris.runtime import Runtime, ServerSurface
 from iris.surfaces.api.problems import error_body
@@ -140,7 +140,7 @@ async def store_answers(shared: RedisStore) -> bool:
     try:
         async with asyncio.timeout(shared.timeout):
             return bool(await shared.aio.ping())
-    except (redis.RedisError, OSError, TimeoutError):
+    except (*REDIS_ERRORS, TimeoutError):
         return False
 
 

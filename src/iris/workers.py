@@ -57,13 +57,13 @@ _PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 
 def serve_workers(config: Config, workers: int) -> None:
     """Run ``workers`` server processes on ``server.host:port`` until SIGTERM / Ctrl-C."""
-    if config.store.url is None:
+    if not config.store.shared:
         raise ConfigError(
             f"--workers {workers} needs a shared store: set store.url to a redis:// URL "
             "(with the SQLite store each process would keep its own chats and history)"
         )
     check_bind_safety(config)
-    shared = RedisStore(config.store.url, prefix=config.store.prefix)
+    shared = RedisStore.configured(config.store)
     try:
         shared.check()  # unreachable: one line here, not one per worker
     finally:

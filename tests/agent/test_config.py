@@ -146,3 +146,34 @@ def test_design_example_config_validates(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(example))
     config = load_config(path)
     assert config.model.fallback[0].name == "b"
+
+
+@pytest.mark.parametrize(
+    ("store", "named"),
+    [
+        ({"mode": "cluster"}, "store.mode cluster needs store.url or store.nodes"),
+        ({"mode": "sentinel", "sentinels": ["s1:26379"]}, "store.sentinel_master"),
+        ({"mode": "sentinel", "sentinel_master": "m"}, "store.sentinels"),
+        ({"nodes": ["n1:7000"]}, "store.nodes is for store.mode cluster"),
+        ({"url": "redis://h:6379/0", "sentinel_master": "m"}, "for store.mode sentinel"),
+        ({"mode": "cluster", "nodes": ["n1"]}, "'n1' is not host:port"),
+        ({"mode": "sharded", "url": "redis://h:6379/0"}, "store.mode"),
+    ],
+)
+def test_a_store_mode_without_its_settings_is_refused_naming_them(
+    store: dict[str, object], named: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict({"store": store})
+    assert named in str(caught.value)
+
+
+def test_store_modes_each_make_a_shared_store() -> None:
+    assert not config_from_dict({}).store.shared
+    assert config_from_dict({"store": {"url": "redis://h:6379/0"}}).store.shared
+    cluster = config_from_dict({"store": {"mode": "cluster", "nodes": ["n1:7000", "[::1]:7001"]}})
+    assert cluster.store.shared and cluster.store.url is None
+    sentinel = config_from_dict(
+        {"store": {"mode": "sentinel", "sentinels": ["s1:26379"], "sentinel_master": "m"}}
+    )
+    assert sentinel.store.shared

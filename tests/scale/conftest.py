@@ -10,7 +10,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import redis
@@ -99,11 +99,18 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server.kill()
 
 
+class Shared(Protocol):
+    """A Redis set-up ``iris serve`` can share: one server, a cluster, Sentinels."""
+
+    @property
+    def url(self) -> str: ...
+
+
 @contextlib.contextmanager
 def serve_on_redis(
     tmp_path: Path,
     upstream_url: str,
-    redis: RedisServer,
+    redis: Shared,
     names: tuple[str, ...] = ("a", "b"),
     *,
     store: dict[str, Any] | None = None,

@@ -99,7 +99,7 @@ def stored_messages(backend: Backend, session: str) -> int:
             "SELECT COUNT(*) AS n FROM session_messages WHERE session=?", (session,)
         )
         return int(rows[0]["n"])
-    return int(shared.sync.llen(shared.key("session", "messages", session)))
+    return int(shared.sync.llen(shared.tagged_key(f"session:{session}", "messages")))
 
 
 async def test_a_history_is_its_newest_messages_and_never_starts_with_a_tool_result(

@@ -21,7 +21,9 @@ from tests.scale.conftest import RedisServer
 def test_the_check_passes_on_a_live_server(redis_server: RedisServer) -> None:
     store = RedisStore(redis_server.url)
     store.check()
-    assert store.key("chat", "c1", "log") == "iris:chat:c1:log"
+    # A chat's keys share one hash tag (one cluster slot); the rest sit under the prefix.
+    assert store.chat_key("c1", "log") == "iris{chat:c1}:log"
+    assert store.key("proc", "p1", "inbox") == "iris:proc:p1:inbox"
     store.close()
 
 

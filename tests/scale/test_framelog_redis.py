@@ -290,10 +290,11 @@ def test_two_hubs_deliver_one_order_with_no_gap_or_duplicate(
     asyncio.run(check_two_hubs(redis_server.url, plan))
 
 
-async def check_two_hubs(url: str, plan: list[tuple[str, str]]) -> None:
+async def check_two_hubs(url: str, plan: list[tuple[str, str]], mode: str = "single") -> None:
     chat = uuid.uuid4().hex
     hubs = {
-        name: Hub(RedisFrameLog(RedisStore(url), rules=RULES), queue_size=10_000) for name in "ab"
+        name: Hub(RedisFrameLog(RedisStore(url, mode=mode), rules=RULES), queue_size=10_000)
+        for name in "ab"
     }
     async with tailing(hubs["a"]), tailing(hubs["b"]):
         subs = {name: hub.subscribe(chat) for name, hub in hubs.items()}

@@ -25,7 +25,7 @@ from tests.fakes.recording_platform import RecordingPlatform
 from tests.fakes.served import Served, serve
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text
-from tests.scale.conftest import RedisServer
+from tests.scale.conftest import RedisServer, Shared
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -50,13 +50,24 @@ def said(api: FakeBotApi, words: str) -> bool:
 
 @contextlib.asynccontextmanager
 async def bot_servers(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, api: FakeBotApi, lease: int
+    tmp_path: Path,
+    upstream: FakeUpstream,
+    redis_server: Shared,
+    api: FakeBotApi,
+    lease: int,
+    store_keys: dict[str, Any] | None = None,
 ) -> AsyncGenerator[Callable[[str], Awaitable[Served]]]:
-    """``start(name)`` runs an ``iris serve`` for the bot, reaching the fake as ``name``."""
+    """``start(name)`` runs an ``iris serve`` for the bot, reaching the fake as ``name``
+    (``store_keys``: more ``store`` keys, e.g. ``mode``)."""
     servers: list[Served] = []
 
     async def start(name: str) -> Served:
-        store = {"url": redis_server.url, "path": str(tmp_path / f"{name}.db"), "lease": lease}
+        store = {
+            "url": redis_server.url,
+            "path": str(tmp_path / f"{name}.db"),
+            "lease": lease,
+            **(store_keys or {}),
+        }
         server, _ = await asyncio.to_thread(
             serve,
             tmp_path,

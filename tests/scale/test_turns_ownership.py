@@ -247,7 +247,7 @@ async def test_a_turn_that_loses_its_lease_stops_and_the_reaper_closes_it_once(
     await on_a.until("message.update")
     await asyncio.to_thread(upstream.gate_reached.wait, 5)
     # Another process takes the lease over (as after a long pause of this one), then dies.
-    redis_server.client().set("iris:turn:main", "elsewhere:1:x/y", px=2500)
+    redis_server.client().set("iris{chat:main}:turn", "elsewhere:1:x/y", px=2500)
 
     if found_by == "fence":  # the reply ends at once: its last frames meet the fence
         upstream.release()
@@ -285,7 +285,7 @@ async def test_startup_leaves_a_turn_a_live_process_owns_and_closes_it_when_that
     await store.aclose()
     owner = "elsewhere:1:x/y"
     client = redis_server.client()
-    client.set("iris:turn:main", owner, px=2500)
+    client.set("iris{chat:main}:turn", owner, px=2500)
     client.hset("iris:turns", "main", owner)
     a, _ = await two_servers(iris_server, redis_server, tmp_path)
     device = await a.connect(after_seq=0)

@@ -10,7 +10,9 @@ script (``_APPEND``) does everything an append changes, atomically:
   one of its message, and the frame that closes the message ``XDEL``s the last (the log never
   holds one full snapshot per token; a reader sees a gap in seqs there, as after a close today);
 - the transcript (what a ``sync`` carries) gets the closed message's entry;
-- the chat joins or leaves the set of chats whose turn is open;
+- the chat's ``turn_open`` flag is set or cleared (the set of chats whose turn is open, which
+  spans chats and so lives in another cluster slot, is written around the script: joined
+  before a turn opens, left after it closes);
 - every ``PRUNE_EVERY`` seqs the count and age bounds trim the stream (``XTRIM MINID``) and the
   chat's floor rises to the highest seq trimmed (never to an ``XDEL``'d snapshot: those were
   superseded, not lost);
@@ -25,9 +27,12 @@ The reads (``after``, ``floor``, ``last_seq``, ``conversation``, ``open_messages
 the SQLite log's do, which is what ``Subscription`` relies on to switch from replay to live
 without a gap. Every Redis failure is ``StoreUnavailable``.
 
-Keys (under ``store.prefix``): ``chat:<id>:log`` (stream), ``:seq``, ``:floor``,
-``:transcript`` (list), ``:live`` (hash: ``o:<message_id>`` the seq that opened a live message,
-``s:<message_id>`` the seq of its one snapshot), and ``chats:turn_open`` (set of chat ids).
+Keys (``chat_key``: ``<prefix>{chat:<id>}:<suffix>``, one hash tag per chat, so the script's
+keys share a Redis Cluster slot): ``log`` (stream), ``seq``, ``floor``, ``transcript`` (list),
+``live`` (hash: ``o:<message_id>`` the seq that opened a live message, ``s:<message_id>`` the
+seq of its one snapshot), ``turn_open`` (``1`` while the chat's turn is open), ``turn`` (the
+turn lease, ``iris.surfaces.iris.owners``); and ``<prefix>:chats:turn_open`` (set of chat ids,
+touched alone).
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ local function trim(log, floor_key, max_frames, oldest)
 end
 """
 
-# KEYS: log, seq, floor, transcript, live, turn_open set[, fence key]
+# KEYS: log, seq, floor, transcript, live, turn_open flag[, fence key]
 # ARGV: body, created, message_id, flags, transcript entry, delivered, chat_id,
 #       max_frames, oldest kept created, prune every, transcript limit[, fence token]
 # flags: one letter each — s snapshot, o opens, c closes, T turn on, F turn off.
@@ -116,9 +121,9 @@ if ARGV[5] ~= '' then
   redis.call('LTRIM', KEYS[4], -tonumber(ARGV[11]), -1)
 end
 if string.find(flags, 'T', 1, true) then
-  redis.call('SADD', KEYS[6], ARGV[7])
+  redis.call('SET', KEYS[6], '1')
 elseif string.find(flags, 'F', 1, true) then
-  redis.call('SREM', KEYS[6], ARGV[7])
+  redis.call('DEL', KEYS[6])
 end
 if seq % tonumber(ARGV[10]) == 0 then
   trim(KEYS[1], KEYS[3], tonumber(ARGV[8]), tonumber(ARGV[9]))
@@ -163,11 +168,16 @@ class RedisFrameLog:
         self._prune: Script = store.sync.register_script(_PRUNE)
 
     def key(self, chat_id: str, part: str) -> str:
-        return self.store.key("chat", chat_id, part)
+        return self.store.chat_key(chat_id, part)
 
     def chat_of(self, log_key: str) -> str:
-        """The chat id of a ``chat:<id>:log`` key."""
-        return log_key[len(self.store.key("chat", "")) : -len(":log")]
+        """The chat id of a chat's ``log`` key."""
+        head, tail = self.store.chat_key("", "log").split("}", 1)
+        return log_key[len(head) : -len("}" + tail)]
+
+    @property
+    def _open_set(self) -> str:
+        return self.store.key("chats", "turn_open")
 
     # -- writing -------------------------------------------------------------------------------
     def fence(self, chat_id: str, key: str, token: str) -> None:
@@ -197,7 +207,7 @@ class RedisFrameLog:
             self.key(chat_id, "floor"),
             self.key(chat_id, "transcript"),
             self.key(chat_id, "live"),
-            self.store.key("chats", "turn_open"),
+            self.key(chat_id, "turn_open"),
         ]
         now = self._clock()
         args: list[str | int | float] = [
@@ -218,7 +228,11 @@ class RedisFrameLog:
             keys.append(fence[0])
             args.append(fence[1])
         with translated(self.store.url, "the frame log failed"):
+            if "T" in flags:  # listed before it opens: a crash after leaves no turn unlisted
+                self.store.sync.sadd(self._open_set, chat_id)
             reply = self._append(keys=keys, args=args)
+            if "F" in flags and reply is not None:
+                self._unlist(chat_id)
         if reply is None:
             raise LeaseLost(f"chat {chat_id}: this process no longer holds its turn")
         seq, missed = cast("tuple[int, list[Any]]", reply)
@@ -294,16 +308,30 @@ class RedisFrameLog:
             texts[message_id] = "" if frame is None else self.rules.snapshot_text(frame)
         return texts
 
+    def _unlist(self, chat_id: str) -> None:
+        """Take a closed turn's chat off the set of open ones; a turn opened meanwhile by
+        another process (its flag set again) stays listed."""
+        self.store.sync.srem(self._open_set, chat_id)
+        if self.store.sync.get(self.key(chat_id, "turn_open")) is not None:
+            self.store.sync.sadd(self._open_set, chat_id)
+
     def turn_open(self, chat_id: str) -> bool:
         """Did the chat's last turn start (typing on) and never end (typing off)?"""
         with translated(self.store.url, "the frame log failed"):
-            return bool(self.store.sync.sismember(self.store.key("chats", "turn_open"), chat_id))
+            return self.store.sync.get(self.key(chat_id, "turn_open")) is not None
 
     async def open_turns(self) -> list[str]:
-        """Chats whose last turn began and never ended (on any process)."""
+        """Chats whose last turn began and never ended (on any process): the listed chats
+        whose flag is set (one key each: in a cluster they live on every shard)."""
         with translated(self.store.url, "the frame log failed"):
-            members = await self.store.aio.smembers(self.store.key("chats", "turn_open"))  # pyright: ignore[reportUnknownMemberType]
-        return sorted(cast("set[str]", members))
+            members = sorted(cast("set[str]", await self.store.aio.smembers(self._open_set)))  # pyright: ignore[reportUnknownMemberType]
+            if not members:
+                return []
+            async with self.store.aio.pipeline(transaction=False) as pipe:
+                for chat_id in members:
+                    pipe.get(self.key(chat_id, "turn_open"))
+                flags = cast("list[str | None]", await pipe.execute())
+        return [chat for chat, flag in zip(members, flags, strict=True) if flag is not None]
 
 
 def _entry(item: Any) -> Entry:

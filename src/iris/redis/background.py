@@ -2,17 +2,19 @@
 poll it, follow it from a sequence number and cancel it.
 
 The process that runs the turn keeps the run in memory as without Redis (``BackgroundRun``),
-and a ``RunPublisher`` copies it out, per response id:
+and a ``RunPublisher`` copies it out, per response id (the run's keys share the hash tag
+``{response:<id>}``, so each ``MULTI`` below stays in one cluster slot):
 
-- ``response:events:{id}`` a stream: event ``n`` (its ``sequence_number``) is entry ``{n+1}-0``,
+- ``{response:<id>}:events`` a stream: event ``n`` (its ``sequence_number``) is entry ``{n+1}-0``,
   field ``event``; a last entry with field ``end`` marks the end of the run;
-- ``response:run:{id}`` a hash: ``snapshot`` (the response as it stands), ``owner`` (the process
+- ``{response:<id>}:run`` a hash: ``snapshot`` (the response as it stands), ``owner`` (the process
   that runs it) and ``ended`` once it has;
-- ``response:cancel:{id}`` set by another process asked to cancel it: the owner's ``watch``
+- ``{response:<id>}:cancel`` set by another process asked to cancel it: the owner's ``watch``
   reads those of its running runs every ``CANCEL_POLL`` seconds and stops them;
-- ``response:lease:{id}`` the owner's lease on the run (a ``Lease``, renewed while it runs)
-  and ``response:running`` the registry of running runs (id → lease token), both set in one
-  script by ``announce``; the end's write drops the run from the registry.
+- ``{response:<id>}:lease`` the owner's lease on the run (a ``Lease``, renewed while it runs)
+  and ``response:running`` the registry of running runs (id → lease token), which spans runs
+  and so is written on its own: the entry before the lease (``announce``), and dropped after
+  the end is written.
 
 An owner that dies (kill -9) stops renewing: its lease expires within ``store.lease`` seconds.
 Every process's reaper finds such runs (``orphans``), takes the lease (``take``: exactly one
@@ -37,11 +39,10 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-import redis
 from redis.typing import EncodableT, FieldT
 
-from iris.redis.connection import RedisStore, translated
-from iris.redis.lease import CLAIM_REGISTERED, Lease
+from iris.redis.connection import ERRORS, RedisStore, translated
+from iris.redis.lease import Lease
 
 log = logging.getLogger(__name__)
 
@@ -62,19 +63,21 @@ class SharedRuns:
         self.ttl = ttl
         self.lease = lease  # seconds an owner holds a run's lease without renewing it
         self.registry = store.key("response", "running")
-        self._claim = store.aio.register_script(CLAIM_REGISTERED)
+
+    def _key(self, response_id: str, part: str) -> str:
+        return self.store.tagged_key(f"response:{response_id}", part)
 
     def events_key(self, response_id: str) -> str:
-        return self.store.key("response", "events", response_id)
+        return self._key(response_id, "events")
 
     def run_key(self, response_id: str) -> str:
-        return self.store.key("response", "run", response_id)
+        return self._key(response_id, "run")
 
     def cancel_key(self, response_id: str) -> str:
-        return self.store.key("response", "cancel", response_id)
+        return self._key(response_id, "cancel")
 
     def lease_key(self, response_id: str) -> str:
-        return self.store.key("response", "lease", response_id)
+        return self._key(response_id, "lease")
 
     def publisher(self, response_id: str, snapshot: Callable[[], Json]) -> RunPublisher:
         return RunPublisher(self, response_id, snapshot)
@@ -97,8 +100,9 @@ class SharedRuns:
                 pipe.hset(self.run_key(response_id), mapping=fields)
                 pipe.expire(self.run_key(response_id), self.seconds)
                 await pipe.execute()
-            # A fresh id: nobody holds its lease yet.
-            await self._claim(keys=[lease.key, self.registry], args=[lease.token, ms, response_id])
+            # A fresh id: nobody holds its lease yet. Listed first: never a lease unlisted.
+            await self.store.aio.hset(self.registry, response_id, lease.token)
+            await self.store.aio.set(lease.key, lease.token, nx=True, px=ms)
         return lease
 
     async def orphans(self) -> list[str]:
@@ -107,9 +111,10 @@ class SharedRuns:
             running = [str(i) for i in await self.store.aio.hkeys(self.registry)]
             if not running:
                 return []
-            holders = cast(
-                list[str | None], await self.store.aio.mget([self.lease_key(i) for i in running])
-            )
+            async with self.store.aio.pipeline(transaction=False) as pipe:
+                for each in running:  # one key at a time: each lease is in its run's slot
+                    pipe.get(self.lease_key(each))
+                holders = cast(list[str | None], await pipe.execute())
         return [i for i, holder in zip(running, holders, strict=True) if holder is None]
 
     async def take(self, response_id: str) -> Lease | None:
@@ -158,10 +163,10 @@ class SharedRuns:
                     )
                 pipe.xadd(events_key, {"end": "1"})
                 pipe.hset(run_key, mapping=fields)
-                pipe.hdel(self.registry, response_id)
                 pipe.expire(events_key, self.seconds)
                 pipe.expire(run_key, self.seconds)
                 await pipe.execute()
+            await self.store.aio.hdel(self.registry, response_id)
 
     async def release(self, lease: Lease) -> None:
         with translated(self.store.url):
@@ -205,12 +210,17 @@ class SharedRuns:
         """Which of these (this process's running runs) another process asked to cancel."""
         if not response_ids:
             return []
-        keys = [self.cancel_key(i) for i in response_ids]
         with translated(self.store.url):
-            marks = cast(list[str | None], await self.store.aio.mget(keys))
+            async with self.store.aio.pipeline(transaction=False) as pipe:
+                for each in response_ids:  # each in its run's slot
+                    pipe.get(self.cancel_key(each))
+                marks = cast(list[str | None], await pipe.execute())
             asked = [i for i, mark in zip(response_ids, marks, strict=True) if mark is not None]
             if asked:
-                await self.store.aio.delete(*(self.cancel_key(i) for i in asked))
+                async with self.store.aio.pipeline(transaction=False) as pipe:
+                    for each in asked:
+                        pipe.delete(self.cancel_key(each))
+                    await pipe.execute()
         return asked
 
     async def refresh(self, response_ids: list[str]) -> None:
@@ -238,10 +248,17 @@ class SharedRuns:
             if block is None:
                 entries = cast(list[Entry], await self.store.aio.xrange(key, f"({cursor}", "+"))
             else:
-                reply = cast(
-                    list[tuple[str, list[Entry]]] | None,
-                    await self.store.blocking.xread({key: cursor}, block=max(1, int(block * 1000))),
-                )
+                try:
+                    reply = cast(
+                        list[tuple[str, list[Entry]]] | None,
+                        await self.store.blocking_for(key).xread(
+                            {key: cursor}, block=max(1, int(block * 1000))
+                        ),
+                    )
+                except ERRORS:
+                    if self.store.mode == "cluster":
+                        await self.store.slot_map_stale()
+                    raise
                 entries = reply[0][1] if reply else []
         ended = bool(entries) and "end" in entries[-1][1]
         return entries, ended
@@ -287,7 +304,7 @@ class RunPublisher:
             self._pending = []
             try:
                 await self._write(batch, ended)
-            except (redis.RedisError, OSError) as exc:
+            except ERRORS as exc:
                 if not self._failing:
                     log.warning("background response %s not shared: %s", self._id, exc)
                 self._failing = True
@@ -304,7 +321,7 @@ class RunPublisher:
             if ended:
                 if self.lease is not None:
                     # On failure it expires by itself; the run is out of the registry already.
-                    with contextlib.suppress(redis.RedisError, OSError):
+                    with contextlib.suppress(*ERRORS):
                         await self.lease.release()
                 return
 
@@ -327,8 +344,9 @@ class RunPublisher:
                 pipe.xadd(events_key, {"event": json.dumps(event)}, id=entry)
             if ended:
                 pipe.xadd(events_key, {"end": "1"})
-                pipe.hdel(runs.registry, self._id)  # ended: never the reaper's
             pipe.hset(runs.run_key(self._id), mapping=fields)
             pipe.expire(events_key, runs.seconds)
             pipe.expire(runs.run_key(self._id), runs.seconds)
             await pipe.execute()
+        if ended:  # ended: never the reaper's (the registry is in a slot of its own)
+            await runs.store.aio.hdel(runs.registry, self._id)

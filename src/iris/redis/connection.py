@@ -10,6 +10,15 @@ Every ``redis.RedisError`` reaching Iris becomes ``StoreUnavailable`` (``transla
 the URL's password removed from the message. The loops that read Redis for as long as the
 server runs (the frame tailer, the turn inbox) retry through ``Retry`` while it is away and
 check ``stop_if_cancelled`` each round.
+
+Three topologies (``store.mode``), one interface: ``single`` (one primary at ``store.url``),
+``cluster`` (redis-py's cluster clients: each command goes to its key's slot owner, and a
+``MOVED`` after a failover or a resharding refreshes the slot map), ``sentinel`` (redis-py's
+Sentinel clients: the primary is asked of the Sentinels, and again on a connection that fails
+or finds a demoted primary). In a cluster every command and script names keys of one hash slot:
+each chat's keys share the tag ``{chat:<id>}`` (``chat_key``), and what spans chats is touched
+one key at a time (docs/deploy.md lists the layout). ``check`` turns a store Iris cannot use as
+configured into one line naming the setting to change.
 """
 
 from __future__ import annotations
@@ -21,24 +30,56 @@ import os
 import socket
 import uuid
 from collections.abc import Generator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.asyncio.retry
+import redis.asyncio.sentinel
+import redis.cluster
+import redis.exceptions
+import redis.sentinel
 from redis.backoff import NoBackoff
 
 from iris.errors import StoreUnavailable
 from iris.observability import metrics
 
 if TYPE_CHECKING:
-    from iris.config import Config
+    from iris.config import Config, StoreConfig
 
 log = logging.getLogger(__name__)
 
 MIN_VERSION = (6, 2)  # XADD with explicit ids and exclusive XRANGE, XTRIM MINID, GETDEL
 DEFAULT_TIMEOUT = 2.0
+
+# Every failure a Redis client raises: the cluster client's own errors (no slot owner known, a
+# node list that answers nothing) are not ``RedisError``s.
+ERRORS: tuple[type[Exception], ...] = (
+    redis.RedisError,
+    redis.exceptions.RedisClusterException,
+    OSError,
+)
+
+Mode = str  # "single" | "cluster" | "sentinel" (``store.mode``)
+
+
+def chat_key(prefix: str, chat_id: str, suffix: str) -> str:
+    """A key of one chat: ``<prefix>{chat:<id>}:<suffix>``. Every key a chat's frame log, turn
+    lease and transcript touch together is built here, so they share the hash tag
+    ``{chat:<id>}`` and one Redis Cluster slot (one script may name them all)."""
+    return f"{prefix}{{chat:{chat_id}}}:{suffix}"
+
+
+def tagged_key(prefix: str, tag: str, *parts: str) -> str:
+    """A key in the hash slot of ``tag``: ``<prefix>{<tag>}:<parts…>``."""
+    return ":".join((f"{prefix}{{{tag}}}", *parts))
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def redacted(url: str) -> str:
@@ -53,75 +94,304 @@ def redacted(url: str) -> str:
 
 
 class RedisStore:
-    """One Redis database shared by every Iris process: its clients and its key names."""
+    """The Redis every Iris process shares (one primary, a cluster or a Sentinel-managed
+    primary): its clients and its key names."""
 
-    def __init__(self, url: str, *, prefix: str = "iris", timeout: float = DEFAULT_TIMEOUT) -> None:
-        self.url = url
+    def __init__(
+        self,
+        url: str | None,
+        *,
+        prefix: str = "iris",
+        timeout: float = DEFAULT_TIMEOUT,
+        mode: Mode = "single",
+        nodes: list[str] | None = None,
+        sentinels: list[str] | None = None,
+        sentinel_master: str | None = None,
+    ) -> None:
+        self.mode = mode
         self.prefix = prefix
         self.timeout = timeout
+        self.sentinels = [_address(a) for a in sentinels or []]
+        self.sentinel_master = sentinel_master
+        self.nodes = [_address(a) for a in nodes or []]
+        # What messages name: the URL, or the nodes / Sentinels asked (no password).
+        self.url = url or ""
+        if mode == "cluster" and url is None:
+            self.url = "redis://" + ",".join(nodes or [])
+        elif mode == "sentinel":
+            self.url = f"redis+sentinel://{','.join(sentinels or [])}/{sentinel_master}"
         # Who this process is, in leases and in the owner field of a running turn.
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.sync: redis.Redis = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
+        options: dict[str, Any] = {
+            "decode_responses": True,
+            "socket_connect_timeout": timeout,
+            **_credentials(url),
+        }
+        # A pooled connection to a server that restarted fails on its first use: one
+        # immediate retry on a fresh connection, so the first request after Redis comes back
+        # is served (a server still down is refused again at once). Not on timeouts.
+        self._options = options
+        self._readers: dict[str, redis.asyncio.Redis] = {}  # cluster: node -> blocking reads
+        once = redis.asyncio.retry.Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+        # The cluster clients offer the same commands as ``redis.Redis``: typed as it.
+        if mode == "cluster":
+            self.sync = cast("redis.Redis", self._cluster_sync(url, options))
+            self.aio = cast(
+                "redis.asyncio.Redis",
+                self._cluster_aio(url, {**options, "socket_timeout": timeout}),
+            )
+            # Blocking reads (XREAD BLOCK) wait longer than any socket timeout.
+            self.blocking = cast(
+                "redis.asyncio.Redis", self._cluster_aio(url, {**options, "socket_timeout": None})
+            )
+        elif mode == "sentinel":
+            assert sentinel_master is not None
+            ask = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+            sync = redis.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
+            aio = redis.asyncio.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
+            self._sentinel = sync
+            self.sync = sync.master_for(
+                sentinel_master, socket_timeout=timeout, health_check_interval=30, **options
+            )
+            self.aio = aio.master_for(
+                sentinel_master,
+                socket_timeout=timeout,
+                health_check_interval=30,
+                retry=once,
+                **options,
+            )
+            self.blocking = aio.master_for(
+                sentinel_master, socket_timeout=None, health_check_interval=30, **options
+            )
+        else:
+            assert url is not None
+            self.sync = redis.Redis.from_url(
+                url,
+                decode_responses=True,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                health_check_interval=30,
+            )
+            self.aio = redis.asyncio.Redis.from_url(
+                url,
+                decode_responses=True,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                health_check_interval=30,
+                retry=once,
+            )
+            self.blocking = redis.asyncio.Redis.from_url(
+                url,
+                decode_responses=True,
+                socket_timeout=None,
+                socket_connect_timeout=timeout,
+                health_check_interval=30,
+            )
+
+    def slot_reader(self, key: str) -> redis.asyncio.Redis:
+        """Cluster: a blocking client to the primary that serves ``key``'s slot now (one per
+        node, shared by the reads of every slot it serves), as the slot map last said."""
+        cluster = cast("redis.cluster.RedisCluster", self.sync)
+        node = cluster.get_node_from_key(key)
+        if node is None:
+            raise StoreUnavailable(f"the cluster at {redacted(self.url)} names no owner of {key}")
+        client = self._readers.get(node.name)
+        if client is None:
+            client = self._readers[node.name] = redis.asyncio.Redis(
+                host=node.host,
+                port=node.port,
+                socket_timeout=None,
+                **self._options,
+            )
+        return client
+
+    def blocking_for(self, key: str) -> redis.asyncio.Redis:
+        """The client for a blocking read of ``key`` (``XREAD BLOCK``): ``blocking``, or in a
+        cluster the slot owner's (``slot_reader``: many reads blocked at once on redis-py's
+        asyncio cluster client were slow and dropped connections)."""
+        return self.slot_reader(key) if self.mode == "cluster" else self.blocking
+
+    async def slot_map_stale(self) -> None:
+        """Cluster: a read failed (``MOVED``, a primary gone): ask the cluster for its slot map
+        again, so the next read goes to the slot's owner now."""
+        cluster = cast("redis.cluster.RedisCluster", self.sync)
+        with contextlib.suppress(*ERRORS):
+            await asyncio.to_thread(cluster.nodes_manager.initialize)
+
+    @classmethod
+    def configured(cls, store: StoreConfig) -> RedisStore:
+        """The shared store ``store.*`` describes (not checked yet: ``check``)."""
+        return cls(
+            store.url,
+            prefix=store.prefix,
+            mode=store.mode,
+            nodes=store.nodes,
+            sentinels=store.sentinels,
+            sentinel_master=store.sentinel_master,
         )
-        self.aio: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
-            # A pooled connection to a server that restarted fails on its first use: one
-            # immediate retry on a fresh connection, so the first request after Redis comes
-            # back is served (a server still down is refused again at once). Not on timeouts.
-            retry=redis.asyncio.retry.Retry(
-                NoBackoff(), 1, supported_errors=(redis.ConnectionError,)
-            ),
+
+    def _startup_nodes(self, url: str | None) -> list[tuple[str, int]]:
+        if self.nodes:
+            return self.nodes
+        assert url is not None
+        parts = urlsplit(url)
+        return [(parts.hostname or "127.0.0.1", parts.port or 6379)]
+
+    def _cluster_sync(self, url: str | None, options: dict[str, Any]) -> redis.cluster.RedisCluster:
+        # This constructor already asks a node for the slot map: a node that is not in a
+        # cluster (or none that answers) fails here, in the one line ``check`` would say.
+        try:
+            return redis.cluster.RedisCluster(
+                startup_nodes=[
+                    redis.cluster.ClusterNode(h, p) for h, p in self._startup_nodes(url)
+                ],
+                socket_timeout=self.timeout,
+                **options,
+            )
+        except ERRORS as exc:
+            raise self._cluster_refused(exc) from None
+
+    def _cluster_refused(self, exc: BaseException) -> StoreUnavailable:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "not enabled" in text.lower():
+            return StoreUnavailable(
+                f"the store {redacted(self.url)} is not a Redis Cluster node ({text}): "
+                "set store.mode: single"
+            )
+        return StoreUnavailable(
+            f"cannot reach the store: {redacted(self.url)}: {text} (store.url / store.nodes)"
         )
-        # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own client.
-        self.blocking: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=None,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
+
+    def _cluster_aio(
+        self, url: str | None, options: dict[str, Any]
+    ) -> redis.asyncio.cluster.RedisCluster:
+        return redis.asyncio.cluster.RedisCluster(
+            startup_nodes=[
+                redis.asyncio.cluster.ClusterNode(h, p) for h, p in self._startup_nodes(url)
+            ],
+            **options,
         )
 
     def key(self, *parts: str) -> str:
-        """A key under this deployment's prefix: ``key("chat", id, "log")`` → ``iris:chat:id:log``."""
+        """A key under this deployment's prefix: ``key("proc", id, "inbox")`` →
+        ``iris:proc:id:inbox`` (one key alone in its slot; see ``chat_key`` for a chat's)."""
         return ":".join((self.prefix, *parts))
 
+    def chat_key(self, chat_id: str, suffix: str) -> str:
+        """``chat_key(prefix, chat_id, suffix)`` under this deployment's prefix."""
+        return chat_key(self.prefix, chat_id, suffix)
+
+    def tagged_key(self, tag: str, *parts: str) -> str:
+        return tagged_key(self.prefix, tag, *parts)
+
     def check(self) -> None:
-        """Prove the server answers and is new enough; raise ``StoreUnavailable`` in one line."""
+        """Prove the store answers, is new enough and is what ``store.mode`` says; raise
+        ``StoreUnavailable`` in one line naming the setting to change."""
         with translated(self.url, "cannot reach the store"):
-            info = self.sync.info("server")
+            if self.mode == "sentinel":
+                self._check_sentinel()
+            if self.mode == "cluster":
+                self._check_cluster()
+            info: dict[str, Any] = self.sync.info("server")
+            if self.mode == "cluster" and _nested(info):  # one answer per node: the first
+                info = next(iter(info.values()))
+        kind = str(info.get("redis_mode", "standalone"))
+        where = redacted(self.url)
+        if self.mode == "single" and kind == "cluster":
+            raise StoreUnavailable(
+                f"the store {where} is a Redis Cluster node: set store.mode: cluster"
+            )
+        if self.mode == "single" and kind == "sentinel":
+            raise StoreUnavailable(
+                f"the store {where} is a Redis Sentinel, not a primary: set store.mode: "
+                "sentinel with store.sentinels (this address) and store.sentinel_master"
+            )
         version = str(info.get("redis_version", "0"))
         numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
         if numbers < MIN_VERSION:
             raise StoreUnavailable(
-                f"the store {redacted(self.url)} runs Redis {version}; Iris needs 6.2 or newer"
+                f"the store {where} runs Redis {version}; Iris needs 6.2 or newer"
+            )
+        if self.mode == "single":
+            with translated(self.url, "cannot reach the store"):
+                role: dict[str, Any] = self.sync.info("replication")
+            if role.get("role") == "slave":
+                primary = f"{role.get('master_host')}:{role.get('master_port')}"
+                raise StoreUnavailable(
+                    f"the store {where} is a read-only replica of {primary}: point store.url at "
+                    "the primary (or set store.mode: sentinel to follow failovers)"
+                )
+
+    def _check_cluster(self) -> None:
+        try:
+            state = cast("dict[str, Any]", self.sync.cluster_info())  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+        except ERRORS as exc:
+            raise self._cluster_refused(exc) from None
+        if str(state.get("cluster_state")) != "ok":
+            raise StoreUnavailable(
+                f"the cluster at {redacted(self.url)} is not serving all slots "
+                f"(cluster_state: {state.get('cluster_state')})"
             )
 
+    def _check_sentinel(self) -> None:
+        try:
+            self._sentinel.discover_master(cast(str, self.sentinel_master))
+        except redis.sentinel.MasterNotFoundError:
+            raise StoreUnavailable(
+                f"no Sentinel at {', '.join(f'{h}:{p}' for h, p in self.sentinels)} knows a "
+                f"primary called {self.sentinel_master!r} (or none answers): check "
+                "store.sentinels and store.sentinel_master"
+            ) from None
+
     async def aclose(self) -> None:
-        for client in (self.aio, self.blocking):
-            with contextlib.suppress(redis.RedisError, OSError):
+        for client in (self.aio, self.blocking, *self._readers.values()):
+            with contextlib.suppress(*ERRORS):
                 await client.aclose()
         self.close()
 
     def close(self) -> None:
-        with contextlib.suppress(redis.RedisError, OSError):
+        with contextlib.suppress(*ERRORS):
             self.sync.close()
 
 
+def _nested(info: Any) -> bool:
+    """A cluster client's INFO answers per node: ``{node: {field: value}}``."""
+    return (
+        isinstance(info, dict)
+        and bool(info)
+        and all(isinstance(v, dict) for v in cast("dict[str, Any]", info).values())
+    )
+
+
+def _credentials(url: str | None) -> dict[str, Any]:
+    """The password, user and TLS of ``url`` for the cluster and Sentinel clients (which take
+    host and port from ``store.nodes`` / the Sentinels)."""
+    if url is None:
+        return {}
+    parts = urlsplit(url)
+    found: dict[str, Any] = {}
+    if parts.password is not None:
+        found["password"] = parts.password
+    if parts.username:
+        found["username"] = parts.username
+    if parts.scheme == "rediss":
+        found["ssl"] = True
+    return found
+
+
 def shared_store(config: Config) -> RedisStore | None:
-    """The Redis every process shares (``store.url``), checked; None without one."""
-    if config.store.url is None:
+    """The Redis every process shares (``store.url`` / ``store.mode``), checked; None
+    without one."""
+    if not config.store.shared:
         return None
-    shared = RedisStore(config.store.url, prefix=config.store.prefix)
-    shared.check()  # unreachable: one line and a non-zero exit, before serving anything
+    shared = None
+    try:
+        shared = RedisStore.configured(config.store)
+        shared.check()  # unusable: one line and a non-zero exit, before serving anything
+    except BaseException:
+        if shared is not None:
+            shared.close()
+        raise
     return shared
 
 
@@ -130,7 +400,7 @@ def translated(url: str, doing: str = "the store failed") -> Generator[None]:
     """``with translated(store.url):`` turns a Redis failure into ``StoreUnavailable``."""
     try:
         yield
-    except redis.RedisError as exc:
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
         metrics.store_failed()
         raise StoreUnavailable(f"{doing}: {redacted(url)}: {_reason(exc)}") from None
     except OSError as exc:  # a socket error the client did not wrap
@@ -138,7 +408,7 @@ def translated(url: str, doing: str = "the store failed") -> Generator[None]:
         raise StoreUnavailable(f"{doing}: {redacted(url)}: {exc}") from None
 
 
-def _reason(exc: redis.RedisError) -> str:
+def _reason(exc: Exception) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0]
 

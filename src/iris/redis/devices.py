@@ -4,14 +4,16 @@
 tokens here, so a device paired once connects to any of them and a revoke reaches all of them
 (each within ``REVOCATION_POLL``). Only digests are kept, as in SQLite (``iris.devices``):
 
-- ``device:token:{digest}`` a hash: ``name``, ``created``, ``last_seen``, ``revoked``; a revoked
+- ``{devices}:token:<digest>`` a hash: ``name``, ``created``, ``last_seen``, ``revoked``; a revoked
   device's hash stays, so it is told ``revoked`` rather than unknown;
-- ``device:name:{name}`` the digest of the paired (not revoked) device called ``name``: the
+- ``{devices}:name:<name>`` the digest of the paired (not revoked) device called ``name``: the
   unique name, taken and freed by the scripts that add and revoke;
-- ``devices`` the paired devices' digests, scored by when they were made.
+- ``{devices}:paired`` the paired devices' digests, scored by when they were made.
 
 Adding, revoking and checking are each one Lua script: the name check and the write cannot be
-split by another process's ``add``.
+split by another process's ``add``. So that a script may name them together in a Redis
+Cluster, every device key shares the hash tag ``{devices}`` (one slot: a deployment pairs a
+handful of devices, and each is checked once per connection and poll).
 """
 
 from __future__ import annotations
@@ -80,17 +82,17 @@ class RedisDeviceStore:
     def __init__(self, store: RedisStore, *, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._clock = clock
-        self._paired = store.key("devices")
+        self._paired = store.tagged_key("devices", "paired")
         self._add = store.sync.register_script(_ADD)
         self._revoke = store.sync.register_script(_REVOKE)
         self._check = store.aio.register_script(_CHECK)
         self._revoked = store.aio.register_script(_REVOKED)
 
     def _device(self, wanted: str) -> str:
-        return self._store.key("device", "token", wanted)
+        return self._store.tagged_key("devices", "token", wanted)
 
     def _name(self, name: str) -> str:
-        return self._store.key("device", "name", name)
+        return self._store.tagged_key("devices", "name", name)
 
     # -- the CLI: waits ------------------------------------------------------------------------
     def add(self, name: str) -> str:

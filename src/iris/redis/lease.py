@@ -15,10 +15,8 @@ import time
 import uuid
 from collections.abc import Callable
 
-import redis
-
 from iris.errors import StoreUnavailable
-from iris.redis.connection import RedisStore
+from iris.redis.connection import ERRORS, RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -31,18 +29,6 @@ return 0
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-
-# Take a lease if free and record it in a registry hash (KEYS[2], field ARGV[3] → the token), in
-# one step: a lease never exists without its entry, so a reaper that walks the registry finds
-# every holder that died. KEYS[1] the lease, ARGV[1] the token, ARGV[2] its life in ms.
-CLAIM_REGISTERED = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
-  return 1
 end
 return 0
 """
@@ -93,7 +79,7 @@ class Lease:
                     expires = time.monotonic() + self.ttl
                     continue
                 log.warning("lease %s was taken over", self.key)
-            except (redis.RedisError, OSError) as exc:
+            except ERRORS as exc:
                 if time.monotonic() < expires - self.ttl / 3:
                     continue  # Redis is briefly away: the lease still runs; try again
                 log.warning("lease %s could not be renewed: %s", self.key, exc)

@@ -4,10 +4,13 @@ A response stored by one process is read, and continued with ``previous_response
 any other:
 
 - ``response:stored:{id}`` a hash: ``response`` (the object) and ``conversation`` (what
-  ``previous_response_id`` continues), written with its items in one ``MULTI``;
+  ``previous_response_id`` continues);
 - ``response:item:{item_id}`` each output item, for the ``item_reference`` input items;
   the hash's ``inputs`` field holds the request's input items and ``items`` the output item ids
   (what ``DELETE /v1/responses/{id}`` removes with it).
+
+Each key is alone in its cluster slot: the items are written first (one key each), then the
+response, so a response that can be read has its items.
 
 Like the SQLite rows they never expire (OpenAI keeps them 30 days; Iris has no sweep for
 either store): size Redis for them, see docs/deploy.md.
@@ -49,11 +52,14 @@ class RedisResponsesStore:
         if inputs is not None:
             fields["inputs"] = json.dumps(inputs)
         with translated(self._store.url):
-            async with self._store.aio.pipeline(transaction=True) as pipe:
-                pipe.hset(self._store.key("response", "stored", response["id"]), mapping=fields)
-                if items:
-                    pipe.mset(items)
-                await pipe.execute()
+            if items:
+                async with self._store.aio.pipeline(transaction=False) as pipe:
+                    for key, value in items.items():
+                        pipe.set(key, value)
+                    await pipe.execute()
+            await self._store.aio.hset(
+                self._store.key("response", "stored", response["id"]), mapping=fields
+            )
 
     async def response(self, response_id: str) -> dict[str, Any] | None:
         return await self._field("response", response_id)
@@ -98,10 +104,8 @@ class RedisResponsesStore:
         if not unique:
             return {}
         with translated(self._store.url):
-            rows = cast(
-                list[str | None],
-                await self._store.aio.mget(
-                    [self._store.key("response", "item", i) for i in unique]
-                ),
-            )
+            async with self._store.aio.pipeline(transaction=False) as pipe:
+                for each in unique:  # one key at a time: each in its own slot
+                    pipe.get(self._store.key("response", "item", each))
+                rows = cast(list[str | None], await pipe.execute())
         return {i: json.loads(row) for i, row in zip(unique, rows, strict=True) if row is not None}

@@ -3,10 +3,14 @@
 The same semantics as the SQLite store (``iris.agent.sessions``), so any process reads what
 another wrote:
 
-- ``session:messages:{session}`` a list of JSON messages; a message's position is its index + 1
+Each session's keys share the hash tag ``{session:<key>}`` (one cluster slot: the scripts and
+the ``MULTI`` below name them together); the two indexes span sessions and are written on
+their own, after the session's keys.
+
+- ``{session:<key>}:messages`` a list of JSON messages; a message's position is its index + 1
   (``RPUSH`` numbers a batch atomically; nothing but ``reset`` ever removes one);
-- ``session:cuts:{session}`` a list of the cuts, ``{pos, summary, created}``, newest last;
-- ``session:first:{session}`` the session's first user message (for a list of chats);
+- ``{session:<key>}:cuts`` a list of the cuts, ``{pos, summary, created}``, newest last;
+- ``{session:<key>}:first`` the session's first user message (for a list of chats);
 - ``sessions:names`` (lexical, score 0) and ``sessions:updated`` (score: the newest write) index
   the sessions for ``summaries``.
 
@@ -49,12 +53,9 @@ class RedisSessionStore:
         self._cut = store.aio.register_script(_CUT)
 
     def _keys(self, session: str) -> tuple[str, str, str]:
-        key = self._store.key
-        return (
-            key("session", "messages", session),
-            key("session", "cuts", session),
-            key("session", "first", session),
-        )
+        key = self._store.tagged_key
+        tag = f"session:{session}"
+        return (key(tag, "messages"), key(tag, "cuts"), key(tag, "first"))
 
     async def history(self, session: str, limit: int = 200) -> list[dict[str, Any]]:
         return (await self.transcript(session, limit)).messages
@@ -93,14 +94,16 @@ class RedisSessionStore:
                 pipe.rpush(key, *(json.dumps(m) for m in messages))
                 if user is not None:
                     pipe.set(first, json.dumps(user), nx=True)  # only the session's first
+                await pipe.execute()
+            async with self._store.aio.pipeline(transaction=False) as pipe:
                 pipe.zadd(self._store.key("sessions", "updated"), {session: time.time()})
                 pipe.zadd(self._store.key("sessions", "names"), {session: 0})
                 await pipe.execute()
 
     async def reset(self, session: str) -> None:
         with translated(self._store.url):
-            async with self._store.aio.pipeline(transaction=True) as pipe:
-                pipe.delete(*self._keys(session))
+            await self._store.aio.delete(*self._keys(session))
+            async with self._store.aio.pipeline(transaction=False) as pipe:
                 pipe.zrem(self._store.key("sessions", "updated"), session)
                 pipe.zrem(self._store.key("sessions", "names"), session)
                 await pipe.execute()
@@ -120,10 +123,11 @@ class RedisSessionStore:
                 return []
             async with self._store.aio.pipeline(transaction=False) as pipe:
                 pipe.zmscore(self._store.key("sessions", "updated"), names)
-                pipe.mget([self._keys(name)[2] for name in names])
-                updated, firsts = cast(
-                    tuple[list[float | None], list[str | None]], await pipe.execute()
-                )
+                for name in names:  # one key at a time: each in its session's slot
+                    pipe.get(self._keys(name)[2])
+                replies = await pipe.execute()
+            updated = cast(list[float | None], replies[0])
+            firsts = cast(list[str | None], replies[1:])
         found = [
             SessionSummary(name, None if first is None else json.loads(first), float(stamp or 0))
             for name, stamp, first in zip(names, updated, firsts, strict=True)

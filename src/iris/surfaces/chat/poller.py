@@ -26,11 +26,9 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 
-import redis
-
 from iris.config import Config
 from iris.errors import StoreUnavailable
-from iris.redis.connection import RedisStore
+from iris.redis.connection import ERRORS, RedisStore
 from iris.redis.lease import Lease, holder_process
 
 log = logging.getLogger(__name__)
@@ -90,7 +88,7 @@ class BotPoller:
                 log.warning("chat platform %s: poller lease lost; stopped receiving", self.name)
         finally:
             self.settled.set()
-            with contextlib.suppress(StoreUnavailable, redis.RedisError, OSError):
+            with contextlib.suppress(StoreUnavailable, *ERRORS):
                 await self.lease.release()
 
     async def _take(self) -> bool:
@@ -103,7 +101,7 @@ class BotPoller:
                     return True
                 holder = holder_process(await self.lease.holder())
                 reason = f"{holder} receives for this bot" if holder else "the lease just changed"
-            except (redis.RedisError, OSError) as exc:
+            except ERRORS as exc:
                 reason = f"the store does not answer ({exc})"
             if not standing_by:
                 log.warning("chat platform %s: standing by: %s", self.name, reason)

@@ -1,10 +1,14 @@
 """Who runs each chat's turn when several processes share a Redis store (``store.url``).
 
 One running turn per chat across every process: the room that starts a turn first takes the
-chat's turn lease (``iris:turn:{chat_id}``, a ``Lease`` renewed while the turn runs) and writes
-itself into the registry of running turns (the hash ``iris:turns``: chat → lease token), in one
-script, so a lease never exists without its registry entry. Another process that finds the
-lease held answers as a busy room does (``turn_active``).
+chat's turn lease (``iris{chat:<chat_id>}:turn``, a ``Lease`` renewed while the turn runs, in
+the chat's cluster slot: the frame log's script reads it as its fence) and is written into the
+registry of running turns (the hash ``iris:turns``: chat → lease token). The registry spans
+chats, so in a Redis Cluster it is in another slot than the lease: the entry is written first
+(``HSETNX``), the lease taken after, so a lease never exists without an entry naming its chat;
+an entry whose claim failed is dropped again, and a crash between the two leaves an entry the
+reaper clears. Another process that finds the lease held answers as a busy room does
+(``turn_active``).
 
 Control that needs the running turn (``turn.cancel``, ``/stop``) and lands on another process
 goes to the owner's inbox (the stream ``iris:proc:{process_id}:inbox``, found from the lease's
@@ -28,11 +32,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import redis
-
 from iris.errors import StoreUnavailable
-from iris.redis.connection import RedisStore, Retry, stop_if_cancelled, translated
-from iris.redis.lease import CLAIM_REGISTERED, Lease, holder_process
+from iris.redis.connection import ERRORS, RedisStore, Retry, stop_if_cancelled, translated
+from iris.redis.lease import Lease, holder_process
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +43,8 @@ INBOX_MAXLEN = 256  # requests kept per inbox: each is acted on within a round t
 INBOX_TTL_S = 3600  # the inbox of a process that died goes away on its own
 RETRY_MAX = 5.0  # seconds between two tries while Redis is away
 
-# Give the lease up and (ARGV[3] == '1': its turn is closed) drop its registry entry, each
-# only if still this token's.
+# Give the lease up, only if still this token's (KEYS[1] the lease, ARGV[1] the token).
 _RELEASE = """
-if ARGV[3] == '1' and redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[1] then
-  redis.call('HDEL', KEYS[2], ARGV[2])
-end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
@@ -68,12 +66,12 @@ class Owners:
         self.ttl = ttl
         self.registry = store.key("turns")
         self.inbox = self.inbox_of(store.process_id)
-        self._claim = store.sync.register_script(CLAIM_REGISTERED)
         self._release = store.sync.register_script(_RELEASE)
+        self._forget_now = store.sync.register_script(_FORGET)
         self._forget = store.aio.register_script(_FORGET)
 
     def lease_key(self, chat_id: str) -> str:
-        return self.store.key("turn", chat_id)
+        return self.store.chat_key(chat_id, "turn")
 
     def inbox_of(self, process_id: str) -> str:
         return self.store.key("proc", process_id, "inbox")
@@ -82,17 +80,26 @@ class Owners:
         """The chat's turn lease, now held by this process; None if another holder has it."""
         lease = Lease(self.store, self.lease_key(chat_id), self.ttl)
         ms = max(1, int(self.ttl * 1000))
+        sync = self.store.sync
         with translated(self.store.url, "cannot take the turn"):
-            taken = self._claim(keys=[lease.key, self.registry], args=[lease.token, ms, chat_id])
-        return lease if taken else None
+            # An entry already there (a live holder's, or a dead one's the reaper has not
+            # reached) names this chat too: it is made ours only once the lease is.
+            listed = bool(sync.hsetnx(self.registry, chat_id, lease.token))
+            if sync.set(lease.key, lease.token, nx=True, px=ms):
+                if not listed:
+                    sync.hset(self.registry, chat_id, lease.token)
+                return lease
+            if listed:
+                self._forget_now(keys=[self.registry], args=[chat_id, lease.token])
+        return None
 
     def release(self, chat_id: str, lease: Lease, *, done: bool = True) -> None:
         """Give the lease up (a lease another holder took since is left alone). Unless the
         turn is ``done`` (closed in the log), its registry entry stays for the reaper."""
         with translated(self.store.url, "cannot release the turn"):
-            self._release(
-                keys=[lease.key, self.registry], args=[lease.token, chat_id, "1" if done else "0"]
-            )
+            if done:
+                self._forget_now(keys=[self.registry], args=[chat_id, lease.token])
+            self._release(keys=[lease.key], args=[lease.token])
 
     def holder(self, chat_id: str) -> str | None:
         """The token of the lease holding the chat's turn now, or None."""
@@ -122,9 +129,12 @@ class Owners:
             entries: dict[Any, Any] = await self.store.aio.hgetall(self.registry)
             registry = {str(chat): str(token) for chat, token in entries.items()}
             chats = list(registry)
-            holders: list[Any] = (
-                await self.store.aio.mget([self.lease_key(c) for c in chats]) if chats else []
-            )
+            holders: list[Any] = []
+            if chats:  # one key at a time: the leases live in their chats' slots
+                async with self.store.aio.pipeline(transaction=False) as pipe:
+                    for chat in chats:
+                        pipe.get(self.lease_key(chat))
+                    holders = await pipe.execute()
         return orphaned(registry, dict(zip(chats, holders, strict=True)))
 
     async def forget(self, chat_id: str, token: str) -> None:
@@ -139,10 +149,12 @@ class Owners:
         while True:
             stop_if_cancelled()
             try:
-                reply: Any = await self.store.blocking.xread(
+                reply: Any = await self.store.blocking_for(self.inbox).xread(
                     {self.inbox: last}, count=100, block=INBOX_BLOCK_MS
                 )
-            except (redis.RedisError, OSError) as exc:
+            except (*ERRORS, StoreUnavailable) as exc:
+                if self.store.mode == "cluster":
+                    await self.store.slot_map_stale()
                 await retry.failed(exc)
                 continue
             retry.succeeded()
