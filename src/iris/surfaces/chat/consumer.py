@@ -12,6 +12,10 @@ The typing indicator is a lease held from the first event until the turn's last 
 With a ``native`` transport (``transport.choose``) the same plan runs in the matching mode and
 its actions go out as Telegram drafts or Slack streams; a chat that refuses drafts switches
 this reply to edits (``native_refused`` tells the runner to use edits from then on).
+
+A platform that cannot edit streams in blocks (``reply`` mode ``blocks``) unless
+``display.platforms.<p>.transport`` is ``final``; ``blocks`` and ``final`` apply to a platform
+that edits too. A chat the platform closed (``ChatClosed``) gets nothing more of this reply.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from iris.config import ResolvedDisplay
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.surfaces.chat.lease import TypingLease
 from iris.surfaces.chat.platform import (
+    ChatClosed,
     ChatPlatform,
     Native,
     NativeRefused,
@@ -94,8 +99,12 @@ class StreamConsumer:
                 self.reply = Reply(
                     caps, display, preview=streaming, mode="stream", draws=self.transport.draws
                 )
+            case None if blocks(caps.can_edit, display) and streaming:
+                self.transport = EditTransport(platform, chat_id, self.thread)
+                self.reply = Reply(caps, display, preview=True, mode="blocks")
             case None:
                 self.transport = EditTransport(platform, chat_id, self.thread)
+                streaming = streaming and display.transport != "final"
                 deletes = can_delete(platform)
                 fresh = display.fresh_final_after if deletes else 0.0
                 self.reply = Reply(
@@ -149,7 +158,7 @@ class StreamConsumer:
 
     # -- the planner ---------------------------------------------------------------------
     async def feed(self, event: Event) -> bool:
-        self.reply.apply(event)
+        self.reply.apply(event, self.clock())
         if self.reply.ended:
             self.typing.release()
         return self.reply.ended
@@ -186,6 +195,14 @@ class StreamConsumer:
                     reply.landed(action, throttle)
                 case _:
                     assert_never(action)
+        except ChatClosed as exc:
+            log.warning(
+                "%s: %s closed to messages: %s; the rest of this reply is not sent",
+                self.platform.name,
+                self.chat_id,
+                exc,
+            )
+            reply.close()
         except NativeRefused as exc:
             if isinstance(action, Draft):
                 log.info(
@@ -213,3 +230,11 @@ class StreamConsumer:
             # An adapter bug: count it as a failed call so the reply still settles.
             log.exception("%s adapter raised in %s", self.platform.name, self.chat_id)
             reply.failed(action, throttle, self.clock(), maybe_landed=False)
+
+
+def blocks(can_edit: bool, display: ResolvedDisplay) -> bool:
+    """Does a streamed reply go out in blocks? Where the platform cannot edit, unless the
+    transport says ``final``; anywhere it says ``blocks``."""
+    if display.transport == "blocks":
+        return True
+    return not can_edit and display.transport != "final"

@@ -22,7 +22,8 @@ so the planner waits for the shared budget of the method that actually goes out:
 start, append or stop on the stream methods' budget, a message that left streaming on
 ``chat.update``'s (Slack limits each method per workspace on its own).
 
-``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``.
+``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``
+(``blocks`` and ``final`` are plain sends: ``EditTransport``).
 """
 
 from __future__ import annotations
@@ -91,8 +92,9 @@ def choose(
     """The native transport for this chat, or None for edits.
 
     ``auto`` and ``native`` both stream natively where the platform supports it for this chat
-    type; ``native`` says once in the log when it cannot."""
-    if setting == "edit":
+    type; ``native`` says once in the log when it cannot. Blocks and final messages are no
+    native kind."""
+    if setting not in ("auto", "native"):
         return None
     native_for = getattr(platform, "native_for", None)
     native = cast(_Native, platform).native_for(message) if callable(native_for) else None
