@@ -29,7 +29,9 @@ from tests.chat.sim import Failed, Outcome, RateLimited, SimResult, display, sim
 
 Timeline = list[tuple[float, Event]]
 
-WHATSAPP = Capabilities(can_edit=False, max_length=4096, length_unit="chars", rate=RateBudget(1, 1.0))
+WHATSAPP = Capabilities(
+    can_edit=False, max_length=4096, length_unit="chars", rate=RateBudget(1, 1.0)
+)
 
 
 def caps(limit: int = 4096, rate: RateBudget | None = None) -> Capabilities:
@@ -167,7 +169,10 @@ def test_tool_lines_and_reasoning_go_out_as_blocks_in_order() -> None:
     events: Timeline = [(0.0, ReasoningDelta("I should list the files."))]
     events += [(0.5, ToolStarted(1, "terminal", {"cmd": "ls"}))]
     events += [(1.0, ToolEnded(1, "terminal", True, 0.5, "a.txt"))]
-    events += [(2.0, TextDelta("There is one file: a.txt.")), (2.1, SegmentEnded("There is one file: a.txt."))]
+    events += [
+        (2.0, TextDelta("There is one file: a.txt.")),
+        (2.1, SegmentEnded("There is one file: a.txt.")),
+    ]
     events += [(2.1, TurnEnded("There is one file: a.txt."))]
     shown = display(show_reasoning=True, tool_progress="all", block_idle=30.0)
     result = simulate(events, caps=caps(rate=RateBudget(10, 1.0)), shown=shown)
@@ -186,7 +191,9 @@ def test_transport_final_sends_one_message_at_the_end() -> None:
 def test_a_platform_that_edits_can_ask_for_blocks() -> None:
     text = "".join(paragraph(i) for i in range(4)).strip()
     shown = display(transport="blocks", min_block_chars=50, block_idle=30.0)
-    edits = Capabilities(can_edit=True, max_length=4096, length_unit="utf16", rate=RateBudget(10, 1.0))
+    edits = Capabilities(
+        can_edit=True, max_length=4096, length_unit="utf16", rate=RateBudget(10, 1.0)
+    )
     result = simulate(streamed(word_chunks(text)), caps=edits, shown=shown)
     assert len(result.chat()) == 4 and "".join(result.chat()) == text
     assert {c.kind for c in result.calls} == {"send"}

@@ -380,10 +380,10 @@ class Reply:
     def _tool(self, event: ToolStarted | ToolProgress | ToolEnded) -> None:
         if self._tools is None:
             self._tools = ToolLines(self.display.tool_progress)
-        if self.mode == "blocks" and self._tools_slot is not None:
-            if self.slots[self._tools_slot].shown is not None:
-                # A block went out: the lines after it are the next block.
-                self._tools.lines, self._tools_slot = [], None
+        tools = self._tools_slot
+        if self.mode == "blocks" and tools is not None and self.slots[tools].shown is not None:
+            # A block went out: the lines after it are the next block.
+            self._tools.lines, self._tools_slot = [], None
         self._task(event)
         if not self._tools.apply(event):
             return
@@ -878,7 +878,7 @@ class Reply:
         seg.sent = self._block_text(seg)[: slot.shown_end]
         seg.cuts.append(seg.starts[seg.run.index(index)])
         seg.correcting = False
-        seg.marked = seg.marked or slot.shown.endswith(INTERRUPTED.strip())
+        seg.marked = seg.marked or (slot.shown or "").endswith(INTERRUPTED.strip())
         self._layout(seg)
 
     def _flush_reasoning(self, reasoning: str | None = None) -> None:
