@@ -122,7 +122,7 @@ async def test_a_forty_block_reply_never_exceeds_the_pair_limit(
     answer = "".join(chunks)
     upstream.script(text(*chunks, delay=0.015))  # ~2.4 s, forty paragraphs of ~30 characters
     await api.user_says(served.url, OWNER, "a long one")
-    await api.wait_until(lambda: "".join(api.texts_to(OWNER)).strip() == answer, timeout=20)
+    await api.wait_until(lambda: "".join(api.texts_to(OWNER)).strip() == answer, within=20)
     await served.chat.idle()
 
     assert api.pair_limited == 0
@@ -153,7 +153,11 @@ async def test_meta_verification_answers_the_challenge_only_for_the_verify_token
     served: Served,
 ) -> None:
     async with httpx.AsyncClient() as client:
-        params = {"hub.mode": "subscribe", "hub.verify_token": VERIFY, "hub.challenge": "1158201444"}
+        params = {
+            "hub.mode": "subscribe",
+            "hub.verify_token": VERIFY,
+            "hub.challenge": "1158201444",
+        }
         ok = await client.get(served.url, params=params)
         wrong = await client.get(served.url, params={**params, "hub.verify_token": "guess"})
     assert (ok.status_code, ok.text) == (200, "1158201444")

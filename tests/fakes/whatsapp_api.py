@@ -125,8 +125,8 @@ class WhatsAppAPI:
     def errors(self, code: int) -> list[ApiCall]:
         return [c for c in self.calls if c.code == code]
 
-    async def wait_until(self, done: Callable[[], object], timeout: float = 10.0) -> None:
-        async with asyncio.timeout(timeout):
+    async def wait_until(self, done: Callable[[], object], within: float = 10.0) -> None:
+        async with asyncio.timeout(within):
             while not done():
                 self._changed.clear()
                 await self._changed.wait()
@@ -167,7 +167,10 @@ class WhatsAppAPI:
             ],
         }
         change = {"value": value, "field": "messages"}
-        return {"object": "whatsapp_business_account", "entry": [{"id": "WABA", "changes": [change]}]}
+        return {
+            "object": "whatsapp_business_account",
+            "entry": [{"id": "WABA", "changes": [change]}],
+        }
 
     async def user_says(
         self, url: str, sender: str, text: str, *, message_id: str | None = None

@@ -198,6 +198,7 @@ class _Segment:
     forced: int = 0  # a block may end here (an idle flush found it complete)
     correcting: bool = False  # the next block restates text a reset took back
     marked: bool = False  # the interrupt's mark went out
+    laid_from: int = 0  # where the text not yet in a block started at the last layout
 
 
 class Reply:
@@ -274,6 +275,10 @@ class Reply:
                 seg = self._open_segment()
                 seg.text += delta
                 seg.deltas += 1
+                # Blocks: a block ends only at a line break, or where its text fills a message.
+                short = len(seg.text) - seg.laid_from <= self.limit // 2
+                if self.mode == "blocks" and "\n" not in delta and short:
+                    return
                 self._layout(seg)
             case SegmentReset(text=text):
                 seg = self._open_segment()
@@ -803,6 +808,7 @@ class Reply:
             seg.base, seg.sent, seg.forced = restart, text[:restart], 0
             seg.correcting = True
             committed = restart
+        seg.laid_from = committed
         interrupted = seg.final is not None and seg.ending == "interrupted"
         limit = self.limit
         if seg.correcting:
