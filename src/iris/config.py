@@ -440,7 +440,7 @@ TEMPLATE = """\
 
 streaming:
   enabled: true                    # master switch (the code default is false)
-  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, api_server, iris
+  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, whatsapp, api_server, iris
   # edit_interval: 1.5             # seconds between message edits on chat platforms
   # min_tokens: 20                 # deltas before the first visible message on chat platforms
 
@@ -449,7 +449,8 @@ streaming:
 #   reasoning_style: code          # code | blockquote | subtext
 #   tool_progress: all             # off | new | all | verbose
 #   platforms:                     # per chat platform: streaming, edit_interval, ...
-#     telegram: {transport: auto}  # auto | native | edit (drafts in private chats)
+#     telegram: {transport: auto}  # auto | native | edit | blocks | final (drafts in private chats)
+#     whatsapp: {transport: blocks}  # blocks | final: platforms that cannot edit
 
 # server: {host: 127.0.0.1, port: 8642, allowed_hosts: [], cors_origins: [], max_turns: 32}
 # platforms:

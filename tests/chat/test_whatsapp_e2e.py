@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +27,8 @@ from iris.surfaces.chat.whatsapp import WEBHOOK_PATH
 from tests.chat.harness import platform_config
 from tests.conftest import MakeConfig
 from tests.fakes import loopback
+from tests.fakes.served import Served as IrisServe
+from tests.fakes.served import free_port, write_config
 from tests.fakes.upstream import FakeUpstream, text
 from tests.fakes.whatsapp_api import WhatsAppAPI
 
@@ -231,3 +235,43 @@ async def test_a_transient_error_is_retried_and_the_block_lands_once(
     await api.wait_until(lambda: api.texts_to(OWNER) == ["Hello there."])
     await served.chat.idle()
     assert len(api.errors(131000)) == 1
+
+
+async def test_iris_serve_takes_only_signed_webhooks_and_replies(
+    tmp_path: Path, api: WhatsAppAPI, upstream: FakeUpstream
+) -> None:
+    """The same through ``iris serve`` itself, a process of its own, as a user runs it."""
+    whatsapp = {
+        "enabled": True,
+        "base_url": api.base_url,
+        "phone_number_id": api.phone_number_id,
+        "access_token": api.token,
+        "app_secret_env": "IRIS_TEST_WHATSAPP_APP_SECRET",
+        "verify_token": VERIFY,
+        "allowed_users": [OWNER],
+    }
+    environ = {**os.environ, "IRIS_TEST_WHATSAPP_APP_SECRET": api.app_secret}
+    port = free_port()
+    config = write_config(
+        tmp_path,
+        upstream.base_url,
+        port,
+        platforms={"iris": {"enabled": False}, "whatsapp": whatsapp},
+        streaming={"enabled": True},
+    )
+    server = IrisServe(config, env=environ)
+    try:
+        # Its start checks the token against the stand-in, served by this loop: wait aside.
+        await asyncio.to_thread(server.wait_for, "Application startup complete")
+        url = f"http://127.0.0.1:{port}{WEBHOOK_PATH}"
+        event = api.event(OWNER, "hello", "wamid.served.1")
+        assert await api.deliver(url, event, signed=False) == 401
+        async with httpx.AsyncClient() as client:
+            params = {"hub.mode": "subscribe", "hub.verify_token": VERIFY, "hub.challenge": "42"}
+            assert (await client.get(url, params=params)).text == "42"
+        upstream.script(text("Hello ", "from ", "iris serve."))
+        assert await api.deliver(url, event) == 200
+        await api.wait_until(lambda: api.texts_to(OWNER) == ["Hello from iris serve."])
+        assert len(upstream.requests) == 1
+    finally:
+        server.stop()

@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 WEBHOOK_PATH = "/platforms/whatsapp/webhook"
 MAX_BODY = 1_000_000  # a webhook POST larger than this is no Meta event
 _SEEN = 10_000  # message ids remembered against Meta's redelivery
+_FORGED_EVERY = 60.0  # seconds between two log lines about refused POSTs
 PAIR_LIMIT = 131056
 WINDOW_CLOSED = 131047
 THROUGHPUT_LIMIT = 130429
@@ -114,6 +115,7 @@ class WhatsAppPlatform:
         self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._last_in: dict[str, str] = {}  # chat -> the user's last message id (typing)
         self._reported: set[tuple[str, int]] = set()  # failed deliveries already logged
+        self._forged_said = float("-inf")
 
     # -- receiving ----------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
@@ -150,7 +152,10 @@ class WhatsAppPlatform:
                 return Response(status_code=413)
         given = request.headers.get("x-hub-signature-256", "")
         if not hmac.compare_digest(given.encode(), signature(self.secret, bytes(body)).encode()):
-            log.warning("whatsapp webhook: a POST without a valid signature refused")
+            now = asyncio.get_running_loop().time()
+            if now - self._forged_said >= _FORGED_EVERY:  # a flood of them is one line a minute
+                self._forged_said = now
+                log.warning("whatsapp webhook: a POST without a valid signature refused")
             return Response(status_code=401)
         on_message = self._on_message
         if on_message is None:
