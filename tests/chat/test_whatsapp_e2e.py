@@ -275,3 +275,20 @@ async def test_iris_serve_takes_only_signed_webhooks_and_replies(
         assert len(upstream.requests) == 1
     finally:
         server.stop()
+
+
+async def test_the_rest_of_a_reply_a_new_message_cut_quotes_its_question(
+    served: Served, api: WhatsAppAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(text(*paragraphs(3), gate_after=12), text("Second answer."))
+    _, first = await api.user_says(served.url, OWNER, "first question")
+    await asyncio.to_thread(upstream.wait_for_request)
+    await api.wait_until(lambda: api.reads)
+    _, second = await api.user_says(served.url, OWNER, "never mind, second question")
+    await api.wait_until(lambda: "Second answer." in api.texts_to(OWNER))
+    await served.chat.idle()
+    [cut] = [s for s in api.sent if s.text.endswith(INTERRUPTED)]
+    assert cut.quoted == first, "what the cut reply answered"
+    [answer] = [s for s in api.sent if s.text == "Second answer."]
+    assert answer.quoted == "", "the newest question's answer follows it: no quote"
+    assert second != first

@@ -73,6 +73,7 @@ class Sent:
     to: str
     text: str
     id: str
+    quoted: str = ""  # the message it replies to (``context.message_id``)
 
 
 @dataclass
@@ -225,7 +226,8 @@ class WhatsAppAPI:
             return _error(400, 131056)
         self._last[to] = now
         wamid = f"wamid.out.{next(self._ids)}"
-        self.sent.append(Sent(now, to, text, wamid))
+        quoted = str(body.get("context", {}).get("message_id", ""))
+        self.sent.append(Sent(now, to, text, wamid, quoted))
         return web.json_response(
             {
                 "messaging_product": "whatsapp",

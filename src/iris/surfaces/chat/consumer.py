@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import assert_never
 
 from iris.config import ResolvedDisplay
@@ -46,6 +46,7 @@ from iris.surfaces.chat.transport import (
     StreamTransport,
     Transport,
     can_delete,
+    unquoted,
 )
 from iris.surfaces.driver import Clock, Sleep, drive, loop_clock
 
@@ -70,6 +71,7 @@ class StreamConsumer:
         typing_every: float = 4.0,
         typing_limit: float = 300.0,
         first_draft: int = 1,
+        quote: Callable[[], str] | None = None,
     ) -> None:
         self.platform = platform
         self.chat_id = chat_id
@@ -100,10 +102,10 @@ class StreamConsumer:
                     caps, display, preview=streaming, mode="stream", draws=self.transport.draws
                 )
             case None if blocks(caps.can_edit, display) and streaming:
-                self.transport = EditTransport(platform, chat_id, self.thread)
+                self.transport = EditTransport(platform, chat_id, self.thread, quote or unquoted)
                 self.reply = Reply(caps, display, preview=True, mode="blocks")
             case None:
-                self.transport = EditTransport(platform, chat_id, self.thread)
+                self.transport = EditTransport(platform, chat_id, self.thread, quote or unquoted)
                 streaming = streaming and display.transport != "final"
                 deletes = can_delete(platform)
                 fresh = display.fresh_final_after if deletes else 0.0

@@ -175,6 +175,16 @@ class ChatPlatform(Protocol):
         ...
 
 
+class QuotingPlatform(Protocol):
+    """A platform whose messages can quote one of the user's (WhatsApp ``context``)."""
+
+    async def send_quoting(
+        self, chat_id: str, text: str, quoted: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """``send``, the message shown as a reply to the user's message ``quoted``."""
+        ...
+
+
 class DraftPlatform(Protocol):
     """Telegram ``sendMessageDraft``: an animated preview in a private chat, not a message."""
 

@@ -443,6 +443,8 @@ class ChatSurface:
             thread=message.thread,
             native=native,
             first_draft=conversation.next_draft,
+            # Once a newer message overtook this one, the reply's messages say what they answer.
+            quote=lambda: message.message_id if sequence != conversation.latest else "",
         )
         try:
             if refused is not None:

@@ -32,6 +32,10 @@ Meta's transient errors (1, 2, 131000, 131016) and 5xx answers to ``PlatformErro
 few times), every other coded error to ``ChatClosed`` (the request itself is refused: retrying
 it cannot help).
 
+A reply that a newer message of the user overtook (the rest of an interrupted reply) quotes the
+message it answers (``context.message_id``), so it is clear what it belongs to; other replies
+quote nothing (in a one-to-one chat they follow the question).
+
 The typing indicator marks the user's last message read and shows "typing…" (Meta dismisses it
 after 25 s or at the next message); it only uses what replies leave of the number's budget.
 """
@@ -236,13 +240,21 @@ class WhatsAppPlatform:
     async def send(
         self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
     ) -> str:
-        body = {
+        return await self.send_quoting(chat_id, text, "")
+
+    async def send_quoting(
+        self, chat_id: str, text: str, quoted: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """A text message; with ``quoted`` (a message id) shown as a reply to that message."""
+        body: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
             "to": chat_id,
             "type": "text",
             "text": {"body": text, "preview_url": False},
         }
+        if quoted:
+            body["context"] = {"message_id": quoted}
         answer = await self._post(body)
         messages = _list(answer.get("messages"))
         return str(messages[0].get("id", "")) if messages else ""
