@@ -30,6 +30,16 @@ against its budget and Slack's limit per method (Tier 3: 50, Tier 4: 100 a minut
 ``most/60s`` the most of them in any 60 s (a run shorter than a minute that opens forty streams
 at once has a high rate per minute of the run, yet stays within a per-minute limit);
 ``native/min`` counts the drafts, or all stream calls.
+
+Then blocks (``--blocks-chats``, 0: none): that many WhatsApp users of one business number get
+a reply of ``--blocks-seconds`` at once, in paragraphs of ``--paragraph`` words, through the
+real ``WhatsAppPlatform`` on the Cloud API stand-in (tests/fakes/whatsapp_api.py), which
+answers error 131056 to a message that reaches the same user sooner than the pair limit allows
+(Meta documents one message every 6 seconds; the stand-in counts arrivals and allows 0.1 s of
+network jitter). Each chat streams in blocks (``min_block_chars``, ``block_idle`` at their
+defaults) under the default ``platforms.whatsapp.budgets``. Prints: messages per reply
+(p50/max), time from the first token to the first block (p50/p95), pair-limit 429s (target
+0), and replies whole and once (the blocks read back as the reply).
 """
 
 from __future__ import annotations
@@ -50,11 +60,13 @@ from tests.fakes.discord_api import DiscordAPI  # noqa: E402
 from tests.fakes.recording_platform import RecordingPlatform  # noqa: E402
 from tests.fakes.slack_api import SlackAPI  # noqa: E402
 from tests.fakes.telegram_api import FakeBotApi  # noqa: E402
+from tests.fakes.whatsapp_api import WhatsAppAPI  # noqa: E402
 
 from iris.config import DiscordPlatform as DiscordSettings  # noqa: E402
 from iris.config import ResolvedDisplay  # noqa: E402
 from iris.config import SlackPlatform as SlackSettings  # noqa: E402
 from iris.config import TelegramPlatform as TelegramSettings  # noqa: E402
+from iris.config import WhatsAppPlatform as WhatsAppSettings  # noqa: E402
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded  # noqa: E402
 from iris.surfaces.chat.consumer import StreamConsumer  # noqa: E402
 from iris.surfaces.chat.discord import DiscordPlatform  # noqa: E402
@@ -69,6 +81,7 @@ from iris.surfaces.chat.slack import SlackPlatform  # noqa: E402
 from iris.surfaces.chat.telegram import TelegramPlatform  # noqa: E402
 from iris.surfaces.chat.throttle import Throttle  # noqa: E402
 from iris.surfaces.chat.transport import choose  # noqa: E402
+from iris.surfaces.chat.whatsapp import WhatsAppPlatform  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -485,6 +498,86 @@ async def crowd(args: argparse.Namespace) -> None:
     )
 
 
+async def blocks(args: argparse.Namespace) -> None:
+    """Replies in blocks to ``--blocks-chats`` WhatsApp users at once, on the Cloud API fake."""
+    loop = asyncio.get_running_loop()
+    count = int(args.blocks_seconds * args.rate)
+    words = [f"w{i}" + ("\n\n" if (i + 1) % args.paragraph == 0 else " ") for i in range(count)]
+    text = "".join(words).strip()
+    ids = [str(15550100000 + n) for n in range(args.blocks_chats)]
+    firsts: dict[str, float] = {}
+    display = ResolvedDisplay(
+        show_reasoning=False,
+        reasoning_style="code",
+        tool_progress="off",
+        edit_interval=args.interval,
+        buffer_threshold=24,
+        min_tokens=args.min_tokens,
+    )
+
+    async def stream(chat: str) -> AsyncIterator[Event]:
+        start = loop.time()
+        firsts[chat] = start
+        for i, word in enumerate(words):
+            await asyncio.sleep(max(0.0, start + i / args.rate - loop.time()))
+            yield TextDelta(word)
+        yield SegmentEnded(text)
+        yield TurnEnded(text)
+
+    async with WhatsAppAPI(pair_every=5.9) as api:
+        settings = WhatsAppSettings(
+            base_url=api.base_url,
+            phone_number_id=api.phone_number_id,
+            access_token=api.token,
+            app_secret=api.app_secret,
+        )
+        platform = WhatsAppPlatform(settings)
+
+        async def nothing(message: IncomingMessage) -> None:
+            return None
+
+        await platform.connect(nothing)
+
+        async def reply(chat: str) -> None:
+            throttle = Throttle(
+                platform.capabilities.rate, args.interval, seat=platform.budget.seat(chat)
+            )
+            consumer = StreamConsumer(
+                platform, chat, display=display, streaming=True, throttle=throttle
+            )
+            await consumer.consume(stream(chat))
+
+        await asyncio.gather(*(reply(chat) for chat in ids))
+        await platform.disconnect()
+    per_reply = [len(api.texts_to(chat)) for chat in ids]
+    first = [
+        min(s.t for s in api.sent if s.to == chat) - firsts[chat]
+        for chat in ids
+        if api.texts_to(chat)
+    ]
+    whole = sum(1 for chat in ids if "".join(api.texts_to(chat)).strip() == text)
+    pair = settings.budgets.pair
+    print(
+        f"\nblocks: {args.blocks_chats} WhatsApp users at once, {args.blocks_seconds:.0f} s each"
+        f" at {args.rate:.0f} deltas/s, paragraphs of {args.paragraph} words"
+        f" ({len(text)} characters), pair budget {pair.calls}/{pair.per:.0f}s,"
+        f" min_block_chars {display.min_block_chars}, block_idle {display.block_idle}s"
+    )
+    print(
+        f"{'messages/reply p50':>20}{'max':>6}{'first block p50':>17}{'p95':>7}"
+        f"{'pair 429s':>11}{'whole+once':>12}"
+    )
+    print(
+        f"{statistics.median(per_reply):>20.0f}{max(per_reply):>6}"
+        f"{_p(first, 0.5):>17.2f}{_p(first, 0.95):>7.2f}"
+        f"{len(api.errors(131056)):>11}{f'{whole}/{len(ids)}':>12}"
+    )
+    print(
+        "target: 0 pair 429s, every reply whole and once, a few messages per reply (not one per"
+        " delta); the first block waits for min_block_chars of complete paragraphs"
+    )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0)
@@ -501,9 +594,18 @@ async def main() -> None:
         help="for the crowd: edit, native (Telegram private-chat drafts, Slack streams in DMs)",
     )
     parser.add_argument("--skip-single", action="store_true", help="only the crowd")
+    parser.add_argument("--blocks-chats", type=int, default=40, help="WhatsApp users (0: none)")
+    parser.add_argument("--blocks-seconds", type=float, default=20.0, help="each blocks reply")
+    parser.add_argument("--paragraph", type=int, default=40, help="words per paragraph")
+    parser.add_argument("--only-blocks", action="store_true", help="only the blocks run")
     args = parser.parse_args()
+    if args.only_blocks:
+        await blocks(args)
+        return
     if args.skip_single:
         await crowd(args)
+        if args.blocks_chats:
+            await blocks(args)
         return
     print(
         f"reply: {args.seconds:.0f} s at {args.rate:.0f} deltas/s, edit_interval {args.interval}s,"
@@ -531,6 +633,8 @@ async def main() -> None:
         )
     if args.chats:
         await crowd(args)
+    if args.blocks_chats:
+        await blocks(args)
 
 
 if __name__ == "__main__":

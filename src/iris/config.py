@@ -32,12 +32,14 @@ from pydantic import (
 from iris.errors import ConfigError
 from iris.private import private_dir, write_private
 
-Surface = Literal["cli", "telegram", "discord", "slack", "api_server", "iris"]
+Surface = Literal["cli", "telegram", "discord", "slack", "whatsapp", "api_server", "iris"]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
 ReasoningStyle = Literal["code", "blockquote", "subtext"]
 # How a chat reply is shown while it streams: the platform's native preview (Telegram drafts in
-# private chats, Slack streams in threads and DMs) or edits of a posted message.
-Transport = Literal["auto", "native", "edit"]
+# private chats, Slack streams in threads and DMs), edits of a posted message, paragraph-sized
+# messages as it forms (``blocks``: what ``auto`` means where a platform cannot edit), or one
+# message at the end (``final``).
+Transport = Literal["auto", "native", "edit", "blocks", "final"]
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -97,6 +99,7 @@ class StreamingConfig(_Section):
     telegram: bool | None = None
     discord: bool | None = None
     slack: bool | None = None
+    whatsapp: bool | None = None
     api_server: bool | None = None
     iris: bool | None = None
     edit_interval: float = Field(default=1.5, gt=0)
@@ -116,6 +119,10 @@ class DisplayOverride(_Section):
     # Seconds a preview must have been visible for the final answer to come as a new message
     # (which notifies; an edit does not), the preview deleted. 0: off.
     fresh_final_after: float | None = Field(default=None, ge=0)
+    # Blocks transport: a block goes once a paragraph (or code block) is complete and this many
+    # characters gathered, or after ``block_idle`` seconds of silence.
+    min_block_chars: int | None = Field(default=None, ge=0)
+    block_idle: float | None = Field(default=None, gt=0)
 
 
 class DisplayConfig(_Section):
@@ -139,6 +146,8 @@ class ResolvedDisplay(BaseModel):
     transport: Transport = "auto"
     can_stop: bool = False
     fresh_final_after: float = 0.0
+    min_block_chars: int = 400
+    block_idle: float = 3.0
 
 
 class MetricsConfig(_Section):
@@ -280,12 +289,56 @@ class SlackPlatform(_Section):
     budgets: SlackBudgets = Field(default_factory=SlackBudgets)
 
 
+class WhatsAppBudgets(_Section):
+    # documented pair rate limit: one message every 6 seconds to the same user (error 131056)
+    pair: Rate = Field(default_factory=lambda: Rate(calls=1, per=6.0))
+    # documented throughput: 80 messages a second per business phone number
+    number: Rate = Field(default_factory=lambda: Rate(calls=70, per=1.0))
+
+
+class WhatsAppPlatform(_Section):
+    """The WhatsApp Business Cloud API: replies through the Graph API, messages in through the
+    webhook at ``/platforms/whatsapp/webhook``."""
+
+    enabled: bool = False
+    base_url: str = "https://graph.facebook.com/v21.0"
+    phone_number_id: str = ""
+    access_token: str = ""
+    access_token_env: str | None = None
+    # The app secret signs every webhook POST (X-Hub-Signature-256); without it none is taken.
+    app_secret: str = ""
+    app_secret_env: str | None = None
+    verify_token: str = ""  # Meta's webhook verification (GET hub.verify_token)
+    allowed_users: list[str] = Field(default_factory=list[str])  # phone numbers
+    max_turns_per_user: int = Field(default=2, ge=1)
+    budgets: WhatsAppBudgets = Field(default_factory=WhatsAppBudgets)
+
+    @field_validator("allowed_users", mode="before")
+    @classmethod
+    def _phone_numbers(cls, value: object) -> object:
+        # "+1 555-0100" and "15550100" are one number: WhatsApp's ids are the digits alone.
+        if isinstance(value, list):
+            return [re.sub(r"[\s\-().+]", "", str(v)) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return value
+
+    def resolved_access_token(self) -> str:
+        if self.access_token:
+            return self.access_token
+        return os.environ.get(self.access_token_env, "") if self.access_token_env else ""
+
+    def resolved_app_secret(self) -> str:
+        if self.app_secret:
+            return self.app_secret
+        return os.environ.get(self.app_secret_env, "") if self.app_secret_env else ""
+
+
 class PlatformsConfig(_Section):
     api_server: ApiServerPlatform = Field(default_factory=ApiServerPlatform)
     iris: IrisPlatform = Field(default_factory=IrisPlatform)
     telegram: TelegramPlatform = Field(default_factory=TelegramPlatform)
     discord: DiscordPlatform = Field(default_factory=DiscordPlatform)
     slack: SlackPlatform = Field(default_factory=SlackPlatform)
+    whatsapp: WhatsAppPlatform = Field(default_factory=WhatsAppPlatform)
 
 
 # What the terminal tool's commands see of Iris's environment: enough for a shell to work.
@@ -503,6 +556,8 @@ class Config(_Section):
             transport=_pick(over.transport, "auto"),
             can_stop=_pick(over.can_stop, False),
             fresh_final_after=_pick(over.fresh_final_after, 0.0),
+            min_block_chars=_pick(over.min_block_chars, 400),
+            block_idle=_pick(over.block_idle, 3.0),
         )
 
 
@@ -530,7 +585,7 @@ TEMPLATE = """\
 
 streaming:
   enabled: true                    # master switch (the code default is false)
-  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, api_server, iris
+  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, whatsapp, api_server, iris
   # edit_interval: 1.5             # seconds between message edits on chat platforms
   # min_tokens: 20                 # deltas before the first visible message on chat platforms
 
@@ -539,7 +594,8 @@ streaming:
 #   reasoning_style: code          # code | blockquote | subtext
 #   tool_progress: all             # off | new | all | verbose
 #   platforms:                     # per chat platform: streaming, edit_interval, ...
-#     telegram: {transport: auto}  # auto | native | edit (drafts in private chats)
+#     telegram: {transport: auto}  # auto | native | edit | blocks | final (drafts in private chats)
+#     whatsapp: {transport: blocks}  # blocks | final: platforms that cannot edit
 
 # server: {host: 127.0.0.1, port: 8642, allowed_hosts: [], cors_origins: [], max_turns: 32}
 # platforms:

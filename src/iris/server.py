@@ -4,7 +4,7 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.iris.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
-- ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack gateway runners
+- ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp gateway runners
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
 Any error that escapes a handler is a JSON 500 without the traceback, and Starlette's own
@@ -70,7 +70,7 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 
         surfaces.append(IrisSurface(runtime))
     p = config.platforms
-    if p.telegram.enabled or p.discord.enabled or p.slack.enabled:
+    if p.telegram.enabled or p.discord.enabled or p.slack.enabled or p.whatsapp.enabled:
         from iris.surfaces.chat.runner import ChatSurface
 
         surfaces.append(ChatSurface(runtime))
@@ -132,6 +132,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
     app.state.runtime = runtime
+    app.state.surfaces = surfaces
     return app
 
 

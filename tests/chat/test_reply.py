@@ -196,11 +196,12 @@ def test_tool_progress_is_edited_in_place_under_the_budget() -> None:
     assert_within_budget(result, TELEGRAM.rate)
 
 
-def test_a_platform_that_cannot_edit_gets_each_message_once() -> None:
+def test_a_platform_that_cannot_edit_gets_each_message_once_with_transport_final() -> None:
     caps = Capabilities(
         can_edit=False, max_length=4096, length_unit="chars", rate=RateBudget(1, 1.0)
     )
-    result = simulate(tool_turn(), caps=caps, shown=display(tool_progress="all"))
+    shown = display(tool_progress="all", transport="final")
+    result = simulate(tool_turn(), caps=caps, shown=shown)
     assert all(c.kind == "send" for c in result.calls)
     assert result.chat() == [
         "Let me look.",

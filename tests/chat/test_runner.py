@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ async def test_streaming_off_for_the_platform_sends_the_reply_once(
 
 
 def test_the_registry_builds_only_enabled_platforms(make_config: MakeConfig) -> None:
-    assert set(PLATFORMS) == {"telegram", "discord", "slack"}
+    assert set(PLATFORMS) == {"telegram", "discord", "slack", "whatsapp"}
     assert build_platforms(make_config()) == []
     config = make_config(platforms={"telegram": {"enabled": True, "token": "1:x"}})
     assert [p.name for p in build_platforms(config)] == ["telegram"]
@@ -176,3 +177,19 @@ async def test_max_turns_is_shared_by_every_user(gateway: Gateway, upstream: Fak
     upstream.release()
     await surface.idle()
     assert len(upstream.requests) == 1
+
+
+def test_whatsapp_is_not_started_without_its_app_secret(
+    make_config: MakeConfig, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without the app secret no webhook POST could be checked: none is trusted.
+    section = {"enabled": True, "phone_number_id": "1065", "access_token": "EAAG"}
+    config = make_config(platforms={"whatsapp": section})
+    with caplog.at_level(logging.ERROR):
+        assert build_platforms(config) == []
+    assert "platforms.whatsapp.app_secret is empty" in caplog.text
+    secret = {"app_secret_env": "IRIS_TEST_WHATSAPP_SECRET"}
+    config = make_config(platforms={"whatsapp": {**section, **secret}})
+    monkeypatch.setenv("IRIS_TEST_WHATSAPP_SECRET", "s3cret")
+    [platform] = build_platforms(config)
+    assert platform.name == "whatsapp" and not platform.capabilities.can_edit

@@ -6,7 +6,7 @@ Nothing is recorded until ``enable()`` (``server.metrics.enabled``), so a server
 metrics pays one flag test per call.
 
 Labels are bounded: ``surface`` (api, iris, chat, cli, other), ``platform`` (telegram, discord,
-slack, or empty), ``model`` (a configured model name, else ``other``: an API client may send any
+slack, whatsapp, or empty), ``model`` (a configured model name, else ``other``: an API client may send any
 name), ``tool`` (a registered tool, else ``other``), frame kinds of the protocol. A chat or user
 id is never a label.
 

@@ -12,6 +12,10 @@ The typing indicator is a lease held from the first event until the turn's last 
 With a ``native`` transport (``transport.choose``) the same plan runs in the matching mode and
 its actions go out as Telegram drafts or Slack streams; a chat that refuses drafts switches
 this reply to edits (``native_refused`` tells the runner to use edits from then on).
+
+A platform that cannot edit streams in blocks (``reply`` mode ``blocks``) unless
+``display.platforms.<p>.transport`` is ``final``; ``blocks`` and ``final`` apply to a platform
+that edits too. A chat the platform closed (``ChatClosed``) gets nothing more of this reply.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import assert_never
 
 from iris.config import ResolvedDisplay
@@ -27,6 +31,7 @@ from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.observability import metrics
 from iris.surfaces.chat.lease import TypingLease
 from iris.surfaces.chat.platform import (
+    ChatClosed,
     ChatPlatform,
     Native,
     NativeRefused,
@@ -42,6 +47,7 @@ from iris.surfaces.chat.transport import (
     StreamTransport,
     Transport,
     can_delete,
+    unquoted,
 )
 from iris.surfaces.driver import Clock, Sleep, drive, loop_clock
 
@@ -66,6 +72,7 @@ class StreamConsumer:
         typing_every: float = 4.0,
         typing_limit: float = 300.0,
         first_draft: int = 1,
+        quote: Callable[[], str] | None = None,
     ) -> None:
         self.platform = platform
         self.chat_id = chat_id
@@ -95,8 +102,12 @@ class StreamConsumer:
                 self.reply = Reply(
                     caps, display, preview=streaming, mode="stream", draws=self.transport.draws
                 )
+            case None if blocks(caps.can_edit, display) and streaming:
+                self.transport = EditTransport(platform, chat_id, self.thread, quote or unquoted)
+                self.reply = Reply(caps, display, preview=True, mode="blocks")
             case None:
-                self.transport = EditTransport(platform, chat_id, self.thread)
+                self.transport = EditTransport(platform, chat_id, self.thread, quote or unquoted)
+                streaming = streaming and display.transport != "final"
                 deletes = can_delete(platform)
                 fresh = display.fresh_final_after if deletes else 0.0
                 self.reply = Reply(
@@ -150,7 +161,7 @@ class StreamConsumer:
 
     # -- the planner ---------------------------------------------------------------------
     async def feed(self, event: Event) -> bool:
-        self.reply.apply(event)
+        self.reply.apply(event, self.clock())
         if self.reply.ended:
             self.typing.release()
         return self.reply.ended
@@ -189,6 +200,15 @@ class StreamConsumer:
                 case _:
                     assert_never(action)
             status = "ok"
+        except ChatClosed as exc:
+            status = "closed"
+            log.warning(
+                "%s: %s closed to messages: %s; the rest of this reply is not sent",
+                self.platform.name,
+                self.chat_id,
+                exc,
+            )
+            reply.close()
         except NativeRefused as exc:
             status = "refused"
             if isinstance(action, Draft):
@@ -223,3 +243,11 @@ class StreamConsumer:
             reply.failed(action, throttle, self.clock(), maybe_landed=False)
         finally:
             metrics.chat_call(self.platform.name, type(action).__name__.lower(), status)
+
+
+def blocks(can_edit: bool, display: ResolvedDisplay) -> bool:
+    """Does a streamed reply go out in blocks? Where the platform cannot edit, unless the
+    transport says ``final``; anywhere it says ``blocks``."""
+    if display.transport == "blocks":
+        return True
+    return not can_edit and display.transport != "final"

@@ -10,7 +10,8 @@ What the consumer relies on from every adapter:
   throttle owns waiting and backing off (a library that retries internally would spend the
   chat's budget behind the throttle's back). Disable such retries in the client.
 - Any other failure raises ``PlatformError``; ``maybe_landed=True`` when the request may have
-  reached the platform (timeout after sending), so the consumer never re-sends it.
+  reached the platform (timeout after sending), so the consumer never re-sends it. A chat the
+  platform will take nothing in for now raises ``ChatClosed``: nothing more of the reply is tried.
 - An edit to identical text ("message is not modified") is success, not an error.
 - ``thread`` (from ``IncomingMessage.thread``) goes with every send, edit and typing call.
 - ``budget`` is the bot's ``SharedBudget``: one per adapter instance, built from
@@ -87,6 +88,12 @@ class PlatformError(Exception):
         self.maybe_landed = maybe_landed
 
 
+class ChatClosed(PlatformError):
+    """The platform takes no message in this chat for now (WhatsApp outside the 24-hour
+    customer-service window: only templates may be sent until the user writes again). Not
+    retried: the reply's remaining messages are dropped, said once in the log."""
+
+
 class NativeRefused(PlatformError):
     """The platform refused a native-streaming call for this chat: use edits instead."""
 
@@ -146,7 +153,7 @@ class Task:
 
 
 class ChatPlatform(Protocol):
-    name: str  # "telegram" | "discord" | "slack"
+    name: str  # "telegram" | "discord" | "slack" | "whatsapp"
     capabilities: Capabilities
     # The bot's limits shared by all its chats (bot-wide, global, per method): every chat's
     # throttle takes a seat at it. An empty budget limits nothing beyond each chat's own.
@@ -172,6 +179,16 @@ class ChatPlatform(Protocol):
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         """Show the typing indicator (platforms expire it after a few seconds)."""
+        ...
+
+
+class QuotingPlatform(Protocol):
+    """A platform whose messages can quote one of the user's (WhatsApp ``context``)."""
+
+    async def send_quoting(
+        self, chat_id: str, text: str, quoted: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """``send``, the message shown as a reply to the user's message ``quoted``."""
         ...
 
 

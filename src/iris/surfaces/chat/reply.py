@@ -43,6 +43,16 @@ into the platform's calls:
 - ``stream`` (Slack streams): as ``edit`` without a cursor, and every message is *sealed*: its
   last action carries ``final`` even when the text did not change, so the transport can end
   the stream. A tool batch carries its calls as ``Task``s for a native timeline.
+- ``blocks`` (platforms that cannot edit, or ``transport: blocks``): no preview; each message is
+  a *block* of the text (``blocks.block_end`` says where one may end: a paragraph or a closed
+  code fence once ``min_block_chars`` gathered, whatever is complete after ``block_idle``
+  seconds of silence), sent once, whole. A block waiting for the budget grows to the newest
+  boundary, so a slow chat gets fewer, larger blocks. The segment's close sends the rest; an
+  interrupt sends what was complete, marked (``blocks.INTERRUPTED``). A reset that takes back
+  text a block already showed restates it from the start of that block in a block that says
+  so (``blocks.CORRECTION``). Tool lines and the reasoning layout go out as blocks too: tool
+  lines once ``min_block_chars`` gathered, after ``block_idle`` or at the batch's end; the
+  reasoning before the text it preceded.
 
 Which of the bot's shared budgets an action waits for depends on the calls it becomes, which
 only the transport knows (a Slack stream's edit is an append, or, once the stream was left, a
@@ -79,6 +89,7 @@ from iris.segments import (
     Segments,
     common_prefix,
 )
+from iris.surfaces.chat.blocks import CORRECTION, INTERRUPTED, block_end
 from iris.surfaces.chat.budget import Draws, Priority
 from iris.surfaces.chat.platform import Capabilities, Task
 from iris.surfaces.chat.progress import ToolLines
@@ -92,7 +103,7 @@ FINAL_ATTEMPTS = 5
 _EMPTY = "…"
 # A Telegram draft lives 30 s after its last update: refresh it well before.
 DRAFT_REFRESH = 20.0
-Mode = Literal["edit", "draft", "stream"]
+Mode = Literal["edit", "draft", "stream", "blocks"]
 
 
 @dataclass
@@ -181,6 +192,14 @@ class _Segment:
     base: int = 0  # where the live run starts (past an abandoned message's visible text)
     base_text: str = ""  # the text version ``base`` indexes
     held: bool = False  # stopped streaming after an abandoned message
+    # Blocks mode:
+    ending: str = ""  # how the segment model closed it
+    sent: str = ""  # the text the landed blocks showed, from the start
+    cuts: list[int] = field(default_factory=list[int])  # where each landed block started
+    forced: int = 0  # a block may end here (an idle flush found it complete)
+    correcting: bool = False  # the next block restates text a reset took back
+    marked: bool = False  # the interrupt's mark went out
+    laid_from: int = 0  # where the text not yet in a block started at the last layout
 
 
 class Reply:
@@ -203,8 +222,8 @@ class Reply:
         # Drafts preview the reply; the messages themselves are sent once, whole.
         self.drafts = preview and mode == "draft"
         # Preview: the reply grows in place. Otherwise each message is sent once, whole.
-        self.preview = preview and caps.can_edit and not self.drafts
-        self.cursor = "" if mode == "stream" else CURSOR
+        self.preview = preview and caps.can_edit and not self.drafts and mode != "blocks"
+        self.cursor = "" if mode in ("stream", "blocks") else CURSOR
         self.limit = caps.max_length - measure(self.cursor, caps.length_unit)
         # Draft ids go on from the chat's previous reply, so a stop button pressed on an older
         # reply's draft is not taken for this one's.
@@ -229,9 +248,17 @@ class Reply:
         # The text of a segment the turn's end cut short (interrupted, failed): the reply as
         # far as the user saw it, for the history when the turn's end carries none.
         self.cut_text = ""
+        # Blocks mode: when the turn was last heard from, and whether its silence was acted on.
+        self._heard = float("-inf")
+        self._idle_done = True
+        self._reasoning_shown = False  # a reasoning block went out
+        self._closed = False  # the chat takes no more messages (``close``)
 
     # -- events -------------------------------------------------------------------------------
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event, now: float | None = None) -> None:
+        """Take one event of the turn (``now``: when it came, for ``block_idle``)."""
+        if now is not None:
+            self._heard, self._idle_done = now, False
         for item in self._segments.feed(event):
             self._apply(item)
 
@@ -243,27 +270,36 @@ class Reply:
                 self._reasoning.append(text)  # shown only at the end, if at all
             case SegmentOpened():
                 self._finish_segment()  # a closed segment never grows: this is the next one
+                self._flush_reasoning()
                 self._open_segment()
             case SegmentGrown(delta=delta):
                 seg = self._open_segment()
                 seg.text += delta
                 seg.deltas += 1
+                # Blocks: a block ends only at a line break, or where its text fills a message.
+                short = len(seg.text) - seg.laid_from <= self.limit // 2
+                if self.mode == "blocks" and "\n" not in delta and short:
+                    return
                 self._layout(seg)
             case SegmentReset(text=text):
                 seg = self._open_segment()
                 seg.text = text
                 seg.rewound = True
+                seg.forced = 0
                 self._layout(seg)
             case SegmentClosed(text=text, ending="commentary"):
                 self._open_segment().closed = text
                 self._finish_segment()
             case SegmentClosed(text=text, ending=ending):
                 # Finalized at the next item: TurnEnded may still prepend the reasoning.
-                self._open_segment().closed = text
+                seg = self._open_segment()
+                seg.closed, seg.ending = text, ending
                 if ending in ("interrupted", "failed"):
                     self.cut_text = text
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._finish_segment()
+                if isinstance(item, ToolStarted):
+                    self._flush_reasoning()
                 self._tool(item)
             case ToolCallDelta():
                 pass  # client-defined tools are an API matter; a chat offers none
@@ -291,6 +327,9 @@ class Reply:
 
     def _layout(self, seg: _Segment) -> None:
         """Spread the segment's text over its live messages; add messages as it grows."""
+        if self.mode == "blocks":
+            self._blocks(seg)
+            return
         final = seg.final is not None
         text = seg.final if seg.final is not None else seg.text
         if not final and (
@@ -349,6 +388,10 @@ class Reply:
     def _tool(self, event: ToolStarted | ToolProgress | ToolEnded) -> None:
         if self._tools is None:
             self._tools = ToolLines(self.display.tool_progress)
+        tools = self._tools_slot
+        if self.mode == "blocks" and tools is not None and self.slots[tools].shown is not None:
+            # A block went out: the lines after it are the next block.
+            self._tools.lines, self._tools_slot = [], None
         self._task(event)
         if not self._tools.apply(event):
             return
@@ -371,8 +414,9 @@ class Reply:
             text = split(text, self.caps.max_length, self.caps.length_unit)[0].text
         slot.want = text
         slot.tasks = tuple(self._tasks.values())
-        # Without preview a tool message goes out once, when its batch is over.
-        slot.final = False
+        # Without preview a tool message goes out once, when its batch is over; as a block,
+        # once enough lines gathered.
+        slot.final = self.mode == "blocks" and len(text) >= self.display.min_block_chars
 
     def _task(self, event: ToolStarted | ToolProgress | ToolEnded) -> None:
         """The batch's calls as a timeline (running → complete / error), for stream mode."""
@@ -408,6 +452,12 @@ class Reply:
         answer = text
         if self.display.show_reasoning:
             reasoning = event.reasoning or "".join(self._reasoning)
+            if self.mode == "blocks":
+                reasoning = "".join(self._reasoning) or ("" if self._reasoning_shown else reasoning)
+                if seg is not None and any(self.slots[i].shown is not None for i in seg.run):
+                    # The answer is out already: its reasoning follows as a block of its own.
+                    self._flush_reasoning(reasoning)
+                    reasoning = ""
             answer = with_reasoning(text, reasoning, self.display.reasoning_style)
         if seg is None and answer:
             # No segment carries the answer (the reasoning alone): it becomes its own message.
@@ -450,6 +500,8 @@ class Reply:
         return self._pending(slot) and (self.preview or (slot.final and slot.shown is None))
 
     def _next(self) -> tuple[int, Send | Edit] | None:
+        if self._closed:
+            return None
         for index, slot in enumerate(self.slots):
             if self._sendable(slot):
                 if slot.message_id is None:
@@ -485,6 +537,7 @@ class Reply:
         if self.ended and not self._fresh_checked:
             self._fresh_checked = True
             self._freshen(now)
+        self._idle(now)
         found = self._next()
         if found is not None:
             index, action = found
@@ -517,6 +570,8 @@ class Reply:
         draft = self._draft(throttle)
         if draft is not None:
             times.append(max(draft[0], now))
+        if self.mode == "blocks" and not self._idle_done and not self.ended:
+            times.append(max(self._heard + self.display.block_idle, now))
         deletion = self._deletion()
         if found is None:
             if deletion is None:
@@ -648,6 +703,9 @@ class Reply:
         slot.failures = 0
         if message_id:
             slot.message_id = message_id
+        if self.mode == "blocks":
+            self._block_landed(action.slot)
+            return
         if slot.final and not slot.want:
             # Its segment settled to less text while this was on its way: take the rest back.
             slot.want = _EMPTY
@@ -681,6 +739,9 @@ class Reply:
         if maybe_landed and isinstance(action, Send):
             # It may be in the chat: never send it again, and it cannot be edited.
             slot.shown, slot.shown_end = action.text, action.end
+            if self.mode == "blocks":
+                self._block_landed(action.slot)  # a block is never edited anyway
+                return
             self._abandon(action.slot)
             return
         self._failed(action, now, throttle)
@@ -717,6 +778,9 @@ class Reply:
         seg = self._segment_slot_of.get(index)
         if slot.kind == "tools" or seg is None or index not in seg.run:
             return
+        if self.mode == "blocks":
+            self._layout(seg)  # the block's text is given up; the next one follows it
+            return
         if slot.shown is None:
             # Never got through at all (the platform keeps refusing): stop here rather than
             # retrying the same text in new messages forever.
@@ -729,3 +793,141 @@ class Reply:
         seg.run, seg.starts = [], []
         seg.held = seg.final is None
         self._layout(seg)
+
+    # -- blocks -------------------------------------------------------------------------------
+    def _blocks(self, seg: _Segment) -> None:
+        """Blocks mode: the segment's complete blocks as messages, each sent once, whole."""
+        unit = self.caps.length_unit
+        done = [i for i in seg.run if self.slots[i].shown is not None or self.slots[i].dead]
+        committed = self._committed(seg, done)
+        text = self._block_text(seg)
+        if not text.startswith(seg.sent):
+            # A reset took back text a block showed: restate from the start of that block.
+            kept = common_prefix(seg.sent, text)
+            # (A replay that stopped short restates its last block: the reply ends there.)
+            restart = max((c for c in seg.cuts if c <= kept and c < len(text)), default=0)
+            for index in seg.run:
+                if self.slots[index].shown is None:
+                    self.slots[index].want = ""
+            seg.run, seg.starts, done = [], [], []
+            seg.cuts = [cut for cut in seg.cuts if cut < restart]
+            seg.base, seg.sent, seg.forced = restart, text[:restart], 0
+            seg.correcting = True
+            committed = restart
+        seg.laid_from = committed
+        interrupted = seg.final is not None and seg.ending == "interrupted"
+        limit = self.limit
+        if seg.correcting:
+            limit -= len(CORRECTION)
+        if interrupted:
+            limit -= len(INTERRUPTED)
+        min_chars = self.display.min_block_chars
+        if interrupted:
+            cut = block_end(text, committed, 0, limit, unit, idle=True)
+        elif seg.final is not None:
+            cut = len(text)
+        else:
+            cut = block_end(text, committed, min_chars, limit, unit)
+            if committed < seg.forced <= len(text):
+                cut = max(cut, seg.forced)
+        blocks: list[tuple[int, int, str]] = []  # (start, end, text)
+        end = committed
+        for part in split(text[:cut], limit, unit, start=committed) if cut > committed else []:
+            start, end = end, end + len(part.raw)
+            if part.raw.strip():  # whitespace between blocks is no message
+                blocks.append((start, end, part.text))
+        if interrupted and text[committed:].strip() and not seg.marked:
+            if blocks:
+                start, end, last = blocks[-1]
+                blocks[-1] = (start, end, last.rstrip() + INTERRUPTED)
+            else:
+                blocks.append((committed, committed, INTERRUPTED.strip()))
+        if seg.correcting and blocks:
+            start, end, first = blocks[0]
+            blocks[0] = (start, end, CORRECTION + first)
+        waiting = seg.run[len(done) :]
+        for k, (start, end, body) in enumerate(blocks):
+            if k < len(waiting):
+                index = waiting[k]
+                seg.starts[len(done) + k] = start
+            else:
+                index = len(self.slots)
+                self.slots.append(Slot("text"))
+                seg.run.append(index)
+                seg.starts.append(start)
+                self._segment_slot_of[index] = seg
+            slot = self.slots[index]
+            slot.want, slot.final, slot.want_end = body, True, end
+        for index in waiting[len(blocks) :]:
+            slot = self.slots[index]
+            slot.want, slot.final = "", False
+
+    def _committed(self, seg: _Segment, done: list[int]) -> int:
+        """Where the segment's text not yet in a block starts."""
+        if not done:
+            return seg.base
+        slot = self.slots[done[-1]]
+        return slot.shown_end if slot.shown is not None else slot.want_end
+
+    def _block_text(self, seg: _Segment) -> str:
+        """The text the segment's blocks are cut from.
+
+        The settled text is the streamed text with its whitespace trimmed (and a failure's
+        notice after it): blocks already out index the streamed text, so it stays."""
+        if seg.final is None:
+            return seg.text
+        closed = seg.closed
+        if closed is None or not seg.final.startswith(closed) or seg.text.strip() != closed.strip():
+            return seg.final
+        body = seg.text[: max(len(seg.text.rstrip()), len(seg.sent))]
+        return body + seg.final[len(closed) :]
+
+    def _block_landed(self, index: int) -> None:
+        seg = self._segment_slot_of.get(index)
+        if seg is None or index not in seg.run:
+            return
+        slot = self.slots[index]
+        seg.sent = self._block_text(seg)[: slot.shown_end]
+        seg.cuts.append(seg.starts[seg.run.index(index)])
+        seg.correcting = False
+        seg.marked = seg.marked or (slot.shown or "").endswith(INTERRUPTED.strip())
+        self._layout(seg)
+
+    def _flush_reasoning(self, reasoning: str | None = None) -> None:
+        """Blocks mode: the reasoning so far goes out as blocks, before what follows it."""
+        if self.mode != "blocks" or not self.display.show_reasoning:
+            return
+        if reasoning is None:
+            reasoning = "".join(self._reasoning)
+        self._reasoning = []
+        layout = with_reasoning("", reasoning, self.display.reasoning_style)
+        if not layout.strip():
+            return
+        self._reasoning_shown = True
+        for part in split(layout, self.limit, self.caps.length_unit):
+            self.slots.append(Slot("notice", want=part.text, final=True))
+
+    def _idle(self, now: float) -> None:
+        """Blocks mode: after ``block_idle`` seconds of silence, what is complete goes."""
+        if self.mode != "blocks" or self._idle_done or self.ended:
+            return
+        if now < self._heard + self.display.block_idle:
+            return
+        self._idle_done = True
+        seg = self._segment
+        if seg is not None and seg.final is None:
+            done = [i for i in seg.run if self.slots[i].shown is not None or self.slots[i].dead]
+            committed = self._committed(seg, done)
+            unit = self.caps.length_unit
+            seg.forced = block_end(seg.text, committed, 0, self.limit, unit, idle=True)
+            self._layout(seg)
+        if self._tools_slot is not None:
+            slot = self.slots[self._tools_slot]
+            if slot.want and slot.shown is None and not slot.dead:
+                slot.final = True
+
+    def close(self) -> None:
+        """The chat takes no more messages now (WhatsApp outside its 24-hour window): what is
+        not out stays unsent, and nothing more is tried for this reply."""
+        self._closed = True
+        self._deletes.clear()

@@ -22,7 +22,9 @@
 - the stop button of a Telegram draft interrupts the turn whose draft it was, and nothing else
   (draft ids go on across the chat's replies, so a late press on an older draft is stale).
 - with a shared store (``store.url``), a platform receives only in the process that holds its
-  bot's poller lease; the others stand by (``iris.surfaces.chat.poller``).
+  bot's poller lease; the others stand by (``iris.surfaces.chat.poller``). A platform whose
+  messages come to a webhook (WhatsApp: its ``routes``, served by ``iris serve``) receives in
+  whichever process the request reaches.
 - the history sent to the model fits its window; what a compaction replaced is recorded as a
   cut in the session (``iris.agent.context``).
 """
@@ -86,6 +88,7 @@ PLATFORMS: dict[str, PlatformFactory] = {
     "telegram": _adapter("telegram", "TelegramPlatform"),
     "discord": _adapter("discord", "DiscordPlatform"),
     "slack": _adapter("slack", "SlackPlatform"),
+    "whatsapp": _adapter("whatsapp", "WhatsAppPlatform"),
 }
 
 
@@ -137,12 +140,19 @@ class ChatSurface:
 
     # -- ServerSurface ------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
-        return []
+        """The webhooks of the platforms that receive by webhook (WhatsApp)."""
+        routes: list[BaseRoute] = []
+        for platform in self.platforms:
+            webhook = getattr(platform, "routes", None)
+            if callable(webhook):
+                routes.extend(cast(Callable[[], list[BaseRoute]], webhook)())
+        return routes
 
     async def start(self) -> None:
         await self._group.open()
         for platform in self.platforms:
-            if self.runtime.shared is None:
+            webhook = callable(getattr(platform, "routes", None))
+            if self.runtime.shared is None or webhook:
                 await self._connect(platform)
             else:
                 await self._poll(platform)
@@ -435,6 +445,8 @@ class ChatSurface:
             thread=message.thread,
             native=native,
             first_draft=conversation.next_draft,
+            # Once a newer message overtook this one, the reply's messages say what they answer.
+            quote=lambda: message.message_id if sequence != conversation.latest else "",
         )
         try:
             if refused is not None:

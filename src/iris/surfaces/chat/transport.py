@@ -5,7 +5,8 @@ the platform's calls. Every transport keeps the planner's contract: one action, 
 (landed, rate limited, failed, maybe landed), and text the platform already holds is never
 sent twice.
 
-- ``EditTransport``: ``send`` and ``edit_message``, as every platform has.
+- ``EditTransport``: ``send`` and ``edit_message``, as every platform has (and, where the
+  runner asks for it and the platform can, a new message quoting the user's: ``quote``).
 - ``DraftTransport``: the same, plus ``send_draft`` for the ``Draft`` actions of a Telegram
   private chat (the messages themselves are the planner's whole, settled parts).
 - ``StreamTransport``: a Slack message that streams. A ``Send`` opens the stream
@@ -22,13 +23,14 @@ so the planner waits for the shared budget of the method that actually goes out:
 start, append or stop on the stream methods' budget, a message that left streaming on
 ``chat.update``'s (Slack limits each method per workspace on its own).
 
-``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``.
+``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``
+(``blocks`` and ``final`` are plain sends: ``EditTransport``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
@@ -42,6 +44,7 @@ from iris.surfaces.chat.platform import (
     NativeRefused,
     PlatformError,
     PlatformRateLimited,
+    QuotingPlatform,
     StreamPlatform,
     Task,
 )
@@ -91,8 +94,9 @@ def choose(
     """The native transport for this chat, or None for edits.
 
     ``auto`` and ``native`` both stream natively where the platform supports it for this chat
-    type; ``native`` says once in the log when it cannot."""
-    if setting == "edit":
+    type; ``native`` says once in the log when it cannot. Blocks and final messages are no
+    native kind."""
+    if setting not in ("auto", "native"):
         return None
     native_for = getattr(platform, "native_for", None)
     native = cast(_Native, platform).native_for(message) if callable(native_for) else None
@@ -101,16 +105,27 @@ def choose(
     return native
 
 
+def unquoted() -> str:
+    """No message to quote."""
+    return ""
+
+
 @dataclass
 class EditTransport:
     platform: ChatPlatform
     chat_id: str
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
+    # The user's message a new message should quote now ("": none), where the platform quotes.
+    quote: Callable[[], str] = unquoted
 
     def draws(self, action: Send | Edit) -> Draws:
         return plain_draws(action)
 
     async def send(self, action: Send) -> str:
+        quoted = self.quote()
+        if quoted and callable(getattr(self.platform, "send_quoting", None)):
+            quoting = cast(QuotingPlatform, self.platform)
+            return await quoting.send_quoting(self.chat_id, action.text, quoted, thread=self.thread)
         return await self.platform.send(self.chat_id, action.text, thread=self.thread)
 
     async def edit(self, action: Edit) -> None:
