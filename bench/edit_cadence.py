@@ -38,9 +38,10 @@ import argparse
 import asyncio
 import contextlib
 import html
+import itertools
 import statistics
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,6 +193,8 @@ class Crowd:
     elapsed: float
     budget_per_minute: float
     platform_per_minute: float
+    min_gap: float  # the smallest gap between two calls of one chat, as the platform saw them
+    budget_gap: float  # the chat's budget: calls at least this far apart
 
 
 @dataclass
@@ -213,6 +216,8 @@ class _Fake:
     shared_times: Callable[[], list[list[float]]]  # when they went out, per limit
     native: Callable[[], int]
     limits: tuple[float, float]  # shared budget, platform limit: calls per minute
+    # When each chat's calls on its own budget reached the platform, per chat.
+    arrivals: Callable[[], dict[str, list[float]]]
     native_limit: float = 0.0  # the platform's limit on the native calls per minute (0: none)
     native_budget: float = 0.0  # Iris's budget for them per minute (Slack: per stream method)
 
@@ -308,6 +313,8 @@ async def run_crowd(
             # Slack budgets and limits each stream method on its own (Tier 4).
             budget_per_minute=fake.native_budget if kind == "stream" else fake.limits[0],
             platform_per_minute=fake.native_limit if kind == "stream" else fake.limits[1],
+            min_gap=min_gap(fake.arrivals()),
+            budget_gap=budget.per_seconds / budget.capacity,
         )
         await _close_crowd(platform)
     for chat in ids:
@@ -366,6 +373,7 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
             ],
             lambda: len([c for c in bot_api.calls if c.method == "sendMessageDraft"]),
             (bot.calls * 60 / bot.per, 30 * 60.0),
+            lambda: telegram_arrivals(bot_api),
         )
     if name == "discord":
         rest = await stack.enter_async_context(DiscordAPI())
@@ -390,6 +398,11 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
             lambda: [[c.at for c in rest.calls]],
             lambda: 0,
             (bot.calls * 60 / bot.per, 50 * 60.0),
+            lambda: _per_chat(
+                (c.channel_id, c.at)
+                for c in rest.calls
+                if c.channel_id and not c.path.endswith("/typing")
+            ),
         )
     web = await stack.enter_async_context(SlackAPI())
     slack_config = SlackSettings(bot_token=web.bot_token, app_token="", base_url=web.base_url)
@@ -414,9 +427,45 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
         lambda: [[c.at for c in web.calls_to(m)] for m in ("chat.update", *streams)],
         lambda: len(web.calls_to(*streams)),
         (update.calls * 60 / update.per, 50.0),
+        lambda: _per_chat(
+            (str(c.args.get("channel")), c.at) for c in web.calls if c.method in _SLACK_MESSAGES
+        ),
         web.limits["chat.appendStream"].calls * 60 / web.limits["chat.appendStream"].per,
         stream.calls * 60 / stream.per,
     )
+
+
+# The Slack calls each channel's throttle paces (by ``budgets.post``).
+_SLACK_MESSAGES = (
+    "chat.postMessage",
+    "chat.update",
+    "chat.delete",
+    "chat.startStream",
+    "chat.appendStream",
+    "chat.stopStream",
+)
+
+
+def telegram_arrivals(bot_api: FakeBotApi) -> dict[str, list[float]]:
+    """When each chat's messages (sends and edits: its own budget) reached the Bot API."""
+    return _per_chat(
+        (str(c.params.get("chat_id")), c.arrived)
+        for c in bot_api.calls
+        if c.method in ("sendMessage", "editMessageText")
+    )
+
+
+def _per_chat(calls: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
+    chats: dict[str, list[float]] = {}
+    for chat, at in calls:
+        chats.setdefault(chat, []).append(at)
+    return chats
+
+
+def min_gap(chats: dict[str, list[float]]) -> float:
+    """The smallest gap between two calls of one chat (inf: no chat made two)."""
+    gaps = [b - a for times in chats.values() for a, b in itertools.pairwise(sorted(times))]
+    return min(gaps, default=float("inf"))
 
 
 async def _close_crowd(platform: ChatPlatform) -> None:
@@ -435,6 +484,86 @@ def _most_in(times: list[float], window: float) -> int:
 def _p(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[int(q * (len(ordered) - 1))] if ordered else float("nan")
+
+
+@dataclass
+class Split:
+    replies: int
+    whole: int  # replies whose two messages show the text whole, once
+    chat_limited: int  # per-chat 429s
+    limited: int  # all 429s the fake answered for its limits
+    min_gap: float
+    budget_gap: float
+
+
+async def run_split(chats: int, rounds: int, length: int) -> Split:
+    """The issue's case: a private-chat reply too long for one Telegram message, so its two
+    messages go out back to back at the edge of the chat's budget; ``chats`` at once, ``rounds``
+    times, through the real adapter (drafts while it streams) into the Bot API fake, which
+    counts each chat's calls on arrival (one a second, as Telegram's private chats)."""
+    display = ResolvedDisplay(
+        show_reasoning=False,
+        reasoning_style="code",
+        tool_progress="off",
+        edit_interval=1.5,
+        buffer_threshold=24,
+        min_tokens=20,
+    )
+    words = [f"word{i:05d} " for i in range(length // 10)]
+    text = "".join(words).strip()
+    async with FakeBotApi(chat_rate=(1, 1.0)) as bot_api:
+        settings = TelegramSettings(token=bot_api.token, base_url=bot_api.base_url)
+        telegram = TelegramPlatform(settings)
+        await telegram.bot.initialize()
+        budget = telegram.capabilities.rate
+        whole = 0
+
+        async def reply(chat: str) -> None:
+            nonlocal whole
+            native = choose(telegram, _question("telegram", chat), "native")
+            throttle = Throttle(budget, 1.5, seat=telegram.budget.seat(chat))
+            consumer = StreamConsumer(
+                telegram, chat, display=display, streaming=True, throttle=throttle, native=native
+            )
+
+            async def stream() -> AsyncIterator[Event]:
+                for word in words:
+                    await asyncio.sleep(0.002)
+                    yield TextDelta(word)
+                yield SegmentEnded(text)
+                yield TurnEnded(text)
+
+            await consumer.consume(stream())
+            whole += "".join(bot_api.chat(int(chat))).replace(" ", "") == text.replace(" ", "")
+
+        for round_ in range(rounds):
+            ids = [str(9000 + round_ * chats + n) for n in range(chats)]
+            await asyncio.gather(*(reply(chat) for chat in ids))
+        figures = Split(
+            replies=chats * rounds,
+            whole=whole,
+            chat_limited=bot_api.chat_limited,
+            limited=bot_api.limited,
+            min_gap=min_gap(telegram_arrivals(bot_api)),
+            budget_gap=budget.per_seconds / budget.capacity,
+        )
+        await telegram.bot.shutdown()
+    return figures
+
+
+async def split(args: argparse.Namespace) -> None:
+    figures = await run_split(args.split_chats, args.split_rounds, args.split_length)
+    print(
+        f"\nsplit reply (Telegram private chat, {args.split_length} characters: two messages),"
+        f" {args.split_chats} chats at once x {args.split_rounds} rounds, the Bot API fake"
+        " counting each chat on arrival (1 call a second)"
+    )
+    print(f"{'replies':>8}{'whole':>7}{'chat 429s':>11}{'all 429s':>10}{'min gap':>9}{'budget':>8}")
+    print(
+        f"{figures.replies:>8}{figures.whole:>7}{figures.chat_limited:>11}{figures.limited:>10}"
+        f"{figures.min_gap:>9.3f}{figures.budget_gap:>8.3f}"
+    )
+    print("target: 0 429s; min gap (as the platform saw them) >= budget")
 
 
 async def crowd(args: argparse.Namespace) -> None:
@@ -464,7 +593,7 @@ async def crowd(args: argparse.Namespace) -> None:
     print(
         f"{'platform':<10}{'transport':<10}{'429s':>6}{'whole+once':>12}{'first p50':>11}"
         f"{'first p95':>11}{'calls/min':>11}{'most/60s':>10}{'budget':>8}{'limit':>7}"
-        f"{'native/min':>12}{'delay p50':>11}{'delay p95':>11}"
+        f"{'native/min':>12}{'delay p50':>11}{'delay p95':>11}{'min gap':>9}{'budget':>8}"
     )
     for c in results:
         per_minute = c.shared_calls * 60 / c.elapsed if c.elapsed else 0.0
@@ -475,13 +604,15 @@ async def crowd(args: argparse.Namespace) -> None:
             f"{per_minute:>11.0f}{c.most_in_minute:>10}"
             f"{c.budget_per_minute:>8.0f}{c.platform_per_minute:>7.0f}"
             f"{native:>12}{_p(c.delays, 0.5):>11.2f}{_p(c.delays, 0.95):>11.2f}"
+            f"{c.min_gap:>9.3f}{c.budget_gap:>8.3f}"
         )
     print(
         f"target: 0 429s, every reply whole and once, first p95 <= {target:.2f}s;"
         " calls/min: what draws on the bot's shared budget, per minute of the run (Telegram"
         " drafts do not; on Slack the busiest method, each method has its own); most/60s: the"
         " most of those in any 60 s, what a per-minute limit counts; native/min: drafts, or"
-        " stream starts/appends/stops"
+        " stream starts/appends/stops; min gap: the smallest gap between two calls of one chat"
+        " as the platform saw them (on arrival), beside the chat's budget (seconds per call)"
     )
 
 
@@ -501,7 +632,14 @@ async def main() -> None:
         help="for the crowd: edit, native (Telegram private-chat drafts, Slack streams in DMs)",
     )
     parser.add_argument("--skip-single", action="store_true", help="only the crowd")
+    parser.add_argument(
+        "--split-chats", type=int, default=20, help="split replies at once (0: none)"
+    )
+    parser.add_argument("--split-rounds", type=int, default=4)
+    parser.add_argument("--split-length", type=int, default=6000, help="characters per reply")
     args = parser.parse_args()
+    if args.split_chats:
+        await split(args)
     if args.skip_single:
         await crowd(args)
         return
