@@ -26,8 +26,13 @@ A seat is named by ``scope(chat_id, thread)``: what the platform limits separate
 the channel a call goes to, a thread being a channel of its own).
 
 Each limit is paced as a token bucket of one token (the generic cell rate): two calls are never
-closer than ``per_seconds / capacity``, so no window of ``per_seconds`` sees more than
-``capacity`` calls, whatever the chats do.
+closer than ``(per_seconds + margin) / capacity``, so no window of ``per_seconds + margin``
+sees more than ``capacity`` calls, whatever the chats do. The platform counts a call when it
+arrives, between its send and its answer: the margin covers a call that took longer to get
+there than the next one, and a call whose answer came back late counts from its answer too
+(``Seat.answered``): each limit also keeps its last calls' slots, each held until ``per +
+margin`` after its send or ``per`` after its answer, whichever is later, and a call waits for
+room among them. A call nobody reports the answer of (a typing indicator) counts from its send.
 
 A limit the platform documents as tolerating bursts (``Limit.burst``: Slack's per-minute tiers)
 counts its calls in the sliding window instead: a final delivery or a first visible text goes
@@ -39,7 +44,6 @@ included), so forty chats can open their replies at once; previews stay paced on
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -51,7 +55,9 @@ Priority = Literal["final", "first", "preview"]
 # What a call does, as the adapter's ``draws`` knows it: a new message, an edit, a typing
 # indicator, or a step of a native stream (Slack ``chat.startStream`` / ``appendStream`` /
 # ``stopStream``).
-CallKind = Literal["send", "edit", "typing", "stream_start", "stream_append", "stream_stop"]
+CallKind = Literal[
+    "send", "edit", "delete", "typing", "stream_start", "stream_append", "stream_stop"
+]
 # The calls one planned action makes, in order (none: it makes no call the budget knows).
 Draws = tuple[CallKind, ...]
 
@@ -59,6 +65,9 @@ _ORDER: dict[Priority, int] = {"final": 0, "first": 1, "preview": 2}
 # A claim not renewed this long after its given time is dropped (its chat went away).
 STALE = 1.0
 _HOLDS_KEPT = 1024  # past this many held seats, the expired holds are forgotten
+# A kind an adapter's ``draws`` does not name draws like the kind it stands for: a delete like
+# a send (as it did before deletes had a kind of their own).
+_STANDS_FOR: dict[CallKind, CallKind] = {"delete": "send"}
 
 Scope = Callable[[str, Mapping[str, str]], str]
 
@@ -75,7 +84,7 @@ def kinds(draws: CallKind | Draws) -> Draws:
 
 def rate_budget(rate: Rate) -> RateBudget:
     """A configured rate (``platforms.<p>.budgets.<name>``) as the budget type."""
-    return RateBudget(rate.calls, rate.per)
+    return RateBudget(rate.calls, rate.per, rate.margin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,15 @@ class Limit:
 
     @property
     def spacing(self) -> float:
-        return self.rate.per_seconds / self.rate.capacity
+        return self.rate.spacing
+
+
+@dataclass
+class _Slot:
+    """One call in a limit's window: it counts until ``release``."""
+
+    release: float  # its send + the limit's window, or later once its answer came
+    per: float  # how long it counts after its answer: the platform's window
 
 
 @dataclass
@@ -98,12 +115,19 @@ class Seat:
     budget: SharedBudget
     key: str
     served: float = float("-inf")  # when this chat last spent: round robin among previews
+    unanswered: list[_Slot] = field(default_factory=list[_Slot])  # its last call's slots
 
     def ready_at(self, kind: CallKind | Draws, priority: Priority, now: float) -> float:
         return self.budget.ready_at(self, kind, priority, now)
 
     def spend(self, kind: CallKind | Draws, now: float) -> None:
         self.budget.spend(self, kind, now)
+
+    def answered(self, now: float) -> None:
+        """The answer to this seat's last call came now: its slots count from here too."""
+        for slot in self.unanswered:
+            slot.release = max(slot.release, now + slot.per)
+        self.unanswered = []
 
     def withdraw(self) -> None:
         self.budget.withdraw(self)
@@ -133,28 +157,35 @@ class SharedBudget:
     _holds: dict[str, float] = field(default_factory=dict[str, float], init=False)
     _free_at: dict[str, float] = field(default_factory=dict[str, float], init=False)
     _claims: dict[str, _Claim] = field(default_factory=dict[str, _Claim], init=False)
-    # Burst limits: the calls of the last window, and how long a platform 429 holds them.
-    _window: dict[str, deque[float]] = field(default_factory=dict[str, deque[float]], init=False)
+    # Each limit's calls still counted (``_Slot``), and how long a platform 429 holds them.
+    _window: dict[str, list[_Slot]] = field(default_factory=dict[str, list[_Slot]], init=False)
     _blocked: dict[str, float] = field(default_factory=dict[str, float], init=False)
     calls: int = field(default=0, init=False)  # calls spent against the budget, for figures
 
     def __post_init__(self) -> None:
         names = {limit.name for limit in self.limits}
         for limit in self.limits:
-            if limit.rate.capacity < 1 or limit.rate.per_seconds <= 0:
+            rate = limit.rate
+            if rate.capacity < 1 or rate.per_seconds <= 0 or rate.margin < 0:
                 raise ValueError(f"invalid rate budget for {limit.name}: {limit.rate}")
         for kind, drawn in self.draws.items():
             if unknown := set(drawn) - names:
                 raise ValueError(f"{kind} draws on unknown limits: {sorted(unknown)}")
         self._free_at = {limit.name: float("-inf") for limit in self.limits}
-        self._window = {limit.name: deque[float]() for limit in self.limits if limit.burst}
+        self._window = {limit.name: [] for limit in self.limits}
         self._blocked = {limit.name: float("-inf") for limit in self.limits}
 
     def seat(self, chat_id: str, thread: Mapping[str, str] | None = None) -> Seat:
         return Seat(self, self.scope(chat_id, thread or {}))
 
+    def _drawn(self, kind: CallKind) -> Sequence[str]:
+        if kind in self.draws:
+            return self.draws[kind]
+        stands_for = _STANDS_FOR.get(kind)
+        return () if stands_for is None else self.draws.get(stands_for, ())
+
     def _limits(self, kind: CallKind | Draws) -> list[Limit]:
-        drawn = {name for k in kinds(kind) for name in self.draws.get(k, ())}
+        drawn = {name for k in kinds(kind) for name in self._drawn(k)}
         return [limit for limit in self.limits if limit.name in drawn]
 
     def ready_at(self, seat: Seat, kind: CallKind | Draws, priority: Priority, now: float) -> float:
@@ -192,32 +223,33 @@ class SharedBudget:
     def _limit_at(self, limit: Limit, ahead: int, priority: Priority, now: float) -> float:
         """When a call with ``ahead`` calls before it in line may go, by ``limit``."""
         paced = max(self._free_at[limit.name], now) + ahead * limit.spacing
-        if not limit.burst:
-            return paced
         window = self._recent(limit, now)
-        # The window has room for this call once enough of its calls are older than a window.
+        # The window has room for this call once enough of its calls stopped counting.
         over = len(window) + ahead - limit.rate.capacity
         if over < 0:
             room = now
         elif over < len(window):
-            room = window[over] + limit.rate.per_seconds
+            room = sorted(slot.release for slot in window)[over]
         else:  # those ahead fill a whole window: after theirs, at the latest
-            room = now + limit.rate.per_seconds
+            room = now + limit.rate.window
         room = max(room, self._blocked[limit.name])
-        return room if priority != "preview" else max(room, paced)
+        if not limit.burst or priority == "preview":
+            return max(room, paced)
+        return room
 
-    def _recent(self, limit: Limit, now: float) -> deque[float]:
-        """The calls of ``limit`` in the window ending now (a burst limit's)."""
+    def _recent(self, limit: Limit, now: float) -> list[_Slot]:
+        """The calls of ``limit`` that still count now."""
         window = self._window[limit.name]
-        while window and window[0] <= now - limit.rate.per_seconds:
-            window.popleft()
+        if any(slot.release <= now for slot in window):
+            window[:] = [slot for slot in window if slot.release > now]
         return window
 
-    def _spent(self, limit: Limit, now: float, *, paced: bool) -> None:
-        if limit.burst:
-            self._recent(limit, now).append(now)
+    def _spent(self, limit: Limit, now: float, *, paced: bool) -> _Slot:
+        slot = _Slot(now + limit.rate.window, limit.rate.per_seconds)
+        self._recent(limit, now).append(slot)
         if paced:
             self._free_at[limit.name] = max(self._free_at[limit.name], now) + limit.spacing
+        return slot
 
     def spend(self, seat: Seat, kind: CallKind | Draws, now: float) -> None:
         """Record the call(s) of ``kind`` going out now (the caller checked ``ready_at``)."""
@@ -225,10 +257,11 @@ class SharedBudget:
         claim = self._claims.get(seat.key)
         # A burst call is counted by its window only: the previews' pace is not pushed back.
         burst = claim is not None and claim.seat is seat and claim.priority != "preview"
-        for limit in limits:
-            self._spent(limit, now, paced=not (limit.burst and burst))
+        seat.unanswered = [
+            self._spent(limit, now, paced=not (limit.burst and burst)) for limit in limits
+        ]
         if limits:
-            self.calls += sum(1 for k in kinds(kind) if self.draws.get(k))
+            self.calls += sum(1 for k in kinds(kind) if self._drawn(k))
             seat.served = now
         self.withdraw(seat)
 

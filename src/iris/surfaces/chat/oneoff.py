@@ -43,5 +43,7 @@ async def send_once(
     except PlatformRateLimited as exc:
         throttle.rate_limited(exc.retry_after, clock())
         raise
+    finally:
+        throttle.answered(clock())  # its slot also counts from its answer
     throttle.succeeded()
     return message_id

@@ -92,6 +92,7 @@ _EMPTY = "…"
 # A Telegram draft lives 30 s after its last update: refresh it well before.
 DRAFT_REFRESH = 20.0
 Mode = Literal["edit", "draft", "stream"]
+_DELETE: Draws = ("delete",)
 
 
 @dataclass
@@ -496,7 +497,7 @@ class Reply:
             if deletion is None:
                 throttle.withdraw()
             elif self._delete_ready_at(throttle, deletion, now) <= now:
-                throttle.spend("send", now)
+                throttle.spend("send", now, _DELETE)
                 return Delete(deletion.message_id)
         return None
 
@@ -607,7 +608,9 @@ class Reply:
         if deletion.retry_at > now:
             throttle.withdraw()
             return deletion.retry_at
-        return throttle.ready_at("send", now, "final")
+        # The chat's own budget counts it like a send; the shared ones by its own kind (Slack
+        # limits chat.delete per workspace).
+        return throttle.ready_at("send", now, "final", _DELETE)
 
     @property
     def settled(self) -> bool:

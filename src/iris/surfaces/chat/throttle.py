@@ -14,6 +14,14 @@ Three rules per chat/channel, and one across the bot:
 
 The bucket holds ``burst`` tokens, one by default: with a full bucket of ``capacity`` tokens a
 window could see the burst plus a window's refill, twice the budget.
+
+The platform counts a call when it arrives, somewhere between its send and its answer; Iris
+knows only those two. So a call's slot is counted twice, and the stricter wins: from its send,
+over the budget's window widened by its ``margin`` (the bucket refills at ``capacity / (per +
+margin)``), and from its answer (``answered``), over the platform's own window (a second bucket,
+charged when the answer comes). A chat makes one call at a time, so a call sent one interval
+after the last one's answer can never arrive closer than an interval to it, however slow that
+one was; the margin covers a fast call whose answer came back at once.
 """
 
 from __future__ import annotations
@@ -41,20 +49,29 @@ class Throttle:
     blocked_until: float = field(default=float("-inf"), init=False)
     last_update: float = field(default=float("-inf"), init=False)
     strikes: int = field(default=0, init=False)  # 429s since the last success
+    # The same bucket charged when each call's answer came back, refilled at the platform's rate.
+    answer_tokens: float = field(init=False)
+    answer_stamp: float = field(default=float("-inf"), init=False)
 
     def __post_init__(self) -> None:
-        if self.budget.capacity < 1 or self.budget.per_seconds <= 0:
+        if self.budget.capacity < 1 or self.budget.per_seconds <= 0 or self.budget.margin < 0:
             raise ValueError(f"invalid rate budget: {self.budget}")
-        self.tokens = float(self.burst)
+        self.tokens = self.answer_tokens = float(self.burst)
 
     @property
     def _rate(self) -> float:
-        return self.budget.capacity / self.budget.per_seconds
+        return 1.0 / self.budget.spacing
 
     def _level(self, now: float) -> float:
         if self.stamp == float("-inf"):
             return self.tokens
         return min(float(self.burst), self.tokens + (now - self.stamp) * self._rate)
+
+    def _answer_level(self, now: float) -> float:
+        if self.answer_stamp == float("-inf"):
+            return self.answer_tokens
+        elapsed = now - self.answer_stamp
+        return min(float(self.burst), self.answer_tokens + elapsed / self.budget.interval)
 
     @property
     def interval(self) -> float:
@@ -75,6 +92,9 @@ class Throttle:
         level = self._level(now)
         # The epsilon keeps float refill arithmetic from landing a hair short of a token.
         at = now if level >= 1 - 1e-9 else now + (1 - level) / self._rate
+        answered = self._answer_level(now)
+        if answered < 1 - 1e-9:
+            at = max(at, now + (1 - answered) * self.budget.interval)
         at = max(at, self.blocked_until)
         if kind == "edit":
             at = max(at, self.last_update + self.interval)
@@ -92,6 +112,14 @@ class Throttle:
         self.tokens = self._level(now) - 1
         self.stamp = now
         self.last_update = now
+
+    def answered(self, now: float) -> None:
+        """The platform answered the last call now (or it failed, or timed out): its slot also
+        counts from here, and so does its place at the shared budgets."""
+        self.answer_tokens = self._answer_level(now) - 1
+        self.answer_stamp = now
+        if self.seat is not None:
+            self.seat.answered(now)
 
     def withdraw(self) -> None:
         """Nothing more to send for now: give up this chat's place in the shared line."""
