@@ -44,9 +44,7 @@ async def test_twenty_split_replies_at_the_budgets_edge_draw_no_429(
         async with running(config) as surface:
             for chat in chats:
                 api.user_says(chat_id=chat, user_id=chat, text="a long answer, please")
-            await api.wait_until(
-                lambda: all(len(api.chat(chat)) == 2 for chat in chats), within=45
-            )
+            await api.wait_until(lambda: all(len(api.chat(chat)) == 2 for chat in chats), within=45)
             await surface.idle()
         # Every reply whole, in two messages, and not one 429 the bot caused.
         assert api.chat_limited == 0 and api.limited == 0
