@@ -5,6 +5,8 @@ Three rules per chat/channel, and one across the bot:
 - the platform budget, a token bucket shared by sends and edits (Telegram edits share the
   per-chat budget with sends: pacing edits alone is what drew flood penalties elsewhere);
 - ``edit_interval`` between a visible update and the next edit, stretched after flood control;
+  an edit with ``buffer_threshold`` new characters waiting (``early``) need not wait for it,
+  unless the chat met flood control since its last success;
 - a 429 blocks every call for ``retry_after`` seconds;
 - the bot's shared budget (``budget.SharedBudget``, owned by the platform adapter), asked
   through this chat's ``Seat`` once the chat's own rules allow a call: it says when this chat's
@@ -84,6 +86,8 @@ class Throttle:
         now: float,
         priority: Priority = "preview",
         draws: Draws | None = None,
+        *,
+        early: bool = False,
     ) -> float:
         """The earliest time (>= now) a call of ``kind`` may go out (making ``draws``).
 
@@ -96,7 +100,7 @@ class Throttle:
         if answered < 1 - 1e-9:
             at = max(at, now + (1 - answered) * self.budget.interval)
         at = max(at, self.blocked_until)
-        if kind == "edit":
+        if kind == "edit" and not (early and self.strikes == 0):
             at = max(at, self.last_update + self.interval)
         if self.seat is not None:
             if at > now:
