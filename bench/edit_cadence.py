@@ -2,12 +2,19 @@
 
     python bench/edit_cadence.py [--seconds 30] [--rate 40] [--latency 0.05]
                                  [--chats 40] [--crowd-seconds 8] [--transports edit,native]
+                                 [--split-chats 20] [--split-rounds 4] [--split-length 6000]
 
 For each platform budget (Telegram private and group, Discord, Slack) a reply of ``--seconds``
 at ``--rate`` deltas per second goes through ``StreamConsumer`` into a recording platform whose
 calls take ``--latency`` seconds; all four run at once, in real time. Prints per chat: calls,
 the most calls in any 60 s window against the budget, and the delay from a delta's arrival to
 the end of the first call that shows it (p50/p95) against the target edit_interval + 0.3 s.
+
+Before both, the split reply (``--split-chats`` at once, ``--split-rounds`` times): a
+Telegram private-chat reply too long for one message, whose two ``sendMessage`` go back to back
+at the edge of the chat's budget, through the real adapter into the Bot API fake, which counts
+each chat's calls on arrival (one a second); prints per-chat 429s and the smallest gap between
+two calls of one chat as the platform saw them, beside the budget.
 
 Then the crowd: ``--chats`` chats of one bot reply at once (``--crowd-seconds`` each), per
 platform, through the real adapters on the wire into the platform fakes, which enforce the
