@@ -28,11 +28,11 @@ the channel a call goes to, a thread being a channel of its own).
 Each limit is paced as a token bucket of one token (the generic cell rate): two calls are never
 closer than ``(per_seconds + margin) / capacity``, so no window of ``per_seconds + margin``
 sees more than ``capacity`` calls, whatever the chats do. The platform counts a call when it
-arrives, between its send and its answer: the margin covers a call that took longer to get
-there than the next one, and a call whose answer came back late counts from its answer too
-(``Seat.answered``): each limit also keeps its last calls' slots, each held until ``per +
-margin`` after its send or ``per`` after its answer, whichever is later, and a call waits for
-room among them. A call nobody reports the answer of (a typing indicator) counts from its send.
+arrives: the margin covers calls that took longer to get there than those after them. (A
+chat's own budget also counts each call from its answer: ``throttle.Throttle``. A shared
+limit does not: its calls overlap, and holding each slot until its answer cut forty chats'
+calls by a quarter on a busy machine and still drew 429s from calls in flight longer than
+the window; the defaults' room under each platform's figure absorbs the overlap.)
 
 A limit the platform documents as tolerating bursts (``Limit.burst``: Slack's per-minute tiers)
 counts its calls in the sliding window instead: a final delivery or a first visible text goes
@@ -44,6 +44,7 @@ included), so forty chats can open their replies at once; previews stay paced on
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -101,33 +102,18 @@ class Limit:
 
 
 @dataclass
-class _Slot:
-    """One call in a limit's window: it counts until ``release``."""
-
-    release: float  # its send + the limit's window, or later once its answer came
-    per: float  # how long it counts after its answer: the platform's window
-
-
-@dataclass
 class Seat:
     """One chat's place at a shared budget (held by its ``Throttle``)."""
 
     budget: SharedBudget
     key: str
     served: float = float("-inf")  # when this chat last spent: round robin among previews
-    unanswered: list[_Slot] = field(default_factory=list[_Slot])  # its last call's slots
 
     def ready_at(self, kind: CallKind | Draws, priority: Priority, now: float) -> float:
         return self.budget.ready_at(self, kind, priority, now)
 
     def spend(self, kind: CallKind | Draws, now: float) -> None:
         self.budget.spend(self, kind, now)
-
-    def answered(self, now: float) -> None:
-        """The answer to this seat's last call came now: its slots count from here too."""
-        for slot in self.unanswered:
-            slot.release = max(slot.release, now + slot.per)
-        self.unanswered = []
 
     def withdraw(self) -> None:
         self.budget.withdraw(self)
@@ -157,8 +143,8 @@ class SharedBudget:
     _holds: dict[str, float] = field(default_factory=dict[str, float], init=False)
     _free_at: dict[str, float] = field(default_factory=dict[str, float], init=False)
     _claims: dict[str, _Claim] = field(default_factory=dict[str, _Claim], init=False)
-    # Each limit's calls still counted (``_Slot``), and how long a platform 429 holds them.
-    _window: dict[str, list[_Slot]] = field(default_factory=dict[str, list[_Slot]], init=False)
+    # Burst limits: the calls of the last window, and how long a platform 429 holds them.
+    _window: dict[str, deque[float]] = field(default_factory=dict[str, deque[float]], init=False)
     _blocked: dict[str, float] = field(default_factory=dict[str, float], init=False)
     calls: int = field(default=0, init=False)  # calls spent against the budget, for figures
 
@@ -172,7 +158,7 @@ class SharedBudget:
             if unknown := set(drawn) - names:
                 raise ValueError(f"{kind} draws on unknown limits: {sorted(unknown)}")
         self._free_at = {limit.name: float("-inf") for limit in self.limits}
-        self._window = {limit.name: [] for limit in self.limits}
+        self._window = {limit.name: deque[float]() for limit in self.limits if limit.burst}
         self._blocked = {limit.name: float("-inf") for limit in self.limits}
 
     def seat(self, chat_id: str, thread: Mapping[str, str] | None = None) -> Seat:
@@ -223,33 +209,33 @@ class SharedBudget:
     def _limit_at(self, limit: Limit, ahead: int, priority: Priority, now: float) -> float:
         """When a call with ``ahead`` calls before it in line may go, by ``limit``."""
         paced = max(self._free_at[limit.name], now) + ahead * limit.spacing
+        if not limit.burst:
+            return paced
         window = self._recent(limit, now)
-        # The window has room for this call once enough of its calls stopped counting.
+        # The window has room for this call once enough of its calls are older than a window.
         over = len(window) + ahead - limit.rate.capacity
         if over < 0:
             room = now
         elif over < len(window):
-            room = sorted(slot.release for slot in window)[over]
+            room = window[over] + limit.rate.window
         else:  # those ahead fill a whole window: after theirs, at the latest
             room = now + limit.rate.window
         room = max(room, self._blocked[limit.name])
-        if not limit.burst or priority == "preview":
-            return max(room, paced)
-        return room
+        return room if priority != "preview" else max(room, paced)
 
-    def _recent(self, limit: Limit, now: float) -> list[_Slot]:
-        """The calls of ``limit`` that still count now."""
+    def _recent(self, limit: Limit, now: float) -> deque[float]:
+        """The calls of ``limit`` in the window (margin included) ending now (a burst
+        limit's)."""
         window = self._window[limit.name]
-        if any(slot.release <= now for slot in window):
-            window[:] = [slot for slot in window if slot.release > now]
+        while window and window[0] <= now - limit.rate.window:
+            window.popleft()
         return window
 
-    def _spent(self, limit: Limit, now: float, *, paced: bool) -> _Slot:
-        slot = _Slot(now + limit.rate.window, limit.rate.per_seconds)
-        self._recent(limit, now).append(slot)
+    def _spent(self, limit: Limit, now: float, *, paced: bool) -> None:
+        if limit.burst:
+            self._recent(limit, now).append(now)
         if paced:
             self._free_at[limit.name] = max(self._free_at[limit.name], now) + limit.spacing
-        return slot
 
     def spend(self, seat: Seat, kind: CallKind | Draws, now: float) -> None:
         """Record the call(s) of ``kind`` going out now (the caller checked ``ready_at``)."""
@@ -257,9 +243,8 @@ class SharedBudget:
         claim = self._claims.get(seat.key)
         # A burst call is counted by its window only: the previews' pace is not pushed back.
         burst = claim is not None and claim.seat is seat and claim.priority != "preview"
-        seat.unanswered = [
-            self._spent(limit, now, paced=not (limit.burst and burst)) for limit in limits
-        ]
+        for limit in limits:
+            self._spent(limit, now, paced=not (limit.burst and burst))
         if limits:
             self.calls += sum(1 for k in kinds(kind) if self._drawn(k))
             seat.served = now

@@ -119,11 +119,9 @@ class Throttle:
 
     def answered(self, now: float) -> None:
         """The platform answered the last call now (or it failed, or timed out): its slot also
-        counts from here, and so does its place at the shared budgets."""
+        counts from here."""
         self.answer_tokens = self._answer_level(now) - 1
         self.answer_stamp = now
-        if self.seat is not None:
-            self.seat.answered(now)
 
     def withdraw(self) -> None:
         """Nothing more to send for now: give up this chat's place in the shared line."""
