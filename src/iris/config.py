@@ -175,10 +175,13 @@ class IrisPlatform(_Section):
 # Seconds added to every budget's window (``platforms.<p>.budgets.<name>.margin``): calls leave
 # Iris paced as ``calls`` per ``per + margin`` seconds, so two calls sent one interval apart
 # still arrive one interval apart when the first took up to this much longer to get there.
-# Measured on the Telegram stand-in over loopback, 20 chats at once on 2 busy cores: arrival
-# delays spread by up to 60 ms (bench/edit_cadence.py, "split reply"); the spread of the next
-# call's own delay mostly overlaps, so 50 ms, with the answer rule (a call's slot counts from
-# its answer where that is later; see iris.surfaces.chat.budget) covering the rest.
+# Measured on the Telegram stand-in over loopback, 20 chats at once on 2 cores: arrival delays
+# spread by up to 60 ms (176 ms with the rest of the benchmark loading the machine;
+# bench/edit_cadence.py, "split reply"). A chat's own budget also counts each call from its
+# answer (iris.surfaces.chat.throttle), which covers any spread between its calls; the margin
+# separates calls whose answers came back at once, and on the bot's shared limits (counted
+# from the send) adds to the room their defaults leave under the platform's figure. 50 ms:
+# most of the spread seen, at 5 % of a private chat's pace and of the bot-wide one.
 BUDGET_MARGIN = 0.05
 
 
