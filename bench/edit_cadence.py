@@ -2,12 +2,19 @@
 
     python bench/edit_cadence.py [--seconds 30] [--rate 40] [--latency 0.05]
                                  [--chats 40] [--crowd-seconds 8] [--transports edit,native]
+                                 [--split-chats 20] [--split-rounds 4] [--split-length 6000]
 
 For each platform budget (Telegram private and group, Discord, Slack) a reply of ``--seconds``
 at ``--rate`` deltas per second goes through ``StreamConsumer`` into a recording platform whose
 calls take ``--latency`` seconds; all four run at once, in real time. Prints per chat: calls,
 the most calls in any 60 s window against the budget, and the delay from a delta's arrival to
 the end of the first call that shows it (p50/p95) against the target edit_interval + 0.3 s.
+
+Before both, the split reply (``--split-chats`` at once, ``--split-rounds`` times): a
+Telegram private-chat reply too long for one message, whose two ``sendMessage`` go back to back
+at the edge of the chat's budget, through the real adapter into the Bot API fake, which counts
+each chat's calls on arrival (one a second); prints per-chat 429s and the smallest gap between
+two calls of one chat as the platform saw them, beside the budget.
 
 Then the crowd: ``--chats`` chats of one bot reply at once (``--crowd-seconds`` each), per
 platform, through the real adapters on the wire into the platform fakes, which enforce the
@@ -48,9 +55,10 @@ import argparse
 import asyncio
 import contextlib
 import html
+import itertools
 import statistics
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,6 +213,8 @@ class Crowd:
     elapsed: float
     budget_per_minute: float
     platform_per_minute: float
+    min_gap: float  # the smallest gap between two calls of one chat, as the platform saw them
+    budget_gap: float  # the chat's budget: calls at least this far apart
 
 
 @dataclass
@@ -226,6 +236,8 @@ class _Fake:
     shared_times: Callable[[], list[list[float]]]  # when they went out, per limit
     native: Callable[[], int]
     limits: tuple[float, float]  # shared budget, platform limit: calls per minute
+    # When each chat's calls on its own budget reached the platform, per chat.
+    arrivals: Callable[[], dict[str, list[float]]]
     native_limit: float = 0.0  # the platform's limit on the native calls per minute (0: none)
     native_budget: float = 0.0  # Iris's budget for them per minute (Slack: per stream method)
 
@@ -321,6 +333,8 @@ async def run_crowd(
             # Slack budgets and limits each stream method on its own (Tier 4).
             budget_per_minute=fake.native_budget if kind == "stream" else fake.limits[0],
             platform_per_minute=fake.native_limit if kind == "stream" else fake.limits[1],
+            min_gap=min_gap(fake.arrivals()),
+            budget_gap=budget.per_seconds / budget.capacity,
         )
         await _close_crowd(platform)
     for chat in ids:
@@ -379,6 +393,7 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
             ],
             lambda: len([c for c in bot_api.calls if c.method == "sendMessageDraft"]),
             (bot.calls * 60 / bot.per, 30 * 60.0),
+            lambda: telegram_arrivals(bot_api),
         )
     if name == "discord":
         rest = await stack.enter_async_context(DiscordAPI())
@@ -403,6 +418,11 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
             lambda: [[c.at for c in rest.calls]],
             lambda: 0,
             (bot.calls * 60 / bot.per, 50 * 60.0),
+            lambda: _per_chat(
+                (c.channel_id, c.at)
+                for c in rest.calls
+                if c.channel_id and not c.path.endswith("/typing")
+            ),
         )
     web = await stack.enter_async_context(SlackAPI())
     slack_config = SlackSettings(bot_token=web.bot_token, app_token="", base_url=web.base_url)
@@ -427,9 +447,45 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
         lambda: [[c.at for c in web.calls_to(m)] for m in ("chat.update", *streams)],
         lambda: len(web.calls_to(*streams)),
         (update.calls * 60 / update.per, 50.0),
+        lambda: _per_chat(
+            (str(c.args.get("channel")), c.at) for c in web.calls if c.method in _SLACK_MESSAGES
+        ),
         web.limits["chat.appendStream"].calls * 60 / web.limits["chat.appendStream"].per,
         stream.calls * 60 / stream.per,
     )
+
+
+# The Slack calls each channel's throttle paces (by ``budgets.post``).
+_SLACK_MESSAGES = (
+    "chat.postMessage",
+    "chat.update",
+    "chat.delete",
+    "chat.startStream",
+    "chat.appendStream",
+    "chat.stopStream",
+)
+
+
+def telegram_arrivals(bot_api: FakeBotApi) -> dict[str, list[float]]:
+    """When each chat's messages (sends and edits: its own budget) reached the Bot API."""
+    return _per_chat(
+        (str(c.params.get("chat_id")), c.arrived)
+        for c in bot_api.calls
+        if c.method in ("sendMessage", "editMessageText")
+    )
+
+
+def _per_chat(calls: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
+    chats: dict[str, list[float]] = {}
+    for chat, at in calls:
+        chats.setdefault(chat, []).append(at)
+    return chats
+
+
+def min_gap(chats: dict[str, list[float]]) -> float:
+    """The smallest gap between two calls of one chat (inf: no chat made two)."""
+    gaps = [b - a for times in chats.values() for a, b in itertools.pairwise(sorted(times))]
+    return min(gaps, default=float("inf"))
 
 
 async def _close_crowd(platform: ChatPlatform) -> None:
@@ -448,6 +504,86 @@ def _most_in(times: list[float], window: float) -> int:
 def _p(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[int(q * (len(ordered) - 1))] if ordered else float("nan")
+
+
+@dataclass
+class Split:
+    replies: int
+    whole: int  # replies whose two messages show the text whole, once
+    chat_limited: int  # per-chat 429s
+    limited: int  # all 429s the fake answered for its limits
+    min_gap: float
+    budget_gap: float
+
+
+async def run_split(chats: int, rounds: int, length: int) -> Split:
+    """The issue's case: a private-chat reply too long for one Telegram message, so its two
+    messages go out back to back at the edge of the chat's budget; ``chats`` at once, ``rounds``
+    times, through the real adapter (drafts while it streams) into the Bot API fake, which
+    counts each chat's calls on arrival (one a second, as Telegram's private chats)."""
+    display = ResolvedDisplay(
+        show_reasoning=False,
+        reasoning_style="code",
+        tool_progress="off",
+        edit_interval=1.5,
+        buffer_threshold=24,
+        min_tokens=20,
+    )
+    words = [f"word{i:05d} " for i in range(length // 10)]
+    text = "".join(words).strip()
+    async with FakeBotApi(chat_rate=(1, 1.0)) as bot_api:
+        settings = TelegramSettings(token=bot_api.token, base_url=bot_api.base_url)
+        telegram = TelegramPlatform(settings)
+        await telegram.bot.initialize()
+        budget = telegram.capabilities.rate
+        whole = 0
+
+        async def reply(chat: str) -> None:
+            nonlocal whole
+            native = choose(telegram, _question("telegram", chat), "native")
+            throttle = Throttle(budget, 1.5, seat=telegram.budget.seat(chat))
+            consumer = StreamConsumer(
+                telegram, chat, display=display, streaming=True, throttle=throttle, native=native
+            )
+
+            async def stream() -> AsyncIterator[Event]:
+                for word in words:
+                    await asyncio.sleep(0.002)
+                    yield TextDelta(word)
+                yield SegmentEnded(text)
+                yield TurnEnded(text)
+
+            await consumer.consume(stream())
+            whole += "".join(bot_api.chat(int(chat))).replace(" ", "") == text.replace(" ", "")
+
+        for round_ in range(rounds):
+            ids = [str(9000 + round_ * chats + n) for n in range(chats)]
+            await asyncio.gather(*(reply(chat) for chat in ids))
+        figures = Split(
+            replies=chats * rounds,
+            whole=whole,
+            chat_limited=bot_api.chat_limited,
+            limited=bot_api.limited,
+            min_gap=min_gap(telegram_arrivals(bot_api)),
+            budget_gap=budget.per_seconds / budget.capacity,
+        )
+        await telegram.bot.shutdown()
+    return figures
+
+
+async def split(args: argparse.Namespace) -> None:
+    figures = await run_split(args.split_chats, args.split_rounds, args.split_length)
+    print(
+        f"\nsplit reply (Telegram private chat, {args.split_length} characters: two messages),"
+        f" {args.split_chats} chats at once x {args.split_rounds} rounds, the Bot API fake"
+        " counting each chat on arrival (1 call a second)"
+    )
+    print(f"{'replies':>8}{'whole':>7}{'chat 429s':>11}{'all 429s':>10}{'min gap':>9}{'budget':>8}")
+    print(
+        f"{figures.replies:>8}{figures.whole:>7}{figures.chat_limited:>11}{figures.limited:>10}"
+        f"{figures.min_gap:>9.3f}{figures.budget_gap:>8.3f}"
+    )
+    print("target: 0 429s; min gap (as the platform saw them) >= budget")
 
 
 async def crowd(args: argparse.Namespace) -> None:
@@ -477,7 +613,7 @@ async def crowd(args: argparse.Namespace) -> None:
     print(
         f"{'platform':<10}{'transport':<10}{'429s':>6}{'whole+once':>12}{'first p50':>11}"
         f"{'first p95':>11}{'calls/min':>11}{'most/60s':>10}{'budget':>8}{'limit':>7}"
-        f"{'native/min':>12}{'delay p50':>11}{'delay p95':>11}"
+        f"{'native/min':>12}{'delay p50':>11}{'delay p95':>11}{'min gap':>9}{'budget':>8}"
     )
     for c in results:
         per_minute = c.shared_calls * 60 / c.elapsed if c.elapsed else 0.0
@@ -488,13 +624,15 @@ async def crowd(args: argparse.Namespace) -> None:
             f"{per_minute:>11.0f}{c.most_in_minute:>10}"
             f"{c.budget_per_minute:>8.0f}{c.platform_per_minute:>7.0f}"
             f"{native:>12}{_p(c.delays, 0.5):>11.2f}{_p(c.delays, 0.95):>11.2f}"
+            f"{c.min_gap:>9.3f}{c.budget_gap:>8.3f}"
         )
     print(
         f"target: 0 429s, every reply whole and once, first p95 <= {target:.2f}s;"
         " calls/min: what draws on the bot's shared budget, per minute of the run (Telegram"
         " drafts do not; on Slack the busiest method, each method has its own); most/60s: the"
         " most of those in any 60 s, what a per-minute limit counts; native/min: drafts, or"
-        " stream starts/appends/stops"
+        " stream starts/appends/stops; min gap: the smallest gap between two calls of one chat"
+        " as the platform saw them (on arrival), beside the chat's budget (seconds per call)"
     )
 
 
@@ -598,10 +736,17 @@ async def main() -> None:
     parser.add_argument("--blocks-seconds", type=float, default=20.0, help="each blocks reply")
     parser.add_argument("--paragraph", type=int, default=40, help="words per paragraph")
     parser.add_argument("--only-blocks", action="store_true", help="only the blocks run")
+    parser.add_argument(
+        "--split-chats", type=int, default=20, help="split replies at once (0: none)"
+    )
+    parser.add_argument("--split-rounds", type=int, default=4)
+    parser.add_argument("--split-length", type=int, default=6000, help="characters per reply")
     args = parser.parse_args()
     if args.only_blocks:
         await blocks(args)
         return
+    if args.split_chats:
+        await split(args)
     if args.skip_single:
         await crowd(args)
         if args.blocks_chats:

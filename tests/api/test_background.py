@@ -234,3 +234,27 @@ def test_ended_runs_are_kept_by_age_and_by_count() -> None:
     now[0] = 10_000.0
     assert runs.get("resp_3") is made[3], "a running turn is never dropped"
     assert runs.running() == [made[3]]
+
+
+@pytest.mark.parametrize(("streaming", "so_far"), [(True, "Hel"), (False, "")])
+def test_a_poll_shows_the_output_so_far_only_when_iris_streams_from_the_provider(
+    iris_server: StartIris, upstream: FakeUpstream, streaming: bool, so_far: str
+) -> None:
+    """docs/api.md: with the master switch on, a poll mid-answer shows the text written so
+    far; off, the provider answers in one piece and a poll shows no output until it has."""
+    server = iris_server(streaming={"enabled": streaming})
+    upstream.script(gated("Hel", "lo", after=1))
+    with connect(server) as client:
+        created = client.responses.create(model="fake-model", input="hi", background=True)
+        assert upstream.gate_reached.wait(5), "the turn never reached the upstream"
+        assert upstream.requests[-1].stream is streaming
+        if streaming:
+            until(lambda: client.responses.retrieve(created.id).output_text, "the first text")
+        polled = client.responses.retrieve(created.id)
+        assert polled.status == "in_progress" and polled.output_text == so_far
+        upstream.release()
+        done = until(
+            lambda: (r := client.responses.retrieve(created.id)).status == "completed" and r,
+            "completion",
+        )
+        assert done.output_text == "Hello"

@@ -3,7 +3,9 @@
 The consumer runs unchanged on an event loop whose clock jumps when every task waits
 (tests/fakes/virtual_time.py), so cadence tests are exact and instant. ``outcomes`` scripts
 what the platform answers per call, in call order: None (ok), ``RateLimited(s)`` or
-``Failed(maybe)``.
+``Failed(maybe)``; ``delays`` how long each call takes to reach the platform and then to be
+answered (else ``latency``, arriving at once), so a test sees the calls as the platform counts
+them (``SimCall.arrived``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class SimCall:
     message_id: str
     text: str
     ok: bool
+    arrived: float = 0.0  # when the platform saw it (``t``: when it was sent)
 
 
 @dataclass
@@ -98,30 +101,27 @@ def simulate(
     outcomes: list[Outcome] | None = None,
     latency: float = 0.05,
     horizon: float = 3600.0,
+    delays: list[Delay] | None = None,
 ) -> SimResult:
     """Run the real ``StreamConsumer`` on virtual time against a scripted platform."""
-    return run_virtual(
-        _run(events, caps, shown or display(), preview, budget, outcomes, latency, horizon)
-    )
+    platform = SimPlatform(caps, list(outcomes or []), latency, list(delays or []))
+    return run_virtual(_run(platform, events, shown or display(), preview, budget, horizon))
 
 
 async def _run(
+    platform: SimPlatform,
     events: list[tuple[float, Event]],
-    caps: Capabilities,
     shown: ResolvedDisplay,
     preview: bool,
     budget: RateBudget | None,
-    outcomes: list[Outcome] | None,
-    latency: float,
     horizon: float,
 ) -> SimResult:
-    platform = SimPlatform(caps, list(outcomes or []), latency)
     consumer = StreamConsumer(
         platform,
         "sim",
         display=shown,
         streaming=preview,
-        throttle=Throttle(budget or caps.rate, shown.edit_interval),
+        throttle=Throttle(budget or platform.capabilities.rate, shown.edit_interval),
     )
     try:
         async with asyncio.timeout(horizon):
@@ -140,15 +140,32 @@ async def timed(events: list[tuple[float, Event]]) -> AsyncIterator[Event]:
         yield event
 
 
+@dataclass(frozen=True)
+class Delay:
+    """One call's way: ``there`` seconds until the platform sees it, ``back`` until its answer
+    is in."""
+
+    there: float
+    back: float
+
+
 class SimPlatform:
-    """A chat platform whose calls take ``latency`` and answer as ``script`` says, in order."""
+    """A chat platform whose calls take ``latency`` (or each its ``delays``) and answer as
+    ``script`` says, in order."""
 
     name = "sim"
 
-    def __init__(self, caps: Capabilities, script: list[Outcome], latency: float) -> None:
+    def __init__(
+        self,
+        caps: Capabilities,
+        script: list[Outcome],
+        latency: float,
+        delays: list[Delay] | None = None,
+    ) -> None:
         self.capabilities = caps
         self.script = script
         self.latency = latency
+        self.delays = delays or []
         self.result = SimResult()
 
     async def connect(self, on_message: OnMessage) -> None:
@@ -177,9 +194,13 @@ class SimPlatform:
     async def _call(self, kind: str, message_id: str, text: str) -> None:
         result = self.result
         outcome = self.script.pop(0) if self.script else None
-        started = asyncio.get_running_loop().time()
-        await asyncio.sleep(self.latency)
-        result.calls.append(SimCall(started, kind, message_id, text, outcome is None))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        delay = self.delays.pop(0) if self.delays else Delay(0.0, self.latency)
+        await asyncio.sleep(delay.there)
+        arrived = loop.time()
+        await asyncio.sleep(delay.back)
+        result.calls.append(SimCall(started, kind, message_id, text, outcome is None, arrived))
         match outcome:
             case None:
                 result.messages[message_id] = text

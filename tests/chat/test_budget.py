@@ -26,7 +26,9 @@ from tests.fakes.native_platform import NativePlatform
 
 
 def one_a_second() -> SharedBudget:
-    return SharedBudget([Limit("bot", RateBudget(1, 1.0))], {"send": ["bot"], "edit": ["bot"]})
+    return SharedBudget(
+        [Limit("bot", RateBudget(1, 1.0, margin=0.0))], {"send": ["bot"], "edit": ["bot"]}
+    )
 
 
 def simulate(
@@ -100,7 +102,8 @@ def test_a_withdrawn_chat_no_longer_holds_anyone_up() -> None:
 
 def test_typing_takes_only_what_nobody_waits_for() -> None:
     budget = SharedBudget(
-        [Limit("global", RateBudget(2, 1.0))], {"send": ["global"], "typing": ["global"]}
+        [Limit("global", RateBudget(2, 1.0, margin=0.0))],
+        {"send": ["global"], "typing": ["global"]},
     )
     assert budget.spare("typing", 0.0)
     assert not budget.spare("typing", 0.1), "the next token is 0.5 s away"
@@ -119,7 +122,9 @@ def test_a_global_429_holds_every_chat() -> None:
 
 def test_kinds_draw_on_their_own_limits() -> None:
     # Slack: posts are paced per channel only; chat.update is shared by the workspace.
-    budget = SharedBudget([Limit("chat.update", RateBudget(1, 1.0))], {"edit": ["chat.update"]})
+    budget = SharedBudget(
+        [Limit("chat.update", RateBudget(1, 1.0, margin=0.0))], {"edit": ["chat.update"]}
+    )
     a, b = budget.seat("a"), budget.seat("b")
     a.spend("edit", 0.0)
     assert b.ready_at("send", "first", 0.0) == 0.0
@@ -127,7 +132,7 @@ def test_kinds_draw_on_their_own_limits() -> None:
 
 
 def three_a_second_in_bursts() -> SharedBudget:
-    return SharedBudget([Limit("m", RateBudget(3, 1.0), burst=True)], {"send": ["m"]})
+    return SharedBudget([Limit("m", RateBudget(3, 1.0, margin=0.0), burst=True)], {"send": ["m"]})
 
 
 def test_a_burst_limit_lets_first_texts_and_finals_go_at_once_while_the_window_has_room() -> None:
@@ -170,8 +175,8 @@ def test_slack_stream_calls_draw_on_their_methods_budgets_not_chat_updates() -> 
             "platforms": {
                 "slack": {
                     "budgets": {
-                        "update": {"calls": 1, "per": 10},
-                        "stream": {"calls": 1, "per": 1},
+                        "update": {"calls": 1, "per": 10, "margin": 0},
+                        "stream": {"calls": 1, "per": 1, "margin": 0},
                     }
                 }
             }
@@ -211,15 +216,15 @@ def test_slack_stream_calls_draw_on_their_methods_budgets_not_chat_updates() -> 
 
 def test_an_invalid_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="rate budget"):
-        SharedBudget([Limit("bot", RateBudget(0, 1.0))])
+        SharedBudget([Limit("bot", RateBudget(0, 1.0, margin=0.0))])
     with pytest.raises(ValueError, match="unknown limits"):
-        SharedBudget([Limit("bot", RateBudget(1, 1.0))], {"send": ["global"]})
+        SharedBudget([Limit("bot", RateBudget(1, 1.0, margin=0.0))], {"send": ["global"]})
 
 
 def test_a_throttle_waits_its_own_rules_before_taking_a_place_in_line() -> None:
     budget = one_a_second()
     other = budget.seat("other")
-    throttle = Throttle(RateBudget(1, 1.0), edit_interval=2.0, seat=budget.seat("me"))
+    throttle = Throttle(RateBudget(1, 1.0, margin=0.0), edit_interval=2.0, seat=budget.seat("me"))
     throttle.spend("send", 0.0)
     # Its own edit interval says 2.0: meanwhile it does not hold "other" up.
     assert throttle.ready_at("edit", 0.5) == 2.0
@@ -249,7 +254,7 @@ def test_no_window_ever_sees_more_calls_than_the_budget(
     """Whatever chats ask, withdraw, or a 429 blocks, and whenever: calls that went out when
     they were told they may never number more than ``capacity`` in any ``per`` window."""
     per = per_ms / 1000
-    budget = SharedBudget([Limit("bot", RateBudget(capacity, per))], {"send": ["bot"]})
+    budget = SharedBudget([Limit("bot", RateBudget(capacity, per, margin=0.0))], {"send": ["bot"]})
     seats: dict[int, Seat] = {}
     spent: list[float] = []
     now = 0.0
@@ -313,7 +318,7 @@ def crowd(
     chat that may call at a moment is in line before any call goes. Returns the calls in order
     and what each chat finally shows."""
     shown = display(edit_interval=interval, min_tokens=3)
-    caps = Capabilities(True, 4096, "utf16", RateBudget(1, 1.0))
+    caps = Capabilities(True, 4096, "utf16", RateBudget(1, 1.0, margin=0.0))
     replies = {chat: Reply(caps, shown, preview=True) for chat in streams}
     throttles = {chat: Throttle(caps.rate, interval, seat=budget.seat(chat)) for chat in streams}
     queued = {chat: sorted(events, key=lambda item: item[0]) for chat, events in streams.items()}
@@ -362,7 +367,9 @@ def reply_events(words: int, *, every: float, ends: float) -> list[tuple[float, 
 
 def test_in_a_crowd_every_chat_shows_text_first_previews_share_and_finals_go_first() -> None:
     # Ten chats stream at once; the bot may make 5 calls a second in all.
-    budget = SharedBudget([Limit("bot", RateBudget(5, 1.0))], {"send": ["bot"], "edit": ["bot"]})
+    budget = SharedBudget(
+        [Limit("bot", RateBudget(5, 1.0, margin=0.0))], {"send": ["bot"], "edit": ["bot"]}
+    )
     chats = [f"c{n}" for n in range(10)]
     # Each reply streams for 6 s; they end one after the other, 0.5 s apart.
     ends = {chat: 6.0 + 0.5 * n for n, chat in enumerate(chats)}
@@ -396,7 +403,10 @@ def test_each_adapter_builds_its_budgets_from_its_platform_section() -> None:
     config = config_from_dict(
         {
             "platforms": {
-                "telegram": {"token": "1:x", "budgets": {"bot": {"calls": 10, "per": 2}}},
+                "telegram": {
+                    "token": "1:x",
+                    "budgets": {"bot": {"calls": 10, "per": 2, "margin": 0.1}},
+                },
                 "slack": {
                     "budgets": {
                         "update": {"calls": 20, "per": 60},
@@ -409,16 +419,21 @@ def test_each_adapter_builds_its_budgets_from_its_platform_section() -> None:
         env={},
     )
     telegram = TelegramPlatform(config.platforms.telegram)
-    assert [(lim.name, lim.spacing) for lim in telegram.budget.limits] == [("bot", 0.2)]
-    assert telegram.capabilities.rate == RateBudget(1, 1.0)
-    assert telegram.capabilities.group_rate == RateBudget(20, 60.0)
+    # 10 calls per 2 s, paced over 2.1 s: one every 0.21 s.
+    assert [(lim.name, lim.spacing) for lim in telegram.budget.limits] == [
+        ("bot", pytest.approx(0.21))
+    ]
+    # Every budget not given a margin has the default one (BUDGET_MARGIN: 50 ms).
+    assert telegram.capabilities.rate == RateBudget(1, 1.0, margin=0.05)
+    assert telegram.capabilities.group_rate == RateBudget(20, 60.0, margin=0.05)
     slack = SlackPlatform(config.platforms.slack)
     # Per method per workspace: chat.update, and each stream method on its own.
     assert [(lim.name, lim.spacing) for lim in slack.budget.limits] == [
-        ("chat.update", 3.0),
-        ("chat.startStream", 2.0),
-        ("chat.appendStream", 2.0),
-        ("chat.stopStream", 2.0),
+        ("chat.update", pytest.approx(60.05 / 20)),
+        ("chat.startStream", pytest.approx(60.05 / 30)),
+        ("chat.appendStream", pytest.approx(60.05 / 30)),
+        ("chat.stopStream", pytest.approx(60.05 / 30)),
+        ("chat.delete", pytest.approx(60.05 / 45)),
     ]
     assert slack.capabilities.rate == RateBudget(1, 1.0)  # chat.postMessage per channel
     discord = DiscordPlatform(config.platforms.discord)
@@ -434,6 +449,7 @@ def test_each_adapter_builds_its_budgets_from_its_platform_section() -> None:
         ({"calls": 0, "per": 1}, "platforms.telegram.budgets.bot.calls"),
         ({"calls": 5, "per": 0}, "platforms.telegram.budgets.bot.per"),
         ({"calls": 5, "per": 1, "burst": 2}, "platforms.telegram.budgets.bot.burst"),
+        ({"calls": 5, "per": 1, "margin": -0.1}, "platforms.telegram.budgets.bot.margin"),
     ],
 )
 def test_a_bad_budget_is_a_config_error_naming_the_key(rate: dict[str, float], key: str) -> None:

@@ -128,3 +128,34 @@ async def test_text_commands_are_answered_and_never_reach_the_model(
     assert [r.body["messages"] for r in upstream.requests] == [
         [{"role": "user", "content": "hello"}]
     ]
+
+
+async def test_refusals_in_a_channel_with_no_conversation_share_the_channels_budget(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    api: DiscordAPI,
+    gateway: DiscordGateway,
+) -> None:
+    """Two strangers in a channel nobody allowed has spoken in yet, then the owner: the three
+    messages of that channel keep its budget (one call per 2 s here), as every call of a chat
+    does, instead of each refusal pacing itself alone."""
+    settings = {
+        "token": api.token,
+        "base_url": api.base_url,
+        "allowed_users": [OWNER],
+        "budgets": {"channel": {"calls": 1, "per": 2}},
+    }
+    upstream.script(text("an answer"))
+    async with running(platform_config(make_config, upstream, "discord", settings)) as surface:
+        for stranger in ("6660000000000000", "6660000000000001"):
+            await gateway.dispatch("MESSAGE_CREATE", message_create(stranger, "hi"))
+        await api.wait_until(lambda: len(api.messages) == 2)
+        await surface.idle()
+        await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "hello"))
+        await api.wait_until(lambda: "an answer" in _contents(api))
+        await surface.idle()
+
+    posts = [c for c in api.channel_calls() if c.method == "POST" and "/typing" not in c.path]
+    assert len(posts) == 3 and all(c.status == 200 for c in posts)
+    gaps = [b.at - a.at for a, b in zip(posts, posts[1:], strict=False)]
+    assert all(gap >= 2.0 for gap in gaps), gaps

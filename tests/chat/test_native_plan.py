@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -43,12 +44,16 @@ from tests.strategies import ScriptedTurn, turns
 
 
 def run_drafts(
-    timeline: list[tuple[float, Event]], *, interval: float = 1.5, until: float = 600.0
+    timeline: list[tuple[float, Event]],
+    *,
+    interval: float = 1.5,
+    until: float = 600.0,
+    threshold: int = 100_000,
 ) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
-    """Every due action at its due time; (drafts, sends) as (t, text)."""
-    reply = Reply(
-        TELEGRAM, display(edit_interval=interval, min_tokens=1), preview=True, mode="draft"
-    )
+    """Every due action at its due time; (drafts, sends) as (t, text). ``threshold``: the
+    ``buffer_threshold`` (by default out of reach: the edit interval alone)."""
+    shown = display(edit_interval=interval, min_tokens=1, buffer_threshold=threshold)
+    reply = Reply(TELEGRAM, shown, preview=True, mode="draft")
     throttle = Throttle(TELEGRAM.rate, interval)
     drafts: list[tuple[float, str]] = []
     sends: list[tuple[float, str]] = []
@@ -92,6 +97,29 @@ def test_drafts_think_then_follow_the_text_at_the_edit_interval_and_the_reply_is
     assert all(text.startswith(d) for _, d in drafts)
     assert len(drafts) >= 4
     assert sends == [(8.0, text)]
+
+
+def test_drafts_come_early_with_buffer_threshold_new_characters_but_no_faster_than_the_budget() -> (
+    None
+):
+    """``buffer_threshold`` (24 here): a draft goes as soon as 24 new characters wait, not an
+    edit interval after the last one; never closer than the chat's budget paces messages (1 a
+    second plus the margin), though drafts draw on no budget. A slow stream keeps the
+    interval."""
+    words = [f"w{n} " for n in range(60)]  # 30 characters a second
+    fast = [(2.0 + n * 0.1, TextDelta(w)) for n, w in enumerate(words)]
+    text = "".join(words)
+    fast += [(8.0, SegmentEnded(text)), (8.0, TurnEnded(text))]
+    drafts, sends = run_drafts(fast, threshold=24)
+    gaps = [b - a for (a, _), (b, _) in zip(drafts[1:], drafts[2:], strict=False)]
+    assert gaps and all(gap == pytest.approx(TELEGRAM.rate.spacing) for gap in gaps)
+    assert TELEGRAM.rate.spacing < 1.5
+    assert sends == [(8.0, text)]
+
+    slow = [(2.0 + n * 1.0, TextDelta(w)) for n, w in enumerate(words[:8])]  # 3 a second
+    drafts, _ = run_drafts(slow, threshold=24, until=12.0)
+    gaps = [b - a for (a, _), (b, _) in zip(drafts[1:], drafts[2:], strict=False)]
+    assert gaps and min(gaps) >= 1.5, "fewer than 24 new characters: the edit interval"
 
 
 def test_a_long_tool_run_keeps_the_draft_alive() -> None:

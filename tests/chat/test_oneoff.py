@@ -15,7 +15,9 @@ from tests.fakes.virtual_time import run_virtual
 
 
 def one_a_second() -> SharedBudget:
-    return SharedBudget([Limit("bot", RateBudget(1, 1.0))], {"send": ["bot"], "edit": ["bot"]})
+    return SharedBudget(
+        [Limit("bot", RateBudget(1, 1.0, margin=0.0))], {"send": ["bot"], "edit": ["bot"]}
+    )
 
 
 def test_a_one_off_takes_its_turn_at_the_shared_budget_before_previews() -> None:
@@ -26,7 +28,7 @@ def test_a_one_off_takes_its_turn_at_the_shared_budget_before_previews() -> None
         budget.seat("other").spend("send", loop.time())  # the bot just spent its second
         preview = budget.seat("previewing")
         assert preview.ready_at("edit", "preview", loop.time()) == 1.0
-        throttle = Throttle(RateBudget(1, 1.0), 1.5, seat=budget.seat("x"))
+        throttle = Throttle(RateBudget(1, 1.0, margin=0.0), 1.5, seat=budget.seat("x"))
         sent = asyncio.create_task(send_once(platform, "x", "Busy", throttle=throttle))
         await asyncio.sleep(0)  # in line now, ahead of the preview
         assert preview.ready_at("edit", "preview", loop.time()) == 2.0
@@ -39,7 +41,7 @@ def test_a_one_off_takes_its_turn_at_the_shared_budget_before_previews() -> None
 def test_a_one_off_keeps_the_chats_own_pace_and_backs_off_after_a_429() -> None:
     async def scenario() -> list[tuple[float, str]]:
         platform = RecordingPlatform(budget=one_a_second())
-        throttle = Throttle(RateBudget(1, 2.0), 1.5, seat=platform.budget.seat("x"))
+        throttle = Throttle(RateBudget(1, 2.0, margin=0.0), 1.5, seat=platform.budget.seat("x"))
         await send_once(platform, "x", "one", throttle=throttle)
         await send_once(platform, "x", "two", throttle=throttle)  # the chat's 1 per 2 s
         platform.script.append(PlatformRateLimited(10.0))

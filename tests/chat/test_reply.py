@@ -56,14 +56,24 @@ def assert_within_budget(result: SimResult, budget: RateBudget) -> None:
         )
 
 
-def test_the_reply_grows_in_one_message_paced_by_the_interval_and_the_budget() -> None:
-    result = simulate(reply_of(words(400)))  # 10 s of text at 40 deltas/s
+@pytest.mark.parametrize(
+    ("threshold", "pace"),
+    [
+        (100_000, 1.5),  # out of reach: edit_interval (1.5 s) apart
+        (24, TELEGRAM.rate.spacing),  # 24 new characters wait at once: the budget's pace
+    ],
+)
+def test_the_reply_grows_in_one_message_paced_by_the_interval_and_the_budget(
+    threshold: int, pace: float
+) -> None:
+    shown = display(buffer_threshold=threshold)
+    result = simulate(reply_of(words(400)), shown=shown)  # 10 s of text at 40 deltas/s
     calls = result.calls
     assert [c.kind for c in calls].count("send") == 1
     edits = [c for c in calls if c.kind == "edit"]
-    assert len(edits) >= 5
+    assert len(edits) >= 10 / pace - 2
     gaps = [b.t - a.t for a, b in zip(calls, calls[1:], strict=False)]
-    assert min(gaps) >= 1.5 - 1e-9
+    assert min(gaps) >= pace - 1e-9
     assert_within_budget(result, TELEGRAM.rate)
     assert all(c.text.endswith(CURSOR) for c in calls[:-1])
     assert result.chat() == ["".join(words(400))]

@@ -126,3 +126,29 @@ async def test_text_commands_are_answered_in_the_thread(
     posts = api.calls_to("chat.postMessage")
     assert all(c.args["thread_ts"] == THREAD["thread_ts"] for c in posts)
     assert upstream.requests == []
+
+
+async def test_deletes_of_fresh_finals_wait_for_the_workspaces_chat_delete_budget(
+    make_config: MakeConfig, upstream: FakeUpstream, api: SlackAPI
+) -> None:
+    """Two channels' answers come anew (fresh final) at once: each preview's ``chat.delete``
+    draws on the workspace's budget for it (one per 2 s here), like every other call."""
+    settings = {
+        "bot_token": api.bot_token,
+        "app_token": api.app_token,
+        "base_url": api.base_url,
+        "allowed_users": [OWNER],
+        "budgets": {"delete": {"calls": 1, "per": 2}},
+    }
+    fresh = {"platforms": {"slack": {"transport": "edit", "fresh_final_after": 0.5}}}
+    upstream.script(*(text(*CHUNKS, delay=0.02) for _ in range(2)))
+    config = platform_config(make_config, upstream, "slack", settings, display=fresh)
+    async with running(config) as surface:
+        for channel in ("C0000001", "C0000002"):
+            await api.push_event(message_event(OWNER, "go", channel=channel))
+        await api.wait_until(lambda: len(api.calls_to("chat.delete")) == 2)
+        await surface.idle()
+    deletes = api.calls_to("chat.delete")
+    assert all(call.ok for call in deletes)
+    assert deletes[1].at - deletes[0].at >= 2.0
+    assert sorted(_texts(api)) == [REPLY, REPLY], "each answer once, its preview gone"

@@ -227,3 +227,53 @@ def test_telegram_errors_map_to_what_the_consumer_needs(
     assert mapped.maybe_landed is maybe_landed
     if isinstance(mapped, PlatformRateLimited):
         assert mapped.retry_after == 3.0
+
+
+@pytest.mark.parametrize(("threshold", "most"), [(24, None), (100_000, 1)])
+async def test_buffer_threshold_brings_edits_sooner_than_the_edit_interval_within_the_budget(
+    make_config: MakeConfig, upstream: FakeUpstream, threshold: int, most: int | None
+) -> None:
+    """A reply of ~5 s with ``edit_interval`` 6 s: on the interval alone the message is edited
+    at most once before its final text; with ``buffer_threshold`` 24 (the default) an edit
+    goes whenever 24 new characters wait, as often as the chat's budget allows (one a second
+    plus the margin, counted on arrival by the fake: no 429)."""
+    chunks = [f"word{i:03d} " for i in range(100)]  # 800 characters in ~5 s
+    upstream.script(text(*chunks, delay=0.05))
+    async with FakeBotApi(chat_rate=(1, 1.0)) as api:
+        settings = {
+            "enabled": True,
+            "token": api.token,
+            "base_url": api.base_url,
+            "allowed_users": [OWNER],
+            "poll_timeout": 1,
+        }
+        config = make_config(
+            upstream.base_url,
+            streaming={
+                "enabled": True,
+                "min_tokens": 3,
+                "edit_interval": 6.0,
+                "buffer_threshold": threshold,
+            },
+            display={"platforms": {"telegram": {"transport": "edit"}}},
+            platforms={
+                "api_server": {"enabled": False},
+                "iris": {"enabled": False},
+                "telegram": settings,
+            },
+            tools={"enabled": []},
+        )
+        async with running(config) as surface:
+            api.user_says(chat_id=CHAT, user_id=OWNER, text="go")
+            final = "".join(chunks).strip()
+            await api.wait_until(lambda: api.chat(CHAT) == [final], within=20)
+            await surface.idle()
+        calls = reply_calls(api)
+        previews = [c for c in calls if c.method == "editMessageText" and c.params["text"] != final]
+        assert api.limited == 0
+        arrivals = [c.arrived for c in calls]
+        assert all(b - a >= 1.0 for a, b in zip(arrivals, arrivals[1:], strict=False))
+        if most is None:
+            assert len(previews) >= 3, "edits came as the budget allows, not every 6 s"
+        else:
+            assert len(previews) <= most, "the edit interval alone"

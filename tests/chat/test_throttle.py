@@ -9,7 +9,7 @@ from iris.surfaces.chat.throttle import Throttle
 
 
 def test_sends_and_edits_share_the_budget() -> None:
-    throttle = Throttle(RateBudget(20, 60.0), edit_interval=0.5)
+    throttle = Throttle(RateBudget(20, 60.0, margin=0.0), edit_interval=0.5)
     assert throttle.ready_at("send", 0.0) == 0.0
     throttle.spend("send", 0.0)
     # A group allows 20 a minute: the next call of either kind waits 3 s.
@@ -18,14 +18,14 @@ def test_sends_and_edits_share_the_budget() -> None:
 
 
 def test_edits_wait_the_edit_interval_after_any_visible_update() -> None:
-    throttle = Throttle(RateBudget(1, 1.0), edit_interval=1.5)
+    throttle = Throttle(RateBudget(1, 1.0, margin=0.0), edit_interval=1.5)
     throttle.spend("send", 10.0)
     assert throttle.ready_at("send", 10.0) == pytest.approx(11.0)
     assert throttle.ready_at("edit", 10.0) == pytest.approx(11.5)
 
 
 def test_a_429_blocks_for_retry_after_and_doubles_the_interval_until_a_success() -> None:
-    throttle = Throttle(RateBudget(1, 1.0), edit_interval=1.0)
+    throttle = Throttle(RateBudget(1, 1.0, margin=0.0), edit_interval=1.0)
     throttle.spend("edit", 0.0)
     throttle.rate_limited(7.0, 0.1)
     assert throttle.ready_at("send", 0.2) == pytest.approx(7.1)
@@ -38,4 +38,4 @@ def test_a_429_blocks_for_retry_after_and_doubles_the_interval_until_a_success()
 
 def test_an_invalid_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="rate budget"):
-        Throttle(RateBudget(0, 1.0), edit_interval=1.0)
+        Throttle(RateBudget(0, 1.0, margin=0.0), edit_interval=1.0)

@@ -26,7 +26,11 @@ past every update pushed so far.
 Like Telegram, it limits the whole bot: at most ``bot_rate`` = (30, 1.0) calls (sendMessage,
 editMessageText and sendChatAction, every chat together) in any second, counted on arrival;
 past it, 429 with ``retry_after``. Chat actions count: a bot that floods typing indicators meets
-flood control like one that floods messages. ``limited`` counts those 429s (the ones the bot caused, not the scripted floods).
+flood control like one that floods messages. ``chat_rate`` (off unless set, e.g. (1, 1.0) as
+Telegram's private chats) limits each chat's sendMessage and editMessageText the same way,
+counted on arrival: the time the request reached the server, before its body was read
+(``ApiCall.arrived``). ``limited`` counts those 429s (the ones the bot caused, not the scripted
+floods), ``chat_limited`` the per-chat ones among them.
 
 A process can be told apart by its base URL: ``base_url_for("a")`` serves the same bot under
 ``/a/``, and ``polled_by`` lists, per ``getUpdates``, which one asked ("" for ``base_url``).
@@ -49,6 +53,8 @@ from aiohttp import web
 
 # Methods that post or change a message, and chat actions: what the bot-wide limit counts.
 _MESSAGES = frozenset({"sendMessage", "editMessageText", "sendChatAction"})
+# What a chat's own limit counts: messages posted or changed.
+_CHAT_MESSAGES = frozenset({"sendMessage", "editMessageText"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ class ApiCall:
     method: str
     params: dict[str, Any]
     status: int
+    arrived: float = 0.0  # when the request reached the server (``t``: when it was answered)
 
 
 @dataclass
@@ -82,8 +89,11 @@ class FakeBotApi:
     unmodified: int = 0  # edits that Telegram would reject as "message is not modified"
     commands: list[dict[str, str]] = field(default_factory=list[dict[str, str]])
     bot_rate: tuple[int, float] | None = (30, 1.0)  # messages per window, for the whole bot
-    limited: int = 0  # 429s answered for going over ``bot_rate``
+    limited: int = 0  # 429s answered for going over ``bot_rate`` or ``chat_rate``
+    chat_rate: tuple[int, float] | None = None  # messages per window, for each chat
+    chat_limited: int = 0  # 429s answered for going over ``chat_rate``
     _arrivals: list[float] = field(default_factory=list[float])
+    _chat_arrivals: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     _updates: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     _next_update: int = 1
     _confirmed: int = 1  # updates before this id were handled (the bot polled past them)
@@ -211,57 +221,51 @@ class FakeBotApi:
             self._changed.notify_all()
 
     async def _handle(self, request: web.Request) -> web.Response:
+        arrived = asyncio.get_running_loop().time()
         method = request.match_info["method"]
         params = await self._params(request)
         if method == "getUpdates":
             self.polled_by.append(request.match_info.get("via", ""))
             await self._notify()
         if request.match_info["token"] != self.token:
-            return await self._answer(
-                method, params, 404, {"ok": False, "error_code": 404, "description": "Not Found"}
-            )
+            body = {"ok": False, "error_code": 404, "description": "Not Found"}
+            return await self._answer(arrived, method, params, 404, body)
         flood = self._floods.get(method)
         if flood is not None and flood.times > 0:
             flood.times -= 1
-            body = {
-                "ok": False,
-                "error_code": 429,
-                "description": f"Too Many Requests: retry after {flood.retry_after}",
-                "parameters": {"retry_after": flood.retry_after},
-            }
-            return await self._answer(method, params, 429, body)
-        if method in _MESSAGES and (retry_after := self._over_bot_rate()) is not None:
+            return await self._answer(arrived, method, params, 429, _too_many(flood.retry_after))
+        chat = str(params.get("chat_id"))
+        if method in _CHAT_MESSAGES and (retry_after := self._over_chat_rate(chat, arrived)):
             self.limited += 1
-            body = {
-                "ok": False,
-                "error_code": 429,
-                "description": f"Too Many Requests: retry after {retry_after}",
-                "parameters": {"retry_after": retry_after},
-            }
-            return await self._answer(method, params, 429, body)
+            self.chat_limited += 1
+            return await self._answer(arrived, method, params, 429, _too_many(retry_after))
+        if method in _MESSAGES and (retry_after := self._over_bot_rate(arrived)) is not None:
+            self.limited += 1
+            return await self._answer(arrived, method, params, 429, _too_many(retry_after))
         handler = getattr(self, f"_api_{method}", None)
         if handler is None:
             body = {"ok": False, "error_code": 404, "description": "Not Found: method not found"}
-            return await self._answer(method, params, 404, body)
+            return await self._answer(arrived, method, params, 404, body)
         status, result = await handler(params)
         if status != 200:
-            return await self._answer(
-                method, params, status, {"ok": False, "error_code": status, "description": result}
-            )
-        return await self._answer(method, params, 200, {"ok": True, "result": result})
+            body = {"ok": False, "error_code": status, "description": result}
+            return await self._answer(arrived, method, params, status, body)
+        return await self._answer(arrived, method, params, 200, {"ok": True, "result": result})
 
-    def _over_bot_rate(self) -> int | None:
+    def _over_bot_rate(self, now: float) -> int | None:
         """Count a message against the bot-wide limit; the seconds to wait when over it."""
         if self.bot_rate is None:
             return None
-        calls, window = self.bot_rate
-        now = asyncio.get_running_loop().time()
-        self._arrivals = [t for t in self._arrivals if now - t < window]
-        if len(self._arrivals) >= calls:
-            # Telegram answers whole seconds, at least one.
-            return max(1, math.ceil(window - (now - self._arrivals[0])))
-        self._arrivals.append(now)
-        return None
+        self._arrivals, wait = _counted(self._arrivals, self.bot_rate, now)
+        return wait
+
+    def _over_chat_rate(self, chat: str, now: float) -> int | None:
+        """Count a message against its chat's limit; the seconds to wait when over it."""
+        if self.chat_rate is None:
+            return None
+        arrivals, wait = _counted(self._chat_arrivals.get(chat, []), self.chat_rate, now)
+        self._chat_arrivals[chat] = arrivals
+        return wait
 
     async def _params(self, request: web.Request) -> dict[str, Any]:
         if request.content_type == "application/json":
@@ -278,10 +282,16 @@ class FakeBotApi:
         return params
 
     async def _answer(
-        self, method: str, params: dict[str, Any], status: int, body: dict[str, Any]
+        self,
+        arrived: float,
+        method: str,
+        params: dict[str, Any],
+        status: int,
+        body: dict[str, Any],
     ) -> web.Response:
         if method != "getUpdates":
-            self.calls.append(ApiCall(asyncio.get_running_loop().time(), method, params, status))
+            now = asyncio.get_running_loop().time()
+            self.calls.append(ApiCall(now, method, params, status, arrived))
             await self._notify()
         return web.json_response(body, status=status)
 
@@ -384,3 +394,25 @@ class FakeBotApi:
             {"command": str(c["command"]), "description": str(c["description"])} for c in commands
         ]
         return 200, True
+
+
+def _counted(
+    arrivals: list[float], rate: tuple[int, float], now: float
+) -> tuple[list[float], int | None]:
+    """The calls of a limit's window after one more arriving ``now``, and the seconds to wait
+    when it is over the limit (the call is then not counted)."""
+    calls, window = rate
+    arrivals = [t for t in arrivals if now - t < window]
+    if len(arrivals) >= calls:
+        # Telegram answers whole seconds, at least one.
+        return arrivals, max(1, math.ceil(window - (now - arrivals[0])))
+    return [*arrivals, now], None
+
+
+def _too_many(retry_after: int) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "error_code": 429,
+        "description": f"Too Many Requests: retry after {retry_after}",
+        "parameters": {"retry_after": retry_after},
+    }

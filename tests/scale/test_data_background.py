@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -274,3 +276,46 @@ async def test_one_survivor_alone_takes_a_run_whose_owner_stopped_renewing(
     finally:
         for store in stores:
             await store.aclose()
+
+
+def stored_status(redis_server: RedisServer, response_id: str) -> str | None:
+    """The status of the response as stored (what outlives the run's shared events)."""
+    with redis_server.client() as redis:
+        raw = redis.hget(f"iris:response:stored:{response_id}", "response")
+    return None if raw is None else json.loads(raw)["status"]
+
+
+def test_a_process_that_loses_a_runs_lease_while_alive_keeps_nothing_over_the_survivors_end(
+    upstream: FakeUpstream, leased: tuple[Process, Process], redis_server: RedisServer
+) -> None:
+    """A is paused (SIGSTOP) mid-run past its lease: B's reaper ends the run as failed
+    (owner_lost) and stores it. A then resumes, finds its lease gone and stops the run: its
+    own ``incomplete`` must not overwrite the survivor's end, stored or polled through A."""
+    a, b = leased
+    upstream.script(hold("Hel"))
+    with a.client() as on_a, b.client() as on_b:
+        response_id = take_until_text(on_a)[0].response.id
+        a.served.process.send_signal(signal.SIGSTOP)
+        try:
+            until(
+                lambda: on_b.responses.retrieve(response_id).status == "failed",
+                "the survivor's end",
+                within=15,
+            )
+            assert stored_status(redis_server, response_id) == "failed"
+        finally:
+            a.served.process.send_signal(signal.SIGCONT)
+        until(
+            lambda: on_a.responses.retrieve(response_id).status != "in_progress",
+            "A to see its run ended",
+            within=15,
+        )
+        # A stops its turn once it sees the lease gone; give it time to store what it would.
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and stored_status(redis_server, response_id) == "failed":
+            time.sleep(0.05)
+        assert stored_status(redis_server, response_id) == "failed"
+        for client in (on_a, on_b):
+            polled = client.responses.retrieve(response_id)
+            assert polled.status == "failed"
+            assert polled.error is not None and polled.error.code == "owner_lost"

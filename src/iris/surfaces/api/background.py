@@ -16,6 +16,8 @@ as it goes, so the other processes answer for it: ``RemoteRunStream`` follows it
 cancel asked elsewhere reaches the run through ``BackgroundRuns``' watch. The run's process
 holds a lease on it while it runs; every process's reaper ends the runs whose lease ran out
 (their process died) as failed, code ``owner_lost``, so their followers and pollers get an end.
+A process that loses a run's lease while alive (paused, cut off from Redis) stops the run and
+stores nothing: the survivor's ``failed`` stays the run's end, stored and polled, everywhere.
 
 A thin transport: what the events say is the encoder's business (``responses_encoder``).
 """
@@ -91,6 +93,9 @@ class BackgroundRun:
         self._stop: tuple[str, str] | None = None  # (status, reason) asked by cancel/shutdown
         self._task: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None  # renews the lease while the run runs
+        # The lease was lost while the run ran: a survivor ends it in Redis (failed, owner_lost)
+        # and stores it; this process keeps nothing of its own end, and answers from Redis.
+        self.lost = False
         # Copies the run to Redis for the other processes (None: this process alone).
         self._publisher: RunPublisher | None = (
             None if shared is None else shared.publisher(response_id, wire.snapshot)
@@ -113,6 +118,7 @@ class BackgroundRun:
             def lost() -> None:
                 # Another process ends the run in Redis now: stop here, sharing nothing more.
                 assert self._publisher is not None
+                self.lost = True
                 self._publisher.fence()
                 tasks.create_task(self.stop("incomplete", "interrupted"))
 
@@ -160,7 +166,8 @@ class BackgroundRun:
                 code, message, retryable = user_message(exc)
                 self._add(self._wire.feed(TurnFailed(code, message, retryable)))
             try:
-                await self._wire.finished()
+                if not self.lost:  # else the survivor's end is the stored one
+                    await self._wire.finished()
             except Exception:
                 # Nobody awaits this task: the failure to store is logged, and the run still
                 # ends, so its followers and pollers see the final response from memory.
@@ -213,8 +220,11 @@ class BackgroundRuns:
         self._runs[run.id] = run
 
     def get(self, response_id: str) -> BackgroundRun | None:
+        """The run this process answers for: not one whose lease it lost (Redis has the
+        survivor's end of it)."""
         self._prune()
-        return self._runs.get(response_id)
+        run = self._runs.get(response_id)
+        return None if run is None or run.lost else run
 
     def running(self) -> list[BackgroundRun]:
         return [run for run in self._runs.values() if not run.ended]

@@ -26,8 +26,13 @@ A seat is named by ``scope(chat_id, thread)``: what the platform limits separate
 the channel a call goes to, a thread being a channel of its own).
 
 Each limit is paced as a token bucket of one token (the generic cell rate): two calls are never
-closer than ``per_seconds / capacity``, so no window of ``per_seconds`` sees more than
-``capacity`` calls, whatever the chats do.
+closer than ``(per_seconds + margin) / capacity``, so no window of ``per_seconds + margin``
+sees more than ``capacity`` calls, whatever the chats do. The platform counts a call when it
+arrives: the margin covers calls that took longer to get there than those after them. (A
+chat's own budget also counts each call from its answer: ``throttle.Throttle``. A shared
+limit does not: its calls overlap, and holding each slot until its answer cut forty chats'
+calls by a quarter on a busy machine and still drew 429s from calls in flight longer than
+the window; the defaults' room under each platform's figure absorbs the overlap.)
 
 A limit the platform documents as tolerating bursts (``Limit.burst``: Slack's per-minute tiers)
 counts its calls in the sliding window instead: a final delivery or a first visible text goes
@@ -51,7 +56,9 @@ Priority = Literal["final", "first", "preview"]
 # What a call does, as the adapter's ``draws`` knows it: a new message, an edit, a typing
 # indicator, or a step of a native stream (Slack ``chat.startStream`` / ``appendStream`` /
 # ``stopStream``).
-CallKind = Literal["send", "edit", "typing", "stream_start", "stream_append", "stream_stop"]
+CallKind = Literal[
+    "send", "edit", "delete", "typing", "stream_start", "stream_append", "stream_stop"
+]
 # The calls one planned action makes, in order (none: it makes no call the budget knows).
 Draws = tuple[CallKind, ...]
 
@@ -59,6 +66,9 @@ _ORDER: dict[Priority, int] = {"final": 0, "first": 1, "preview": 2}
 # A claim not renewed this long after its given time is dropped (its chat went away).
 STALE = 1.0
 _HOLDS_KEPT = 1024  # past this many held seats, the expired holds are forgotten
+# A kind an adapter's ``draws`` does not name draws like the kind it stands for: a delete like
+# a send (as it did before deletes had a kind of their own).
+_STANDS_FOR: dict[CallKind, CallKind] = {"delete": "send"}
 
 Scope = Callable[[str, Mapping[str, str]], str]
 
@@ -75,7 +85,7 @@ def kinds(draws: CallKind | Draws) -> Draws:
 
 def rate_budget(rate: Rate) -> RateBudget:
     """A configured rate (``platforms.<p>.budgets.<name>``) as the budget type."""
-    return RateBudget(rate.calls, rate.per)
+    return RateBudget(rate.calls, rate.per, rate.margin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +98,7 @@ class Limit:
 
     @property
     def spacing(self) -> float:
-        return self.rate.per_seconds / self.rate.capacity
+        return self.rate.spacing
 
 
 @dataclass
@@ -141,7 +151,8 @@ class SharedBudget:
     def __post_init__(self) -> None:
         names = {limit.name for limit in self.limits}
         for limit in self.limits:
-            if limit.rate.capacity < 1 or limit.rate.per_seconds <= 0:
+            rate = limit.rate
+            if rate.capacity < 1 or rate.per_seconds <= 0 or rate.margin < 0:
                 raise ValueError(f"invalid rate budget for {limit.name}: {limit.rate}")
         for kind, drawn in self.draws.items():
             if unknown := set(drawn) - names:
@@ -153,8 +164,14 @@ class SharedBudget:
     def seat(self, chat_id: str, thread: Mapping[str, str] | None = None) -> Seat:
         return Seat(self, self.scope(chat_id, thread or {}))
 
+    def _drawn(self, kind: CallKind) -> Sequence[str]:
+        if kind in self.draws:
+            return self.draws[kind]
+        stands_for = _STANDS_FOR.get(kind)
+        return () if stands_for is None else self.draws.get(stands_for, ())
+
     def _limits(self, kind: CallKind | Draws) -> list[Limit]:
-        drawn = {name for k in kinds(kind) for name in self.draws.get(k, ())}
+        drawn = {name for k in kinds(kind) for name in self._drawn(k)}
         return [limit for limit in self.limits if limit.name in drawn]
 
     def ready_at(self, seat: Seat, kind: CallKind | Draws, priority: Priority, now: float) -> float:
@@ -200,16 +217,17 @@ class SharedBudget:
         if over < 0:
             room = now
         elif over < len(window):
-            room = window[over] + limit.rate.per_seconds
+            room = window[over] + limit.rate.window
         else:  # those ahead fill a whole window: after theirs, at the latest
-            room = now + limit.rate.per_seconds
+            room = now + limit.rate.window
         room = max(room, self._blocked[limit.name])
         return room if priority != "preview" else max(room, paced)
 
     def _recent(self, limit: Limit, now: float) -> deque[float]:
-        """The calls of ``limit`` in the window ending now (a burst limit's)."""
+        """The calls of ``limit`` in the window (margin included) ending now (a burst
+        limit's)."""
         window = self._window[limit.name]
-        while window and window[0] <= now - limit.rate.per_seconds:
+        while window and window[0] <= now - limit.rate.window:
             window.popleft()
         return window
 
@@ -228,7 +246,7 @@ class SharedBudget:
         for limit in limits:
             self._spent(limit, now, paced=not (limit.burst and burst))
         if limits:
-            self.calls += sum(1 for k in kinds(kind) if self.draws.get(k))
+            self.calls += sum(1 for k in kinds(kind) if self._drawn(k))
             seat.served = now
         self.withdraw(seat)
 

@@ -181,6 +181,14 @@ class StreamConsumer:
         return self.reply.settled
 
     async def _execute(self, action: Action) -> None:
+        try:
+            await self._call(action)
+        finally:
+            if not isinstance(action, Draft):  # a draft draws on no budget
+                # Answered, failed or timed out: the call's slot also counts from now.
+                self.throttle.answered(self.clock())
+
+    async def _call(self, action: Action) -> None:
         reply, throttle = self.reply, self.throttle
         status = "cancelled"  # of this call, for iris_chat_platform_calls
         try:

@@ -63,7 +63,7 @@ class DiscordPlatform:
         # Discord's global limit counts every request of the bot, typing included.
         self.budget = SharedBudget(
             [Limit("global", rate_budget(budgets.bot))],
-            {"send": ["global"], "edit": ["global"], "typing": ["global"]},
+            {"send": ["global"], "edit": ["global"], "delete": ["global"], "typing": ["global"]},
             scope=_channel,  # the per-route buckets Discord reports are per channel
         )
         self._rest: DiscordREST | None = None

@@ -45,5 +45,7 @@ async def send_once(
         metrics.chat_rate_limited(platform.name, exc.scope)
         throttle.rate_limited(exc.retry_after, clock())
         raise
+    finally:
+        throttle.answered(clock())  # its slot also counts from its answer
     throttle.succeeded()
     return message_id

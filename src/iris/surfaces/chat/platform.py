@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import aiohttp
 
+from iris.config import BUDGET_MARGIN
+
 if TYPE_CHECKING:
     from iris.surfaces.chat.budget import SharedBudget
 
@@ -45,11 +47,28 @@ class RateBudget:
     """A platform's budget: at most ``capacity`` calls in any ``per_seconds`` window.
 
     Per chat/channel, sends and edits share it (``throttle.Throttle`` enforces it as a token
-    bucket refilled evenly at ``capacity / per_seconds``); a bot-wide one is a
-    ``budget.Limit``."""
+    bucket refilled evenly at ``capacity / (per_seconds + margin)``); a bot-wide one is a
+    ``budget.Limit``. ``margin`` widens the window Iris paces by: the platform counts calls
+    when they arrive, and a call can take longer to arrive than the one after it."""
 
     capacity: int
     per_seconds: float
+    margin: float = BUDGET_MARGIN
+
+    @property
+    def window(self) -> float:
+        """The window Iris counts calls in: the platform's, plus the margin."""
+        return self.per_seconds + self.margin
+
+    @property
+    def spacing(self) -> float:
+        """Seconds between two calls sent at the budget's pace (margin included)."""
+        return self.window / self.capacity
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two calls as the platform counts them (no margin)."""
+        return self.per_seconds / self.capacity
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,10 @@ Delivery rules this module owns:
 
 - preview: a segment's first message appears after ``min_tokens`` deltas and carries the cursor
   while it streams; the final edit carries the post-processed text without the cursor, so the
-  ordinary final send never happens separately.
+  ordinary final send never happens separately. An edit waits ``edit_interval`` after the
+  last visible update, or goes as soon as ``buffer_threshold`` new characters wait; either way
+  no sooner than the chat's and the bot's budgets allow (and a draft no faster than the chat's
+  budget paces messages, though drafts draw on none).
 - flood control: a failed preview edit is retried no sooner than the throttle allows; after
   ``PREVIEW_ATTEMPTS`` failures in a row the message is abandoned, the segment stops streaming,
   and at its close the unseen remainder is sent as new messages. A final delivery is tried up
@@ -104,6 +107,7 @@ _EMPTY = "…"
 # A Telegram draft lives 30 s after its last update: refresh it well before.
 DRAFT_REFRESH = 20.0
 Mode = Literal["edit", "draft", "stream", "blocks"]
+_DELETE: Draws = ("delete",)
 
 
 @dataclass
@@ -173,6 +177,14 @@ class Draft:
 
 
 Action = Send | Edit | Draft | Delete
+
+
+def _waiting(want: str, shown: str | None) -> int:
+    """How many more characters ``want`` has than the platform shows (``buffer_threshold``).
+
+    A preview only grows while it streams, so the difference in length is the new text,
+    counted without comparing the two (this runs on every delta)."""
+    return 0 if shown is None else len(want) - len(shown)
 
 
 def plain_draws(action: Send | Edit) -> Draws:
@@ -555,7 +567,7 @@ class Reply:
             if deletion is None:
                 throttle.withdraw()
             elif self._delete_ready_at(throttle, deletion, now) <= now:
-                throttle.spend("send", now)
+                throttle.spend("send", now, _DELETE)
                 return Delete(deletion.message_id)
         return None
 
@@ -616,7 +628,13 @@ class Reply:
         if not self.drafts or self.ended:
             return None
         text = self._draft_text()
-        wait = DRAFT_REFRESH if text == self._draft_shown else throttle.interval
+        if text == self._draft_shown:
+            wait = DRAFT_REFRESH
+        elif _waiting(text, self._draft_shown) >= self.display.buffer_threshold:
+            # Early, as an edit would be, but no faster than the chat's budget paces messages.
+            wait = min(throttle.interval, throttle.budget.spacing)
+        else:
+            wait = throttle.interval
         return max(self._draft_at + wait, throttle.blocked_until), Draft(self._draft_id, text)
 
     def _draft_text(self) -> str:
@@ -654,7 +672,8 @@ class Reply:
         if slot.retry_at > now:
             throttle.withdraw()  # not waiting on the budget until then
             return slot.retry_at
-        return throttle.ready_at(kind, now, self._priority(), draws)
+        early = _waiting(slot.want, slot.shown) >= self.display.buffer_threshold
+        return throttle.ready_at(kind, now, self._priority(), draws, early=early)
 
     def _priority(self) -> Priority:
         """Where this reply's next call stands in the bot's shared line."""
@@ -668,7 +687,9 @@ class Reply:
         if deletion.retry_at > now:
             throttle.withdraw()
             return deletion.retry_at
-        return throttle.ready_at("send", now, "final")
+        # The chat's own budget counts it like a send; the shared ones by its own kind (Slack
+        # limits chat.delete per workspace).
+        return throttle.ready_at("send", now, "final", _DELETE)
 
     @property
     def settled(self) -> bool:

@@ -12,7 +12,9 @@
   ``<platform>:<chat>[:<thread>]``; what a turn leaves in it is ``iris.agent.history.kept``.
 - the chat's throttle outlives single turns, so back-to-back replies share its budget; it
   holds the chat's seat at the platform's shared budget (bot-wide, per workspace), where all
-  chats of the bot take turns.
+  chats of the bot take turns. A chat with no conversation yet (strangers' refusals in a
+  channel) has its throttle too, by the seat it takes (a Discord channel), and the chat's
+  first conversation takes it over.
 - a chat command (``/new``, ``/stop``, ``/model``, ``/reasoning``, ``/compact``, ``/status``,
   ``/help``: ``iris.surfaces.commands``) from an allowed user is answered with a bot message;
   it never reaches the model, never joins the history and never interrupts the reply being
@@ -36,6 +38,7 @@ import contextlib
 import importlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -69,6 +72,9 @@ REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
 BUSY = "Busy right now, please try again in a moment."
 _REFUSED_MEMORY = 10_000
+# Throttles of chats with no conversation kept at most (the oldest go first: by then their
+# budget has long refilled).
+_THROTTLES_KEPT = 10_000
 # Commands that change the history: they wait for the turn that is saving its reply.
 HISTORY_COMMANDS = frozenset({"new", "compact"})
 # How long a turn gets to end after an interrupt before its task is cancelled.
@@ -133,6 +139,8 @@ class ChatSurface:
         self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
         self._group = OpenGroup()  # from start to stop
         self._refused: dict[tuple[str, str], float] = {}
+        # (platform, seat) -> the throttle of a chat that has no conversation (yet).
+        self._throttles: OrderedDict[tuple[str, str], Throttle] = OrderedDict()
         self._connected: list[ChatPlatform] = []
         # With a shared store: one poller per platform, receiving while it holds the bot's lease.
         self._pollers: list[BotPoller] = []
@@ -397,17 +405,25 @@ class ChatSurface:
     def _throttle(
         self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation | None
     ) -> Throttle:
-        """The chat's throttle: the conversation's, made on first use (it outlives turns)."""
+        """The chat's throttle: the conversation's, made on first use (it outlives turns); for
+        a chat with no conversation, the one its earlier one-offs used (by its seat)."""
         if conversation is not None and conversation.throttle is not None:
             return conversation.throttle
-        display = self.runtime.config.display_for(cast(Surface, platform.name))
-        caps = platform.capabilities
-        budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
         # Its seat at the bot's shared budget: all chats of the bot take turns there.
         seat = platform.budget.seat(message.chat_id, message.thread)
-        throttle = Throttle(budget, display.edit_interval, seat=seat)
+        key = (platform.name, seat.key)
+        throttle = self._throttles.pop(key, None)
+        if throttle is None:
+            display = self.runtime.config.display_for(cast(Surface, platform.name))
+            caps = platform.capabilities
+            budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
+            throttle = Throttle(budget, display.edit_interval, seat=seat)
         if conversation is not None:
-            conversation.throttle = throttle
+            conversation.throttle = throttle  # the conversation's from now on
+        else:
+            self._throttles[key] = throttle
+            if len(self._throttles) > _THROTTLES_KEPT:
+                self._throttles.popitem(last=False)
         return throttle
 
     async def _run_turn(

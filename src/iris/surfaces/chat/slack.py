@@ -5,7 +5,8 @@
   each method: ``chat.postMessage`` about once a second per channel (each chat's throttle),
   ``chat.update`` (Tier 3) about 50 a minute for the whole workspace (``budget``, shared by
   every channel: ``platforms.slack.budgets``); each stream method (Tier 4) has a budget of its
-  own (``budgets.stream``), so streamed replies do not wait for ``chat.update``'s.
+  own (``budgets.stream``), so streamed replies do not wait for ``chat.update``'s, and so does
+  ``chat.delete`` (Tier 3, ``budgets.delete``: a fresh final's preview, a surplus message).
 - Typing: the Web API has no typing indicator for bots. In a thread, ``send_typing`` sets the
   AI-assistant status (``assistant.threads.setStatus``, "is thinking…") until the reply's
   first post, which clears it (see ``_ThinkingStatus``); outside threads it does nothing. An
@@ -109,8 +110,13 @@ class SlackPlatform:
             [
                 Limit("chat.update", rate_budget(budgets.update)),
                 *(Limit(method, stream, burst=True) for method in _STREAM_METHODS.values()),
+                Limit("chat.delete", rate_budget(budgets.delete)),
             ],
-            {"edit": ["chat.update"], **{k: [m] for k, m in _STREAM_METHODS.items()}},
+            {
+                "edit": ["chat.update"],
+                "delete": ["chat.delete"],
+                **{k: [m] for k, m in _STREAM_METHODS.items()},
+            },
         )
         self._web = self._web_client(config.bot_token)
         self._http: aiohttp.ClientSession | None = None

@@ -119,7 +119,7 @@ class TelegramPlatform:
         # messages and draw on nothing.
         self.budget = SharedBudget(
             [Limit("bot", rate_budget(budgets.bot))],
-            {"send": ["bot"], "edit": ["bot"], "typing": ["bot"]},
+            {"send": ["bot"], "edit": ["bot"], "delete": ["bot"], "typing": ["bot"]},
         )
         poll = settings.poll_timeout
         self.bot = Bot(
