@@ -41,8 +41,11 @@ class ChatLog(Protocol):
         """Do other processes append to the same chats?"""
         ...
 
-    def sequence(self, chat_id: str, body: Body, delivered: int | None) -> list[tuple[Frame, str]]:
-        """Number and log one frame; the frames to deliver, in order, the new one last."""
+    def sequence(
+        self, chat_id: str, body: Body, delivered: int | None
+    ) -> list[tuple[Frame, str | None]]:
+        """Number and log one frame; the frames to deliver, in order, the new one last (with
+        their JSON, or None: a snapshot is not encoded whole unless a device sends it so)."""
         ...
 
     def fence(self, chat_id: str, key: str, token: str) -> None: ...
@@ -113,8 +116,10 @@ class Hub:
         self._latest[chat_id] = seq
         if not subscribers:
             return
-        if text is None:
-            text = encode_frame(frame)  # once, not once per device
+        if text is None and not self.log.rules.traits(frame["type"]).snapshot:
+            # Once, not once per device. Not a snapshot: most devices (the append feature)
+            # send what it added, and encoding each whole one would cost O(N) per update.
+            text = encode_frame(frame)
         for subscription in subscribers:
             if subscription is not exclude:
                 subscription.push(frame, text)

@@ -53,6 +53,11 @@ class FrameRules(Protocol):
         """The message text a ``snapshot`` frame carries."""
         ...
 
+    def snapshot_with(self, frame: Frame, text: str) -> Frame:
+        """A copy of the ``snapshot`` frame carrying ``text`` instead (the log stores a live
+        message's text once, as it grows, and each snapshot without it)."""
+        ...
+
     def transcript_entry(self, frame: Frame) -> dict[str, Any] | None:
         """The conversation entry a frame leaves (a closed message), or None."""
         ...

@@ -429,6 +429,9 @@ class IrisRules:
     def snapshot_text(self, frame: Frame) -> str:
         return frame["text"]
 
+    def snapshot_with(self, frame: Frame, text: str) -> Frame:
+        return {**frame, "text": text}
+
     def transcript_entry(self, frame: Frame) -> dict[str, Any] | None:
         """The message a closing frame leaves in the conversation, in the shape ``sync`` sends."""
         kind = frame["type"]
