@@ -32,6 +32,7 @@ from iris import __version__
 from iris.config import Config
 from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
+from iris.guard import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.redis.connection import RedisStore
 from iris.runtime import Runtime, ServerSurface
 from iris.surfaces.api.problems import error_body
@@ -39,8 +40,22 @@ from iris.surfaces.origin import is_loopback
 
 
 def check_bind_safety(config: Config) -> None:
-    """Refuse to expose an unauthenticated surface beyond this machine."""
+    """Refuse to expose an unauthenticated surface beyond this machine, and to start with a
+    secret short enough to guess: an API key or fixed device token needs ``MIN_SECRET``
+    characters, ``MIN_EXPOSED_SECRET`` on a bind beyond loopback (``iris.guard``)."""
     host = config.server.host
+    least = MIN_SECRET if is_loopback(host) else MIN_EXPOSED_SECRET
+    secrets = [("platforms.api_server.api_key", config.platforms.api_server.api_key)]
+    secrets += [
+        (f"platforms.iris.tokens[{i}]", t) for i, t in enumerate(config.platforms.iris.tokens)
+    ]
+    for key, secret in secrets:
+        if secret and len(secret) < least:
+            where = "" if least == MIN_SECRET else f" to bind {host}"
+            raise ConfigError(
+                f"{key} is {len(secret)} characters; it needs at least {least}{where}"
+                " (e.g. `openssl rand -hex 32`)"
+            )
     if is_loopback(host):
         return
     api = config.platforms.api_server

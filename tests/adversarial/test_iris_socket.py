@@ -21,7 +21,7 @@ from tests.adversarial.conftest import StartServed
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text
 
-TOKEN = "adversary-token"
+TOKEN = "adversary-token-0123"
 IRIS = {"platforms": {"iris": {"enabled": True, "tokens": [TOKEN]}}}
 WAIT = 10.0
 MIB = 1024 * 1024

@@ -91,7 +91,7 @@ async def test_features_in_the_query_with_a_header_token(
 async def test_a_bad_features_list_in_hello_is_refused(iris_server: StartServer) -> None:
     server = await iris_server(streaming=STREAMING)
     device = await server.connect(None, ready=False)
-    await device.send({"type": "hello", "token": "t1", "features": "append"})
+    await device.send({"type": "hello", "token": "iris-device-token-t1", "features": "append"})
     assert await device.closed() == 4401
 
 

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,7 @@ from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.guard import client_address
 from iris.redis.background import SharedRuns
 from iris.runtime import Runtime
 from iris.surfaces.api.background import (
@@ -386,10 +388,21 @@ class ApiSurface:
     def _authorize(self, request: Request) -> None:
         if not self._key:
             return
+        guard, address = self.runtime.guard, client_address(request.scope)
+        wait = guard.refused(address, "api")
+        if wait is not None:  # guessing: too many wrong keys from this address (iris.guard)
+            raise ApiError(
+                429,
+                "Too many failed authentications from this address; retry later.",
+                code="too_many_failed_authentications",
+                type="rate_limit_error",
+                headers={"retry-after": str(math.ceil(wait))},
+            )
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         # Constant-time: the comparison must not tell an attacker how much of a guess matched.
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self._key):
+            guard.failed(address, "api")
             raise ApiError(
                 401,
                 "Incorrect API key provided. Send 'Authorization: Bearer <key>'.",

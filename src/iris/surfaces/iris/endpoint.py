@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from iris.fanout.hub import Hub
 from iris.fanout.redislog import RedisFrameLog
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
+from iris.guard import client_address
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
@@ -66,6 +68,7 @@ BAD_FRAMES_PER_MINUTE = 20
 INBOUND_RATE = 20.0  # frames a second a device may send, sustained
 INBOUND_BURST = 100  # ... and at once
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_THROTTLED = 4429  # too many failed authentications from the address (iris.guard)
 CLOSE_BAD_REQUEST = 4400  # a malformed query parameter on an authenticated connection
 CLOSE_TOO_SLOW = 4008  # over its queue bound with frames that cannot be re-read later
 CLOSE_RATE_LIMITED = 4029  # kept sending far over its inbound budget
@@ -125,7 +128,7 @@ class IrisSurface:
     def routes(self) -> list[BaseRoute]:
         return [
             WebSocketRoute("/iris/ws", self._endpoint),
-            chats.route(self.runtime.sessions, self.gate, self.site),
+            chats.route(self.runtime.sessions, self.gate, self.site, self.runtime.guard),
         ]
 
     async def start(self) -> None:
@@ -199,8 +202,19 @@ class IrisSurface:
             await _close(ws, CLOSE_INTERNAL, "internal error")
 
     async def _serve(self, ws: WebSocket) -> None:
+        guard, address = self.runtime.guard, client_address(ws.scope)
+        wait = guard.refused(address, "iris")
+        if wait is not None:  # guessing: too many wrong tokens from this address (iris.guard)
+            await _close(
+                ws,
+                CLOSE_THROTTLED,
+                f"too many failed authentications; retry in {math.ceil(wait)} s",
+            )
+            return
         caller = await self._authenticate(ws)
         if isinstance(caller, _Refusal):
+            if caller.code == CLOSE_UNAUTHORIZED:
+                guard.failed(address, "iris")
             await _close(ws, caller.code, caller.reason)
             return
         hello, device = caller
