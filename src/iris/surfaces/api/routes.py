@@ -60,6 +60,7 @@ from iris.surfaces.api.problems import ApiError, bad_request, error_body, failur
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.responses_store import StoredResponses
 from iris.surfaces.api.sse import data_frames, named_frames
+from iris.surfaces.numbers import MAX_SEQUENCE, ascii_count
 from iris.surfaces.origin import SiteGuard
 
 Json = dict[str, Any]
@@ -140,17 +141,15 @@ def shown_text(output: list[Json]) -> str:
 def _starting_after(raw: str | None) -> int:
     if raw is None:
         return -1
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -2
-    if value < -1:
+    value = ascii_count(raw)  # ASCII digits only: not " 5", "1_0", "-1" or "٥"
+    if value is None:
         raise bad_request(
-            "'starting_after' must be a sequence number (an integer, 0 or more)",
+            "'starting_after' must be a sequence number (ASCII digits, 0 or more)",
             param="starting_after",
             code="invalid_value",
         )
-    return value
+    # Past every run's last event: the rest, which is nothing (a valid stream id too).
+    return min(value, MAX_SEQUENCE)
 
 
 def _failure(code: str, message: str) -> tuple[int, Json]:
