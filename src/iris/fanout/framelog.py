@@ -195,6 +195,24 @@ class FrameLog:
         except StoreUnavailable as exc:
             log.warning("the frame log of %s was not pruned: %s", chat_id, exc.message)
 
+    async def prune_idle(self) -> int:
+        """Apply the bounds to every chat holding a frame past ``max_age``: an idle chat
+        appends nothing, so the every-64-appends check never comes (a timer calls this).
+        Returns how many chats were pruned."""
+
+        def prune_all(conn: sqlite3.Connection) -> int:
+            rows = conn.execute(
+                "SELECT DISTINCT chat_id FROM iris_frames WHERE created < ?",
+                (self._clock() - self.max_age,),
+            ).fetchall()
+            for row in rows:
+                self._prune(conn, row["chat_id"])
+            if rows:
+                conn.execute("PRAGMA incremental_vacuum")
+            return len(rows)
+
+        return await self.read(prune_all)
+
     def _prune(self, conn: sqlite3.Connection, chat_id: str) -> None:
         by_count = conn.execute(
             "SELECT seq FROM iris_frames WHERE chat_id=? ORDER BY seq DESC LIMIT 1 OFFSET ?",

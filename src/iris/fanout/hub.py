@@ -68,6 +68,8 @@ class ChatLog(Protocol):
 
     async def open_turns(self) -> list[str]: ...
 
+    async def prune_idle(self) -> int: ...
+
 
 class Hub:
     def __init__(self, log: ChatLog, *, queue_size: int = 256) -> None:

@@ -38,6 +38,7 @@ Keys (under ``store.prefix``): ``chat:<id>:log`` (stream), ``:seq``, ``:floor``,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -288,6 +289,20 @@ class RedisFrameLog:
                 )
         except StoreUnavailable as exc:
             log.warning("the frame log of %s was not pruned: %s", chat_id, exc.message)
+
+    async def prune_idle(self) -> int:
+        """Apply the bounds to every chat's log (an idle chat appends nothing, so the
+        every-``PRUNE_EVERY``-seqs check never comes; a timer calls this): ``SCAN`` for the
+        logs, in a thread. Returns how many logs were looked at."""
+        return await asyncio.to_thread(self._prune_all)
+
+    def _prune_all(self) -> int:
+        count = 0
+        with translated(self.store.url, "the frame log failed"):
+            for key in self.store.sync.scan_iter(match=self.key("*", "log"), count=500):
+                self.prune(self.chat_of(cast("str", key)))
+                count += 1
+        return count
 
     # -- reading -------------------------------------------------------------------------------
     def floor(self, chat_id: str) -> int:

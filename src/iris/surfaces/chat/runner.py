@@ -65,6 +65,7 @@ PlatformFactory = Callable[[Config], ChatPlatform]
 REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
 BUSY = "Busy right now, please try again in a moment."
+TOO_LONG = "⚠️ That message is {length} characters; the limit is {most}. Please send less."
 _REFUSED_MEMORY = 10_000
 # Commands that change the history: they wait for the turn that is saving its reply.
 HISTORY_COMMANDS = frozenset({"new", "compact"})
@@ -236,6 +237,11 @@ class ChatSurface:
         if command is not None:
             self._spawn(self._command(platform, message, conversation, command))
             return
+        most = getattr(self.runtime.config.platforms, platform.name).max_text
+        if len(message.text) > most:  # refused whole, as the iris socket does: no model call
+            note = TOO_LONG.format(length=len(message.text), most=most)
+            self._spawn(self._send_once(platform, message, conversation, note))
+            return
         conversation.latest += 1
         if conversation.turn is not None:
             conversation.turn.interrupt()  # finalized without the cursor, then this one runs
@@ -261,8 +267,11 @@ class ChatSurface:
         task.add_done_callback(self._tasks.discard)
 
     def _allowed(self, name: str, message: IncomingMessage) -> bool:
-        allowed: list[str | int] = getattr(self.runtime.config.platforms, name).allowed_users
-        handle = message.user_name.lstrip("@").lower()
+        """By user id; by user name (``@`` optional, any case) only with ``match_usernames``:
+        a name can be given up and taken by someone else, an id cannot."""
+        settings = getattr(self.runtime.config.platforms, name)
+        allowed: list[str | int] = settings.allowed_users
+        handle = message.user_name.lstrip("@").lower() if settings.match_usernames else ""
         for entry in allowed:
             text = str(entry)
             if text == message.user_id or (handle and text.lstrip("@").lower() == handle):

@@ -68,6 +68,7 @@ BAD_FRAMES_PER_MINUTE = 20
 INBOUND_RATE = 20.0  # frames a second a device may send, sustained
 INBOUND_BURST = 100  # ... and at once
 CLOSE_UNAUTHORIZED = 4401
+HOUSEKEEPING_EVERY = 60.0  # seconds between two trims of idle chats' logs
 CLOSE_THROTTLED = 4429  # too many failed authentications from the address (iris.guard)
 CLOSE_BAD_REQUEST = 4400  # a malformed query parameter on an authenticated connection
 CLOSE_TOO_SLOW = 4008  # over its queue bound with frames that cannot be re-read later
@@ -120,6 +121,8 @@ class IrisSurface:
         self.gate = TokenGate(self.settings.tokens, runtime.devices)
         self.revocations = Revocations(runtime.devices)
         self._watcher: asyncio.Task[None] | None = None
+        self._housekeeping: asyncio.Task[None] | None = None
+        self.housekeeping_every = HOUSEKEEPING_EVERY
         self._tailing: asyncio.Task[None] | None = None
         # The rooms' turns and the revocation watch, from start to stop (one task: the
         # server's lifespan).
@@ -142,6 +145,7 @@ class IrisSurface:
                 "paired; pair one with `iris devices add NAME`"
             )
         self._watcher = self._tasks.create_task(self.revocations.run(REVOCATION_POLL))
+        self._housekeeping = self._tasks.create_task(logged(self._housekeep(), "housekeeping"))
         if self.tailer is not None:
             self._tailing = self._tasks.create_task(self.tailer.run(), name="iris-tailer")
         if self.owners is not None:
@@ -150,7 +154,20 @@ class IrisSurface:
                 self._tasks.create_task(logged(self.owners.reap(self._owner_lost), "reaper")),
             ]
 
+    async def _housekeep(self) -> None:
+        """Every ``housekeeping_every`` seconds: the log bounds applied to idle chats too
+        (``log_max_age`` holds for a chat nobody writes to)."""
+        while True:
+            await asyncio.sleep(self.housekeeping_every)
+            try:
+                await self.hub.log.prune_idle()
+            except StoreUnavailable as exc:
+                log.warning("the frame logs were not trimmed: %s", exc.message)
+
     async def stop(self) -> None:
+        housekeeping, self._housekeeping = self._housekeeping, None
+        if housekeeping is not None:
+            housekeeping.cancel()  # it sleeps between rounds: nothing to wait for
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.cancel()  # it sleeps between sweeps: nothing to wait for
@@ -272,7 +289,12 @@ class IrisSurface:
             return unauthorized
         if message["type"] != "websocket.receive":
             return unauthorized
-        request = inbound.parse(_payload(message), max_text=self.settings.max_text)
+        payload = _payload(message)
+        request = inbound.parse(payload, max_text=self.settings.max_text)
+        if isinstance(request, inbound.BadFrame) and inbound.bad_hello_field(payload, request):
+            # A hello whose token may be fine but whose after_seq, chat_id or features is not:
+            # its own close code (an app told "unauthorized" would ask for a new token).
+            return _Refusal(CLOSE_BAD_REQUEST, request.message[:120])
         if not isinstance(request, inbound.Hello):
             return unauthorized
         admitted = await self._admit(request.token)
