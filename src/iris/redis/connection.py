@@ -51,6 +51,14 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+# Connections one process opens to Redis at most, per client (see ``RedisStore``).
+SYNC_CONNECTIONS = 16
+AIO_CONNECTIONS = 64
+BLOCKING_CONNECTIONS = 4  # the tailer and the turn inbox
+FOLLOWING_CONNECTIONS = 32  # background-response followers blocked at once; more wait
+MAX_CONNECTIONS = SYNC_CONNECTIONS + AIO_CONNECTIONS + BLOCKING_CONNECTIONS + FOLLOWING_CONNECTIONS
+
+
 class RedisStore:
     """One Redis database shared by every Iris process: its clients and its key names."""
 
@@ -60,34 +68,44 @@ class RedisStore:
         self.timeout = timeout
         # Who this process is, in leases and in the owner field of a running turn.
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.sync: redis.Redis = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
+        # Every pool is bounded (finding 7 of the second hardening pass: 300 background
+        # followers opened 195 connections, 138 left open): past its bound a caller waits for
+        # a connection (up to ``timeout``; a blocking read's pool without a limit on the
+        # wait), so one process holds at most ``MAX_CONNECTIONS`` connections to Redis.
+        self.sync: redis.Redis = redis.Redis.from_pool(
+            redis.BlockingConnectionPool.from_url(
+                url,
+                decode_responses=True,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                health_check_interval=30,
+                max_connections=SYNC_CONNECTIONS,
+                timeout=timeout,
+            )
         )
-        self.aio: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
-            # A pooled connection to a server that restarted fails on its first use: one
-            # immediate retry on a fresh connection, so the first request after Redis comes
-            # back is served (a server still down is refused again at once). Not on timeouts.
-            retry=redis.asyncio.retry.Retry(
-                NoBackoff(), 1, supported_errors=(redis.ConnectionError,)
-            ),
+        self.aio: redis.asyncio.Redis = redis.asyncio.Redis.from_pool(
+            redis.asyncio.BlockingConnectionPool.from_url(
+                url,
+                decode_responses=True,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                health_check_interval=30,
+                # A pooled connection to a server that restarted fails on its first use: one
+                # immediate retry on a fresh connection, so the first request after Redis
+                # comes back is served (a server still down is refused again at once). Not on
+                # timeouts.
+                retry=redis.asyncio.retry.Retry(
+                    NoBackoff(), 1, supported_errors=(redis.ConnectionError,)
+                ),
+                max_connections=AIO_CONNECTIONS,
+                timeout=timeout,
+            )
         )
-        # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own client.
-        self.blocking: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=None,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
-        )
+        # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own clients,
+        # one for this process's own readers (the tailer, the turn inbox) and one for the
+        # followers of background responses, so many followers never delay the tailer.
+        self.blocking: redis.asyncio.Redis = _blocking_client(url, timeout, BLOCKING_CONNECTIONS)
+        self.following: redis.asyncio.Redis = _blocking_client(url, timeout, FOLLOWING_CONNECTIONS)
 
     def key(self, *parts: str) -> str:
         """A key under this deployment's prefix: ``key("chat", id, "log")`` → ``iris:chat:id:log``."""
@@ -105,7 +123,7 @@ class RedisStore:
             )
 
     async def aclose(self) -> None:
-        for client in (self.aio, self.blocking):
+        for client in (self.aio, self.blocking, self.following):
             with contextlib.suppress(redis.RedisError, OSError):
                 await client.aclose()
         self.close()
@@ -113,6 +131,20 @@ class RedisStore:
     def close(self) -> None:
         with contextlib.suppress(redis.RedisError, OSError):
             self.sync.close()
+
+
+def _blocking_client(url: str, timeout: float, most: int) -> redis.asyncio.Redis:
+    return redis.asyncio.Redis.from_pool(
+        redis.asyncio.BlockingConnectionPool.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=None,
+            socket_connect_timeout=timeout,
+            health_check_interval=30,
+            max_connections=most,
+            timeout=None,  # a reader waits for a connection as it waits for entries
+        )
+    )
 
 
 def shared_store(config: Config) -> RedisStore | None:
