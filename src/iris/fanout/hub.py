@@ -164,5 +164,11 @@ class Hub:
                 if self.log.shared:  # no longer followed: its position goes stale from now
                     self._latest.pop(subscription.chat_id, None)
 
+    def forget(self, chat_id: str) -> None:
+        """Drop what the hub keeps of a chat no device here follows (its position is read
+        from the log again when it is next used)."""
+        if chat_id not in self._subscribers:
+            self._latest.pop(chat_id, None)
+
     def subscriptions(self, chat_id: str) -> list[Subscription]:
         return list(self._subscribers.get(chat_id, ()))

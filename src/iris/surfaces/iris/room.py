@@ -126,6 +126,18 @@ class ChatRoom:
         if the store cannot say."""
         return self.running or self._elsewhere() is not None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing of the chat's is under way here: no turn, no history repair, no lease held,
+        nothing left open for a later try. An idle room may be dropped: the next ``hello``
+        builds it again from the log (it holds nothing the log does not)."""
+        return (
+            (self._task is None or self._task.done())
+            and (self._repair is None or self._repair.done())
+            and self._lease is None
+            and not self._unclosed
+        )
+
     def _elsewhere(self) -> str | None:
         """The lease token of another holder of the chat's turn, or None."""
         if self.owners is None:
