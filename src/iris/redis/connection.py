@@ -153,6 +153,9 @@ def shared_store(config: Config) -> RedisStore | None:
         return None
     shared = RedisStore(config.store.url, prefix=config.store.prefix)
     shared.check()  # unreachable: one line and a non-zero exit, before serving anything
+    from iris.redis.fingerprint import check_fingerprint  # it imports this module
+
+    check_fingerprint(shared, config)  # one deployment per prefix
     return shared
 
 
