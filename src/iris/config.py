@@ -216,6 +216,8 @@ class TelegramPlatform(_Section):
     # allowed_users by user id; user names too only with this (a name can change hands).
     match_usernames: bool = False
     max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
+    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
+    debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
     poll_timeout: float = Field(default=10.0, ge=0)
@@ -230,6 +232,8 @@ class DiscordPlatform(_Section):
     # allowed_users by user id; user names too only with this (a name can change hands).
     match_usernames: bool = False
     max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
+    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
+    debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
     budgets: DiscordBudgets = Field(default_factory=DiscordBudgets)
@@ -244,6 +248,8 @@ class SlackPlatform(_Section):
     # allowed_users by user id; user names too only with this (a name can change hands).
     match_usernames: bool = False
     max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
+    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
+    debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
     budgets: SlackBudgets = Field(default_factory=SlackBudgets)

@@ -120,6 +120,7 @@ class _Conversation:
     native_refused: bool = False  # the platform refused native streaming here: edits only
     consumer: StreamConsumer | None = None  # the reply being written, while ``turn`` runs
     next_draft: int = 1  # the first draft id of the next reply (ids never repeat in a chat)
+    arrived: float = float("-inf")  # when its newest message came (monotonic)
 
 
 class ChatSurface:
@@ -243,9 +244,21 @@ class ChatSurface:
             self._spawn(self._send_once(platform, message, conversation, note))
             return
         conversation.latest += 1
+        # A burst (this message within ``debounce`` of the last, or one that interrupts a
+        # turn) is one turn: it waits for that long a quiet, and the newest message runs with
+        # the others in its history (finding 3 of the second hardening pass: a flood made one
+        # model request per message). A message in a quiet chat runs at once.
+        now = time.monotonic()
+        debounce = getattr(self.runtime.config.platforms, platform.name).debounce
+        settle = debounce > 0 and (
+            now - conversation.arrived < debounce or conversation.turn is not None
+        )
+        conversation.arrived = now
         if conversation.turn is not None:
             conversation.turn.interrupt()  # finalized without the cursor, then this one runs
-        self._spawn(self._handle(platform, message, conversation, conversation.latest))
+        self._spawn(
+            self._handle(platform, message, conversation, conversation.latest, debounce * settle)
+        )
 
     def _stop_button(self, message: IncomingMessage) -> None:
         """The stop button of a draft (Telegram ``can_stop``): like /stop, for the turn whose
@@ -302,9 +315,15 @@ class ChatSurface:
         message: IncomingMessage,
         conversation: _Conversation,
         sequence: int,
+        debounce: float = 0.0,
     ) -> None:
         session = conversation_key(message)
         user = {"role": "user", "content": message.text}
+        while debounce and sequence == conversation.latest:
+            quiet = conversation.arrived + debounce - time.monotonic()
+            if quiet <= 0:
+                break
+            await asyncio.sleep(quiet)  # until the chat was quiet that long, or a newer one came
         async with conversation.lock:
             if sequence != conversation.latest:
                 # A newer message arrived while this one waited: keep it as context only.
