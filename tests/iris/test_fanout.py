@@ -322,8 +322,8 @@ class OtherProtocol:
             return None
         return {"message_id": frame["message_id"], "role": "assistant", "text": frame["body"]}
 
-    def sync(self, messages: list[dict[str, Any]]) -> Frame:
-        return {"type": "catch-up", "messages": messages}
+    def sync(self, messages: list[dict[str, Any]], epoch: str) -> Frame:
+        return {"type": "catch-up", "messages": messages, "epoch": epoch}
 
     def turn_open(self, frame: Frame) -> bool:
         return frame["on"]

@@ -33,6 +33,7 @@ import logging
 import sqlite3
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -66,6 +67,10 @@ CREATE TABLE IF NOT EXISTS iris_live_text (
     part INTEGER NOT NULL,
     text TEXT NOT NULL,
     PRIMARY KEY (chat_id, message_id, part)
+);
+CREATE TABLE IF NOT EXISTS iris_log_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS iris_transcript (
     chat_id TEXT NOT NULL,
@@ -117,6 +122,13 @@ class FrameLog:
         # (chat_id, message_id) -> (the live text stored, its parts): the store's thread's own.
         self._texts: dict[tuple[str, str], tuple[str, int] | None] = {}
         store.ensure_schema(_DDL)
+        # One epoch per database file: its seqs never restart while the file lives (a file
+        # replaced under a running server is refused by the store, see ``iris.store``).
+        store.execute(
+            "INSERT OR IGNORE INTO iris_log_meta (key, value) VALUES ('epoch', ?)",
+            (uuid.uuid4().hex[:16],),
+        )
+        self._epoch = str(store.query("SELECT value FROM iris_log_meta WHERE key='epoch'")[0][0])
 
     # -- writing -------------------------------------------------------------------------------
     shared = False  # this process alone appends: the hub counts each chat's seqs
@@ -260,6 +272,10 @@ class FrameLog:
     async def open_turns(self) -> list[str]:
         """Chats whose last turn began (typing on) and never ended: cut by a crash."""
         return await self.read(self._open_turns)
+
+    def epoch(self, chat_id: str) -> str:
+        """The log's epoch (the file's: this log's seqs restart only with a new file)."""
+        return self._epoch
 
     def floor(self, chat_id: str) -> int:
         return self._read(lambda conn: _floor(conn, chat_id))

@@ -27,8 +27,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from iris.errors import StoreUnavailable
 from iris.fanout.rules import Body, DeviceWriter, Frame, FrameRules
 from iris.fanout.subscription import Subscription, encode_frame
+
+
+class LogRestarted(StoreUnavailable):
+    """The chat's seqs restarted under this process (the shared store lost its data): nothing
+    was appended. ``epoch`` is the log's new one; the hub resets the chat's devices here and
+    appends again (``Hub.publish``)."""
+
+    def __init__(self, chat_id: str, epoch: str) -> None:
+        super().__init__(f"chat {chat_id}: the frame log was lost and restarted")
+        self.epoch = epoch
 
 
 class ChatLog(Protocol):
@@ -70,6 +81,10 @@ class ChatLog(Protocol):
 
     async def prune_idle(self) -> int: ...
 
+    def epoch(self, chat_id: str) -> str:
+        """The chat log's epoch: it changes whenever the chat's seqs restart."""
+        ...
+
 
 class Hub:
     def __init__(self, log: ChatLog, *, queue_size: int = 256) -> None:
@@ -93,7 +108,13 @@ class Hub:
     def publish(self, chat_id: str, body: Body, *, exclude: Subscription | None = None) -> Frame:
         """Sequence, log and deliver one chat-scoped frame; ``exclude`` skips one device live."""
         known = self._latest.get(chat_id) if self.log.shared else self.latest(chat_id)
-        frames = self.log.sequence(chat_id, body, known)
+        try:
+            frames = self.log.sequence(chat_id, body, known)
+        except LogRestarted:
+            # The store lost the chat's log (its seqs begin again): the devices here get the
+            # new log's view and follow it from seq 0; then this frame goes into it.
+            self.restart(chat_id)
+            frames = self.log.sequence(chat_id, body, 0)
         for frame, text in frames[:-1]:  # appended by other processes first
             self.deliver(chat_id, frame, text)
         frame, text = frames[-1]
@@ -163,6 +184,13 @@ class Hub:
                 del self._subscribers[subscription.chat_id]
                 if self.log.shared:  # no longer followed: its position goes stale from now
                     self._latest.pop(subscription.chat_id, None)
+
+    def restart(self, chat_id: str) -> None:
+        """The chat's log restarted: every device here resyncs to it, from seq 0."""
+        if chat_id in self._subscribers or not self.log.shared:
+            self._latest[chat_id] = 0
+        for subscription in self.subscriptions(chat_id):
+            subscription.restart()
 
     def forget(self, chat_id: str) -> None:
         """Drop what the hub keeps of a chat no device here follows (its position is read

@@ -32,7 +32,7 @@ the SQLite log's do, which is what ``Subscription`` relies on to switch from rep
 without a gap. Every Redis failure is ``StoreUnavailable``.
 
 Keys (under ``store.prefix``): ``chat:<id>:log`` (stream), ``:seq``, ``:floor``,
-``:transcript`` (list), ``:text:<message_id>`` (a live message's text), ``:live`` (hash: ``o:<message_id>`` the seq that opened a live message,
+``:transcript`` (list), ``:epoch`` (changes when the seqs restart), ``:text:<message_id>`` (a live message's text), ``:live`` (hash: ``o:<message_id>`` the seq that opened a live message,
 ``s:<message_id>`` the seq of its one snapshot), and ``chats:turn_open`` (set of chat ids).
 """
 
@@ -42,6 +42,7 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -50,6 +51,7 @@ from redis.commands.core import Script
 from iris.agent.surrogates import clean
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import TRANSCRIPT_LIMIT
+from iris.fanout.hub import LogRestarted
 from iris.fanout.rules import Body, Frame, FrameRules
 from iris.fanout.subscription import encode_frame
 from iris.redis.connection import RedisStore, translated
@@ -91,17 +93,24 @@ local function trim(log, floor_key, max_frames, oldest)
 end
 """
 
-# KEYS: log, seq, floor, transcript, live, turn_open set, message text[, fence key]
+# KEYS: log, seq, floor, transcript, live, turn_open set, message text, epoch[, fence key]
 # ARGV: body, created, message_id, flags, transcript entry, delivered, chat_id,
 #       max_frames, oldest kept created, prune every, transcript limit, fence token ('' none),
-#       text offset (bytes already stored, for a snapshot), text to store from there
+#       text offset (bytes already stored, for a snapshot), text to store from there,
+#       a new epoch (taken if the chat has none), the epoch this process knows ('' none)
 # flags: one letter each — s snapshot, o opens, c closes, T turn on, F turn off.
-# Returns false when fenced out, {-1} when the stored text is not ``offset`` bytes long (the
-# caller sends it whole), else {seq, the entries after ``delivered`` before seq}.
+# Returns {-2, epoch} when the chat's epoch is not the one known (the log restarted: nothing
+# appended), false when fenced out, {-1} when the stored text is not ``offset`` bytes long
+# (the caller sends it whole), else {seq, the entries after ``delivered`` before seq, epoch}.
 _APPEND = (
     _TRIM
     + """
-if #KEYS > 7 and redis.call('GET', KEYS[8]) ~= ARGV[12] then
+redis.call('SET', KEYS[8], ARGV[15], 'NX')
+local epoch = redis.call('GET', KEYS[8])
+if ARGV[16] ~= '' and epoch ~= ARGV[16] then
+  return {-2, epoch}
+end
+if #KEYS > 8 and redis.call('GET', KEYS[9]) ~= ARGV[12] then
   return false
 end
 local mid, flags = ARGV[3], ARGV[4]
@@ -155,7 +164,7 @@ local delivered = tonumber(ARGV[6])
 if delivered >= 0 and delivered < seq - 1 then
   missed = redis.call('XRANGE', KEYS[1], '(' .. delivered .. '-0', '(' .. id)
 end
-return {seq, missed}
+return {seq, missed, epoch}
 """
 )
 
@@ -186,6 +195,8 @@ class RedisFrameLog:
         self._clock = clock
         # chat_id -> (lease key, token): appends to the chat are refused once the lease is lost.
         self._fences: dict[str, tuple[str, str]] = {}
+        # chat_id -> its log's epoch as this process last saw it (a change: the seqs restarted).
+        self._epochs: dict[str, str] = {}
         # (chat_id, message_id) -> the live text this process stored last (UTF-8).
         self._texts: dict[tuple[str, str], bytes] = {}
         self._append: Script = store.sync.register_script(_APPEND)
@@ -242,6 +253,7 @@ class RedisFrameLog:
             self.key(chat_id, "live"),
             self.store.key("chats", "turn_open"),
             self.key(chat_id, f"text:{mid}"),
+            self.key(chat_id, "epoch"),
         ]
         now = self._clock()
         args: list[str | int | float | bytes] = [
@@ -258,21 +270,27 @@ class RedisFrameLog:
             TRANSCRIPT_LIMIT,
         ]
         fence = self._fences.get(chat_id)
+        known = self._epochs.get(chat_id, "")
         args += [fence[1] if fence is not None else "", offset, text[offset:]]
+        args += [uuid.uuid4().hex[:16], known]
         if fence is not None:
             keys.append(fence[0])
         with translated(self.store.url, "the frame log failed"):
             reply = self._append(keys=keys, args=args)
             if reply is not None and reply[0] == -1:  # another process stored the text
-                args[-2:] = [0, text]
+                args[-4:-2] = [0, text]
                 reply = self._append(keys=keys, args=args)
+        if reply is not None and reply[0] == -2:  # the chat's seqs restarted: data was lost
+            self._epochs[chat_id] = str(reply[1])
+            raise LogRestarted(chat_id, str(reply[1]))
         if reply is None:
             raise LeaseLost(f"chat {chat_id}: this process no longer holds its turn")
         if mid and traits.snapshot:
             self._texts[(chat_id, mid)] = text
         elif mid and traits.closes:
             self._texts.pop((chat_id, mid), None)
-        seq, missed = cast("tuple[int, list[Any]]", reply)
+        seq, missed, epoch = cast("tuple[int, list[Any], str]", reply)
+        self._epochs[chat_id] = str(epoch)
         frames = self._frames(chat_id, [_entry(item) for item in missed])
         frame = {**body, "chat_id": chat_id, "seq": int(seq)}
         out: list[tuple[Frame, str | None]] = [(f, None) for f in frames]
@@ -305,6 +323,17 @@ class RedisFrameLog:
         return count
 
     # -- reading -------------------------------------------------------------------------------
+    def epoch(self, chat_id: str) -> str:
+        """The chat's log epoch: it changes whenever the chat's seqs restart (Redis lost its
+        data: a restart without persistence, ``FLUSHDB``, a failover). Made when missing."""
+        key = self.key(chat_id, "epoch")
+        with translated(self.store.url, "the frame log failed"):
+            pipe = self.store.sync.pipeline(transaction=True)
+            pipe.set(key, uuid.uuid4().hex[:16], nx=True)
+            pipe.get(key)
+            epoch = str(pipe.execute()[-1])
+        return epoch
+
     def floor(self, chat_id: str) -> int:
         with translated(self.store.url, "the frame log failed"):
             return int(cast("str | None", self.store.sync.get(self.key(chat_id, "floor"))) or 0)

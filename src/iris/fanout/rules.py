@@ -62,8 +62,9 @@ class FrameRules(Protocol):
         """The conversation entry a frame leaves (a closed message), or None."""
         ...
 
-    def sync(self, messages: list[dict[str, Any]]) -> Frame:
-        """The connection-scoped frame that replaces a device's view with ``messages``."""
+    def sync(self, messages: list[dict[str, Any]], epoch: str) -> Frame:
+        """The connection-scoped frame that replaces a device's view with ``messages``, of the
+        log's ``epoch`` (it changes whenever the chat's seqs restart)."""
         ...
 
     def turn_open(self, frame: Frame) -> bool:

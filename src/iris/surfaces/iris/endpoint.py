@@ -260,7 +260,7 @@ class IrisSurface:
             await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
             return
         try:
-            subscription.send_local(_ready(hello.features))
+            subscription.send_local(_ready(hello.features, self.hub.log.epoch(chat_id)))
             if hello.after_seq is not None:
                 subscription.resume(hello.after_seq)
         except StoreUnavailable as exc:  # no replay: going live would leave the device a gap
@@ -510,11 +510,12 @@ class _Connection:
         return len(self._bad) > BAD_FRAMES_PER_MINUTE
 
 
-def _ready(asked: tuple[str, ...] | None) -> Ready:
-    """``ready``; to a device that named features, the ones it gets (doc 05 devices: unchanged)."""
+def _ready(asked: tuple[str, ...] | None, epoch: str) -> Ready:
+    """``ready`` with the chat log's epoch; to a device that named features, the ones it gets
+    (doc 05 devices: unchanged)."""
     if asked is None:
-        return {"type": "ready"}
-    return {"type": "ready", "features": [APPEND] if APPEND in asked else []}
+        return {"type": "ready", "epoch": epoch}
+    return {"type": "ready", "features": [APPEND] if APPEND in asked else [], "epoch": epoch}
 
 
 def _payload(message: Any) -> str | bytes | None:
