@@ -34,7 +34,7 @@ SANDBOX_POLICY = (
 SANDBOX_PAGE = "/sandbox.html"
 PERMISSIONS_POLICY = (
     "camera=(), microphone=(), display-capture=(), geolocation=(), usb=(), serial=(), hid=(), "
-    "bluetooth=(), midi=(), payment=(), publickey-credentials-get=(), screen-wake-lock=()"
+    "midi=(), payment=(), publickey-credentials-get=(), screen-wake-lock=()"
 )
 
 
