@@ -13,6 +13,10 @@ snapshot: bytes grew with the square of the reply (988 MB to SQLite and 424 MB t
 characters; ``/health`` p99 < 20 ms during the 200 000-character reply.
 
     python bench/log_writes.py [--sizes 2000,20000,200000] [--rate 20000] [--stores sqlite,redis]
+
+Measured after the fix (``--rate 5000``, 2-core machine): SQLite 377 / 454 / 450 bytes per
+character at 2 000 / 20 000 / 200 000, Redis 28 / 21 / 21; ``/health`` p99 during the
+200 000-character reply 5.0 ms (SQLite) and 9.4 ms (Redis).
 """
 
 from __future__ import annotations
