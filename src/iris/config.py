@@ -279,6 +279,11 @@ class TelegramPlatform(_Section):
     token: str = ""
     base_url: str = "https://api.telegram.org"
     allowed_users: list[str | int] = Field(default_factory=list[str | int])
+    # allowed_users by user id; user names too only with this (a name can change hands).
+    match_usernames: bool = False
+    max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
+    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
+    debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
     poll_timeout: float = Field(default=10.0, ge=0)
@@ -290,6 +295,11 @@ class DiscordPlatform(_Section):
     token: str = ""
     base_url: str = "https://discord.com/api/v10"
     allowed_users: list[str | int] = Field(default_factory=list[str | int])
+    # allowed_users by user id; user names too only with this (a name can change hands).
+    match_usernames: bool = False
+    max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
+    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
+    debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
     budgets: DiscordBudgets = Field(default_factory=DiscordBudgets)
@@ -301,6 +311,11 @@ class SlackPlatform(_Section):
     app_token: str = ""
     base_url: str = "https://slack.com/api/"
     allowed_users: list[str] = Field(default_factory=list[str])
+    # allowed_users by user id; user names too only with this (a name can change hands).
+    match_usernames: bool = False
+    max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
+    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
+    debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
     budgets: SlackBudgets = Field(default_factory=SlackBudgets)

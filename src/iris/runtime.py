@@ -17,6 +17,7 @@ from iris.agent.sessions import Sessions, SessionStore
 from iris.config import Config
 from iris.controls import ControlsStore, MemoryControls
 from iris.devices import Devices
+from iris.guard import AuthThrottle
 from iris.limits import TurnLimiter
 from iris.redis.connection import RedisStore, shared_store
 from iris.redis.controls import RedisControls
@@ -44,6 +45,8 @@ class Runtime:
     conversations: StoredConversations | None = None
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
+    # Failed authentications per client address, every surface (``iris.guard``).
+    guard: AuthThrottle = field(default_factory=AuthThrottle)
 
     def __post_init__(self) -> None:
         self.turns = TurnLimiter(self.config.server.max_turns)

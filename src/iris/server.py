@@ -23,9 +23,11 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iris import __version__, observability
 from iris.config import Config
@@ -33,6 +35,7 @@ from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
 from iris.observability.routes import metrics_routes
 from iris.redis.connection import ERRORS as REDIS_ERRORS
+from iris.guard import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.redis.connection import RedisStore
 from iris.runtime import Runtime, ServerSurface
 from iris.surfaces.api.problems import error_body
@@ -40,8 +43,22 @@ from iris.surfaces.origin import is_loopback
 
 
 def check_bind_safety(config: Config) -> None:
-    """Refuse to expose an unauthenticated surface beyond this machine."""
+    """Refuse to expose an unauthenticated surface beyond this machine, and to start with a
+    secret short enough to guess: an API key or fixed device token needs ``MIN_SECRET``
+    characters, ``MIN_EXPOSED_SECRET`` on a bind beyond loopback (``iris.guard``)."""
     host = config.server.host
+    least = MIN_SECRET if is_loopback(host) else MIN_EXPOSED_SECRET
+    secrets = [("platforms.api_server.api_key", config.platforms.api_server.api_key)]
+    secrets += [
+        (f"platforms.iris.tokens[{i}]", t) for i, t in enumerate(config.platforms.iris.tokens)
+    ]
+    for key, secret in secrets:
+        if secret and len(secret) < least:
+            where = "" if least == MIN_SECRET else f" to bind {host}"
+            raise ConfigError(
+                f"{key} is {len(secret)} characters; it needs at least {least}{where}"
+                " (e.g. `openssl rand -hex 32`)"
+            )
     if is_loopback(host):
         return
     api = config.platforms.api_server
@@ -130,6 +147,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        middleware=[Middleware(NoSniff)],
     )
     app.state.runtime = runtime
     app.state.surfaces = surfaces
@@ -137,10 +155,13 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
 
 
 async def store_answers(shared: RedisStore) -> bool:
-    """Does the shared store answer a PING within its timeout?"""
+    """Does the shared store take a write within its timeout? A ``PING`` answers even when
+    Redis refuses every write (``maxmemory`` reached, a read-only replica): a small expiring
+    ``SET`` does not."""
     try:
         async with asyncio.timeout(shared.timeout):
-            return bool(await shared.aio.ping())
+            key = shared.key("health", shared.process_id)
+            return bool(await shared.aio.set(key, "1", px=10_000))
     except (*REDIS_ERRORS, TimeoutError):
         return False
 
@@ -156,7 +177,30 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     # A bug in a handler: the client gets a JSON 500 without the traceback; the log keeps it
     # (Starlette re-raises after this answer, and uvicorn logs the exception).
     body = error_body("Iris failed to handle this request.", type="server_error", code="internal")
-    return JSONResponse(body, status_code=500)
+    return JSONResponse(body, status_code=500, headers={"x-content-type-options": "nosniff"})
+
+
+class NoSniff:
+    """``X-Content-Type-Options: nosniff`` on every HTTP answer (JSON, 404s, the web app's
+    files): a browser never runs an answer as another type than it says."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 UVICORN_WS_OPTIONS: dict[str, Any] = {

@@ -19,7 +19,7 @@ from tests.fakes.upstream import FakeUpstream, hold, text
 
 pytestmark = pytest.mark.timeout(90)
 
-TOKEN = "crash-token"
+TOKEN = "crash-token-0123456789"
 IRIS = {
     "platforms": {"iris": {"enabled": True, "tokens": [TOKEN]}},
     "streaming": {"enabled": True},

@@ -169,10 +169,12 @@ def test_max_turns_is_one_budget_for_the_api_and_the_iris_socket(
     served: StartServed, upstream: FakeUpstream
 ) -> None:
     upstream.script(hold("Hel"), hold("Hi"))
-    _, url = served(server={"max_turns": 1}, platforms={"iris": {"tokens": ["t1"]}})
+    _, url = served(
+        server={"max_turns": 1}, platforms={"iris": {"tokens": ["iris-device-token-t1"]}}
+    )
     ws_url = url.replace("http://", "ws://") + "/iris/ws"
     with httpx.Client(timeout=10) as http, connect(ws_url, open_timeout=10) as device:
-        device.send(json.dumps({"type": "hello", "token": "t1"}))
+        device.send(json.dumps({"type": "hello", "token": "iris-device-token-t1"}))
         assert json.loads(device.recv(10))["type"] == "ready"
         # The API holds the one slot: the device is told busy at once.
         with http.stream(
@@ -206,11 +208,12 @@ def test_a_body_that_trickles_is_408_and_an_open_socket_is_not_timed_out(
     served: StartServed, upstream: FakeUpstream
 ) -> None:
     _, url = served(
-        server={"timeout_headers": 1, "timeout_body": 1}, platforms={"iris": {"tokens": ["t1"]}}
+        server={"timeout_headers": 1, "timeout_body": 1},
+        platforms={"iris": {"tokens": ["iris-device-token-t1"]}},
     )
     ws_url = url.replace("http://", "ws://") + "/iris/ws"
     with connect(ws_url, open_timeout=10) as device, sockets(url, 1) as (sock,):
-        device.send(json.dumps({"type": "hello", "token": "t1"}))
+        device.send(json.dumps({"type": "hello", "token": "iris-device-token-t1"}))
         assert json.loads(device.recv(10))["type"] == "ready"
         host = urlsplit(url).netloc
         sock.sendall(

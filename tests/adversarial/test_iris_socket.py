@@ -21,7 +21,7 @@ from tests.adversarial.conftest import StartServed
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text
 
-TOKEN = "adversary-token"
+TOKEN = "adversary-token-0123"
 IRIS = {"platforms": {"iris": {"enabled": True, "tokens": [TOKEN]}}}
 WAIT = 10.0
 MIB = 1024 * 1024
@@ -138,7 +138,8 @@ async def test_resumes_past_the_end_on_a_socket_that_never_reads_keep_memory_bou
     # ... and the device comes back where it was, with nothing missed.
     back = await device(base, query="", hello=False)
     await back.send(json.dumps({"type": "hello", "token": TOKEN, "after_seq": latest}))
-    assert await recv(back) == {"type": "ready", "chat_id": "main", "seq": latest}
+    ready = await recv(back)
+    assert ready == {"type": "ready", "chat_id": "main", "seq": latest, "epoch": ready["epoch"]}
     await back.send(json.dumps({"type": "ping"}))
     assert (await recv(back))["type"] == "pong"
     await back.close()

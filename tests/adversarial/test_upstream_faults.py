@@ -33,7 +33,7 @@ from tests.fakes.upstream import (
 
 pytestmark = pytest.mark.timeout(90)
 
-TOKEN = "device-1"
+TOKEN = "device-1-0123456789ab"
 IRIS = {"iris": {"enabled": True, "tokens": [TOKEN]}}
 STREAMING = {"enabled": True}
 USER = [{"role": "user", "content": "hi"}]

@@ -28,7 +28,10 @@ async def iris_url(
     """The server's URL; parametrize indirectly with True to stream replies to the app."""
     config = make_config(
         upstream.base_url,
-        platforms={"iris": {"tokens": ["device-token"]}, "api_server": {"enabled": False}},
+        platforms={
+            "iris": {"tokens": ["device-token-0123456789"]},
+            "api_server": {"enabled": False},
+        },
         display={"platforms": {"iris": {"show_reasoning": True}}},
         tools={"terminal": {"cwd": str(tmp_path)}},
         streaming={"enabled": request.param},
@@ -47,7 +50,7 @@ async def test_a_tool_turn_from_the_real_server_renders_in_order(
         tool_call("terminal", ['{"command": "ls"}'], content="Let me look."),
         reasoning(["The user wants ", "a list."], ["There is ", "**one** file."]),
     )
-    app: IrisApp = make_app(iris_url, smoothness=0.2)
+    app: IrisApp = make_app(iris_url, "device-token-0123456789", smoothness=0.2)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.connection.connected)
         await pilot.click("#composer")
@@ -72,7 +75,7 @@ async def test_the_app_asks_for_appends_and_shows_the_same_text(
 ) -> None:
     chunks = ["中文 ", "😀 ", "e\u0301 ", "👨‍👩‍👧 ", "word ", "𠀋字 "] * 10
     upstream.script(text(*chunks))
-    app: IrisApp = make_app(iris_url, smoothness=0.2)
+    app: IrisApp = make_app(iris_url, "device-token-0123456789", smoothness=0.2)
     seen: list[dict[str, object]] = []
     apply = app.store.apply
 

@@ -53,6 +53,7 @@ def telegram_config(
         "token": api.token,
         "base_url": api.base_url,
         "allowed_users": [OWNER, "@friend"],
+        "match_usernames": True,  # "@friend" by name: the documented opt-in
         "poll_timeout": 1,
     }
     # These tests are about edit streaming (drafts: test_native.py): pin the transport.

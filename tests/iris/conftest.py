@@ -28,7 +28,7 @@ from tests.conftest import MakeConfig
 from tests.fakes import loopback
 from tests.fakes.upstream import FakeUpstream
 
-TOKEN = "t1"
+TOKEN = "iris-device-token-t1"
 WAIT = 5.0
 
 SCHEMA: dict[str, Any] = json.loads(

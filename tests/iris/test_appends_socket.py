@@ -91,8 +91,8 @@ async def test_features_in_the_query_with_a_header_token(
 async def test_a_bad_features_list_in_hello_is_refused(iris_server: StartServer) -> None:
     server = await iris_server(streaming=STREAMING)
     device = await server.connect(None, ready=False)
-    await device.send({"type": "hello", "token": "t1", "features": "append"})
-    assert await device.closed() == 4401
+    await device.send({"type": "hello", "token": "iris-device-token-t1", "features": "append"})
+    assert await device.closed() == 4400  # a bad field of a hello, not a refused token
 
 
 async def test_a_rewrite_sends_a_snapshot(iris_server: StartServer, upstream: FakeUpstream) -> None:

@@ -118,7 +118,9 @@ async def test_log_drops_superseded_updates_when_a_message_closes(store: Store) 
     hub.publish("c", update("m1", "He"))
     hub.publish("c", update("m1", "Hello"))
     mid_reply = hub.log.after("c", 0, 100)
-    assert [f["type"] for f in mid_reply] == ["message.start", "message.update", "message.update"]
+    # A live message keeps one snapshot, the latest, with the whole text so far.
+    assert [f["type"] for f in mid_reply] == ["message.start", "message.update"]
+    assert mid_reply[-1]["text"] == "Hello" and mid_reply[-1]["seq"] == 3
     hub.publish("c", {"type": "commentary", "message_id": "m1", "text": "Hello"})
     assert [f["type"] for f in hub.log.after("c", 0, 100)] == ["message.start", "commentary"]
 
@@ -312,13 +314,16 @@ class OtherProtocol:
     def snapshot_text(self, frame: Frame) -> str:
         return frame["body"]
 
+    def snapshot_with(self, frame: Frame, text: str) -> Frame:
+        return {**frame, "body": text}
+
     def transcript_entry(self, frame: Frame) -> dict[str, Any] | None:
         if frame["type"] != "done":
             return None
         return {"message_id": frame["message_id"], "role": "assistant", "text": frame["body"]}
 
-    def sync(self, messages: list[dict[str, Any]]) -> Frame:
-        return {"type": "catch-up", "messages": messages}
+    def sync(self, messages: list[dict[str, Any]], epoch: str) -> Frame:
+        return {"type": "catch-up", "messages": messages, "epoch": epoch}
 
     def turn_open(self, frame: Frame) -> bool:
         return frame["on"]

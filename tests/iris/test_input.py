@@ -118,8 +118,9 @@ async def test_bearer_header_and_hello_both_authenticate(iris_server: StartServe
     server = await iris_server(streaming=STREAMING)
     by_header = await server.connect(header=True)
     by_hello = await server.connect(chat_id="work")
-    assert by_header.frames[0] == {"type": "ready", "chat_id": "main", "seq": 0}
-    assert by_hello.frames[0] == {"type": "ready", "chat_id": "work", "seq": 0}
+    epoch = by_header.frames[0]["epoch"]  # the chat log's (one SQLite file: one epoch)
+    assert by_header.frames[0] == {"type": "ready", "chat_id": "main", "seq": 0, "epoch": epoch}
+    assert by_hello.frames[0] == {"type": "ready", "chat_id": "work", "seq": 0, "epoch": epoch}
 
 
 async def test_with_no_tokens_configured_every_device_is_refused(
@@ -165,7 +166,7 @@ async def test_bearer_header_takes_chat_and_resume_point_from_the_query(
         open_timeout=WAIT,
     ) as ws:
         frames = [json.loads(await ws.recv()) for _ in range(2)]
-    assert frames[0] == {"type": "ready", "chat_id": "work", "seq": 0}
+    assert frames[0] == {"type": "ready", "chat_id": "work", "seq": 0, "epoch": frames[0]["epoch"]}
     assert frames[1]["type"] == "message" and frames[1]["text"] == "remember this"
 
 

@@ -47,5 +47,5 @@ async def test_the_page_iris_serves_and_listed_origins_may(iris_server: StartSer
     same = "http://" + server.url.split("/")[2]
     for origin in (same, "https://app.example"):
         async with connect(server.url, origin=origin, open_timeout=WAIT) as ws:  # type: ignore[arg-type]
-            await ws.send('{"type": "hello", "token": "t1"}')
+            await ws.send('{"type": "hello", "token": "iris-device-token-t1"}')
             assert '"ready"' in str(await ws.recv())

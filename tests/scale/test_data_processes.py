@@ -27,7 +27,7 @@ from tests.scale.conftest import RedisServer, serve_on_redis
 
 pytestmark = pytest.mark.timeout(90)
 
-TOKEN = "config-token"
+TOKEN = "config-token-0123456789"
 
 
 @dataclass

@@ -8,10 +8,16 @@ Every chat-scoped frame is appended with its ``seq``. The log is bounded by coun
 below the floor cannot be caught up frame by frame and gets a ``sync`` built from
 ``conversation(chat)`` instead.
 
-Two things keep the log small without losing anything a device needs:
+Three things keep the log small without losing anything a device needs:
 
-- when a message closes (a frame the protocol marks ``closes``), its ``snapshot`` frames are
-  deleted: each was a full snapshot superseded by the closing frame's text;
+- a live message keeps one ``snapshot`` row, overwritten by each new one, and its text is stored
+  once, as it grows: each snapshot that extends the last adds only what it added (a row of
+  ``iris_live_text``), a rewrite replaces the text. The row holds the frame without its text;
+  a read puts the text back (``FrameRules.snapshot_with``). So a reply of N characters writes
+  O(N) bytes, not one snapshot per update (finding 1 of the second hardening pass);
+- when a message closes (a frame the protocol marks ``closes``), its snapshot row and its text
+  are deleted: the closing frame carries the text; the file is ``auto_vacuum=INCREMENTAL``,
+  so the pages they held are given back;
 - every closed message also goes into a transcript table (one row per message, the entry the
   protocol's ``transcript_entry`` makes), which is what a ``sync`` carries, with the same
   ``message_id``s the live frames used.
@@ -27,6 +33,7 @@ import logging
 import sqlite3
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -53,6 +60,17 @@ CREATE INDEX IF NOT EXISTS iris_frames_message ON iris_frames (chat_id, message_
 CREATE TABLE IF NOT EXISTS iris_chats (
     chat_id TEXT PRIMARY KEY,
     floor INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS iris_live_text (
+    chat_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (chat_id, message_id, part)
+);
+CREATE TABLE IF NOT EXISTS iris_log_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS iris_transcript (
     chat_id TEXT NOT NULL,
@@ -101,16 +119,28 @@ class FrameLog:
         # (frame, its JSON, created, prune after) waiting for the store's thread.
         self._pending: deque[tuple[Frame, str, float, bool]] = deque()
         self._scheduled = threading.Event()
+        # (chat_id, message_id) -> (the live text stored, its parts): the store's thread's own.
+        self._texts: dict[tuple[str, str], tuple[str, int] | None] = {}
         store.ensure_schema(_DDL)
+        # One epoch per database file: its seqs never restart while the file lives (a file
+        # replaced under a running server is refused by the store, see ``iris.store``).
+        store.execute(
+            "INSERT OR IGNORE INTO iris_log_meta (key, value) VALUES ('epoch', ?)",
+            (uuid.uuid4().hex[:16],),
+        )
+        self._epoch = str(store.query("SELECT value FROM iris_log_meta WHERE key='epoch'")[0][0])
 
     # -- writing -------------------------------------------------------------------------------
     shared = False  # this process alone appends: the hub counts each chat's seqs
 
-    def sequence(self, chat_id: str, body: Body, delivered: int | None) -> list[tuple[Frame, str]]:
+    def sequence(
+        self, chat_id: str, body: Body, delivered: int | None
+    ) -> list[tuple[Frame, str | None]]:
         """Log one frame under the seq after ``delivered`` (the hub's count)."""
         seq = (self.last_seq(chat_id) if delivered is None else delivered) + 1
         frame = {**body, "chat_id": chat_id, "seq": seq}
-        text = encode_frame(frame)  # once, not once per device
+        # Once, not once per device; a snapshot is stored without its text (see ``_write``).
+        text = None if self.rules.traits(body["type"]).snapshot else encode_frame(frame)
         self.append(frame, text)
         return [(frame, text)]
 
@@ -127,9 +157,9 @@ class FrameLog:
         chat_id = frame["chat_id"]
         count = self._appends.get(chat_id, 0) + 1
         self._appends[chat_id] = count
-        self._pending.append(
-            (frame, text or json.dumps(frame), self._clock(), count % _PRUNE_EVERY == 0)
-        )
+        if text is None:  # a snapshot's is made on the store's thread, without its text
+            text = "" if self.rules.traits(frame["type"]).snapshot else json.dumps(frame)
+        self._pending.append((frame, text, self._clock(), count % _PRUNE_EVERY == 0))
         if not self._scheduled.is_set():
             self._scheduled.set()
             self._store.submit(self._flush)
@@ -143,16 +173,26 @@ class FrameLog:
             batch.append(self._pending.popleft())
         if not batch:
             return
+        staged: dict[tuple[str, str], tuple[str, int] | None] = {}
         try:
             with transaction(conn):
                 for frame, text, created, _ in batch:
-                    self._write(conn, frame, text, created)
+                    self._write(conn, frame, text, created, staged)
         except BaseException:
             if len(self._pending) + len(batch) <= MAX_PENDING:
                 self._pending.extendleft(reversed(batch))
             else:  # a lock held for very long: memory matters more than replay
                 log.error("the iris frame log dropped %d frames it could not write", len(batch))
             raise
+        closed = False
+        for key, value in staged.items():
+            if value is None:
+                closed = True
+                self._texts.pop(key, None)
+            else:
+                self._texts[key] = value
+        if closed:  # give the closed messages' pages back to the file system
+            conn.execute("PRAGMA incremental_vacuum")
         for frame, _, _, prune in batch:
             if prune:
                 self._prune(conn, frame["chat_id"])
@@ -166,6 +206,24 @@ class FrameLog:
             self._read(lambda conn: self._prune(conn, chat_id))
         except StoreUnavailable as exc:
             log.warning("the frame log of %s was not pruned: %s", chat_id, exc.message)
+
+    async def prune_idle(self) -> int:
+        """Apply the bounds to every chat holding a frame past ``max_age``: an idle chat
+        appends nothing, so the every-64-appends check never comes (a timer calls this).
+        Returns how many chats were pruned."""
+
+        def prune_all(conn: sqlite3.Connection) -> int:
+            rows = conn.execute(
+                "SELECT DISTINCT chat_id FROM iris_frames WHERE created < ?",
+                (self._clock() - self.max_age,),
+            ).fetchall()
+            for row in rows:
+                self._prune(conn, row["chat_id"])
+            if rows:
+                conn.execute("PRAGMA incremental_vacuum")
+            return len(rows)
+
+        return await self.read(prune_all)
 
     def _prune(self, conn: sqlite3.Connection, chat_id: str) -> None:
         by_count = conn.execute(
@@ -215,6 +273,10 @@ class FrameLog:
         """Chats whose last turn began (typing on) and never ended: cut by a crash."""
         return await self.read(self._open_turns)
 
+    def epoch(self, chat_id: str) -> str:
+        """The log's epoch (the file's: this log's seqs restart only with a new file)."""
+        return self._epoch
+
     def floor(self, chat_id: str) -> int:
         return self._read(lambda conn: _floor(conn, chat_id))
 
@@ -222,13 +284,16 @@ class FrameLog:
         return self._read(lambda conn: _last_seq(conn, chat_id))
 
     def after(self, chat_id: str, seq: int, limit: int) -> list[Frame]:
-        rows = self._read(
-            lambda conn: conn.execute(
-                "SELECT frame FROM iris_frames WHERE chat_id=? AND seq>? ORDER BY seq LIMIT ?",
-                (chat_id, seq, limit),
-            ).fetchall()
+        return self._read(
+            lambda conn: [
+                self._loaded(conn, row)
+                for row in conn.execute(
+                    "SELECT type, frame FROM iris_frames WHERE chat_id=? AND seq>? ORDER BY seq"
+                    " LIMIT ?",
+                    (chat_id, seq, limit),
+                ).fetchall()
+            ]
         )
-        return [json.loads(row["frame"]) for row in rows]
 
     def conversation(self, chat_id: str) -> list[dict[str, Any]]:
         """The chat as a list of messages: closed ones, then any reply still streaming."""
@@ -243,27 +308,92 @@ class FrameLog:
         return self._read(lambda conn: self._turn_open(conn, chat_id))
 
     # -- statements, run on the store's thread -----------------------------------------------
-    def _write(self, conn: sqlite3.Connection, frame: Frame, text: str, created: float) -> None:
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        frame: Frame,
+        text: str,
+        created: float,
+        staged: dict[tuple[str, str], tuple[str, int] | None],
+    ) -> None:
         chat_id, seq, kind = frame["chat_id"], frame["seq"], frame["type"]
         message_id = frame.get("message_id")
-        conn.execute(
-            "INSERT INTO iris_frames (chat_id, seq, type, message_id, created, frame)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (chat_id, seq, kind, message_id, created, text),
-        )
-        if message_id and self.rules.traits(kind).closes:
+        traits = self.rules.traits(kind)
+        if message_id and (traits.snapshot or traits.closes):
+            # One snapshot row per live message: the new one replaces it (a close drops it).
             snapshots = self._marked["snapshot"]
             conn.execute(
                 "DELETE FROM iris_frames WHERE chat_id=? AND message_id=?"
                 f" AND type IN ({_marks(snapshots)})",
                 (chat_id, message_id, *snapshots),
             )
+        if message_id and traits.snapshot:
+            text = encode_frame(self.rules.snapshot_with(frame, ""))
+            self._store_text(conn, chat_id, message_id, self.rules.snapshot_text(frame), staged)
+        elif message_id and traits.closes:
+            conn.execute(
+                "DELETE FROM iris_live_text WHERE chat_id=? AND message_id=?",
+                (chat_id, message_id),
+            )
+            staged[(chat_id, message_id)] = None
+        conn.execute(
+            "INSERT INTO iris_frames (chat_id, seq, type, message_id, created, frame)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (chat_id, seq, kind, message_id, created, text),
+        )
         entry = self.rules.transcript_entry(frame)
         if entry is not None:
             conn.execute(
                 "INSERT INTO iris_transcript (chat_id, seq, message) VALUES (?, ?, ?)",
                 (chat_id, seq, json.dumps(entry)),
             )
+
+    def _store_text(
+        self,
+        conn: sqlite3.Connection,
+        chat_id: str,
+        message_id: str,
+        text: str,
+        staged: dict[tuple[str, str], tuple[str, int] | None],
+    ) -> None:
+        """The live message's text is now ``text``: add what it added, or replace it."""
+        key = (chat_id, message_id)
+        known = staged[key] if key in staged else self._texts.get(key)
+        if known is not None and text.startswith(known[0]):
+            stored, parts = known
+            if len(text) > len(stored):
+                conn.execute(
+                    "INSERT INTO iris_live_text (chat_id, message_id, part, text)"
+                    " VALUES (?, ?, ?, ?)",
+                    (chat_id, message_id, parts, text[len(stored) :]),
+                )
+                parts += 1
+        else:  # a rewrite, or a text this process did not store (a restart): whole
+            conn.execute(
+                "DELETE FROM iris_live_text WHERE chat_id=? AND message_id=?",
+                (chat_id, message_id),
+            )
+            conn.execute(
+                "INSERT INTO iris_live_text (chat_id, message_id, part, text) VALUES (?, ?, 0, ?)",
+                (chat_id, message_id, text),
+            )
+            parts = 1
+        staged[key] = (text, parts)
+
+    def _live_text(self, conn: sqlite3.Connection, chat_id: str, message_id: str) -> str:
+        rows = conn.execute(
+            "SELECT text FROM iris_live_text WHERE chat_id=? AND message_id=? ORDER BY part",
+            (chat_id, message_id),
+        ).fetchall()
+        return "".join(row["text"] for row in rows)
+
+    def _loaded(self, conn: sqlite3.Connection, row: sqlite3.Row) -> Frame:
+        """A stored frame as it was sent: a snapshot gets its message's text back."""
+        frame: Frame = json.loads(row["frame"])
+        if self.rules.traits(row["type"]).snapshot and frame.get("message_id"):
+            text = self._live_text(conn, frame["chat_id"], frame["message_id"])
+            frame = self.rules.snapshot_with(frame, text)
+        return frame
 
     def _conversation(self, conn: sqlite3.Connection, chat_id: str) -> list[dict[str, Any]]:
         rows = conn.execute(
@@ -290,7 +420,7 @@ class FrameLog:
             if traits.opens:
                 live[message_id] = ""
             elif traits.snapshot:
-                live[message_id] = self.rules.snapshot_text(json.loads(row["frame"]))
+                live[message_id] = self._live_text(conn, chat_id, message_id)
             else:
                 live.pop(message_id, None)
         return live

@@ -27,9 +27,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from iris.errors import StoreUnavailable
 from iris.fanout.rules import Body, DeviceWriter, Frame, FrameRules
 from iris.fanout.subscription import Subscription, encode_frame
 from iris.observability import metrics
+
+
+class LogRestarted(StoreUnavailable):
+    """The chat's seqs restarted under this process (the shared store lost its data): nothing
+    was appended. ``epoch`` is the log's new one; the hub resets the chat's devices here and
+    appends again (``Hub.publish``)."""
+
+    def __init__(self, chat_id: str, epoch: str) -> None:
+        super().__init__(f"chat {chat_id}: the frame log was lost and restarted")
+        self.epoch = epoch
 
 
 class ChatLog(Protocol):
@@ -42,8 +53,11 @@ class ChatLog(Protocol):
         """Do other processes append to the same chats?"""
         ...
 
-    def sequence(self, chat_id: str, body: Body, delivered: int | None) -> list[tuple[Frame, str]]:
-        """Number and log one frame; the frames to deliver, in order, the new one last."""
+    def sequence(
+        self, chat_id: str, body: Body, delivered: int | None
+    ) -> list[tuple[Frame, str | None]]:
+        """Number and log one frame; the frames to deliver, in order, the new one last (with
+        their JSON, or None: a snapshot is not encoded whole unless a device sends it so)."""
         ...
 
     def fence(self, chat_id: str, key: str, token: str) -> None: ...
@@ -65,6 +79,12 @@ class ChatLog(Protocol):
     def turn_open(self, chat_id: str) -> bool: ...
 
     async def open_turns(self) -> list[str]: ...
+
+    async def prune_idle(self) -> int: ...
+
+    def epoch(self, chat_id: str) -> str:
+        """The chat log's epoch: it changes whenever the chat's seqs restart."""
+        ...
 
 
 class Hub:
@@ -89,7 +109,13 @@ class Hub:
     def publish(self, chat_id: str, body: Body, *, exclude: Subscription | None = None) -> Frame:
         """Sequence, log and deliver one chat-scoped frame; ``exclude`` skips one device live."""
         known = self._latest.get(chat_id) if self.log.shared else self.latest(chat_id)
-        frames = self.log.sequence(chat_id, body, known)
+        try:
+            frames = self.log.sequence(chat_id, body, known)
+        except LogRestarted:
+            # The store lost the chat's log (its seqs begin again): the devices here get the
+            # new log's view and follow it from seq 0; then this frame goes into it.
+            self.restart(chat_id)
+            frames = self.log.sequence(chat_id, body, 0)
         metrics.frame_appended("redis" if self.log.shared else "sqlite")
         for frame, text in frames[:-1]:  # appended by other processes first
             self.deliver(chat_id, frame, text)
@@ -115,8 +141,10 @@ class Hub:
         self._latest[chat_id] = seq
         if not subscribers:
             return
-        if text is None:
-            text = encode_frame(frame)  # once, not once per device
+        if text is None and not self.log.rules.traits(frame["type"]).snapshot:
+            # Once, not once per device. Not a snapshot: most devices (the append feature)
+            # send what it added, and encoding each whole one would cost O(N) per update.
+            text = encode_frame(frame)
         for subscription in subscribers:
             if subscription is not exclude:
                 subscription.push(frame, text)
@@ -158,6 +186,19 @@ class Hub:
                 del self._subscribers[subscription.chat_id]
                 if self.log.shared:  # no longer followed: its position goes stale from now
                     self._latest.pop(subscription.chat_id, None)
+
+    def restart(self, chat_id: str) -> None:
+        """The chat's log restarted: every device here resyncs to it, from seq 0."""
+        if chat_id in self._subscribers or not self.log.shared:
+            self._latest[chat_id] = 0
+        for subscription in self.subscriptions(chat_id):
+            subscription.restart()
+
+    def forget(self, chat_id: str) -> None:
+        """Drop what the hub keeps of a chat no device here follows (its position is read
+        from the log again when it is next used)."""
+        if chat_id not in self._subscribers:
+            self._latest.pop(chat_id, None)
 
     def subscriptions(self, chat_id: str) -> list[Subscription]:
         return list(self._subscribers.get(chat_id, ()))

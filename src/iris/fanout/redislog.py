@@ -9,6 +9,12 @@ script (``_APPEND``) does everything an append changes, atomically:
 - a live message keeps one snapshot in the log: a new ``snapshot`` frame ``XDEL``s the previous
   one of its message, and the frame that closes the message ``XDEL``s the last (the log never
   holds one full snapshot per token; a reader sees a gap in seqs there, as after a close today);
+- a live message's text is stored once, as it grows, in ``chat:<id>:text:<message_id>``: a
+  snapshot that extends what this process stored last ``APPEND``s what it added (anything else
+  ``SET``s it whole), and its entry holds the frame without the text plus ``n``, the text's
+  length in bytes then; a reader puts back the key's first ``n`` bytes. So a reply of N
+  characters sends Redis O(N) bytes, not one snapshot per update (finding 1 of the second
+  hardening pass). The close deletes the key;
 - the transcript (what a ``sync`` carries) gets the closed message's entry;
 - the chat's ``turn_open`` flag is set or cleared (the set of chats whose turn is open, which
   spans chats and so lives in another cluster slot, is written around the script: joined
@@ -30,23 +36,28 @@ without a gap. Every Redis failure is ``StoreUnavailable``.
 Keys (``chat_key``: ``<prefix>{chat:<id>}:<suffix>``, one hash tag per chat, so the script's
 keys share a Redis Cluster slot): ``log`` (stream), ``seq``, ``floor``, ``transcript`` (list),
 ``live`` (hash: ``o:<message_id>`` the seq that opened a live message, ``s:<message_id>`` the
-seq of its one snapshot), ``turn_open`` (``1`` while the chat's turn is open), ``turn`` (the
+seq of its one snapshot), ``turn_open`` (``1`` while the chat's turn is open), ``epoch``
+(changes when the seqs restart), ``text:<message_id>`` (a live message's text), ``turn`` (the
 turn lease, ``iris.surfaces.iris.owners``); and ``<prefix>:chats:turn_open`` (set of chat ids,
 touched alone).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from redis.commands.core import Script
 
+from iris.agent.surrogates import clean
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import TRANSCRIPT_LIMIT
+from iris.fanout.hub import LogRestarted
 from iris.fanout.rules import Body, Frame, FrameRules
 from iris.fanout.subscription import encode_frame
 from iris.redis.connection import RedisStore, translated
@@ -88,21 +99,46 @@ local function trim(log, floor_key, max_frames, oldest)
 end
 """
 
-# KEYS: log, seq, floor, transcript, live, turn_open flag[, fence key]
+# KEYS: log, seq, floor, transcript, live, turn_open flag, message text, epoch[, fence key]
 # ARGV: body, created, message_id, flags, transcript entry, delivered, chat_id,
-#       max_frames, oldest kept created, prune every, transcript limit[, fence token]
+#       max_frames, oldest kept created, prune every, transcript limit, fence token ('' none),
+#       text offset (bytes already stored, for a snapshot), text to store from there,
+#       a new epoch (taken if the chat has none), the epoch this process knows ('' none)
 # flags: one letter each — s snapshot, o opens, c closes, T turn on, F turn off.
-# Returns false when fenced out, else {seq, the entries after ``delivered`` before seq}.
+# Returns {-2, epoch} when the chat's epoch is not the one known (the log restarted: nothing
+# appended), false when fenced out, {-1} when the stored text is not ``offset`` bytes long
+# (the caller sends it whole), else {seq, the entries after ``delivered`` before seq, epoch}.
 _APPEND = (
     _TRIM
     + """
-if #KEYS > 6 and redis.call('GET', KEYS[7]) ~= ARGV[12] then
+redis.call('SET', KEYS[8], ARGV[15], 'NX')
+local epoch = redis.call('GET', KEYS[8])
+if ARGV[16] ~= '' and epoch ~= ARGV[16] then
+  return {-2, epoch}
+end
+if #KEYS > 8 and redis.call('GET', KEYS[9]) ~= ARGV[12] then
   return false
+end
+local mid, flags = ARGV[3], ARGV[4]
+local snapshot = mid ~= '' and string.find(flags, 's', 1, true)
+local offset = tonumber(ARGV[13])
+if snapshot and offset > 0 and redis.call('STRLEN', KEYS[7]) ~= offset then
+  return {-1}
 end
 local seq = redis.call('INCR', KEYS[2])
 local id = seq .. '-0'
-redis.call('XADD', KEYS[1], id, 'f', ARGV[1], 't', ARGV[2])
-local mid, flags = ARGV[3], ARGV[4]
+if snapshot then
+  local length
+  if offset > 0 then
+    length = redis.call('APPEND', KEYS[7], ARGV[14])
+  else
+    redis.call('SET', KEYS[7], ARGV[14])
+    length = string.len(ARGV[14])
+  end
+  redis.call('XADD', KEYS[1], id, 'f', ARGV[1], 't', ARGV[2], 'n', length)
+else
+  redis.call('XADD', KEYS[1], id, 'f', ARGV[1], 't', ARGV[2])
+end
 if mid ~= '' then
   local held = redis.call('HGET', KEYS[5], 's:' .. mid)
   if string.find(flags, 's', 1, true) then
@@ -112,6 +148,7 @@ if mid ~= '' then
   elseif string.find(flags, 'c', 1, true) then
     if held then redis.call('XDEL', KEYS[1], held .. '-0') end
     redis.call('HDEL', KEYS[5], 's:' .. mid, 'o:' .. mid)
+    redis.call('DEL', KEYS[7])
   elseif string.find(flags, 'o', 1, true) then
     redis.call('HSETNX', KEYS[5], 'o:' .. mid, seq)
   end
@@ -133,7 +170,7 @@ local delivered = tonumber(ARGV[6])
 if delivered >= 0 and delivered < seq - 1 then
   missed = redis.call('XRANGE', KEYS[1], '(' .. delivered .. '-0', '(' .. id)
 end
-return {seq, missed}
+return {seq, missed, epoch}
 """
 )
 
@@ -164,6 +201,10 @@ class RedisFrameLog:
         self._clock = clock
         # chat_id -> (lease key, token): appends to the chat are refused once the lease is lost.
         self._fences: dict[str, tuple[str, str]] = {}
+        # chat_id -> its log's epoch as this process last saw it (a change: the seqs restarted).
+        self._epochs: dict[str, str] = {}
+        # (chat_id, message_id) -> the live text this process stored last (UTF-8).
+        self._texts: dict[tuple[str, str], bytes] = {}
         self._append: Script = store.sync.register_script(_APPEND)
         self._prune: Script = store.sync.register_script(_PRUNE)
 
@@ -187,7 +228,9 @@ class RedisFrameLog:
     def unfence(self, chat_id: str) -> None:
         self._fences.pop(chat_id, None)
 
-    def sequence(self, chat_id: str, body: Body, delivered: int | None) -> list[tuple[Frame, str]]:
+    def sequence(
+        self, chat_id: str, body: Body, delivered: int | None
+    ) -> list[tuple[Frame, str | None]]:
         """Append one frame under the chat's next seq. Returns the frames to deliver here, in
         order: those other processes appended after ``delivered`` (None: none wanted), then
         this one. Raises ``StoreUnavailable`` (``LeaseLost`` when fenced out)."""
@@ -200,7 +243,19 @@ class RedisFrameLog:
         if traits.turn:
             flags += "T" if self.rules.turn_open(dict(body)) else "F"
         message_id = body.get("message_id")
+        mid = message_id if isinstance(message_id, str) else ""
         entry = self.rules.transcript_entry(dict(body))
+        text, offset = b"", 0
+        if not (mid and traits.snapshot):
+            shell = encode_frame(dict(body))
+        else:
+            shell = encode_frame(self.rules.snapshot_with(dict(body), ""))
+            # The text as UTF-8 the way a frame's JSON is (a lone surrogate becomes U+FFFD).
+            said = self.rules.snapshot_text(dict(body))
+            text = (said if said.isascii() else clean(said)).encode()
+            stored = self._texts.get((chat_id, mid))
+            if stored is not None and text.startswith(stored):
+                offset = len(stored)
         keys = [
             self.key(chat_id, "log"),
             self.key(chat_id, "seq"),
@@ -208,12 +263,14 @@ class RedisFrameLog:
             self.key(chat_id, "transcript"),
             self.key(chat_id, "live"),
             self.key(chat_id, "turn_open"),
+            self.key(chat_id, f"text:{mid}"),
+            self.key(chat_id, "epoch"),
         ]
         now = self._clock()
-        args: list[str | int | float] = [
-            encode_frame(dict(body)),
+        args: list[str | int | float | bytes] = [
+            shell,
             repr(now),
-            message_id if isinstance(message_id, str) else "",
+            mid,
             flags,
             "" if entry is None else json.dumps(entry),
             -1 if delivered is None else delivered,
@@ -224,21 +281,36 @@ class RedisFrameLog:
             TRANSCRIPT_LIMIT,
         ]
         fence = self._fences.get(chat_id)
+        known = self._epochs.get(chat_id, "")
+        args += [fence[1] if fence is not None else "", offset, text[offset:]]
+        args += [uuid.uuid4().hex[:16], known]
         if fence is not None:
             keys.append(fence[0])
-            args.append(fence[1])
         with translated(self.store.url, "the frame log failed"):
             if "T" in flags:  # listed before it opens: a crash after leaves no turn unlisted
                 self.store.sync.sadd(self._open_set, chat_id)
             reply = self._append(keys=keys, args=args)
-            if "F" in flags and reply is not None:
+            if reply is not None and reply[0] == -1:  # another process stored the text
+                args[-4:-2] = [0, text]
+                reply = self._append(keys=keys, args=args)
+            if "F" in flags and reply is not None and reply[0] not in (-1, -2):
                 self._unlist(chat_id)
+        if reply is not None and reply[0] == -2:  # the chat's seqs restarted: data was lost
+            self._epochs[chat_id] = str(reply[1])
+            raise LogRestarted(chat_id, str(reply[1]))
         if reply is None:
             raise LeaseLost(f"chat {chat_id}: this process no longer holds its turn")
-        seq, missed = cast("tuple[int, list[Any]]", reply)
-        frames = [_frame(chat_id, _entry(item)) for item in missed]
+        if mid and traits.snapshot:
+            self._texts[(chat_id, mid)] = text
+        elif mid and traits.closes:
+            self._texts.pop((chat_id, mid), None)
+        seq, missed, epoch = cast("tuple[int, list[Any], str]", reply)
+        self._epochs[chat_id] = str(epoch)
+        frames = self._frames(chat_id, [_entry(item) for item in missed])
         frame = {**body, "chat_id": chat_id, "seq": int(seq)}
-        return [*((f, encode_frame(f)) for f in frames), (frame, encode_frame(frame))]
+        out: list[tuple[Frame, str | None]] = [(f, None) for f in frames]
+        # A snapshot is not encoded whole here (the hub encodes what devices need).
+        return [*out, (frame, None if traits.snapshot else encode_frame(frame))]
 
     def prune(self, chat_id: str) -> None:
         """Apply the count and age bounds now; a failure is logged (the log just stays longer)."""
@@ -251,7 +323,32 @@ class RedisFrameLog:
         except StoreUnavailable as exc:
             log.warning("the frame log of %s was not pruned: %s", chat_id, exc.message)
 
+    async def prune_idle(self) -> int:
+        """Apply the bounds to every chat's log (an idle chat appends nothing, so the
+        every-``PRUNE_EVERY``-seqs check never comes; a timer calls this): ``SCAN`` for the
+        logs, in a thread. Returns how many logs were looked at."""
+        return await asyncio.to_thread(self._prune_all)
+
+    def _prune_all(self) -> int:
+        count = 0
+        with translated(self.store.url, "the frame log failed"):
+            for key in self.store.sync.scan_iter(match=self.key("*", "log"), count=500):
+                self.prune(self.chat_of(cast("str", key)))
+                count += 1
+        return count
+
     # -- reading -------------------------------------------------------------------------------
+    def epoch(self, chat_id: str) -> str:
+        """The chat's log epoch: it changes whenever the chat's seqs restart (Redis lost its
+        data: a restart without persistence, ``FLUSHDB``, a failover). Made when missing."""
+        key = self.key(chat_id, "epoch")
+        with translated(self.store.url, "the frame log failed"):
+            pipe = self.store.sync.pipeline(transaction=True)
+            pipe.set(key, uuid.uuid4().hex[:16], nx=True)
+            pipe.get(key)
+            epoch = str(pipe.execute()[-1])
+        return epoch
+
     def floor(self, chat_id: str) -> int:
         with translated(self.store.url, "the frame log failed"):
             return int(cast("str | None", self.store.sync.get(self.key(chat_id, "floor"))) or 0)
@@ -267,11 +364,53 @@ class RedisFrameLog:
                 "list[Entry]",
                 self.store.sync.xrange(self.key(chat_id, "log"), f"({seq}-0", "+", count=limit),
             )
-        return [_frame(chat_id, entry) for entry in entries]
+        return self._frames(chat_id, entries)
 
-    def frames(self, chat_id: str, entries: Sequence[Entry]) -> list[Frame]:
-        """Stream entries of the chat (e.g. from ``XREAD``) as frames."""
-        return [_frame(chat_id, entry) for entry in entries]
+    def frames(self, chat_id: str, entries: Sequence[Entry], after: int = 0) -> list[Frame]:
+        """Stream entries of the chat (e.g. from ``XREAD``) past seq ``after`` as frames; of a
+        message's snapshots only the last is kept (it supersedes the others)."""
+        wanted = [entry for entry in entries if _seq(entry) > after]
+        last: dict[str, int] = {}
+        for index, entry in enumerate(wanted):
+            if "n" in entry[1]:
+                last[json.loads(entry[1]["f"]).get("message_id", "")] = index
+        kept = set(last.values())
+        return self._frames(
+            chat_id, [e for i, e in enumerate(wanted) if "n" not in e[1] or i in kept]
+        )
+
+    def _frames(self, chat_id: str, entries: Sequence[Entry]) -> list[Frame]:
+        """Entries as frames; a snapshot gets its message's text back (the first ``n`` bytes
+        of the stored text). One whose text is gone or was rewritten since is left out: a
+        later frame of its message, in the log, supersedes it."""
+        frames = [_frame(chat_id, entry) for entry in entries]
+        snapshots = [
+            (frame, int(entry[1]["n"]))
+            for frame, entry in zip(frames, entries, strict=True)
+            if "n" in entry[1]
+        ]
+        if not snapshots:
+            return frames
+        keys = [self.key(chat_id, f"text:{frame.get('message_id', '')}") for frame, _ in snapshots]
+        with translated(self.store.url, "the frame log failed"):
+            try:
+                pipe = self.store.sync.pipeline(transaction=False)
+                for key, (_, length) in zip(keys, snapshots, strict=True):
+                    pipe.getrange(key, 0, max(length - 1, 0))
+                texts = cast("list[str | None]", pipe.execute())
+            except UnicodeDecodeError:  # a text rewritten since, cut mid-character: one by one
+                texts = [
+                    _text_or_none(self.store, key, length)
+                    for key, (_, length) in zip(keys, snapshots, strict=True)
+                ]
+        stale: set[int] = set()
+        for (frame, length), text in zip(snapshots, texts, strict=True):
+            found = (text or "") if length > 0 else ""
+            if text is None or len(found.encode()) != length:
+                stale.add(id(frame))
+            else:
+                frame.update(self.rules.snapshot_with(frame, found))
+        return [frame for frame in frames if id(frame) not in stale]
 
     def conversation(self, chat_id: str) -> list[dict[str, Any]]:
         """The chat as a list of messages: closed ones, then any reply still streaming."""
@@ -304,7 +443,7 @@ class RedisFrameLog:
         texts: dict[str, str] = {}
         for (_, message_id), seq in zip(opened, snapshots, strict=True):
             entries = next(found) if seq is not None else []
-            frame = _frame(chat_id, entries[0]) if entries else None
+            frame = next(iter(self._frames(chat_id, entries)), None)
             texts[message_id] = "" if frame is None else self.rules.snapshot_text(frame)
         return texts
 
@@ -339,6 +478,17 @@ def _entry(item: Any) -> Entry:
     entry_id, flat = item
     fields = cast("list[str]", flat)
     return str(entry_id), dict(zip(fields[::2], fields[1::2], strict=True))
+
+
+def _text_or_none(store: RedisStore, key: str, length: int) -> str | None:
+    try:
+        return cast("str", store.sync.getrange(key, 0, max(length - 1, 0)))
+    except UnicodeDecodeError:
+        return None
+
+
+def _seq(entry: Entry) -> int:
+    return int(entry[0].split("-", 1)[0])
 
 
 def _frame(chat_id: str, entry: Entry) -> Frame:

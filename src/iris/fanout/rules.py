@@ -53,12 +53,18 @@ class FrameRules(Protocol):
         """The message text a ``snapshot`` frame carries."""
         ...
 
+    def snapshot_with(self, frame: Frame, text: str) -> Frame:
+        """A copy of the ``snapshot`` frame carrying ``text`` instead (the log stores a live
+        message's text once, as it grows, and each snapshot without it)."""
+        ...
+
     def transcript_entry(self, frame: Frame) -> dict[str, Any] | None:
         """The conversation entry a frame leaves (a closed message), or None."""
         ...
 
-    def sync(self, messages: list[dict[str, Any]]) -> Frame:
-        """The connection-scoped frame that replaces a device's view with ``messages``."""
+    def sync(self, messages: list[dict[str, Any]], epoch: str) -> Frame:
+        """The connection-scoped frame that replaces a device's view with ``messages``, of the
+        log's ``epoch`` (it changes whenever the chat's seqs restart)."""
         ...
 
     def turn_open(self, frame: Frame) -> bool:

@@ -237,8 +237,21 @@ class Subscription:
 
     def _sync(self, latest: int, messages: list[dict[str, Any]]) -> None:
         self.position = latest
-        self.send_local(self._rules.sync(messages))
+        self.send_local(self._rules.sync(messages, self._hub.log.epoch(self.chat_id)))
         self._go_live(latest)
+
+    def restart(self) -> None:
+        """The chat's log restarted (its seqs begin again at 1): the device's view is replaced
+        by the new log's conversation, of the new epoch, and it follows from seq 0."""
+        if self.overflowed:
+            return
+        self._drop_chat_frames()
+        self._catching_up = False
+        if self._writer is not None:
+            self._writer.forget()
+        self._sync(0, self._hub.log.conversation(self.chat_id))
+        self._restamp()
+        self._wake.set()
 
     def _go_live(self, latest: int) -> None:
         self.position = latest

@@ -148,7 +148,8 @@ class Tailer:
                 self._wake_id = entries[-1][0]
                 continue
             chat_id = self.log.chat_of(key)
-            for frame in self.log.frames(chat_id, entries):
+            # Past what is delivered here already (this process's own appends are).
+            for frame in self.log.frames(chat_id, entries, self.hub.latest(chat_id)):
                 self.hub.deliver(chat_id, frame)
 
 

@@ -26,7 +26,7 @@ in one ``MULTI`` with one snapshot, so a fast stream costs a write per round tri
 snapshot per token. The keys expire ``background_ttl`` after the run's last write (refreshed
 while it runs), so the events of an ended run are kept as long as in memory, and those of a
 process that died go too. A follower elsewhere (``read``) takes the range after its sequence
-number, then blocks on the stream (``XREAD BLOCK`` on ``store.blocking``) until the end entry.
+number, then blocks on the stream (``XREAD BLOCK`` on ``store.following``) until the end entry.
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ class SharedRuns:
                 try:
                     reply = cast(
                         list[tuple[str, list[Entry]]] | None,
-                        await self.store.blocking_for(key).xread(
+                        await self.store.following_for(key).xread(
                             {key: cursor}, block=max(1, int(block * 1000))
                         ),
                     )

@@ -93,6 +93,14 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+# Connections one process opens to Redis at most, per client (see ``RedisStore``).
+SYNC_CONNECTIONS = 16
+AIO_CONNECTIONS = 64
+BLOCKING_CONNECTIONS = 4  # the tailer and the turn inbox
+FOLLOWING_CONNECTIONS = 32  # background-response followers blocked at once; more wait
+MAX_CONNECTIONS = SYNC_CONNECTIONS + AIO_CONNECTIONS + BLOCKING_CONNECTIONS + FOLLOWING_CONNECTIONS
+
+
 class RedisStore:
     """The Redis every Iris process shares (one primary, a cluster or a Sentinel-managed
     primary): its clients and its key names."""
@@ -144,6 +152,7 @@ class RedisStore:
             self.blocking = cast(
                 "redis.asyncio.Redis", self._cluster_aio(url, {**options, "socket_timeout": None})
             )
+            self.following = self.blocking  # blocking reads go to the slot owners' readers
         elif mode == "sentinel":
             assert sentinel_master is not None
             ask = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
@@ -163,30 +172,44 @@ class RedisStore:
             self.blocking = aio.master_for(
                 sentinel_master, socket_timeout=None, health_check_interval=30, **options
             )
+            self.following = aio.master_for(
+                sentinel_master, socket_timeout=None, health_check_interval=30, **options
+            )
         else:
             assert url is not None
-            self.sync = redis.Redis.from_url(
-                url,
-                decode_responses=True,
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
-                health_check_interval=30,
+            # Every pool is bounded (finding 7 of the second hardening pass: 300 background
+            # followers opened 195 connections, 138 left open): past its bound a caller waits
+            # for a connection (up to ``timeout``; a blocking read's pool without a limit on
+            # the wait), so one process holds at most ``MAX_CONNECTIONS`` connections to Redis.
+            self.sync = redis.Redis.from_pool(
+                redis.BlockingConnectionPool.from_url(
+                    url,
+                    decode_responses=True,
+                    socket_timeout=timeout,
+                    socket_connect_timeout=timeout,
+                    health_check_interval=30,
+                    max_connections=SYNC_CONNECTIONS,
+                    timeout=timeout,
+                )
             )
-            self.aio = redis.asyncio.Redis.from_url(
-                url,
-                decode_responses=True,
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
-                health_check_interval=30,
-                retry=once,
+            self.aio = redis.asyncio.Redis.from_pool(
+                redis.asyncio.BlockingConnectionPool.from_url(
+                    url,
+                    decode_responses=True,
+                    socket_timeout=timeout,
+                    socket_connect_timeout=timeout,
+                    health_check_interval=30,
+                    retry=once,
+                    max_connections=AIO_CONNECTIONS,
+                    timeout=timeout,
+                )
             )
-            self.blocking = redis.asyncio.Redis.from_url(
-                url,
-                decode_responses=True,
-                socket_timeout=None,
-                socket_connect_timeout=timeout,
-                health_check_interval=30,
-            )
+            # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own
+            # clients, one for this process's own readers (the tailer, the turn inbox) and one
+            # for the followers of background responses, so many followers never delay the
+            # tailer.
+            self.blocking = _blocking_client(url, timeout, BLOCKING_CONNECTIONS)
+            self.following = _blocking_client(url, timeout, FOLLOWING_CONNECTIONS)
 
     def slot_reader(self, key: str) -> redis.asyncio.Redis:
         """Cluster: a blocking client to the primary that serves ``key``'s slot now (one per
@@ -210,6 +233,12 @@ class RedisStore:
         cluster the slot owner's (``slot_reader``: many reads blocked at once on redis-py's
         asyncio cluster client were slow and dropped connections)."""
         return self.slot_reader(key) if self.mode == "cluster" else self.blocking
+
+    def following_for(self, key: str) -> redis.asyncio.Redis:
+        """The client for a background follower's blocking read of ``key``: ``following``
+        (its own bounded pool, so many followers never delay the tailer), or in a cluster the
+        slot owner's reader (``blocking_for``)."""
+        return self.slot_reader(key) if self.mode == "cluster" else self.following
 
     async def slot_map_stale(self) -> None:
         """Cluster: a read failed (``MOVED``, a primary gone): ask the cluster for its slot map
@@ -270,7 +299,6 @@ class RedisStore:
                 redis.asyncio.cluster.ClusterNode(h, p) for h, p in self._startup_nodes(url)
             ],
             **options,
-        )
 
     def key(self, *parts: str) -> str:
         """A key under this deployment's prefix: ``key("proc", id, "inbox")`` →
@@ -344,7 +372,8 @@ class RedisStore:
             ) from None
 
     async def aclose(self) -> None:
-        for client in (self.aio, self.blocking, *self._readers.values()):
+        clients = {id(c): c for c in (self.aio, self.blocking, self.following)}
+        for client in (*clients.values(), *self._readers.values()):
             with contextlib.suppress(*ERRORS):
                 await client.aclose()
         self.close()
@@ -379,15 +408,32 @@ def _credentials(url: str | None) -> dict[str, Any]:
     return found
 
 
+def _blocking_client(url: str, timeout: float, most: int) -> redis.asyncio.Redis:
+    return redis.asyncio.Redis.from_pool(
+        redis.asyncio.BlockingConnectionPool.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=None,
+            socket_connect_timeout=timeout,
+            health_check_interval=30,
+            max_connections=most,
+            timeout=None,  # a reader waits for a connection as it waits for entries
+        )
+    )
+
+
 def shared_store(config: Config) -> RedisStore | None:
     """The Redis every process shares (``store.url`` / ``store.mode``), checked; None
     without one."""
     if not config.store.shared:
         return None
+    from iris.redis.fingerprint import check_fingerprint  # it imports this module
+
     shared = None
     try:
         shared = RedisStore.configured(config.store)
         shared.check()  # unusable: one line and a non-zero exit, before serving anything
+        check_fingerprint(shared, config)  # one deployment per prefix
     except BaseException:
         if shared is not None:
             shared.close()

@@ -32,6 +32,10 @@ SANDBOX_POLICY = (
     "form-action 'none'"
 )
 SANDBOX_PAGE = "/sandbox.html"
+PERMISSIONS_POLICY = (
+    "camera=(), microphone=(), display-capture=(), geolocation=(), usb=(), serial=(), hid=(), "
+    "midi=(), payment=(), publickey-credentials-get=(), screen-wake-lock=()"
+)
 
 
 class _SecuredStatic:
@@ -49,6 +53,8 @@ class _SecuredStatic:
                 policy = SANDBOX_POLICY if sandbox else APP_POLICY
                 headers += [
                     (b"content-security-policy", policy.encode()),
+                    # No device, sensor or capture for the app or an artifact.
+                    (b"permissions-policy", PERMISSIONS_POLICY.encode()),
                     (b"x-content-type-options", b"nosniff"),
                     (b"referrer-policy", b"no-referrer"),
                     # The shell is revalidated so an upgrade of Iris reaches the browser.

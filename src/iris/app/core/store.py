@@ -95,6 +95,7 @@ class ChatStore:
         self.last_seq = 0  # the resume point: highest chat-scoped seq applied
         self._seen: set[int] = set()
         self.epoch = 0  # bumped when the whole view is replaced (sync)
+        self.log_epoch: str | None = None  # the server's chat log epoch (ready / sync)
         self._local = 0
         # The text of each open message as the server sent it to this connection, kept in
         # arrival order (replays included) as the server computes its appends.
@@ -139,6 +140,13 @@ class ChatStore:
         self._apply(frame)
 
     def _apply(self, frame: ServerFrame) -> None:
+        if (frame["type"] == "ready" or frame["type"] == "sync") and "epoch" in frame:
+            # The server's log restarted (it lost its data): its seqs begin again, so the
+            # ones seen before say nothing about the new frames.
+            if self.log_epoch is not None and frame["epoch"] != self.log_epoch:
+                self._seen.clear()
+                self.last_seq = 0
+            self.log_epoch = frame["epoch"]
         # The text this connection holds follows every frame the server sends, before the
         # replay check: the server's side does too.
         if frame["type"] == "message.update" or frame["type"] == "message.append":

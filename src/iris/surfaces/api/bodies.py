@@ -136,10 +136,15 @@ def _model(body: Json, models: Sequence[str]) -> str:
     return model
 
 
+MAX_TOKENS_PARAM = 2**31 - 1  # no model reads or writes more; a larger number is a mistake
+
+
 def _positive_int(body: Json, key: str) -> int | None:
     value = _typed(body, key, int, "an integer")
-    if value is not None and value < 1:
-        raise bad_request(f"'{key}' must be at least 1", param=key, code="invalid_value")
+    if value is not None and not 1 <= value <= MAX_TOKENS_PARAM:
+        raise bad_request(
+            f"'{key}' must be from 1 to {MAX_TOKENS_PARAM}", param=key, code="invalid_value"
+        )
     return value
 
 

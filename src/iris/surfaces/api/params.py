@@ -22,6 +22,7 @@ from typing import Any
 from iris.config import Config
 from iris.llm.params import Params, ProviderKind, unhonoured
 from iris.surfaces.api.problems import ApiError, bad_request
+from iris.surfaces.numbers import INT64, bounded_int
 
 Json = dict[str, Any]
 
@@ -40,10 +41,14 @@ def chat_params(body: Json, client_tools: list[Json] | None) -> Params:
     if (stop := body.get("stop")) is not None:
         params["stop"] = _stop(stop)
     if (seed := typed(body, "seed", int, "an integer")) is not None:
+        if bounded_int(seed, *INT64) is None:
+            raise bad_request("'seed' must be a 64-bit integer", param="seed", code="invalid_value")
         params["seed"] = seed
     if (bias := typed(body, "logit_bias", dict, "an object")) is not None:
-        if not all(_is_number(v) for v in bias.values()):
-            raise bad_request("'logit_bias' values must be numbers", param="logit_bias")
+        if not all(_is_number(v) and -100 <= v <= 100 for v in bias.values()):
+            raise bad_request(
+                "'logit_bias' values must be numbers from -100 to 100", param="logit_bias"
+            )
         params["logit_bias"] = dict(bias)
     if typed(body, "logprobs", bool, "a boolean"):
         raise _no_logprobs("logprobs")
@@ -149,6 +154,10 @@ def _shared(body: Json, client_tools: list[Json] | None) -> Params:
             raise bad_request("'metadata' values must be strings", param="metadata")
         params["metadata"] = dict(metadata)
     top_logprobs = typed(body, "top_logprobs", int, "an integer")
+    if top_logprobs is not None and bounded_int(top_logprobs, 0, 20) is None:
+        raise bad_request(
+            "'top_logprobs' must be from 0 to 20", param="top_logprobs", code="invalid_value"
+        )
     if top_logprobs:
         raise _no_logprobs("top_logprobs")
     choice = _tool_choice(body.get("tool_choice"), client_tools)

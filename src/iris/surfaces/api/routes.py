@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -40,6 +41,7 @@ from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.guard import client_address
 from iris.redis.background import SharedRuns
 from iris.runtime import Runtime
 from iris.surfaces.api.background import (
@@ -64,6 +66,7 @@ from iris.surfaces.api.problems import ApiError, bad_request, error_body, failur
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.responses_store import StoredResponses
 from iris.surfaces.api.sse import data_frames, named_frames
+from iris.surfaces.numbers import MAX_SEQUENCE, ascii_count
 from iris.surfaces.origin import SiteGuard
 
 Json = dict[str, Any]
@@ -165,17 +168,15 @@ def shown_text(output: list[Json]) -> str:
 def _starting_after(raw: str | None) -> int:
     if raw is None:
         return -1
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -2
-    if value < -1:
+    value = ascii_count(raw)  # ASCII digits only: not " 5", "1_0", "-1" or "٥"
+    if value is None:
         raise bad_request(
-            "'starting_after' must be a sequence number (an integer, 0 or more)",
+            "'starting_after' must be a sequence number (ASCII digits, 0 or more)",
             param="starting_after",
             code="invalid_value",
         )
-    return value
+    # Past every run's last event: the rest, which is nothing (a valid stream id too).
+    return min(value, MAX_SEQUENCE)
 
 
 def _failure(code: str, message: str) -> tuple[int, Json]:
@@ -500,10 +501,21 @@ class ApiSurface:
     def _authorize(self, request: Request) -> None:
         if not self._key:
             return
+        guard, address = self.runtime.guard, client_address(request.scope)
+        wait = guard.refused(address, "api")
+        if wait is not None:  # guessing: too many wrong keys from this address (iris.guard)
+            raise ApiError(
+                429,
+                "Too many failed authentications from this address; retry later.",
+                code="too_many_failed_authentications",
+                type="rate_limit_error",
+                headers={"retry-after": str(math.ceil(wait))},
+            )
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         # Constant-time: the comparison must not tell an attacker how much of a guess matched.
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self._key):
+            guard.failed(address, "api")
             raise ApiError(
                 401,
                 "Incorrect API key provided. Send 'Authorization: Bearer <key>'.",

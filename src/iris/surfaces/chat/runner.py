@@ -71,6 +71,7 @@ PlatformFactory = Callable[[Config], ChatPlatform]
 REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
 BUSY = "Busy right now, please try again in a moment."
+TOO_LONG = "⚠️ That message is {length} characters; the limit is {most}. Please send less."
 _REFUSED_MEMORY = 10_000
 # Throttles of chats with no conversation kept at most (the oldest go first: by then their
 # budget has long refilled).
@@ -129,6 +130,7 @@ class _Conversation:
     native_refused: bool = False  # the platform refused native streaming here: edits only
     consumer: StreamConsumer | None = None  # the reply being written, while ``turn`` runs
     next_draft: int = 1  # the first draft id of the next reply (ids never repeat in a chat)
+    arrived: float = float("-inf")  # when its newest message came (monotonic)
 
 
 class ChatSurface:
@@ -255,10 +257,27 @@ class ChatSurface:
         if command is not None:
             self._spawn(self._command(platform, message, conversation, command))
             return
+        most = getattr(self.runtime.config.platforms, platform.name).max_text
+        if len(message.text) > most:  # refused whole, as the iris socket does: no model call
+            note = TOO_LONG.format(length=len(message.text), most=most)
+            self._spawn(self._send_once(platform, message, conversation, note))
+            return
         conversation.latest += 1
+        # A burst (this message within ``debounce`` of the last, or one that interrupts a
+        # turn) is one turn: it waits for that long a quiet, and the newest message runs with
+        # the others in its history (finding 3 of the second hardening pass: a flood made one
+        # model request per message). A message in a quiet chat runs at once.
+        now = time.monotonic()
+        debounce = getattr(self.runtime.config.platforms, platform.name).debounce
+        settle = debounce > 0 and (
+            now - conversation.arrived < debounce or conversation.turn is not None
+        )
+        conversation.arrived = now
         if conversation.turn is not None:
             conversation.turn.interrupt()  # finalized without the cursor, then this one runs
-        self._spawn(self._handle(platform, message, conversation, conversation.latest))
+        self._spawn(
+            self._handle(platform, message, conversation, conversation.latest, debounce * settle)
+        )
 
     def _stop_button(self, message: IncomingMessage) -> None:
         """The stop button of a draft (Telegram ``can_stop``): like /stop, for the turn whose
@@ -280,8 +299,11 @@ class ChatSurface:
         task.add_done_callback(self._tasks.discard)
 
     def _allowed(self, name: str, message: IncomingMessage) -> bool:
-        allowed: list[str | int] = getattr(self.runtime.config.platforms, name).allowed_users
-        handle = message.user_name.lstrip("@").lower()
+        """By user id; by user name (``@`` optional, any case) only with ``match_usernames``:
+        a name can be given up and taken by someone else, an id cannot."""
+        settings = getattr(self.runtime.config.platforms, name)
+        allowed: list[str | int] = settings.allowed_users
+        handle = message.user_name.lstrip("@").lower() if settings.match_usernames else ""
         for entry in allowed:
             text = str(entry)
             if text == message.user_id or (handle and text.lstrip("@").lower() == handle):
@@ -312,9 +334,15 @@ class ChatSurface:
         message: IncomingMessage,
         conversation: _Conversation,
         sequence: int,
+        debounce: float = 0.0,
     ) -> None:
         session = conversation_key(message)
         user = {"role": "user", "content": message.text}
+        while debounce and sequence == conversation.latest:
+            quiet = conversation.arrived + debounce - time.monotonic()
+            if quiet <= 0:
+                break
+            await asyncio.sleep(quiet)  # until the chat was quiet that long, or a newer one came
         async with conversation.lock:
             if sequence != conversation.latest:
                 # A newer message arrived while this one waited: keep it as context only.

@@ -11,6 +11,7 @@ guard, 503 ``store_unavailable``.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -20,6 +21,7 @@ from starlette.routing import Route
 
 from iris.agent.sessions import Sessions, SessionSummary
 from iris.errors import StoreUnavailable
+from iris.guard import AuthThrottle, client_address
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.iris.access import TokenGate, bearer
 from iris.surfaces.origin import SiteGuard
@@ -64,14 +66,26 @@ def listing(summaries: list[SessionSummary]) -> dict[str, Any]:
     }
 
 
-def route(sessions: Sessions, gate: TokenGate, site: SiteGuard) -> Route:
+def route(sessions: Sessions, gate: TokenGate, site: SiteGuard, guard: AuthThrottle) -> Route:
     async def list_chats(request: Request) -> JSONResponse:
         scope = request.scope
         refusal = site.refusal(request.headers, scope.get("server"), scope["scheme"])
         if refusal is not None:
             return _error(403, refusal.message, refusal.code, "permission_error")
+        address = client_address(scope)
+        wait = guard.refused(address, "iris_chats")
+        if wait is not None:  # guessing: too many wrong tokens from this address
+            return _error(
+                429,
+                "Too many failed authentications from this address; retry later.",
+                "too_many_failed_authentications",
+                "rate_limit_error",
+                {"retry-after": str(math.ceil(wait))},
+            )
         try:
             check = await gate.check(bearer(request.headers.get("authorization", "")) or "")
+            if check.status != "ok":
+                guard.failed(address, "iris_chats")
             if check.status == "revoked":
                 return _unauthorized("revoked", "This device's token was revoked.")
             if check.status != "ok":

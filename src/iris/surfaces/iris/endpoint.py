@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from iris.fanout.redislog import RedisFrameLog
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
 from iris.observability import metrics
+from iris.guard import client_address
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
@@ -67,6 +69,8 @@ BAD_FRAMES_PER_MINUTE = 20
 INBOUND_RATE = 20.0  # frames a second a device may send, sustained
 INBOUND_BURST = 100  # ... and at once
 CLOSE_UNAUTHORIZED = 4401
+HOUSEKEEPING_EVERY = 60.0  # seconds between two trims of idle chats' logs
+CLOSE_THROTTLED = 4429  # too many failed authentications from the address (iris.guard)
 CLOSE_BAD_REQUEST = 4400  # a malformed query parameter on an authenticated connection
 CLOSE_TOO_SLOW = 4008  # over its queue bound with frames that cannot be re-read later
 CLOSE_RATE_LIMITED = 4029  # kept sending far over its inbound budget
@@ -118,6 +122,8 @@ class IrisSurface:
         self.gate = TokenGate(self.settings.tokens, runtime.devices)
         self.revocations = Revocations(runtime.devices)
         self._watcher: asyncio.Task[None] | None = None
+        self._housekeeping: asyncio.Task[None] | None = None
+        self.housekeeping_every = HOUSEKEEPING_EVERY
         self._tailing: asyncio.Task[None] | None = None
         # The rooms' turns and the revocation watch, from start to stop (one task: the
         # server's lifespan).
@@ -126,7 +132,7 @@ class IrisSurface:
     def routes(self) -> list[BaseRoute]:
         return [
             WebSocketRoute("/iris/ws", self._endpoint),
-            chats.route(self.runtime.sessions, self.gate, self.site),
+            chats.route(self.runtime.sessions, self.gate, self.site, self.runtime.guard),
         ]
 
     async def start(self) -> None:
@@ -140,6 +146,7 @@ class IrisSurface:
                 "paired; pair one with `iris devices add NAME`"
             )
         self._watcher = self._tasks.create_task(self.revocations.run(REVOCATION_POLL))
+        self._housekeeping = self._tasks.create_task(logged(self._housekeep(), "housekeeping"))
         if self.tailer is not None:
             self._tailing = self._tasks.create_task(self.tailer.run(), name="iris-tailer")
         if self.owners is not None:
@@ -148,7 +155,35 @@ class IrisSurface:
                 self._tasks.create_task(logged(self.owners.reap(self._owner_lost), "reaper")),
             ]
 
+    async def _housekeep(self) -> None:
+        """Every ``housekeeping_every`` seconds: the log bounds applied to idle chats too
+        (``log_max_age`` holds for a chat nobody writes to)."""
+        while True:
+            await asyncio.sleep(self.housekeeping_every)
+            self.drop_idle_rooms()
+            try:
+                await self.hub.log.prune_idle()
+            except StoreUnavailable as exc:
+                log.warning("the frame logs were not trimmed: %s", exc.message)
+
+    def drop_idle_rooms(self) -> int:
+        """Drop the rooms with no device here and nothing under way (finding 8 of the second
+        hardening pass: 10 000 unused chat ids cost ~300 B each for ever); the next hello on
+        one builds it again from the log. Returns how many were dropped."""
+        idle = [
+            chat_id
+            for chat_id, room in self.rooms.items()
+            if room.idle and not self.hub.subscriptions(chat_id)
+        ]
+        for chat_id in idle:
+            del self.rooms[chat_id]
+            self.hub.forget(chat_id)
+        return len(idle)
+
     async def stop(self) -> None:
+        housekeeping, self._housekeeping = self._housekeeping, None
+        if housekeeping is not None:
+            housekeeping.cancel()  # it sleeps between rounds: nothing to wait for
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.cancel()  # it sleeps between sweeps: nothing to wait for
@@ -200,8 +235,19 @@ class IrisSurface:
             await _close(ws, CLOSE_INTERNAL, "internal error")
 
     async def _serve(self, ws: WebSocket) -> None:
+        guard, address = self.runtime.guard, client_address(ws.scope)
+        wait = guard.refused(address, "iris")
+        if wait is not None:  # guessing: too many wrong tokens from this address (iris.guard)
+            await _close(
+                ws,
+                CLOSE_THROTTLED,
+                f"too many failed authentications; retry in {math.ceil(wait)} s",
+            )
+            return
         caller = await self._authenticate(ws)
         if isinstance(caller, _Refusal):
+            if caller.code == CLOSE_UNAUTHORIZED:
+                guard.failed(address, "iris")
             await _close(ws, caller.code, caller.reason)
             return
         hello, device = caller
@@ -215,7 +261,7 @@ class IrisSurface:
             await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
             return
         try:
-            subscription.send_local(_ready(hello.features))
+            subscription.send_local(_ready(hello.features, self.hub.log.epoch(chat_id)))
             if hello.after_seq is not None:
                 subscription.resume(hello.after_seq)
         except StoreUnavailable as exc:  # no replay: going live would leave the device a gap
@@ -261,7 +307,12 @@ class IrisSurface:
             return unauthorized
         if message["type"] != "websocket.receive":
             return unauthorized
-        request = inbound.parse(_payload(message), max_text=self.settings.max_text)
+        payload = _payload(message)
+        request = inbound.parse(payload, max_text=self.settings.max_text)
+        if isinstance(request, inbound.BadFrame) and inbound.bad_hello_field(payload, request):
+            # A hello whose token may be fine but whose after_seq, chat_id or features is not:
+            # its own close code (an app told "unauthorized" would ask for a new token).
+            return _Refusal(CLOSE_BAD_REQUEST, request.message[:120])
         if not isinstance(request, inbound.Hello):
             return unauthorized
         admitted = await self._admit(request.token)
@@ -463,11 +514,12 @@ class _Connection:
         return len(self._bad) > BAD_FRAMES_PER_MINUTE
 
 
-def _ready(asked: tuple[str, ...] | None) -> Ready:
-    """``ready``; to a device that named features, the ones it gets (doc 05 devices: unchanged)."""
+def _ready(asked: tuple[str, ...] | None, epoch: str) -> Ready:
+    """``ready`` with the chat log's epoch; to a device that named features, the ones it gets
+    (doc 05 devices: unchanged)."""
     if asked is None:
-        return {"type": "ready"}
-    return {"type": "ready", "features": [APPEND] if APPEND in asked else []}
+        return {"type": "ready", "epoch": epoch}
+    return {"type": "ready", "features": [APPEND] if APPEND in asked else [], "epoch": epoch}
 
 
 def _payload(message: Any) -> str | bytes | None:

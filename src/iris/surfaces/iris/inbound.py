@@ -39,7 +39,7 @@ from iris.surfaces.iris.protocol import (
 __all__ = ["BadFrame", "CancelTurn", "Hello", "Ping", "Request", "Resume", "SendMessage"]
 
 _CHAT_ID = re.compile(CHAT_ID)
-_SEQ_TEXT = re.compile(r"[0-9]{1,18}")  # ASCII digits only: "²".isdigit() is True, int() fails
+_SEQ_TEXT = re.compile(r"[0-9]{1,19}")  # ASCII digits only: "²".isdigit() is True, int() fails
 
 Request = ClientFrame
 
@@ -77,7 +77,10 @@ def valid_text(value: str) -> bool:
 
 def parse_seq(text: str) -> int | None:
     """A resume point given as text (the ``after_seq`` query parameter); None if malformed."""
-    return int(text) if _SEQ_TEXT.fullmatch(text) else None
+    if not _SEQ_TEXT.fullmatch(text):
+        return None
+    seq = int(text)
+    return seq if seq <= MAX_SEQ else None
 
 
 def parse_features(text: str) -> tuple[str, ...] | None:
@@ -115,6 +118,17 @@ def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
     if isinstance(request, SendMessage) and len(request.text) > max_text:
         return BadFrame("too_large", f"'text' is longer than {max_text} characters")
     return request
+
+
+def bad_hello_field(raw: str | bytes | None, bad: BadFrame) -> bool:
+    """Is ``bad`` a ``hello`` refused for a field other than its token?"""
+    if bad.code != "bad_field" or bad.message == _BAD_FIELD["token"]:
+        return False
+    try:
+        data: Any = json.loads(raw or "")
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("type") == "hello"  # pyright: ignore[reportUnknownMemberType]
 
 
 def _bad(kind: str, error: ErrorDetails) -> BadFrame:

@@ -97,6 +97,9 @@ class Ready(_Stamped):
 
     type: Literal["ready"]
     features: NotRequired[list[Feature]]
+    # The chat log's epoch: it changes whenever the chat's seqs restart (the store lost its
+    # data); a device that saw another one forgets the seqs it has seen.
+    epoch: NotRequired[str]
 
 
 @with_config(_CONFIG)
@@ -269,6 +272,7 @@ class Sync(_Stamped):
 
     type: Literal["sync"]
     messages: list[SyncMessage]
+    epoch: NotRequired[str]  # as in ready: a change means the seqs restarted
 
 
 # Frames that always take the chat's next seq: logged, replayed on resume, told apart by seq.
@@ -429,6 +433,9 @@ class IrisRules:
     def snapshot_text(self, frame: Frame) -> str:
         return frame["text"]
 
+    def snapshot_with(self, frame: Frame, text: str) -> Frame:
+        return {**frame, "text": text}
+
     def transcript_entry(self, frame: Frame) -> dict[str, Any] | None:
         """The message a closing frame leaves in the conversation, in the shape ``sync`` sends."""
         kind = frame["type"]
@@ -453,8 +460,8 @@ class IrisRules:
                 entry[key] = frame[key]
         return entry
 
-    def sync(self, messages: list[dict[str, Any]]) -> Frame:
-        return {"type": "sync", "messages": messages}
+    def sync(self, messages: list[dict[str, Any]], epoch: str) -> Frame:
+        return {"type": "sync", "messages": messages, "epoch": epoch}
 
     def turn_open(self, frame: Frame) -> bool:
         return frame.get("on") is True

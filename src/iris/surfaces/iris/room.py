@@ -64,6 +64,7 @@ INTERRUPTED = ("interrupted", "the server stopped during this turn")
 OWNER_LOST = ("owner_lost", "the server running this turn stopped")
 # ... or by its own process once the store it lost mid-turn is back (shared store).
 STORE_LOST = ("store_unavailable", "the store was lost during this turn")
+LOG_LOST = ("store_lost", "the store lost this chat's data during this turn; the reply is cut here")
 
 
 def encoder_settings(runtime: Runtime) -> EncoderSettings:
@@ -114,6 +115,7 @@ class ChatRoom:
         # The turn's last frames are out: a device may send the next message at once, though
         # the task still keeps the history; the next turn waits for it.
         self._finishing = False
+        self._epoch: str | None = None  # the log's epoch when the running turn started
 
     @property
     def running(self) -> bool:
@@ -125,6 +127,18 @@ class ChatRoom:
         """A turn runs, here or (shared store) in another process; raises ``StoreUnavailable``
         if the store cannot say."""
         return self.running or self._elsewhere() is not None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing of the chat's is under way here: no turn, no history repair, no lease held,
+        nothing left open for a later try. An idle room may be dropped: the next ``hello``
+        builds it again from the log (it holds nothing the log does not)."""
+        return (
+            (self._task is None or self._task.done())
+            and (self._repair is None or self._repair.done())
+            and self._lease is None
+            and not self._unclosed
+        )
 
     def _elsewhere(self) -> str | None:
         """The lease token of another holder of the chat's turn, or None."""
@@ -154,6 +168,7 @@ class ChatRoom:
                 self._let_go()
             raise
         self._cancel_requested = False
+        self._epoch = self.hub.log.epoch(self.chat_id)  # the log the turn writes to
         previous = self._task if self._task is not None and not self._task.done() else None
         self._finishing = False
         self._task = self.tasks.create_task(
@@ -411,14 +426,28 @@ class ChatRoom:
                 self._unsent = frames[n:]
                 raise
 
+    def _log_lost(self) -> bool:
+        """Did the chat's log restart (a new epoch) since this turn began?"""
+        try:
+            return self._epoch is not None and self.hub.log.epoch(self.chat_id) != self._epoch
+        except StoreUnavailable:
+            return False  # still unreachable: not known to be lost
+
     def _end(self, frames: list[ServerFrame]) -> None:
         """Publish a turn's closing frames: live even if the log cannot keep them; never raises.
         A turn that lost its lease publishes none: the new owner closes it in the log."""
         frames, self._unsent = [*self._unsent, *frames], []
         if frames:
             self._finishing = True
-        if self._lost:
+        if self._lost and not self._log_lost():
             return
+        if self._lost:
+            # The store lost its data under this turn (its lease, the registry of running
+            # turns and the log went with it): nobody else will close it, so this process does,
+            # in the new log, and says why (finding 2 of the second hardening pass).
+            self._lost = False
+            self.hub.unfence(self.chat_id)
+            frames = _with_error(frames, LOG_LOST)
         try:
             self.hub.publish_all(self.chat_id, frames)
         except LeaseLost:  # another process owns the chat now: it closes the turn
@@ -430,6 +459,15 @@ class ChatRoom:
         except Exception:  # the hub itself broke: nothing more a device can be told
             self._unclosed = True
             log.exception("iris turn in %s could not be closed", self.chat_id)
+
+
+def _with_error(frames: list[ServerFrame], reason: tuple[str, str]) -> list[ServerFrame]:
+    """``frames`` with an ``error`` frame for ``reason`` before the closing typing-off."""
+    code, message = reason
+    error: ServerFrame = {"type": "error", "code": code, "message": message}
+    if frames and frames[-1]["type"] == "typing":
+        return [*frames[:-1], error, frames[-1]]
+    return [*frames, error, {"type": "typing", "on": False}]
 
 
 class _Publishing:

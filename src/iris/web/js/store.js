@@ -49,6 +49,7 @@ export class ChatStore {
     this.lastSeq = 0;
     this.seen = new Set();
     this.epoch = 0;
+    this.logEpoch = null; // the server's chat log epoch (ready/sync): a change restarts seqs
     this.local = 0;
     this.wire = new Map(); // message_id -> text this connection was sent
     this.resync = null;
@@ -83,6 +84,15 @@ export class ChatStore {
 
   apply(frame) {
     const kind = String(frame.type || "");
+    if ((kind === "ready" || kind === "sync") && typeof frame.epoch === "string") {
+      // The server's log restarted (it lost its data): its seqs begin again, so the ones
+      // seen before say nothing about the new frames.
+      if (this.logEpoch !== null && frame.epoch !== this.logEpoch) {
+        this.seen.clear();
+        this.lastSeq = 0;
+      }
+      this.logEpoch = frame.epoch;
+    }
     const seq = frame.seq;
     const messageId = frame.message_id;
     if (typeof messageId === "string" && WIRE_KINDS.has(kind)) {

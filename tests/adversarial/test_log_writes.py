@@ -1,0 +1,105 @@
+"""Finding 1 of the second pass: every coalesced update stored a whole snapshot, so the bytes a
+reply wrote to the frame log grew with the square of its length (SQLite kept each snapshot
+until the message closed; Redis got the whole snapshot per update). Now a live message's text
+is stored once, as it grows: the bytes written per reply character stay flat."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from iris.fanout.framelog import FrameLog
+from iris.fanout.hub import Hub
+from iris.fanout.redislog import RedisFrameLog
+from iris.redis.connection import RedisStore
+from iris.store import Store
+from iris.surfaces.iris.protocol import RULES
+from tests.scale.conftest import RedisServer, redis_server  # noqa: F401  (fixture)
+
+STEP = 20  # characters per coalesced update
+
+
+def written() -> int:
+    """Bytes this process has handed to write(2) so far (the SQLite store's thread is ours)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/self/io")
+
+
+def stream_reply(hub: Hub, chat: str, message_id: str, length: int, settle: Callable[[], None]):
+    """A reply of ``length`` characters in ``STEP``-character updates; ``settle`` after each
+    (the store's thread keeping up, as it does in a served process)."""
+    hub.publish(chat, {"type": "message.start", "message_id": message_id, "role": "assistant"})
+    text = ""
+    while len(text) < length:
+        text += ("lorem ipsum dolor sit amet " * 2)[:STEP]
+        hub.publish(chat, {"type": "message.update", "message_id": message_id, "text": text})
+        settle()
+    hub.publish(chat, {"type": "message.stop", "message_id": message_id, "final_text": text})
+    settle()
+
+
+def per_char(measure: Callable[[], int], hub: Hub, length: int, settle: Callable[[], None]):
+    before = measure()
+    stream_reply(hub, f"chat-{length}", f"m-{length}", length, settle)
+    return (measure() - before) / length
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+def test_sqlite_log_writes_grow_linearly_with_the_reply(tmp_path: Path) -> None:
+    store = Store(tmp_path / "iris.db")
+    log = FrameLog(store, rules=RULES)
+    hub = Hub(log)
+    try:
+        settle = lambda: log.last_seq("warm")  # noqa: E731  (a read runs after every write)
+        per_char(written, hub, 400, settle)  # warm the file's first pages
+        small = per_char(written, hub, 2_000, settle)
+        large = per_char(written, hub, 20_000, settle)
+        assert large < 2 * small, (small, large)
+        # The closed reply freed its pages: the file does not keep the snapshots.
+        pages = store.query("PRAGMA freelist_count")[0][0]
+        assert store.query("PRAGMA auto_vacuum")[0][0] == 2  # incremental
+        assert pages < 8, pages
+        # What a resume and a sync read is unchanged: the closed message, whole.
+        assert log.conversation("chat-20000")[-1]["text"].startswith("lorem ipsum")
+        assert len(log.conversation("chat-20000")[-1]["text"]) == 20_000
+    finally:
+        store.close()
+
+
+def test_redis_log_writes_grow_linearly_with_the_reply(redis_server: RedisServer) -> None:  # noqa: F811
+    store = RedisStore(redis_server.url, timeout=2.0)
+    probe = redis_server.client()
+    try:
+        hub = Hub(RedisFrameLog(store, rules=RULES))
+
+        def received() -> int:
+            return int(probe.info("stats")["total_net_input_bytes"])
+
+        small = per_char(received, hub, 2_000, lambda: None)
+        large = per_char(received, hub, 20_000, lambda: None)
+        assert large < 2 * small, (small, large)
+    finally:
+        probe.close()
+        store.close()
+
+
+def test_a_resume_mid_reply_gets_the_whole_text_so_far(tmp_path: Path) -> None:
+    """The stored text, rebuilt: what a device resuming mid-reply is sent."""
+    store = Store(tmp_path / "iris.db")
+    log = FrameLog(store, rules=RULES)
+    hub = Hub(log)
+    try:
+        hub.publish("c", {"type": "message.start", "message_id": "m", "role": "assistant"})
+        for text in ("one", "one two", "one two three", "rewritten", "rewritten again"):
+            hub.publish("c", {"type": "message.update", "message_id": "m", "text": text})
+            log.last_seq("c")
+        frames = log.after("c", 0, 100)
+        updates = [f for f in frames if f["type"] == "message.update"]
+        assert [u["text"] for u in updates] == ["rewritten again"]
+        assert log.open_messages("c") == {"m": "rewritten again"}
+    finally:
+        store.close()
