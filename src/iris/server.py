@@ -33,9 +33,9 @@ from iris import __version__, observability
 from iris.config import Config
 from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
+from iris.guard import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.observability.routes import metrics_routes
 from iris.redis.connection import ERRORS as REDIS_ERRORS
-from iris.guard import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.redis.connection import RedisStore
 from iris.runtime import Runtime, ServerSurface
 from iris.surfaces.api.problems import error_body

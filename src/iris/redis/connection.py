@@ -299,6 +299,7 @@ class RedisStore:
                 redis.asyncio.cluster.ClusterNode(h, p) for h, p in self._startup_nodes(url)
             ],
             **options,
+        )
 
     def key(self, *parts: str) -> str:
         """A key under this deployment's prefix: ``key("proc", id, "inbox")`` →

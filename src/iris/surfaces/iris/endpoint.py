@@ -47,8 +47,8 @@ from iris.fanout.hub import Hub
 from iris.fanout.redislog import RedisFrameLog
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
-from iris.observability import metrics
 from iris.guard import client_address
+from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.controls import CommandTarget, execute
