@@ -25,6 +25,7 @@ from iris.fanout.tailer import Tailer
 from iris.redis.background import SharedRuns
 from iris.redis.connection import RedisStore
 from iris.redis.controls import RedisControls
+from iris.redis.conversations import RedisConversationsStore
 from iris.redis.devices import RedisDeviceStore
 from iris.redis.lease import Lease, LeaseLost
 from iris.redis.responses import RedisResponsesStore
@@ -224,6 +225,28 @@ async def data_operations(store: RedisStore) -> None:
     assert await responses.items([i["id"] for i in items] + ["msg_none"]) == {
         i["id"]: i for i in items
     }
+    others = [{"id": f"msg_two_{n}", "type": "message"} for n in range(4)]
+    await responses.save(
+        {"id": "resp_2", "output": others}, [], inputs=[{"role": "user", "content": "in"}]
+    )
+    assert await responses.input_items("resp_2") == [{"role": "user", "content": "in"}]
+    assert await responses.delete("resp_2")
+    assert await responses.response("resp_2") is None
+    assert await responses.items([i["id"] for i in others]) == {}  # its items went with it
+    conversations = RedisConversationsStore(store)
+    for n in range(4):  # conversation ids on several shards
+        conversation = {"id": f"conv_{n}", "object": "conversation", "metadata": {}}
+        await conversations.create(conversation, [{"id": f"msg_c{n}", "type": "message"}])
+        assert await conversations.append(f"conv_{n}", [{"id": f"fc_{n}", "type": "x"}])
+        await conversations.update({**conversation, "metadata": {"n": str(n)}})
+        assert (await conversations.get(f"conv_{n}") or {})["metadata"] == {"n": str(n)}
+        assert [i["id"] for i in await conversations.items(f"conv_{n}") or []] == [
+            f"msg_c{n}",
+            f"fc_{n}",
+        ]
+        assert await conversations.delete_item(f"conv_{n}", f"msg_c{n}")
+        assert await conversations.delete(f"conv_{n}")
+        assert await conversations.items(f"conv_{n}") is None
     devices = RedisDeviceStore(store)
     token = devices.add("phone")
     devices.add("tablet")
