@@ -41,8 +41,11 @@ def slack(make_config: MakeConfig, upstream: FakeUpstream, api: SlackAPI, **more
 async def test_slacks_task_timeline_shows_each_progress_note_under_the_task(
     make_config: MakeConfig, upstream: FakeUpstream, slack_api: SlackAPI
 ) -> None:
+    # A note every 1.5 s: slower than the channel's budget paces its calls (1 a second over
+    # the window plus its margin, and a second from each answer), so each note gets a call of
+    # its own; notes that come faster are coalesced, the newest shown.
     upstream.script(
-        tool_call("mcp_fake_steps", [json.dumps({"n": 3, "seconds": 3})]),
+        tool_call("mcp_fake_steps", [json.dumps({"n": 3, "seconds": 4.5})]),
         text("Stepped through."),
     )
     config = slack(make_config, upstream, slack_api, mcp_servers={"fake": stdio()})

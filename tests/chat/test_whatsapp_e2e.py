@@ -55,6 +55,12 @@ def paragraphs(n: int, words: int = 10) -> list[str]:
     return chunks
 
 
+# A reply whose first paragraph (25 words, past min_block_chars below) is a block of its own;
+# the stream stops at GATE, two words into the second paragraph, until released.
+LONG_FIRST = paragraphs(3, words=25)
+GATE = 27
+
+
 @pytest.fixture
 async def api() -> AsyncIterator[WhatsAppAPI]:
     # The stand-in's pair limit is a little stricter than the budget Iris is given below, as
@@ -194,17 +200,18 @@ async def test_a_redelivered_webhook_runs_one_turn(
 
 
 async def test_new_and_stop_work(served: Served, api: WhatsAppAPI, upstream: FakeUpstream) -> None:
-    upstream.script(text(*paragraphs(3), gate_after=12))
+    upstream.script(text(*LONG_FIRST, gate_after=GATE))
     await api.user_says(served.url, OWNER, "start something long")
-    await asyncio.to_thread(upstream.wait_for_request)
-    await api.wait_until(lambda: api.reads)  # the turn runs: "typing…"
+    # The first paragraph's block: Iris holds the text up to the gate ("typing…" alone would
+    # not say so: it starts before the model is even asked).
+    await api.wait_until(lambda: api.texts_to(OWNER))
     await api.user_says(served.url, OWNER, "/stop")
     await api.wait_until(lambda: "stopped" in api.texts_to(OWNER))
     await api.wait_until(lambda: any(r.endswith(INTERRUPTED) for r in api.texts_to(OWNER)))
     await served.chat.idle()
     replies = api.texts_to(OWNER)
     [cut] = [r for r in replies if r.endswith(INTERRUPTED)]
-    assert cut.startswith("p0w0") and "p2end" not in "".join(replies)
+    assert cut.startswith("p1w0") and "p2end" not in "".join(replies)
     await api.user_says(served.url, OWNER, "/new")
     await api.wait_until(lambda: any(r.startswith("new conversation") for r in api.texts_to(OWNER)))
     assert len(upstream.requests) == 1, "commands never reach the model"
@@ -280,10 +287,9 @@ async def test_iris_serve_takes_only_signed_webhooks_and_replies(
 async def test_the_rest_of_a_reply_a_new_message_cut_quotes_its_question(
     served: Served, api: WhatsAppAPI, upstream: FakeUpstream
 ) -> None:
-    upstream.script(text(*paragraphs(3), gate_after=12), text("Second answer."))
+    upstream.script(text(*LONG_FIRST, gate_after=GATE), text("Second answer."))
     _, first = await api.user_says(served.url, OWNER, "first question")
-    await asyncio.to_thread(upstream.wait_for_request)
-    await api.wait_until(lambda: api.reads)
+    await api.wait_until(lambda: api.texts_to(OWNER))  # Iris holds the text up to the gate
     _, second = await api.user_says(served.url, OWNER, "never mind, second question")
     await api.wait_until(lambda: "Second answer." in api.texts_to(OWNER))
     await served.chat.idle()
