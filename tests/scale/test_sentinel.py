@@ -5,6 +5,7 @@ works on the promoted replica, and a Sentinel or an unknown primary name is one 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +15,20 @@ import pytest
 
 from iris.redis.connection import RedisStore
 from tests.fakes.served import Served
-from tests.fakes.upstream import FakeUpstream, gated
+from tests.fakes.telegram_api import FakeBotApi
+from tests.fakes.upstream import FakeUpstream, gated, text
 from tests.iris.conftest import TOKEN
-from tests.scale import test_fanout_two_processes
+from tests.scale import (
+    test_data_background,
+    test_data_processes,
+    test_fanout_two_processes,
+    test_turns_processes,
+)
 from tests.scale.conftest import serve_on_redis, socket_url
 from tests.scale.test_cluster import refusal
+from tests.scale.test_data_processes import Process
 from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
+from tests.scale.test_pollers import CHAT, USER, bot_servers, said
 from tests.scale.topologies import REDIS_SERVER, SentinelSetup
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,15 +47,20 @@ def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSetup
 
 
 @pytest.fixture
+def sentinel_store(sentinel: SentinelSetup) -> dict[str, Any]:
+    """``store`` keys for ``iris serve`` through the Sentinels (a fresh prefix: a fresh store)."""
+    return {**sentinel.store(), "prefix": uuid.uuid4().hex[:12], "lease": 2}
+
+
+@pytest.fixture
 def two_sockets(
-    tmp_path: Path, sentinel: SentinelSetup, upstream: FakeUpstream
+    tmp_path: Path, sentinel: SentinelSetup, sentinel_store: dict[str, Any], upstream: FakeUpstream
 ) -> Iterator[list[tuple[Served, str]]]:
-    store: dict[str, Any] = {**sentinel.store(), "prefix": uuid.uuid4().hex[:12], "lease": 2}
     with serve_on_redis(
         tmp_path,
         upstream.base_url,
         sentinel,
-        store=store,
+        store=sentinel_store,
         platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
         streaming=STREAMING,
         display={"platforms": {"iris": {"buffer_threshold": 1}}},
@@ -83,6 +97,94 @@ async def test_two_processes_through_sentinel_send_the_same_frames_under_the_sam
 ) -> None:
     urls = (two_sockets[0][1], two_sockets[1][1])
     await test_fanout_two_processes.test_devices_on_both_processes_see_one_log(urls, upstream)
+
+
+async def test_a_device_resumes_on_the_other_process_through_sentinel(
+    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
+) -> None:
+    urls = (two_sockets[0][1], two_sockets[1][1])
+    await test_fanout_two_processes.test_a_device_resumes_on_the_other_process_without_gap_or_duplicate(
+        urls, upstream
+    )
+
+
+async def test_a_stop_on_the_other_process_reaches_the_owner_through_sentinel(
+    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
+) -> None:
+    await test_turns_processes.test_one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner(
+        two_sockets, upstream
+    )
+
+
+async def test_a_killed_owners_turn_is_closed_by_the_survivor_through_sentinel(
+    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
+) -> None:
+    await test_turns_processes.test_a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease(
+        two_sockets, upstream
+    )
+
+
+@pytest.fixture
+def processes(
+    tmp_path: Path, sentinel: SentinelSetup, sentinel_store: dict[str, Any], upstream: FakeUpstream
+) -> Iterator[tuple[Process, Process]]:
+    """``tests/scale/test_data_processes.py``'s two processes, through the Sentinels."""
+    with serve_on_redis(
+        tmp_path,
+        upstream.base_url,
+        sentinel,
+        store=sentinel_store,
+        platforms={"iris": {"enabled": True, "tokens": [test_data_processes.TOKEN]}},
+    ) as running:
+        started = [
+            Process(served, url, tmp_path / f"{name}.yaml")
+            for name, (served, url) in zip(("a", "b"), running, strict=True)
+        ]
+        for process in started:
+            process.config.chmod(0o600)
+        yield started[0], started[1]
+
+
+async def test_stored_responses_background_runs_and_devices_across_processes_through_sentinel(
+    upstream: FakeUpstream, processes: tuple[Process, Process]
+) -> None:
+    await asyncio.to_thread(
+        test_data_background.test_a_run_on_a_is_cancelled_through_b, upstream, processes
+    )
+    await asyncio.to_thread(
+        test_data_processes.test_a_response_stored_through_a_is_continued_through_b,
+        upstream,
+        processes,
+    )
+    await asyncio.to_thread(
+        test_data_background.test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate,
+        upstream,
+        processes,
+    )
+    await (
+        test_data_processes.test_a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_both(
+            processes
+        )
+    )
+
+
+async def test_two_pollers_for_one_bot_through_sentinel_one_polls_and_the_standby_takes_over(
+    tmp_path: Path, sentinel: SentinelSetup, sentinel_store: dict[str, Any], upstream: FakeUpstream
+) -> None:
+    async with (
+        FakeBotApi() as api,
+        bot_servers(tmp_path, upstream, sentinel, api, lease=1, store_keys=sentinel_store) as start,
+    ):
+        a = await start("a")
+        await api.wait_until(lambda: "a" in api.polled_by)
+        b = await start("b")
+        assert any("telegram: standing by" in line for line in b.drain()), b.log
+        a.process.kill()  # kill -9: its lease runs out
+        await api.wait_until(lambda: "b" in api.polled_by, within=15)
+        upstream.script(text("hello from the survivor"))
+        api.user_says(chat_id=CHAT, user_id=USER, text="still there?")
+        await api.wait_until(lambda: said(api, "hello from the survivor"), within=15)
+        assert not any("Traceback" in line for line in b.drain()), b.log
 
 
 # Last in the module: the primary it kills stays dead (the replica serves from then on).
