@@ -341,7 +341,11 @@ class WhatsAppPlatform(_Section):
     app_secret: str = ""
     app_secret_env: str | None = None
     verify_token: str = ""  # Meta's webhook verification (GET hub.verify_token)
-    allowed_users: list[str] = Field(default_factory=list[str])  # phone numbers
+    # Phone numbers only: a profile name is anyone's to choose (no match_usernames here).
+    allowed_users: list[str] = Field(default_factory=list[str])
+    max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
+    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
+    debounce: float = Field(default=1.5, ge=0, le=60)
     max_turns_per_user: int = Field(default=2, ge=1)
     budgets: WhatsAppBudgets = Field(default_factory=WhatsAppBudgets)
 

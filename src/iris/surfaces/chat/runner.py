@@ -303,7 +303,9 @@ class ChatSurface:
         a name can be given up and taken by someone else, an id cannot."""
         settings = getattr(self.runtime.config.platforms, name)
         allowed: list[str | int] = settings.allowed_users
-        handle = message.user_name.lstrip("@").lower() if settings.match_usernames else ""
+        # WhatsApp has no ``match_usernames``: its profile names are anyone's to choose.
+        by_name = bool(getattr(settings, "match_usernames", False))
+        handle = message.user_name.lstrip("@").lower() if by_name else ""
         for entry in allowed:
             text = str(entry)
             if text == message.user_id or (handle and text.lstrip("@").lower() == handle):
