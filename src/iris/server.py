@@ -44,7 +44,7 @@ from iris.surfaces.origin import is_loopback
 
 def check_bind_safety(config: Config) -> None:
     """Refuse to expose an unauthenticated surface beyond this machine, and to start with a
-    secret short enough to guess: an API key or fixed device token needs ``MIN_SECRET``
+    secret short enough to guess: an API key, fixed device token or metrics token needs ``MIN_SECRET``
     characters, ``MIN_EXPOSED_SECRET`` on a bind beyond loopback (``iris.guard``)."""
     host = config.server.host
     least = MIN_SECRET if is_loopback(host) else MIN_EXPOSED_SECRET
@@ -52,6 +52,7 @@ def check_bind_safety(config: Config) -> None:
     secrets += [
         (f"platforms.iris.tokens[{i}]", t) for i, t in enumerate(config.platforms.iris.tokens)
     ]
+    secrets.append(("server.metrics.token", config.server.metrics.token or ""))
     for key, secret in secrets:
         if secret and len(secret) < least:
             where = "" if least == MIN_SECRET else f" to bind {host}"

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.served import Served
 
-TOKEN = "scrape-token"
+TOKEN = "scrape-token-for-tests"  # 16+ characters, as every secret
 METRICS = {"metrics": {"enabled": True, "token": TOKEN}}
 
 

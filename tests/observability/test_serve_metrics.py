@@ -22,7 +22,7 @@ from tests.scale.test_fanout_two_processes import device
 pytestmark = pytest.mark.timeout(90)
 
 CHAT, USER = 4242, 777
-API_KEY = "sk-api"  # agent tools run on the API only behind a key
+API_KEY = "sk-api-key-for-tests"  # agent tools run on the API only behind a key
 
 
 def ask(url: str, prompt: str, *, stream: bool = False) -> str:
@@ -199,11 +199,14 @@ def test_metrics_without_a_token_refuse_a_public_bind(tmp_path: Path) -> None:
     config = config_from_dict(
         {
             "server": {"host": "0.0.0.0", "metrics": {"enabled": True}},
-            "platforms": {"api_server": {"api_key": "k"}},
+            "platforms": {"api_server": {"api_key": "k" * 32}},
         },
         env={},
     )
     with pytest.raises(ConfigError, match=r"/metrics has no token; set server.metrics.token"):
         check_bind_safety(config)
-    config.server.metrics.token = "t"
+    config.server.metrics.token = "t"  # a token short enough to guess is refused too
+    with pytest.raises(ConfigError, match=r"server.metrics.token is 1 characters"):
+        check_bind_safety(config)
+    config.server.metrics.token = "t" * 32
     check_bind_safety(config)
