@@ -33,12 +33,10 @@ from iris.redis.sessions import RedisSessionStore
 from iris.surfaces.iris.owners import Owners
 from iris.surfaces.iris.protocol import RULES
 from tests.fakes.served import Served, free_port
-from tests.fakes.telegram_api import FakeBotApi
-from tests.fakes.upstream import FakeUpstream, gated, text
+from tests.fakes.upstream import FakeUpstream, gated
 from tests.iris.conftest import TOKEN
 from tests.scale import (
-    test_data_background,
-    test_data_processes,
+    across,
     test_fanout_two_processes,
     test_turns_processes,
 )
@@ -46,7 +44,6 @@ from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
 from tests.scale.test_data_processes import Process
 from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
 from tests.scale.test_framelog_redis import check_two_hubs, plans, typing, update
-from tests.scale.test_pollers import CHAT, USER, bot_servers, said
 from tests.scale.topologies import REDIS_CLI, REDIS_SERVER, Cluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -430,65 +427,20 @@ async def test_a_failover_mid_turn_ends_the_turn_cleanly_and_the_next_message_wo
 def processes(
     tmp_path: Path, cluster: Cluster, cluster_store: dict[str, Any], upstream: FakeUpstream
 ) -> Iterator[tuple[Process, Process]]:
-    """``tests/scale/test_data_processes.py``'s two processes, on the cluster."""
-    with serve_on_redis(
-        tmp_path,
-        upstream.base_url,
-        cluster,
-        store=cluster_store,
-        platforms={"iris": {"enabled": True, "tokens": [test_data_processes.TOKEN]}},
-    ) as running:
-        started = [
-            Process(served, url, tmp_path / f"{name}.yaml")
-            for name, (served, url) in zip(("a", "b"), running, strict=True)
-        ]
-        for process in started:
-            process.config.chmod(0o600)
-        yield started[0], started[1]
+    with across.data_processes(tmp_path, upstream, cluster, cluster_store) as both:
+        yield both
 
 
 async def test_stored_responses_background_runs_and_devices_across_processes_on_a_cluster(
     upstream: FakeUpstream, processes: tuple[Process, Process]
 ) -> None:
-    await asyncio.to_thread(
-        test_data_background.test_a_run_on_a_is_cancelled_through_b, upstream, processes
-    )
-    await asyncio.to_thread(
-        test_data_processes.test_a_response_stored_through_a_is_continued_through_b,
-        upstream,
-        processes,
-    )
-    await asyncio.to_thread(
-        test_data_background.test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate,
-        upstream,
-        processes,
-    )
-    await (
-        test_data_processes.test_a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_both(
-            processes
-        )
-    )
-    for process in processes:
-        assert not any("CROSSSLOT" in line for line in process.served.drain())
+    await across.data_across_processes(upstream, processes)
 
 
 async def test_two_pollers_for_one_bot_on_a_cluster_one_polls_and_the_standby_takes_over(
     tmp_path: Path, cluster: Cluster, cluster_store: dict[str, Any], upstream: FakeUpstream
 ) -> None:
-    async with (
-        FakeBotApi() as api,
-        bot_servers(tmp_path, upstream, cluster, api, lease=1, store_keys=cluster_store) as start,
-    ):
-        a = await start("a")
-        await api.wait_until(lambda: "a" in api.polled_by)
-        b = await start("b")
-        assert any("telegram: standing by" in line for line in b.drain()), b.log
-        a.process.kill()  # kill -9: its lease runs out on its shard
-        await api.wait_until(lambda: "b" in api.polled_by, within=15)
-        upstream.script(text("hello from the survivor"))
-        api.user_says(chat_id=CHAT, user_id=USER, text="still there?")
-        await api.wait_until(lambda: said(api, "hello from the survivor"), within=15)
-        assert not any("Traceback" in line for line in b.drain()), b.log
+    await across.standby_poller_takes_over(tmp_path, upstream, cluster, cluster_store)
 
 
 # -- a store of the wrong kind: one line at start --------------------------------------------------
