@@ -246,11 +246,11 @@ def start_iris(
             "provider": "chat_completions",
             "base_url": f"http://127.0.0.1:{upstream_port}/v1",
             "name": MODEL,
-            "api_key": "sk-bench",
+            "api_key": "sk-bench-key-0123456789",
         },
         "platforms": {
             "iris": {"enabled": False},
-            "api_server": {"max_concurrent": streams, "api_key": "sk-bench"},
+            "api_server": {"max_concurrent": streams, "api_key": "sk-bench-key-0123456789"},
         },
         "tools": {"enabled": []},
         "store": {"path": str(workdir / f"{name}.db")},
@@ -285,12 +285,12 @@ def start_litellm(
                         "litellm_params": {
                             "model": f"openai/{MODEL}",
                             "api_base": f"http://127.0.0.1:{upstream_port}/v1",
-                            "api_key": "sk-bench",
+                            "api_key": "sk-bench-key-0123456789",
                         },
                     }
                 ],
                 # LiteLLM refuses to start without one; both proxies check the same key.
-                "general_settings": {"master_key": "sk-bench"},
+                "general_settings": {"master_key": "sk-bench-key-0123456789"},
             }
         )
     )
@@ -448,7 +448,7 @@ async def run(args: argparse.Namespace) -> None:
                 Path(tmp),
                 max(args.concurrent, args.many),
                 name="iris-metrics",
-                server={"metrics": {"enabled": True, "token": "sk-bench"}},
+                server={"metrics": {"enabled": True, "token": "sk-bench-key-0123456789"}},
             )
             processes.append(metered)
             targets["iris+m"] = (metered_port, "/v1/chat/completions")

@@ -69,7 +69,7 @@ from api_overhead import (  # noqa: E402
 )
 
 LINE_MS = 50.0  # the added p99 a setup must stay under
-TOKEN = "bench-device"
+TOKEN = "bench-device-token-0123"
 
 
 # -- processes ----------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from api_overhead import (  # noqa: E402 - the bench directory is not a package
 )
 
 KEY = "sk-soak"
-TOKEN = "soak-device"
+TOKEN = "soak-device-token-0123"
 DEVICE_TOKENS = [f"{TOKEN}-{n}" for n in range(64)]  # one per device (at most 64 devices)
 
 

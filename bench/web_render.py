@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakes.served import Served, free_port, write_config  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-TOKEN = "bench-token"
+TOKEN = "bench-device-token-0123"
 
 INSTRUMENT = """() => {
   window.bench = { long: [], frames: [], inside: 0, tail: 0, feeding: false };

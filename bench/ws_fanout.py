@@ -46,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-TOKEN = "bench-token"
+TOKEN = "bench-device-token-0123"
 WORD = 4  # characters per delta, so a snapshot's length says which delta it ends with
 
 
