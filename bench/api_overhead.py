@@ -310,7 +310,7 @@ def scraped_turns(port: int) -> str:
     """``iris_turns_started_total`` from a scrape: the metered server did record."""
     request = (
         f"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
-        "authorization: Bearer sk-bench\r\nconnection: close\r\n\r\n"
+        "authorization: Bearer sk-bench-key-0123456789\r\nconnection: close\r\n\r\n"
     )
     with socket.create_connection(("127.0.0.1", port), 5) as sock:
         sock.sendall(request.encode())
@@ -339,7 +339,7 @@ async def measure(
     for _ in range(repeat):
         results = await asyncio.gather(
             *(
-                read_stream(port, path, chunks, {"authorization": "Bearer sk-bench"})
+                read_stream(port, path, chunks, {"authorization": "Bearer sk-bench-key-0123456789"})
                 for _ in range(streams)
             )
         )
