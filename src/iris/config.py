@@ -91,6 +91,9 @@ class ModelConfig(ModelEndpoint):
     context_window: int | None = Field(default=None, ge=256)
     # What happens to older turns that no longer fit: the model summarizes them, or they go.
     compaction: Literal["summarize", "truncate"] = "summarize"
+    # The model sees image content parts. Off by default and always for the embedded model:
+    # an image sent to a model that cannot see it is an error or silently ignored upstream.
+    vision: bool = False
 
 
 class StreamingConfig(_Section):
@@ -547,6 +550,19 @@ class StoreConfig(_Section):
         return Path(self.path).expanduser()
 
 
+class AttachmentsConfig(_Section):
+    """``attachments``: what files sent with a message become (``iris.agent.attachments``)."""
+
+    max_bytes: int = Field(default=20_000_000, ge=1024)  # one file as downloaded or sent
+    max_text_bytes: int = Field(default=200_000, ge=1)  # a text document attached as text
+    # Images larger than this many pixels on their longer edge are downscaled (Pillow).
+    max_edge: int = Field(default=2048, ge=64, le=16384)
+    # A transcription model (``/v1/audio/transcriptions`` of the model's provider) for voice
+    # notes and audio; None: the user is told they were not transcribed.
+    transcribe: str | None = None
+    timeout: float = Field(default=30.0, gt=0)  # seconds one download or transcription may take
+
+
 class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
@@ -556,6 +572,7 @@ class Config(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    attachments: AttachmentsConfig = Field(default_factory=AttachmentsConfig)
     mcp_servers: dict[McpServerName, McpServerConfig] = Field(
         default_factory=dict[McpServerName, McpServerConfig]
     )

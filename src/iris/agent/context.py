@@ -38,7 +38,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from iris.agent.scrubber import finalize
 from iris.config import Config
@@ -103,12 +103,26 @@ class TokenCounting(Protocol):
 
 
 # -- sizes ---------------------------------------------------------------------------------------
+# What one image part is counted as: about what providers bill a downscaled image (~1500
+# tokens), not the length of its base64 (which would compact a chat for every photo).
+IMAGE_CHARS = 6000
+
+
 def _text(value: Any) -> int:
     if isinstance(value, str):
         return len(value)
     if value is None:
         return 0
+    if isinstance(value, list) and any(_is_image_part(p) for p in cast(list[Any], value)):
+        return sum(IMAGE_CHARS if _is_image_part(p) else _text(p) for p in cast(list[Any], value))
     return len(json.dumps(value, ensure_ascii=False))
+
+
+def _is_image_part(part: Any) -> bool:
+    return isinstance(part, dict) and cast(dict[str, Any], part).get("type") in (
+        "image_url",
+        "input_image",
+    )
 
 
 def message_chars(message: dict[str, Any]) -> int:
@@ -221,6 +235,12 @@ def transcript(messages: list[dict[str, Any]], max_chars: int) -> str:
     for message in messages:
         role = str(message.get("role", ""))
         content = message.get("content")
+        if isinstance(content, list):  # content parts: their text, an image as a mark
+            content = " ".join(
+                "[image]" if _is_image_part(p) else str(cast(dict[str, Any], p).get("text", ""))
+                for p in cast(list[Any], content)
+                if isinstance(p, dict)
+            )
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
         if role == "assistant" and message.get("tool_calls"):
             calls = [c.get("function", {}) for c in message["tool_calls"]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, cast
 
 import openai
 from openai.types.responses import Response, ResponseStreamEvent
@@ -62,8 +62,29 @@ def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dic
                     }
                 )
         else:
-            items.append({"role": "user", "content": content if content is not None else ""})
+            items.append({"role": "user", "content": _user_content(content)})
     return ("\n\n".join(instructions) or None), items
+
+
+def _user_content(content: Any) -> Any:
+    """A user message's content in the Responses spelling: chat-format content parts
+    (``text``, ``image_url``) become ``input_text`` / ``input_image``."""
+    if not isinstance(content, list):
+        return content if content is not None else ""
+    parts: list[dict[str, Any]] = []
+    for part in cast(list[Any], content):
+        if not isinstance(part, dict):
+            continue
+        part = cast(dict[str, Any], part)
+        if part.get("type") == "text":
+            parts.append({"type": "input_text", "text": part.get("text", "")})
+        elif part.get("type") == "image_url":
+            image = part.get("image_url")
+            url = image.get("url", "") if isinstance(image, dict) else image
+            parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        else:
+            parts.append(part)  # already in the Responses spelling
+    return parts
 
 
 def to_response_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

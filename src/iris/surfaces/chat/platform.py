@@ -81,6 +81,20 @@ class Capabilities:
 
 
 @dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file sent with a message, as the platform describes it; its bytes are fetched later
+    through the platform's file API (``FilePlatform.download``). ``ref`` is the platform's
+    handle (a Telegram ``file_id``, a Discord attachment URL, a Slack file id), never shown
+    to the model. ``size`` as the platform reported it (0: not said)."""
+
+    kind: Literal["image", "audio", "file"]
+    name: str
+    mime: str
+    ref: str
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class IncomingMessage:
     platform: str
     chat_id: str
@@ -96,6 +110,8 @@ class IncomingMessage:
     # on its draft ``draft_id`` (Telegram).
     stop: bool = False
     draft_id: int | None = None
+    # Photos, documents, voice notes sent with the text (``iris.surfaces.chat.attachments``).
+    attachments: tuple[Attachment, ...] = ()
 
 
 class PlatformError(Exception):
@@ -198,6 +214,15 @@ class ChatPlatform(Protocol):
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         """Show the typing indicator (platforms expire it after a few seconds)."""
+        ...
+
+
+class FilePlatform(Protocol):
+    """A platform whose messages carry files (Telegram, Discord, Slack)."""
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The file's bytes through the platform's file API; ``PlatformError`` when it cannot
+        be had, or is over ``max_bytes`` (read no further than that)."""
         ...
 
 

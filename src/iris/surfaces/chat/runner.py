@@ -45,6 +45,7 @@ from typing import Any, cast
 
 from starlette.routing import BaseRoute
 
+from iris.agent.attachments import without_old_images
 from iris.agent.core import Turn, TurnRequest
 from iris.agent.history import kept
 from iris.agent.sessions import Transcript
@@ -54,6 +55,7 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
 from iris.observability import metrics
 from iris.runtime import Runtime
+from iris.surfaces.chat.attachments import gather
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.oneoff import send_once
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
@@ -247,7 +249,7 @@ class ChatSurface:
         if message.stop:
             self._stop_button(message)
             return
-        if not message.text.strip():
+        if not message.text.strip() and not message.attachments:
             return
         if not self._allowed(platform.name, message):
             self._spawn(self._refuse(platform, message))
@@ -339,7 +341,11 @@ class ChatSurface:
         debounce: float = 0.0,
     ) -> None:
         session = conversation_key(message)
-        user = {"role": "user", "content": message.text}
+        # Its files are fetched while the burst settles; what could not be had is said now.
+        prepared = await gather(platform, message, self.runtime.config)
+        user = prepared.message()
+        if prepared.notes:
+            await self._note(platform, message, conversation, "\n".join(prepared.notes))
         while debounce and sequence == conversation.latest:
             quiet = conversation.arrived + debounce - time.monotonic()
             if quiet <= 0:
@@ -347,7 +353,8 @@ class ChatSurface:
             await asyncio.sleep(quiet)  # until the chat was quiet that long, or a newer one came
         async with conversation.lock:
             if sequence != conversation.latest:
-                # A newer message arrived while this one waited: keep it as context only.
+                # A newer message arrived while this one waited: keep it as context only
+                # (whole: its images go with the newer message's turn, then no further).
                 metrics.chat_overtaken(platform.name)
                 await self._remember(session, [user])
                 return
@@ -366,7 +373,7 @@ class ChatSurface:
                 added = kept(None)
             finally:
                 slot.release()
-            await self._remember(session, [user, *added])
+            await self._remember(session, [prepared.kept(), *added])
 
     async def _command(
         self,
@@ -411,6 +418,18 @@ class ChatSurface:
             await self.runtime.sessions.append(session, messages)
         except StoreUnavailable as exc:  # the reply was delivered; only the history misses it
             log.error("history of %s not saved: %s", session, exc.message)
+
+    async def _note(
+        self,
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        conversation: _Conversation,
+        text: str,
+    ) -> None:
+        try:
+            await self._send_once(platform, message, conversation, text)
+        except PlatformError as exc:
+            log.info("attachment note to %s not delivered: %s", message.user_id, exc)
 
     async def _busy(
         self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
@@ -499,7 +518,7 @@ class ChatSurface:
                 raise refused
             transcript = await self.runtime.sessions.transcript(session)
             request = TurnRequest(
-                messages=[*transcript.messages, user],
+                messages=[*without_old_images(transcript.messages), user],
                 stream=streaming,
                 model=controls.model,
                 fit_context=True,

@@ -1,0 +1,293 @@
+"""What files sent with a message become for the model: content parts, or a line for the user.
+
+Every surface (chat platforms, the iris socket) hands the files it received, as bytes, to
+``prepare``; nothing here knows where they came from. Each file becomes one of:
+
+- an image part (``image_url`` with an inline ``data:`` URL, never a platform's file URL:
+  Telegram's holds the bot token), re-encoded and downscaled to ``attachments.max_edge``
+  with Pillow, when the model sees images (``model.vision``; never the embedded model);
+- a text part with the file's name, for a UTF-8 document of at most ``attachments.max_text_bytes``;
+- a transcript, for a voice note or audio file, through the provider's
+  ``/v1/audio/transcriptions`` (the official SDK) when ``attachments.transcribe`` names a model;
+- otherwise a note: one line for the user (``Prepared.notes``) and the same in brackets for the
+  model, so it knows something was sent it cannot see. Nothing is dropped silently.
+
+What the transcript keeps (``Prepared.stored``): the text, documents and transcripts, with each
+image replaced by a short placeholder. A downscaled image is still ~1500 tokens and hundreds of
+KB of base64: kept, it would go with every later request of the chat and sit in every store.
+The model sees an image in the turn it was sent with; ``without_old_images`` does the same to
+a history whose newest user messages still hold their images (a burst: messages that arrived
+while a reply was being written are kept whole until a reply answers them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import logging
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import openai
+
+from iris.config import Config, ModelEndpoint
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["image", "audio", "file"]
+KINDS: tuple[Kind, ...] = ("image", "audio", "file")
+
+# What an image part stands for in the history once its turn is over.
+IMAGE_PLACEHOLDER = "[image {name}: shown to the model with the message it came with]"
+# Formats a provider takes as they are; anything else Pillow reads is re-encoded as PNG.
+_AS_SENT = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
+_BINARY_MIME = ("image/", "audio/", "video/", "application/pdf", "application/zip")
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    """One file as received: ``kind`` as the sender called it (a platform's photo or voice
+    note, the socket's ``kind``), its name and MIME type as given, and its bytes."""
+
+    kind: Kind
+    name: str
+    mime: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A user message with its files: ``content`` for the model now, ``stored`` for the
+    history, ``notes`` for the user (one line per file the model did not get whole)."""
+
+    content: str | list[dict[str, Any]]
+    stored: str
+    notes: list[str] = field(default_factory=list[str])
+
+    def message(self) -> dict[str, Any]:
+        return {"role": "user", "content": self.content}
+
+    def kept(self) -> dict[str, Any]:
+        return {"role": "user", "content": self.stored}
+
+
+class Transcriber(Protocol):
+    async def transcribe(self, file: File) -> str: ...
+
+
+def sees_images(config: Config) -> bool:
+    """``model.vision``; never for the embedded model (a text-only Gemma)."""
+    return config.model.vision and config.model.provider != "local"
+
+
+async def prepare(
+    config: Config,
+    text: str,
+    files: Sequence[File],
+    *,
+    notes: Sequence[str] = (),
+    transcriber: Transcriber | None = None,
+) -> Prepared:
+    """The user message of ``text`` and ``files``. ``notes``: what the surface could not
+    receive (a failed download), said to the user and the model like any other."""
+    settings = config.attachments
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+    stored: list[str] = [text] if text.strip() else []
+    told: list[str] = list(notes)
+    for file in files:
+        name = file.name or "(unnamed)"
+        if len(file.data) > settings.max_bytes:
+            told.append(
+                f"{name}: too large ({len(file.data)} bytes; the limit is {settings.max_bytes})"
+            )
+        elif _is_image(file):
+            if not sees_images(config):
+                told.append(f"{name}: this model does not see images (model.vision is off)")
+                continue
+            try:
+                url = await asyncio.to_thread(image_url, file.data, settings.max_edge)
+            except ValueError as exc:
+                told.append(f"{name}: {exc}")
+                continue
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+            stored.append(IMAGE_PLACEHOLDER.format(name=name))
+        elif _is_audio(file):
+            heard = await _transcript(config, file, transcriber, told)
+            if heard is not None:
+                line = f"[voice note {name}, transcribed]\n{heard}"
+                parts.append({"type": "text", "text": line})
+                stored.append(line)
+        else:
+            document = _document(file, settings.max_text_bytes, told)
+            if document is not None:
+                parts.append({"type": "text", "text": document})
+                stored.append(document)
+    for note in told:  # the model is told too, so it does not answer as if it had seen it
+        line = f"[attachment not included: {note}]"
+        parts.append({"type": "text", "text": line})
+        stored.append(line)
+    joined = "\n\n".join(stored)
+    if any(part["type"] != "text" for part in parts):
+        return Prepared(parts, joined, told)
+    return Prepared("\n\n".join(part["text"] for part in parts), joined, told)
+
+
+def without_old_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with the image parts of user messages older than the last assistant
+    message replaced by their placeholder: a reply answered them already."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    out: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if index < last and message.get("role") == "user" and isinstance(content, list):
+            texts = [
+                str(p.get("text", ""))
+                if p.get("type") == "text"
+                else IMAGE_PLACEHOLDER.format(name="")
+                for p in _parts(content)
+            ]
+            message = {**message, "content": "\n\n".join(t for t in texts if t)}
+        out.append(message)
+    return out
+
+
+# -- images ------------------------------------------------------------------------------------
+def image_url(data: bytes, max_edge: int) -> str:
+    """A ``data:`` URL of the image in ``data``, downscaled to ``max_edge`` on its longer
+    side and re-encoded where the provider would not take it as it is. Raises ``ValueError``
+    (with what the user is told) for what is not a readable image. CPU-bound: run in a thread."""
+    from PIL import Image, UnidentifiedImageError
+
+    with warnings.catch_warnings():
+        # Past Pillow's pixel limit an image is a decompression bomb: refused, not decoded.
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                image.load()
+                kind = image.format or ""
+                if max(image.size) <= max_edge and kind in _AS_SENT:
+                    return _data_url(_AS_SENT[kind], data)
+                image.thumbnail((max_edge, max_edge))
+                opaque = image.mode in ("RGB", "L", "CMYK", "YCbCr")
+                out = io.BytesIO()
+                if opaque:
+                    image.convert("RGB").save(out, "JPEG", quality=85)
+                    return _data_url("image/jpeg", out.getvalue())
+                image.convert("RGBA").save(out, "PNG", optimize=True)
+                return _data_url("image/png", out.getvalue())
+        except (Image.DecompressionBombWarning, Image.DecompressionBombError):
+            raise ValueError("the image has too many pixels to read") from None
+        except (UnidentifiedImageError, OSError, SyntaxError):
+            raise ValueError("not an image that can be read") from None
+
+
+def _data_url(mime: str, data: bytes) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def _is_image(file: File) -> bool:
+    return file.kind == "image" or file.mime.lower().startswith("image/")
+
+
+def _is_audio(file: File) -> bool:
+    return file.kind == "audio" or file.mime.lower().startswith("audio/")
+
+
+# -- documents ---------------------------------------------------------------------------------
+def _document(file: File, max_text_bytes: int, told: list[str]) -> str | None:
+    """A text part for a UTF-8 document, or None (and a note) for anything else."""
+    name = file.name or "(unnamed)"
+    kind = file.mime or "unknown type"
+    if file.mime.lower().startswith(_BINARY_MIME) or b"\x00" in file.data:
+        told.append(f"{name}: can't read this kind of file ({kind})")
+        return None
+    try:
+        text = file.data.decode("utf-8")
+    except UnicodeDecodeError:
+        told.append(f"{name}: can't read this kind of file ({kind}; not UTF-8 text)")
+        return None
+    if len(file.data) > max_text_bytes:
+        told.append(
+            f"{name}: too long to attach as text ({len(file.data)} bytes; the limit is "
+            f"{max_text_bytes})"
+        )
+        return None
+    quoted = name.replace('"', "'")
+    return f'<file name="{quoted}">\n{text.removeprefix(chr(0xFEFF))}\n</file>'
+
+
+# -- audio -------------------------------------------------------------------------------------
+async def _transcript(
+    config: Config, file: File, transcriber: Transcriber | None, told: list[str]
+) -> str | None:
+    name = file.name or "(unnamed)"
+    if transcriber is None:
+        transcriber = transcriber_for(config)
+    if transcriber is None:
+        told.append(
+            f"{name}: voice notes and audio are not transcribed here (attachments.transcribe is off)"
+        )
+        return None
+    try:
+        async with asyncio.timeout(config.attachments.timeout):
+            heard = (await transcriber.transcribe(file)).strip()
+    except TimeoutError:
+        told.append(f"{name}: could not be transcribed: no answer in time")
+        return None
+    except (openai.APIError, OSError) as exc:
+        log.warning("transcription of %s failed: %s", name, exc)
+        told.append(f"{name}: could not be transcribed: {_why(exc)}")
+        return None
+    if not heard:
+        told.append(f"{name}: nothing was heard in it")
+        return None
+    return heard
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"the provider answered HTTP {exc.status_code}"
+    if isinstance(exc, openai.APIConnectionError):
+        return "cannot reach the provider"
+    return type(exc).__name__
+
+
+class ProviderTranscriber:
+    """``/v1/audio/transcriptions`` of an endpoint, through the official SDK."""
+
+    def __init__(self, endpoint: ModelEndpoint, model: str, timeout: float) -> None:
+        self.endpoint, self.model, self.timeout = endpoint, model, timeout
+
+    async def transcribe(self, file: File) -> str:
+        client = openai.AsyncOpenAI(
+            base_url=self.endpoint.base_url,
+            api_key=self.endpoint.resolved_api_key(),
+            max_retries=0,
+            timeout=self.timeout,
+        )
+        async with client:
+            result = await client.audio.transcriptions.create(
+                model=self.model,
+                file=(file.name or "audio", file.data, file.mime or "application/octet-stream"),
+                response_format="json",
+            )
+        return result.text
+
+
+def transcriber_for(config: Config) -> Transcriber | None:
+    """The transcriber ``attachments.transcribe`` asks for: on the model's endpoint, or the
+    first fallback with a ``base_url`` when the model is the embedded one. None when off."""
+    model = config.attachments.transcribe
+    if not model:
+        return None
+    for endpoint in (config.model, *config.model.fallback):
+        if endpoint.provider != "local" and endpoint.base_url:
+            return ProviderTranscriber(endpoint, model, config.attachments.timeout)
+    return None
+
+
+def _parts(content: list[Any]) -> list[dict[str, Any]]:
+    return [part for part in content if isinstance(part, dict)]
