@@ -7,6 +7,9 @@
 Serves ``/bot{token}/{method}`` for getMe, getUpdates (long polling, honouring ``offset`` and
 ``timeout``), sendMessage, editMessageText and sendChatAction, like Telegram: message ids per
 chat, "message is not modified" (400) for an edit to identical text, 404 for a wrong token.
+Files (``user_sends_file``): a photo, document, voice note or audio file in a message, served
+as Telegram does through ``getFile`` (``file_path``; 400 "file is too big" past 20 MB) and
+``GET /file/bot{token}/{file_path}``; ``file_downloads`` lists the paths fetched.
 ``setMyCommands`` keeps the bot's command menu in ``commands``; ``deleteMessage`` removes a
 message (400 "message to delete not found" when it is not there); message ids are never reused.
 ``flood(method, retry_after, times)`` answers the next calls of a method with 429 and
@@ -55,6 +58,7 @@ from aiohttp import web
 _MESSAGES = frozenset({"sendMessage", "editMessageText", "sendChatAction"})
 # What a chat's own limit counts: messages posted or changed.
 _CHAT_MESSAGES = frozenset({"sendMessage", "editMessageText"})
+_DOWNLOAD_MAX = 20 * 1024 * 1024  # what getFile serves a bot
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,11 @@ class FakeBotApi:
     polled_by: list[str] = field(default_factory=list[str])
     _closing: bool = False
     port: int = 0
+    # file_id -> (file_path, bytes, the size the API reports); paths of every download.
+    files: dict[str, tuple[str, bytes, int]] = field(
+        default_factory=dict[str, tuple[str, bytes, int]]
+    )
+    file_downloads: list[str] = field(default_factory=list[str])
 
     @property
     def base_url(self) -> str:
@@ -121,6 +130,7 @@ class FakeBotApi:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
         app.router.add_route("*", "/{via}/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -160,6 +170,70 @@ class FakeBotApi:
             message["is_topic_message"] = True
         self.chat_types[chat_id] = chat_type
         self._push({"message": message})
+
+    def user_sends_file(
+        self,
+        chat_id: int,
+        user_id: int,
+        kind: str,
+        data: bytes,
+        *,
+        name: str = "",
+        mime: str = "",
+        caption: str = "",
+        file_size: int | None = None,
+    ) -> str:
+        """A private message with a ``photo``, ``document``, ``voice`` or ``audio`` (and a
+        ``caption``), its file served by ``getFile`` and ``/file/bot<token>/<file_path>``.
+        ``file_size``: what the message and getFile say (a lie tests a cap). The file id."""
+        number = len(self.files) + 1
+        file_id, unique = f"FILE{number}", f"U{number}"
+        size = len(data) if file_size is None else file_size
+        self.files[file_id] = (f"{kind}s/file_{number}", data, size)
+        meta: dict[str, Any] = {"file_id": file_id, "file_unique_id": unique, "file_size": size}
+        media: dict[str, Any]
+        if kind == "photo":
+            small = {**meta, "file_id": f"{file_id}s", "width": 90, "height": 90}
+            media = {"photo": [small, {**meta, "width": 800, "height": 600}]}
+        elif kind == "document":
+            media = {"document": {**meta, "file_name": name, "mime_type": mime}}
+        else:
+            extra = {"file_name": name} if kind == "audio" and name else {}
+            media = {kind: {**meta, **extra, "duration": 3, "mime_type": mime or "audio/ogg"}}
+        message: dict[str, Any] = {
+            "message_id": 10_000 + self._next_update,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private"},
+            "from": {"id": user_id, "is_bot": False, "first_name": "U", "username": ""},
+            **media,
+            **({"caption": caption} if caption else {}),
+        }
+        self.chat_types[chat_id] = "private"
+        self._push({"message": message})
+        return file_id
+
+    async def _api_getFile(self, params: dict[str, Any]) -> tuple[int, Any]:
+        entry = self.files.get(str(params.get("file_id")))
+        if entry is None:
+            return 400, "Bad Request: invalid file_id"
+        path, _, size = entry
+        if size > _DOWNLOAD_MAX:  # the Bot API serves bots 20 MB at most
+            return 400, "Bad Request: file is too big"
+        return 200, {
+            "file_id": params["file_id"],
+            "file_unique_id": "U",
+            "file_size": size,
+            "file_path": path,
+        }
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        self.file_downloads.append(request.match_info["path"])
+        if request.match_info["token"] != self.token:
+            return web.json_response({"ok": False, "error_code": 404}, status=404)
+        for path, data, _ in self.files.values():
+            if path == request.match_info["path"]:
+                return web.Response(body=data, content_type="application/octet-stream")
+        return web.json_response({"ok": False, "error_code": 404}, status=404)
 
     def _push(self, update: dict[str, Any]) -> None:
         self._updates.append({"update_id": self._next_update, **update})

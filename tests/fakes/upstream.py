@@ -27,6 +27,9 @@ instructions), a longer request is answered as OpenAI does — ``400`` with
 ``{"error": {"code": "context_length_exceeded", ...}}`` — without taking a scenario (a real
 model refuses whatever the script); those requests are kept in ``refused``. ``default``: the
 scenario for a request when none is queued (``responder`` builds one per request).
+
+``POST /v1/audio/transcriptions`` answers the next of ``transcripts`` (queued by the test) and
+records each request in ``transcriptions``; with none queued, 500.
 """
 
 from __future__ import annotations
@@ -124,6 +127,17 @@ logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
 
 
 @dataclass(frozen=True)
+class Transcription:
+    """One ``/v1/audio/transcriptions`` request: the form's model and file, the bearer."""
+
+    model: str
+    filename: str
+    content_type: str
+    data: bytes
+    authorization: str
+
+
+@dataclass(frozen=True)
 class Sent:
     """One network write of a response body."""
 
@@ -141,6 +155,9 @@ class FakeUpstream:
         self.refused: list[Received] = []
         self.default: Scenario | None = None
         self.requests: list[Received] = []
+        # /v1/audio/transcriptions: the texts to answer with, in order; what was sent.
+        self.transcripts: deque[str] = deque()
+        self.transcriptions: list[Transcription] = []
         self.unexpected: list[Received] = []
         self.sends: list[Sent] = []
         self.finished = threading.Event()  # a response body was fully written
@@ -285,6 +302,7 @@ class FakeUpstream:
                 Route("/v1/chat/completions", _Endpoint(self), methods=["POST"]),
                 Route("/v1/responses", _Endpoint(self), methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/audio/transcriptions", self._transcribe, methods=["POST"]),
                 Route("/{path:path}", self._unknown, methods=["GET", "POST", "PUT", "DELETE"]),
             ]
         )
@@ -294,6 +312,27 @@ class FakeUpstream:
         with self._lock:
             self.listings += 1
         return JSONResponse({"object": "list", "data": [{**model, **self.listing}]})
+
+    async def _transcribe(self, request: Request) -> Response:
+        """``POST /v1/audio/transcriptions`` (multipart ``file`` + ``model``) as OpenAI's: the
+        next of ``transcripts`` as ``{"text": ...}``; with none queued, 500."""
+        form = await request.form()
+        upload: Any = form.get("file")
+        data = await upload.read() if upload is not None and hasattr(upload, "read") else b""
+        heard = Transcription(
+            str(form.get("model", "")),
+            str(getattr(upload, "filename", "") or ""),
+            str(getattr(upload, "content_type", "") or ""),
+            data,
+            request.headers.get("authorization", ""),
+        )
+        with self._lock:
+            self.transcriptions.append(heard)
+            answer = self.transcripts.popleft() if self.transcripts else None
+        if answer is None:
+            reply = error_reply(500, "unexpected transcription (none scripted)")
+            return Response(reply.body, reply.status, media_type="application/json")
+        return JSONResponse({"text": answer})
 
     async def _unknown(self, request: Request) -> Response:
         received = Received(

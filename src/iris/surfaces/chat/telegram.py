@@ -50,6 +50,7 @@ from telegram.warnings import PTBDeprecationWarning
 from iris.config import TelegramPlatform as TelegramSettings
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
+    Attachment,
     Capabilities,
     IncomingMessage,
     Native,
@@ -191,7 +192,10 @@ class TelegramPlatform:
         if isinstance(stopped, dict):
             return _stopped(cast(dict[str, Any], stopped))
         message: Message | None = update.message
-        if message is None or not message.text or message.from_user is None:
+        if message is None or message.from_user is None:
+            return None
+        text, attachments = message.text or message.caption or "", _attachments(message)
+        if not text and not attachments:
             return None
         thread: dict[str, str] = {}
         # Only forum topics are threads to answer in; a reply chain elsewhere also carries a
@@ -202,11 +206,12 @@ class TelegramPlatform:
             platform="telegram",
             chat_id=str(message.chat.id),
             user_id=str(message.from_user.id),
-            text=message.text,
+            text=text,
             user_name=message.from_user.username or "",
             is_group=message.chat.type in ("group", "supergroup"),
             message_id=str(message.message_id),
             thread=thread,
+            attachments=attachments,
         )
 
     def native_for(self, message: IncomingMessage) -> Native | None:
@@ -269,6 +274,20 @@ class TelegramPlatform:
         except TelegramError as exc:
             raise _platform_error(exc) from exc
 
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """``getFile``, then the file from ``{base_url}/file/bot{token}/{file_path}`` (a URL
+        that holds the token: it never leaves this adapter). The Bot API serves 20 MB at most."""
+        try:
+            file = await self.bot.get_file(attachment.ref)
+            if (file.file_size or 0) > max_bytes:
+                raise PlatformError(f"larger than {max_bytes} bytes")
+            data = bytes(await file.download_as_bytearray())
+        except TelegramError as exc:
+            raise PlatformError(f"telegram: {exc}") from exc
+        if len(data) > max_bytes:
+            raise PlatformError(f"larger than {max_bytes} bytes")
+        return data
+
     async def send_draft(
         self,
         chat_id: str,
@@ -312,3 +331,25 @@ def _stopped(stopped: dict[str, Any]) -> IncomingMessage | None:
         stop=True,
         draft_id=draft_id if isinstance(draft_id, int) else None,
     )
+
+
+def _attachments(message: Message) -> tuple[Attachment, ...]:
+    """The files of a message: the largest size of a photo, a document (an image document is
+    an image), a voice note or audio file. Stickers, videos and the rest are not read."""
+    found: list[Attachment] = []
+    if message.photo:
+        photo = message.photo[-1]  # sizes come smallest first
+        name = f"photo_{photo.file_unique_id}.jpg"
+        found.append(Attachment("image", name, "image/jpeg", photo.file_id, photo.file_size or 0))
+    if message.document is not None:
+        doc = message.document
+        mime = doc.mime_type or ""
+        kind = "image" if mime.startswith("image/") else "file"
+        name = doc.file_name or f"file_{doc.file_unique_id}"
+        found.append(Attachment(kind, name, mime, doc.file_id, doc.file_size or 0))
+    for audio, default in ((message.voice, "voice"), (message.audio, "audio")):
+        if audio is not None:
+            name = getattr(audio, "file_name", None) or f"{default}_{audio.file_unique_id}.ogg"
+            mime = audio.mime_type or "audio/ogg"
+            found.append(Attachment("audio", name, mime, audio.file_id, audio.file_size or 0))
+    return tuple(found)
