@@ -32,6 +32,7 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -400,6 +401,7 @@ class _Connection:
 
     async def _receive_loop(self) -> None:
         max_text = self.surface.settings.max_text
+        max_file = self.surface.runtime.config.attachments.max_bytes
         while True:
             message = await self.ws.receive()
             if message["type"] == "websocket.disconnect":
@@ -414,7 +416,9 @@ class _Connection:
                         f"more than {INBOUND_RATE:g} frames a second: frames are dropped",
                     )
             else:
-                request = inbound.parse(_payload(message), max_text=max_text)
+                request = inbound.parse(
+                    _payload(message), max_text=max_text, max_file_bytes=max_file
+                )
                 if isinstance(request, inbound.BadFrame):
                     if self._too_many_bad():
                         await self._close(CLOSE_POLICY, "too many bad frames")
@@ -442,7 +446,7 @@ class _Connection:
             case inbound.Ping():
                 pong: Pong = {"type": "pong"}
                 self.subscription.send_local(pong)
-            case inbound.SendMessage(text=text, chat_id=chat_id):
+            case inbound.SendMessage(text=text, chat_id=chat_id, attachments=files):
                 command = parse(text)
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
@@ -452,7 +456,7 @@ class _Connection:
                 elif self.room.busy:
                     self._error("turn_active", "a turn is running; cancel it or wait for it")
                 else:
-                    self._start(text)
+                    self._start(text, files)
             case inbound.CancelTurn():
                 if not self.room.cancel():
                     self._error("no_turn", "no turn is running")
@@ -485,7 +489,7 @@ class _Connection:
         frame: protocol.Command = {"type": "command", "command": command.name, "text": answer}
         self.subscription.send_local(frame)
 
-    def _start(self, text: str) -> None:
+    def _start(self, text: str, files: Sequence[protocol.SentFile]) -> None:
         settings = self.surface.settings
         turns = self.surface.runtime.turns
         # The token, not the chat id, is the caller: one device could open any number of chats.
@@ -494,7 +498,7 @@ class _Connection:
             self._error("busy", "too many turns are running; try again shortly")
             return
         try:
-            started = self.room.send(text, origin=self.subscription, slot=slot)
+            started = self.room.send(text, origin=self.subscription, slot=slot, files=files)
         except BaseException:  # e.g. StoreUnavailable: no turn holds the slot
             slot.release()
             raise

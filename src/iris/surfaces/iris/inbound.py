@@ -9,11 +9,14 @@ The frames' types are ``iris.surfaces.iris.protocol``'s client frames, validated
     unknown_type   a ``type`` the server does not know
     missing_field  a required field is absent
     bad_field      a field has the wrong type or value (a lone surrogate in a string included)
-    too_large      ``message.send`` text longer than ``platforms.iris.max_text``
+    too_large      ``message.send`` text longer than ``platforms.iris.max_text``, or a file
+                   of its ``attachments`` larger than ``attachments.max_bytes`` decoded
+    bad_attachment a file of ``attachments`` whose ``data_b64`` is not standard base64
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from dataclasses import dataclass
@@ -25,8 +28,10 @@ from pydantic_core import ErrorDetails
 from iris.surfaces.iris.protocol import (
     CHAT_ID,
     CLIENT,
+    MAX_ATTACHMENTS,
     MAX_FEATURE_NAME,
     MAX_FEATURES,
+    MAX_FILE_NAME,
     MAX_SEQ,
     CancelTurn,
     ClientFrame,
@@ -34,6 +39,7 @@ from iris.surfaces.iris.protocol import (
     Ping,
     Resume,
     SendMessage,
+    SentFile,
 )
 
 __all__ = ["BadFrame", "CancelTurn", "Hello", "Ping", "Request", "Resume", "SendMessage"]
@@ -50,6 +56,8 @@ _BAD_FIELD = {
     "chat_id": "'chat_id' must be 1-128 of A-Z a-z 0-9 . _ : @ -",
     "after_seq": f"'after_seq' must be an integer from 0 to {MAX_SEQ}",
     "features": f"'features' must be a list of at most {MAX_FEATURES} names",
+    "attachments": f"'attachments' must be a list of at most {MAX_ATTACHMENTS} files, each "
+    f"{{kind: image|audio|file, name (at most {MAX_FILE_NAME}), mime, data_b64}}",
 }
 _LONE_SURROGATE = {"text": "'text' holds a lone surrogate (not valid Unicode)"}
 _MISSING = {"text": "message.send needs 'text'", "after_seq": "'after_seq' is required"}
@@ -92,7 +100,9 @@ def parse_features(text: str) -> tuple[str, ...] | None:
     return names if ok else None
 
 
-def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
+def parse(
+    raw: str | bytes | None, *, max_text: int, max_file_bytes: int = 20_000_000
+) -> Request | BadFrame:
     if isinstance(raw, bytes):
         try:
             raw = raw.decode()
@@ -115,9 +125,33 @@ def parse(raw: str | bytes | None, *, max_text: int) -> Request | BadFrame:
         request = CLIENT.validate_python(frame)
     except ValidationError as exc:
         return _bad(frame["type"], exc.errors()[0])
-    if isinstance(request, SendMessage) and len(request.text) > max_text:
-        return BadFrame("too_large", f"'text' is longer than {max_text} characters")
+    if isinstance(request, SendMessage):
+        return _checked_send(request, max_text, max_file_bytes)
     return request
+
+
+def _checked_send(request: SendMessage, max_text: int, max_file_bytes: int) -> Request | BadFrame:
+    if len(request.text) > max_text:
+        return BadFrame("too_large", f"'text' is longer than {max_text} characters")
+    if not request.text.strip() and not request.attachments:
+        return BadFrame("bad_field", _BAD_FIELD["text"])
+    for index, file in enumerate(request.attachments):
+        try:
+            data = decoded(file)
+        except ValueError:
+            why = f"attachment {index} ({file['name'][:64]!r}): 'data_b64' is not base64"
+            return BadFrame("bad_attachment", why)
+        if len(data) > max_file_bytes:
+            why = (
+                f"attachment {index} ({file['name'][:64]!r}) is larger than {max_file_bytes} bytes"
+            )
+            return BadFrame("too_large", why)
+    return request
+
+
+def decoded(file: SentFile) -> bytes:
+    """The bytes of a file sent with a message (``ValueError``: not standard base64)."""
+    return base64.b64decode(file["data_b64"], validate=True)
 
 
 def bad_hello_field(raw: str | bytes | None, bad: BadFrame) -> bool:

@@ -62,12 +62,6 @@ def _unicode(value: str) -> str:
     return value
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise PydanticCustomError("blank", "blank text")
-    return value
-
-
 Text = Annotated[str, Field(strict=True), AfterValidator(_unicode)]
 CHAT_ID = r"[A-Za-z0-9._:@-]{1,128}"
 ChatId = Annotated[str, StringConstraints(strict=True, pattern=f"^{CHAT_ID}$")]
@@ -368,13 +362,32 @@ class Hello:
     type: Literal["hello"] = "hello"
 
 
+MAX_ATTACHMENTS = 8  # files one message.send may carry
+MAX_FILE_NAME = 255
+MAX_MIME = 127
+
+
+@with_config(_CONFIG)
+class SentFile(TypedDict):
+    """A file sent with a message: ``kind`` ``image``, ``audio`` or ``file``, its name and MIME
+    type, its bytes in standard base64. Each is at most ``attachments.max_bytes`` decoded, and
+    the whole frame fits the socket's 1 MiB frame limit."""
+
+    kind: Literal["image", "audio", "file"]
+    name: Annotated[Text, StringConstraints(max_length=MAX_FILE_NAME)]
+    mime: Annotated[str, StringConstraints(strict=True, max_length=MAX_MIME)]
+    data_b64: Annotated[str, StringConstraints(strict=True)]
+
+
 @with_config(_CONFIG)
 @dataclass(frozen=True, slots=True)
 class SendMessage:
-    """Start a turn on the connection's chat."""
+    """Start a turn on the connection's chat. ``text`` may be blank only when files come
+    with it."""
 
-    text: Annotated[Text, StringConstraints(min_length=1), AfterValidator(_not_blank)]
+    text: Text
     chat_id: ChatId | None = None
+    attachments: Annotated[tuple[SentFile, ...], Field(max_length=MAX_ATTACHMENTS)] = ()
     type: Literal["message.send"] = "message.send"
 
 
@@ -502,7 +515,11 @@ def schema() -> dict[str, Any]:
 
 
 # Definitions that are not a frame type of their own.
-_PARTS = {"SyncMessage": "sync_message", "MessageStopAppend": "message_stop_append"}
+_PARTS = {
+    "SyncMessage": "sync_message",
+    "MessageStopAppend": "message_stop_append",
+    "SentFile": "sent_file",
+}
 
 
 def _tidy(definition: dict[str, Any], *, frame: bool, stamped: bool) -> dict[str, Any]:

@@ -26,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from iris.agent import Turn, TurnRequest
+from iris.agent.attachments import File, prepare, without_old_images
 from iris.agent.context import Compaction
 from iris.agent.history import kept
 from iris.agent.sessions import Transcript
@@ -42,10 +43,11 @@ from iris.limits import TurnSlot
 from iris.redis.lease import Lease, LeaseLost
 from iris.runtime import Runtime
 from iris.surfaces.driver import drive, loop_clock
+from iris.surfaces.iris import inbound
 from iris.surfaces.iris.chats import session_key
 from iris.surfaces.iris.frames import EncoderSettings, FrameEncoder, new_message_id
 from iris.surfaces.iris.owners import Owners
-from iris.surfaces.iris.protocol import Message, ServerFrame
+from iris.surfaces.iris.protocol import Message, SentFile, ServerFrame
 from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)
@@ -149,17 +151,22 @@ class ChatRoom:
         return None if token is None or token == mine else token
 
     def send(
-        self, text: str, origin: Subscription | None = None, slot: TurnSlot | None = None
+        self,
+        text: str,
+        origin: Subscription | None = None,
+        slot: TurnSlot | None = None,
+        files: Sequence[SentFile] = (),
     ) -> bool:
-        """Start a turn for ``text``; False if one is already running. The turn gives
-        ``slot`` (its place under ``server.max_turns``) back when it ends."""
+        """Start a turn for ``text`` (and the ``files`` sent with it); False if one is already
+        running. The turn gives ``slot`` (its place under ``server.max_turns``) back when it
+        ends."""
         if self.busy or not self._claim():
             return False
         echo: Message = {
             "type": "message",
             "message_id": new_message_id(),
             "role": "user",
-            "text": text,
+            "text": _with_names(text, files),
         }
         try:
             self.hub.publish(self.chat_id, echo, exclude=origin)
@@ -171,8 +178,11 @@ class ChatRoom:
         self._epoch = self.hub.log.epoch(self.chat_id)  # the log the turn writes to
         previous = self._task if self._task is not None and not self._task.done() else None
         self._finishing = False
+        received = [
+            File(f["kind"], f["name"], f["mime"], inbound.decoded(f)) for f in files
+        ]  # checked by inbound.parse: valid base64 within the cap
         self._task = self.tasks.create_task(
-            self._run(text, previous), name=f"iris-turn-{self.chat_id}"
+            self._run(text, previous, received), name=f"iris-turn-{self.chat_id}"
         )
         if slot is not None:
             self._task.add_done_callback(lambda _: slot.release())
@@ -313,7 +323,9 @@ class ChatRoom:
             stuck.cancel()
         await asyncio.wait([task])
 
-    async def _run(self, text: str, previous: asyncio.Task[None] | None = None) -> None:
+    async def _run(
+        self, text: str, previous: asyncio.Task[None] | None = None, files: Sequence[File] = ()
+    ) -> None:
         if previous is not None:  # its history must be whole before this turn reads it
             await asyncio.wait([previous])
         settings = encoder_settings(self.runtime)
@@ -322,7 +334,7 @@ class ChatRoom:
             controls = await self.runtime.controls.load(self.session)
             shown = controls.reasoning(settings.show_reasoning)
             encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
-            await self._stream(text, encoder, controls)
+            await self._stream(text, encoder, controls, files)
         except Exception as exc:  # a broken turn must still end with error + typing off
             if isinstance(exc, StoreUnavailable):
                 log.warning("iris turn in %s stopped: %s", self.chat_id, exc.message)
@@ -337,20 +349,31 @@ class ChatRoom:
             if self._task is asyncio.current_task():  # no later turn took the lease over
                 self._let_go()
 
-    async def _stream(self, text: str, encoder: FrameEncoder, controls: Controls) -> None:
+    async def _stream(
+        self, text: str, encoder: FrameEncoder, controls: Controls, files: Sequence[File] = ()
+    ) -> None:
         """Run the agent turn, publishing its frames and keeping its history."""
         self._publish(encoder.begin())
         sessions = self.runtime.sessions
-        user: dict[str, Any] = {"role": "user", "content": text}
+        prepared = await prepare(self.runtime.config, text, files)
+        user = prepared.message()
+        if prepared.notes:  # what the model did not get of the files, said to every device
+            note: ServerFrame = {
+                "type": "commentary",
+                "message_id": new_message_id(),
+                "text": "\n".join(prepared.notes),
+            }
+            self._publish([note])
         if self._repair is not None:
             # The history a crash left must be whole before it is read.
             repair, self._repair = self._repair, None
             await repair
         transcript = await sessions.transcript(self.session)
-        # Saved now, so a crash mid-reply still leaves the question in the history.
-        await sessions.append(self.session, [user])
+        # Saved now, so a crash mid-reply still leaves the question in the history (its
+        # images as placeholders: see iris.agent.attachments).
+        await sessions.append(self.session, [prepared.kept()])
         request = TurnRequest(
-            messages=[*transcript.messages, user],
+            messages=[*without_old_images(transcript.messages), user],
             stream=encoder.settings.streaming,
             model=controls.model,
             fit_context=True,
@@ -507,3 +530,11 @@ class _Publishing:
 
     def due(self, now: float) -> float | None:
         return None if self.stalled else self.encoder.deadline()
+
+
+def _with_names(text: str, files: Sequence[SentFile]) -> str:
+    """The echo of a message to the chat's other devices: its text, and the files' names."""
+    if not files:
+        return text
+    names = ", ".join(f["name"] or "(unnamed)" for f in files)
+    return f"{text}\n[attached: {names}]" if text.strip() else f"[attached: {names}]"
