@@ -4,7 +4,9 @@ It keeps each message's current content (what a user would see), records every c
 Discord's per-channel budget of 5 requests per 5 s with its X-RateLimit headers and the global
 limit of 50 requests a second for the whole bot (every request; a 429 with ``global: true``),
 counting on arrival (``limited`` counts the 429s of both), and lets a test script the next
-answers (a 429, a 500, a hang). The gateway is ``discord_gateway``::
+answers (a 429, a 500, a hang). ``attachment(...)`` puts a file on its CDN route
+(``/attachments/{channel}/{id}/{filename}``, signed query, no token, as Discord's) and returns
+the attachment object a MESSAGE_CREATE carries. The gateway is ``discord_gateway``::
 
     async with DiscordAPI() as api:
         platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
@@ -85,6 +87,8 @@ class DiscordAPI:
         self._release = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.base_url = ""
+        self.files: dict[str, bytes] = {}  # CDN path -> bytes
+        self.cdn_requests: list[tuple[str, dict[str, str]]] = []  # (path, headers) per fetch
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -96,6 +100,7 @@ class DiscordAPI:
         app.router.add_patch(API_PREFIX + "/channels/{channel}/messages/{message}", self._edit)
         app.router.add_delete(API_PREFIX + "/channels/{channel}/messages/{message}", self._delete)
         app.router.add_post(API_PREFIX + "/channels/{channel}/typing", self._typing)
+        app.router.add_get("/attachments/{channel}/{id}/{filename}", self._cdn)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -123,6 +128,35 @@ class DiscordAPI:
         async with self._changed:
             await self._changed.wait_for(ready)
 
+    def attachment(
+        self, channel: str, filename: str, content_type: str, data: bytes, *, voice: bool = False
+    ) -> dict[str, Any]:
+        """An attachment object as a MESSAGE_CREATE carries it, its bytes served at its
+        ``url`` as Discord's CDN serves them (``cdn_requests`` records each fetch)."""
+        file_id = str(next(self._ids))
+        path = f"/attachments/{channel}/{file_id}/{filename}"
+        self.files[path] = data
+        origin = self.base_url.removesuffix(API_PREFIX)
+        url = f"{origin}{path}?ex=6760a2f1&is=675f5171&hm=signed"
+        payload: dict[str, Any] = {
+            "id": file_id,
+            "filename": filename,
+            "size": len(data),
+            "url": url,
+            "proxy_url": url,
+            "content_type": content_type,
+        }
+        if voice:
+            payload.update(duration_secs=3.0, waveform="AAAA", flags=0)
+        return payload
+
+    async def _cdn(self, request: web.Request) -> web.StreamResponse:
+        self.cdn_requests.append((request.path, dict(request.headers)))
+        data = self.files.get(request.path)
+        if data is None:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=data, content_type="application/octet-stream")
+
     @web.middleware
     async def _authorized(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if (retry_after := self._over_global()) is not None:
@@ -143,8 +177,9 @@ class DiscordAPI:
                 call = Call(request.method, request.path.removeprefix(API_PREFIX), channel, {}, "")
                 return await self._finish(call, response)
             return response
-        # Channel calls check the token themselves, so that a refused one is recorded too.
-        if "/channels/" in request.path:
+        # The CDN takes no token (its URLs are signed); channel calls check the token
+        # themselves, so that a refused one is recorded too.
+        if request.path.startswith("/attachments/") or "/channels/" in request.path:
             return await handler(request)
         if request.headers.get("Authorization") != f"Bot {self.token}":
             return _unauthorized()

@@ -23,6 +23,7 @@ from iris.config import DiscordPlatform as DiscordConfig
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.discord_rest import DiscordREST
 from iris.surfaces.chat.platform import (
+    Attachment,
     Capabilities,
     IncomingMessage,
     OnMessage,
@@ -162,6 +163,9 @@ class DiscordPlatform:
         if self.budget.spare("typing", asyncio.get_running_loop().time()):
             await self._session().trigger_typing(_channel(chat_id, thread))
 
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await self._session().download(attachment.ref, max_bytes)
+
     def _bucket_dry(self, channel: str, wait: float) -> None:
         # The chat of that channel waits, out of the line, until its bucket refills.
         now = asyncio.get_running_loop().time()
@@ -235,7 +239,17 @@ def incoming_message(message: discord.Message, *, bot_id: int | None = None) -> 
         is_group=not isinstance(channel, discord.DMChannel),
         message_id=str(message.id),
         thread=thread,
+        attachments=tuple(map(_attachment, message.attachments)),
     )
+
+
+def _attachment(file: discord.Attachment) -> Attachment:
+    """A file of a message: a voice message (audio/ogg) and audio files are audio, images
+    images, the rest files; ``ref`` the attachment's CDN URL."""
+    mime = (file.content_type or "").split(";")[0].strip()
+    kind = "audio" if file.is_voice_message() or mime.startswith("audio/") else "file"
+    kind = "image" if mime.startswith("image/") else kind
+    return Attachment(kind, file.filename, mime, file.url, file.size)
 
 
 def _without_mention(text: str, bot_id: int | None) -> str:

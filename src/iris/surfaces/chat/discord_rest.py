@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 
 from iris import __version__
+from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.platform import PlatformError, PlatformRateLimited, aiohttp_failures
 
 # A reply must never ping @everyone, a role or a user: nothing in the text is parsed as a mention.
@@ -136,6 +137,20 @@ class DiscordREST:
     async def trigger_typing(self, channel: str) -> None:
         # Discord shows it for ~10 s or until the bot's next message.
         await self._call("POST", "/channels/{c}/typing", channel)
+
+    async def download(self, url: str, max_bytes: int) -> bytes:
+        """An attachment from Discord's CDN: a signed URL, fetched without the bot token (it
+        is no API call), read no further than ``max_bytes``."""
+        headers = {"User-Agent": self._headers["User-Agent"]}
+        with aiohttp_failures("discord"):
+            async with self._open().get(url, headers=headers) as response:
+                if response.status != 200:
+                    raise PlatformError(f"discord: the attachment answered {response.status}")
+                if (response.content_length or 0) > max_bytes:
+                    raise PlatformError(f"larger than {max_bytes} bytes")
+                return await read_capped(
+                    response.content.iter_chunked(1 << 16), max_bytes, "discord"
+                )
 
     async def _call(
         self,
