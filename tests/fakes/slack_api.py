@@ -2,7 +2,8 @@
 
 Web API: ``auth.test``, ``apps.connections.open`` (answers with a ``ws://`` URL of this
 server), ``chat.postMessage``, ``chat.update``, ``chat.delete`` and
-``assistant.threads.setStatus``; it keeps
+``assistant.threads.setStatus``, ``files.info`` (files put there by ``share_file``, their bytes
+at ``url_private`` for the bot token only); it keeps
 each message's current text (what a user would see) and records every call.
 
 Streams: ``chat.startStream`` (needs ``thread_ts``), ``chat.appendStream`` (``markdown_text``
@@ -132,10 +133,15 @@ class SlackAPI:
         self._runner: web.AppRunner | None = None
         self.base_url = ""
         self._origin = ""
+        self.files: dict[str, dict[str, Any]] = {}  # file id -> the file object of files.info
+        self.file_bytes: dict[str, bytes] = {}  # url_private path -> bytes
+        self.file_fetches: list[tuple[str, str]] = []  # (path, Authorization) per fetch
 
     async def __aenter__(self) -> SlackAPI:
         app = web.Application()
         app.router.add_post(API_PREFIX + "{method}", self._api)
+        app.router.add_get(API_PREFIX + "{method}", self._api)  # files.info is a GET
+        app.router.add_get("/files-pri/{team_file}/{name}", self._private_file)
         app.router.add_get("/link/", self._link)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
@@ -240,6 +246,7 @@ class SlackAPI:
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
+            "files.info": self._files_info,
         }.get(call.method)
         if call.method.endswith("Stream") and not self.streams:
             handler = None
@@ -366,6 +373,43 @@ class SlackAPI:
         message.streaming = False
         self._viewed(message)
         return _json({"ok": True, "channel": message.channel, "ts": message.ts})
+
+    def share_file(self, name: str, mimetype: str, data: bytes) -> dict[str, Any]:
+        """A file as a ``file_share`` message's ``files`` lists it (no URL: that comes from
+        ``files.info``), its bytes at ``url_private``, served only with the bot token; without
+        it, Slack's login page (HTML, 200), as Slack answers."""
+        file_id = f"F{len(self.files) + 1:07d}"
+        path = f"/files-pri/T0000001-{file_id}/{name}"
+        url = f"http://{self._origin}{path}"
+        self.files[file_id] = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(data),
+            "url_private": url,
+            "url_private_download": f"{url}?download=1",
+        }
+        self.file_bytes[path] = data
+        return {k: v for k, v in self.files[file_id].items() if not k.startswith("url_")}
+
+    def _files_info(self, args: dict[str, Any]) -> web.Response:
+        file = self.files.get(str(args.get("file", "")))
+        if file is None:
+            return _json({"ok": False, "error": "file_not_found"})
+        return _json({"ok": True, "file": file})
+
+    async def _private_file(self, request: web.Request) -> web.Response:
+        self.file_fetches.append((request.path, request.headers.get("Authorization", "")))
+        if request.headers.get("Authorization") != f"Bearer {self.bot_token}":
+            return web.Response(
+                text="<html><body>Sign in to Slack</body></html>", content_type="text/html"
+            )
+        data = self.file_bytes.get(request.path)
+        if data is None:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=data, content_type="application/octet-stream")
 
     def _viewed(self, message: Message) -> None:
         self.views.append(View(time.monotonic(), message.channel, message.ts, message.text))

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import html
 import logging
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -40,8 +41,10 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from iris.config import SlackPlatform as SlackConfig
+from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
+    Attachment,
     Capabilities,
     IncomingMessage,
     Native,
@@ -331,6 +334,33 @@ class SlackPlatform:
             self._status.asked((incoming.chat_id, thread_ts))
         await self._on_message(incoming)
 
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """``files.info`` for the file's private URL, then the file from it with the bot token
+        (``files:read``). The token goes only to Slack's own hosts (or ``base_url``'s)."""
+        info: Any = await self._call(self._api.files_info(file=attachment.ref))
+        file: Any = info.get("file") or {}
+        if int(file.get("size") or 0) > max_bytes:
+            raise PlatformError(f"larger than {max_bytes} bytes")
+        url = str(file.get("url_private_download") or file.get("url_private") or "")
+        if not self._slack_host(url):
+            raise PlatformError("slack: the file has no private URL on Slack's hosts")
+        headers = {"Authorization": f"Bearer {self._config.bot_token}"}
+        assert self._http is not None  # made by ``_api`` above
+        with aiohttp_failures("slack"):
+            async with self._http.get(url, headers=headers) as response:
+                if response.status != 200:
+                    raise PlatformError(f"slack: the file answered {response.status}")
+                if response.content_type == "text/html" and "html" not in attachment.mime:
+                    # What url_private answers a token without files:read: the login page.
+                    raise PlatformError("slack: a login page, not the file (files:read scope?)")
+                return await read_capped(response.content.iter_chunked(1 << 16), max_bytes, "slack")
+
+    def _slack_host(self, url: str) -> bool:
+        parts, base = urllib.parse.urlsplit(url), urllib.parse.urlsplit(self._config.base_url)
+        if parts.scheme == "https" and (parts.hostname or "").endswith(".slack.com"):
+            return True
+        return bool(parts.netloc) and (parts.scheme, parts.netloc) == (base.scheme, base.netloc)
+
     def _redelivered(self, incoming: IncomingMessage) -> bool:
         key = (incoming.chat_id, incoming.message_id)
         if key in self._seen:
@@ -393,7 +423,31 @@ def incoming_message(event: Mapping[str, Any], *, bot_user_id: str) -> IncomingM
         is_group=event.get("channel_type") != "im",
         message_id=str(event.get("ts", "")),
         thread={THREAD_KEY: str(thread_ts)} if thread_ts else {},
+        attachments=_attachments(event.get("files")),
     )
+
+
+def _attachments(files: Any) -> tuple[Attachment, ...]:
+    """The files of a ``file_share`` message (``ref``: the file id, for ``files.info``);
+    files Slack hides (``mode: tombstone``, ``hidden_by_limit``) have nothing to read."""
+    found: list[Attachment] = []
+    for file in cast(list[Any], files) if isinstance(files, list) else []:
+        if not isinstance(file, dict) or not file.get("id"):  # pyright: ignore[reportUnknownMemberType]
+            continue
+        entry = cast(dict[str, Any], file)
+        if entry.get("mode") in ("tombstone", "hidden_by_limit"):
+            continue
+        mime = str(entry.get("mimetype") or "")
+        kind = (
+            "image"
+            if mime.startswith("image/")
+            else "audio"
+            if mime.startswith("audio/")
+            else "file"
+        )
+        name = str(entry.get("name") or entry.get("title") or entry["id"])
+        found.append(Attachment(kind, name, mime, str(entry["id"]), int(entry.get("size") or 0)))
+    return tuple(found)
 
 
 def _thread_ts(thread: Mapping[str, str] | None) -> str | None:
