@@ -129,8 +129,9 @@ class Running:
 
 
 @contextlib.contextmanager
-def served_app(tmp: Path) -> Iterator[Running]:
-    """Start ``iris serve`` (home and the terminal tool's folder under ``tmp``); stop it after."""
+def served_app(tmp: Path, **sections: Any) -> Iterator[Running]:
+    """Start ``iris serve`` (home and the terminal tool's folder under ``tmp``); stop it after.
+    ``sections``: more config (``model``, ``attachments``...), merged one level deep."""
     (tmp / "work").mkdir(exist_ok=True)
     (tmp / "work" / "notes.txt").write_text("x")
     (tmp / "home").mkdir(exist_ok=True)
@@ -144,6 +145,7 @@ def served_app(tmp: Path) -> Iterator[Running]:
             streaming={"enabled": True},
             display={"platforms": {"iris": {"show_reasoning": True}}},
             tools={"terminal": {"cwd": str(tmp / "work")}},
+            **sections,
         )
         env = {**os.environ, "HOME": str(tmp / "home")}
         server = Served(config, env=env)
@@ -155,8 +157,10 @@ def served_app(tmp: Path) -> Iterator[Running]:
 
 
 @pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
-    with served_app(tmp_path_factory.mktemp("web")) as running:
+def web(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Web]:
+    # A module may serve with more config: its ``SERVE`` sections (e.g. a model that sees images).
+    sections: dict[str, Any] = getattr(request.module, "SERVE", {})
+    with served_app(tmp_path_factory.mktemp("web"), **sections) as running:
         assert sync_playwright is not None
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)

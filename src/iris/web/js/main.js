@@ -5,6 +5,7 @@ import { ChatView } from "./view.js";
 import { Connection } from "./connection.js";
 import { loadSettings, saveSettings } from "./settings.js";
 import { listChats, newChatId, rememberChat } from "./chats.js";
+import { Attachments } from "./attach.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TOKEN = "iris.token";
@@ -122,12 +123,29 @@ function openChat(chatId) {
 
 // -- composer ----------------------------------------------------------------------------------
 
-composer.addEventListener("submit", (event) => {
+const attachments = new Attachments($("#attachments"));
+$("#attach").addEventListener("click", () => $("#attach-input").click());
+$("#attach-input").addEventListener("change", (event) => {
+  attachments.add(event.target.files);
+  event.target.value = "";
+});
+input.addEventListener("paste", (event) => {
+  const files = [...(event.clipboardData?.files || [])];
+  if (!files.length) return;
+  event.preventDefault(); // a pasted image is a file, not its name as text
+  attachments.add(files);
+});
+
+composer.addEventListener("submit", async (event) => {
   event.preventDefault();
   const text = input.value.trim();
-  if (!text || !connection?.connected) return;
-  if (!connection.send({ type: "message.send", text })) return;
-  store.addLocalUser(text);
+  await attachments.reading; // a file picked or pasted a moment ago goes with this message
+  if ((!text && !attachments.count) || !connection?.connected) return;
+  const files = await attachments.take();
+  const frame = files.length ? { type: "message.send", text, attachments: files } : { type: "message.send", text };
+  if (!connection.send(frame)) { attachments.restore(files); return; }
+  const names = files.map((f) => f.name).join(", ");
+  store.addLocalUser(names ? (text ? `${text}\n[attached: ${names}]` : `[attached: ${names}]`) : text);
   rememberChat(store.chatId || localStorage.getItem(CHAT), text.slice(0, 60));
   input.value = "";
   atBottom = true;
