@@ -114,8 +114,15 @@ def _text(value: Any) -> int:
     if value is None:
         return 0
     if isinstance(value, list) and any(_is_image_part(p) for p in cast(list[Any], value)):
-        return sum(IMAGE_CHARS if _is_image_part(p) else _text(p) for p in cast(list[Any], value))
+        return sum(map(_part_chars, cast(list[Any], value)))
     return len(json.dumps(value, ensure_ascii=False))
+
+
+def _part_chars(part: Any) -> int:
+    if _is_image_part(part):
+        return IMAGE_CHARS
+    text = cast(dict[str, Any], part).get("text") if isinstance(part, dict) else None
+    return len(text) if isinstance(text, str) else _text(part)
 
 
 def _is_image_part(part: Any) -> bool:
