@@ -16,7 +16,7 @@ from iris.agent.context import IMAGE_CHARS, message_chars, transcript
 from iris.config import Config, ModelEndpoint
 from iris.llm.base import ProviderRequest
 from iris.llm.chat_completions import ChatCompletionsProvider
-from iris.llm.responses import ResponsesProvider
+from iris.llm.responses_api import ResponsesProvider
 from tests.chat.attachments import images_in, photo
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text
