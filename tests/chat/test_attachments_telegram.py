@@ -160,3 +160,26 @@ async def test_a_file_that_cannot_be_downloaded_is_a_line_and_the_text_goes_thro
     assert "too big" in api.chat(CHAT)[2].lower()
     assert texts_in(user_content(upstream.requests[0].body)).startswith("one")
     assert texts_in(user_content(upstream.requests[1].body)).startswith("two")
+
+
+async def test_an_album_is_one_turn_that_sees_every_photo_once(
+    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
+) -> None:
+    # An album arrives as one message per photo; within the debounce they are one turn.
+    upstream.script(text("Two squares."), text("Yes."))
+    async with running(config(make_config, upstream, api)) as surface:
+        api.user_sends_file(CHAT, OWNER, "photo", photo(300, 300), caption="compare")
+        api.user_sends_file(CHAT, OWNER, "photo", photo(200, 100))
+        await api.wait_until(lambda: api.chat(CHAT) == ["Two squares."])
+        await surface.idle()
+        api.user_says(CHAT, OWNER, "sure?")
+        await api.wait_until(lambda: len(api.chat(CHAT)) == 2)
+        await surface.idle()
+    first = [m for m in upstream.requests[0].body["messages"] if m["role"] == "user"]
+    assert [[i.size for i in images_in(m["content"])] for m in first] == [
+        [(256, 256)],
+        [(200, 100)],  # under max_edge: as it was
+    ]
+    later = json.dumps(upstream.requests[1].body["messages"])
+    assert "data:image" not in later
+    assert later.count("[image photo_U2.jpg: shown") == 1 and later.count("[image: shown") == 1

@@ -41,7 +41,13 @@ Kind = Literal["image", "audio", "file"]
 KINDS: tuple[Kind, ...] = ("image", "audio", "file")
 
 # What an image part stands for in the history once its turn is over.
-IMAGE_PLACEHOLDER = "[image {name}: shown to the model with the message it came with]"
+IMAGE_PLACEHOLDER = "[image{name}: shown to the model with the message it came with]"
+
+
+def placeholder(name: str = "") -> str:
+    return IMAGE_PLACEHOLDER.format(name=f" {name}" if name else "")
+
+
 # Formats a provider takes as they are; anything else Pillow reads is re-encoded as PNG.
 _AS_SENT = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
 _BINARY_MIME = ("image/", "audio/", "video/", "application/pdf", "application/zip")
@@ -113,7 +119,7 @@ async def prepare(
                 told.append(f"{name}: {exc}")
                 continue
             parts.append({"type": "image_url", "image_url": {"url": url}})
-            stored.append(IMAGE_PLACEHOLDER.format(name=name))
+            stored.append(placeholder(name))
         elif _is_audio(file):
             heard = await _transcript(config, file, transcriber, told)
             if heard is not None:
@@ -144,9 +150,7 @@ def without_old_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         content = message.get("content")
         if index < last and message.get("role") == "user" and isinstance(content, list):
             texts = [
-                str(p.get("text", ""))
-                if p.get("type") == "text"
-                else IMAGE_PLACEHOLDER.format(name="")
+                str(p.get("text", "")) if p.get("type") == "text" else placeholder()
                 for p in _parts(content)
             ]
             message = {**message, "content": "\n\n".join(t for t in texts if t)}

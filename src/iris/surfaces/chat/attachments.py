@@ -48,7 +48,12 @@ async def gather(
     if extra:
         names = ", ".join(a.name or "(unnamed)" for a in extra)
         notes.append(f"{names}: not read (at most {MAX_FILES} files a message)")
-    return await prepare(config, message.text, files, notes=notes, transcriber=transcriber)
+    try:
+        return await prepare(config, message.text, files, notes=notes, transcriber=transcriber)
+    except Exception:  # a file no reader expected must not cost the message its text
+        log.exception("%s: the files of a message could not be read", platform.name)
+        names = ", ".join(a.name or "(unnamed)" for a in message.attachments)
+        return await prepare(config, message.text, [], notes=[f"{names}: could not be read"])
 
 
 async def _fetch(
