@@ -136,10 +136,17 @@ input.addEventListener("paste", (event) => {
   attachments.add(files);
 });
 
+let submitting = false; // while a file is still being read: one message, not one per Enter
 composer.addEventListener("submit", async (event) => {
   event.preventDefault();
+  if (submitting) return;
+  submitting = true;
+  try {
+    await attachments.reading; // a file picked or pasted a moment ago goes with this message
+  } finally {
+    submitting = false;
+  }
   const text = input.value.trim();
-  await attachments.reading; // a file picked or pasted a moment ago goes with this message
   if ((!text && !attachments.count) || !connection?.connected) return;
   const files = await attachments.take();
   const frame = files.length ? { type: "message.send", text, attachments: files } : { type: "message.send", text };
