@@ -34,8 +34,13 @@ the chat platforms' bursts) instead of losing what the user asked.
 - the usage is not kept: ``warning`` (only ``/status`` misses it);
 - a crashed turn's history is not repaired (``repair``): ``error``.
 
-The user's message is a typed value (``UserMessage``) so that what it may carry besides its
-text travels through here and nowhere else.
+What the next features change goes through here: the user's message is a typed value
+(``UserMessage``; ``message()`` is the one place it becomes chat-format content, so content
+parts such as images or text files are added there); the session key is the caller's (a
+thread's own conversation is a key with the thread in it); and each surface keeps its
+``Conversation`` for as long as the chat's session (the socket room per chat, the chat runner
+per conversation key, the REPL per run), so what lasts for a chat's session (a "chat"-scoped
+approval) belongs on it, or with its controls when it must hold on every process.
 """
 
 from __future__ import annotations

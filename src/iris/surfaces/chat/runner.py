@@ -123,6 +123,7 @@ def conversation_key(message: IncomingMessage) -> str:
 
 @dataclass
 class _Conversation:
+    chat: Conversation  # its history and controls: every turn and command goes through it
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     turn: Turn | None = None
     latest: int = 0  # sequence number of the newest message received
@@ -252,7 +253,7 @@ class ChatSurface:
         if not self._allowed(platform.name, message):
             self._spawn(self._refuse(platform, message))
             return
-        conversation = self._conversations.setdefault(conversation_key(message), _Conversation())
+        conversation = self._conversation(message)
         command = parse(message.text)
         if command is not None:
             self._spawn(self._command(platform, message, conversation, command))
@@ -338,7 +339,7 @@ class ChatSurface:
         sequence: int,
         debounce: float = 0.0,
     ) -> None:
-        chat = self._chat(message)
+        chat = conversation.chat
         user = UserMessage(message.text)
         while debounce and sequence == conversation.latest:
             quiet = conversation.arrived + debounce - time.monotonic()
@@ -381,7 +382,7 @@ class ChatSurface:
 
         display = self.runtime.config.display_for(cast(Surface, platform.name))
         target = CommandTarget(
-            self._chat(message),
+            conversation.chat,
             busy=conversation.turn is not None,
             stop=stop,
             show_reasoning=display.show_reasoning,
@@ -403,12 +404,15 @@ class ChatSurface:
         except PlatformError as exc:
             log.info("answer to /%s not delivered: %s", command.name, exc)
 
-    def _chat(self, message: IncomingMessage) -> Conversation:
-        """The conversation ``message`` belongs to (its history and controls)."""
-        runtime = self.runtime
-        return Conversation(
-            runtime.agent, runtime.sessions, runtime.controls, conversation_key(message)
-        )
+    def _conversation(self, message: IncomingMessage) -> _Conversation:
+        """The conversation ``message`` belongs to, made on its first message."""
+        key = conversation_key(message)
+        conversation = self._conversations.get(key)
+        if conversation is None:
+            runtime = self.runtime
+            chat = Conversation(runtime.agent, runtime.sessions, runtime.controls, key)
+            conversation = self._conversations[key] = _Conversation(chat)
+        return conversation
 
     async def _busy(
         self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation

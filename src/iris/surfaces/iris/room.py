@@ -13,7 +13,9 @@ for every device the same way: ``error``, ``message.stop`` for text already show
 The history sent to the model fits its window: when older turns are compacted, devices see a
 ``commentary`` frame ("earlier conversation summarized") and the session records the cut.
 A turn reads the chat's controls (``runtime.controls``: model, reasoning shown) when it starts
-and records its usage there when it ends: what the chat's commands set, on any process.
+and records its usage there when it ends: what the chat's commands set, on any process. The
+room's ``conversation`` (``iris.agent.conversation``) does that, saves the user's message as
+the turn begins and keeps what the turn leaves.
 
 With a shared store (``owners`` given, see ``iris.surfaces.iris.owners``) the room holds the
 chat's turn lease from the user's echo until the turn's last frames are out, and its frames are
