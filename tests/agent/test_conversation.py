@@ -17,11 +17,11 @@ import pytest
 from iris.agent import Agent
 from iris.agent.context import SUMMARY_PREFIX
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
-from iris.agent.sessions import MemorySessions, Sessions, SessionStore
-from iris.controls import MemoryControls
 from iris.errors import StoreUnavailable
 from iris.events import TerminalEvent, TurnEnded, TurnFailed
-from iris.store import Store
+from iris.state.controls import MemoryControls
+from iris.state.sessions import MemorySessions, Sessions, SqliteSessions
+from iris.state.sqlite import Store
 from tests.conftest import MakeConfig
 from tests.fakes.long_chat import LongChat, is_summary_request
 from tests.fakes.store_faults import exclusive_lock
@@ -50,7 +50,9 @@ async def chat(
         config = make_config(upstream.base_url, tools={"enabled": []}, model=model, **sections)
         agent = Agent(config)
         agents.append(agent)
-        sessions: Sessions = SessionStore(store) if request.param == "sqlite" else MemorySessions()
+        sessions: Sessions = (
+            SqliteSessions(store) if request.param == "sqlite" else MemorySessions()
+        )
         return Conversation(agent, sessions, MemoryControls(), "test:chat")
 
     yield build
@@ -67,7 +69,7 @@ async def sqlite_chat(
     path = tmp_path / "history.db"
     store = Store(path, busy_timeout=LOCK_WAIT)
     agent = Agent(make_config(upstream.base_url, tools={"enabled": []}))
-    yield Conversation(agent, SessionStore(store), MemoryControls(), "test:chat"), path
+    yield Conversation(agent, SqliteSessions(store), MemoryControls(), "test:chat"), path
     await agent.aclose()
     store.close()
 

@@ -53,10 +53,10 @@ from typing import Any
 from iris.agent.context import Compaction
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.agent.history import kept
-from iris.agent.sessions import Sessions, Transcript
-from iris.controls import Controls, ControlsStore, Field
 from iris.errors import StoreUnavailable
 from iris.events import TerminalEvent, TurnEnded
+from iris.state.controls import ChatControls, Controls, Field
+from iris.state.sessions import Sessions, Transcript
 
 __all__ = ["ContextUse", "Conversation", "Exchange", "TurnOptions", "UserMessage"]
 
@@ -101,7 +101,7 @@ class Conversation:
     """One chat (``session``, the caller's key) over its history and its controls."""
 
     def __init__(
-        self, agent: Agent, sessions: Sessions, controls: ControlsStore, session: str
+        self, agent: Agent, sessions: Sessions, controls: ChatControls, session: str
     ) -> None:
         self.agent = agent
         self.sessions = sessions

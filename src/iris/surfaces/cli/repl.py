@@ -26,16 +26,16 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from iris.agent import Agent
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
-from iris.agent.sessions import MemorySessions
 from iris.config import Config
-from iris.controls import Controls, MemoryControls
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
+from iris.state.controls import Controls, MemoryControls
+from iris.state.sessions import MemorySessions
+from iris.surfaces.actions import compacted, status
 from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.theme import STYLE
-from iris.surfaces.controls import compacted, status
 
 SESSION = "cli"  # the key of the REPL's one conversation in its memory stores
 
