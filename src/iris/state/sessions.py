@@ -1,7 +1,7 @@
 """Conversation history per session key (a chat, a device chat, a CLI session), in SQLite.
 
 (With a shared store, ``iris.state.sessions`` keeps the same history in Redis; ``Sessions`` is
-what both offer.)
+what both offer, and ``MemorySessions``, the REPL's history in its own memory, too.)
 
 Every method runs on the store's thread (``await``): a locked or lost database raises
 ``StoreUnavailable`` and never blocks the event loop.
