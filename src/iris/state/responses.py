@@ -1,4 +1,4 @@
-"""Stored responses (SQLite): the response object and the conversation it continues.
+"""Stored responses: the response object and the conversation it continues.
 
 ``GET /v1/responses/{id}`` returns the object; ``previous_response_id`` continues the stored
 chat-format conversation (the request's input plus the turn's output; instructions are not
@@ -6,12 +6,10 @@ carried over, as on OpenAI). Every output item is also kept under its own id, fo
 ``item_reference`` input items that name it, and the request's input items, for
 ``GET /v1/responses/{id}/input_items``. ``DELETE /v1/responses/{id}`` removes all three.
 
-With a shared store, ``iris.state.responses`` keeps the same in Redis; ``Responses`` is
-what both offer.
+``Responses`` is what both stores offer: ``SqliteResponses`` in the SQLite file,
+``RedisResponses`` in the shared store (``store.url``); ``responses_for`` picks one.
 
-Stored responses in the shared store: ``SqliteResponses``'s twin in Redis.
-
-A response stored by one process is read, and continued with ``previous_response_id``, through
+**In Redis** (``RedisResponses``): a response stored by one process is read, and continued with ``previous_response_id``, through
 any other:
 
 - ``response:stored:{id}`` a hash: ``response`` (the object) and ``conversation`` (what

@@ -1,7 +1,8 @@
-"""Conversation history per session key (a chat, a device chat, a CLI session), in SQLite.
+"""Conversation history per session key (a chat, a device chat, a CLI session).
 
-(With a shared store, ``iris.state.sessions`` keeps the same history in Redis; ``Sessions`` is
-what both offer, and ``MemorySessions``, the REPL's history in its own memory, too.)
+``Sessions`` is what every history offers: ``SqliteSessions`` in the SQLite file,
+``RedisSessions`` in the shared store (``store.url``), ``MemorySessions`` the REPL's history in
+its own memory; ``sessions_for`` picks SQLite or Redis as ``Runtime.create`` picks every store.
 
 Every method runs on the store's thread (``await``): a locked or lost database raises
 ``StoreUnavailable`` and never blocks the event loop.
@@ -10,9 +11,7 @@ Messages are never deleted by a conversation going on: a *cut* (``/new``, a comp
 where the history the model sees starts, and may carry the summary of what lies before it,
 which then heads that history as a system message. The older messages stay in the store.
 
-Conversation history per session key in the shared store: ``SqliteSessions``'s twin in Redis.
-
-The same semantics as the SQLite store (``iris.state.sessions``), so any process reads what
+**In Redis** (``RedisSessions``): the same semantics as SQLite, so any process reads what
 another wrote:
 
 Each session's keys share the hash tag ``{session:<key>}`` (one cluster slot: the scripts and
