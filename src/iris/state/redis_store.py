@@ -183,25 +183,12 @@ class RedisStore:
             # the wait), so one process holds at most ``MAX_CONNECTIONS`` connections to Redis.
             self.sync = redis.Redis.from_pool(
                 redis.BlockingConnectionPool.from_url(
-                    url,
-                    decode_responses=True,
-                    socket_timeout=timeout,
-                    socket_connect_timeout=timeout,
-                    health_check_interval=30,
-                    max_connections=SYNC_CONNECTIONS,
-                    timeout=timeout,
+                    url, **_bounded(timeout, read=timeout, most=SYNC_CONNECTIONS)
                 )
             )
             self.aio = redis.asyncio.Redis.from_pool(
                 redis.asyncio.BlockingConnectionPool.from_url(
-                    url,
-                    decode_responses=True,
-                    socket_timeout=timeout,
-                    socket_connect_timeout=timeout,
-                    health_check_interval=30,
-                    retry=once,
-                    max_connections=AIO_CONNECTIONS,
-                    timeout=timeout,
+                    url, retry=once, **_bounded(timeout, read=timeout, most=AIO_CONNECTIONS)
                 )
             )
             # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own
@@ -409,16 +396,24 @@ def _credentials(url: str | None) -> dict[str, Any]:
     return found
 
 
+def _bounded(timeout: float, *, read: float | None, most: int) -> dict[str, Any]:
+    """A bounded pool's options on ``store.url``: at most ``most`` connections; past them a
+    caller waits for one as long as a read may take (``read``; None: a blocking read's pool
+    waits for a connection as its reader waits for entries)."""
+    return {
+        "decode_responses": True,
+        "socket_timeout": read,
+        "socket_connect_timeout": timeout,
+        "health_check_interval": 30,
+        "max_connections": most,
+        "timeout": read,
+    }
+
+
 def _blocking_client(url: str, timeout: float, most: int) -> redis.asyncio.Redis:
     return redis.asyncio.Redis.from_pool(
         redis.asyncio.BlockingConnectionPool.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=None,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
-            max_connections=most,
-            timeout=None,  # a reader waits for a connection as it waits for entries
+            url, **_bounded(timeout, read=None, most=most)
         )
     )
 
