@@ -159,22 +159,15 @@ class RedisStore:
             sync = redis.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
             aio = redis.asyncio.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
             self._sentinel = sync
-            self.sync = sync.master_for(
-                sentinel_master, socket_timeout=timeout, health_check_interval=30, **options
-            )
+            primary: dict[str, Any] = {"health_check_interval": 30, **options}
+            self.sync = sync.master_for(sentinel_master, socket_timeout=timeout, **primary)
             self.aio = aio.master_for(
-                sentinel_master,
-                socket_timeout=timeout,
-                health_check_interval=30,
-                retry=once,
-                **options,
+                sentinel_master, socket_timeout=timeout, retry=once, **primary
             )
-            self.blocking = aio.master_for(
-                sentinel_master, socket_timeout=None, health_check_interval=30, **options
-            )
-            self.following = aio.master_for(
-                sentinel_master, socket_timeout=None, health_check_interval=30, **options
-            )
+            # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: clients of their
+            # own, as with one primary.
+            self.blocking = aio.master_for(sentinel_master, socket_timeout=None, **primary)
+            self.following = aio.master_for(sentinel_master, socket_timeout=None, **primary)
         else:
             assert url is not None
             # Every pool is bounded (finding 7 of the second hardening pass: 300 background
