@@ -14,7 +14,8 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
-from iris.agent.attachments import File, Prepared, Transcriber, prepare
+from iris.agent.attachments import File, Transcriber, prepare
+from iris.agent.conversation import UserMessage
 from iris.config import Config
 from iris.surfaces.chat.platform import (
     Attachment,
@@ -36,8 +37,11 @@ async def gather(
     config: Config,
     *,
     transcriber: Transcriber | None = None,
-) -> Prepared:
-    """The user message of ``message``: its text and what its files became."""
+) -> UserMessage:
+    """The user message of ``message``: its text and what its files became (a text-only
+    message as it is: nothing is fetched or prepared)."""
+    if not message.attachments:
+        return UserMessage(message.text)
     files: list[File] = []
     notes: list[str] = []
     for attachment in message.attachments[:MAX_FILES]:
@@ -49,11 +53,12 @@ async def gather(
         names = ", ".join(a.name or "(unnamed)" for a in extra)
         notes.append(f"{names}: not read (at most {MAX_FILES} files a message)")
     try:
-        return await prepare(config, message.text, files, notes=notes, transcriber=transcriber)
+        made = await prepare(config, message.text, files, notes=notes, transcriber=transcriber)
     except Exception:  # a file no reader expected must not cost the message its text
         log.exception("%s: the files of a message could not be read", platform.name)
         names = ", ".join(a.name or "(unnamed)" for a in message.attachments)
-        return await prepare(config, message.text, [], notes=[f"{names}: could not be read"])
+        made = await prepare(config, message.text, [], notes=[f"{names}: could not be read"])
+    return UserMessage(message.text, made)
 
 
 async def _fetch(
