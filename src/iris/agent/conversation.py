@@ -36,11 +36,12 @@ the chat platforms' bursts) instead of losing what the user asked.
 
 What the next features change goes through here: the user's message is a typed value
 (``UserMessage``; ``message()`` is the one place it becomes chat-format content: with files,
-the content parts ``iris.agent.attachments`` made, and ``kept()`` what the history keeps); the session key is the caller's (a
-thread's own conversation is a key with the thread in it); and each surface keeps its
-``Conversation`` for as long as the chat's session (the socket room per chat, the chat runner
-per conversation key, the REPL per run), so what lasts for a chat's session (a "chat"-scoped
-approval) belongs on it, or with its controls when it must hold on every process.
+the content parts ``iris.agent.attachments`` made, and ``kept()`` what the history keeps); the
+session key is the caller's (a thread's own conversation is a key with the thread in it); and
+each surface keeps its ``Conversation`` for as long as the chat's session (the socket room per
+chat, the chat runner per conversation key, the REPL per run), so what lasts for a chat's
+session (a "chat"-scoped approval) belongs on it, or with its controls when it must hold on
+every process.
 """
 
 from __future__ import annotations
