@@ -94,7 +94,7 @@ def test_the_reveal_is_gradual_and_catches_up(app: Web) -> None:
     # The bubble streams (with its cursor) until the reveal caught up, and only then stops.
     assert all(s["streaming"] and s["cursor"] for s in samples if s["n"] < len(full))
     assert page.locator("#log .cursor").count() == 0
-    assert page.evaluate("window.__iris.store.reveals.size") == 0
+    assert page.evaluate("window.__iris.view.reveals.size") == 0
 
 
 MARKER = """() => { window.blocks = []; window.inside = 0; window.tailChanges = 0;
@@ -356,16 +356,16 @@ def _frames() -> list[dict[str, Any]]:
     return [*frames, frames[12], resynced]
 
 
-def test_the_store_is_the_terminal_apps(app: Web) -> None:
-    """Frame for frame and tick for tick, the browser's store holds what
+def test_the_view_model_is_the_terminal_apps(app: Web) -> None:
+    """Frame for frame and tick for tick, the browser's view model (js/view.js) holds what
     src/iris/app/core/store.py holds: bubbles, revealed text, tools, resume requests."""
     frames = _frames()
     page = app.open("store")
     js = page.evaluate(
         """async (frames) => {
-          const { ChatStore } = await import('/js/store.js');
+          const { ChatView } = await import('/js/view.js');
           let now = 0;
-          const store = new ChatStore(() => now, { smoothness: 0.4 });
+          const store = new ChatView(() => now, { smoothness: 0.4 });
           const views = [];
           for (const frame of frames) {
             store.apply(frame);

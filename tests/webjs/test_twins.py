@@ -1,0 +1,192 @@
+"""The Python twins of the web app's pure modules on the case files the node tests read
+(``tests/webjs/cases/*.json``): the terminal app's core (``iris.app.core``) and the browser's
+modules (``src/iris/web/js``) held to the same cases, each in its own language's units."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris.app.core.graphemes import boundary_at_or_after, boundary_at_or_before, is_boundary
+from iris.app.core.mdstream import MarkdownSplitter, make_parser
+from iris.app.core.reveal import Reveal, chars_per_second
+from iris.app.core.store import ChatStore
+
+CASES = Path(__file__).parent / "cases"
+FRAME = 1 / 30
+
+
+def cases(name: str) -> Any:
+    return json.loads((CASES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def text(spec: Any) -> str:
+    """A text written as a string, ``{repeat, times}``, or a list of those, joined."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, list):
+        return "".join(text(part) for part in spec)
+    return str(spec["repeat"]) * int(spec["times"])
+
+
+# -- view (ChatStore) ------------------------------------------------------------------------
+
+VIEW = cases("view")
+FIELDS = {"id": "message_id"}
+
+
+def pick(actual: Any, expected: Any) -> Any:
+    """Only the keys the case lists."""
+    if isinstance(expected, list):
+        items: list[Any] = list(actual) if isinstance(actual, list) else []
+        if len(items) != len(expected):
+            return actual
+        return [pick(a, e) for a, e in zip(items, expected, strict=True)]
+    if isinstance(expected, dict) and not isinstance(actual, (str, int, float, type(None))):
+        wanted: dict[str, Any] = expected
+        if isinstance(actual, dict):
+            return {key: pick(actual.get(key), want) for key, want in wanted.items()}
+        return {key: pick(getattr(actual, FIELDS.get(key, key)), w) for key, w in wanted.items()}
+    return actual
+
+
+def check_view(store: ChatStore, expect: dict[str, Any]) -> None:
+    for key, want in expect.items():
+        if key == "bubbles":
+            assert pick(store.bubbles, want) == want
+        elif key == "shown_length":
+            index, low, high = want
+            assert low <= len(store.bubbles[index].shown) <= high
+        elif key == "resync":
+            assert store.take_resync() == want
+        elif key == "reveal_rate":
+            assert store.reveal_rate(want[0]) == want[1]
+        else:
+            assert key in {"typing", "last_seq", "chat_id", "epoch"}, key
+            assert getattr(store, key) == want, key
+
+
+@pytest.mark.parametrize("case", VIEW["cases"], ids=[c["name"] for c in VIEW["cases"]])
+def test_the_view_model_on_the_shared_cases(case: dict[str, Any]) -> None:
+    clock = {"now": 100.0}
+    store = ChatStore(lambda: clock["now"], **case.get("options", {}))
+    for step in case["steps"]:
+        if "apply" in step:
+            for frame in step["apply"]:
+                store.apply(frame)
+        elif "local" in step:
+            store.add_local_user(step["local"])
+        elif "run" in step:
+            for _ in range(round(step["run"] * 30)):
+                clock["now"] += FRAME
+                store.tick()
+        elif "set_smoothness" in step:
+            store.set_smoothness(step["set_smoothness"])
+        else:
+            check_view(store, step["expect"])  # the twin's, not the browser's (`js`)
+
+
+# -- reveal ----------------------------------------------------------------------------------
+
+REVEAL = cases("reveal")
+
+
+def near(actual: float, want: float | list[float]) -> bool:
+    value, tolerance = (want[0], want[1]) if isinstance(want, list) else (want, 0)
+    return abs(actual - value) <= tolerance
+
+
+def test_smoothness_maps_to_the_shared_rates() -> None:
+    for smoothness, rate in REVEAL["rates"]:
+        assert chars_per_second(smoothness) == pytest.approx(rate)
+
+
+@pytest.mark.parametrize("case", REVEAL["cases"], ids=[c["name"] for c in REVEAL["cases"]])
+def test_the_reveal_on_the_shared_cases(case: dict[str, Any]) -> None:
+    reveal, now, mark = Reveal(case["smoothness"], now=0.0), 0.0, 0
+    for step in case["steps"]:
+        if "push" in step:
+            reveal.push(text(step["push"]), now=now)
+        elif "play" in step:
+            until = now + step["play"]
+            while now < until - 1e-9:
+                now += FRAME
+                reveal.tick(now)
+        elif "set_smoothness" in step:
+            reveal.set_smoothness(step["set_smoothness"])
+        elif "mark" in step:
+            mark = reveal.shown
+        else:
+            want = step["expect"]
+            assert "shown" not in want or near(reveal.shown, want["shown"]), reveal.shown
+            assert "advanced" not in want or near(reveal.shown - mark, want["advanced"])
+            assert want.get("text", reveal.text) == reveal.text
+            assert want.get("jumps", reveal.jumps) == reveal.jumps
+            assert want.get("caught_up", reveal.caught_up) == reveal.caught_up
+
+
+# -- graphemes -------------------------------------------------------------------------------
+
+GRAPHEMES = cases("graphemes")
+
+
+@pytest.mark.parametrize("cluster", [c[0] for c in GRAPHEMES["clusters"]])
+def test_no_cut_inside_a_shared_cluster(cluster: str) -> None:
+    joined = f"a{cluster}{cluster}b"
+    bounds = [0, 1, 1 + len(cluster), 1 + 2 * len(cluster), len(joined)]
+    assert [i for i in range(len(joined) + 1) if is_boundary(joined, i)] == bounds
+    assert boundary_at_or_before(joined, 2) == 1
+    assert boundary_at_or_after(joined, 2) == 1 + len(cluster)
+
+
+@pytest.mark.parametrize("parts", [r[0] for r in GRAPHEMES["runs"]])
+def test_the_boundaries_of_a_shared_run(parts: list[str]) -> None:
+    ends = [0]
+    for part in parts:
+        ends.append(ends[-1] + len(part))
+    joined = "".join(parts)
+    assert [i for i in range(len(joined) + 1) if is_boundary(joined, i)] == ends
+
+
+# -- mdstream --------------------------------------------------------------------------------
+
+MDSTREAM = cases("mdstream")
+MD = make_parser()
+
+
+def html(splitter: MarkdownSplitter) -> str:
+    def render(tokens: object) -> str:
+        return MD.renderer.render(list(tokens), MD.options, {})  # type: ignore[call-overload]
+
+    return "".join(render(b.tokens) for b in splitter.settled) + render(splitter.tail_tokens)
+
+
+def test_every_shared_block_streams_as_it_parses_whole() -> None:
+    for block in MDSTREAM["blocks"]:
+        for gap in MDSTREAM["gaps"]:
+            doc = block + gap + block
+            splitter = MarkdownSplitter()
+            for char in doc:
+                splitter.append(char)
+                assert html(splitter) == MD.render(splitter.source)
+
+
+def test_the_shared_list_streamed_by_character_stays_one_list() -> None:
+    splitter = MarkdownSplitter()
+    for char in MDSTREAM["one_list"]:
+        splitter.append(char)
+    assert html(splitter).count("<ol>") == 1
+
+
+def test_the_shared_settled_sources() -> None:
+    settled = MDSTREAM["settled"]
+    splitter = MarkdownSplitter()
+    for chunk in settled["appends"]:
+        splitter.append(chunk)
+    assert [b.source for b in splitter.settled] == settled["sources"]
+    before = splitter.parsed_chars
+    splitter.append(settled["then"])
+    assert splitter.parsed_chars - before == len(splitter.tail)
