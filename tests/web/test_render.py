@@ -74,6 +74,22 @@ def test_a_tool_turn_renders_in_order_under_strict_headers(app: Web) -> None:
     assert page.locator(".bubble.commentary .tool").count() == 0
 
 
+def test_the_page_puts_nothing_of_its_own_on_window(app: Web) -> None:
+    """No test hook in the app as served: its state is main.js's export, not a global."""
+    page = app.context("globals").new_page()
+    page.goto(f"{app.url}/#token={TOKEN}")
+    page.wait_for_function("() => document.body.dataset.connection === 'online'")
+    own: list[str] = page.evaluate("""() => {
+        const blank = document.createElement('iframe');  // a window with no script of ours
+        document.body.append(blank);
+        const standard = new Set(Object.getOwnPropertyNames(blank.contentWindow));
+        blank.remove();
+        return Object.getOwnPropertyNames(window).filter((name) => !standard.has(name)); }""")
+    assert own == []
+    wait_online(page)  # the tests' handle: imported, then kept by the test itself
+    assert page.evaluate("window.__iris.connection.connected") is True
+
+
 def test_the_reveal_is_gradual_and_catches_up(app: Web) -> None:
     # 128 characters: less than 2 s of reveal at 0.8 s (75/s), so no catch-up jump may fire.
     words = [f"word{i:02d} " for i in range(16)]
