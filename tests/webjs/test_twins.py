@@ -5,6 +5,9 @@ modules (``src/iris/web/js``) held to the same cases, each in its own language's
 from __future__ import annotations
 
 import json
+import random
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +90,129 @@ def test_the_view_model_on_the_shared_cases(case: dict[str, Any]) -> None:
             store.set_smoothness(step["set_smoothness"])
         else:
             check_view(store, step["expect"])  # the twin's, not the browser's (`js`)
+
+
+# A tick 0.05 s after each frame; BMP text only, so that a reveal's step (code points here,
+# UTF-16 units in the browser) is the same length in both.
+PIECES = ["a", "word ", "中文", "é", "e\u0301", "\n", " ", "**b", "`c", "日本語 "]
+PACKAGED_NODE = Path(__file__).parent.parent / "interop" / "node" / "node_modules" / ".bin" / "node"
+NODE = str(PACKAGED_NODE) if PACKAGED_NODE.exists() else shutil.which("node")
+
+
+class Turns:
+    """Random turns of valid frames as a server sends them to one device: streamed messages
+    (snapshots and appends, some appends lost), stops in both forms, whole messages,
+    commentary, tools, errors, a sync now and then, and replays of frames already sent."""
+
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
+        self.seq = 0
+        self.sent: dict[str, str] = {}  # message_id -> the text this device was sent
+        self.frames: list[dict[str, Any]] = []
+
+    def text(self) -> str:
+        return "".join(self.random.choice(PIECES) for _ in range(self.random.randint(1, 4)))
+
+    def emit(self, frame: dict[str, Any], scoped: bool = True) -> None:
+        if scoped:
+            self.seq += 1
+            frame = {**frame, "seq": self.seq, "chat_id": "c1"}
+        self.frames.append(frame)
+
+    def step(self) -> None:
+        r, mid = self.random, self.random.choice(["m1", "m2", "m3"])
+        have = self.sent.get(mid)
+        choice = r.choice([0, 1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 6, 7, 8, 8, 8, 9, 10, 10, 11])
+        if choice == 0:
+            self.emit({"type": "typing", "on": r.random() < 0.5})
+        elif choice == 1 or (have is None and choice in (2, 3, 4, 5)):
+            self.sent[mid] = ""
+            self.emit({"type": "message.start", "message_id": mid, "role": "assistant"})
+        elif choice == 2 and have is not None:
+            now = have + self.text() if r.random() < 0.8 else self.text()  # a rewrite
+            self.sent[mid] = now
+            self.emit({"type": "message.update", "message_id": mid, "text": now})
+        elif choice in (3, 4) and have is not None:
+            piece, offset = self.text(), len(have.encode("utf-16-le")) // 2
+            lost = r.random() < 0.1
+            if not lost:
+                self.sent[mid] = have + piece
+            self.emit(
+                {"type": "message.append", "message_id": mid, "text": piece}
+                | {"offset": offset + 3 if lost else offset}
+            )
+        elif choice == 5 and have is not None:
+            del self.sent[mid]
+            if r.random() < 0.5:
+                offset = len(have.encode("utf-16-le")) // 2
+                stop = {"offset": offset, "text": self.text()}
+            else:
+                stop = {"final_text": have + self.text()}
+            self.emit({"type": "message.stop", "message_id": mid, "model": "m", "tokens": 3} | stop)
+        elif choice == 6:
+            self.sent.pop(mid, None)
+            self.emit(
+                {"type": "message", "message_id": mid, "role": "assistant", "text": self.text()}
+            )
+        elif choice == 7:
+            self.sent.pop(mid, None)
+            self.emit({"type": "commentary", "message_id": mid, "text": self.text()})
+        elif choice == 8:
+            kind = r.choice(["tool.start", "tool.progress", "tool.end"])
+            tool = {"type": kind, "index": r.randint(1, 2), "name": "terminal"}
+            extra = {"tool.start": {"preview": "ls", "args": {}}, "tool.progress": {"note": "n"}}
+            end = {"ok": r.random() < 0.5, "duration": 0.5, "output_preview": "out"}
+            self.emit(tool | extra.get(kind, end))
+        elif choice == 9:
+            self.emit({"type": "error", "code": "upstream_error", "message": "failed"})
+        elif choice == 10 and self.frames:
+            self.frames.append(r.choice(self.frames))  # a replay of a frame already sent
+        else:
+            self.sent.clear()
+            messages = [{"message_id": "s1", "role": "user", "text": "q"}]
+            self.emit({"type": "sync", "messages": messages, "seq": self.seq}, scoped=False)
+
+
+def python_views(frames: list[dict[str, Any]], smoothness: float) -> list[dict[str, Any]]:
+    clock = {"now": 100.0}
+    store = ChatStore(lambda: clock["now"], smoothness=smoothness)
+    views: list[dict[str, Any]] = []
+    for frame in frames:
+        store.apply(frame)
+        clock["now"] += 0.05
+        store.tick()
+        bubbles = [
+            [b.message_id, b.role, b.kind, b.text, b.shown, b.streaming, b.stopped]
+            + [b.reasoning, b.model, b.tokens]
+            + [[[t.index, t.name, t.ok, list(t.notes), t.output_preview] for t in b.tools]]
+            for b in store.bubbles
+        ]
+        resync = store.take_resync()
+        views.append(
+            {"resync": resync, "typing": store.typing, "last_seq": store.last_seq}
+            | {"bubbles": bubbles}
+        )
+    return views
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (the browser's twin runs on it)")
+def test_random_turns_leave_both_views_the_same_after_every_frame() -> None:
+    turns: list[list[dict[str, Any]]] = []
+    for seed in range(150):
+        made = Turns(seed)
+        for _ in range(made.random.randint(1, 40)):
+            made.step()
+        turns.append(made.frames)
+    payload = json.dumps({"smoothness": 0.4, "turns": turns})
+    assert NODE is not None
+    script = Path(__file__).parent / "twin_view.mjs"
+    done = subprocess.run(
+        [NODE, str(script)], input=payload, capture_output=True, text=True, timeout=60, check=True
+    )
+    for seed, (frames, js) in enumerate(zip(turns, json.loads(done.stdout), strict=True)):
+        python = python_views(frames, 0.4)
+        for step, (want, got) in enumerate(zip(python, js, strict=True)):
+            assert got == want, f"seed {seed}, after frame {step}: {frames[step]}"
 
 
 # -- reveal ----------------------------------------------------------------------------------
