@@ -11,7 +11,7 @@ import regex
 
 from iris.app.core.mdstream import MarkdownSplitter
 from iris.app.core.reveal import Reveal
-from iris.app.core.store import ChatStore
+from iris.app.core.view import ChatView
 from tests.fakes.upstream import reasoning, text, tool_call
 
 from .conftest import SAMPLER, TOKEN, Web, bubbles, send, settled, wait_online
@@ -374,21 +374,21 @@ def _frames() -> list[dict[str, Any]]:
 
 def test_the_view_model_is_the_terminal_apps(app: Web) -> None:
     """Frame for frame and tick for tick, the browser's view model (js/view.js) holds what
-    src/iris/app/core/store.py holds: bubbles, revealed text, tools, resume requests."""
+    src/iris/app/core/view.py holds: bubbles, revealed text, tools, resume requests."""
     frames = _frames()
-    page = app.open("store")
+    page = app.open("view-model")
     js = page.evaluate(
         """async (frames) => {
           const { ChatView } = await import('/js/view.js');
           let now = 0;
-          const store = new ChatView(() => now, { smoothness: 0.4 });
+          const view = new ChatView(() => now, { smoothness: 0.4 });
           const views = [];
           for (const frame of frames) {
-            store.apply(frame);
+            view.apply(frame);
             now += 0.05;
-            store.tick();
-            views.push({ resync: store.takeResync(), typing: store.typing,
-              bubbles: store.bubbles.map((b) => [b.messageId, b.role, b.kind, b.text, b.shown,
+            view.tick();
+            views.push({ resync: view.takeResync(), typing: view.typing,
+              bubbles: view.bubbles.map((b) => [b.messageId, b.role, b.kind, b.text, b.shown,
                 b.streaming, b.reasoning, b.model, b.tokens,
                 b.tools.map((t) => [t.index, t.name, t.ok, t.notes, t.outputPreview])]) });
           }
@@ -397,16 +397,16 @@ def test_the_view_model_is_the_terminal_apps(app: Web) -> None:
         frames,
     )
     clock = {"now": 0.0}
-    store = ChatStore(lambda: clock["now"], smoothness=0.4)
+    view = ChatView(lambda: clock["now"], smoothness=0.4)
     views: list[dict[str, Any]] = []
     for frame in frames:
-        store.apply(frame)
+        view.apply(frame)
         clock["now"] += 0.05
-        store.tick()
+        view.tick()
         views.append(
             {
-                "resync": store.take_resync(),
-                "typing": store.typing,
+                "resync": view.take_resync(),
+                "typing": view.typing,
                 "bubbles": [
                     [
                         b.message_id,
@@ -420,7 +420,7 @@ def test_the_view_model_is_the_terminal_apps(app: Web) -> None:
                         b.tokens,
                         [[t.index, t.name, t.ok, t.notes, t.output_preview] for t in b.tools],
                     ]
-                    for b in store.bubbles
+                    for b in view.bubbles
                 ],
             }
         )

@@ -16,7 +16,7 @@ import pytest
 from iris.app.core.graphemes import boundary_at_or_after, boundary_at_or_before, is_boundary
 from iris.app.core.mdstream import MarkdownSplitter, make_parser
 from iris.app.core.reveal import Reveal, chars_per_second
-from iris.app.core.store import ChatStore
+from iris.app.core.view import ChatView
 
 CASES = Path(__file__).parent / "cases"
 FRAME = 1 / 30
@@ -35,7 +35,7 @@ def text(spec: Any) -> str:
     return str(spec["repeat"]) * int(spec["times"])
 
 
-# -- view (ChatStore) ------------------------------------------------------------------------
+# -- view (ChatView) ------------------------------------------------------------------------
 
 VIEW = cases("view")
 FIELDS = {"id": "message_id"}
@@ -56,40 +56,40 @@ def pick(actual: Any, expected: Any) -> Any:
     return actual
 
 
-def check_view(store: ChatStore, expect: dict[str, Any]) -> None:
+def check_view(view: ChatView, expect: dict[str, Any]) -> None:
     for key, want in expect.items():
         if key == "bubbles":
-            assert pick(store.bubbles, want) == want
+            assert pick(view.bubbles, want) == want
         elif key == "shown_length":
             index, low, high = want
-            assert low <= len(store.bubbles[index].shown) <= high
+            assert low <= len(view.bubbles[index].shown) <= high
         elif key == "resync":
-            assert store.take_resync() == want
+            assert view.take_resync() == want
         elif key == "reveal_rate":
-            assert store.reveal_rate(want[0]) == want[1]
+            assert view.reveal_rate(want[0]) == want[1]
         else:
             assert key in {"typing", "last_seq", "chat_id", "epoch"}, key
-            assert getattr(store, key) == want, key
+            assert getattr(view, key) == want, key
 
 
 @pytest.mark.parametrize("case", VIEW["cases"], ids=[c["name"] for c in VIEW["cases"]])
 def test_the_view_model_on_the_shared_cases(case: dict[str, Any]) -> None:
     clock = {"now": 100.0}
-    store = ChatStore(lambda: clock["now"], **case.get("options", {}))
+    view = ChatView(lambda: clock["now"], **case.get("options", {}))
     for step in case["steps"]:
         if "apply" in step:
             for frame in step["apply"]:
-                store.apply(frame)
+                view.apply(frame)
         elif "local" in step:
-            store.add_local_user(step["local"])
+            view.add_local_user(step["local"])
         elif "run" in step:
             for _ in range(round(step["run"] * 30)):
                 clock["now"] += FRAME
-                store.tick()
+                view.tick()
         elif "set_smoothness" in step:
-            store.set_smoothness(step["set_smoothness"])
+            view.set_smoothness(step["set_smoothness"])
         else:
-            check_view(store, step["expect"])  # the twin's, not the browser's (`js`)
+            check_view(view, step["expect"])  # the twin's, not the browser's (`js`)
 
 
 # A tick 0.05 s after each frame; BMP text only, so that a reveal's step (code points here,
@@ -175,21 +175,21 @@ class Turns:
 
 def python_views(frames: list[dict[str, Any]], smoothness: float) -> list[dict[str, Any]]:
     clock = {"now": 100.0}
-    store = ChatStore(lambda: clock["now"], smoothness=smoothness)
+    view = ChatView(lambda: clock["now"], smoothness=smoothness)
     views: list[dict[str, Any]] = []
     for frame in frames:
-        store.apply(frame)
+        view.apply(frame)
         clock["now"] += 0.05
-        store.tick()
+        view.tick()
         bubbles = [
             [b.message_id, b.role, b.kind, b.text, b.shown, b.streaming, b.stopped]
             + [b.reasoning, b.model, b.tokens]
             + [[[t.index, t.name, t.ok, list(t.notes), t.output_preview] for t in b.tools]]
-            for b in store.bubbles
+            for b in view.bubbles
         ]
-        resync = store.take_resync()
+        resync = view.take_resync()
         views.append(
-            {"resync": resync, "typing": store.typing, "last_seq": store.last_seq}
+            {"resync": resync, "typing": view.typing, "last_seq": view.last_seq}
             | {"bubbles": bubbles}
         )
     return views

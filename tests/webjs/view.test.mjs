@@ -1,6 +1,6 @@
 // @ts-check
-// ChatView (js/view.js) on the cases of cases/view.json — the cases of tests/app/test_store.py
-// and test_store_appends.py, which test_twins.py runs on the Python twin.
+// ChatView (js/view.js) on the cases of cases/view.json — the cases of tests/app/test_view_model.py
+// and test_view_appends.py, which test_twins.py runs on the Python twin.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ChatView } from "../../src/iris/web/js/view.js";
