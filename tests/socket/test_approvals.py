@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.upstream import FakeUpstream, text, tool_call
-from tests.iris.conftest import Device, IrisServer, StartServer
+from tests.socket.conftest import Device, IrisServer, StartServer
 
 pytestmark = pytest.mark.timeout(30)
 
