@@ -159,6 +159,13 @@ CHAT_QUEUED = Counter(
     ["platform"],
     registry=REGISTRY,
 )
+CHAT_WAITED = Counter(
+    "iris_chat_messages_waited",
+    "Chat messages that waited in their platform's line for a turn slot (over server.max_turns"
+    " or max_turns_per_user) instead of being told busy.",
+    ["platform"],
+    registry=REGISTRY,
+)
 SOCKET_CONNECTIONS = Gauge(
     "iris_socket_connections",
     "Devices connected to the iris socket now.",
@@ -293,6 +300,11 @@ def chat_rate_limited(platform: str, scope: str) -> None:
 def chat_overtaken(platform: str) -> None:
     if _state["on"]:
         CHAT_QUEUED.labels(platform_label(platform)).inc()
+
+
+def chat_queued(platform: str) -> None:
+    if _state["on"]:
+        CHAT_WAITED.labels(platform_label(platform)).inc()
 
 
 def socket_connected(delta: int) -> None:
