@@ -89,7 +89,7 @@ async def test_a_group_keeps_edit_streaming_and_edit_transport_is_honoured(
     upstream.script(text(*CHUNKS[:20], delay=0.03), text(*CHUNKS[:20], delay=0.03))
     expected = "".join(CHUNKS[:20]).strip()
     async with running(telegram(make_config, upstream, bot_api)) as surface:
-        bot_api.user_says(GROUP, OWNER, "hi all", chat_type="supergroup")
+        bot_api.user_says(GROUP, OWNER, "@iris_bot hi all", chat_type="supergroup")
         await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [expected])
         await surface.idle()
     async with running(telegram(make_config, upstream, bot_api, transport="edit")) as surface:
@@ -369,14 +369,14 @@ async def test_a_long_visible_preview_gets_the_answer_as_a_fresh_message(
     upstream.script(text(*CHUNKS, delay=0.03), text("Quick", " one"))
     config = telegram(make_config, upstream, bot_api, fresh_final_after=0.5)
     async with running(config) as surface:
-        bot_api.user_says(GROUP, OWNER, "long", chat_type="supergroup")
+        bot_api.user_says(GROUP, OWNER, "@iris_bot long", chat_type="supergroup")
         await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY])
         await surface.idle()
         long_calls = [
             c.method
             for c in bot_api.sent_in(GROUP, "sendMessage", "editMessageText", "deleteMessage")
         ]
-        bot_api.user_says(GROUP, OWNER, "short", chat_type="supergroup")
+        bot_api.user_says(GROUP, OWNER, "@iris_bot short", chat_type="supergroup")
         await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY, "Quick one"])
         await surface.idle()
     # The preview was up for > 0.5 s: the answer came as a new message, then the preview went.
@@ -399,7 +399,7 @@ async def test_a_fresh_final_that_cannot_be_sent_finishes_the_preview_in_place(
     upstream.script(text(*CHUNKS, delay=0.03))
     config = telegram(make_config, upstream, bot_api, fresh_final_after=0.5)
     async with running(config) as surface:
-        bot_api.user_says(GROUP, OWNER, "long", chat_type="supergroup")
+        bot_api.user_says(GROUP, OWNER, "@iris_bot long", chat_type="supergroup")
         await bot_api.wait_until(lambda: len(bot_api.chat(GROUP)) == 1)
         bot_api.flood("sendMessage", retry_after=1, times=1)  # the fresh copy is refused
         await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY])
