@@ -216,7 +216,7 @@ async def test_a_slack_thread_streams_deltas_and_ends_the_stream(
 ) -> None:
     upstream.script(text(*CHUNKS, delay=0.04))
     async with running(slack(make_config, upstream, slack_api)) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "tell me", thread_ts=THREAD))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> tell me", thread_ts=THREAD))
         await slack_api.wait_until(lambda: _texts(slack_api) == [REPLY])
         await surface.idle()
 
@@ -243,10 +243,10 @@ async def test_auto_picks_streams_in_dms_and_edits_at_a_channels_top_level(
     upstream.script(text(*short, delay=0.03), text(*short, delay=0.03))
     dm = {"channel": "D0000009", "channel_type": "im", "ts": "1764453200.000100"}
     async with running(slack(make_config, upstream, slack_api)) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "top level", channel_type="channel"))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> top level", channel_type="channel"))
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected])
         await surface.idle()
-        await slack_api.push_event(message_event(SLACK_OWNER, "in a DM", **dm))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> in a DM", **dm))
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected, expected])
         await surface.idle()
     [post] = slack_api.calls_to("chat.postMessage")
@@ -272,7 +272,7 @@ async def test_tool_progress_is_a_task_timeline_in_the_stream(
         update={"tools": config.tools.model_copy(update={"enabled": ["terminal"]})}
     )
     async with running(config) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "read it", thread_ts=THREAD))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> read it", thread_ts=THREAD))
         await slack_api.wait_until(lambda: "It says hello." in _texts(slack_api))
         await surface.idle()
     timelines = [m for m in slack_api.messages.values() if m.tasks]
@@ -348,10 +348,10 @@ async def test_a_workspace_that_refuses_streams_gets_edits_from_then_on(
     upstream.script(text(*short, delay=0.03), text("Second", " answer", delay=0.03))
     second = {"ts": "1764453101.000400", "event_ts": "1764453101.000400"}
     async with running(slack(make_config, upstream, slack_api)) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "one", thread_ts=THREAD))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> one", thread_ts=THREAD))
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected])
         await surface.idle()
-        await slack_api.push_event(message_event(SLACK_OWNER, "two", thread_ts=THREAD, **second))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> two", thread_ts=THREAD, **second))
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected, "Second answer"])
         await surface.idle()
     assert len(slack_api.calls_to("chat.startStream")) == 1, "asked once"
