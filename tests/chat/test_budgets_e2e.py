@@ -263,7 +263,7 @@ async def test_forty_discord_channels_stay_under_the_global_limit(
         async with running(config) as surface:
             for channel, user in zip(channels, users, strict=True):
                 await gateway.dispatch(
-                    "MESSAGE_CREATE", message_create(user, "go", channel=channel)
+                    "MESSAGE_CREATE", message_create(user, "<@4000000000000001> go", channel=channel)
                 )
             await api.wait_until(lambda: all(shown(c) for c in channels))
             assert all(shown(c)[0].endswith(CURSOR) for c in channels)
