@@ -112,8 +112,10 @@ async def test_two_threads_are_two_sessions_answered_at_once_each_in_its_thread(
         assert not upstream.finished.is_set()  # both turns run at once
         upstream.release()
         await api.wait_until(
-            lambda: sorted(shown(api, THREAD_ID) + shown(api, THREAD_ID_2))
-            == ["Answer one", "Answer two"]
+            lambda: (
+                sorted(shown(api, THREAD_ID) + shown(api, THREAD_ID_2))
+                == ["Answer one", "Answer two"]
+            )
         )
         await surface.idle()
         # Every call of each reply (typing included) went to its thread's channel.

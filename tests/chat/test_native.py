@@ -216,7 +216,9 @@ async def test_a_slack_thread_streams_deltas_and_ends_the_stream(
 ) -> None:
     upstream.script(text(*CHUNKS, delay=0.04))
     async with running(slack(make_config, upstream, slack_api)) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> tell me", thread_ts=THREAD))
+        await slack_api.push_event(
+            message_event(SLACK_OWNER, "<@UBOT0001> tell me", thread_ts=THREAD)
+        )
         await slack_api.wait_until(lambda: _texts(slack_api) == [REPLY])
         await surface.idle()
 
@@ -243,7 +245,9 @@ async def test_auto_picks_streams_in_dms_and_edits_at_a_channels_top_level(
     upstream.script(text(*short, delay=0.03), text(*short, delay=0.03))
     dm = {"channel": "D0000009", "channel_type": "im", "ts": "1764453200.000100"}
     async with running(slack(make_config, upstream, slack_api)) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> top level", channel_type="channel"))
+        await slack_api.push_event(
+            message_event(SLACK_OWNER, "<@UBOT0001> top level", channel_type="channel")
+        )
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected])
         await surface.idle()
         await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> in a DM", **dm))
@@ -272,7 +276,9 @@ async def test_tool_progress_is_a_task_timeline_in_the_stream(
         update={"tools": config.tools.model_copy(update={"enabled": ["terminal"]})}
     )
     async with running(config) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> read it", thread_ts=THREAD))
+        await slack_api.push_event(
+            message_event(SLACK_OWNER, "<@UBOT0001> read it", thread_ts=THREAD)
+        )
         await slack_api.wait_until(lambda: "It says hello." in _texts(slack_api))
         await surface.idle()
     timelines = [m for m in slack_api.messages.values() if m.tasks]
@@ -294,9 +300,9 @@ async def test_tool_progress_is_a_task_timeline_in_the_stream(
 async def test_a_reset_that_takes_text_back_ends_the_stream_and_continues_by_edit(
     slack_api: SlackAPI,
 ) -> None:
-    from iris.config import SlackPlatform as SlackSettings
+    from iris.config import SlackConfig
 
-    settings = SlackSettings(
+    settings = SlackConfig(
         enabled=True, bot_token=slack_api.bot_token, app_token="x", base_url=slack_api.base_url
     )
     platform = SlackPlatform(settings)
@@ -351,7 +357,9 @@ async def test_a_workspace_that_refuses_streams_gets_edits_from_then_on(
         await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> one", thread_ts=THREAD))
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected])
         await surface.idle()
-        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> two", thread_ts=THREAD, **second))
+        await slack_api.push_event(
+            message_event(SLACK_OWNER, "<@UBOT0001> two", thread_ts=THREAD, **second)
+        )
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected, "Second answer"])
         await surface.idle()
     assert len(slack_api.calls_to("chat.startStream")) == 1, "asked once"

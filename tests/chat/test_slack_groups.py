@@ -114,7 +114,9 @@ async def test_two_threads_of_a_channel_are_two_sessions_answered_at_once(
         assert not upstream.finished.is_set()  # both turns run at once
         upstream.release()
         await api.wait_until(
-            lambda: sorted(in_thread(api, one) + in_thread(api, two)) == ["Answer one", "Answer two"]
+            lambda: (
+                sorted(in_thread(api, one) + in_thread(api, two)) == ["Answer one", "Answer two"]
+            )
         )
         await surface.idle()
         posts = api.calls_to("chat.postMessage", "chat.update")

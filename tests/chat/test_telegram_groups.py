@@ -154,8 +154,9 @@ async def test_two_topics_are_two_sessions_answered_at_once_each_in_its_own_topi
         assert not upstream.finished.is_set()
         upstream.release()
         await api.wait_until(
-            lambda: sorted(api.topic(GROUP, 77) + api.topic(GROUP, 78))
-            == ["Answer one", "Answer two"]
+            lambda: (
+                sorted(api.topic(GROUP, 77) + api.topic(GROUP, 78)) == ["Answer one", "Answer two"]
+            )
         )
         await surface.idle()
         # Each topic's reply went to its topic: every call of it carried its thread.
