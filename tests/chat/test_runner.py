@@ -230,3 +230,27 @@ def test_whatsapp_is_not_started_without_its_app_secret(
     monkeypatch.setenv("IRIS_TEST_WHATSAPP_SECRET", "s3cret")
     [platform] = build_platforms(config)
     assert platform.name == "whatsapp" and not platform.capabilities.can_edit
+
+
+async def test_stop_takes_a_waiting_message_out_of_the_line(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Working "), text("Later answer"))
+    surface, platform = await gateway(allowed=[7, 8], server={"max_turns": 1})
+    surface.queued_after = 30.0
+    await platform.deliver(message("one", chat="c1"))
+    assert await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    await platform.deliver(message("waiting", user="8", chat="c2"))
+    await platform.wait_for(lambda: any(c.chat_id == "c2" for c in platform.calls))
+    await platform.deliver(message("/stop", user="8", chat="c2"))
+    await platform.wait_for(lambda: bool(platform.edits_and_sends("c2")))
+    assert [c.text for c in platform.edits_and_sends("c2")] == ["stopped"]
+    upstream.release()
+    await surface.idle()
+    assert len(upstream.requests) == 1  # it never reached the model
+    await platform.deliver(message("now?", user="8", chat="c2"))
+    await platform.wait_for(lambda: "Later answer" in platform.chat())
+    await surface.idle()
+    history = upstream.requests[1].body["messages"]
+    assert [m["content"] for m in history if m["role"] == "user"] == ["waiting", "now?"]
+    assert surface.runtime.turns.running == 0

@@ -54,7 +54,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from starlette.routing import BaseRoute
 
@@ -153,6 +153,7 @@ class _Conversation:
     answered: bool = False  # the bot answered here: follow-ups in its thread need no mention
     # A turn slot won in line by a message a newer one overtook: the newest one runs on it.
     handed: TurnSlot | None = None
+    waiting: Place | None = None  # its message's place in the platform's line, while it waits
 
 
 class ChatSurface:
@@ -401,10 +402,14 @@ class ChatSurface:
         async with conversation.lock:
             slot, conversation.handed = conversation.handed, None
             if slot is None and sequence == conversation.latest:
-                slot = await self._turn_slot(platform, message, conversation)
-                if slot is None:  # the line is full too: say so now
+                got = await self._turn_slot(platform, message, conversation)
+                if got == "full":  # the line is full too: say so now
                     await self._busy(platform, message, conversation)
                     return
+                if got == "stopped":  # /stop while it waited: kept, not answered
+                    await self._remember(session, [user])
+                    return
+                slot = got
             if sequence != conversation.latest:
                 # A newer message arrived while this one waited: keep it as context only; the
                 # slot it won in line is the newest one's (it waits on this lock).
@@ -425,17 +430,20 @@ class ChatSurface:
 
     async def _turn_slot(
         self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
-    ) -> TurnSlot | None:
+    ) -> TurnSlot | Literal["full", "stopped"]:
         """A turn slot for ``message``: at once, or after waiting in the platform's line
-        (typing shown; after ``queued_after`` seconds one "queued" note); None when the
-        line is full."""
+        (typing shown; after ``queued_after`` seconds one "queued" note); ``full`` when the
+        line is, ``stopped`` when ``/stop`` took it out of the line."""
         settings = getattr(self.runtime.config.platforms, platform.name)
         got = self._lines[platform.name].join(
             f"{platform.name}:{message.user_id}", settings.max_turns_per_user
         )
+        if got is None:
+            return "full"
         if not isinstance(got, Place):
             return got
         metrics.chat_queued(platform.name)
+        conversation.waiting = got
         try:
             async with TypingLease(platform, message.chat_id, thread=message.thread):
                 done, _ = await asyncio.wait({got.granted}, timeout=self.queued_after)
@@ -446,7 +454,13 @@ class ChatSurface:
                     except PlatformError as exc:
                         log.info("queued note to %s not delivered: %s", message.user_id, exc)
                 return await got.wait()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if got.granted.cancelled() and task is not None and not task.cancelling():
+                return "stopped"  # /stop took it out of the line
+            raise
         finally:
+            conversation.waiting = None
             got.leave()  # a slot granted but not taken (cancelled at shutdown) goes back
 
     async def _command(
@@ -457,6 +471,9 @@ class ChatSurface:
         command: Command,
     ) -> None:
         def stop() -> bool:
+            if conversation.waiting is not None:  # still in line: it leaves, unanswered
+                conversation.waiting.leave()
+                return True
             if conversation.turn is None:
                 return False
             conversation.turn.interrupt()
