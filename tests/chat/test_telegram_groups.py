@@ -182,3 +182,33 @@ async def test_two_topics_are_two_sessions_answered_at_once_each_in_its_own_topi
     assert len(second) == 1
     assert fresh == ["again"]
     assert remembered == ["second topic", "again"]
+
+
+async def test_two_topics_answered_at_once_share_the_groups_budget(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    # Telegram limits a group as a whole, its topics together: two replies streaming at once
+    # in two topics must stay within the group's budget (the fake counts each chat's calls).
+    chunks = [f"word{i} " for i in range(60)]
+    reply = "".join(chunks).strip()
+    upstream.script(text(*chunks, delay=0.04), text(*chunks, delay=0.04))
+    async with FakeBotApi(chat_rate=(2, 1.0)) as api:
+        settings = config(make_config, upstream, api).platforms.telegram.model_dump()
+        settings["budgets"]["group_chat"] = {"calls": 2, "per": 1.0}
+        cfg = platform_config(
+            make_config,
+            upstream,
+            "telegram",
+            settings,
+            display={"platforms": {"telegram": {"transport": "edit"}}},
+        )
+        async with running(cfg) as surface:
+            api.user_says(GROUP, OWNER, "@iris_bot one", chat_type="supergroup", thread_id=77)
+            api.user_says(GROUP, OWNER, "@iris_bot two", chat_type="supergroup", thread_id=78)
+            await api.wait_until(
+                lambda: api.topic(GROUP, 77) == [reply] and api.topic(GROUP, 78) == [reply]
+            )
+            await surface.idle()
+    edits = [c for c in api.sent_in(GROUP) if c.method == "editMessageText"]
+    assert len(edits) >= 2, "both replies grew in place"
+    assert api.chat_limited == 0, "the topics together stayed within the group's budget"

@@ -46,7 +46,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from iris.config import SlackConfig
-from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget
+from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget, whole_chat
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -123,6 +123,7 @@ class SlackPlatform:
                 "delete": ["chat.delete"],
                 **{k: [m] for k, m in _STREAM_METHODS.items()},
             },
+            scope=whole_chat,  # chat.postMessage's pace is per channel, threads included
         )
         self._web = self._web_client(config.bot_token)
         self._http: aiohttp.ClientSession | None = None

@@ -56,7 +56,7 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from iris.config import TelegramConfig
-from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
+from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget, whole_chat
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -129,6 +129,7 @@ class TelegramPlatform:
         self.budget = SharedBudget(
             [Limit("bot", rate_budget(budgets.bot))],
             {"send": ["bot"], "edit": ["bot"], "delete": ["bot"], "typing": ["bot"]},
+            scope=whole_chat,  # a group's limit counts all its topics together
         )
         poll = settings.poll_timeout
         self.bot = Bot(
