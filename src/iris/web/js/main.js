@@ -5,6 +5,7 @@ import { ChatView } from "./view.js";
 import { Connection } from "./connection.js";
 import { loadSettings, saveSettings } from "./settings.js";
 import { listChats, newChatId, rememberChat } from "./chats.js";
+import { tickCountdowns } from "./approval.js";
 
 const $ = (selector) => document.querySelector(selector);
 const TOKEN = "iris.token";
@@ -109,7 +110,7 @@ function openChat(chatId) {
   connection?.close();
   localStorage.setItem(CHAT, chatId);
   store = new ChatStore(clock, settings);
-  view = new ChatView(log, { settings, openArtifact, force: false });
+  view = new ChatView(log, { settings, openArtifact, respond, wallClock, force: false });
   turnActive = false;
   atBottom = true;
   $("#chat-title").textContent = chatId === "main" ? "Iris" : chatId;
@@ -149,6 +150,19 @@ function resizeInput() {
 input.addEventListener("input", resizeInput);
 
 stopButton.addEventListener("click", () => connection?.send({ type: "turn.cancel" }));
+
+// -- approvals: a person's answer to a tool call, and the countdowns ---------------------------
+
+function wallClock() { return Date.now() / 1000; }
+
+function respond(approvalId, decision) {
+  if (connection?.send({ type: "approval.respond", approval_id: approvalId, decision })) {
+    store.answered(approvalId, decision);
+    schedule();
+  }
+}
+
+setInterval(() => tickCountdowns(log, wallClock()), 1000);
 
 // -- the artifact sandbox ----------------------------------------------------------------------
 

@@ -7,10 +7,11 @@
 
 import { Reveal } from "./reveal.js";
 import { findHtml } from "./artifact.js";
+import { ApprovalCard, isApprovalError } from "./approval.js";
 
 export const CHAT_SCOPED = new Set([
   "typing", "message.start", "message.update", "message.append", "message.stop", "message",
-  "tool.start", "tool.progress", "tool.end", "commentary",
+  "tool.start", "tool.progress", "tool.end", "commentary", "approval.request", "approval.resolved",
 ]);
 const WIRE_KINDS = new Set([
   "message.start", "message.update", "message.append", "message.stop", "message", "commentary",
@@ -20,7 +21,7 @@ export class Bubble {
   constructor(messageId, role, kind = "message", text = "") {
     this.messageId = messageId;
     this.role = role;
-    this.kind = kind; // message | commentary | tools | error | command
+    this.kind = kind; // message | commentary | tools | error | command | approval
     this.text = text;
     this.shown = text;
     this.streaming = false;
@@ -29,6 +30,7 @@ export class Bubble {
     this.model = null;
     this.tokens = null;
     this.tools = [];
+    this.approval = null; // an ApprovalCard, on a bubble of kind approval
     this.version = 0;
   }
 
@@ -80,6 +82,7 @@ export class ChatStore {
   newConnection() {
     this.wire.clear();
     this.awaiting.clear();
+    this.approvalsDo((card) => card.reconnected());
   }
 
   apply(frame) {
@@ -140,7 +143,11 @@ export class ChatStore {
       case "tool.start": case "tool.progress": case "tool.end":
         this.tool(kind, frame);
         break;
+      case "approval.request": case "approval.resolved":
+        this.approval(frame);
+        break;
       case "error": {
+        if (isApprovalError(frame)) { this.approvalsDo((card) => card.refused(frame), true); break; }
         this.typing = false;
         const text = `${frame.code || "error"}: ${frame.message || ""}`;
         this.add(new Bubble(`error-${seq}-${this.bubbles.length}`, "system", "error", text));
@@ -355,7 +362,7 @@ export class ChatStore {
     for (let i = this.bubbles.length - 1; i >= 0; i--) {
       const bubble = this.bubbles[i];
       if (bubble.role === "user") break;
-      if (bubble.kind !== "error") return bubble;
+      if (bubble.kind !== "error" && bubble.kind !== "approval") return bubble;
     }
     return this.add(new Bubble(`tools-${this.bubbles.length}`, "assistant", "tools"));
   }
@@ -369,6 +376,41 @@ export class ChatStore {
       }
     }
     return null;
+  }
+
+  // -- approvals (the card's rules are approval.js's) ----------------------------------------
+
+  approval(frame) {
+    const id = `approval-${frame.approval_id}`;
+    let bubble = this.byId.get(id);
+    if (frame.type === "approval.request") {
+      bubble ||= this.add(new Bubble(id, "system", "approval"));
+      bubble.approval = new ApprovalCard(frame);
+    } else if (bubble) {
+      bubble.approval.resolve(frame);
+    } else {
+      return; // the request was before what this device holds
+    }
+    bubble.version += 1;
+  }
+
+  /** This device sent an answer (main.js, once it went out). */
+  answered(approvalId, decision) {
+    const bubble = this.byId.get(`approval-${approvalId}`);
+    if (!bubble) return;
+    bubble.approval.answered(decision);
+    bubble.version += 1;
+  }
+
+  /** Apply ``change`` to each card (``answering``: only the latest one this device answered). */
+  approvalsDo(change, answering = false) {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      if (!bubble.approval || (answering && bubble.approval.sent === null)) continue;
+      change(bubble.approval);
+      bubble.version += 1;
+      if (answering) return;
+    }
   }
 
   sync(frame) {

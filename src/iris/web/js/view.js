@@ -5,6 +5,7 @@
 import { MarkdownSplitter } from "./mdstream.js";
 import { heal } from "./heal.js";
 import { md, renderBlock, renderTail } from "./markdown.js";
+import { approvalCard } from "./approval.js";
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -122,6 +123,10 @@ export class BubbleView {
     const node = this.node;
     node.className = `bubble ${bubble.role} ${bubble.kind}${bubble.streaming ? " streaming" : ""}`;
     node.dataset.id = bubble.messageId;
+    if (bubble.approval) {
+      this.body.replaceChildren(approvalCard(bubble.approval, this.options, this.body.firstChild));
+      return true;
+    }
     if (bubble.role === "user" || bubble.kind === "error" || bubble.kind === "command") {
       this.body.textContent = bubble.shown;
     } else {

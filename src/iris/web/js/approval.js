@@ -1,0 +1,182 @@
+// Approval cards: a tool call waiting for a person's yes or no — the rules of
+// src/iris/app/core/approval.py. The chat's view model keeps one card per approval_id (a
+// bubble of kind "approval" under the turn); this module owns what a card holds, how the
+// frames change it, and how it is drawn. The model's text in a card (the tool's name, its
+// command and arguments) is untrusted: it only ever reaches the page as textContent.
+
+/** The decisions a person may send, in the order the buttons show them. */
+export const DECISIONS = [
+  ["once", "Allow once"],
+  ["chat", "Allow in this chat"],
+  ["deny", "Deny"],
+];
+
+// Longer than this and the command goes in a collapsed, scrollable block (never cut).
+export const LONG_LINES = 6;
+export const LONG_CHARS = 400;
+
+/** Error codes the server answers a late or unknown approval.respond with. */
+const REFUSED = {
+  approval_decided: "Already decided",
+  approval_unknown: "This request is no longer open",
+};
+
+export class ApprovalCard {
+  /** @param {Record<string, any>} frame an approval.request */
+  constructor(frame) {
+    this.approvalId = String(frame.approval_id || "");
+    this.index = Number(frame.index || 0);
+    this.name = String(frame.name || "tool");
+    this.args = String(frame.args ?? "");
+    this.preview = String(frame.preview || "");
+    this.expiresAt = typeof frame.expires_at === "number" ? frame.expires_at : 0;
+    /** @type {string | null} how it ended: once | chat | deny | timeout | cancelled */
+    this.decision = null;
+    this.by = "";
+    /** @type {string | null} what this device sent, until it is decided (or the link drops) */
+    this.sent = null;
+    this.note = "";
+  }
+
+  get pending() { return this.decision === null; }
+
+  /** @param {Record<string, any>} frame an approval.resolved */
+  resolve(frame) {
+    this.decision = String(frame.decision || "cancelled");
+    this.by = String(frame.by || "");
+  }
+
+  /** This device's answer went out (the buttons wait for the server's word). */
+  answered(decision) { if (this.pending) this.sent = decision; }
+
+  /** A new connection: an answer that was in flight may never have arrived. */
+  reconnected() { if (this.pending) this.sent = null; }
+
+  /** @param {Record<string, any>} frame an error frame with an approval_* code */
+  refused(frame) {
+    this.note = REFUSED[frame.code] || String(frame.message || frame.code);
+    this.sent = null;
+  }
+
+  /** What the card says once it is over; "" while it waits. */
+  get outcome() { return outcomeText(this.decision, this.by); }
+
+  /** The arguments as a person reads them: indented JSON when they parse. */
+  get argsText() {
+    try { return JSON.stringify(JSON.parse(this.args), null, 2); } catch { return this.args; }
+  }
+}
+
+export function isApprovalError(frame) {
+  return frame.type === "error" && Object.hasOwn(REFUSED, String(frame.code));
+}
+
+/** @param {string | null} decision @param {string} by */
+export function outcomeText(decision, by) {
+  const who = by ? ` by ${by}` : "";
+  switch (decision) {
+    case null: return "";
+    case "once": return `Allowed once${who}`;
+    case "chat": return `Allowed in this chat${who}`;
+    case "deny": return `Denied${who}`;
+    case "timeout": return "Timed out — not run";
+    default: return `Cancelled${by ? ` (${by})` : ""} — not run`;
+  }
+}
+
+/** Seconds left as m:ss, never below 0:00. */
+export function countdownText(expiresAt, now) {
+  const left = Math.max(0, Math.ceil(expiresAt - now));
+  return `${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}`;
+}
+
+/** @param {string} text */
+export function isLong(text) {
+  return text.length > LONG_CHARS || text.split("\n").length > LONG_LINES;
+}
+
+/** The card's state as the Python twin's ``ApprovalCard.state()`` gives it (tests). */
+export function cardState(card, now) {
+  return [card.approvalId, card.index, card.name, card.preview, card.argsText, card.expiresAt,
+    card.decision, card.by, card.sent, card.note, card.outcome, countdownText(card.expiresAt, now),
+    isLong(card.preview), isLong(card.argsText)];
+}
+
+// -- the DOM ---------------------------------------------------------------------------------
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+/** A block of untrusted text, whole: inline when short, else collapsed and scrollable. */
+function block(text, label, key) {
+  const pre = el("pre", "approval-text", text);
+  if (!isLong(text)) return pre;
+  const details = el("details", "approval-long");
+  details.dataset.block = key;
+  const lines = text.split("\n").length;
+  details.append(el("summary", "", `${label} — ${lines} lines, ${text.length} characters`), pre);
+  return details;
+}
+
+/**
+ * The card's element. ``options.respond(approvalId, decision)`` sends an answer;
+ * ``options.wallClock()`` is Unix seconds; ``previous`` (the card's last element) keeps the
+ * blocks the person opened.
+ */
+export function approvalCard(card, options, previous = null) {
+  const node = el("section", `approval ${card.pending ? "pending" : "resolved"}`);
+  node.dataset.approvalId = card.approvalId;
+  node.setAttribute("aria-label", `Approval for ${card.name}`);
+  const head = el("header", "approval-head");
+  head.append(el("span", "approval-icon", card.pending ? "✋" : "🔒"));
+  head.append(el("span", "approval-ask", card.pending ? "Run " : "Asked to run "));
+  head.append(el("span", "approval-name", card.name));
+  head.append(el("span", "approval-ask", "?"));
+  if (card.pending) {
+    const countdown = el("span", "approval-countdown",
+      countdownText(card.expiresAt, options.wallClock()));
+    countdown.dataset.expires = String(card.expiresAt);
+    countdown.setAttribute("aria-label", "time left to answer");
+    head.append(countdown);
+  }
+  node.append(head);
+  if (card.preview) node.append(block(card.preview, "Show the full command", "command"));
+  const args = el("details", "approval-args");
+  args.dataset.block = "args";
+  args.open = !card.preview; // without a preview the arguments are the command
+  args.append(el("summary", "", "Arguments"), el("pre", "approval-text", card.argsText));
+  node.append(args);
+  for (const before of previous?.querySelectorAll("details[data-block]") || []) {
+    const now = node.querySelector(`details[data-block="${before.dataset.block}"]`);
+    if (now) now.open = before.open;
+  }
+  if (card.pending) {
+    const actions = el("div", "approval-actions");
+    for (const [decision, label] of DECISIONS) {
+      const button = el("button", `approval-${decision}`, label);
+      button.type = "button";
+      button.dataset.decision = decision;
+      button.disabled = card.sent !== null;
+      if (card.sent === decision) button.setAttribute("aria-pressed", "true");
+      button.addEventListener("click", () => options.respond(card.approvalId, decision));
+      actions.append(button);
+    }
+    node.append(actions);
+  } else {
+    node.append(el("p", `approval-outcome ${card.decision}`, card.outcome));
+  }
+  if (card.note) node.append(el("p", "approval-note", card.note));
+  return node;
+}
+
+/** Redraw every live countdown under ``root`` (once a second, without a re-render). */
+export function tickCountdowns(root, now) {
+  for (const span of root.querySelectorAll(".approval.pending .approval-countdown")) {
+    const text = countdownText(Number(span.dataset.expires), now);
+    if (span.textContent !== text) span.textContent = text;
+  }
+}
