@@ -71,7 +71,6 @@ export function isApprovalError(frame) {
   return frame.type === "error" && Object.hasOwn(REFUSED, String(frame.code));
 }
 
-/** @param {string | null} decision @param {string} by */
 export function outcomeText(decision, by) {
   const who = by ? ` by ${by}` : "";
   switch (decision) {
@@ -90,9 +89,16 @@ export function countdownText(expiresAt, now) {
   return `${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}`;
 }
 
-/** @param {string} text */
+/** Code points, as Python's len() counts them. */
+function chars(text) { return [...text].length; }
+
 export function isLong(text) {
-  return text.length > LONG_CHARS || text.split("\n").length > LONG_LINES;
+  return chars(text) > LONG_CHARS || text.split("\n").length > LONG_LINES;
+}
+
+/** The line a collapsed block shows: what it holds, not a cut of it. */
+export function longSummary(label, text) {
+  return `${label} — ${text.split("\n").length} lines, ${chars(text)} characters`;
 }
 
 /** The card's state as the Python twin's ``ApprovalCard.state()`` gives it (tests). */
@@ -117,8 +123,7 @@ function block(text, label, key) {
   if (!isLong(text)) return pre;
   const details = el("details", "approval-long");
   details.dataset.block = key;
-  const lines = text.split("\n").length;
-  details.append(el("summary", "", `${label} — ${lines} lines, ${text.length} characters`), pre);
+  details.append(el("summary", "", longSummary(label, text)), pre);
   return details;
 }
 
@@ -133,9 +138,9 @@ export function approvalCard(card, options, previous = null) {
   node.setAttribute("aria-label", `Approval for ${card.name}`);
   const head = el("header", "approval-head");
   head.append(el("span", "approval-icon", card.pending ? "✋" : "🔒"));
-  head.append(el("span", "approval-ask", card.pending ? "Run " : "Asked to run "));
-  head.append(el("span", "approval-name", card.name));
-  head.append(el("span", "approval-ask", "?"));
+  const ask = el("span", "approval-ask", card.pending ? "Run " : "Asked to run ");
+  ask.append(el("span", "approval-name", card.name), card.pending ? "?" : "");
+  head.append(ask);
   if (card.pending) {
     const countdown = el("span", "approval-countdown",
       countdownText(card.expiresAt, options.wallClock()));

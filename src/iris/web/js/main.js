@@ -78,6 +78,8 @@ function onFrame(frame) {
     if (frame.on && !turnActive) announce("Iris is replying");
     if (!frame.on && turnActive) announce("Iris finished replying");
     turnActive = Boolean(frame.on);
+  } else if (frame.type === "approval.request") {
+    announce(`Iris asks to run ${frame.name}: allow or deny`);
   } else if (frame.type === "ready" && frame.chat_id) {
     const first = store.bubbles.find((b) => b.role === "user");
     rememberChat(frame.chat_id, first?.text.slice(0, 60));

@@ -1,0 +1,148 @@
+"""The approval card in the Textual app, through run_test + Pilot: against the scripted iris
+server (the frames exactly as the contract has them) and against the real ``iris serve`` app
+(the real agent asking before it runs ``terminal``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Button, Collapsible
+
+from iris.app.app import IrisApp
+from iris.app.settings import Settings
+from iris.app.widgets.approval import ApprovalPanel
+from tests.fakes.iris_server import FakeIrisServer
+
+from .clock import FakeClock
+from .driver import SIZE, until
+
+LONG = "\n".join(f"echo step {n} && sleep 0" for n in range(40)) + "\nrm -rf /tmp/the-end"
+
+
+def panels(app: IrisApp) -> list[ApprovalPanel]:
+    return list(app.query(ApprovalPanel))
+
+
+def shown(panel: ApprovalPanel) -> str:
+    """Every text the card holds (collapsed blocks included), as plain strings."""
+    return "\n".join(str(s.render()) for s in panel.query("Static"))
+
+
+def buttons(panel: ApprovalPanel) -> list[Button]:
+    return list(panel.query(Button))
+
+
+def request(**extra: Any) -> dict[str, Any]:
+    return {
+        "type": "approval.request",
+        "approval_id": "appr_a1",
+        "index": 1,
+        "name": "terminal",
+        "args": json.dumps({"command": LONG}),
+        "preview": LONG,
+        "expires_at": 1_090.0,
+        **extra,
+    }
+
+
+def app_for(server: FakeIrisServer, clock: FakeClock) -> IrisApp:
+    settings = Settings(url=server.url, token="device-token")
+    return IrisApp(
+        settings, wall_clock=clock, retry_min=0.05, settings_file=Path.home() / ".iris" / "app.json"
+    )
+
+
+async def test_the_card_shows_the_whole_command_and_sends_the_press(
+    server: FakeIrisServer,
+) -> None:
+    release = asyncio.Event()
+    server.script(
+        {"type": "typing", "on": True},
+        {"type": "tool.start", "index": 1, "name": "terminal", "preview": "…", "args": {}},
+        request(),
+        release,
+    )
+    clock = FakeClock(1_000.0)
+    app = app_for(server, clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"build", "enter")
+        await until(pilot, lambda: len(panels(app)) == 1 and len(buttons(panels(app)[0])) == 3)
+        [panel] = panels(app)
+        assert [str(b.label) for b in buttons(panel)] == [
+            "Allow once",
+            "Allow in this chat",
+            "Deny",
+        ]
+        assert LONG in shown(panel)  # whole, in a collapsed block that scrolls
+        block = panel.query_one("#approval-block-command", Collapsible)
+        assert block.collapsed and "41 lines" in block.title
+        assert "1:30" in shown(panel)
+        clock.advance(30)
+        await until(pilot, lambda: "1:00" in shown(panel))  # the countdown runs
+        await pilot.click("#approval-once")
+        sent = await server.wait_for("approval.respond")
+        assert {k: sent[k] for k in ("approval_id", "decision")} == {
+            "approval_id": "appr_a1",
+            "decision": "once",
+        }
+        await until(pilot, lambda: all(b.disabled for b in buttons(panels(app)[0])))
+        await server.emit(
+            {"type": "approval.resolved", "approval_id": "appr_a1", "decision": "once", "by": "tui"}
+        )
+        await until(pilot, lambda: not buttons(panels(app)[0]))
+        assert "Allowed once by tui" in shown(panels(app)[0])
+        release.set()
+
+
+async def test_model_text_in_the_card_is_never_markup(server: FakeIrisServer) -> None:
+    sneaky = "[bold red]x[/] [link=https://evil.example]click[/link] [@click=app.quit]q[/]"
+    server.script(request(name=sneaky, preview=sneaky, args=json.dumps({"c": sneaky})))
+    app = app_for(server, FakeClock(1_000.0))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: len(panels(app)) == 1)
+        text = shown(panels(app)[0])
+        assert sneaky in text  # the brackets as written, not styles or links
+        assert app.is_running
+
+
+async def test_a_late_press_shows_already_decided(server: FakeIrisServer) -> None:
+    server.script(request(preview="ls", args='{"command": "ls"}'))
+    app = app_for(server, FakeClock(1_000.0))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: len(panels(app)) == 1 and len(buttons(panels(app)[0])) == 3)
+        await pilot.click("#approval-deny")
+        await server.wait_for("approval.respond")
+        # Another device was first: the chat hears its decision, this one hears it was late.
+        await server.emit(
+            {"type": "approval.resolved", "approval_id": "appr_a1", "decision": "once", "by": "web"}
+        )
+        late = {"type": "error", "code": "approval_decided", "message": "already decided"}
+        for connection in list(server.connections):
+            await connection.send(json.dumps(late))
+        await until(pilot, lambda: "Already decided" in shown(panels(app)[0]))
+        assert "Allowed once by web" in shown(panels(app)[0])
+        assert not buttons(panels(app)[0])
+
+
+async def test_a_device_that_reconnects_while_pending_shows_the_card_again(
+    server: FakeIrisServer,
+) -> None:
+    server.script(request(preview="ls", args='{"command": "ls"}'))
+    first = app_for(server, FakeClock(1_000.0))
+    async with first.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: first.connection.connected)
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: len(panels(first)) == 1)
+    # A fresh start of the app (the chat from seq 0): the log's request comes back, live.
+    again = app_for(server, FakeClock(1_060.0))
+    async with again.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: len(panels(again)) == 1 and len(buttons(panels(again)[0])) == 3)
+        assert "0:30" in shown(panels(again)[0])

@@ -1,0 +1,197 @@
+"""The approval card in the browser app: the request under its turn with the whole command,
+Allow once / Allow in this chat / Deny, the countdown, the decision and who made it, model
+text never markup; the same cards as the terminal app's core for the same frames. Real
+chromium, the real ``iris serve``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page
+
+from iris.app.core.store import ChatStore
+
+from .conftest import Web
+
+pytestmark = pytest.mark.timeout(90)
+
+LONG = "\n".join(f"echo step {n}" for n in range(30)) + "\nrm -rf /tmp/the-end"
+EVIL = '<img src=x onerror="window.pwned=1"><b>bold</b> & </pre><script>window.pwned=2</script>'
+
+
+def request(approval_id: str = "appr_1", **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "approval.request",
+        "approval_id": approval_id,
+        "index": 1,
+        "name": "terminal",
+        "args": json.dumps({"command": LONG}),
+        "preview": LONG,
+        "expires_at": 4_000_000_000.0,
+        **extra,
+    }
+
+
+def resolved(decision: str, by: str, approval_id: str = "appr_1") -> dict[str, Any]:
+    return {"type": "approval.resolved", "approval_id": approval_id, "decision": decision, "by": by}
+
+
+def feed(page: Page, *frames: dict[str, Any]) -> None:
+    page.evaluate(
+        """(frames) => { for (const f of frames) window.__iris.feed(f);
+                         window.__iris.view.render(window.__iris.store); }""",
+        list(frames),
+    )
+
+
+def keep_sends(page: Page) -> None:
+    """Keep the frames the app sends instead of sending them: these cases' requests were fed
+    to the page, the server never made them."""
+    page.evaluate("""() => { window.sent = [];
+        window.__iris.connection.send = (frame) => { window.sent.push(frame); return true; }; }""")
+
+
+def test_the_card_holds_the_whole_command_buttons_and_a_countdown(app: Web) -> None:
+    page = app.open("approval-card")
+    now = page.evaluate("Date.now() / 1000")
+    feed(
+        page,
+        {"type": "tool.start", "index": 1, "name": "terminal", "preview": "…", "args": {}},
+        request(expires_at=now + 95),
+    )
+    card = page.locator(".bubble.approval .approval")
+    assert card.locator(".approval-name").text_content() == "terminal"
+    assert [b.text_content() for b in card.locator(".approval-actions button").all()] == [
+        "Allow once",
+        "Allow in this chat",
+        "Deny",
+    ]
+    long = card.locator("details[data-block=command]")
+    assert long.get_attribute("open") is None  # long: collapsed, whole, scrollable
+    assert (long.locator("summary").text_content() or "").endswith(f"31 lines, {len(LONG)} characters")
+    assert long.locator("pre").text_content() == LONG
+    long.locator("summary").click()
+    overflow = long.locator("pre").evaluate("e => getComputedStyle(e).overflowY")
+    assert overflow == "auto"
+    countdown = card.locator(".approval-countdown")
+    first = countdown.text_content()
+    assert first in ("1:35", "1:34")
+    page.wait_for_function(  # the countdown runs without a frame
+        "(t) => document.querySelector('.approval-countdown').textContent !== t", arg=first
+    )
+    # A change redraws the card; the block the person opened stays open.
+    page.evaluate("() => window.__iris.store.answered('appr_1', 'once')")
+    feed(page)
+    assert page.locator("details[data-block=command]").get_attribute("open") is not None
+    assert page.locator(".approval-actions button[disabled]").count() == 3
+
+
+def test_a_press_sends_the_answer_and_the_decision_replaces_the_buttons(app: Web) -> None:
+    page = app.open("approval-press")
+    keep_sends(page)
+    feed(page, request(preview="ls -la", args='{"command": "ls -la"}'))
+    page.click(".approval-actions .approval-chat")
+    assert page.evaluate("window.sent") == [
+        {"type": "approval.respond", "approval_id": "appr_1", "decision": "chat"}
+    ]
+    page.wait_for_function("() => document.querySelector('.approval-chat').disabled")
+    assert page.get_attribute(".approval-chat", "aria-pressed") == "true"
+    feed(page, resolved("chat", "phone"))
+    card = page.locator(".bubble.approval .approval")
+    assert "resolved" in (card.get_attribute("class") or "")
+    assert card.locator("button").count() == 0
+    assert card.locator(".approval-countdown").count() == 0
+    assert card.locator(".approval-outcome").text_content() == "Allowed in this chat by phone"
+
+
+def test_a_late_press_says_already_decided(app: Web) -> None:
+    page = app.open("approval-late")
+    keep_sends(page)
+    feed(page, {"type": "typing", "on": True}, request(preview="ls", args="{}"))
+    page.click(".approval-actions .approval-deny")
+    late = {"type": "error", "code": "approval_decided", "message": "already decided"}
+    feed(page, resolved("once", "laptop"), late)
+    card = page.locator(".bubble.approval .approval")
+    assert card.locator(".approval-outcome").text_content() == "Allowed once by laptop"
+    assert card.locator(".approval-note").text_content() == "Already decided"
+    assert page.locator(".bubble.error").count() == 0  # not a failed turn
+    assert page.evaluate("window.__iris.store.typing")
+
+
+def test_model_text_in_the_card_is_never_html(app: Web) -> None:
+    page = app.open("approval-evil")
+    feed(page, request(name=EVIL, preview=EVIL, args=json.dumps({"command": EVIL})))
+    card = page.locator(".bubble.approval .approval")
+    assert card.locator(".approval-name").text_content() == EVIL
+    assert card.locator("pre.approval-text").first.text_content() == EVIL
+    assert card.locator("img, b, script").count() == 0
+    assert page.evaluate("window.pwned === undefined")
+
+
+def _frames() -> list[dict[str, Any]]:
+    bodies: list[dict[str, Any]] = [
+        {"type": "message", "message_id": "u1", "role": "user", "text": "clean up"},
+        {"type": "typing", "on": True},
+        {"type": "commentary", "message_id": "m1", "text": "Cleaning."},
+        {"type": "tool.start", "index": 1, "name": "terminal", "preview": "rm", "args": {}},
+        request("appr_1", expires_at=1_000.0),
+        resolved("chat", "phone", "appr_1"),
+        {"type": "tool.start", "index": 2, "name": "mcp_fs_write", "preview": "", "args": {}},
+        request("appr_2", index=2, name="mcp_fs_write", preview="", args='{"path": "é/😀"}'),
+        resolved("timeout", "timeout", "appr_2"),
+        request("appr_3", index=3, preview="x" * 401, args="not json"),
+    ]
+    frames = [{**b, "chat_id": "c", "seq": n} for n, b in enumerate(bodies, start=1)]
+    late = {"type": "error", "code": "approval_decided", "message": "already decided"}
+    unknown = {"type": "error", "code": "approval_unknown", "message": "no such request"}
+    return [*frames, frames[4], late, unknown]
+
+
+def test_the_cards_are_the_terminal_apps(app: Web) -> None:
+    """Frame for frame (and press for press), the browser's cards are what
+    src/iris/app/core/approval.py holds: state, outcome, countdown, long or not."""
+    frames = _frames()
+    presses = {6: ("appr_2", "deny"), 10: ("appr_3", "once"), 11: ("appr_3", "deny")}
+    page = app.open("approval-twin")
+    js = page.evaluate(
+        """async ([frames, presses]) => {
+          const { ChatStore } = await import('/js/store.js');
+          const { cardState } = await import('/js/approval.js');
+          const store = new ChatStore(() => 0);
+          const views = [];
+          frames.forEach((frame, i) => {
+            store.apply(frame);
+            if (presses[i]) store.answered(...presses[i]);
+            if (i === 11) store.newConnection();
+            views.push(store.bubbles.map((b) => [b.messageId, b.kind, b.tools.length,
+              b.approval ? cardState(b.approval, 940.5) : null]));
+          });
+          return views;
+        }""",
+        [frames, {str(k): v for k, v in presses.items()}],
+    )
+    store = ChatStore(lambda: 0.0)
+    views: list[list[list[Any]]] = []
+    for i, frame in enumerate(frames):
+        store.apply(frame)
+        if i in presses:
+            approval_id, decision = presses[i]
+            store.answered(approval_id, decision)  # type: ignore[arg-type]
+        if i == 11:
+            store.new_connection()
+        views.append(
+            [
+                [
+                    b.message_id,
+                    b.kind,
+                    len(b.tools),
+                    b.approval.state(940.5) if b.approval else None,
+                ]
+                for b in store.bubbles
+            ]
+        )
+    assert js == views
+    last = views[-1]
+    assert [row[3][6] if row[3] else None for row in last] == [None, None, "chat", "timeout", None]
