@@ -6,18 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import Button, Collapsible
 
 from iris.app.app import IrisApp
 from iris.app.settings import Settings
 from iris.app.widgets.approval import ApprovalPanel
+from iris.app.widgets.toolcard import ToolCard
+from iris.server import UVICORN_WS_OPTIONS, build_app
+from tests.conftest import MakeConfig
+from tests.fakes import loopback
 from tests.fakes.iris_server import FakeIrisServer
+from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 from .clock import FakeClock
-from .driver import SIZE, until
+from .driver import SIZE, bubbles, make_app, settled, until
+
+pytestmark = pytest.mark.timeout(30)
+DEVICE = "device-token-0123456789"
 
 LONG = "\n".join(f"echo step {n} && sleep 0" for n in range(40)) + "\nrm -rf /tmp/the-end"
 
@@ -93,8 +104,8 @@ async def test_the_card_shows_the_whole_command_and_sends_the_press(
         await server.emit(
             {"type": "approval.resolved", "approval_id": "appr_a1", "decision": "once", "by": "tui"}
         )
-        await until(pilot, lambda: not buttons(panels(app)[0]))
-        assert "Allowed once by tui" in shown(panels(app)[0])
+        await until(pilot, lambda: "Allowed once by tui" in shown(panels(app)[0]))
+        assert not buttons(panels(app)[0])
         release.set()
 
 
@@ -146,3 +157,92 @@ async def test_a_device_that_reconnects_while_pending_shows_the_card_again(
     async with again.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: len(panels(again)) == 1 and len(buttons(panels(again)[0])) == 3)
         assert "0:30" in shown(panels(again)[0])
+
+
+# -- against the real server: the agent waits for the card's answer ------------------------------
+
+
+@pytest.fixture
+async def iris_url(
+    make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path
+) -> AsyncIterator[str]:
+    """The real server, asking before ``terminal`` runs."""
+    config = make_config(
+        upstream.base_url,
+        platforms={"iris": {"tokens": [DEVICE]}, "api_server": {"enabled": False}},
+        tools={"terminal": {"cwd": str(tmp_path)}, "approval": {"mode": "ask", "timeout": 60}},
+    )
+    sock = loopback.bind()
+    server = await loopback.start(build_app(config), sock, **UVICORN_WS_OPTIONS)
+    yield f"ws://127.0.0.1:{sock.getsockname()[1]}/iris/ws"
+    await loopback.stop(server)
+
+
+def live(app: IrisApp) -> bool:
+    return len(panels(app)) == 1 and len(buttons(panels(app)[0])) == 3
+
+
+def tool_output(app: IrisApp) -> str:
+    return "".join(card.call.output_preview for card in app.query(ToolCard))
+
+
+async def test_allow_once_runs_the_tool_and_the_card_says_who(
+    iris_url: str, upstream: FakeUpstream
+) -> None:
+    upstream.script(
+        tool_call("terminal", ['{"command": "echo approved-$((6*7))"}'], content="Checking."),
+        text("It printed approved-42."),
+    )
+    app = make_app(iris_url, DEVICE, smoothness=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"run it", "enter")
+        await until(pilot, lambda: live(app), within=10)
+        assert "echo approved-$((6*7))" in shown(panels(app)[0])
+        assert re.search(r"⏳ [01]:\d\d", shown(panels(app)[0]))
+        await pilot.click("#approval-once")
+        await until(pilot, lambda: "Allowed once by token" in shown(panels(app)[0]), within=10)
+        await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
+        assert bubbles(app)[2].bubble.text == "It printed approved-42."
+        assert "approved-42" in tool_output(app)  # it ran
+        assert not buttons(panels(app)[0])
+    upstream.assert_used_up()
+
+
+async def test_deny_never_runs_the_tool(
+    iris_url: str, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    upstream.script(
+        tool_call("terminal", ['{"command": "touch ran.txt"}']),
+        text("Not approved, so I did not."),
+    )
+    app = make_app(iris_url, DEVICE, smoothness=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"touch it", "enter")
+        await until(pilot, lambda: live(app), within=10)
+        await pilot.click("#approval-deny")
+        await until(pilot, lambda: "Denied by token" in shown(panels(app)[0]), within=10)
+        await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
+        assert "not approved (denied by token)" in tool_output(app)
+    assert not (tmp_path / "ran.txt").exists()
+    told = upstream.requests[1].body["messages"][-1]
+    assert told["role"] == "tool" and "not approved" in told["content"]
+
+
+async def test_a_device_that_reconnects_while_pending_can_still_answer(
+    iris_url: str, upstream: FakeUpstream
+) -> None:
+    upstream.script(tool_call("terminal", ['{"command": "echo again"}']), text("Again."))
+    app = make_app(iris_url, DEVICE, smoothness=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: live(app), within=10)
+        connects = app.connection.connects
+        await app.connection.drop()  # the network goes; the app reconnects and resumes
+        await until(pilot, lambda: app.connection.connects > connects and live(app), within=10)
+        await pilot.click("#approval-once")
+        await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
+        assert "again" in tool_output(app)
+        assert "Allowed once by token" in shown(panels(app)[0])

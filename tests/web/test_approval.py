@@ -6,19 +6,49 @@ chromium, the real ``iris serve``."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
 from iris.app.core.store import ChatStore
+from tests.fakes.upstream import text, tool_call
 
-from .conftest import Web
+from .conftest import Web, bubbles, send, settled, wait_online, web_on
 
 pytestmark = pytest.mark.timeout(90)
 
 LONG = "\n".join(f"echo step {n}" for n in range(30)) + "\nrm -rf /tmp/the-end"
 EVIL = '<img src=x onerror="window.pwned=1"><b>bold</b> & </pre><script>window.pwned=2</script>'
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
+    """This module's server asks before ``terminal`` runs (the default policy)."""
+    with web_on(tmp_path_factory.mktemp("approval"), {"mode": "ask", "timeout": 60}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def phone(web: Web) -> str:
+    """The token of a device paired as ``phone`` (``iris devices add phone``): its answers
+    name it."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "iris.cli", "devices", "add", "phone", "--config", str(web.config)],
+        env=web.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    link = re.search(r"/#token=(\S+)", ran.stdout)
+    assert link is not None, ran.stdout
+    return link.group(1)
 
 
 def request(approval_id: str = "appr_1", **extra: Any) -> dict[str, Any]:
@@ -70,7 +100,9 @@ def test_the_card_holds_the_whole_command_buttons_and_a_countdown(app: Web) -> N
     ]
     long = card.locator("details[data-block=command]")
     assert long.get_attribute("open") is None  # long: collapsed, whole, scrollable
-    assert (long.locator("summary").text_content() or "").endswith(f"31 lines, {len(LONG)} characters")
+    assert (long.locator("summary").text_content() or "").endswith(
+        f"31 lines, {len(LONG)} characters"
+    )
     assert long.locator("pre").text_content() == LONG
     long.locator("summary").click()
     overflow = long.locator("pre").evaluate("e => getComputedStyle(e).overflowY")
@@ -195,3 +227,112 @@ def test_the_cards_are_the_terminal_apps(app: Web) -> None:
     assert js == views
     last = views[-1]
     assert [row[3][6] if row[3] else None for row in last] == [None, None, "chat", "timeout", None]
+
+
+# -- against the real server: the agent waits for the card's answer ------------------------------
+
+
+def asked(page: Page) -> str:
+    """Wait for a live card; its approval_id."""
+    page.wait_for_selector(".approval.pending .approval-actions button", timeout=15_000)
+    return page.get_attribute(".approval.pending", "data-approval-id") or ""
+
+
+def tool_messages(web: Web, count: int) -> list[str]:
+    """What the model was told the tools returned, in its ``count``-th request."""
+    body = web.upstream.wait_for_request(count, timeout=15).body
+    return [str(m.get("content")) for m in body["messages"] if m.get("role") == "tool"]
+
+
+def test_allow_once_runs_the_tool_and_the_card_says_who(app: Web, phone: str) -> None:
+    before = len(app.upstream.requests)
+    app.upstream.script(
+        tool_call("terminal", ['{"command": "echo approved-$((6*7))"}'], content="Checking."),
+        text("It printed approved-42."),
+    )
+    page = app.open("allow", token=phone)
+    send(page, "run it")
+    asked(page)
+    assert "echo approved-$((6*7))" in (page.text_content(".approval.pending pre") or "")
+    assert re.fullmatch(r"[01]:\d\d", page.text_content(".approval-countdown") or "")
+    page.click(".approval-once")
+    page.wait_for_selector(".approval-outcome")
+    assert page.text_content(".approval-outcome") == "Allowed once by phone"
+    settled(page, 4)
+    assert [b["text"].strip() for b in bubbles(page)][3] == "It printed approved-42."
+    assert "approved-42" in (page.text_content(".tool .tool-output") or "")  # it ran
+    assert any("approved-42" in m for m in tool_messages(app, before + 2))
+    assert page.locator(".approval button").count() == 0
+
+
+def test_deny_never_runs_the_tool_and_the_model_is_told(app: Web, phone: str) -> None:
+    before = len(app.upstream.requests)
+    app.upstream.script(
+        tool_call("terminal", ['{"command": "touch ran.txt"}'], content="Touching."),
+        text("It was not approved."),
+    )
+    page = app.open("deny", token=phone)
+    send(page, "touch it")
+    asked(page)
+    page.click(".approval-deny")
+    page.wait_for_selector(".approval-outcome")
+    assert page.text_content(".approval-outcome") == "Denied by phone"
+    settled(page, 4)
+    [told] = tool_messages(app, before + 2)
+    assert "not approved (denied by phone)" in told
+    assert not (Path(app.config).parent / "work" / "ran.txt").exists()
+
+
+def test_two_devices_one_decision_the_other_shows_it_and_a_late_press_is_told(
+    app: Web, phone: str
+) -> None:
+    app.upstream.script(
+        tool_call("terminal", ['{"command": "echo both"}']),
+        text("Done."),
+    )
+    first = app.open("two", token=phone)
+    second = app.open("two")
+    send(first, "go")
+    asked(first)
+    approval_id = asked(second)
+    # The second device has not heard of the decision yet when its person presses Deny.
+    second.evaluate("""() => { const s = window.__iris.store; const apply = s.apply.bind(s);
+        window.queued = []; window.hold = true;
+        s.apply = (f) => (window.hold ? window.queued.push(f) : apply(f)); }""")
+    first.click(".approval-once")
+    first.wait_for_selector(".approval-outcome")
+    second.click(".approval-deny")
+    second.wait_for_function(
+        "() => window.queued.some((f) => f.type === 'error' && f.code === 'approval_decided')"
+    )
+    second.evaluate("""() => { window.hold = false;
+        for (const f of window.queued) window.__iris.feed(f); }""")
+    settled(first, 4)
+    settled(second, 4)
+    for page in (first, second):
+        card = page.locator(f".approval[data-approval-id={approval_id}]")
+        assert card.locator(".approval-outcome").text_content() == "Allowed once by phone"
+        assert card.locator("button").count() == 0
+    assert second.text_content(".approval-note") == "Already decided"
+    assert first.locator(".approval-note").count() == 0
+    assert [b["text"].strip() for b in bubbles(second)][3] == "Done."
+
+
+def test_a_reload_while_pending_shows_the_card_again_with_its_countdown(app: Web) -> None:
+    app.upstream.script(
+        tool_call("terminal", ['{"command": "echo back"}']),
+        text("Back."),
+    )
+    page = app.open("reload")
+    send(page, "go")
+    approval_id = asked(page)
+    page.reload()
+    wait_online(page)
+    assert asked(page) == approval_id  # from the chat's log, still live
+    countdown = page.text_content(".approval-countdown") or ""
+    assert re.fullmatch(r"[01]:\d\d", countdown) and countdown != "0:00"
+    page.click(".approval-once")
+    page.wait_for_selector(".approval-outcome")
+    assert page.text_content(".approval-outcome") == "Allowed once by token"
+    settled(page, 4)
+    assert "back" in (page.text_content(".tool .tool-output") or "")
