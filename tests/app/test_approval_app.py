@@ -109,6 +109,20 @@ async def test_the_card_shows_the_whole_command_and_sends_the_press(
         release.set()
 
 
+async def test_the_buttons_go_dead_when_the_countdown_runs_out(server: FakeIrisServer) -> None:
+    server.script(request(preview="ls", args='{"command": "ls"}'))
+    clock = FakeClock(1_000.0)
+    app = app_for(server, clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: live(app))
+        assert not any(b.disabled for b in buttons(panels(app)[0]))
+        clock.advance(90)
+        await until(pilot, lambda: all(b.disabled for b in buttons(panels(app)[0])))
+        assert "0:00" in shown(panels(app)[0])
+
+
 async def test_model_text_in_the_card_is_never_markup(server: FakeIrisServer) -> None:
     sneaky = "[bold red]x[/] [link=https://evil.example]click[/link] [@click=app.quit]q[/]"
     server.script(request(name=sneaky, preview=sneaky, args=json.dumps({"c": sneaky})))
@@ -129,8 +143,12 @@ async def test_a_late_press_shows_already_decided(server: FakeIrisServer) -> Non
         await until(pilot, lambda: app.connection.connected)
         await pilot.press(*"go", "enter")
         await until(pilot, lambda: len(panels(app)) == 1 and len(buttons(panels(app)[0])) == 3)
-        await pilot.click("#approval-deny")
-        await server.wait_for("approval.respond")
+        for _ in range(12):  # the keyboard reaches the buttons from the composer
+            await pilot.press("tab")
+            if app.focused is not None and app.focused.id == "approval-deny":
+                break
+        await pilot.press("enter")
+        assert (await server.wait_for("approval.respond"))["decision"] == "deny"
         # Another device was first: the chat hears its decision, this one hears it was late.
         await server.emit(
             {"type": "approval.resolved", "approval_id": "appr_a1", "decision": "once", "by": "web"}

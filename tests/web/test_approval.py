@@ -152,6 +152,17 @@ def test_a_late_press_says_already_decided(app: Web) -> None:
     assert page.evaluate("window.__iris.store.typing")
 
 
+def test_the_buttons_go_dead_when_the_countdown_runs_out(app: Web) -> None:
+    page = app.open("approval-expiry")
+    now = page.evaluate("Date.now() / 1000")
+    feed(page, request(expires_at=now + 1.5))
+    assert page.locator(".approval-actions button[disabled]").count() == 0
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.approval-actions button')].every((b) => b.disabled)"
+    )
+    assert page.text_content(".approval-countdown") == "0:00"
+
+
 def test_model_text_in_the_card_is_never_html(app: Web) -> None:
     page = app.open("approval-evil")
     feed(page, request(name=EVIL, preview=EVIL, args=json.dumps({"command": EVIL})))

@@ -92,7 +92,7 @@ class ApprovalPanel(Vertical):
                         label,
                         id=f"approval-{decision}",
                         variant="primary" if decision == "once" else "default",
-                        disabled=card.sent is not None,
+                        disabled=card.sent is not None or self._expired(),
                     )
                     for decision, label in DECISIONS
                 )
@@ -116,9 +116,17 @@ class ApprovalPanel(Vertical):
             return f"🔒 Asked to run {card.name}"
         return f"✋ Run {card.name}?   ⏳ {countdown_text(card.expires_at, self._wall_clock())}"
 
+    def _expired(self) -> bool:
+        """Past ``expires_at`` the server has timed it out (its approval.resolved is on the
+        way): the buttons go dead."""
+        return self.card.expires_at <= self._wall_clock()
+
     def _tick(self) -> None:
         if self.card.pending:
             self._head.update(self._head_text())
+            if self._expired():
+                for button in self.query(Button):
+                    button.disabled = True
 
     def sync(self, bubble: Bubble, detail: ToolDetail, frame: int) -> None:
         """Redraw when the card changed, keeping the blocks the person opened."""

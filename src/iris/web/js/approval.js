@@ -165,7 +165,8 @@ export function approvalCard(card, options, previous = null) {
       const button = el("button", `approval-${decision}`, label);
       button.type = "button";
       button.dataset.decision = decision;
-      button.disabled = card.sent !== null;
+      // Past expires_at the server has timed it out (its approval.resolved is on the way).
+      button.disabled = card.sent !== null || card.expiresAt <= options.wallClock();
       if (card.sent === decision) button.setAttribute("aria-pressed", "true");
       button.addEventListener("click", () => options.respond(card.approvalId, decision));
       actions.append(button);
@@ -178,10 +179,15 @@ export function approvalCard(card, options, previous = null) {
   return node;
 }
 
-/** Redraw every live countdown under ``root`` (once a second, without a re-render). */
+/** Redraw every live countdown under ``root`` (once a second, without a re-render); the
+ * buttons of one that ran out go dead. */
 export function tickCountdowns(root, now) {
   for (const span of root.querySelectorAll(".approval.pending .approval-countdown")) {
-    const text = countdownText(Number(span.dataset.expires), now);
+    const expires = Number(span.dataset.expires);
+    const text = countdownText(expires, now);
     if (span.textContent !== text) span.textContent = text;
+    if (expires <= now) {
+      for (const button of span.closest(".approval").querySelectorAll("button")) button.disabled = true;
+    }
   }
 }
