@@ -163,9 +163,12 @@ async def test_chat_decision_lets_the_tool_run_unasked_until_the_session_starts_
     approvals = broker(agent)
     upstream.script(CALL, text("one"), CALL, text("two"), CALL, text("other chat"))
     first = await turn_answered(agent, approvals, answering("chat"))
-    assert ApprovalResolved(
-        next(e for e in first if isinstance(e, ApprovalRequested)).approval_id, "chat", "alice"
-    ) in first
+    assert (
+        ApprovalResolved(
+            next(e for e in first if isinstance(e, ApprovalRequested)).approval_id, "chat", "alice"
+        )
+        in first
+    )
     second = await turn_answered(agent, approvals, None)
     assert not any(isinstance(e, ApprovalRequested) for e in second)
     assert runs(tmp_path) == 2

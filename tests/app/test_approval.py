@@ -18,7 +18,7 @@ from iris.app.core.approval import (
     long_summary,
     outcome_text,
 )
-from iris.app.core.store import Bubble, ChatStore
+from iris.app.core.view import Bubble, ChatView
 
 from .clock import FakeClock
 
@@ -55,14 +55,14 @@ def turn(*tail: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"chat_id": "c1", "seq": n, **body} for n, body in enumerate(bodies, start=1)]
 
 
-def fed(frames: list[dict[str, Any]]) -> ChatStore:
-    store = ChatStore(FakeClock())
+def fed(frames: list[dict[str, Any]]) -> ChatView:
+    store = ChatView(FakeClock())
     for frame in frames:
         store.apply(frame)
     return store
 
 
-def card_of(store: ChatStore) -> ApprovalCard:
+def card_of(store: ChatView) -> ApprovalCard:
     [card] = [b.approval for b in store.bubbles if b.approval is not None]
     return card
 

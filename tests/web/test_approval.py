@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page
 
-from iris.app.core.store import ChatStore
+from iris.app.core.view import ChatView
 from tests.fakes.upstream import text, tool_call
 
 from .conftest import Web, bubbles, send, settled, wait_online, web_on
@@ -215,7 +215,7 @@ def test_the_cards_are_the_terminal_apps(app: Web) -> None:
         }""",
         [frames, {str(k): v for k, v in presses.items()}],
     )
-    store = ChatStore(lambda: 0.0)
+    store = ChatView(lambda: 0.0)
     views: list[list[list[Any]]] = []
     for i, frame in enumerate(frames):
         store.apply(frame)

@@ -27,7 +27,7 @@ from iris.app.core.approval import (
     is_long,
     long_summary,
 )
-from iris.app.core.store import Bubble
+from iris.app.core.view import Bubble
 from iris.app.settings import ToolDetail
 
 

@@ -29,7 +29,6 @@ from typing import assert_never
 from iris.config import ResolvedDisplay
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.observability import metrics
-from iris.surfaces.chat.lease import TypingLease
 from iris.surfaces.chat.platform import (
     ChatClosed,
     ChatPlatform,
@@ -49,6 +48,7 @@ from iris.surfaces.chat.transport import (
     can_delete,
     unquoted,
 )
+from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.driver import Clock, Sleep, drive, loop_clock
 
 log = logging.getLogger(__name__)
