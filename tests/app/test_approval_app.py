@@ -180,15 +180,17 @@ async def test_a_device_that_reconnects_while_pending_shows_the_card_again(
 # -- against the real server: the agent waits for the card's answer ------------------------------
 
 
-@pytest.fixture
+@pytest.fixture(params=[60.0])
 async def iris_url(
-    make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path
+    request: pytest.FixtureRequest, make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path
 ) -> AsyncIterator[str]:
-    """The real server, asking before ``terminal`` runs."""
+    """The real server, asking before ``terminal`` runs (parametrize indirectly with the
+    request's timeout in seconds)."""
+    approval = {"mode": "ask", "timeout": request.param}
     config = make_config(
         upstream.base_url,
         platforms={"iris": {"tokens": [DEVICE]}, "api_server": {"enabled": False}},
-        tools={"terminal": {"cwd": str(tmp_path)}, "approval": {"mode": "ask", "timeout": 60}},
+        tools={"terminal": {"cwd": str(tmp_path)}, "approval": approval},
     )
     sock = loopback.bind()
     server = await loopback.start(build_app(config), sock, **UVICORN_WS_OPTIONS)
@@ -264,3 +266,19 @@ async def test_a_device_that_reconnects_while_pending_can_still_answer(
         await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
         assert "again" in tool_output(app)
         assert "Allowed once by token" in shown(panels(app)[0])
+
+
+@pytest.mark.parametrize("iris_url", [1.0], indirect=True)
+async def test_nobody_answering_times_the_card_out_and_nothing_runs(
+    iris_url: str, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    upstream.script(tool_call("terminal", ['{"command": "touch ran.txt"}']), text("Timed out."))
+    app = make_app(iris_url, DEVICE, smoothness=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"touch it", "enter")
+        await until(pilot, lambda: len(panels(app)) == 1, within=10)
+        await until(pilot, lambda: "Timed out — not run" in shown(panels(app)[0]), within=10)
+        await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
+        assert not buttons(panels(app)[0])
+    assert not (tmp_path / "ran.txt").exists()

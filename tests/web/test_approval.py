@@ -347,3 +347,20 @@ def test_a_reload_while_pending_shows_the_card_again_with_its_countdown(app: Web
     assert page.text_content(".approval-outcome") == "Allowed once by token"
     settled(page, 4)
     assert "back" in (page.text_content(".tool .tool-output") or "")
+
+
+def test_stop_while_pending_closes_the_card_on_every_page(app: Web) -> None:
+    app.upstream.script(tool_call("terminal", ['{"command": "echo never"}']), text("unused"))
+    first = app.open("stop")
+    second = app.open("stop")
+    send(first, "go")
+    asked(first)
+    asked(second)
+    first.click("#stop")
+    for page in (first, second):
+        page.wait_for_selector(".approval-outcome", timeout=15_000)
+        assert page.text_content(".approval-outcome") == "Cancelled (interrupt) — not run"
+        assert page.locator(".approval button").count() == 0
+        page.wait_for_function("() => !window.__iris.store.typing")
+    outputs = first.locator(".tool-output").all_text_contents()
+    assert all(output.strip() != "never" for output in outputs)  # the command never ran
