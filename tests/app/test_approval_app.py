@@ -143,7 +143,7 @@ async def test_a_late_press_shows_already_decided(server: FakeIrisServer) -> Non
         await until(pilot, lambda: app.connection.connected)
         await pilot.press(*"go", "enter")
         await until(pilot, lambda: len(panels(app)) == 1 and len(buttons(panels(app)[0])) == 3)
-        for _ in range(12):  # the keyboard reaches the buttons from the composer
+        for _ in range(20):  # the keyboard reaches the buttons from the composer
             await pilot.press("tab")
             if app.focused is not None and app.focused.id == "approval-deny":
                 break
