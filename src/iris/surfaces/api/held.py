@@ -12,8 +12,9 @@ A ``HeldTurn`` runs its turn in a task of this process's ``HeldTurns`` group (no
 exchange's), and hands its events to one exchange at a time (a ``Leg``). A leg ends after its
 ``ApprovalRequested`` (the turn is parked: registered under the request's id) or the turn's
 terminal event; a client that leaves mid-leg interrupts the turn, as on any response. A parked
-turn nobody answers ends by the approval's timeout (the model is told nobody approved); a held
-turn is process-local, so the answer must reach the process that holds it (with several
+turn nobody answers goes on at the approval's timeout (the model is told nobody approved) and
+is kept ``KEPT_S`` seconds for a late answer, whose response shows the rest of it; a held turn
+is process-local, so the answer must reach the process that holds it (with several
 processes, route a client's requests to one, as for a streamed response).
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
@@ -36,6 +38,7 @@ from iris.tasks import OpenGroup
 
 log = logging.getLogger("iris.api")
 
+KEPT_S = 600.0  # seconds a turn that ended unanswered waits for its late answer
 APPROVED_BY = "api"  # who answered, in ApprovalResolved: the API's (authenticated) caller
 Json = dict[str, Any]
 
@@ -216,13 +219,22 @@ class HeldTurns:
         return held
 
     def park(self, approval_id: str, held: HeldTurn) -> None:
+        self._prune()
         self._parked[approval_id] = held
 
     def take(self, approval_id: str) -> HeldTurn | None:
-        """The turn parked on ``approval_id`` (it is no longer parked on it)."""
+        """The turn parked on ``approval_id`` (it is no longer parked on it). A turn that went
+        on without the answer (its request timed out) is still there for a while, so a late
+        answer gets the rest of it: the refusal the model was told about, and its reply."""
+        self._prune()
         return self._parked.pop(approval_id, None)
 
     def forget(self, held: HeldTurn) -> None:
         self._all.discard(held)
-        for approval_id in [a for a, h in self._parked.items() if h is held]:
-            del self._parked[approval_id]
+
+    def _prune(self) -> None:
+        now = time.time()
+        for approval_id, held in list(self._parked.items()):
+            parked = held.parked
+            if held.ended and (parked is None or parked.request.expires_at + KEPT_S < now):
+                del self._parked[approval_id]
