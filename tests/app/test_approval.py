@@ -56,70 +56,70 @@ def turn(*tail: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def fed(frames: list[dict[str, Any]]) -> ChatView:
-    store = ChatView(FakeClock())
+    view = ChatView(FakeClock())
     for frame in frames:
-        store.apply(frame)
-    return store
+        view.apply(frame)
+    return view
 
 
-def card_of(store: ChatView) -> ApprovalCard:
-    [card] = [b.approval for b in store.bubbles if b.approval is not None]
+def card_of(view: ChatView) -> ApprovalCard:
+    [card] = [b.approval for b in view.bubbles if b.approval is not None]
     return card
 
 
 def test_a_request_is_a_card_under_its_turn_with_the_whole_call() -> None:
-    store = fed(turn())
-    assert [(b.message_id, b.kind) for b in store.bubbles] == [
+    view = fed(turn())
+    assert [(b.message_id, b.kind) for b in view.bubbles] == [
         ("u1", "message"),
         ("m1", "commentary"),
         ("approval-appr_1", "approval"),
     ]
-    card = card_of(store)
+    card = card_of(view)
     assert card.pending and card.outcome == ""
     assert (card.name, card.preview, card.expires_at) == ("terminal", COMMAND, 1_000.0)
     assert json.loads(card.args_text) == {"command": COMMAND}
-    assert store.bubbles[1].tools[0].name == "terminal"  # the tool card stays on its segment
+    assert view.bubbles[1].tools[0].name == "terminal"  # the tool card stays on its segment
 
 
 def test_the_decision_and_who_made_it_end_the_card() -> None:
-    store = fed(turn(resolved("once", "phone")))
-    card = card_of(store)
+    view = fed(turn(resolved("once", "phone")))
+    card = card_of(view)
     assert not card.pending
     assert card.outcome == "Allowed once by phone"
 
 
 def test_tools_after_the_card_hang_on_the_turns_message_not_on_the_card() -> None:
     later = {"type": "tool.start", "index": 2, "name": "read_file", "preview": "a", "args": {}}
-    store = fed(turn(resolved("chat", "phone"), later))
-    assert [t.index for t in store.bubbles[1].tools] == [1, 2]
-    assert store.bubbles[2].tools == []
+    view = fed(turn(resolved("chat", "phone"), later))
+    assert [t.index for t in view.bubbles[1].tools] == [1, 2]
+    assert view.bubbles[2].tools == []
 
 
 def test_a_replayed_request_does_not_reopen_a_decided_card() -> None:
     frames = turn(resolved("deny", "laptop"))
-    store = fed([*frames, frames[4]])  # a resume replays the request's seq
-    assert card_of(store).outcome == "Denied by laptop"
+    view = fed([*frames, frames[4]])  # a resume replays the request's seq
+    assert card_of(view).outcome == "Denied by laptop"
 
 
 def test_a_late_press_is_told_it_was_already_decided_and_the_turn_goes_on() -> None:
-    store = fed(turn())
-    store.answered("appr_1", "deny")
-    assert card_of(store).sent == "deny"
-    store.apply(resolved("once", "phone") | {"chat_id": "c1", "seq": 6})
-    store.apply(
+    view = fed(turn())
+    view.answered("appr_1", "deny")
+    assert card_of(view).sent == "deny"
+    view.apply(resolved("once", "phone") | {"chat_id": "c1", "seq": 6})
+    view.apply(
         {"type": "error", "code": "approval_decided", "message": "already decided: once by phone"}
     )
-    card = card_of(store)
+    card = card_of(view)
     assert card.note == "Already decided" and card.outcome == "Allowed once by phone"
-    assert store.typing  # the error answered the press; it did not end the turn
-    assert [b.kind for b in store.bubbles].count("error") == 0
+    assert view.typing  # the error answered the press; it did not end the turn
+    assert [b.kind for b in view.bubbles].count("error") == 0
 
 
 def test_a_press_in_flight_when_the_link_drops_can_be_made_again() -> None:
-    store = fed(turn())
-    store.answered("appr_1", "once")
-    store.new_connection()
-    assert card_of(store).sent is None and card_of(store).pending
+    view = fed(turn())
+    view.answered("appr_1", "once")
+    view.new_connection()
+    assert card_of(view).sent is None and card_of(view).pending
 
 
 def test_timeout_and_interrupt_end_the_card_with_nothing_run() -> None:
@@ -129,17 +129,17 @@ def test_timeout_and_interrupt_end_the_card_with_nothing_run() -> None:
 
 
 def test_a_resolved_for_a_request_never_seen_changes_nothing() -> None:
-    store = fed(turn())
-    store.apply(resolved("once", "phone", "appr_2") | {"chat_id": "c1", "seq": 9})
-    assert card_of(store).pending and len(store.bubbles) == 3
+    view = fed(turn())
+    view.apply(resolved("once", "phone", "appr_2") | {"chat_id": "c1", "seq": 9})
+    assert card_of(view).pending and len(view.bubbles) == 3
 
 
 def test_a_card_bubble_is_bumped_on_every_change() -> None:
-    store = fed(turn())
-    bubble: Bubble = store.bubbles[2]
+    view = fed(turn())
+    bubble: Bubble = view.bubbles[2]
     before = bubble.version
-    store.answered("appr_1", "once")
-    store.apply(resolved("once", "phone") | {"chat_id": "c1", "seq": 6})
+    view.answered("appr_1", "once")
+    view.apply(resolved("once", "phone") | {"chat_id": "c1", "seq": 6})
     assert bubble.version == before + 2
 
 

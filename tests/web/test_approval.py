@@ -71,7 +71,7 @@ def resolved(decision: str, by: str, approval_id: str = "appr_1") -> dict[str, A
 def feed(page: Page, *frames: dict[str, Any]) -> None:
     page.evaluate(
         """(frames) => { for (const f of frames) window.__iris.feed(f);
-                         window.__iris.view.render(window.__iris.store); }""",
+                         window.__iris.log.render(window.__iris.view); }""",
         list(frames),
     )
 
@@ -114,7 +114,7 @@ def test_the_card_holds_the_whole_command_buttons_and_a_countdown(app: Web) -> N
         "(t) => document.querySelector('.approval-countdown').textContent !== t", arg=first
     )
     # A change redraws the card; the block the person opened stays open.
-    page.evaluate("() => window.__iris.store.answered('appr_1', 'once')")
+    page.evaluate("() => window.__iris.view.answered('appr_1', 'once')")
     feed(page)
     assert page.locator("details[data-block=command]").get_attribute("open") is not None
     assert page.locator(".approval-actions button[disabled]").count() == 3
@@ -149,7 +149,7 @@ def test_a_late_press_says_already_decided(app: Web) -> None:
     assert card.locator(".approval-outcome").text_content() == "Allowed once by laptop"
     assert card.locator(".approval-note").text_content() == "Already decided"
     assert page.locator(".bubble.error").count() == 0  # not a failed turn
-    assert page.evaluate("window.__iris.store.typing")
+    assert page.evaluate("window.__iris.view.typing")
 
 
 def test_the_buttons_go_dead_when_the_countdown_runs_out(app: Web) -> None:
@@ -200,30 +200,30 @@ def test_the_cards_are_the_terminal_apps(app: Web) -> None:
     page = app.open("approval-twin")
     js = page.evaluate(
         """async ([frames, presses]) => {
-          const { ChatStore } = await import('/js/store.js');
+          const { ChatView } = await import('/js/view.js');
           const { cardState } = await import('/js/approval.js');
-          const store = new ChatStore(() => 0);
+          const view = new ChatView(() => 0);
           const views = [];
           frames.forEach((frame, i) => {
-            store.apply(frame);
-            if (presses[i]) store.answered(...presses[i]);
-            if (i === 11) store.newConnection();
-            views.push(store.bubbles.map((b) => [b.messageId, b.kind, b.tools.length,
+            view.apply(frame);
+            if (presses[i]) view.answered(...presses[i]);
+            if (i === 11) view.newConnection();
+            views.push(view.bubbles.map((b) => [b.messageId, b.kind, b.tools.length,
               b.approval ? cardState(b.approval, 940.5) : null]));
           });
           return views;
         }""",
         [frames, {str(k): v for k, v in presses.items()}],
     )
-    store = ChatView(lambda: 0.0)
+    view = ChatView(lambda: 0.0)
     views: list[list[list[Any]]] = []
     for i, frame in enumerate(frames):
-        store.apply(frame)
+        view.apply(frame)
         if i in presses:
             approval_id, decision = presses[i]
-            store.answered(approval_id, decision)  # type: ignore[arg-type]
+            view.answered(approval_id, decision)  # type: ignore[arg-type]
         if i == 11:
-            store.new_connection()
+            view.new_connection()
         views.append(
             [
                 [
@@ -232,7 +232,7 @@ def test_the_cards_are_the_terminal_apps(app: Web) -> None:
                     len(b.tools),
                     b.approval.state(940.5) if b.approval else None,
                 ]
-                for b in store.bubbles
+                for b in view.bubbles
             ]
         )
     assert js == views
@@ -307,7 +307,7 @@ def test_two_devices_one_decision_the_other_shows_it_and_a_late_press_is_told(
     asked(first)
     approval_id = asked(second)
     # The second device has not heard of the decision yet when its person presses Deny.
-    second.evaluate("""() => { const s = window.__iris.store; const apply = s.apply.bind(s);
+    second.evaluate("""() => { const s = window.__iris.view; const apply = s.apply.bind(s);
         window.queued = []; window.hold = true;
         s.apply = (f) => (window.hold ? window.queued.push(f) : apply(f)); }""")
     first.click(".approval-once")
@@ -361,6 +361,6 @@ def test_stop_while_pending_closes_the_card_on_every_page(app: Web) -> None:
         page.wait_for_selector(".approval-outcome", timeout=15_000)
         assert page.text_content(".approval-outcome") == "Cancelled (interrupt) — not run"
         assert page.locator(".approval button").count() == 0
-        page.wait_for_function("() => !window.__iris.store.typing")
+        page.wait_for_function("() => !window.__iris.view.typing")
     outputs = first.locator(".tool-output").all_text_contents()
     assert all(output.strip() != "never" for output in outputs)  # the command never ran
