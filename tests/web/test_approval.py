@@ -1,7 +1,7 @@
 """The approval card in the browser app: the request under its turn with the whole command,
 Allow once / Allow in this chat / Deny, the countdown, the decision and who made it, model
-text never markup; the same cards as the terminal app's core for the same frames. Real
-chromium, the real ``iris serve``."""
+text never markup; against the real ``iris serve``, a press deciding what the agent does.
+Real chromium. (The card's rules on frame lists, with the Python twin's: tests/webjs.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page
 
-from iris.app.core.view import ChatView
 from tests.fakes.upstream import text, tool_call
 
 from .conftest import Web, bubbles, send, settled, wait_online, web_on
@@ -171,73 +170,6 @@ def test_model_text_in_the_card_is_never_html(app: Web) -> None:
     assert card.locator("pre.approval-text").first.text_content() == EVIL
     assert card.locator("img, b, script").count() == 0
     assert page.evaluate("window.pwned === undefined")
-
-
-def _frames() -> list[dict[str, Any]]:
-    bodies: list[dict[str, Any]] = [
-        {"type": "message", "message_id": "u1", "role": "user", "text": "clean up"},
-        {"type": "typing", "on": True},
-        {"type": "commentary", "message_id": "m1", "text": "Cleaning."},
-        {"type": "tool.start", "index": 1, "name": "terminal", "preview": "rm", "args": {}},
-        request("appr_1", expires_at=1_000.0),
-        resolved("chat", "phone", "appr_1"),
-        {"type": "tool.start", "index": 2, "name": "mcp_fs_write", "preview": "", "args": {}},
-        request("appr_2", index=2, name="mcp_fs_write", preview="", args='{"path": "é/😀"}'),
-        resolved("timeout", "timeout", "appr_2"),
-        request("appr_3", index=3, preview="x" * 401, args="not json"),
-    ]
-    frames = [{**b, "chat_id": "c", "seq": n} for n, b in enumerate(bodies, start=1)]
-    late = {"type": "error", "code": "approval_decided", "message": "already decided"}
-    unknown = {"type": "error", "code": "approval_unknown", "message": "no such request"}
-    return [*frames, frames[4], late, unknown]
-
-
-def test_the_cards_are_the_terminal_apps(app: Web) -> None:
-    """Frame for frame (and press for press), the browser's cards are what
-    src/iris/app/core/approval.py holds: state, outcome, countdown, long or not."""
-    frames = _frames()
-    presses = {6: ("appr_2", "deny"), 10: ("appr_3", "once"), 11: ("appr_3", "deny")}
-    page = app.open("approval-twin")
-    js = page.evaluate(
-        """async ([frames, presses]) => {
-          const { ChatView } = await import('/js/view.js');
-          const { cardState } = await import('/js/approval.js');
-          const view = new ChatView(() => 0);
-          const views = [];
-          frames.forEach((frame, i) => {
-            view.apply(frame);
-            if (presses[i]) view.answered(...presses[i]);
-            if (i === 11) view.newConnection();
-            views.push(view.bubbles.map((b) => [b.messageId, b.kind, b.tools.length,
-              b.approval ? cardState(b.approval, 940.5) : null]));
-          });
-          return views;
-        }""",
-        [frames, {str(k): v for k, v in presses.items()}],
-    )
-    view = ChatView(lambda: 0.0)
-    views: list[list[list[Any]]] = []
-    for i, frame in enumerate(frames):
-        view.apply(frame)
-        if i in presses:
-            approval_id, decision = presses[i]
-            view.answered(approval_id, decision)  # type: ignore[arg-type]
-        if i == 11:
-            view.new_connection()
-        views.append(
-            [
-                [
-                    b.message_id,
-                    b.kind,
-                    len(b.tools),
-                    b.approval.state(940.5) if b.approval else None,
-                ]
-                for b in view.bubbles
-            ]
-        )
-    assert js == views
-    last = views[-1]
-    assert [row[3][6] if row[3] else None for row in last] == [None, None, "chat", "timeout", None]
 
 
 # -- against the real server: the agent waits for the card's answer ------------------------------
