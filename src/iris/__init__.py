@@ -36,6 +36,8 @@ _EXPORTS = {
     "ToolProgress": "iris.events",
     "ToolEnded": "iris.events",
     "ToolCallDelta": "iris.events",
+    "ApprovalRequested": "iris.events",
+    "ApprovalResolved": "iris.events",
     "StreamReset": "iris.events",
     "TurnEnded": "iris.events",
     "TurnFailed": "iris.events",
@@ -67,6 +69,8 @@ __all__ = [
     "ToolProgress",
     "ToolEnded",
     "ToolCallDelta",
+    "ApprovalRequested",
+    "ApprovalResolved",
     "StreamReset",
     "TurnEnded",
     "TurnFailed",
@@ -89,6 +93,8 @@ if TYPE_CHECKING:
     from iris.config import Config, config_from_dict, load_config
     from iris.errors import ConfigError, IrisError, ProviderError, StoreUnavailable
     from iris.events import (
+        ApprovalRequested,
+        ApprovalResolved,
         Commentary,
         Event,
         ReasoningDelta,

@@ -277,6 +277,30 @@ class SlackBudgets(_Section):
     delete: Rate = Field(default_factory=lambda: Rate(calls=45, per=60.0))
 
 
+# Who the bot answers in a group, channel or thread (``platforms.<p>.groups``); private chats
+# always answer. ``mention``: a message that mentions the bot, replies to one of its messages or
+# is a command addressed to it (``/status@botname``); in a thread the bot answered in,
+# follow-ups too unless ``strict_mention``. ``all``: every message of an allowed user.
+# ``free_channels``: chat (or Discord thread channel) ids answered as with ``all``.
+class GroupsConfig(_Section):
+    respond: Literal["mention", "all"] = "mention"
+    free_channels: list[str] = Field(default_factory=list[str])
+    strict_mention: bool = False
+
+    @field_validator("free_channels", mode="before")
+    @classmethod
+    def _ids(cls, value: object) -> object:
+        # Telegram's group ids are numbers in YAML; ids compare as text.
+        if isinstance(value, list):
+            return [str(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+
+# Messages that wait for a turn slot per platform (over server.max_turns or max_turns_per_user)
+# before the busy note.
+QUEUE_SIZE = 100
+
+
 class TelegramConfig(_Section):
     enabled: bool = False
     token: str = ""
@@ -289,6 +313,8 @@ class TelegramConfig(_Section):
     debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
+    groups: GroupsConfig = Field(default_factory=GroupsConfig)
+    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     poll_timeout: float = Field(default=10.0, ge=0)
     budgets: TelegramBudgets = Field(default_factory=TelegramBudgets)
 
@@ -305,6 +331,8 @@ class DiscordConfig(_Section):
     debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
+    groups: GroupsConfig = Field(default_factory=GroupsConfig)
+    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: DiscordBudgets = Field(default_factory=DiscordBudgets)
 
 
@@ -321,6 +349,8 @@ class SlackConfig(_Section):
     debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
+    groups: GroupsConfig = Field(default_factory=GroupsConfig)
+    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: SlackBudgets = Field(default_factory=SlackBudgets)
 
 
@@ -350,6 +380,7 @@ class WhatsAppConfig(_Section):
     # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
     debounce: float = Field(default=1.5, ge=0, le=60)
     max_turns_per_user: int = Field(default=2, ge=1)
+    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: WhatsAppBudgets = Field(default_factory=WhatsAppBudgets)
 
     @field_validator("allowed_users", mode="before")
@@ -414,11 +445,24 @@ class ReadFileTool(_Section):
     roots: list[str] = Field(default_factory=list[str])
 
 
+class ApprovalConfig(_Section):
+    """``tools.approval``: which tool calls wait for a person's yes (``iris.agent.approvals``).
+
+    ``ask``: ``terminal`` and every MCP tool (``mcp_*``) wait, unless ``auto`` names them (a
+    name or a glob); ``off``: nothing is asked. ``timeout``: seconds a request waits before it
+    counts as refused."""
+
+    mode: Literal["ask", "off"] = "ask"
+    auto: list[str] = Field(default_factory=list[str])
+    timeout: float = Field(default=120.0, gt=0, le=86_400)
+
+
 class ToolsConfig(_Section):
     # The built-ins, and MCP tools by name (mcp_<server>_<tool>) or glob (mcp_<server>_*).
     enabled: list[str] = Field(default_factory=lambda: ["terminal", "read_file"])
     terminal: TerminalTool = Field(default_factory=TerminalTool)
     read_file: ReadFileTool = Field(default_factory=ReadFileTool)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     max_iterations: int = Field(default=8, ge=1)
 
     @field_validator("enabled")

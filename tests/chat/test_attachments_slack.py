@@ -34,6 +34,7 @@ def config(
         "app_token": api.app_token,
         "base_url": api.base_url,
         "allowed_users": [OWNER],
+        "groups": {"respond": "all"},  # a channel message: no mention needed here,
     }
     edits = {"platforms": {"slack": {"transport": "edit"}}}
     return platform_config(make_config, upstream, "slack", settings, display=edits, **sections)

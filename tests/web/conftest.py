@@ -63,16 +63,28 @@ class Web:
         self.contexts.append(context)
         return context
 
-    def open(self, chat: str, context: BrowserContext | None = None, **options: Any) -> Page:
+    def open(
+        self, chat: str, context: BrowserContext | None = None, token: str = TOKEN, **options: Any
+    ) -> Page:
         page = (context or self.context(chat, **options)).new_page()
-        page.goto(f"{self.url}/#token={TOKEN}")
+        page.goto(f"{self.url}/#token={token}")
         wait_online(page)
         return page
 
 
+# The app's state as the tests read it. The page puts nothing on ``window``: main.js exports
+# ``app``, and importing the module the page loaded (same URL, so the same instance) reaches
+# it; the test then keeps it as ``window.__iris`` in its own page only.
+HANDLE = """async () => {
+  window.__iris = (await import(new URL('js/main.js', document.baseURI).href)).app;
+}"""
+
+
 def wait_online(page: Page) -> None:
+    """Give the test its handle (``window.__iris``), then wait until the app is connected."""
+    page.evaluate(HANDLE)  # awaited (wait_for_function would not await a promise)
     page.wait_for_function(
-        "() => window.__iris && window.__iris.connection.connected", timeout=10_000
+        "() => window.__iris.connection && window.__iris.connection.connected", timeout=10_000
     )
 
 
@@ -84,7 +96,7 @@ def send(page: Page, text: str) -> None:
 def settled(page: Page, bubbles: int) -> None:
     """Wait until ``bubbles`` bubbles show, the turn is over and every reveal caught up."""
     page.wait_for_function(
-        """(n) => { const s = window.__iris.store;
+        """(n) => { const s = window.__iris.view;
             return s.bubbles.length >= n && !s.typing && !s.revealing
               && document.querySelectorAll('#log .bubble').length >= n
               && !document.querySelector('#log .bubble.streaming')
@@ -129,9 +141,12 @@ class Running:
 
 
 @contextlib.contextmanager
-def served_app(tmp: Path, **sections: Any) -> Iterator[Running]:
+def served_app(
+    tmp: Path, approval: dict[str, Any] | None = None, **sections: Any
+) -> Iterator[Running]:
     """Start ``iris serve`` (home and the terminal tool's folder under ``tmp``); stop it after.
-    ``sections``: more config (``model``, ``attachments``...), merged one level deep."""
+    Tools run unasked unless ``approval`` (``tools.approval``) says otherwise; ``sections``:
+    more config (``model``, ``attachments``...), merged one level deep."""
     (tmp / "work").mkdir(exist_ok=True)
     (tmp / "work" / "notes.txt").write_text("x")
     (tmp / "home").mkdir(exist_ok=True)
@@ -144,7 +159,10 @@ def served_app(tmp: Path, **sections: Any) -> Iterator[Running]:
             platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
             streaming={"enabled": True},
             display={"platforms": {"iris": {"show_reasoning": True}}},
-            tools={"terminal": {"cwd": str(tmp / "work")}},
+            tools={
+                "terminal": {"cwd": str(tmp / "work")},
+                "approval": approval or {"mode": "off"},
+            },
             **sections,
         )
         env = {**os.environ, "HOME": str(tmp / "home")}
@@ -156,11 +174,10 @@ def served_app(tmp: Path, **sections: Any) -> Iterator[Running]:
             server.stop()
 
 
-@pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Web]:
-    # A module may serve with more config: its ``SERVE`` sections (e.g. a model that sees images).
-    sections: dict[str, Any] = getattr(request.module, "SERVE", {})
-    with served_app(tmp_path_factory.mktemp("web"), **sections) as running:
+@contextlib.contextmanager
+def web_on(tmp: Path, approval: dict[str, Any] | None = None, **sections: Any) -> Iterator[Web]:
+    """The served app and a browser for it (a module's ``web``)."""
+    with served_app(tmp, approval, **sections) as running:
         assert sync_playwright is not None
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
@@ -173,6 +190,12 @@ def web(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
                 running.env,
             )
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
+    with web_on(tmp_path_factory.mktemp("web")) as running:
+        yield running
 
 
 @pytest.fixture

@@ -5,18 +5,25 @@ model. Real chromium, the real ``iris serve`` (a model that sees images), the sc
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
 from tests.chat.attachments import images_in, photo, texts_in, user_content
 from tests.fakes.upstream import text
 
-from .conftest import Web, bubbles, send, settled
+from .conftest import Web, bubbles, send, settled, web_on
 
 pytestmark = pytest.mark.timeout(90)
 
-# The server keeps what the page sends (up to 4096 px): the 2048 px seen is the page's doing.
-SERVE = {"model": {"vision": True}, "attachments": {"max_edge": 4096}}
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
+    # The server keeps what the page sends (up to 4096 px): the 2048 px seen is the page's doing.
+    sections = {"model": {"vision": True}, "attachments": {"max_edge": 4096}}
+    with web_on(tmp_path_factory.mktemp("web"), **sections) as running:
+        yield running
+
 
 PASTE = """async () => {
   const canvas = document.createElement("canvas");

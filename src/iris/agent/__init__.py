@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from iris.agent.approvals import ApprovalPolicy, Approvals
 from iris.agent.core import Agent, Turn, TurnRequest, run_with_callback
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Agent",
+    "ApprovalPolicy",
+    "Approvals",
     "Conversation",
     "Turn",
     "TurnOptions",

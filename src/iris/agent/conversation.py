@@ -51,6 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from iris.agent.approvals import Approvals
 from iris.agent.attachments import Prepared, without_old_images
 from iris.agent.context import Compaction
 from iris.agent.core import Agent, Turn, TurnRequest
@@ -118,12 +119,20 @@ class Conversation:
     """One chat (``session``, the caller's key) over its history and its controls."""
 
     def __init__(
-        self, agent: Agent, sessions: Sessions, controls: ChatControls, session: str
+        self,
+        agent: Agent,
+        sessions: Sessions,
+        controls: ChatControls,
+        session: str,
+        approvals: Approvals | None = None,
     ) -> None:
         self.agent = agent
         self.sessions = sessions
         self.kept_controls = controls
         self.session = session
+        # Who approves the chat's tools that ask (``tools.approval``), for this session: None
+        # where nobody can be asked, so such a tool is refused.
+        self.approvals = approvals
 
     # -- controls ----------------------------------------------------------------------------
     async def controls(self) -> Controls:
@@ -155,6 +164,8 @@ class Conversation:
             allow_terminal=options.allow_terminal,
             show_compaction=options.show_compaction,
             metadata=dict(options.metadata),
+            approvals=self.approvals,
+            chat_id=self.session,
         )
         return Exchange(self, controls, transcript, self.agent.run(request))
 
@@ -190,8 +201,11 @@ class Conversation:
 
     # -- commands ----------------------------------------------------------------------------
     async def new(self) -> None:
-        """Start afresh: the model no longer sees the history (it stays in the store)."""
+        """Start afresh: the model no longer sees the history (it stays in the store), and
+        the tools allowed "in this chat" ask again."""
         await self.sessions.cut(self.session)
+        if self.approvals is not None:
+            await self.approvals.new_session(self.session)
 
     async def compact(self) -> Compaction | None:
         """Compact the history now (``/compact``) and keep the cut; what was replaced, or

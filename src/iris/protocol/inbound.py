@@ -33,6 +33,7 @@ from iris.protocol.types import (
     MAX_FEATURES,
     MAX_FILE_NAME,
     MAX_SEQ,
+    ApprovalRespond,
     CancelTurn,
     ClientFrame,
     Hello,
@@ -42,7 +43,16 @@ from iris.protocol.types import (
     SentFile,
 )
 
-__all__ = ["BadFrame", "CancelTurn", "Hello", "Ping", "Request", "Resume", "SendMessage"]
+__all__ = [
+    "ApprovalRespond",
+    "BadFrame",
+    "CancelTurn",
+    "Hello",
+    "Ping",
+    "Request",
+    "Resume",
+    "SendMessage",
+]
 
 _CHAT_ID = re.compile(CHAT_ID)
 _SEQ_TEXT = re.compile(r"[0-9]{1,19}")  # ASCII digits only: "²".isdigit() is True, int() fails
@@ -58,6 +68,8 @@ _BAD_FIELD = {
     "features": f"'features' must be a list of at most {MAX_FEATURES} names",
     "attachments": f"'attachments' must be a list of at most {MAX_ATTACHMENTS} files, each "
     f"{{kind: image|audio|file, name (at most {MAX_FILE_NAME}), mime, data_b64}}",
+    "approval_id": "'approval_id' must be an approval.request's approval_id",
+    "decision": "'decision' must be once, chat or deny",
 }
 _LONE_SURROGATE = {"text": "'text' holds a lone surrogate (not valid Unicode)"}
 _MISSING = {"text": "message.send needs 'text'", "after_seq": "'after_seq' is required"}

@@ -12,9 +12,12 @@ as a server's chats are over theirs); ``/new`` starts afresh.
 from __future__ import annotations
 
 import asyncio
+import functools
+import getpass
 import sys
+from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import create_app_session
@@ -25,8 +28,10 @@ from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from iris.agent import Agent
+from iris.agent.approvals import ApprovalPolicy, Approvals, Decision
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.config import Config
+from iris.events import ApprovalRequested, ApprovalResolved, Event
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
 from iris.state.controls import Controls, MemoryControls
@@ -123,7 +128,15 @@ class Chat:
         # The session's conversation, in this process's memory: the same lifecycle as a
         # server's chats (iris.agent.conversation), gone when the chat ends.
         self.controls = MemoryControls()
-        self.conversation = Conversation(self.agent, MemorySessions(), self.controls, SESSION)
+        # The REPL's own approvals: asked in the status line while a turn runs (a screen
+        # that reads no keys asks nobody, so a tool that asks is refused there).
+        self.approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
+        self.user = _user_name()
+        self._answering: set[asyncio.Task[Any]] = set()
+        asking = self.approvals if screen.asks else None
+        self.conversation = Conversation(
+            self.agent, MemorySessions(), self.controls, SESSION, asking
+        )
 
     async def run(self) -> int:
         try:
@@ -192,9 +205,25 @@ class Chat:
             )
         )
         async with exchange.turn as turn, self.screen.running(turn.interrupt):
-            end = await show_turn(turn, renderer, self.screen)
+            end = await show_turn(self._asking(turn), renderer, self.screen)
+        if self._answering:
+            await asyncio.wait(self._answering)
         # A failed or interrupted reply stays in the conversation as far as it was shown.
         await exchange.keep(end)
+
+    async def _asking(self, events: AsyncIterable[Event]) -> AsyncIterator[Event]:
+        """The turn's events, with its approval requests asked on the screen."""
+        async for event in events:
+            if isinstance(event, ApprovalRequested):
+                self.screen.ask(event, functools.partial(self._answer, event.approval_id))
+            elif isinstance(event, ApprovalResolved):
+                self.screen.asked(event.approval_id)
+            yield event
+
+    def _answer(self, approval_id: str, decision: Decision) -> None:
+        task = asyncio.create_task(self.approvals.respond(approval_id, decision, self.user))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     async def _follow_settings(self) -> None:
         """The chat's controls take the model ``/model`` chose (the REPL's own settings)."""
@@ -209,6 +238,14 @@ class Chat:
     async def status(self) -> str:
         await self._follow_settings()
         return "\n".join(await status(self.conversation))
+
+
+def _user_name() -> str:
+    """Who answers an approval in the terminal: the login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "you"
 
 
 def _file_history() -> History:

@@ -1,13 +1,20 @@
+// @ts-check
 // The app: token from the pairing link, the chat list, the socket, the reveal loop, settings.
+// Its state is one object, `app`, exported for the browser tests and bench/web_render.py
+// (they reach it with `import("/js/main.js")`); nothing is put on `window`.
 
-import { ChatStore } from "./store.js";
 import { ChatView } from "./view.js";
+import { ChatLog } from "./widgets.js";
 import { Connection } from "./connection.js";
 import { loadSettings, saveSettings } from "./settings.js";
 import { listChats, newChatId, rememberChat } from "./chats.js";
+import { tickCountdowns } from "./approval.js";
 import { Attachments } from "./attach.js";
 
-const $ = (selector) => document.querySelector(selector);
+/** @typedef {import("./view.js").Frame} Frame */
+
+/** The element `selector` names (the page has each one). @param {string} selector */
+const $ = (selector) => /** @type {HTMLElement} */ (document.querySelector(selector));
 const TOKEN = "iris.token";
 const CHAT = "iris.chat";
 
@@ -26,21 +33,34 @@ const settings = loadSettings();
 const log = $("#log");
 const announcer = $("#announce");
 const statusLine = $("#status");
-const composer = $("#composer");
-const input = $("#input");
-const sendButton = $("#send");
+const composer = /** @type {HTMLFormElement} */ ($("#composer"));
+const input = /** @type {HTMLTextAreaElement} */ ($("#input"));
+const sendButton = /** @type {HTMLButtonElement} */ ($("#send"));
 const stopButton = $("#stop");
 const typingLine = $("#typing");
 
-let store = null;
-let view = null;
-let connection = null;
-let turnActive = false;
-let atBottom = true;
-let frameRequested = false;
+/** The open chat: its view model, its DOM, its socket (set by openChat), and the loop's state. */
+export const app = {
+  /** @type {ChatView} */
+  view: new ChatView(clock, settings),
+  /** @type {ChatLog | null} */
+  log: null,
+  /** @type {Connection | null} */
+  connection: null,
+  settings,
+  turnActive: false,
+  atBottom: true,
+  frameRequested: false,
+  /** Apply a frame as the socket would. @param {Frame} frame */
+  feed(frame) {
+    app.view.apply(frame);
+    onFrame(frame);
+  },
+};
 
 function clock() { return performance.now() / 1000; }
 
+/** @param {string} text */
 function announce(text) {
   // One polite announcement at a reply's start and end, never per token.
   announcer.textContent = "";
@@ -48,43 +68,48 @@ function announce(text) {
 }
 
 function scrollToEnd() {
-  if (atBottom) log.scrollTop = log.scrollHeight;
+  if (app.atBottom) log.scrollTop = log.scrollHeight;
 }
 
 log.addEventListener("scroll", () => {
-  atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
+  app.atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
 }, { passive: true });
 
 function draw() {
-  frameRequested = false;
-  store.tick();
-  view.render(store);
-  typingLine.hidden = !store.typing;
-  stopButton.hidden = !turnActive;
-  sendButton.hidden = turnActive;
+  app.frameRequested = false;
+  const view = app.view;
+  view.tick();
+  app.log?.render(view);
+  typingLine.hidden = !view.typing;
+  stopButton.hidden = !app.turnActive;
+  sendButton.hidden = app.turnActive;
   scrollToEnd();
-  if (store.revealing) schedule();
+  if (view.revealing) schedule();
 }
 
 function schedule() {
-  if (!frameRequested) {
-    frameRequested = true;
+  if (!app.frameRequested) {
+    app.frameRequested = true;
     requestAnimationFrame(draw);
   }
 }
 
+/** @param {Frame} frame */
 function onFrame(frame) {
   if (frame.type === "typing") {
-    if (frame.on && !turnActive) announce("Iris is replying");
-    if (!frame.on && turnActive) announce("Iris finished replying");
-    turnActive = Boolean(frame.on);
+    if (frame.on && !app.turnActive) announce("Iris is replying");
+    if (!frame.on && app.turnActive) announce("Iris finished replying");
+    app.turnActive = Boolean(frame.on);
+  } else if (frame.type === "approval.request") {
+    announce(`Iris asks to run ${frame.name}: allow or deny`);
   } else if (frame.type === "ready" && frame.chat_id) {
-    const first = store.bubbles.find((b) => b.role === "user");
+    const first = app.view.bubbles.find((b) => b.role === "user");
     rememberChat(frame.chat_id, first?.text.slice(0, 60));
   }
   schedule();
 }
 
+/** @type {Record<string, string>} */
 const STATUS_TEXT = {
   connecting: "Connecting…",
   online: "",
@@ -93,6 +118,7 @@ const STATUS_TEXT = {
   refused: "The server refused this chat.",
 };
 
+/** @param {string} state @param {string | number} [detail] */
 function onStatus(state, detail) {
   document.body.dataset.connection = state;
   statusLine.textContent = STATUS_TEXT[state] ?? state;
@@ -106,28 +132,30 @@ function onStatus(state, detail) {
   sendButton.disabled = state !== "online";
 }
 
+/** @param {string} chatId */
 function openChat(chatId) {
-  connection?.close();
+  app.connection?.close();
   localStorage.setItem(CHAT, chatId);
-  store = new ChatStore(clock, settings);
-  view = new ChatView(log, { settings, openArtifact, force: false });
-  turnActive = false;
-  atBottom = true;
+  const view = new ChatView(clock, settings);
+  app.view = view;
+  app.log = new ChatLog(log, { settings, openArtifact, respond, wallClock, force: false });
+  app.turnActive = false;
+  app.atBottom = true;
   $("#chat-title").textContent = chatId === "main" ? "Iris" : chatId;
-  connection = new Connection({ token: localStorage.getItem(TOKEN), chatId, store, onFrame, onStatus });
-  // A handle for tests and bench/web_render.py: feed() applies a frame as the socket would.
-  window.__iris = { store, connection, view, settings, feed: (frame) => { store.apply(frame); onFrame(frame); } };
-  connection.open();
+  const token = localStorage.getItem(TOKEN);
+  app.connection = new Connection({ token, chatId, view, onFrame, onStatus });
+  app.connection.open();
   schedule();
 }
 
 // -- composer ----------------------------------------------------------------------------------
 
 const attachments = new Attachments($("#attachments"));
-$("#attach").addEventListener("click", () => $("#attach-input").click());
-$("#attach-input").addEventListener("change", (event) => {
-  attachments.add(event.target.files);
-  event.target.value = "";
+const picker = /** @type {HTMLInputElement} */ ($("#attach-input"));
+$("#attach").addEventListener("click", () => picker.click());
+picker.addEventListener("change", () => {
+  attachments.add(picker.files || []);
+  picker.value = "";
 });
 input.addEventListener("paste", (event) => {
   const files = [...(event.clipboardData?.files || [])];
@@ -147,15 +175,16 @@ composer.addEventListener("submit", async (event) => {
     submitting = false;
   }
   const text = input.value.trim();
+  const connection = app.connection;
   if ((!text && !attachments.count) || !connection?.connected) return;
   const files = await attachments.take();
   const frame = files.length ? { type: "message.send", text, attachments: files } : { type: "message.send", text };
   if (!connection.send(frame)) { attachments.restore(files); return; }
   const names = files.map((f) => f.name).join(", ");
-  store.addLocalUser(names ? (text ? `${text}\n[attached: ${names}]` : `[attached: ${names}]`) : text);
-  rememberChat(store.chatId || localStorage.getItem(CHAT), text.slice(0, 60));
+  app.view.addLocalUser(names ? (text ? `${text}\n[attached: ${names}]` : `[attached: ${names}]`) : text);
+  rememberChat(app.view.chatId || localStorage.getItem(CHAT) || "main", (text || names).slice(0, 60));
   input.value = "";
-  atBottom = true;
+  app.atBottom = true;
   resizeInput();
   schedule();
 });
@@ -173,28 +202,43 @@ function resizeInput() {
 }
 input.addEventListener("input", resizeInput);
 
-stopButton.addEventListener("click", () => connection?.send({ type: "turn.cancel" }));
+stopButton.addEventListener("click", () => app.connection?.send({ type: "turn.cancel" }));
+
+// -- approvals: a person's answer to a tool call, and the countdowns ---------------------------
+
+function wallClock() { return Date.now() / 1000; }
+
+/** @param {string} approvalId @param {string} decision */
+function respond(approvalId, decision) {
+  if (app.connection?.send({ type: "approval.respond", approval_id: approvalId, decision })) {
+    app.view.answered(approvalId, decision);
+    schedule();
+  }
+}
+
+setInterval(() => tickCountdowns(log, wallClock()), 1000);
 
 // -- the artifact sandbox ----------------------------------------------------------------------
 
+/** @param {string} html @param {HTMLElement} card */
 function openArtifact(html, card) {
-  let frame = card.querySelector("iframe");
-  if (frame) { frame.remove(); return; }
-  frame = document.createElement("iframe");
+  const open = card.querySelector("iframe");
+  if (open) { open.remove(); return; }
+  const frame = document.createElement("iframe");
   // Scripts run, but in an opaque origin: no cookies, storage or access to this page, and no
   // navigating the app away (no allow-top-navigation, no allow-same-origin).
   frame.setAttribute("sandbox", "allow-scripts");
   frame.setAttribute("title", "HTML page from the reply");
   frame.src = "sandbox.html";
-  frame.addEventListener("load", () => frame.contentWindow.postMessage({ html }, "*"), { once: true });
+  frame.addEventListener("load", () => frame.contentWindow?.postMessage({ html }, "*"), { once: true });
   card.append(frame);
 }
 
 // -- settings ----------------------------------------------------------------------------------
 
-const dialog = $("#settings");
-const streamingBox = $("#set-streaming");
-const speed = $("#set-speed");
+const dialog = /** @type {HTMLDialogElement} */ ($("#settings"));
+const streamingBox = /** @type {HTMLInputElement} */ ($("#set-streaming"));
+const speed = /** @type {HTMLInputElement} */ ($("#set-speed"));
 const speedValue = $("#set-speed-value");
 
 function showSettings() {
@@ -202,6 +246,7 @@ function showSettings() {
   speed.value = String(settings.smoothness);
   speedValue.textContent = `${settings.smoothness.toFixed(2)} s`;
   for (const radio of document.querySelectorAll("input[name=tool-detail]")) {
+    if (!(radio instanceof HTMLInputElement)) continue;
     radio.checked = radio.value === settings.toolDetail;
   }
   dialog.showModal();
@@ -211,12 +256,12 @@ function applySettings() {
   settings.streaming = streamingBox.checked;
   settings.smoothness = Number(speed.value);
   const mode = document.querySelector("input[name=tool-detail]:checked");
-  if (mode) settings.toolDetail = mode.value;
+  if (mode instanceof HTMLInputElement) settings.toolDetail = mode.value;
   speedValue.textContent = `${settings.smoothness.toFixed(2)} s`;
   saveSettings(settings);
-  store.setStreaming(settings.streaming);
-  store.setSmoothness(settings.smoothness); // applies to a reveal in progress too
-  view.refresh(store);
+  app.view.setStreaming(settings.streaming);
+  app.view.setSmoothness(settings.smoothness); // applies to a reveal in progress too
+  app.log?.refresh(app.view);
 }
 
 $("#open-settings").addEventListener("click", showSettings);
@@ -226,10 +271,10 @@ $("#close-settings").addEventListener("click", () => dialog.close());
 
 // -- chats -------------------------------------------------------------------------------------
 
-const drawer = $("#chats");
+const drawer = /** @type {HTMLDialogElement} */ ($("#chats"));
 
 async function showChats() {
-  const { chats } = await listChats(localStorage.getItem(TOKEN));
+  const { chats } = await listChats(localStorage.getItem(TOKEN) || "");
   const list = $("#chat-list");
   list.replaceChildren();
   const current = localStorage.getItem(CHAT) || "main";
@@ -253,6 +298,7 @@ $("#close-chats").addEventListener("click", () => drawer.close());
 
 // -- pairing -----------------------------------------------------------------------------------
 
+/** @param {string} message */
 function showPairing(message) {
   $("#pair-message").textContent = message;
   document.body.dataset.screen = "pair";
@@ -260,7 +306,7 @@ function showPairing(message) {
 
 $("#pair-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  const token = $("#pair-token").value.trim();
+  const token = /** @type {HTMLInputElement} */ ($("#pair-token")).value.trim();
   if (!token) return;
   localStorage.setItem(TOKEN, token);
   document.body.dataset.screen = "chat";
@@ -279,9 +325,9 @@ function fitViewport() {
 window.visualViewport?.addEventListener("resize", fitViewport);
 fitViewport();
 
-window.addEventListener("online", () => connection?.nudge());
+window.addEventListener("online", () => app.connection?.nudge());
 document.addEventListener("visibilitychange", () => {
-  if (document.visibilityState === "visible") connection?.nudge();
+  if (document.visibilityState === "visible") app.connection?.nudge();
 });
 
 if ("serviceWorker" in navigator && window.isSecureContext) {
