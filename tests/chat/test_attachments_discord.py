@@ -46,8 +46,12 @@ async def test_files_of_a_message_reach_the_model_or_the_user_is_told(
     api: DiscordAPI,
     gateway: DiscordGateway,
 ) -> None:
-    settings = {"token": api.token, "base_url": api.base_url, "allowed_users": [OWNER],
-        "groups": {"respond": "all"},  # a channel message: no mention needed here}
+    settings = {
+        "token": api.token,
+        "base_url": api.base_url,
+        "allowed_users": [OWNER],
+        "groups": {"respond": "all"},  # a channel message: no mention needed here
+    }
     config = platform_config(
         make_config,
         upstream,
@@ -93,8 +97,12 @@ async def test_a_file_gone_from_the_cdn_is_a_line_and_the_text_goes_through(
     api: DiscordAPI,
     gateway: DiscordGateway,
 ) -> None:
-    settings = {"token": api.token, "base_url": api.base_url, "allowed_users": [OWNER],
-        "groups": {"respond": "all"},  # a channel message: no mention needed here}
+    settings = {
+        "token": api.token,
+        "base_url": api.base_url,
+        "allowed_users": [OWNER],
+        "groups": {"respond": "all"},  # a channel message: no mention needed here
+    }
     config = platform_config(make_config, upstream, "discord", settings)
     upstream.script(text("Text only."))
     message = message_create(OWNER, "read this")
