@@ -40,6 +40,7 @@ from iris.config import BUDGET_MARGIN
 
 if TYPE_CHECKING:
     from iris.surfaces.chat.budget import SharedBudget
+    from iris.surfaces.chat.prompts import Press, Prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,8 @@ class IncomingMessage:
     # on its draft ``draft_id`` (Telegram).
     stop: bool = False
     draft_id: int | None = None
+    # Not a message: the person pressed a button of an approval prompt (``prompts``).
+    press: Press | None = None
 
 
 class PlatformError(Exception):
@@ -250,4 +253,30 @@ class StreamPlatform(Protocol):
         self, chat_id: str, message_id: str, text: str = "", *, tasks: Sequence[Task] = ()
     ) -> None:
         """Append the last ``text`` and end the stream: the message is final."""
+        ...
+
+
+class ApprovalPlatform(Protocol):
+    """A platform that shows approval prompts with buttons (``prompts``); a press arrives as
+    an ``IncomingMessage`` with ``press``. The one-call-one-request rules hold."""
+
+    # The most text a prompt message takes, in ``capabilities.length_unit``.
+    approval_limit: int
+
+    async def send_prompt(
+        self, chat_id: str, prompt: Prompt, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """Send ``prompt.text`` with its buttons; return the message id."""
+        ...
+
+    async def send_as_written(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """Send ``text`` shown exactly as written (no markdown): a part of a long command."""
+        ...
+
+    async def close_prompt(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        """Replace the prompt's text with ``text`` and take its buttons away."""
         ...

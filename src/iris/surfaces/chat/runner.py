@@ -27,6 +27,10 @@
   bot's poller lease; the others stand by (``iris.surfaces.chat.poller``). A platform whose
   messages come to a webhook (WhatsApp: its ``routes``, served by ``iris serve``) receives in
   whichever process the request reaches.
+- a tool call that waits for approval shows a prompt with buttons in the chat (``prompts``);
+  a press counts only from a user ``allowed_users`` lets in, on a prompt of that chat; anyone
+  else is told so where only they see it, and nothing changes. The first answer wins
+  (``runtime.approvals``); a later press is told what was decided, and by whom.
 - the history sent to the model fits its window; what a compaction replaced is recorded as a
   cut in the session (``iris.agent.context``).
 """
@@ -58,6 +62,7 @@ from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.oneoff import send_once
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
 from iris.surfaces.chat.poller import BotPoller, bot_token
+from iris.surfaces.chat.prompts import LABELS, NOT_ALLOWED, NOT_OPEN, Prompts, parse_press
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
 from iris.surfaces.commands import Command, parse
@@ -147,6 +152,7 @@ class ChatSurface:
         # With a shared store: one poller per platform, receiving while it holds the bot's lease.
         self._pollers: list[BotPoller] = []
         self._poller_tasks: set[asyncio.Task[None]] = set()
+        self.prompts = Prompts()  # the approval prompts open in every chat
 
     # -- ServerSurface ------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
@@ -244,6 +250,9 @@ class ChatSurface:
 
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
+        if message.press is not None:
+            self._spawn(self._press(platform, message))
+            return
         if message.stop:
             self._stop_button(message)
             return
@@ -292,6 +301,44 @@ class ChatSurface:
             log.debug("stop button in %s (draft %s) is stale: ignored", message.chat_id, draft)
             return
         turn.interrupt()
+
+    async def _press(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+        """A press of an approval prompt's button: the answer, if it counts; the presser is
+        told the outcome where only they see it (every press is answered once)."""
+        press = message.press
+        assert press is not None
+        parsed = parse_press(press.data)
+        prompt = self.prompts.get(parsed[0]) if parsed is not None else None
+        note, refused = NOT_OPEN, True
+        if prompt is None or (prompt.platform, prompt.chat_id) != (platform.name, message.chat_id):
+            pass
+        elif not self._allowed(platform.name, message):
+            log.warning(
+                "approval press by %s user %s (%s) refused: not allowed",
+                platform.name,
+                message.user_id,
+                message.user_name,
+            )
+            note = NOT_ALLOWED
+        else:
+            assert parsed is not None
+            decision = parsed[1]
+            by = message.user_name or message.user_id
+            approvals = self.runtime.approvals
+            match approvals.respond(prompt.approval_id, decision, by):
+                case "decided":
+                    note, refused = f"{LABELS[decision]}: {prompt.name}", False
+                case "already_decided":
+                    resolution = approvals.resolution(prompt.approval_id)
+                    note = "Already decided."
+                    if resolution is not None:
+                        note = f"Already decided: {resolution.decision} by {resolution.by}."
+                case "unknown":
+                    pass
+        try:
+            await press.answer(note, refused)
+        except PlatformError as exc:
+            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self._group.create_task(logged(work, "handling a chat message"))
@@ -493,6 +540,7 @@ class ChatSurface:
             first_draft=conversation.next_draft,
             # Once a newer message overtook this one, the reply's messages say what they answer.
             quote=lambda: message.message_id if sequence != conversation.latest else "",
+            prompts=self.prompts,
         )
         try:
             if refused is not None:
