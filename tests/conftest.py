@@ -91,10 +91,14 @@ def make_config(tmp_path: Path) -> MakeConfig:
     """``make_config(base_url, **sections)``: a config pointing at a (fake) provider.
 
     Sections are merged over a test baseline: store in tmp_path, a chat-completions model
-    named ``fake-model`` with key ``sk-test``."""
+    named ``fake-model`` with key ``sk-test``, and tools that run unasked
+    (``tools.approval.mode: off``: the approval tests ask for ``ask`` themselves)."""
 
     def build(base_url: str | None = None, **sections: Any) -> Config:
-        data: dict[str, Any] = {"store": {"path": str(tmp_path / "iris.db")}}
+        data: dict[str, Any] = {
+            "store": {"path": str(tmp_path / "iris.db")},
+            "tools": {"approval": {"mode": "off"}},
+        }
         if base_url is not None:
             data["model"] = {
                 "provider": "chat_completions",

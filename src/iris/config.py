@@ -411,11 +411,24 @@ class ReadFileTool(_Section):
     roots: list[str] = Field(default_factory=list[str])
 
 
+class ApprovalConfig(_Section):
+    """``tools.approval``: which tool calls wait for a person's yes (``iris.agent.approvals``).
+
+    ``ask``: ``terminal`` and every MCP tool (``mcp_*``) wait, unless ``auto`` names them (a
+    name or a glob); ``off``: nothing is asked. ``timeout``: seconds a request waits before it
+    counts as refused."""
+
+    mode: Literal["ask", "off"] = "ask"
+    auto: list[str] = Field(default_factory=list[str])
+    timeout: float = Field(default=120.0, gt=0, le=86_400)
+
+
 class ToolsConfig(_Section):
     # The built-ins, and MCP tools by name (mcp_<server>_<tool>) or glob (mcp_<server>_*).
     enabled: list[str] = Field(default_factory=lambda: ["terminal", "read_file"])
     terminal: TerminalTool = Field(default_factory=TerminalTool)
     read_file: ReadFileTool = Field(default_factory=ReadFileTool)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     max_iterations: int = Field(default=8, ge=1)
 
     @field_validator("enabled")

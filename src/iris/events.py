@@ -12,7 +12,7 @@ Shape of a turn::
       StreamReset?                          a retry/fallback restarted: drop the segment's text
       (Commentary | SegmentEnded)?          closes the segment: Commentary when the text
                                             accompanied tool calls, SegmentEnded otherwise
-      (ToolStarted ToolProgress* ToolEnded)*
+      (ToolStarted (ApprovalRequested ApprovalResolved)? ToolProgress* ToolEnded)*
       ToolCallDelta*                        a client-defined tool call as it forms
     )*
     TurnEnded | TurnFailed                  exactly one, always last
@@ -122,6 +122,37 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    """Tool call ``index`` waits for a person's yes (``iris.agent.approvals``).
+
+    ``args``: the call's full JSON arguments; ``preview``: a human rendering of them (for
+    ``terminal`` the whole command, never cut); ``expires_at``: Unix seconds when the request
+    counts as refused. Always followed by ``ApprovalResolved`` with the same ``approval_id``
+    before the call's ``ToolEnded``."""
+
+    index: int
+    name: str
+    args: str
+    preview: str
+    approval_id: str
+    expires_at: float
+    kind: Literal["approval_requested"] = "approval_requested"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResolved:
+    """How an approval request ended. ``decision``: ``once``, ``chat`` (this tool runs
+    unasked for the rest of the chat's session), ``deny``, ``timeout``, ``cancelled`` (the
+    turn was interrupted). ``by``: who answered (a user or device name), ``timeout`` or
+    ``interrupt``."""
+
+    approval_id: str
+    decision: Literal["once", "chat", "deny", "timeout", "cancelled"]
+    by: str
+    kind: Literal["approval_resolved"] = "approval_resolved"
+
+
+@dataclass(frozen=True, slots=True)
 class StreamReset:
     """A retry or fallback restarted the current segment: forget its streamed text."""
 
@@ -179,6 +210,8 @@ Event = (
     | ToolProgress
     | ToolEnded
     | ToolCallDelta
+    | ApprovalRequested
+    | ApprovalResolved
     | StreamReset
     | TurnEnded
     | TurnFailed

@@ -13,6 +13,7 @@ from typing import Protocol
 from starlette.routing import BaseRoute
 
 from iris.agent import Agent
+from iris.agent.approvals import ApprovalPolicy, Approvals
 from iris.agent.sessions import Sessions, SessionStore
 from iris.config import Config
 from iris.controls import ControlsStore, MemoryControls
@@ -47,9 +48,13 @@ class Runtime:
     turns: TurnLimiter = field(init=False)
     # Failed authentications per client address, every surface (``iris.guard``).
     guard: AuthThrottle = field(default_factory=AuthThrottle)
+    # Tool calls waiting for a person's yes (``tools.approval``), shared through ``shared``.
+    approvals: Approvals = field(init=False)
 
     def __post_init__(self) -> None:
         self.turns = TurnLimiter(self.config.server.max_turns)
+        policy = ApprovalPolicy.configured(self.config.tools.approval)
+        self.approvals = Approvals(policy, self.shared)
 
     @classmethod
     def create(

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from typing import Literal, assert_never
 
 from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     Commentary,
     Event,
     ReasoningDelta,
@@ -133,6 +135,8 @@ Passed = (
     | ToolProgress
     | ToolEnded
     | ToolCallDelta
+    | ApprovalRequested
+    | ApprovalResolved
     | TurnEnded
     | TurnFailed
 )
@@ -302,6 +306,8 @@ class Segments:
             case ToolStarted() | ToolProgress() | ToolEnded():
                 # Text still open when tools run accompanied their calls.
                 return [*self._close("", "commentary"), event]
+            case ApprovalRequested() | ApprovalResolved():
+                return [event]  # they follow the call's ToolStarted: the segment is closed
             case TurnStarted() | ReasoningDelta() | ToolCallDelta():
                 # A client tool call forming leaves the segment open: the turn's end closes
                 # it as commentary.

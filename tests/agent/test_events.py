@@ -19,6 +19,8 @@ SAMPLES: list[ev.Event] = [
     ev.ToolEnded(1, "terminal", True, 0.4, "file.txt"),
     ev.ToolCallDelta(0, '{"path": "a', "call_1", "write_file"),
     ev.ToolCallDelta(0, '.txt"}'),
+    ev.ApprovalRequested(1, "terminal", '{"command": "rm -rf b"}', "rm -rf b", "appr_1", 1.5),
+    ev.ApprovalResolved("appr_1", "chat", "phone"),
     ev.StreamReset("fallback", "backup"),
     ev.TurnEnded(
         "Answer",

@@ -48,6 +48,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from iris.agent.approvals import ApprovalPolicy, Approvals, refusal, unaskable
 from iris.agent.context import (
     NOTE,
     Budget,
@@ -73,6 +74,7 @@ from iris.errors import (
     user_message,
 )
 from iris.events import (
+    ApprovalResolved,
     Commentary,
     Event,
     ReasoningDelta,
@@ -119,6 +121,10 @@ class TurnRequest:
     # turns, and retry once after the provider's "context length exceeded".
     fit_context: bool = False
     show_compaction: bool = False  # say so as Commentary when older turns were compacted
+    # Who approves the tools that ask (``tools.approval``): the broker and the chat asking.
+    # None: nobody can be asked here, so such a tool is refused, never run unasked.
+    approvals: Approvals | None = None
+    chat_id: str = ""
 
 
 class Agent:
@@ -657,6 +663,9 @@ class Turn:
         problem = validate_args(tool.parameters, args)
         if problem:
             return self._tool_ended(index, call, ToolResult(False, f"error: {problem}"), started)
+        refused = await self._approval(index, call.name, args)
+        if refused is not None:
+            return self._tool_ended(index, call, ToolResult(False, refused), started)
         last_note = 0.0
 
         def progress(note: str) -> None:
@@ -674,6 +683,28 @@ class Turn:
             log.exception("tool %s failed", call.name)
             result = ToolResult(False, f"error: {type(exc).__name__}: {exc}")
         return self._tool_ended(index, call, result, started)
+
+    async def _approval(self, index: int, name: str, args: dict[str, Any]) -> str | None:
+        """The gate before every tool run (built-in and MCP): None when the call may run, else
+        the refusal the model gets as the tool's result (``tools.approval``)."""
+        approvals = self.request.approvals
+        if approvals is None:
+            policy = ApprovalPolicy.configured(self.agent.config.tools.approval)
+            return unaskable(name) if policy.asks(name) else None
+        chat_id = self.request.chat_id
+        if not await approvals.asks(chat_id, name):
+            return None
+        asked = approvals.request(index, name, args)
+        self._emit(asked)
+        try:
+            resolution = await approvals.wait(chat_id, asked)
+        except asyncio.CancelledError:
+            self._emit(ApprovalResolved(asked.approval_id, "cancelled", "interrupt"))
+            raise
+        self._emit(resolution.event())
+        if resolution.decision in ("once", "chat"):
+            return None
+        return refusal(resolution.decision, resolution.by)
 
     def _tool_ended(
         self, index: int, call: ToolCall, result: ToolResult, started: float

@@ -42,6 +42,7 @@ async def execute(command: Command, chat: CommandTarget) -> str:
             if chat.busy:
                 return BUSY
             await chat.runtime.sessions.cut(chat.session)
+            await chat.runtime.approvals.new_session(chat.session)  # "allow in this chat" ends
             return "new conversation: the model no longer sees the earlier one (it is kept)"
         case "stop":
             return "stopped" if chat.stop() else "nothing to stop"

@@ -24,6 +24,8 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -123,6 +125,8 @@ class ChatEncoder:
                 self._thinking.restart()
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._thinking = Track()
+            case ApprovalRequested() | ApprovalResolved():
+                pass  # chat completions cannot ask: such a call is refused in its tool result
             case ToolCallDelta(index=index, arguments=arguments, call_id=call_id, name=name):
                 self._role(out)
                 if call_id:  # the call's head: id, type and name once

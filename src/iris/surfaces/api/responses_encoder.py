@@ -35,6 +35,8 @@ from collections.abc import Callable
 from typing import Any, assert_never
 
 from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -288,6 +290,8 @@ class ResponsesEncoder:
                 self._close(out, "completed")
             case ToolCallDelta():
                 self._call_delta(out, item)
+            case ApprovalRequested() | ApprovalResolved():
+                pass
             case TurnEnded():
                 # The output cap cut the answer: OpenAI's word is an incomplete response.
                 status = "incomplete" if item.reason == "length" else "completed"

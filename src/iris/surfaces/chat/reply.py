@@ -70,6 +70,8 @@ from typing import Literal, assert_never
 
 from iris.config import ResolvedDisplay
 from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -315,6 +317,8 @@ class Reply:
                 self._tool(item)
             case ToolCallDelta():
                 pass  # client-defined tools are an API matter; a chat offers none
+            case ApprovalRequested() | ApprovalResolved():
+                pass  # the platform's approval prompt is its own message, not the reply's
             case TurnEnded():
                 self._end(item)
             case TurnFailed():

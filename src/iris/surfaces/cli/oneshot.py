@@ -14,6 +14,8 @@ from typing import TextIO, assert_never
 from iris.agent import Agent, TurnRequest
 from iris.config import Config
 from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -93,6 +95,8 @@ class Printer:
         match item:
             case TurnStarted() | SegmentOpened() | StreamReset() | ToolProgress() | ToolCallDelta():
                 pass
+            case ApprovalRequested() | ApprovalResolved():
+                pass  # a one-shot asks nobody: a tool that asks is refused (tools.approval)
             case SegmentGrown(delta=delta):
                 if self.stream:
                     self._write(delta)

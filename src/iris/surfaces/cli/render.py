@@ -21,6 +21,8 @@ from typing import Any, Literal, assert_never
 
 from iris.config import ToolProgressMode
 from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -125,6 +127,8 @@ class ReplyRenderer:
                 self._tool_ended(item)
             case ToolCallDelta():
                 pass  # the terminal chat offers the agent's own tools only, never a client's
+            case ApprovalRequested() | ApprovalResolved():
+                pass  # the REPL's prompt asks (iris.surfaces.cli.approval), not the renderer
             case TurnEnded():
                 self._turn_ended(item)
             case TurnFailed(message=message):

@@ -38,6 +38,7 @@ from typing import Any, assert_never
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from iris.agent.approvals import Decision
 from iris.appends import FEATURE as APPEND
 from iris.appends import AppendWriter
 from iris.devices import Check
@@ -250,7 +251,8 @@ class IrisSurface:
                 guard.failed(address, "iris")
             await _close(ws, caller.code, caller.reason)
             return
-        hello, device = caller
+        hello, check = caller
+        device = check.digest
         chat_id = hello.chat_id or DEFAULT_CHAT
         try:
             room = self.room(chat_id)
@@ -268,7 +270,7 @@ class IrisSurface:
             self.hub.unsubscribe(subscription)
             await _store_failed(ws, chat_id, hello.after_seq or 0, exc)
             return
-        connection = _Connection(self, ws, room, subscription, hello.token)
+        connection = _Connection(self, ws, room, subscription, hello.token, check.name)
         forget = None if device is None else self.revocations.watch(device, connection.revoke)
         metrics.socket_connected(1)
         try:
@@ -279,8 +281,9 @@ class IrisSurface:
             if forget is not None:
                 forget()
 
-    async def _authenticate(self, ws: WebSocket) -> tuple[inbound.Hello, str | None] | _Refusal:
-        """The device's ``hello`` and its token digest (None: a config token), or a refusal."""
+    async def _authenticate(self, ws: WebSocket) -> tuple[inbound.Hello, Check] | _Refusal:
+        """The device's ``hello`` and its token's check (``digest`` None: a config token), or a
+        refusal."""
         header = ws.headers.get("authorization", "")
         if header:
             token = bearer(header) or ""
@@ -298,7 +301,7 @@ class IrisSurface:
             features = None if named is None else inbound.parse_features(named)
             if named is not None and features is None:
                 return _Refusal(CLOSE_BAD_REQUEST, "features must be a comma-separated list")
-            return inbound.Hello(token, chat_id, after_seq, features), admitted.digest
+            return inbound.Hello(token, chat_id, after_seq, features), admitted
         unauthorized = _Refusal(CLOSE_UNAUTHORIZED, "unauthorized")
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
@@ -316,7 +319,7 @@ class IrisSurface:
         if not isinstance(request, inbound.Hello):
             return unauthorized
         admitted = await self._admit(request.token)
-        return admitted if isinstance(admitted, _Refusal) else (request, admitted.digest)
+        return admitted if isinstance(admitted, _Refusal) else (request, admitted)
 
     async def _admit(self, token: str) -> Check | _Refusal:
         """The token's ``ok`` check, or the close that refuses it."""
@@ -339,9 +342,12 @@ class _Connection:
         room: ChatRoom,
         subscription: Subscription,
         token: str,
+        device: str | None = None,
     ) -> None:
         self.surface = surface
         self.token = token
+        # Who an approval answer names: the paired device, or the config token's holder.
+        self.device = device or "token"
         self.ws = ws
         self.room = room
         self.subscription = subscription
@@ -460,8 +466,27 @@ class _Connection:
                 self.subscription.resume(after_seq)
             case inbound.Hello():
                 self._error("unexpected_hello", "already authenticated")
+            case inbound.ApprovalRespond(approval_id=approval_id, decision=decision):
+                assert self._group is not None  # frames are handled inside run()
+                self._group.create_task(self._respond(approval_id, decision))
             case _:
                 assert_never(request)
+
+    async def _respond(self, approval_id: str, decision: Decision) -> None:
+        """An approval answer from this device; a late or unknown one is told why."""
+        approvals = self.surface.runtime.approvals
+        try:
+            result = await approvals.respond(
+                approval_id, decision, self.device, chat_id=self.room.session
+            )
+            if result == "already_decided":
+                found = await approvals.resolution(approval_id)
+                said = f"{found.decision} by {found.by}" if found is not None else "before"
+                self._error("approval_decided", f"already decided: {said}")
+            elif result == "unknown":
+                self._error("approval_unknown", f"no approval {approval_id!r} waits in this chat")
+        except StoreUnavailable as exc:
+            self._error(exc.code, exc.message)
 
     async def _command(self, command: Command) -> None:
         """Answer a chat command to this device alone (a ``command`` frame)."""

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -205,6 +207,27 @@ class FrameEncoder:
                 )
             case ToolCallDelta():
                 pass  # the iris socket offers the agent's own tools only, never a client's
+            case ApprovalRequested():
+                out.append(
+                    {
+                        "type": "approval.request",
+                        "approval_id": item.approval_id,
+                        "index": item.index,
+                        "name": item.name,
+                        "args": item.args,
+                        "preview": item.preview,
+                        "expires_at": item.expires_at,
+                    }
+                )
+            case ApprovalResolved(approval_id=approval_id, decision=decision, by=by):
+                out.append(
+                    {
+                        "type": "approval.resolved",
+                        "approval_id": approval_id,
+                        "decision": decision,
+                        "by": by,
+                    }
+                )
             case TurnFailed(code=code, message=message):
                 out.append({"type": "error", "code": code, "message": message})
                 out += self._finish()

@@ -28,6 +28,7 @@ from iris.surfaces.iris.protocol import (
     MAX_FEATURE_NAME,
     MAX_FEATURES,
     MAX_SEQ,
+    ApprovalRespond,
     CancelTurn,
     ClientFrame,
     Hello,
@@ -36,7 +37,16 @@ from iris.surfaces.iris.protocol import (
     SendMessage,
 )
 
-__all__ = ["BadFrame", "CancelTurn", "Hello", "Ping", "Request", "Resume", "SendMessage"]
+__all__ = [
+    "ApprovalRespond",
+    "BadFrame",
+    "CancelTurn",
+    "Hello",
+    "Ping",
+    "Request",
+    "Resume",
+    "SendMessage",
+]
 
 _CHAT_ID = re.compile(CHAT_ID)
 _SEQ_TEXT = re.compile(r"[0-9]{1,19}")  # ASCII digits only: "²".isdigit() is True, int() fails
@@ -50,6 +60,8 @@ _BAD_FIELD = {
     "chat_id": "'chat_id' must be 1-128 of A-Z a-z 0-9 . _ : @ -",
     "after_seq": f"'after_seq' must be an integer from 0 to {MAX_SEQ}",
     "features": f"'features' must be a list of at most {MAX_FEATURES} names",
+    "approval_id": "'approval_id' must be an approval.request's approval_id",
+    "decision": "'decision' must be once, chat or deny",
 }
 _LONE_SURROGATE = {"text": "'text' holds a lone surrogate (not valid Unicode)"}
 _MISSING = {"text": "message.send needs 'text'", "after_seq": "'after_seq' is required"}

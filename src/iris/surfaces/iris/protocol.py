@@ -75,6 +75,7 @@ Seq = Annotated[int, Field(strict=True, ge=0, le=MAX_SEQ)]
 MessageId = Annotated[str, StringConstraints(min_length=1)]
 Tokens = Annotated[int, Field(ge=0)]
 ToolIndex = Annotated[int, Field(ge=1)]
+ApprovalId = Annotated[str, StringConstraints(strict=True, pattern=r"^appr_[0-9a-f]{1,64}$")]
 Feature = Annotated[
     str,
     StringConstraints(strict=True, min_length=1, max_length=MAX_FEATURE_NAME),
@@ -217,6 +218,33 @@ class ToolEnd(_Stamped):
 
 
 @with_config(_CONFIG)
+class ApprovalRequest(_Stamped):
+    """Chat-scoped. Tool call index waits for a yes: answer with approval.respond before
+    expires_at (Unix seconds). args is the call's whole JSON arguments, preview a person's
+    rendering of them (a terminal command in full); neither is ever cut."""
+
+    type: Literal["approval.request"]
+    approval_id: ApprovalId
+    index: ToolIndex
+    name: str
+    args: str
+    preview: str
+    expires_at: float
+
+
+@with_config(_CONFIG)
+class ApprovalResolvedFrame(_Stamped):
+    """Chat-scoped. How an approval request ended: once, chat (this tool unasked for the rest
+    of the chat's session), deny, timeout or cancelled (the turn was interrupted); by names
+    who answered (a device or user), or is timeout / interrupt."""
+
+    type: Literal["approval.resolved"]
+    approval_id: ApprovalId
+    decision: Literal["once", "chat", "deny", "timeout", "cancelled"]
+    by: str
+
+
+@with_config(_CONFIG)
 class Commentary(_Stamped):
     """Chat-scoped. Text that accompanied tool calls; when it was streamed as message_id, this
     closes that bubble."""
@@ -290,6 +318,8 @@ CHAT_SCOPED = frozenset(
         "tool.progress",
         "tool.end",
         "commentary",
+        "approval.request",
+        "approval.resolved",
     }
 )
 
@@ -313,6 +343,8 @@ ServerFrame = (
     | ToolStart
     | ToolProgress
     | ToolEnd
+    | ApprovalRequest
+    | ApprovalResolvedFrame
     | Commentary
     | Error
     | Pong
@@ -333,6 +365,8 @@ SERVER: TypeAdapter[ServerFrame] = TypeAdapter(
         | Annotated[ToolStart, Tag("tool.start")]
         | Annotated[ToolProgress, Tag("tool.progress")]
         | Annotated[ToolEnd, Tag("tool.end")]
+        | Annotated[ApprovalRequest, Tag("approval.request")]
+        | Annotated[ApprovalResolvedFrame, Tag("approval.resolved")]
         | Annotated[Commentary, Tag("commentary")]
         | Annotated[Error, Tag("error")]
         | Annotated[Pong, Tag("pong")]
@@ -403,7 +437,20 @@ class Ping:
     type: Literal["ping"] = "ping"
 
 
-ClientFrame = Hello | SendMessage | CancelTurn | Resume | Ping
+@with_config(_CONFIG)
+@dataclass(frozen=True, slots=True)
+class ApprovalRespond:
+    """Answer an approval.request of the connection's chat: once, chat (this tool runs
+    unasked for the rest of the chat's session) or deny. The first answer from any device
+    wins; a later one gets an error frame (approval_decided), an id the chat is not waiting
+    on one with approval_unknown."""
+
+    approval_id: ApprovalId
+    decision: Literal["once", "chat", "deny"]
+    type: Literal["approval.respond"] = "approval.respond"
+
+
+ClientFrame = Hello | SendMessage | CancelTurn | Resume | Ping | ApprovalRespond
 
 CLIENT: TypeAdapter[ClientFrame] = TypeAdapter(Annotated[ClientFrame, Field(discriminator="type")])
 

@@ -356,6 +356,8 @@ class ChatRoom:
             fit_context=True,
             show_compaction=True,
             metadata={"surface": "iris", "chat_id": self.chat_id},
+            approvals=self.runtime.approvals,
+            chat_id=self.session,
         )
         async with self.runtime.agent.run(request) as turn:
             self._turn = turn
