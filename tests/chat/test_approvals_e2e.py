@@ -26,12 +26,10 @@ import pytest
 
 from iris.surfaces.chat.prompts import NOT_ALLOWED, NOT_OPEN
 from iris.surfaces.chat.runner import ChatSurface
-from iris.surfaces.chat.splitter import rejoin
 from tests.chat.harness import STREAMING, running
 from tests.conftest import MakeConfig
 from tests.fakes.discord_api import DiscordAPI
 from tests.fakes.discord_gateway import (
-    CHANNEL_ID,
     DiscordGateway,
     message_create,
     point_discord_py_at,
@@ -98,10 +96,10 @@ class TelegramChat:
 
     def messages(self) -> list[Shown]:
         shown: list[Shown] = []
-        for message_id, text in self.api.messages.get(TELEGRAM_CHAT, {}).items():
+        for message_id, body in self.api.messages.get(TELEGRAM_CHAT, {}).items():
             rows = self.api.keyboard(TELEGRAM_CHAT, message_id)
             buttons = {b["text"]: b["callback_data"] for row in rows for b in row}
-            shown.append(Shown(str(message_id), text, buttons))
+            shown.append(Shown(str(message_id), body, buttons))
         return shown
 
     async def press(self, message_id: str, data: str, user: str, *, stale: bool = False) -> None:
@@ -212,6 +210,8 @@ async def chat(
         if name == "telegram":
             tg = await stack.enter_async_context(FakeBotApi())
             settings = {"token": tg.token, "base_url": tg.base_url, "poll_timeout": 1}
+            # The fake limits the bot, not each chat: these tests need not wait a second a call.
+            settings["budgets"] = {"private_chat": {"calls": 5, "per": 1.0}}
         elif name == "discord":
             dc = await stack.enter_async_context(DiscordAPI())
             gateway = await stack.enter_async_context(DiscordGateway(token=dc.token))
@@ -237,7 +237,7 @@ async def chat(
             tools={
                 "enabled": ["terminal"],
                 "terminal": {"cwd": str(tmp_path)},
-                "approval": approval,
+                "approval": {"mode": "ask", **approval},
             },
             display={"platforms": {name: {"transport": "edit"}}},
         )
@@ -252,7 +252,7 @@ async def chat(
 
 def script_tool_turn(upstream: FakeUpstream, command: str = COMMAND) -> None:
     upstream.script(
-        tool_call("terminal", [json.dumps({"command": command})], content="Let me run it."),
+        tool_call("terminal", [json.dumps({"command": command})]),
         text("Finished."),
     )
 
@@ -326,7 +326,7 @@ async def test_deny_never_runs_and_the_model_is_told(
     assert "not approved" in told and "do not" in told.lower(), told
 
 
-@pytest.mark.parametrize("approval_timeout", [1.0])
+@pytest.mark.parametrize("approval_timeout", [3.0])
 async def test_no_answer_times_out_never_runs_and_the_prompt_says_so(
     chat: Chat, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
@@ -391,7 +391,7 @@ async def test_an_interrupt_while_pending_closes_the_request(
 ) -> None:
     owner = USERS[chat.name][0]
     upstream.script(
-        tool_call("terminal", [json.dumps({"command": COMMAND})], content="Let me run it."),
+        tool_call("terminal", [json.dumps({"command": COMMAND})]),
         text("Something else."),
     )
     await chat.say(owner, "run it")
@@ -412,7 +412,7 @@ async def test_a_command_too_long_for_one_message_is_shown_whole_before_the_butt
 ) -> None:
     owner = USERS[chat.name][0]
     # Longer than any platform's prompt: Telegram 4096, Slack's section 3000, Discord 1000.
-    words = " ".join(f"w{i}" for i in range(1500))
+    words = " ".join(f"w{i}" for i in range(900))  # 4300 characters
     command = f"echo {words} > /dev/null; echo ran >> approved"
     script_tool_turn(upstream, command)
     await chat.say(owner, "run it")
@@ -420,8 +420,9 @@ async def test_a_command_too_long_for_one_message_is_shown_whole_before_the_butt
 
     before = [m.text for m in chat.messages() if m.message_id != prompt.message_id]
     assert "message above" in prompt.text or "messages above" in prompt.text
+    assert len(before) >= 3, before  # the tool line, then the command in parts
     # The last messages before the prompt are the command's parts: they re-join to it whole.
-    assert any(rejoin(before[i:]) == command for i in range(len(before))), before
+    assert any("".join(before[i:]) == command for i in range(len(before))), before
     await chat.press(prompt.message_id, prompt.buttons["Allow once"], owner)
     await closed(chat, prompt)
     await chat.changed(lambda: any(m.text == "Finished." for m in chat.messages()))

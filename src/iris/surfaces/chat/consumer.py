@@ -97,6 +97,7 @@ class StreamConsumer:
         first_draft: int = 1,
         quote: Callable[[], str] | None = None,
         prompts: Prompts | None = None,
+        session: str = "",
     ) -> None:
         self.platform = platform
         self.chat_id = chat_id
@@ -149,6 +150,7 @@ class StreamConsumer:
             prompts if self._buttons is not None else None,
             platform=platform.name,
             chat_id=chat_id,
+            session=session,
             thread=self.thread,
             limit=limit,
             unit=caps.length_unit,

@@ -24,13 +24,10 @@ import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
+from iris.agent.approvals import Decision, Outcome
 from iris.events import ApprovalRequested, ApprovalResolved
 from iris.surfaces.chat.splitter import Unit, measure, split
-
-Decision = Literal["once", "chat", "deny"]
-Outcome = Literal["once", "chat", "deny", "timeout", "cancelled"]
 
 PREFIX = "iris-approval"
 _CODES: dict[str, Decision] = {"o": "once", "c": "chat", "d": "deny"}
@@ -103,10 +100,32 @@ def render(name: str, body: str, seconds: float, token: str, *, limit: int, unit
     whole = f"{head}\n\n{body}\n\n{tail}"
     if measure(whole, unit) <= limit:
         return Rendered((), Prompt(whole, buttons(token)), f"{name}: {body}")
-    parts = tuple(part.text for part in split(body, limit, unit))
+    parts = tuple(_parts(body, limit, unit))
     where = "the message above" if len(parts) == 1 else f"the {len(parts)} messages above"
     text = f"{head}\nIts full input is in {where}.\n\n{tail}"
     return Rendered(parts, Prompt(text, buttons(token)), f"{name}: its input is in {where}")
+
+
+def _parts(body: str, limit: int, unit: Unit) -> list[str]:
+    """``body`` in slices that fit ``limit`` and join to it exactly (no fence repair, unlike a
+    reply's split: a command is shown as it will run), cut at a line break or a space in the
+    last half of a window where there is one."""
+    parts: list[str] = []
+    start = 0
+    while start < len(body):
+        end, size = start, 0
+        while end < len(body) and size + measure(body[end], unit) <= limit:
+            size += measure(body[end], unit)
+            end += 1
+        end = max(end, start + 1)  # a limit below one character still moves on
+        if end < len(body):
+            window = body[start:end]
+            cut = max(window.rfind("\n"), window.rfind(" ")) + 1
+            if cut > len(window) // 2:
+                end = start + cut
+        parts.append(body[start:end])
+        start = end
+    return parts
 
 
 def outcome_line(outcome: Outcome, by: str) -> str:
@@ -148,7 +167,8 @@ class OpenPrompt:
     approval_id: str
     name: str
     platform: str
-    chat_id: str
+    chat_id: str  # the platform's
+    session: str  # the conversation (``runner.conversation_key``): the chat the broker asks in
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
     gist: str = ""
     message_id: str | None = None  # the message with the buttons, once it landed
@@ -224,13 +244,16 @@ class ReplyPrompts:
         *,
         platform: str,
         chat_id: str,
+        session: str,
         thread: Mapping[str, str],
         limit: int,
         unit: Unit,
     ) -> None:
         self.prompts = prompts
         self.platform, self.chat_id, self.thread = platform, chat_id, dict(thread)
-        self.limit, self.unit = limit, unit
+        self.session = session
+        self.limit = limit
+        self.unit: Unit = unit
         self._queue: list[PromptAction] = []
         self._open: dict[str, OpenPrompt] = {}  # this reply's requests not yet resolved
         self._tries = 0  # of the call at the head of the queue
@@ -250,17 +273,25 @@ class ReplyPrompts:
             note = f"⚠️ {event.name} waits for approval:\n\n{body}\n\n{NO_BUTTONS}"
             for part in split(note, self.limit, self.unit):
                 self._queue.append(SendPart(part.text))
-            self._open[event.approval_id] = OpenPrompt(
-                event.approval_id, event.name, self.platform, self.chat_id, self.thread
-            )
+            self._open[event.approval_id] = self._entry(event)
             return
-        entry = OpenPrompt(event.approval_id, event.name, self.platform, self.chat_id, self.thread)
+        entry = self._entry(event)
         token = self.prompts.open(entry)
         rendered = render(event.name, body, seconds, token, limit=self.limit, unit=self.unit)
         entry.gist = rendered.gist
         self._open[event.approval_id] = entry
         self._queue.extend(SendPart(part, event.approval_id) for part in rendered.parts)
         self._queue.append(SendPrompt(event.approval_id, rendered.prompt))
+
+    def _entry(self, event: ApprovalRequested) -> OpenPrompt:
+        return OpenPrompt(
+            event.approval_id,
+            event.name,
+            self.platform,
+            self.chat_id,
+            self.session,
+            self.thread,
+        )
 
     def resolved(self, event: ApprovalResolved) -> None:
         self._close(event.approval_id, event.decision, event.by)

@@ -325,11 +325,17 @@ class ChatSurface:
             decision = parsed[1]
             by = message.user_name or message.user_id
             approvals = self.runtime.approvals
-            match approvals.respond(prompt.approval_id, decision, by):
+            try:
+                answered = await approvals.respond(
+                    prompt.approval_id, decision, by, chat_id=prompt.session
+                )
+            except StoreUnavailable as exc:
+                answered, note = "unknown", f"Not recorded: {exc.message}"
+            match answered:
                 case "decided":
                     note, refused = f"{LABELS[decision]}: {prompt.name}", False
                 case "already_decided":
-                    resolution = approvals.resolution(prompt.approval_id)
+                    resolution = await approvals.resolution(prompt.approval_id)
                     note = "Already decided."
                     if resolution is not None:
                         note = f"Already decided: {resolution.decision} by {resolution.by}."
@@ -541,6 +547,7 @@ class ChatSurface:
             # Once a newer message overtook this one, the reply's messages say what they answer.
             quote=lambda: message.message_id if sequence != conversation.latest else "",
             prompts=self.prompts,
+            session=session,
         )
         try:
             if refused is not None:
@@ -552,6 +559,8 @@ class ChatSurface:
                 model=controls.model,
                 fit_context=True,
                 allow_terminal=True,  # only allowed users get here
+                approvals=self.runtime.approvals,  # asked in the chat: ``prompts``
+                chat_id=session,
                 metadata={
                     "surface": "chat",
                     "platform": name,
