@@ -70,11 +70,13 @@ from tests.fakes.slack_api import SlackAPI  # noqa: E402
 from tests.fakes.telegram_api import FakeBotApi  # noqa: E402
 from tests.fakes.whatsapp_api import WhatsAppAPI  # noqa: E402
 
-from iris.config import DiscordPlatform as DiscordSettings  # noqa: E402
-from iris.config import ResolvedDisplay  # noqa: E402
-from iris.config import SlackPlatform as SlackSettings  # noqa: E402
-from iris.config import TelegramPlatform as TelegramSettings  # noqa: E402
-from iris.config import WhatsAppPlatform as WhatsAppSettings  # noqa: E402
+from iris.config import (
+    DiscordConfig,  # noqa: E402
+    ResolvedDisplay,  # noqa: E402
+    SlackConfig,  # noqa: E402
+    TelegramConfig,  # noqa: E402
+    WhatsAppConfig,  # noqa: E402
+)
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded  # noqa: E402
 from iris.surfaces.chat.consumer import StreamConsumer  # noqa: E402
 from iris.surfaces.chat.discord import DiscordPlatform  # noqa: E402
@@ -364,7 +366,7 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
     """The adapter, on its fake: what each chat showed, 429s, shared calls, budget per minute."""
     if name == "telegram":
         bot_api = await stack.enter_async_context(FakeBotApi())
-        settings = TelegramSettings(token=bot_api.token, base_url=bot_api.base_url)
+        settings = TelegramConfig(token=bot_api.token, base_url=bot_api.base_url)
         telegram = TelegramPlatform(settings)
         await telegram.bot.initialize()
 
@@ -397,7 +399,7 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
         )
     if name == "discord":
         rest = await stack.enter_async_context(DiscordAPI())
-        config = DiscordSettings(token=rest.token, base_url=rest.base_url)
+        config = DiscordConfig(token=rest.token, base_url=rest.base_url)
         discord = DiscordPlatform(config)
         await discord.login()
 
@@ -425,7 +427,7 @@ async def _crowd_platform(name: str, stack: contextlib.AsyncExitStack) -> _Fake:
             ),
         )
     web = await stack.enter_async_context(SlackAPI())
-    slack_config = SlackSettings(bot_token=web.bot_token, app_token="", base_url=web.base_url)
+    slack_config = SlackConfig(bot_token=web.bot_token, app_token="", base_url=web.base_url)
     slack = SlackPlatform(slack_config)
 
     def slack_shown() -> list[_Shown]:
@@ -532,7 +534,7 @@ async def run_split(chats: int, rounds: int, length: int) -> Split:
     words = [f"word{i:05d} " for i in range(length // 10)]
     text = "".join(words).strip()
     async with FakeBotApi(chat_rate=(1, 1.0)) as bot_api:
-        settings = TelegramSettings(token=bot_api.token, base_url=bot_api.base_url)
+        settings = TelegramConfig(token=bot_api.token, base_url=bot_api.base_url)
         telegram = TelegramPlatform(settings)
         await telegram.bot.initialize()
         budget = telegram.capabilities.rate
@@ -663,7 +665,7 @@ async def blocks(args: argparse.Namespace) -> None:
         yield TurnEnded(text)
 
     async with WhatsAppAPI(pair_every=5.9) as api:
-        settings = WhatsAppSettings(
+        settings = WhatsAppConfig(
             base_url=api.base_url,
             phone_number_id=api.phone_number_id,
             access_token=api.token,

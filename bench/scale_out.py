@@ -18,7 +18,7 @@ Fan-out: two ``iris serve`` processes on one Redis, ``--devices`` devices of one
 between them; a device on the first sends a message, the reply streams from the fake upstream
 (chunks stamped with ``time.monotonic_ns()``), and every other device records, per text frame,
 receipt time minus the stamp of the newest chunk it shows; p50/p99 per process. This needs the
-frame log on Redis (src/iris/fanout/redislog.py): without it the second process's devices see nothing
+frame log on Redis (src/iris/state/framelog.py): without it the second process's devices see nothing
 of the turn, and the bench says so.
 
     python bench/scale_out.py [--rate 100] [--chunks 100] [--levels 25,50,100,150,200,300]
@@ -350,10 +350,10 @@ class LogFigures:
 async def framelog_run(url: str, mode: str, args: argparse.Namespace) -> LogFigures:
     """One writer appends, another process's hub and tailer deliver: both on ``url``."""
     from iris.fanout.hub import Hub
-    from iris.fanout.redislog import RedisFrameLog
     from iris.fanout.tailer import Tailer
-    from iris.redis.connection import RedisStore
-    from iris.surfaces.iris.protocol import RULES
+    from iris.protocol.types import RULES
+    from iris.state.framelog import RedisFrameLog
+    from iris.state.redis_store import RedisStore
 
     prefix = f"bench{time.monotonic_ns()}"
     writer_store = RedisStore(url, mode=mode, prefix=prefix)

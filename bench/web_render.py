@@ -79,7 +79,7 @@ FEED = """async ({ text, chunk, rate }) => {
   iris.feed({ type: 'message.stop', message_id: id, offset, text: '', model: 'bench', tokens: 1, seq: ++seq });
   iris.feed({ type: 'typing', on: false, seq: ++seq });
   await new Promise((done) => {
-    const wait = () => (iris.store.revealing ? setTimeout(wait, 50) : done());
+    const wait = () => (iris.state.sqlite.revealing ? setTimeout(wait, 50) : done());
     wait();
   });
   window.bench.feeding = false;

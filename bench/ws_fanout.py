@@ -342,7 +342,7 @@ def cadence(args: argparse.Namespace) -> str:
     """The update cadence measured: ``--threshold``, or the server's default for iris."""
     if args.threshold is not None:
         return str(args.threshold)
-    from iris.surfaces.iris.room import IRIS_BUFFER_THRESHOLD
+    from iris.surfaces.socket.room import IRIS_BUFFER_THRESHOLD
 
     return f"{IRIS_BUFFER_THRESHOLD} (the server's default)"
 

@@ -193,7 +193,7 @@ class ServerConfig(_Section):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
 
-class ApiServerPlatform(_Section):
+class ApiServerConfig(_Section):
     enabled: bool = True
     api_key: str | None = None
     max_concurrent: int = Field(default=16, ge=1)
@@ -210,7 +210,7 @@ class ApiServerPlatform(_Section):
     background_keep: int = Field(default=1000, ge=1)
 
 
-class IrisPlatform(_Section):
+class SocketConfig(_Section):
     enabled: bool = True
     tokens: list[str] = Field(default_factory=list[str])
     max_text: int = Field(default=32_000, ge=1)
@@ -274,7 +274,7 @@ class SlackBudgets(_Section):
     delete: Rate = Field(default_factory=lambda: Rate(calls=45, per=60.0))
 
 
-class TelegramPlatform(_Section):
+class TelegramConfig(_Section):
     enabled: bool = False
     token: str = ""
     base_url: str = "https://api.telegram.org"
@@ -290,7 +290,7 @@ class TelegramPlatform(_Section):
     budgets: TelegramBudgets = Field(default_factory=TelegramBudgets)
 
 
-class DiscordPlatform(_Section):
+class DiscordConfig(_Section):
     enabled: bool = False
     token: str = ""
     base_url: str = "https://discord.com/api/v10"
@@ -305,7 +305,7 @@ class DiscordPlatform(_Section):
     budgets: DiscordBudgets = Field(default_factory=DiscordBudgets)
 
 
-class SlackPlatform(_Section):
+class SlackConfig(_Section):
     enabled: bool = False
     bot_token: str = ""
     app_token: str = ""
@@ -328,7 +328,7 @@ class WhatsAppBudgets(_Section):
     number: Rate = Field(default_factory=lambda: Rate(calls=70, per=1.0))
 
 
-class WhatsAppPlatform(_Section):
+class WhatsAppConfig(_Section):
     """The WhatsApp Business Cloud API: replies through the Graph API, messages in through the
     webhook at ``/platforms/whatsapp/webhook``."""
 
@@ -369,12 +369,12 @@ class WhatsAppPlatform(_Section):
 
 
 class PlatformsConfig(_Section):
-    api_server: ApiServerPlatform = Field(default_factory=ApiServerPlatform)
-    iris: IrisPlatform = Field(default_factory=IrisPlatform)
-    telegram: TelegramPlatform = Field(default_factory=TelegramPlatform)
-    discord: DiscordPlatform = Field(default_factory=DiscordPlatform)
-    slack: SlackPlatform = Field(default_factory=SlackPlatform)
-    whatsapp: WhatsAppPlatform = Field(default_factory=WhatsAppPlatform)
+    api_server: ApiServerConfig = Field(default_factory=ApiServerConfig)
+    iris: SocketConfig = Field(default_factory=SocketConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    whatsapp: WhatsAppConfig = Field(default_factory=WhatsAppConfig)
 
 
 # What the terminal tool's commands see of Iris's environment: enough for a shell to work.

@@ -14,20 +14,16 @@ from starlette.routing import BaseRoute
 
 from iris.agent import Agent
 from iris.agent.approvals import ApprovalPolicy, Approvals
-from iris.agent.sessions import Sessions, SessionStore
 from iris.config import Config
-from iris.controls import ControlsStore, MemoryControls
-from iris.devices import Devices
 from iris.guard import AuthThrottle
 from iris.limits import TurnLimiter
-from iris.redis.connection import RedisStore, shared_store
-from iris.redis.controls import RedisControls
-from iris.redis.devices import device_store
-from iris.redis.responses import RedisResponsesStore
-from iris.redis.sessions import RedisSessionStore
-from iris.store import Store
-from iris.surfaces.api.conversations_store import StoredConversations, conversation_store
-from iris.surfaces.api.responses_store import ResponsesStore, StoredResponses
+from iris.state.controls import ChatControls, MemoryControls, controls_for
+from iris.state.conversations import Conversations, conversations_for
+from iris.state.devices import Devices, devices_for
+from iris.state.redis_store import RedisStore, shared_store
+from iris.state.responses import Responses, responses_for
+from iris.state.sessions import Sessions, sessions_for
+from iris.state.sqlite import Store
 
 
 @dataclass
@@ -36,14 +32,14 @@ class Runtime:
     agent: Agent
     store: Store
     sessions: Sessions
-    responses: StoredResponses
+    responses: Responses
     devices: Devices
     # The store every process shares (``store.url``); None: this process keeps its state alone.
     shared: RedisStore | None = None
     # What each chat's commands set (``/model``, ``/reasoning``) and its last reply's usage.
-    controls: ControlsStore = field(default_factory=MemoryControls)
+    controls: ChatControls = field(default_factory=MemoryControls)
     # Stored conversations (``/v1/conversations``): SQLite, or Redis with ``store.url``.
-    conversations: StoredConversations | None = None
+    conversations: Conversations | None = None
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
     # Failed authentications per client address, every surface (``iris.guard``).
@@ -66,12 +62,12 @@ class Runtime:
             config=config,
             agent=agent or Agent(config),
             store=store,
-            sessions=SessionStore(store) if shared is None else RedisSessionStore(shared),
-            responses=ResponsesStore(store) if shared is None else RedisResponsesStore(shared),
-            devices=device_store(store, shared),
+            sessions=sessions_for(store, shared),
+            responses=responses_for(store, shared),
+            devices=devices_for(store, shared),
             shared=shared,
-            controls=MemoryControls() if shared is None else RedisControls(shared),
-            conversations=conversation_store(store, shared),
+            controls=controls_for(shared),
+            conversations=conversations_for(store, shared),
         )
 
 

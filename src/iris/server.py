@@ -3,7 +3,7 @@
 Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime``):
 
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
-- ``iris.surfaces.iris.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
+- ``iris.surfaces.socket.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp gateway runners
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
@@ -34,10 +34,10 @@ from iris.config import Config
 from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
 from iris.guard import MIN_EXPOSED_SECRET, MIN_SECRET
-from iris.observability.routes import metrics_routes
-from iris.redis.connection import ERRORS as REDIS_ERRORS
-from iris.redis.connection import RedisStore
+from iris.observability.endpoints import metrics_routes
 from iris.runtime import Runtime, ServerSurface
+from iris.state.redis_store import ERRORS as REDIS_ERRORS
+from iris.state.redis_store import RedisStore
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.origin import is_loopback
 
@@ -84,7 +84,7 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 
         surfaces.append(ApiSurface(runtime))
     if config.platforms.iris.enabled:
-        from iris.surfaces.iris.endpoint import IrisSurface
+        from iris.surfaces.socket.endpoint import IrisSurface
 
         surfaces.append(IrisSurface(runtime))
     p = config.platforms

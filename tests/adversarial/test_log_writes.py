@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
-from iris.fanout.redislog import RedisFrameLog
-from iris.redis.connection import RedisStore
-from iris.store import Store
-from iris.surfaces.iris.protocol import RULES
+from iris.protocol.types import RULES
+from iris.state.framelog import RedisFrameLog, SqliteFrameLog
+from iris.state.redis_store import RedisStore
+from iris.state.sqlite import Store
 from tests.scale.conftest import RedisServer, redis_server  # noqa: F401  (fixture)
 
 STEP = 20  # characters per coalesced update
@@ -51,7 +50,7 @@ def per_char(measure: Callable[[], int], hub: Hub, length: int, settle: Callable
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
 def test_sqlite_log_writes_grow_linearly_with_the_reply(tmp_path: Path) -> None:
     store = Store(tmp_path / "iris.db")
-    log = FrameLog(store, rules=RULES)
+    log = SqliteFrameLog(store, rules=RULES)
     hub = Hub(log)
     try:
         settle = lambda: log.last_seq("warm")  # noqa: E731  (a read runs after every write)
@@ -90,7 +89,7 @@ def test_redis_log_writes_grow_linearly_with_the_reply(redis_server: RedisServer
 def test_a_resume_mid_reply_gets_the_whole_text_so_far(tmp_path: Path) -> None:
     """The stored text, rebuilt: what a device resuming mid-reply is sent."""
     store = Store(tmp_path / "iris.db")
-    log = FrameLog(store, rules=RULES)
+    log = SqliteFrameLog(store, rules=RULES)
     hub = Hub(log)
     try:
         hub.publish("c", {"type": "message.start", "message_id": "m", "role": "assistant"})

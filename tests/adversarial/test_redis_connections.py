@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from iris.redis.connection import FOLLOWING_CONNECTIONS, MAX_CONNECTIONS, RedisStore
+from iris.state.redis_store import FOLLOWING_CONNECTIONS, MAX_CONNECTIONS, RedisStore
 from tests.scale.conftest import RedisServer, redis_server  # noqa: F401  (fixture)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.fakes.upstream import FakeUpstream, text
-from tests.iris.conftest import StartServer, iris_server  # noqa: F401  (fixture)
+from tests.socket.conftest import StartServer, iris_server  # noqa: F401  (fixture)
 
 
 async def test_unused_rooms_are_dropped_and_come_back_from_the_log(

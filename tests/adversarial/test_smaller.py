@@ -13,13 +13,12 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from iris.fanout.framelog import FrameLog
 from iris.fanout.hub import Hub
-from iris.fanout.redislog import RedisFrameLog
-from iris.redis.connection import RedisStore
-from iris.store import Store
+from iris.protocol.types import RULES
+from iris.state.framelog import RedisFrameLog, SqliteFrameLog
+from iris.state.redis_store import RedisStore
+from iris.state.sqlite import Store
 from iris.surfaces.chat.platform import IncomingMessage
-from iris.surfaces.iris.protocol import RULES
 from tests.adversarial.conftest import StartServed
 from tests.chat.conftest import Gateway, gateway  # noqa: F401  (fixture)
 from tests.conftest import MakeConfig  # noqa: F401
@@ -73,7 +72,7 @@ def old_chat(hub: Hub, now: list[float]) -> None:
 async def test_an_idle_chat_is_trimmed_past_its_max_age_on_sqlite(tmp_path: Path) -> None:
     now = [1_000_000.0]
     store = Store(tmp_path / "iris.db")
-    log = FrameLog(store, rules=RULES, max_age=60, clock=lambda: now[0])
+    log = SqliteFrameLog(store, rules=RULES, max_age=60, clock=lambda: now[0])
     try:
         hub = Hub(log)
         old_chat(hub, now)

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import connect
 
-from iris.app.core.store import ChatStore
+from iris.app.core.view import ChatView
 from tests.fakes.upstream import FakeUpstream, gated, text
-from tests.iris.conftest import TOKEN, WAIT, Device
 from tests.scale.conftest import RedisServer, redis_server, serve_on_redis, socket_url  # noqa: F401
+from tests.socket.conftest import TOKEN, WAIT, Device
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,7 +50,7 @@ async def test_a_reply_cut_by_a_store_that_lost_its_data_is_closed_and_the_next_
     ) as running:
         ws = await connect(socket_url(running[0][1]), open_timeout=WAIT)
         dev = Device(ws)
-        app = ChatStore(time.monotonic, streaming=False)
+        app = ChatView(time.monotonic, streaming=False)
         await dev.send({"type": "hello", "token": TOKEN})
         ready = await dev.recv()
         assert ready["type"] == "ready" and isinstance(ready["epoch"], str)

@@ -9,10 +9,10 @@ import pytest
 
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded
 from iris.surfaces.chat.consumer import StreamConsumer
-from iris.surfaces.chat.lease import TypingLease
 from iris.surfaces.chat.platform import PlatformError, PlatformRateLimited, RateBudget
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.throttle import Throttle
+from iris.surfaces.chat.typing_lease import TypingLease
 from tests.chat.sim import display
 from tests.fakes.recording_platform import RecordingPlatform
 

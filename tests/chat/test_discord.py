@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from iris.config import DiscordPlatform as DiscordConfig
+from iris.config import DiscordConfig
 from iris.surfaces.chat.discord import DiscordPlatform
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
 from tests.fakes.discord_api import BOT_ID, DiscordAPI, Scripted

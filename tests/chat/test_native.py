@@ -294,9 +294,9 @@ async def test_tool_progress_is_a_task_timeline_in_the_stream(
 async def test_a_reset_that_takes_text_back_ends_the_stream_and_continues_by_edit(
     slack_api: SlackAPI,
 ) -> None:
-    from iris.config import SlackPlatform as SlackSettings
+    from iris.config import SlackConfig
 
-    settings = SlackSettings(
+    settings = SlackConfig(
         enabled=True, bot_token=slack_api.bot_token, app_token="x", base_url=slack_api.base_url
     )
     platform = SlackPlatform(settings)

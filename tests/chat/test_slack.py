@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from iris.config import SlackPlatform as SlackConfig
+from iris.config import SlackConfig
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
 from iris.surfaces.chat.slack import SlackPlatform, SlackRefused
 from tests.fakes.slack_api import BOT_USER_ID, CHANNEL, Scripted, SlackAPI, message_event

@@ -14,7 +14,7 @@ import pytest
 from iris.app.settings import Settings, save_settings
 from iris.config import load_config
 from iris.private import secure_existing
-from iris.store import Store
+from iris.state.sqlite import Store
 from iris.surfaces.cli.repl import _file_history, history_path  # pyright: ignore[reportPrivateUsage]
 
 

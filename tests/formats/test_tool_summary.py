@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from iris.events import ToolStarted
 from iris.formats.tool_summary import clip, summarize
+from iris.protocol.frames import tool_preview
 from iris.surfaces.chat.progress import ToolLines
 from iris.surfaces.cli.render import tool_label
-from iris.surfaces.iris.frames import tool_preview
 
 
 def test_the_telling_argument_first_then_any_string_then_json() -> None:

@@ -20,7 +20,7 @@ from iris.errors import ProviderBadResponse, ProviderConnectionError, ProviderEr
 from iris.events import ReasoningDelta, TextDelta
 from iris.llm.base import ProviderRequest, RawDelta, RawReasoning, RawText, RawToolCall, RawUsage
 from iris.llm.chat_completions import ChatCompletionsProvider
-from iris.llm.responses import ResponsesProvider
+from iris.llm.responses_api import ResponsesProvider
 
 try:  # the transport library of the installed SDK: httpx2 for newer ones, httpx before
     import httpx2 as http

@@ -10,7 +10,7 @@ from iris.llm.base import ProviderRequest
 from iris.llm.chat_completions import request_body as chat_body
 from iris.llm.local import completion_body
 from iris.llm.params import ALL, HONOURED
-from iris.llm.responses import request_body as responses_body
+from iris.llm.responses_api import request_body as responses_body
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]

@@ -14,10 +14,10 @@ from openai import OpenAI
 from tests.fakes.served import serve
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, gated, text, tool_call
-from tests.iris.conftest import TOKEN as DEVICE_TOKEN
 from tests.observability.helpers import METRICS, TOKEN, log_lines, scrape
 from tests.scale.conftest import socket_url
 from tests.scale.test_fanout_two_processes import device
+from tests.socket.conftest import TOKEN as DEVICE_TOKEN
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -136,7 +136,7 @@ def test_store_failures_and_frame_bytes_are_counted(recording: None) -> None:
     import redis
 
     from iris.errors import StoreUnavailable
-    from iris.redis.connection import translated
+    from iris.state.redis_store import translated
 
     before = now()
     with pytest.raises(StoreUnavailable), translated("redis://127.0.0.1:1/0"):

@@ -17,24 +17,22 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from iris.controls import Controls
 from iris.errors import StoreUnavailable
 from iris.fanout.hub import Hub
-from iris.fanout.redislog import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.tailer import Tailer
-from iris.redis.background import SharedRuns
-from iris.redis.connection import RedisStore
-from iris.redis.controls import RedisControls
-from iris.redis.conversations import RedisConversationsStore
-from iris.redis.devices import RedisDeviceStore
-from iris.redis.lease import Lease, LeaseLost
-from iris.redis.responses import RedisResponsesStore
-from iris.redis.sessions import RedisSessionStore
-from iris.surfaces.iris.owners import Owners
-from iris.surfaces.iris.protocol import RULES
+from iris.protocol.types import RULES
+from iris.state.background import SharedRuns
+from iris.state.controls import Controls, RedisControls
+from iris.state.conversations import RedisConversations
+from iris.state.devices import RedisDevices
+from iris.state.framelog import PRUNE_EVERY, RedisFrameLog
+from iris.state.lease import Lease, LeaseLost
+from iris.state.redis_store import RedisStore
+from iris.state.responses import RedisResponses
+from iris.state.sessions import RedisSessions
+from iris.surfaces.socket.owners import Owners
 from tests.fakes.served import Served, free_port
 from tests.fakes.upstream import FakeUpstream, gated
-from tests.iris.conftest import TOKEN
 from tests.scale import (
     across,
     test_fanout_two_processes,
@@ -45,6 +43,7 @@ from tests.scale.test_data_processes import Process
 from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
 from tests.scale.test_framelog_redis import check_two_hubs, plans, typing, update
 from tests.scale.topologies import REDIS_CLI, REDIS_SERVER, Cluster
+from tests.socket.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -202,7 +201,7 @@ async def background_operations(store: RedisStore) -> None:
 
 
 async def data_operations(store: RedisStore) -> None:
-    sessions = RedisSessionStore(store)
+    sessions = RedisSessions(store)
     for name in ("iris:a", "iris:b", "iris:c"):
         await sessions.append(name, [{"role": "user", "content": f"hello {name}"}])
     await sessions.append("iris:a", [{"role": "assistant", "content": "hi"}])
@@ -214,7 +213,7 @@ async def data_operations(store: RedisStore) -> None:
     assert all(s.first_user is not None for s in found)
     await sessions.reset("iris:b")
     assert await sessions.history("iris:b") == []
-    responses = RedisResponsesStore(store)
+    responses = RedisResponses(store)
     items = [{"id": f"msg_{n}", "type": "message"} for n in range(6)]  # keys on every shard
     await responses.save({"id": "resp_1", "output": items}, [{"role": "user", "content": "q"}])
     assert await responses.response("resp_1") == {"id": "resp_1", "output": items}
@@ -230,7 +229,7 @@ async def data_operations(store: RedisStore) -> None:
     assert await responses.delete("resp_2")
     assert await responses.response("resp_2") is None
     assert await responses.items([i["id"] for i in others]) == {}  # its items went with it
-    conversations = RedisConversationsStore(store)
+    conversations = RedisConversations(store)
     for n in range(4):  # conversation ids on several shards
         conversation = {"id": f"conv_{n}", "object": "conversation", "metadata": {}}
         await conversations.create(conversation, [{"id": f"msg_c{n}", "type": "message"}])
@@ -244,7 +243,7 @@ async def data_operations(store: RedisStore) -> None:
         assert await conversations.delete_item(f"conv_{n}", f"msg_c{n}")
         assert await conversations.delete(f"conv_{n}")
         assert await conversations.items(f"conv_{n}") is None
-    devices = RedisDeviceStore(store)
+    devices = RedisDevices(store)
     token = devices.add("phone")
     devices.add("tablet")
     assert [d.name for d in devices.devices()] == ["phone", "tablet"]

@@ -13,17 +13,16 @@ from typing import Any
 import pytest
 
 from iris.config import Config
-from iris.controls import Controls
 from iris.errors import StoreUnavailable
-from iris.redis.controls import RedisControls
 from iris.runtime import Runtime
+from iris.state.controls import Controls, RedisControls
 from tests.fakes.served import Served, serve
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, reasoning, text
-from tests.iris.conftest import TOKEN, Device
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
 from tests.scale.test_fanout_two_processes import STREAMING, device
 from tests.scale.test_pollers import CHAT, USER, said, telegram
+from tests.socket.conftest import TOKEN, Device
 
 pytestmark = pytest.mark.timeout(90)
 

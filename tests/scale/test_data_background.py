@@ -15,8 +15,8 @@ import openai
 import pytest
 from openai import OpenAI
 
-from iris.redis.background import SharedRuns
-from iris.redis.connection import RedisStore
+from iris.state.background import SharedRuns
+from iris.state.redis_store import RedisStore
 from tests.api.openresponses import valid_response
 from tests.api.test_background import payload, until
 from tests.fakes.upstream import FakeUpstream, gated, hold, text

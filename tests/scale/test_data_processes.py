@@ -21,9 +21,9 @@ from websockets.asyncio.client import connect
 from iris.private import write_private
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text
-from tests.iris.conftest import Device
-from tests.iris.test_devices import iris, pair
 from tests.scale.conftest import RedisServer, serve_on_redis
+from tests.socket.conftest import Device
+from tests.socket.test_devices import iris, pair
 
 pytestmark = pytest.mark.timeout(90)
 

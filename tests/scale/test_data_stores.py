@@ -1,6 +1,6 @@
 """Stored data behaves the same in SQLite and in Redis: every test body here runs against both
 backends (``Runtime.create``'s choice), the Redis one on a real redis-server. The session-cut
-test (from tests/store/) and the devices' last_seen test (from tests/iris/test_devices.py) moved
+test (from tests/store/) and the devices' last_seen test (from tests/socket/test_devices.py) moved
 here, so one body proves both."""
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from iris.agent.context import SUMMARY_PREFIX
-from iris.agent.sessions import Sessions
 from iris.config import Config
-from iris.devices import TOUCH_EVERY, Devices, DeviceStore
 from iris.errors import DeviceError, StoreUnavailable
-from iris.redis.devices import RedisDeviceStore
 from iris.runtime import Runtime
-from iris.surfaces.api.responses_store import StoredResponses
+from iris.state.devices import TOUCH_EVERY, Devices, RedisDevices, SqliteDevices
+from iris.state.responses import Responses
+from iris.state.sessions import Sessions
 from tests.scale.conftest import RedisServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.timeout(30)
 class Backend:
     name: str
     sessions: Sessions
-    responses: StoredResponses
+    responses: Responses
     devices: Devices
     clock: list[float]
     runtime: Runtime
@@ -47,9 +46,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     clock = [1000.0]
     shared = runtime.shared
     devices = (
-        DeviceStore(runtime.store, clock=lambda: clock[0])
+        SqliteDevices(runtime.store, clock=lambda: clock[0])
         if shared is None
-        else RedisDeviceStore(shared, clock=lambda: clock[0])
+        else RedisDevices(shared, clock=lambda: clock[0])
     )
     assert type(devices) is type(runtime.devices)
     yield Backend(request.param, runtime.sessions, runtime.responses, devices, clock, runtime)

@@ -12,8 +12,8 @@ import pytest
 from websockets.asyncio.client import connect
 
 from tests.fakes.upstream import FakeUpstream, gated
-from tests.iris.conftest import TOKEN, WAIT, Device
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
+from tests.socket.conftest import TOKEN, WAIT, Device
 
 STREAMING: dict[str, Any] = {"enabled": True}
 

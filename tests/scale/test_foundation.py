@@ -12,8 +12,8 @@ import pytest
 
 from iris.config import Config
 from iris.errors import StoreUnavailable
-from iris.redis.connection import RedisStore, redacted
-from iris.redis.lease import Lease, holder_process
+from iris.state.lease import Lease, holder_process
+from iris.state.redis_store import RedisStore, redacted
 from tests.fakes.served import free_port
 from tests.scale.conftest import RedisServer
 

@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 from iris.errors import StoreUnavailable
 from iris.fanout import tailer as tailer_module
 from iris.fanout.hub import Hub
-from iris.fanout.redislog import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.subscription import Subscription
 from iris.fanout.tailer import Tailer
-from iris.redis.connection import RedisStore
-from iris.redis.lease import LeaseLost
-from iris.surfaces.iris.protocol import RULES
-from tests.iris.test_fanout import check_plan, drain, ops, reply, seqs, update
+from iris.protocol.types import RULES
+from iris.state.framelog import PRUNE_EVERY, RedisFrameLog
+from iris.state.lease import LeaseLost
+from iris.state.redis_store import RedisStore
 from tests.scale.conftest import RedisServer
+from tests.socket.test_fanout import check_plan, drain, ops, reply, seqs, update
 
 Make = Callable[..., Hub]
 
@@ -331,7 +331,7 @@ async def check_two_hubs(url: str, plan: list[tuple[str, str]], mode: str = "sin
 def test_a_device_gets_every_frame_that_matters_once_in_order_from_redis(
     redis_server: RedisServer, plan: list[tuple[Any, ...]], capacity: int
 ) -> None:
-    """tests/iris/test_fanout.py's property (a slow device, resumes, catch-ups) on the Redis
+    """tests/socket/test_fanout.py's property (a slow device, resumes, catch-ups) on the Redis
     log: a fresh prefix per example is a fresh store."""
     store = RedisStore(redis_server.url, prefix=uuid.uuid4().hex)
     try:

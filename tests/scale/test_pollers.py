@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from iris.redis.connection import RedisStore
 from iris.runtime import Runtime
+from iris.state.redis_store import RedisStore
 from iris.surfaces.chat.platform import OnMessage
 from iris.surfaces.chat.poller import bot_token, poller_key
 from iris.surfaces.chat.runner import ChatSurface

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from iris.redis.connection import RedisStore
+from iris.state.redis_store import RedisStore
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, gated
-from tests.iris.conftest import TOKEN
 from tests.scale import (
     across,
     test_fanout_two_processes,
@@ -26,6 +25,7 @@ from tests.scale.test_cluster import refusal
 from tests.scale.test_data_processes import Process
 from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
 from tests.scale.topologies import REDIS_SERVER, SentinelSetup
+from tests.socket.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(120)
 

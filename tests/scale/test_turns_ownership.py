@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 from iris.fanout.hub import Hub
-from iris.fanout.redislog import RedisFrameLog
-from iris.redis.connection import RedisStore
-from iris.redis.lease import holder_process
-from iris.surfaces.iris.owners import Owners, orphaned
-from iris.surfaces.iris.protocol import RULES
+from iris.protocol.types import RULES
+from iris.state.framelog import RedisFrameLog
+from iris.state.lease import holder_process
+from iris.state.redis_store import RedisStore
+from iris.surfaces.socket.owners import Owners, orphaned
 from tests.fakes.upstream import FakeUpstream, text
-from tests.iris import conftest as iris_conftest
-from tests.iris.conftest import IrisServer, StartServer
-from tests.iris.test_crash_history import CUT_TURN
 from tests.scale.conftest import RedisServer
+from tests.socket import conftest as iris_conftest
+from tests.socket.conftest import IrisServer, StartServer
+from tests.socket.test_crash_history import CUT_TURN
 
 iris_server = iris_conftest.iris_server  # the in-process iris servers, here on one Redis
 

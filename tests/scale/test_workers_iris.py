@@ -10,10 +10,10 @@ import pytest
 
 from tests.fakes.served import Served, serve
 from tests.fakes.upstream import FakeUpstream, text
-from tests.iris.conftest import TOKEN
 from tests.scale.conftest import RedisServer
 from tests.scale.test_fanout_two_processes import device, essential, increasing
 from tests.scale.test_workers import sockets, until, workers_of
+from tests.socket.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(90)
 

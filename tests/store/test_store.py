@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from iris.agent.sessions import SessionStore
 from iris.errors import StoreUnavailable
-from iris.fanout.framelog import FrameLog
-from iris.store import Store
-from iris.surfaces.iris.protocol import RULES
+from iris.protocol.types import RULES
+from iris.state.framelog import SqliteFrameLog
+from iris.state.sessions import SqliteSessions
+from iris.state.sqlite import Store
 from tests.fakes.store_faults import exclusive_lock
 
 pytestmark = pytest.mark.timeout(30)
@@ -48,7 +48,7 @@ async def test_a_locked_write_waits_off_the_loop_then_fails_clearly(tmp_path: Pa
 async def test_sessions_fail_with_store_unavailable_while_locked(tmp_path: Path) -> None:
     path = tmp_path / "iris.db"
     store = Store(path, busy_timeout=0.5)
-    sessions = SessionStore(store)
+    sessions = SqliteSessions(store)
     try:
         with exclusive_lock(path):
             with pytest.raises(StoreUnavailable):
@@ -61,7 +61,7 @@ async def test_sessions_fail_with_store_unavailable_while_locked(tmp_path: Path)
 async def test_frame_log_appends_never_wait_and_survive_a_lock(tmp_path: Path) -> None:
     path = tmp_path / "iris.db"
     store = Store(path, busy_timeout=0.3)
-    log = FrameLog(store, rules=RULES)
+    log = SqliteFrameLog(store, rules=RULES)
     try:
         with exclusive_lock(path):
             for seq in range(1, 4):  # returns at once: the batch waits on the store's thread
@@ -94,7 +94,7 @@ async def test_a_deleted_file_is_reported_once_and_not_written(
     store = Store(path)
     try:
         path.unlink()
-        with caplog.at_level(logging.ERROR, logger="iris.store"):
+        with caplog.at_level(logging.ERROR, logger="iris.state.sqlite"):
             for _ in range(2):
                 with pytest.raises(StoreUnavailable) as caught:
                     await store.run(insert)

@@ -11,7 +11,7 @@ import regex
 
 from iris.app.core.mdstream import MarkdownSplitter
 from iris.app.core.reveal import Reveal
-from iris.app.core.store import ChatStore
+from iris.app.core.view import ChatView
 from tests.fakes.upstream import reasoning, text, tool_call
 
 from .conftest import SAMPLER, TOKEN, Web, bubbles, send, settled, wait_online
@@ -358,14 +358,14 @@ def _frames() -> list[dict[str, Any]]:
 
 def test_the_store_is_the_terminal_apps(app: Web) -> None:
     """Frame for frame and tick for tick, the browser's store holds what
-    src/iris/app/core/store.py holds: bubbles, revealed text, tools, resume requests."""
+    src/iris/app/core/view.py holds: bubbles, revealed text, tools, resume requests."""
     frames = _frames()
     page = app.open("store")
     js = page.evaluate(
         """async (frames) => {
-          const { ChatStore } = await import('/js/store.js');
+          const { ChatView } = await import('/js/store.js');
           let now = 0;
-          const store = new ChatStore(() => now, { smoothness: 0.4 });
+          const store = new ChatView(() => now, { smoothness: 0.4 });
           const views = [];
           for (const frame of frames) {
             store.apply(frame);
@@ -381,7 +381,7 @@ def test_the_store_is_the_terminal_apps(app: Web) -> None:
         frames,
     )
     clock = {"now": 0.0}
-    store = ChatStore(lambda: clock["now"], smoothness=0.4)
+    store = ChatView(lambda: clock["now"], smoothness=0.4)
     views: list[dict[str, Any]] = []
     for frame in frames:
         store.apply(frame)

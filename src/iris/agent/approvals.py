@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from redis.typing import EncodableT, FieldT
 
     from iris.config import ApprovalConfig
-    from iris.redis.connection import RedisStore
+    from iris.state.redis_store import RedisStore
 
 Decision = Literal["once", "chat", "deny"]  # what a person may answer
 Outcome = Literal["once", "chat", "deny", "timeout", "cancelled"]  # how a request ended
@@ -230,7 +230,7 @@ class Approvals:
         chat = self._chats.get(approval_id)
         if chat is not None or self._shared is None:
             return chat
-        from iris.redis.connection import translated
+        from iris.state.redis_store import translated
 
         with translated(self._shared.url):
             found = await self._shared.aio.hget(self._key(approval_id), "chat")
@@ -241,7 +241,7 @@ class Approvals:
         found = self._resolved.get(approval_id)
         if found is not None or self._shared is None:
             return found
-        from iris.redis.connection import translated
+        from iris.state.redis_store import translated
 
         with translated(self._shared.url):
             raw = await self._shared.aio.hget(self._key(approval_id), "resolution")
@@ -258,7 +258,7 @@ class Approvals:
         if self._shared is None:
             found = [w.request for w in self._waiting.values() if w.chat_id == chat_id]
             return sorted(found, key=lambda r: r.expires_at)
-        from iris.redis.connection import translated
+        from iris.state.redis_store import translated
 
         shared = self._shared
         out: list[ApprovalRequested] = []
@@ -276,7 +276,7 @@ class Approvals:
         """The chat started over (``/new``): its ``chat`` allowances end."""
         self._allowed.pop(chat_id, None)
         if self._shared is not None:
-            from iris.redis.connection import translated
+            from iris.state.redis_store import translated
 
             with translated(self._shared.url):
                 await self._shared.aio.delete(self._chat_key(chat_id, "approved"))
@@ -293,7 +293,7 @@ class Approvals:
     async def _open(self, chat_id: str, request: ApprovalRequested) -> None:
         if self._shared is None:
             return
-        from iris.redis.connection import translated
+        from iris.state.redis_store import translated
 
         shared, key = self._shared, self._key(request.approval_id)
         ttl = max(1, int(request.expires_at - self._clock()) + KEPT_S)
@@ -320,7 +320,7 @@ class Approvals:
             self._remember(Resolution(approval_id, outcome, by), waiting.chat_id)
             waiting.answered.set()
             return "decided"
-        from iris.redis.connection import translated
+        from iris.state.redis_store import translated
 
         assert self._resolve is not None
         with translated(self._shared.url):
@@ -343,7 +343,7 @@ class Approvals:
     async def _allowances(self, chat_id: str) -> set[str]:
         if self._shared is None:
             return self._allowed.get(chat_id, set())
-        from iris.redis.connection import translated
+        from iris.state.redis_store import translated
 
         with translated(self._shared.url):
             return cast(
@@ -353,7 +353,7 @@ class Approvals:
     async def _allow(self, chat_id: str, tool_name: str) -> None:
         self._allowed.setdefault(chat_id, set()).add(tool_name)
         if self._shared is not None:
-            from iris.redis.connection import translated
+            from iris.state.redis_store import translated
 
             with translated(self._shared.url):
                 await self._shared.aio.sadd(self._chat_key(chat_id, "approved"), tool_name)

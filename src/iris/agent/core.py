@@ -258,7 +258,7 @@ def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
 
             return ChatCompletionsProvider(endpoint)
         case "responses":
-            from iris.llm.responses import ResponsesProvider
+            from iris.llm.responses_api import ResponsesProvider
 
             return ResponsesProvider(endpoint)
         case "local":

@@ -1,6 +1,6 @@
 """IrisApp: the Textual app. It wires the connection, the store and the widgets together.
 
-Frames go straight into the :class:`ChatStore`; a 30 Hz frame tick advances the reveals and
+Frames go straight into the :class:`ChatView`; a 30 Hz frame tick advances the reveals and
 syncs the bubble widgets that changed, so the screen repaints at most ~30 times a second
 however fast frames arrive.
 """
@@ -19,8 +19,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Input, Static
 
-from iris.app.connection import IrisConnection, Status
-from iris.app.core.store import ChatStore
+from iris.app.client import IrisConnection, Status
+from iris.app.core.view import ChatView
 from iris.app.settings import Settings, save_settings
 from iris.app.settings_screen import SettingsScreen
 from iris.app.widgets.bubble import MessageBubble
@@ -65,7 +65,7 @@ class IrisApp(App[None]):
         super().__init__()
         self.settings = settings
         self._settings_file = settings_file
-        self.store = ChatStore(clock, streaming=settings.streaming, smoothness=settings.smoothness)
+        self.store = ChatView(clock, streaming=settings.streaming, smoothness=settings.smoothness)
         self.store.chat_id = settings.chat_id
         self.status = Status("connecting", settings.url)
         self.connection = self._connection(retry_min)

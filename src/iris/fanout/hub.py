@@ -5,14 +5,14 @@ appends the frame to the log and pushes it into each subscription's bounded queu
 nothing awaits between those steps, a subscription that reads the log and goes live in one step
 (see ``Subscription.resume``) sees every frame exactly once.
 
-The log queues its writes for the store's thread (``FrameLog.append``): a locked store delays
+The log queues its writes for the store's thread (``SqliteFrameLog.append``): a locked store delays
 the log's copy of a frame, never a device's; the only store read here (a chat's latest seq,
 once per chat) raises ``StoreUnavailable`` when it fails.
 
 The hub does not look inside a frame: what may be skipped or dropped is the protocol's to say
 (``iris.fanout.rules``), read by the subscriptions and the log.
 
-The log is the strategy that numbers frames (``ChatLog.sequence``). The SQLite ``FrameLog`` is
+The log is the strategy that numbers frames (``ChatLog.sequence``). The SQLite ``SqliteFrameLog`` is
 this process's alone: the hub counts each chat's seqs itself. A ``shared`` log
 (``RedisFrameLog``) is appended by every process: it gives out the seq, and returns the frames
 other processes appended since this one last delivered, which ``publish`` hands out first; a
@@ -168,7 +168,7 @@ class Hub:
     def subscribe(self, chat_id: str, *, writer: DeviceWriter | None = None) -> Subscription:
         """A live subscription from the chat's latest seq; ``resume`` it to replay.
 
-        ``writer`` rewrites the device's frames as they are sent (e.g. ``iris.appends``)."""
+        ``writer`` rewrites the device's frames as they are sent (e.g. ``iris.protocol.appends``)."""
         position = self.latest(chat_id)
         subscription = Subscription(self, chat_id, self.queue_size, position, writer=writer)
         first = chat_id not in self._subscribers

@@ -1,7 +1,7 @@
 """What the transport may do with a frame: the marks a protocol gives its frame types.
 
 The fan-out (hub, per-device queue, frame log) moves frames it does not understand. A frame is a
-plain JSON object with a ``type``; the protocol above (``iris.surfaces.iris.protocol``) hands
+plain JSON object with a ``type``; the protocol above (``iris.protocol.types``) hands
 the transport a ``FrameRules`` that marks each type with ``Traits`` — which frames a later one
 supersedes, which open and close a message, which connection answers need only one copy in
 line — and builds the few frames and records only it can (``sync``, the transcript). Nothing in

@@ -133,7 +133,7 @@ class Subscription:
         if self.overflowed:
             return
         # The bounds hold for what a resume can reach (a store that takes no writes skips
-        # this pass: ``FrameLog.prune`` logs it and the replay goes on).
+        # this pass: ``SqliteFrameLog.prune`` logs it and the replay goes on).
         self._hub.log.prune(self.chat_id)
         latest = self._hub.latest(self.chat_id)
         if after_seq > latest:  # it may have seen what this process has yet to deliver (a

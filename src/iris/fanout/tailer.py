@@ -35,8 +35,8 @@ from redis.crc import key_slot
 
 from iris.errors import StoreUnavailable
 from iris.fanout.hub import Hub
-from iris.fanout.redislog import Entry, RedisFrameLog
-from iris.redis.connection import RedisStore, Retry, stop_if_cancelled, translated
+from iris.state.framelog import Entry, RedisFrameLog
+from iris.state.redis_store import RedisStore, Retry, stop_if_cancelled, translated
 
 log = logging.getLogger(__name__)
 

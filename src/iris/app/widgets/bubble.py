@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from iris.app.core.store import Bubble
+from iris.app.core.view import Bubble
 from iris.app.settings import ToolDetail
 from iris.app.widgets.artifact import ArtifactCard
 from iris.app.widgets.body import MarkdownBody

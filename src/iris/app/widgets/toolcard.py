@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
-from iris.app.core.store import ToolCall
+from iris.app.core.view import ToolCall
 from iris.app.settings import ToolDetail
 from iris.formats.tool_summary import clip, summarize
 

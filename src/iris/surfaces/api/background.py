@@ -11,7 +11,7 @@ does the server's shutdown (status ``incomplete``, reason ``interrupted``).
 ``BackgroundRuns`` keeps runs by id: running ones always, ended ones for ``ttl`` seconds and at
 most ``keep`` of them; the stored response outlives both (``responses_store``).
 
-With a shared store (``store.url``) every run is also copied to Redis (``iris.redis.background``)
+With a shared store (``store.url``) every run is also copied to Redis (``iris.state.background``)
 as it goes, so the other processes answer for it: ``RemoteRunStream`` follows it from there, a
 cancel asked elsewhere reaches the run through ``BackgroundRuns``' watch. The run's process
 holds a lease on it while it runs; every process's reaper ends the runs whose lease ran out
@@ -38,9 +38,9 @@ from starlette.types import Receive, Scope, Send
 from iris.agent.core import Agent, TurnRequest
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
-from iris.redis.background import CANCEL_POLL, RunPublisher, SharedRuns
-from iris.redis.connection import stop_if_cancelled
-from iris.redis.lease import Lease
+from iris.state.background import CANCEL_POLL, RunPublisher, SharedRuns
+from iris.state.lease import Lease
+from iris.state.redis_store import stop_if_cancelled
 from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, while_connected
 from iris.surfaces.api.responses_encoder import failed_elsewhere
 from iris.surfaces.api.sse import DONE, named_frames

@@ -25,8 +25,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from iris.state.conversations import Conversations
 from iris.surfaces.api.bodies import input_messages
-from iris.surfaces.api.conversations_store import StoredConversations
 from iris.surfaces.api.items import page, stored_item
 from iris.surfaces.api.problems import ApiError, bad_request
 
@@ -37,7 +37,7 @@ _METADATA_KEYS = 16
 
 
 class ConversationRoutes:
-    def __init__(self, store: StoredConversations) -> None:
+    def __init__(self, store: Conversations) -> None:
         self.store = store
 
     async def create(self, request: Request, body: object) -> Response:

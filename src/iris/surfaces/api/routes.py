@@ -42,8 +42,10 @@ from iris.agent.history import kept
 from iris.errors import StoreUnavailable
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.guard import client_address
-from iris.redis.background import SharedRuns
 from iris.runtime import Runtime
+from iris.state.background import SharedRuns
+from iris.state.conversations import Conversations, conversations_for
+from iris.state.responses import Responses
 from iris.surfaces.api.background import (
     BackgroundRun,
     BackgroundRuns,
@@ -59,12 +61,10 @@ from iris.surfaces.api.bodies import (
 )
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.conversations import ConversationRoutes
-from iris.surfaces.api.conversations_store import StoredConversations, conversation_store
 from iris.surfaces.api.exchange import TurnExchange, Wire
 from iris.surfaces.api.items import input_items, page
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
-from iris.surfaces.api.responses_store import StoredResponses
 from iris.surfaces.api.sse import data_frames, named_frames
 from iris.surfaces.numbers import MAX_SEQUENCE, ascii_count
 from iris.surfaces.origin import SiteGuard
@@ -99,9 +99,9 @@ class ResponsesWire:
     def __init__(
         self,
         call: ResponsesCall,
-        store: StoredResponses,
+        store: Responses,
         inputs: list[Json] | None = None,
-        conversations: StoredConversations | None = None,
+        conversations: Conversations | None = None,
     ) -> None:
         self.call = call
         self.store = store
@@ -210,7 +210,7 @@ class ApiSurface:
             save_lost=self._save_lost,
         )
         self.conversations = ConversationRoutes(
-            runtime.conversations or conversation_store(runtime.store, runtime.shared)
+            runtime.conversations or conversations_for(runtime.store, runtime.shared)
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self._active = 0  # admitted turns, held until their exchange ends

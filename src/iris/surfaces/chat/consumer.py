@@ -43,7 +43,6 @@ from iris.events import (
     TurnFailed,
 )
 from iris.observability import metrics
-from iris.surfaces.chat.lease import TypingLease
 from iris.surfaces.chat.platform import (
     ApprovalPlatform,
     ChatClosed,
@@ -72,6 +71,7 @@ from iris.surfaces.chat.transport import (
     can_delete,
     unquoted,
 )
+from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.driver import Clock, Sleep, drive, loop_clock
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from typing import Any
 
 import discord
 
-from iris.config import DiscordPlatform as DiscordConfig
+from iris.config import DiscordConfig
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.discord_rest import DiscordREST
 from iris.surfaces.chat.platform import (

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 
 from iris.config import Config
 from iris.errors import StoreUnavailable
-from iris.redis.connection import ERRORS, RedisStore
-from iris.redis.lease import Lease, holder_process
+from iris.state.lease import Lease, holder_process
+from iris.state.redis_store import ERRORS, RedisStore
 
 log = logging.getLogger(__name__)
 

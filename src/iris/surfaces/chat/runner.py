@@ -51,13 +51,14 @@ from starlette.routing import BaseRoute
 
 from iris.agent.core import Turn, TurnRequest
 from iris.agent.history import kept
-from iris.agent.sessions import Transcript
 from iris.config import Config, Surface
-from iris.controls import Controls
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
 from iris.observability import metrics
 from iris.runtime import Runtime
+from iris.state.controls import Controls
+from iris.state.sessions import Transcript
+from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.oneoff import send_once
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
@@ -66,7 +67,6 @@ from iris.surfaces.chat.prompts import LABELS, NOT_ALLOWED, NOT_OPEN, Prompts, p
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
 from iris.surfaces.commands import Command, parse
-from iris.surfaces.controls import CommandTarget, execute
 from iris.tasks import OpenGroup, logged
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from iris.config import SlackPlatform as SlackConfig
+from iris.config import SlackConfig
 from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
     Capabilities,

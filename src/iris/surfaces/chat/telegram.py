@@ -55,7 +55,7 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
-from iris.config import TelegramPlatform as TelegramSettings
+from iris.config import TelegramConfig
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
     Capabilities,
@@ -115,7 +115,7 @@ class TelegramPlatform:
     capabilities: Capabilities  # per chat, from platforms.telegram.budgets
     budget: SharedBudget  # shared by every chat of the bot
 
-    def __init__(self, settings: TelegramSettings) -> None:
+    def __init__(self, settings: TelegramConfig) -> None:
         if not settings.token:
             raise PlatformError("platforms.telegram.token is empty")
         self.settings = settings

@@ -56,7 +56,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from iris.config import WhatsAppPlatform as WhatsAppSettings
+from iris.config import WhatsAppConfig
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
     Capabilities,
@@ -93,7 +93,7 @@ class WhatsAppPlatform:
     capabilities: Capabilities
     budget: SharedBudget
 
-    def __init__(self, settings: WhatsAppSettings) -> None:
+    def __init__(self, settings: WhatsAppConfig) -> None:
         self.token = settings.resolved_access_token()
         self.secret = settings.resolved_app_secret()
         if not settings.phone_number_id:

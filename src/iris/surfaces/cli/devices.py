@@ -1,6 +1,6 @@
 """``iris devices add|list|revoke``: pair a phone or browser with the iris socket.
 
-``add NAME`` makes a device token (``iris.devices``), prints the pairing URL
+``add NAME`` makes a device token (``iris.state.devices``), prints the pairing URL
 ``http://<server.host>:<server.port>/#token=<token>`` (``--url BASE`` for a reverse proxy's
 address), the same URL as a QR code drawn in the terminal, and the token itself: the only time
 it is shown. The token rides in the URL's fragment, which a browser never sends to a server, so
@@ -21,13 +21,12 @@ import qrcode
 from qrcode.constants import ERROR_CORRECT_L
 
 from iris.config import Config
-from iris.devices import Devices
 from iris.errors import DeviceError
-from iris.redis.connection import shared_store
-from iris.redis.devices import device_store
-from iris.store import Store
-from iris.surfaces.iris.access import REVOCATION_POLL
+from iris.state.devices import Devices, devices_for
+from iris.state.redis_store import shared_store
+from iris.state.sqlite import Store
 from iris.surfaces.origin import is_loopback
+from iris.surfaces.socket.access import REVOCATION_POLL
 
 QR_BORDER = 2  # modules of quiet zone; scanners want some, a terminal has little room
 # Two modules a character cell: (top light, bottom light) -> the half block that lights them.
@@ -43,7 +42,7 @@ def run_devices(
     shared = None
     try:
         shared = shared_store(config)
-        devices = device_store(store, shared)
+        devices = devices_for(store, shared)
         if args.action == "add":
             token = devices.add(args.name)
             _show_pairing(args.name.strip(), f"{base}/#token={token}", token, out)

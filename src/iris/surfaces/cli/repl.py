@@ -30,11 +30,11 @@ from iris.config import Config
 from iris.events import TurnEnded
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
+from iris.surfaces.actions import compact, compacted, status
 from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.theme import STYLE
-from iris.surfaces.controls import compact, compacted, status
 
 
 def history_path() -> Path:

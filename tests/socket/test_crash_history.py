@@ -1,0 +1,81 @@
+"""A server killed mid-reply (kill -9): when it comes back, what the model sees as history
+matches what devices saw — the shown half of the reply, marked interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris.fanout.hub import Hub
+from iris.protocol.types import RULES
+from iris.state.framelog import SqliteFrameLog
+from iris.state.sessions import SqliteSessions
+from iris.state.sqlite import Store
+from tests.fakes.upstream import FakeUpstream, text
+from tests.socket.conftest import StartServer
+
+pytestmark = pytest.mark.timeout(30)
+
+STREAMING = {"enabled": True}
+CUT_TURN: list[dict[str, Any]] = [
+    {"type": "message", "message_id": "u1", "role": "user", "text": "what colour is the sky?"},
+    {"type": "typing", "on": True},
+    {"type": "message.start", "message_id": "m1", "role": "assistant"},
+    {"type": "message.update", "message_id": "m1", "text": "The sky is bl"},
+]
+
+
+async def leave_a_cut_turn(path: Path, *, question_saved: bool) -> None:
+    """What a server killed mid-reply leaves: the frames devices saw, and a history that has
+    the question (this server saves it when the turn begins) or nothing (an older one)."""
+    store = Store(path)
+    if question_saved:
+        await SqliteSessions(store).append(
+            "iris:main", [{"role": "user", "content": "what colour is the sky?"}]
+        )
+    Hub(SqliteFrameLog(store, rules=RULES)).publish_all("main", CUT_TURN)
+    store.close()
+
+
+@pytest.mark.parametrize("question_saved", [True, False])
+async def test_the_shown_half_of_a_cut_reply_is_in_the_models_history(
+    iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path, question_saved: bool
+) -> None:
+    await leave_a_cut_turn(tmp_path / "iris.db", question_saved=question_saved)
+    server = await iris_server(streaming=STREAMING)
+    device = await server.connect(after_seq=0)
+    frames = await device.turn()
+    stop = next(f for f in frames if f["type"] == "message.stop")
+    assert stop["final_text"] == "The sky is bl"
+    assert any(f["type"] == "error" and f["code"] == "interrupted" for f in frames)
+
+    upstream.script(text("blue."))
+    await device.send({"type": "message.send", "text": "go on"})
+    await device.turn()
+    sent = upstream.requests[-1].body["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("user", "what colour is the sky?"),
+        ("assistant", "The sky is bl\n\n[interrupted]"),
+        ("user", "go on"),
+    ]
+
+
+async def test_a_turn_saves_its_question_before_the_reply(
+    iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    upstream.script(text("Hel", "lo", gate_after=1))
+    server = await iris_server(streaming=STREAMING)
+    device = await server.connect()
+    await device.send({"type": "message.send", "text": "hi there"})
+    await device.until("message.start")
+    await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    # Mid-reply, as a kill -9 would find it: the question is already in the history.
+    history = await server.surface.runtime.sessions.history("iris:main")
+    assert history == [{"role": "user", "content": "hi there"}]
+    upstream.release()
+    await device.turn()
+    history = await server.surface.runtime.sessions.history("iris:main")
+    assert history[-1] == {"role": "assistant", "content": "Hello"}
