@@ -33,6 +33,8 @@ _EXPORTS = {
     "ToolProgress": "iris.events",
     "ToolEnded": "iris.events",
     "ToolCallDelta": "iris.events",
+    "ApprovalRequested": "iris.events",
+    "ApprovalResolved": "iris.events",
     "StreamReset": "iris.events",
     "TurnEnded": "iris.events",
     "TurnFailed": "iris.events",
@@ -61,6 +63,8 @@ __all__ = [
     "ToolProgress",
     "ToolEnded",
     "ToolCallDelta",
+    "ApprovalRequested",
+    "ApprovalResolved",
     "StreamReset",
     "TurnEnded",
     "TurnFailed",
@@ -75,6 +79,8 @@ if TYPE_CHECKING:
     from iris.config import Config, config_from_dict, load_config
     from iris.errors import ConfigError, IrisError, ProviderError, StoreUnavailable
     from iris.events import (
+        ApprovalRequested,
+        ApprovalResolved,
         Commentary,
         Event,
         ReasoningDelta,

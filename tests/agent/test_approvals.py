@@ -163,9 +163,12 @@ async def test_chat_decision_lets_the_tool_run_unasked_until_the_session_starts_
     approvals = broker(agent)
     upstream.script(CALL, text("one"), CALL, text("two"), CALL, text("other chat"))
     first = await turn_answered(agent, approvals, answering("chat"))
-    assert ApprovalResolved(
-        next(e for e in first if isinstance(e, ApprovalRequested)).approval_id, "chat", "alice"
-    ) in first
+    assert (
+        ApprovalResolved(
+            next(e for e in first if isinstance(e, ApprovalRequested)).approval_id, "chat", "alice"
+        )
+        in first
+    )
     second = await turn_answered(agent, approvals, None)
     assert not any(isinstance(e, ApprovalRequested) for e in second)
     assert runs(tmp_path) == 2
@@ -250,3 +253,29 @@ def test_a_tool_asks_exactly_when_it_acts_and_no_auto_glob_names_it(
     acts = name == "terminal" or name.startswith("mcp_")
     assert policy.asks(name) == (acts and not any(fnmatchcase(name, g) for g in auto))
     assert not ApprovalPolicy("off", tuple(auto), 1.0).asks(name)
+
+
+async def test_an_mcp_tool_asks_too_and_runs_only_once_approved(
+    upstream: FakeUpstream, make_config: MakeConfig
+) -> None:
+    from tests.fakes.mcp_launch import stdio
+
+    config = make_config(
+        upstream.base_url, mcp_servers={"fake": stdio()}, tools={"approval": {"mode": "ask"}}
+    )
+    agent = Agent(config)
+    try:
+        await agent.start_tools()
+        approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
+        step = tool_call("mcp_fake_steps", ['{"n": 1, "seconds": 0.1}'])
+        upstream.script(step, text("denied"), step, text("ran"))
+        denied = await turn_answered(agent, approvals, answering("deny"))
+        asked = next(e for e in denied if isinstance(e, ApprovalRequested))
+        assert asked.name == "mcp_fake_steps"
+        assert asked.preview == '{\n  "n": 1,\n  "seconds": 0.1\n}'  # the arguments, whole
+        assert tool_result(upstream).startswith("not approved")
+        await turn_answered(agent, approvals, answering("once"))
+        ran = upstream.requests[3].body["messages"][-1]
+        assert ran["role"] == "tool" and ran["content"] == "steps done"
+    finally:
+        await agent.aclose()

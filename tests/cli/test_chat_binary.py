@@ -23,6 +23,7 @@ def write_config(tmp_path: Path, up: FakeUpstream) -> Path:
         f"model: {{base_url: '{up.base_url}', name: fake-model, api_key: sk-test}}\n"
         "streaming: {cli: true}\n"
         f"store: {{path: '{tmp_path / 'iris.db'}'}}\n"
+        "tools: {approval: {mode: 'off'}}\n"
     )
     return config
 

@@ -82,14 +82,32 @@ def test_reasoning_goes_to_stderr_only(
     assert b"pondering" in err
 
 
-def test_tool_activity_goes_to_stderr(upstream: FakeUpstream, env: dict[str, str]) -> None:
+def test_tool_activity_goes_to_stderr(
+    upstream: FakeUpstream, env: dict[str, str], tmp_path: Path
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("tools:\n  approval: {mode: 'off'}\n")
     upstream.script(
         tool_call("terminal", ['{"command": "echo hi"}'], content="Checking."), text("Done.")
     )
-    proc = iris("chat", "-q", "hi", env=env)
+    proc = iris("chat", "-q", "hi", "--config", str(config), env=env)
     out, err = proc.communicate(timeout=20)
     assert out == b"Checking.\n\nDone.\n", err
     assert '┊ ⚡ terminal: "echo hi"' in err.decode() and "✓" in err.decode()
+
+
+def test_a_one_shot_asks_nobody_so_a_tool_that_asks_is_refused(
+    upstream: FakeUpstream, env: dict[str, str], tmp_path: Path
+) -> None:
+    upstream.script(
+        tool_call("terminal", [f'{{"command": "touch {tmp_path / "ran"}"}}']), text("Refused.")
+    )
+    proc = iris("chat", "-q", "hi", env=env)
+    out, err = proc.communicate(timeout=20)
+    assert out == b"Refused.\n", err
+    assert not (tmp_path / "ran").exists()
+    told = upstream.requests[1].body["messages"][-1]["content"]
+    assert told.startswith("not approved") and "nobody can be asked here" in told
 
 
 def _one_line_failure(proc: subprocess.Popen[bytes]) -> str:

@@ -91,12 +91,14 @@ def write_config(
     tmp_path: Path, upstream_url: str, port: int, *, name: str = "config.yaml", **sections: Any
 ) -> Path:
     """A config for ``iris serve`` on ``port`` against a (fake) upstream; ``sections`` are
-    merged over the baseline one level deep."""
+    merged over the baseline one level deep (tools run unasked: ``tools.approval.mode: off``,
+    as in ``make_config``)."""
     data: dict[str, Any] = {
         "server": {"host": "127.0.0.1", "port": port},
         "model": {"base_url": upstream_url, "name": "fake-model", "api_key": "sk"},
         "platforms": {"iris": {"enabled": False}},
         "store": {"path": str(tmp_path / "iris.db")},
+        "tools": {"approval": {"mode": "off"}},
     }
     for key, value in sections.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):

@@ -13,6 +13,7 @@ Use::
 ``run_with_callback`` is the design's ``stream_callback(text_delta | None)`` API on top.
 """
 
+from iris.agent.approvals import ApprovalPolicy, Approvals
 from iris.agent.core import Agent, Turn, TurnRequest, run_with_callback
 
-__all__ = ["Agent", "Turn", "TurnRequest", "run_with_callback"]
+__all__ = ["Agent", "ApprovalPolicy", "Approvals", "Turn", "TurnRequest", "run_with_callback"]

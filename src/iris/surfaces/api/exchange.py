@@ -16,16 +16,17 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from iris.agent.core import Agent, Turn, TurnRequest
+from iris.agent.core import Agent, TurnRequest
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
-from iris.observability import client_gone, metrics
+from iris.observability import TurnWatch, client_gone, metrics
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.api.sse import DONE
 from iris.tasks import task_group
@@ -56,6 +57,17 @@ class Wire(Protocol):
         ...
 
 
+class Running(Protocol):
+    """What an exchange reads: a turn (``Turn``), or one leg of a held one (``held.Leg``)."""
+
+    @property
+    def watch(self) -> TurnWatch: ...
+
+    def interrupt(self) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[Event]: ...
+
+
 class TurnExchange(Response):
     """An ASGI response: runs ``request`` on ``agent`` and answers through ``wire``.
 
@@ -70,10 +82,12 @@ class TurnExchange(Response):
         stream: bool,
         live: set[TurnExchange],
         release: Callable[[], None],
+        source: AbstractAsyncContextManager[Running] | None = None,
     ) -> None:
         super().__init__()
         self._agent = agent
         self._request = request
+        self._source = source  # None: the exchange runs ``request`` itself
         self._wire = wire
         self._stream = stream
         self._live = live  # the surface's open exchanges, wound down on shutdown
@@ -84,7 +98,7 @@ class TurnExchange(Response):
         self._sending = asyncio.Lock()  # the turn and the heartbeat share one stream
         self._last_write = 0.0
         self._ended = False  # the terminal event was seen: the heartbeat stays quiet
-        self._turn: Turn | None = None
+        self._turn: Running | None = None
         self._retry_after: float | None = None  # the provider's, from a failed turn
         self._finished = False  # the slot is free and the turn stored (``_end``)
         self._unsaved: StoreUnavailable | None = None  # the store refused the finished turn
@@ -124,7 +138,8 @@ class TurnExchange(Response):
     async def _run(self, send: Send) -> None:
         ended = False
         try:
-            async with self._agent.run(self._request) as turn:
+            source = self._source or self._agent.run(self._request)
+            async with source as turn:
                 self._turn = turn
                 async for event in turn:
                     ended = ended or isinstance(event, TurnEnded | TurnFailed)

@@ -61,6 +61,9 @@ from iris.segments import (
 
 Payload = dict[str, Any]
 
+# The ``server_label`` of an approval request: Iris itself hosts the tools (built-in and MCP).
+APPROVAL_SERVER_LABEL = "iris"
+
 # What a response echoes of its request when the request did not say (Open Responses).
 ECHO_DEFAULTS: dict[str, Any] = {
     "previous_response_id": None,
@@ -290,8 +293,10 @@ class ResponsesEncoder:
                 self._close(out, "completed")
             case ToolCallDelta():
                 self._call_delta(out, item)
-            case ApprovalRequested() | ApprovalResolved():
-                pass
+            case ApprovalRequested():
+                self._approval_request(out, item)
+            case ApprovalResolved():
+                pass  # the next response (the client's answer) goes on from here
             case TurnEnded():
                 # The output cap cut the answer: OpenAI's word is an incomplete response.
                 status = "incomplete" if item.reason == "length" else "completed"
@@ -315,6 +320,27 @@ class ResponsesEncoder:
                 self._event(out, "response.failed", response=self.response)
             case _:
                 assert_never(item)
+
+    def _approval_request(self, out: list[Payload], event: ApprovalRequested) -> None:
+        """A tool call waits for a yes: as OpenAI's API does, an ``mcp_approval_request``
+        item ends the response, ``completed``; the answer comes in the client's next request
+        (``iris.surfaces.api.held``)."""
+        self._close(out, "completed")
+        self._close_calls(out, "incomplete")
+        item: Payload = {
+            "id": event.approval_id,
+            "type": "mcp_approval_request",
+            "server_label": APPROVAL_SERVER_LABEL,
+            "name": event.name,
+            "arguments": event.args,
+        }
+        index = len(self.output)
+        self._event(out, "response.output_item.added", output_index=index, item=item)
+        self.output.append(item)
+        self._event(out, "response.output_item.done", output_index=index, item=item)
+        completed_at = int(self._clock()) if self._clock else self.created_at
+        self.response = self._snapshot("completed", usage=None, completed_at=completed_at)
+        self._event(out, "response.completed", response=self.response)
 
     def _start(self, out: list[Payload]) -> None:
         if self._started:

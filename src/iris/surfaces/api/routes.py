@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import json
 import math
@@ -37,6 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from iris.agent.approvals import Decision
 from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
@@ -62,6 +64,7 @@ from iris.surfaces.api.bodies import (
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.conversations import ConversationRoutes
 from iris.surfaces.api.exchange import TurnExchange, Wire
+from iris.surfaces.api.held import APPROVED_BY, ApprovalAnswer, HeldTurns, Leg, approval_answer
 from iris.surfaces.api.items import input_items, page
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
@@ -213,6 +216,7 @@ class ApiSurface:
             runtime.conversations or conversations_for(runtime.store, runtime.shared)
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
+        self.held = HeldTurns()  # Responses turns waiting for an approval between requests
         self._active = 0  # admitted turns, held until their exchange ends
         self._key = (self.settings.api_key or "").encode()
         self.site = SiteGuard(runtime.config.server)
@@ -268,6 +272,7 @@ class ApiSurface:
 
     async def start(self) -> None:
         await self.background.start()
+        await self.held.start()
 
     async def stop(self) -> None:
         # Background turns have no client to give time to: they end now, stored as
@@ -282,6 +287,7 @@ class ApiSurface:
             async with asyncio.timeout(3.0):
                 for exchange in open_now:
                     await exchange.wait_closed()
+        await self.held.stop()
 
     # -- endpoints ------------------------------------------------------------------------
     def model_names(self) -> list[str]:
@@ -317,6 +323,9 @@ class ApiSurface:
 
     async def create_response(self, request: Request) -> Response:
         body = await self._json(request)
+        answer = approval_answer(body)
+        if answer is not None:
+            return await self._answer_approval(answer)
         # Read off the loop before parsing; the parser only looks it up.
         previous = body.get("previous_response_id") if isinstance(body, dict) else None
         stored = await self.responses.conversation(previous) if isinstance(previous, str) else None
@@ -339,7 +348,50 @@ class ApiSurface:
         wire = ResponsesWire(call, self.responses, inputs, self.conversations.store)
         if call.background:
             return await self._start_background(call, wire)
+        if call.turn.agent_tools and not call.turn.client_tools:
+            # A tool that asks holds the turn until the client answers (``held``).
+            call.turn.approvals = self.runtime.approvals
+            call.turn.chat_id = f"api:{wire.encoder.response_id}"
+            held = self.held.run(self.runtime.agent, call.turn, call)
+            leg = held.leg(wire.encoder.response_id)
+            return self._exchange(call.turn, wire, stream=call.stream, source=leg)
         return self._exchange(call.turn, wire, stream=call.stream)
+
+    async def _answer_approval(self, answer: ApprovalAnswer) -> Response:
+        """The client's ``mcp_approval_response``: the held turn goes on in this response."""
+        held = self.held.take(answer.approval_id)
+        parked = held.parked if held is not None else None
+        if held is None or parked is None:
+            found = await self.runtime.approvals.resolution(answer.approval_id)
+            if found is not None:
+                raise bad_request(
+                    f"approval request {answer.approval_id!r} already ended: {found.decision}"
+                    f" by {found.by}",
+                    param="input",
+                    code="approval_decided",
+                )
+            raise ApiError(
+                404,
+                f"No approval request {answer.approval_id!r} is waiting on this server.",
+                param="input",
+                code="approval_unknown",
+            )
+        if answer.previous_response_id != parked.response_id:
+            self.held.park(answer.approval_id, held)
+            raise bad_request(
+                f"approval request {answer.approval_id!r} belongs to response "
+                f"{parked.response_id!r}: send that as 'previous_response_id'",
+                param="previous_response_id",
+                code="invalid_value",
+            )
+        decision: Decision = "once" if answer.approve else "deny"
+        await self.runtime.approvals.respond(answer.approval_id, decision, APPROVED_BY)
+        echo = {**held.call.echo, "previous_response_id": answer.previous_response_id}
+        call = dataclasses.replace(held.call, stream=answer.stream, echo=echo)
+        inputs = [answer.item]
+        wire = ResponsesWire(call, self.responses, inputs, self.conversations.store)
+        leg = held.leg(wire.encoder.response_id)
+        return self._exchange(call.turn, wire, stream=call.stream, source=leg)
 
     async def _start_background(self, call: ResponsesCall, wire: ResponsesWire) -> Response:
         release = self._admit()  # a background turn holds its slots while it runs
@@ -586,7 +638,9 @@ class ApiSurface:
 
         return release
 
-    def _exchange(self, request: TurnRequest, wire: Wire, *, stream: bool) -> Response:
+    def _exchange(
+        self, request: TurnRequest, wire: Wire, *, stream: bool, source: Leg | None = None
+    ) -> Response:
         release = self._admit()
         return TurnExchange(
             self.runtime.agent,
@@ -595,6 +649,7 @@ class ApiSurface:
             stream=stream,
             live=self.exchanges,
             release=release,
+            source=source,
         )
 
 

@@ -127,8 +127,10 @@ class ReplyRenderer:
                 self._tool_ended(item)
             case ToolCallDelta():
                 pass  # the terminal chat offers the agent's own tools only, never a client's
-            case ApprovalRequested() | ApprovalResolved():
-                pass  # the REPL's prompt asks (iris.surfaces.cli.approval), not the renderer
+            case ApprovalRequested():
+                self._approval_asked(item)
+            case ApprovalResolved():
+                self._approval_resolved(item)
             case TurnEnded():
                 self._turn_ended(item)
             case TurnFailed(message=message):
@@ -311,6 +313,27 @@ class ReplyRenderer:
             for line in tail[-_DETAIL_LINES:]:
                 self._commit(("class:tool.detail", f"┊   │ {line}"), ("", "\n"))
         self._tool_shown = False
+
+    def _approval_asked(self, event: ApprovalRequested) -> None:
+        # The whole command, every line: the person answers for what will run (the prompt
+        # itself is the screen's status line, so the reply's box is never broken).
+        self._commit(("class:approval", f"┊ ⚠ {event.name} waits for your approval:"), ("", "\n"))
+        for line in event.preview.splitlines() or [""]:
+            self._commit(("class:tool.detail", f"┊   │ {line}"), ("", "\n"))
+        self._dirty = True
+
+    def _approval_resolved(self, event: ApprovalResolved) -> None:
+        ok = event.decision in ("once", "chat")
+        mark = ("class:tool.ok", "✓") if ok else ("class:tool.fail", "✗")
+        said = {
+            "once": f"allowed once by {event.by}",
+            "chat": f"allowed in this chat by {event.by}",
+            "deny": f"denied by {event.by}",
+            "timeout": "not approved: nobody answered in time",
+            "cancelled": "not approved: the turn was interrupted",
+        }[event.decision]
+        self._commit(("class:tool", "┊ "), mark, ("class:tool", f" {said}"), ("", "\n"))
+        self._dirty = True
 
     def _end_tool(self) -> None:
         """A tool line still live when something else starts is committed as it is."""

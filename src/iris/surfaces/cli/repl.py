@@ -11,7 +11,10 @@ conversation lives in memory for the session; ``/new`` forgets it.
 from __future__ import annotations
 
 import asyncio
+import functools
+import getpass
 import sys
+from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -24,10 +27,11 @@ from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from iris.agent import Agent, TurnRequest
+from iris.agent.approvals import ApprovalPolicy, Approvals, Decision
 from iris.agent.context import Compaction, summary_message
 from iris.agent.history import kept
 from iris.config import Config
-from iris.events import TurnEnded
+from iris.events import ApprovalRequested, ApprovalResolved, Event, TurnEnded
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
 from iris.surfaces.actions import compact, compacted, status
@@ -35,6 +39,8 @@ from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.theme import STYLE
+
+SESSION = "cli"  # the REPL's one chat, for its approvals ("allow in this chat" until /new)
 
 
 def history_path() -> Path:
@@ -119,6 +125,11 @@ class Chat:
         self.settings = ChatSettings.from_config(config, self.agent.model_name)
         self.history: list[dict[str, Any]] = []
         self.last_usage: dict[str, int] = {}
+        # The REPL's own approvals: asked in the status line while a turn runs (a screen
+        # that reads no keys asks nobody, so a tool that asks is refused there).
+        self.approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
+        self.user = _user_name()
+        self._answering: set[asyncio.Task[Any]] = set()
 
     async def run(self) -> int:
         try:
@@ -151,6 +162,7 @@ class Chat:
                         return 0
                     if result.action == "new":
                         self.history.clear()
+                        await self.approvals.new_session(SESSION)
                     elif result.action == "compact":
                         await self.say(await self.compact())
                     elif result.action == "status":
@@ -181,6 +193,8 @@ class Chat:
             model=self._model(),
             fit_context=True,
             metadata={"surface": "cli"},
+            approvals=self.approvals if self.screen.asks else None,
+            chat_id=SESSION,
         )
         renderer = ReplyRenderer(
             RenderOptions(
@@ -192,13 +206,29 @@ class Chat:
             )
         )
         async with self.agent.run(request) as turn, self.screen.running(turn.interrupt):
-            end = await show_turn(turn, renderer, self.screen)
+            end = await show_turn(self._asking(turn), renderer, self.screen)
+        if self._answering:
+            await asyncio.wait(self._answering)
         if turn.compaction is not None:  # older turns live on as the summary, or go
             self._replace(turn.compaction)
         # A failed or interrupted reply stays in the conversation as far as it was shown.
         self.history.extend([user, *kept(end)])
         if isinstance(end, TurnEnded):
             self.last_usage = dict(end.usage)
+
+    async def _asking(self, events: AsyncIterable[Event]) -> AsyncIterator[Event]:
+        """The turn's events, with its approval requests asked on the screen."""
+        async for event in events:
+            if isinstance(event, ApprovalRequested):
+                self.screen.ask(event, functools.partial(self._answer, event.approval_id))
+            elif isinstance(event, ApprovalResolved):
+                self.screen.asked(event.approval_id)
+            yield event
+
+    def _answer(self, approval_id: str, decision: Decision) -> None:
+        task = asyncio.create_task(self.approvals.respond(approval_id, decision, self.user))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     def _model(self) -> str | None:
         model = self.settings.model
@@ -216,6 +246,14 @@ class Chat:
 
     async def status(self) -> str:
         return "\n".join(await status(self.agent, self.history, self._model(), self.last_usage))
+
+
+def _user_name() -> str:
+    """Who answers an approval in the terminal: the login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "you"
 
 
 def _file_history() -> History:

@@ -35,13 +35,17 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.renderer import print_formatted_text
 from prompt_toolkit.styles import BaseStyle
 
-from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.agent.approvals import Decision
+from iris.events import ApprovalRequested, Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.surfaces.cli.markdown import Piece
 from iris.surfaces.cli.render import Frame, ReplyRenderer
 from iris.surfaces.driver import drive
 from iris.tasks import task_group
 
 Interrupt = Callable[[], None]
+Answer = Callable[[Decision], None]  # a person's answer to the approval being asked
+# Keys of the approval prompt: y once, c this chat, n or Enter deny.
+APPROVAL_KEYS: dict[str, Decision] = {"y": "once", "c": "chat", "n": "deny", "\r": "deny"}
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _SPIN_INTERVAL = 0.1  # seconds; the status line is the only thing redrawn on this timer
@@ -70,6 +74,19 @@ class Screen(Protocol):
         the rest fills the next prompt), then forgotten."""
         ...
 
+    @property
+    def asks(self) -> bool:
+        """Can a person answer an approval here (keys are read while a turn runs)?"""
+        ...
+
+    def ask(self, request: ApprovalRequested, answer: Answer) -> None:
+        """Ask for ``request`` in the status line until ``asked`` (or an answer key)."""
+        ...
+
+    def asked(self, approval_id: str) -> None:
+        """The request ended (answered here or not): the prompt goes."""
+        ...
+
 
 EOF = "\x04"  # in what take_typed returns: Ctrl-D pressed on an empty line during a reply
 
@@ -78,6 +95,7 @@ class LiveScreen:
     """A terminal: a live area during turns, everything else printed above it."""
 
     boxed = True
+    asks = True
 
     def __init__(self, input: Input, output: Output, style: BaseStyle) -> None:
         self.input, self.output, self.style = input, output, style
@@ -85,6 +103,29 @@ class LiveScreen:
         self._status = ""
         self._typed = ""
         self._app: Application[None] | None = None
+        self._asking: tuple[ApprovalRequested, Answer] | None = None
+
+    def ask(self, request: ApprovalRequested, answer: Answer) -> None:
+        self._asking = (request, answer)
+        if self._app is not None:
+            self._app.invalidate()
+
+    def asked(self, approval_id: str) -> None:
+        if self._asking is not None and self._asking[0].approval_id == approval_id:
+            self._asking = None
+        if self._app is not None:
+            self._app.invalidate()
+
+    def _answer(self, key: str) -> bool:
+        """A key pressed while an approval is asked: True when it was the prompt's."""
+        if self._asking is None:
+            return False
+        decision = APPROVAL_KEYS.get(key.lower())
+        if decision is not None:
+            answer = self._asking[1]
+            self._asking = None
+            answer(decision)
+        return True  # while asking, other keys are not typed ahead
 
     def width(self) -> int:
         return max(20, min(self.output.get_size().columns, 100))
@@ -105,13 +146,18 @@ class LiveScreen:
         @bindings.add(Keys.Any)
         def _type_ahead(event: KeyPressEvent) -> None:
             # Typing while a reply streams must not land in the reply: keep it for the prompt.
-            if event.data.isprintable():
+            if self._answer(event.data):
+                event.app.invalidate()
+            elif event.data.isprintable():
                 self._typed += event.data
 
         @bindings.add("enter")
         def _submit(event: KeyPressEvent) -> None:
             # A line finished while a reply streams is sent after it, as the user meant.
-            self._typed += "\n"
+            if self._answer("\r"):
+                event.app.invalidate()
+            else:
+                self._typed += "\n"
 
         @bindings.add("c-d")
         def _end_of_input(event: KeyPressEvent) -> None:
@@ -128,6 +174,14 @@ class LiveScreen:
             # A spinner and the time so far: a slow first token or a long tool is not a hang.
             elapsed = time.monotonic() - started_at
             spin = _SPINNER[int(elapsed * 10) % len(_SPINNER)]
+            if self._asking is not None:
+                request = self._asking[0]
+                left = max(0.0, request.expires_at - time.time())
+                return [
+                    ("class:approval", f"{spin} run {request.name}? "),
+                    ("class:approval.prompt", "y once · c this chat · n/Enter deny"),
+                    ("class:footer", f" · {left:.0f} s left · Ctrl-C to interrupt"),
+                ]
             shown = self._typed[-40:].replace(EOF, "^D").replace("\n", " ⏎ ")
             typed = f" · next: {shown}" if self._typed else ""
             return [("class:footer", f"{spin} {elapsed:.0f} s · {self._status}{typed}")]
@@ -164,6 +218,7 @@ class LiveScreen:
             finally:
                 self._app = None
                 self._live = ()
+                self._asking = None
                 if not task.done():
                     app.exit()
                 # Let it restore the terminal even when the turn was cancelled, not cut it off.
@@ -196,6 +251,13 @@ class PlainScreen:
     replies in the file."""
 
     boxed = False
+    asks = False  # no keys are read while a turn runs: a tool that asks is refused
+
+    def ask(self, request: ApprovalRequested, answer: Answer) -> None:
+        del request, answer
+
+    def asked(self, approval_id: str) -> None:
+        del approval_id
 
     def __init__(self, stream: TextIO, info: TextIO | None = None) -> None:
         self.stream = stream

@@ -22,6 +22,8 @@ THEME: dict[str, str] = {
     "tool.ok": "ansigreen",
     "tool.fail": "ansired",
     "tool.detail": "fg:ansibrightblack",
+    "approval": "ansiyellow bold",
+    "approval.prompt": "ansiyellow",
     "footer": "fg:ansibrightblack",
     "interrupted": "ansiyellow",
     "error": "ansired bold",

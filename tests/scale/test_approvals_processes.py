@@ -1,0 +1,139 @@
+"""Approvals across processes: two ``iris serve`` on one real Redis. The turn runs on A; an
+answer given to B reaches it through the shared store, and when devices on A and B answer at
+once, one answer wins for both."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.events import ApprovalRequested
+from iris.state.redis_store import RedisStore
+from tests.fakes.upstream import FakeUpstream, text, tool_call
+from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
+from tests.scale.test_fanout_two_processes import device
+from tests.socket.conftest import TOKEN
+
+pytestmark = pytest.mark.timeout(60)
+
+COMMAND = "echo ran >> runs.txt"
+CALL = tool_call("terminal", [f'{{"command": "{COMMAND}"}}'])
+
+
+def runs(work: Path) -> int:
+    marker = work / "runs.txt"
+    return marker.read_text().count("ran") if marker.exists() else 0
+
+
+@pytest.fixture
+def two(
+    tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
+) -> Iterator[tuple[str, str, Path]]:
+    """Two ``iris serve`` on ``redis_server`` asking before ``terminal``; their iris socket
+    URLs and the terminal's folder."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with serve_on_redis(
+        tmp_path,
+        upstream.base_url,
+        redis_server,
+        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
+        streaming={"enabled": True},
+        tools={"terminal": {"cwd": str(work)}, "approval": {"mode": "ask", "timeout": 30}},
+    ) as running:
+        yield socket_url(running[0][1]), socket_url(running[1][1]), work
+
+
+def respond(approval_id: str, decision: str) -> dict[str, Any]:
+    return {"type": "approval.respond", "approval_id": approval_id, "decision": decision}
+
+
+async def test_an_answer_given_to_the_other_process_reaches_the_turn(
+    two: tuple[str, str, Path], upstream: FakeUpstream
+) -> None:
+    upstream.script(CALL, text("It ran."))
+    a_url, b_url, work = two
+    on_a, on_b = await device(a_url), await device(b_url)
+    await on_a.send({"type": "message.send", "text": "go"})  # the turn runs on A
+    asked = (await on_b.until("approval.request", within=10))[-1]
+    assert asked["preview"] == COMMAND and runs(work) == 0
+    await on_b.send(respond(asked["approval_id"], "once"))
+    frames = await on_a.turn(within=10)
+    resolved = [f for f in frames if f["type"] == "approval.resolved"]
+    assert [(f["decision"], f["by"]) for f in resolved] == [("once", "token")]
+    assert runs(work) == 1
+    await on_a.close()
+    await on_b.close()
+
+
+async def test_devices_on_both_processes_answer_at_once_one_wins(
+    two: tuple[str, str, Path], upstream: FakeUpstream
+) -> None:
+    upstream.script(CALL, text("ok"))
+    a_url, b_url, work = two
+    on_a, on_b = await device(a_url), await device(b_url)
+    await on_a.send({"type": "message.send", "text": "go"})
+    approval_id = (await on_a.until("approval.request", within=10))[-1]["approval_id"]
+    await on_b.until("approval.request", within=10)
+    await asyncio.gather(
+        on_a.send(respond(approval_id, "deny")), on_b.send(respond(approval_id, "once"))
+    )
+    a_frames, b_frames = await on_a.turn(within=10), await on_b.turn(within=10)
+    a_resolved = [f for f in a_frames if f["type"] == "approval.resolved"]
+    b_resolved = [f for f in b_frames if f["type"] == "approval.resolved"]
+    assert len(a_resolved) == 1 and [f["decision"] for f in b_resolved] == [
+        a_resolved[0]["decision"]
+    ]
+    told = [
+        f["code"]
+        for f in [*on_a.frames, *on_b.frames]
+        if f["type"] == "error" and f["code"].startswith("approval")
+    ]
+    assert told == ["approval_decided"]  # the one that lost, wherever it was
+    assert runs(work) == (1 if a_resolved[0]["decision"] == "once" else 0)
+    await on_a.close()
+    await on_b.close()
+
+
+async def test_the_first_answer_wins_atomically_among_many_brokers(
+    redis_server: RedisServer,
+) -> None:
+    """Eight brokers on one Redis (as eight processes would be) answer one request at once:
+    exactly one is ``decided``; the waiting turn gets that answer."""
+    stores = [RedisStore(redis_server.url, prefix="t") for _ in range(9)]
+    try:
+        policy = ApprovalPolicy("ask", (), 30.0)
+        asking, *others = [Approvals(policy, store) for store in stores]
+        request = asking.request(1, "terminal", {"command": "ls"})
+        assert isinstance(request, ApprovalRequested)
+        waiting = asyncio.create_task(asking.wait("chat:x", request))
+        for _ in range(500):  # until the request is in Redis (another process's view)
+            if await others[0].pending("chat:x"):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the request never reached the shared store")
+        decisions = ["once", "deny", "chat", "once", "deny", "chat", "once", "deny"]
+        results = await asyncio.gather(
+            *(
+                broker.respond(request.approval_id, d, f"p{n}")  # type: ignore[arg-type]
+                for n, (broker, d) in enumerate(zip(others, decisions, strict=True))
+            )
+        )
+        assert sorted(results).count("decided") == 1
+        won = results.index("decided")
+        resolution = await asyncio.wait_for(waiting, 5)
+        assert (resolution.decision, resolution.by) == (decisions[won], f"p{won}")
+        assert await others[3].pending("chat:x") == []
+        # A request of another chat is unknown to an answer from this one.
+        assert await others[0].respond(request.approval_id, "once", "x", chat_id="chat:y") == (
+            "unknown"
+        )
+    finally:
+        for store in stores:
+            await store.aclose()
