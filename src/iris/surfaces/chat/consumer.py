@@ -203,8 +203,10 @@ class StreamConsumer:
         match event:
             case ApprovalRequested():
                 self.prompts.requested(event, time.time())
+                self.typing.pause(self.prompts.waiting)
             case ApprovalResolved():
                 self.prompts.resolved(event)
+                self.typing.pause(self.prompts.waiting)
             case _:
                 pass
         self.reply.apply(event, self.clock())

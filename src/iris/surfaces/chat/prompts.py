@@ -262,6 +262,11 @@ class ReplyPrompts:
     def pending(self) -> bool:
         return bool(self._queue)
 
+    @property
+    def waiting(self) -> bool:
+        """A request of this reply waits for its answer (the turn is not working)."""
+        return bool(self._open)
+
     def next(self) -> PromptAction | None:
         return self._queue[0] if self._queue else None
 
