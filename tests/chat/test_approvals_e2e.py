@@ -445,3 +445,25 @@ async def test_a_press_after_the_request_ended_is_told_so_and_runs_nothing(
     await chat.press(prompt.message_id, prompt.buttons["Allow once"], owner, stale=True)
     await chat.changed(lambda: chat.refusals() == [NOT_OPEN])
     assert ran(tmp_path) == 0
+
+
+@pytest.mark.parametrize("chat", ["telegram"], indirect=True)
+async def test_allow_in_this_chat_lets_the_tool_run_unasked_for_the_rest_of_the_conversation(
+    chat: Chat, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    owner = USERS[chat.name][0]
+    script_tool_turn(upstream)
+    await chat.say(owner, "run it")
+    prompt = await the_prompt(chat)
+    await chat.press(prompt.message_id, prompt.buttons["Allow in this chat"], owner)
+    after = await closed(chat, prompt)
+    await chat.changed(lambda: any(m.text == "Finished." for m in chat.messages()))
+    await chat.surface.idle()
+    assert after.text.startswith("✅ Allowed in this chat by ")
+
+    upstream.script(tool_call("terminal", [json.dumps({"command": COMMAND})]), text("Again."))
+    await chat.say(owner, "once more")
+    await chat.changed(lambda: any(m.text == "Again." for m in chat.messages()))
+    await chat.surface.idle()
+    assert ran(tmp_path) == 2
+    assert not any(m.buttons for m in chat.messages()), "the second call was not asked"

@@ -310,7 +310,9 @@ class ChatSurface:
         parsed = parse_press(press.data)
         prompt = self.prompts.get(parsed[0]) if parsed is not None else None
         note, refused = NOT_OPEN, True
-        if prompt is None or (prompt.platform, prompt.chat_id) != (platform.name, message.chat_id):
+        # The press must be on the very message that shows the request's buttons.
+        shown = (platform.name, message.message_id)
+        if prompt is None or (prompt.platform, prompt.message_id) != shown:
             pass
         elif not self._allowed(platform.name, message):
             log.warning(
