@@ -20,6 +20,9 @@ _EXPORTS = {
     "Turn": "iris.agent",
     "TurnRequest": "iris.agent",
     "run_with_callback": "iris.agent",
+    "Conversation": "iris.agent",
+    "UserMessage": "iris.agent",
+    "TurnOptions": "iris.agent",
     "Config": "iris.config",
     "load_config": "iris.config",
     "config_from_dict": "iris.config",
@@ -50,6 +53,9 @@ __all__ = [
     "Turn",
     "TurnRequest",
     "run_with_callback",
+    "Conversation",
+    "UserMessage",
+    "TurnOptions",
     "Config",
     "load_config",
     "config_from_dict",
@@ -75,7 +81,15 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from iris.agent import Agent, Turn, TurnRequest, run_with_callback
+    from iris.agent import (
+        Agent,
+        Conversation,
+        Turn,
+        TurnOptions,
+        TurnRequest,
+        UserMessage,
+        run_with_callback,
+    )
     from iris.config import Config, config_from_dict, load_config
     from iris.errors import ConfigError, IrisError, ProviderError, StoreUnavailable
     from iris.events import (

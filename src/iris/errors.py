@@ -100,9 +100,7 @@ class StoreUnavailable(IrisError):
 
 def user_message(exc: BaseException) -> tuple[str, str, bool]:
     """(code, one-line message, retryable) for any exception — what a remote user sees."""
-    if isinstance(exc, ProviderHTTPError):
-        return exc.code, exc.message, exc.retryable
-    if isinstance(exc, ProviderError):
+    if isinstance(exc, ProviderError):  # ProviderHTTPError's code and retryable: by status
         return exc.code, exc.message, exc.retryable
     if isinstance(exc, IrisError):
         return exc.code, exc.message, False

@@ -6,10 +6,8 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
-import openai
 from openai.types.chat import ChatCompletion
 
-from iris.config import ModelEndpoint
 from iris.errors import ProviderConnectionError, ProviderError
 from iris.llm.base import (
     ProviderRequest,
@@ -22,32 +20,10 @@ from iris.llm.base import (
     describe_body,
     translate_errors,
 )
-from iris.llm.wire import encode, listed_window, post, post_raw_stream
+from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
 
-def make_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
-    # The agent owns retries and fallback; the SDK's own retries would hide 429/5xx from it.
-    return openai.AsyncOpenAI(
-        base_url=endpoint.base_url,
-        api_key=endpoint.resolved_api_key(),
-        max_retries=0,
-        timeout=endpoint.timeout,
-    )
-
-
-class ChatCompletionsProvider:
-    def __init__(
-        self, endpoint: ModelEndpoint, *, client: openai.AsyncOpenAI | None = None
-    ) -> None:
-        """``client``: an SDK client of one's own (tests give one on an ``httpx`` mock
-        transport); by default one made from ``endpoint``."""
-        self.name = endpoint.name
-        self._client = client or make_client(endpoint)
-
-    async def listed_window(self, model: str) -> int | None:
-        """The context window the provider's model listing reports for ``model``, if any."""
-        return await listed_window(self._client, model)
-
+class ChatCompletionsProvider(SdkProvider):
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         # The SDK's raw-response mode: same client, auth, errors and connection handling, but
         # chunks are read as JSON dicts. Building an SDK model per chunk cost ~300 µs on this
@@ -91,9 +67,6 @@ class ChatCompletionsProvider:
                 arguments=function.arguments or "",
                 complete=True,
             )
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 def request_body(request: ProviderRequest) -> dict[str, Any]:

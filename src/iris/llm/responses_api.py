@@ -14,7 +14,6 @@ from typing import Any
 import openai
 from openai.types.responses import Response, ResponseStreamEvent
 
-from iris.config import ModelEndpoint
 from iris.errors import ProviderConnectionError, ProviderError
 from iris.llm.base import (
     ProviderRequest,
@@ -27,8 +26,7 @@ from iris.llm.base import (
     describe_body,
     translate_errors,
 )
-from iris.llm.chat_completions import make_client
-from iris.llm.wire import encode, listed_window, post, post_events
+from iris.llm.wire import SdkProvider, encode, post, post_events
 
 
 def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -93,19 +91,7 @@ def _text_of(content: Any) -> str:
     return "" if content is None else json.dumps(content)
 
 
-class ResponsesProvider:
-    def __init__(
-        self, endpoint: ModelEndpoint, *, client: openai.AsyncOpenAI | None = None
-    ) -> None:
-        """``client``: an SDK client of one's own (tests give one on an ``httpx`` mock
-        transport); by default one made from ``endpoint``."""
-        self.name = endpoint.name
-        self._client = client or make_client(endpoint)
-
-    async def listed_window(self, model: str) -> int | None:
-        """The context window the provider's model listing reports for ``model``, if any."""
-        return await listed_window(self._client, model)
-
+class ResponsesProvider(SdkProvider):
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         streamed_text: set[int] = set()
         streamed_reasoning: set[int] = set()
@@ -180,9 +166,6 @@ class ResponsesProvider:
                 yield raw
         usage = data.get("usage") or {}
         yield RawUsage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 def request_body(request: ProviderRequest) -> dict[str, Any]:

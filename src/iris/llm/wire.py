@@ -4,6 +4,9 @@ through the SDK's low-level ``post`` (same auth, timeouts and error translation)
 The SDK's typed ``create()`` transforms its params message by message on the event loop:
 3.9 s for a 20 000-message conversation on this machine, during which the whole server stood
 still. Posting pre-encoded bytes skips that transform; the encoding itself runs off the loop.
+
+``SdkProvider`` is what both providers built on the SDK share: the client made from the
+endpoint, the model listing's context window, and closing.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any, TypeVar, cast
 
 import httpx
 import openai
+
+from iris.config import ModelEndpoint
 
 Body = dict[str, Any]
 T = TypeVar("T")
@@ -85,19 +90,46 @@ _WINDOW_FIELDS = (
 )
 
 
-async def listed_window(client: openai.AsyncOpenAI, model: str) -> int | None:
-    """The context window ``GET /models`` reports for ``model``, or None when it says none
-    (or cannot be read: the listing is a hint, never a reason for a turn to fail)."""
-    try:
-        listing: Any = await client.get("/models", cast_to=object, options={"timeout": 3.0})
-    except (openai.APIError, httpx.HTTPError, ValueError):
+def make_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
+    # The agent owns retries and fallback; the SDK's own retries would hide 429/5xx from it.
+    return openai.AsyncOpenAI(
+        base_url=endpoint.base_url,
+        api_key=endpoint.resolved_api_key(),
+        max_retries=0,
+        timeout=endpoint.timeout,
+    )
+
+
+class SdkProvider:
+    """What both ``openai`` SDK providers are besides their wire format: the endpoint's name,
+    one SDK client, the context window its model listing reports, and closing the client."""
+
+    def __init__(
+        self, endpoint: ModelEndpoint, *, client: openai.AsyncOpenAI | None = None
+    ) -> None:
+        """``client``: an SDK client of one's own (tests give one on an ``httpx`` mock
+        transport); by default one made from ``endpoint``."""
+        self.name = endpoint.name
+        self._client = client or make_client(endpoint)
+
+    async def listed_window(self, model: str) -> int | None:
+        """The context window ``GET /models`` reports for ``model``, or None when it says none
+        (or cannot be read: the listing is a hint, never a reason for a turn to fail)."""
+        try:
+            listing: Any = await self._client.get(
+                "/models", cast_to=object, options={"timeout": 3.0}
+            )
+        except (openai.APIError, httpx.HTTPError, ValueError):
+            return None
+        entries = listing.get("data") if isinstance(listing, dict) else None
+        for entry in cast(list[Any], entries) if isinstance(entries, list) else []:
+            if not isinstance(entry, dict) or entry.get("id") != model:
+                continue
+            for name in _WINDOW_FIELDS:
+                value = entry.get(name)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
         return None
-    entries = listing.get("data") if isinstance(listing, dict) else None
-    for entry in cast(list[Any], entries) if isinstance(entries, list) else []:
-        if not isinstance(entry, dict) or entry.get("id") != model:
-            continue
-        for name in _WINDOW_FIELDS:
-            value = entry.get(name)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-    return None
+
+    async def aclose(self) -> None:
+        await self._client.close()

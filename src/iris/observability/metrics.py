@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -44,173 +44,130 @@ _LATENCY = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 _DURATION = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 _RATE = (1.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
 
-TURNS_STARTED = Counter(
-    "iris_turns_started",
-    "Agent turns started.",
-    ["surface", "platform", "model"],
-    registry=REGISTRY,
+
+# Every series is in ``REGISTRY``. A gauge of several workers (``livesum``) sums the processes
+# alive: a worker that is gone took its running turns and connections with it.
+def _counter(name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
+    return Counter(name, doc, labels, registry=REGISTRY)
+
+
+def _gauge(name: str, doc: str, labels: Sequence[str] = ()) -> Gauge:
+    return Gauge(name, doc, labels, registry=REGISTRY, multiprocess_mode="livesum")
+
+
+def _histogram(name: str, doc: str, labels: Sequence[str], buckets: Sequence[float]) -> Histogram:
+    return Histogram(name, doc, labels, buckets=buckets, registry=REGISTRY)
+
+
+TURNS_STARTED = _counter(
+    "iris_turns_started", "Agent turns started.", ["surface", "platform", "model"]
 )
-TURNS_ENDED = Counter(
+TURNS_ENDED = _counter(
     "iris_turns_ended",
     "Agent turns ended, by outcome: complete, interrupted, failed:<code>.",
     ["surface", "platform", "model", "outcome"],
-    registry=REGISTRY,
 )
-TURNS_RUNNING = Gauge(
-    "iris_turns_running",
-    "Agent turns running now.",
-    ["surface", "platform"],
-    registry=REGISTRY,
-    multiprocess_mode="livesum",
-)
-FIRST_TOKEN = Histogram(
+TURNS_RUNNING = _gauge("iris_turns_running", "Agent turns running now.", ["surface", "platform"])
+FIRST_TOKEN = _histogram(
     "iris_time_to_first_token_seconds",
     "Seconds from a turn's start to its first visible text (gen_ai.server.time_to_first_token).",
     ["surface", "model"],
-    buckets=_LATENCY,
-    registry=REGISTRY,
+    _LATENCY,
 )
-TURN_DURATION = Histogram(
+TURN_DURATION = _histogram(
     "iris_turn_duration_seconds",
     "Seconds from a turn's start to its end (gen_ai.client.operation.duration).",
     ["surface", "model"],
-    buckets=_DURATION,
-    registry=REGISTRY,
+    _DURATION,
 )
-TOKENS = Counter(
+TOKENS = _counter(
     "iris_tokens",
     "Tokens the provider reported, by type: input, output (gen_ai.client.token.usage).",
     ["surface", "model", "type"],
-    registry=REGISTRY,
 )
-TOKENS_PER_SECOND = Histogram(
+TOKENS_PER_SECOND = _histogram(
     "iris_output_tokens_per_second",
     "Output tokens per second of a turn, from its first token to its end.",
     ["model"],
-    buckets=_RATE,
-    registry=REGISTRY,
+    _RATE,
 )
-PROVIDER_REQUESTS = Counter(
+PROVIDER_REQUESTS = _counter(
     "iris_provider_requests",
     "Requests to a provider, by status: ok, an HTTP status, timeout, error, stream_rejected.",
     ["provider", "model", "status"],
-    registry=REGISTRY,
 )
-PROVIDER_RETRIES = Counter(
+PROVIDER_RETRIES = _counter(
     "iris_provider_retries",
     "A model asked again: without streaming (no_stream) or after a rejected stream.",
     ["model", "reason"],
-    registry=REGISTRY,
 )
-PROVIDER_FALLBACKS = Counter(
+PROVIDER_FALLBACKS = _counter(
     "iris_provider_fallbacks",
     "A model that failed and handed the round to the next of model.fallback.",
     ["model"],
-    registry=REGISTRY,
 )
-TOOL_CALLS = Counter(
-    "iris_tool_calls",
-    "Agent tool calls, by outcome: ok, error.",
-    ["tool", "outcome"],
-    registry=REGISTRY,
+TOOL_CALLS = _counter(
+    "iris_tool_calls", "Agent tool calls, by outcome: ok, error.", ["tool", "outcome"]
 )
-TOOL_DURATION = Histogram(
+TOOL_DURATION = _histogram(
     "iris_tool_duration_seconds",
     "Seconds an agent tool ran (gen_ai.execute_tool.duration).",
     ["tool"],
-    buckets=_DURATION,
-    registry=REGISTRY,
+    _DURATION,
 )
-APPROVALS_PENDING = Gauge(
-    "iris_approvals_pending",
-    "Tool calls waiting for a person's approval.",
-    registry=REGISTRY,
-    multiprocess_mode="livesum",
-)
-APPROVALS = Counter(
+APPROVALS_PENDING = _gauge("iris_approvals_pending", "Tool calls waiting for a person's approval.")
+APPROVALS = _counter(
     "iris_approvals",
     "Approval requests answered, by decision: once, chat, deny, timeout.",
     ["decision"],
-    registry=REGISTRY,
 )
-MCP_CONNECTED = Gauge(
-    "iris_mcp_servers_connected",
-    "MCP servers connected now.",
-    registry=REGISTRY,
-    multiprocess_mode="livesum",
-)
-CHAT_CALLS = Counter(
+MCP_CONNECTED = _gauge("iris_mcp_servers_connected", "MCP servers connected now.")
+CHAT_CALLS = _counter(
     "iris_chat_platform_calls",
     "Calls to a chat platform's API, by method and status: ok, rate_limited, refused, error.",
     ["platform", "method", "status"],
-    registry=REGISTRY,
 )
-CHAT_RATE_LIMITED = Counter(
+CHAT_RATE_LIMITED = _counter(
     "iris_chat_rate_limited",
     "429s (flood control) from a chat platform, by scope: chat, bot, workspace; local: "
     "Iris held the call itself because the platform's headers said the bucket was dry.",
     ["platform", "scope"],
-    registry=REGISTRY,
 )
-CHAT_QUEUED = Counter(
+CHAT_QUEUED = _counter(
     "iris_chat_messages_overtaken",
     "Chat messages that arrived while their chat's turn was still being set up, so only the "
     "newest ran.",
     ["platform"],
-    registry=REGISTRY,
 )
-SOCKET_CONNECTIONS = Gauge(
-    "iris_socket_connections",
-    "Devices connected to the iris socket now.",
-    registry=REGISTRY,
-    multiprocess_mode="livesum",
+SOCKET_CONNECTIONS = _gauge("iris_socket_connections", "Devices connected to the iris socket now.")
+SOCKET_FRAMES = _counter(
+    "iris_socket_frames_sent", "Frames sent to devices on the iris socket, by frame type.", ["kind"]
 )
-SOCKET_FRAMES = Counter(
-    "iris_socket_frames_sent",
-    "Frames sent to devices on the iris socket, by frame type.",
-    ["kind"],
-    registry=REGISTRY,
+SOCKET_BYTES = _counter(
+    "iris_socket_bytes_sent", "UTF-8 bytes of the frames sent to devices, by frame type.", ["kind"]
 )
-SOCKET_BYTES = Counter(
-    "iris_socket_bytes_sent",
-    "UTF-8 bytes of the frames sent to devices, by frame type.",
-    ["kind"],
-    registry=REGISTRY,
-)
-SOCKET_OVER_BOUND = Counter(
+SOCKET_OVER_BOUND = _counter(
     "iris_socket_devices_over_bound",
     "A device's queue passed its bound: it re-read the log (catchup) or was closed (closed).",
     ["action"],
-    registry=REGISTRY,
 )
-SOCKET_RESUMES = Counter(
+SOCKET_RESUMES = _counter(
     "iris_socket_resumes",
     "Devices that resumed from a seq, by how: replay, live (nothing missed), sync.",
     ["how"],
-    registry=REGISTRY,
 )
-API_STREAMS = Gauge(
-    "iris_api_streams_open",
-    "Streamed API responses open now.",
-    registry=REGISTRY,
-    multiprocess_mode="livesum",
-)
-API_DISCONNECTS = Counter(
+API_STREAMS = _gauge("iris_api_streams_open", "Streamed API responses open now.")
+API_DISCONNECTS = _counter(
     "iris_api_client_disconnects",
     "API clients that left before their turn ended (the turn was cancelled).",
-    registry=REGISTRY,
 )
-FRAME_APPENDS = Counter(
+FRAME_APPENDS = _counter(
     "iris_store_frame_appends",
     "Frames appended to the per-chat frame log, by backend: sqlite, redis.",
     ["backend"],
-    registry=REGISTRY,
 )
-STORE_ERRORS = Counter(
-    "iris_store_errors",
-    "Failed calls to the shared store (Redis).",
-    ["backend"],
-    registry=REGISTRY,
+STORE_ERRORS = _counter(
+    "iris_store_errors", "Failed calls to the shared store (Redis).", ["backend"]
 )
 
 _state = {"on": False}

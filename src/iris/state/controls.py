@@ -3,14 +3,12 @@
 ``Controls`` is a plain record: the model a chat uses, whether its reasoning is shown, and the
 usage of its last reply. A ``ChatControls`` keeps them per session key: in this process's
 memory (``MemoryControls``, a restart goes back to the config), or with a shared store in Redis
-(``iris.state.controls``), so a ``/model`` sent through one process holds on every other.
-``Runtime.create`` picks the store; the surfaces read a chat's controls when a turn starts or a
+(``RedisControls``), so a ``/model`` sent through one process holds on every other.
+``controls_for`` picks one; the surfaces read a chat's controls when a turn starts or a
 command answers, and write only the fields they changed (a turn's usage never overwrites a
 ``/model`` another process took meanwhile).
 
-A chat's controls in the shared store: ``MemoryControls``' twin in Redis.
-
-One hash per session, ``chat:{session}:controls``: ``model`` (absent: the config's first
+**In Redis** (``RedisControls``): one hash per session, ``chat:{session}:controls``: ``model`` (absent: the config's first
 model), ``show_reasoning`` (``1``/``0``; absent: the config's), ``last_usage`` (JSON). A save
 writes only the fields it names, in one ``MULTI``, so a turn's usage and a ``/model`` sent
 through another process meanwhile both hold. Kept until the chat's data is removed by hand,

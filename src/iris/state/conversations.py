@@ -1,16 +1,14 @@
-"""Stored conversations (SQLite): the Conversations API's objects and their items, in order.
+"""Stored conversations: the Conversations API's objects and their items, in order.
 
 A conversation is ``{"id": "conv_…", "object": "conversation", "created_at", "metadata"}``;
 its items are Responses-format items (messages, function calls and their outputs, reasoning),
 oldest first, each with its own id. ``/v1/responses`` with ``conversation`` reads them as the
 model's history and appends the turn's input and output items.
 
-With a shared store (``store.url``), ``iris.state.conversations`` keeps the same in Redis;
-``conversations_for`` picks one as ``Runtime.create`` picks every store.
+``Conversations`` is what both stores offer: ``SqliteConversations`` in the SQLite file,
+``RedisConversations`` in the shared store (``store.url``); ``conversations_for`` picks one.
 
-Stored conversations in the shared store: ``SqliteConversations``'s twin in Redis.
-
-Per conversation, two keys (named by ``conversation_keys`` alone, so a rename is one edit; both
+**In Redis** (``RedisConversations``), per conversation, two keys (named by ``conversation_keys`` alone, so a rename is one edit; both
 carry the conversation id as one hash tag, so a Redis Cluster keeps them in one slot for the
 ``MULTI`` that writes them together):
 

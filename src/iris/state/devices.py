@@ -14,14 +14,12 @@ last authenticated, refreshed while it stays connected (at most ``TOUCH_EVERY`` 
 The CLI calls the waiting methods (``add``, ``devices``, ``revoke``); the server the ``async``
 ones, which run on the store's thread (``iris.state.sqlite``) and never block the event loop.
 
-With a shared store (``store.url``) the devices live in Redis instead (``iris.state.devices``);
-``Devices`` is what both offer.
+``Devices`` is what both stores offer: ``SqliteDevices`` in the SQLite file, ``RedisDevices``
+in the shared store (``store.url``); ``devices_for`` picks one.
 
-Paired devices in the shared store: ``SqliteDevices``'s twin in Redis.
-
-``iris devices add|list|revoke`` with ``store.url`` set writes here, and every process checks
+**In Redis** (``RedisDevices``): ``iris devices add|list|revoke`` with ``store.url`` set writes here, and every process checks
 tokens here, so a device paired once connects to any of them and a revoke reaches all of them
-(each within ``REVOCATION_POLL``). Only digests are kept, as in SQLite (``iris.state.devices``):
+(each within ``REVOCATION_POLL``). Only digests are kept, as in SQLite:
 
 - ``{devices}:token:<digest>`` a hash: ``name``, ``created``, ``last_seen``, ``revoked``; a revoked
   device's hash stays, so it is told ``revoked`` rather than unknown;

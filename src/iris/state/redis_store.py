@@ -159,22 +159,15 @@ class RedisStore:
             sync = redis.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
             aio = redis.asyncio.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
             self._sentinel = sync
-            self.sync = sync.master_for(
-                sentinel_master, socket_timeout=timeout, health_check_interval=30, **options
-            )
+            primary: dict[str, Any] = {"health_check_interval": 30, **options}
+            self.sync = sync.master_for(sentinel_master, socket_timeout=timeout, **primary)
             self.aio = aio.master_for(
-                sentinel_master,
-                socket_timeout=timeout,
-                health_check_interval=30,
-                retry=once,
-                **options,
+                sentinel_master, socket_timeout=timeout, retry=once, **primary
             )
-            self.blocking = aio.master_for(
-                sentinel_master, socket_timeout=None, health_check_interval=30, **options
-            )
-            self.following = aio.master_for(
-                sentinel_master, socket_timeout=None, health_check_interval=30, **options
-            )
+            # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: clients of their
+            # own, as with one primary.
+            self.blocking = aio.master_for(sentinel_master, socket_timeout=None, **primary)
+            self.following = aio.master_for(sentinel_master, socket_timeout=None, **primary)
         else:
             assert url is not None
             # Every pool is bounded (finding 7 of the second hardening pass: 300 background
@@ -183,25 +176,12 @@ class RedisStore:
             # the wait), so one process holds at most ``MAX_CONNECTIONS`` connections to Redis.
             self.sync = redis.Redis.from_pool(
                 redis.BlockingConnectionPool.from_url(
-                    url,
-                    decode_responses=True,
-                    socket_timeout=timeout,
-                    socket_connect_timeout=timeout,
-                    health_check_interval=30,
-                    max_connections=SYNC_CONNECTIONS,
-                    timeout=timeout,
+                    url, **_bounded(timeout, read=timeout, most=SYNC_CONNECTIONS)
                 )
             )
             self.aio = redis.asyncio.Redis.from_pool(
                 redis.asyncio.BlockingConnectionPool.from_url(
-                    url,
-                    decode_responses=True,
-                    socket_timeout=timeout,
-                    socket_connect_timeout=timeout,
-                    health_check_interval=30,
-                    retry=once,
-                    max_connections=AIO_CONNECTIONS,
-                    timeout=timeout,
+                    url, retry=once, **_bounded(timeout, read=timeout, most=AIO_CONNECTIONS)
                 )
             )
             # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own
@@ -409,16 +389,24 @@ def _credentials(url: str | None) -> dict[str, Any]:
     return found
 
 
+def _bounded(timeout: float, *, read: float | None, most: int) -> dict[str, Any]:
+    """A bounded pool's options on ``store.url``: at most ``most`` connections; past them a
+    caller waits for one as long as a read may take (``read``; None: a blocking read's pool
+    waits for a connection as its reader waits for entries)."""
+    return {
+        "decode_responses": True,
+        "socket_timeout": read,
+        "socket_connect_timeout": timeout,
+        "health_check_interval": 30,
+        "max_connections": most,
+        "timeout": read,
+    }
+
+
 def _blocking_client(url: str, timeout: float, most: int) -> redis.asyncio.Redis:
     return redis.asyncio.Redis.from_pool(
         redis.asyncio.BlockingConnectionPool.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=None,
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
-            max_connections=most,
-            timeout=None,  # a reader waits for a connection as it waits for entries
+            url, **_bounded(timeout, read=None, most=most)
         )
     )
 

@@ -1,4 +1,4 @@
-"""Stored responses (SQLite): the response object and the conversation it continues.
+"""Stored responses: the response object and the conversation it continues.
 
 ``GET /v1/responses/{id}`` returns the object; ``previous_response_id`` continues the stored
 chat-format conversation (the request's input plus the turn's output; instructions are not
@@ -6,13 +6,11 @@ carried over, as on OpenAI). Every output item is also kept under its own id, fo
 ``item_reference`` input items that name it, and the request's input items, for
 ``GET /v1/responses/{id}/input_items``. ``DELETE /v1/responses/{id}`` removes all three.
 
-With a shared store, ``iris.state.responses`` keeps the same in Redis; ``Responses`` is
-what both offer.
+``Responses`` is what both stores offer: ``SqliteResponses`` in the SQLite file,
+``RedisResponses`` in the shared store (``store.url``); ``responses_for`` picks one.
 
-Stored responses in the shared store: ``SqliteResponses``'s twin in Redis.
-
-A response stored by one process is read, and continued with ``previous_response_id``, through
-any other:
+**In Redis** (``RedisResponses``): a response stored by one process is read, and continued
+with ``previous_response_id``, through any other:
 
 - ``response:stored:{id}`` a hash: ``response`` (the object) and ``conversation`` (what
   ``previous_response_id`` continues);
@@ -39,6 +37,8 @@ from redis.typing import EncodableT, FieldT
 from iris.state.redis_store import RedisStore, translated
 from iris.state.sqlite import Store, transaction
 
+Json = dict[str, Any]
+
 _DDL = """
 CREATE TABLE IF NOT EXISTS api_responses (
     id TEXT PRIMARY KEY,
@@ -62,21 +62,23 @@ class Responses(Protocol):
     """Stored responses: ``SqliteResponses`` (SQLite) or ``RedisResponses``."""
 
     async def save(
-        self,
-        response: dict[str, Any],
-        conversation: list[dict[str, Any]],
-        inputs: list[dict[str, Any]] | None = None,
+        self, response: Json, conversation: list[Json], inputs: list[Json] | None = None
     ) -> None: ...
 
-    async def response(self, response_id: str) -> dict[str, Any] | None: ...
+    async def response(self, response_id: str) -> Json | None: ...
 
-    async def input_items(self, response_id: str) -> list[dict[str, Any]] | None: ...
+    async def input_items(self, response_id: str) -> list[Json] | None: ...
 
     async def delete(self, response_id: str) -> bool: ...
 
-    async def conversation(self, response_id: str) -> list[dict[str, Any]] | None: ...
+    async def conversation(self, response_id: str) -> list[Json] | None: ...
 
-    async def items(self, item_ids: list[str]) -> dict[str, dict[str, Any]]: ...
+    async def items(self, item_ids: list[str]) -> dict[str, Json]: ...
+
+
+def _kept_items(response: Json) -> list[Json]:
+    """The output items kept under their own ids too, for ``item_reference``: those with one."""
+    return [item for item in response.get("output") or [] if isinstance(item.get("id"), str)]
 
 
 class SqliteResponses:
@@ -88,18 +90,10 @@ class SqliteResponses:
         store.ensure_schema(_DDL)
 
     async def save(
-        self,
-        response: dict[str, Any],
-        conversation: list[dict[str, Any]],
-        inputs: list[dict[str, Any]] | None = None,
+        self, response: Json, conversation: list[Json], inputs: list[Json] | None = None
     ) -> None:
         row = (response["id"], json.dumps(response), json.dumps(conversation), time.time())
-        # Every output item is kept under its own id too, for ``item_reference``.
-        items = [
-            (item["id"], response["id"], json.dumps(item))
-            for item in response.get("output") or []
-            if isinstance(item.get("id"), str)
-        ]
+        items = [(item["id"], response["id"], json.dumps(item)) for item in _kept_items(response)]
 
         def write(conn: sqlite3.Connection) -> None:
             with transaction(conn):
@@ -122,7 +116,7 @@ class SqliteResponses:
 
         await self._store.run(write)
 
-    async def input_items(self, response_id: str) -> list[dict[str, Any]] | None:
+    async def input_items(self, response_id: str) -> list[Json] | None:
         """The request's input items (None: no such response; [] when none were kept)."""
         row = await self._store.run(
             lambda conn: conn.execute(
@@ -146,10 +140,10 @@ class SqliteResponses:
 
         return await self._store.run(remove)
 
-    async def response(self, response_id: str) -> dict[str, Any] | None:
+    async def response(self, response_id: str) -> Json | None:
         return await self._column("response", response_id)
 
-    async def conversation(self, response_id: str) -> list[dict[str, Any]] | None:
+    async def conversation(self, response_id: str) -> list[Json] | None:
         return await self._column("conversation", response_id)
 
     async def _column(self, column: str, response_id: str) -> Any:
@@ -161,7 +155,7 @@ class SqliteResponses:
         )
         return None if row is None else json.loads(row[0])
 
-    async def items(self, item_ids: list[str]) -> dict[str, dict[str, Any]]:
+    async def items(self, item_ids: list[str]) -> dict[str, Json]:
         """Stored output items (messages, function calls, reasoning) by their ids."""
         unique = list(dict.fromkeys(item_ids))
 
@@ -184,23 +178,14 @@ class RedisResponses:
         self._store = store
 
     async def save(
-        self,
-        response: dict[str, Any],
-        conversation: list[dict[str, Any]],
-        inputs: list[dict[str, Any]] | None = None,
+        self, response: Json, conversation: list[Json], inputs: list[Json] | None = None
     ) -> None:
-        # Every output item is kept under its own id too, for ``item_reference``.
-        items = {
-            self._store.key("response", "item", item["id"]): json.dumps(item)
-            for item in response.get("output") or []
-            if isinstance(item.get("id"), str)
-        }
+        kept = _kept_items(response)
+        items = {self._store.key("response", "item", item["id"]): json.dumps(item) for item in kept}
         fields: dict[FieldT, EncodableT] = {
             "response": json.dumps(response),
             "conversation": json.dumps(conversation),
-            "items": json.dumps(
-                [i["id"] for i in response.get("output") or [] if isinstance(i.get("id"), str)]
-            ),
+            "items": json.dumps([item["id"] for item in kept]),
         }
         if inputs is not None:
             fields["inputs"] = json.dumps(inputs)
@@ -214,13 +199,13 @@ class RedisResponses:
                 self._store.key("response", "stored", response["id"]), mapping=fields
             )
 
-    async def response(self, response_id: str) -> dict[str, Any] | None:
+    async def response(self, response_id: str) -> Json | None:
         return await self._field("response", response_id)
 
-    async def conversation(self, response_id: str) -> list[dict[str, Any]] | None:
+    async def conversation(self, response_id: str) -> list[Json] | None:
         return await self._field("conversation", response_id)
 
-    async def input_items(self, response_id: str) -> list[dict[str, Any]] | None:
+    async def input_items(self, response_id: str) -> list[Json] | None:
         with translated(self._store.url):
             found = cast(
                 list[str | None],
@@ -251,7 +236,7 @@ class RedisResponses:
             )
         return None if raw is None else json.loads(cast(str, raw))
 
-    async def items(self, item_ids: list[str]) -> dict[str, dict[str, Any]]:
+    async def items(self, item_ids: list[str]) -> dict[str, Json]:
         """Stored output items (messages, function calls, reasoning) by their ids."""
         unique = list(dict.fromkeys(item_ids))
         if not unique:

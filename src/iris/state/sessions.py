@@ -1,7 +1,8 @@
-"""Conversation history per session key (a chat, a device chat, a CLI session), in SQLite.
+"""Conversation history per session key (a chat, a device chat, a CLI session).
 
-(With a shared store, ``iris.state.sessions`` keeps the same history in Redis; ``Sessions`` is
-what both offer.)
+``Sessions`` is what every history offers: ``SqliteSessions`` in the SQLite file,
+``RedisSessions`` in the shared store (``store.url``), ``MemorySessions`` the REPL's history in
+its own memory; ``sessions_for`` picks SQLite or Redis as ``Runtime.create`` picks every store.
 
 Every method runs on the store's thread (``await``): a locked or lost database raises
 ``StoreUnavailable`` and never blocks the event loop.
@@ -10,9 +11,7 @@ Messages are never deleted by a conversation going on: a *cut* (``/new``, a comp
 where the history the model sees starts, and may carry the summary of what lies before it,
 which then heads that history as a system message. The older messages stay in the store.
 
-Conversation history per session key in the shared store: ``SqliteSessions``'s twin in Redis.
-
-The same semantics as the SQLite store (``iris.state.sessions``), so any process reads what
+**In Redis** (``RedisSessions``): the same semantics as SQLite, so any process reads what
 another wrote:
 
 Each session's keys share the hash tag ``{session:<key>}`` (one cluster slot: the scripts and
@@ -236,6 +235,59 @@ class SqliteSessions:
             )
             for row in rows
         ]
+
+
+class MemorySessions:
+    """Histories kept by this process alone, gone when it ends (``iris chat``'s session)."""
+
+    def __init__(self) -> None:
+        self._messages: dict[str, list[tuple[int, dict[str, Any], float]]] = {}
+        self._cuts: dict[str, tuple[int, str]] = {}
+
+    async def history(self, session: str, limit: int = 200) -> list[dict[str, Any]]:
+        return (await self.transcript(session, limit)).messages
+
+    async def transcript(self, session: str, limit: int = 200) -> Transcript:
+        start, summary = self._cuts.get(session, (0, ""))
+        after = [(pos, json.loads(json.dumps(m))) for pos, m, _ in self._stored(session)]
+        return assembled(start, summary, [p for p in after if p[0] > start][-limit:])
+
+    async def cut(self, session: str, summary: str = "", after: int | None = None) -> None:
+        top = self._top(session) if after is None else after
+        self._cuts[session] = (top, summary)
+
+    async def last(self, session: str) -> dict[str, Any] | None:
+        stored = self._stored(session)
+        return json.loads(json.dumps(stored[-1][1])) if stored else None
+
+    async def append(self, session: str, messages: list[dict[str, Any]]) -> None:
+        top, now = self._top(session), time.time()
+        # Copies, as a store's would be: the caller may go on changing its own.
+        added = [(top + i + 1, json.loads(json.dumps(m)), now) for i, m in enumerate(messages)]
+        self._messages.setdefault(session, []).extend(added)
+
+    async def reset(self, session: str) -> None:
+        self._messages.pop(session, None)
+        self._cuts.pop(session, None)
+
+    async def summaries(self, prefix: str, limit: int) -> list[SessionSummary]:
+        found = [
+            SessionSummary(
+                session,
+                next((m for _, m, _ in stored if m.get("role") == "user"), None),
+                stored[-1][2],
+            )
+            for session, stored in self._messages.items()
+            if session.startswith(prefix) and stored
+        ]
+        return sorted(found, key=lambda s: s.updated, reverse=True)[:limit]
+
+    def _stored(self, session: str) -> list[tuple[int, dict[str, Any], float]]:
+        return self._messages.get(session, [])
+
+    def _top(self, session: str) -> int:
+        stored = self._stored(session)
+        return stored[-1][0] if stored else 0
 
 
 # The latest cut and the newest ``limit`` messages after it, read together.

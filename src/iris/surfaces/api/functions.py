@@ -34,20 +34,10 @@ def legacy_request(body: Json) -> tuple[Json, bool]:
         return body, False
     rewritten = {k: v for k, v in body.items() if k not in ("functions", "function_call")}
     if functions is not None:
-        if body.get("tools") is not None:
-            raise bad_request(
-                "send 'tools' or the legacy 'functions', not both",
-                param="functions",
-                code="invalid_value",
-            )
+        _alone(body, "functions", "tools")
         rewritten["tools"] = _tools(functions)
     if choice is not None:
-        if body.get("tool_choice") is not None:
-            raise bad_request(
-                "send 'tool_choice' or the legacy 'function_call', not both",
-                param="function_call",
-                code="invalid_value",
-            )
+        _alone(body, "function_call", "tool_choice")
         if functions is None:
             raise bad_request(
                 "'function_call' needs 'functions': it applies to the functions the request sends",
@@ -55,6 +45,16 @@ def legacy_request(body: Json) -> tuple[Json, bool]:
             )
         rewritten["tool_choice"] = _choice(choice)
     return rewritten, functions is not None
+
+
+def _alone(body: Json, legacy: str, current: str) -> None:
+    """The legacy field ``legacy`` was sent: refuse ``current`` beside it."""
+    if body.get(current) is not None:
+        raise bad_request(
+            f"send '{current}' or the legacy '{legacy}', not both",
+            param=legacy,
+            code="invalid_value",
+        )
 
 
 def _tools(raw: Any) -> list[Json]:

@@ -9,7 +9,8 @@
   the turn that is streaming (its text is finalized without the cursor), then runs. A message
   that was overtaken by a newer one before its turn began only joins the history.
 - history per conversation lives in ``runtime.sessions`` (SQLite), keyed
-  ``<platform>:<chat>[:<thread>]``; what a turn leaves in it is ``iris.agent.history.kept``.
+  ``<platform>:<chat>[:<thread>]``; a turn goes through ``iris.agent.conversation`` (its
+  question saved as it begins, then what ``iris.agent.history.kept`` says it leaves).
 - the chat's throttle outlives single turns, so back-to-back replies share its budget; it
   holds the chat's seat at the platform's shared budget (bot-wide, per workspace), where all
   chats of the bot take turns. A chat with no conversation yet (strangers' refusals in a
@@ -49,15 +50,14 @@ from typing import Any, cast
 
 from starlette.routing import BaseRoute
 
-from iris.agent.core import Turn, TurnRequest
-from iris.agent.history import kept
+from iris.agent.conversation import Conversation, Exchange, TurnOptions, UserMessage
+from iris.agent.core import Turn
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
-from iris.events import Event, TurnEnded, TurnFailed
+from iris.events import Event, TurnFailed
 from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.state.controls import Controls
-from iris.state.sessions import Transcript
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.oneoff import send_once
@@ -128,6 +128,7 @@ def conversation_key(message: IncomingMessage) -> str:
 
 @dataclass
 class _Conversation:
+    chat: Conversation  # its history and controls: every turn and command goes through it
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     turn: Turn | None = None
     latest: int = 0  # sequence number of the newest message received
@@ -261,7 +262,7 @@ class ChatSurface:
         if not self._allowed(platform.name, message):
             self._spawn(self._refuse(platform, message))
             return
-        conversation = self._conversations.setdefault(conversation_key(message), _Conversation())
+        conversation = self._conversation(message)
         command = parse(message.text)
         if command is not None:
             self._spawn(self._command(platform, message, conversation, command))
@@ -393,8 +394,8 @@ class ChatSurface:
         sequence: int,
         debounce: float = 0.0,
     ) -> None:
-        session = conversation_key(message)
-        user = {"role": "user", "content": message.text}
+        chat = conversation.chat
+        user = UserMessage(message.text)
         while debounce and sequence == conversation.latest:
             quiet = conversation.arrived + debounce - time.monotonic()
             if quiet <= 0:
@@ -404,7 +405,7 @@ class ChatSurface:
             if sequence != conversation.latest:
                 # A newer message arrived while this one waited: keep it as context only.
                 metrics.chat_overtaken(platform.name)
-                await self._remember(session, [user])
+                await chat.remember(user)
                 return
             slot = self.runtime.turns.acquire(
                 f"{platform.name}:{message.user_id}",
@@ -415,13 +416,11 @@ class ChatSurface:
                 await self._busy(platform, message, conversation)
                 return
             try:
-                added = await self._run_turn(platform, message, conversation, user, sequence)
-            except Exception:
-                log.exception("chat turn crashed in %s", session)
-                added = kept(None)
+                await self._run_turn(platform, message, conversation, chat, user, sequence)
+            except Exception:  # its question was kept when it began: only the reply is lost
+                log.exception("chat turn crashed in %s", chat.session)
             finally:
                 slot.release()
-            await self._remember(session, [user, *added])
 
     async def _command(
         self,
@@ -438,8 +437,7 @@ class ChatSurface:
 
         display = self.runtime.config.display_for(cast(Surface, platform.name))
         target = CommandTarget(
-            self.runtime,
-            conversation_key(message),
+            conversation.chat,
             busy=conversation.turn is not None,
             stop=stop,
             show_reasoning=display.show_reasoning,
@@ -461,11 +459,21 @@ class ChatSurface:
         except PlatformError as exc:
             log.info("answer to /%s not delivered: %s", command.name, exc)
 
-    async def _remember(self, session: str, messages: list[dict[str, Any]]) -> None:
-        try:
-            await self.runtime.sessions.append(session, messages)
-        except StoreUnavailable as exc:  # the reply was delivered; only the history misses it
-            log.error("history of %s not saved: %s", session, exc.message)
+    def _conversation(self, message: IncomingMessage) -> _Conversation:
+        """The conversation ``message`` belongs to, made on its first message."""
+        key = conversation_key(message)
+        conversation = self._conversations.get(key)
+        if conversation is None:
+            runtime = self.runtime
+            chat = Conversation(
+                runtime.agent,
+                runtime.sessions,
+                runtime.controls,
+                key,
+                approvals=runtime.approvals,  # asked in the chat with buttons: ``prompts``
+            )
+            conversation = self._conversations[key] = _Conversation(chat)
+        return conversation
 
     async def _busy(
         self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
@@ -516,17 +524,17 @@ class ChatSurface:
         platform: ChatPlatform,
         message: IncomingMessage,
         conversation: _Conversation,
-        user: dict[str, Any],
+        chat: Conversation,
+        user: UserMessage,
         sequence: int,
-    ) -> list[dict[str, Any]]:
-        """Run the turn for ``user`` and deliver it; the messages it leaves in the history."""
+    ) -> None:
+        """Run the turn for ``user`` and deliver it; keep what it leaves in the history."""
         config = self.runtime.config
         name = cast(Surface, platform.name)
         display = config.display_for(name)
-        session = conversation_key(message)
         refused: StoreUnavailable | None = None
         try:  # the chat's /model and /reasoning, wherever they were sent (a shared store)
-            controls = await self.runtime.controls.load(session)
+            controls = await chat.controls()
         except StoreUnavailable as exc:  # the turn cannot start: said below, like any failure
             controls, refused = Controls(), exc
         display = display.model_copy(
@@ -549,35 +557,29 @@ class ChatSurface:
             # Once a newer message overtook this one, the reply's messages say what they answer.
             quote=lambda: message.message_id if sequence != conversation.latest else "",
             prompts=self.prompts,
-            session=session,
+            session=chat.session,
+        )
+        options = TurnOptions(
+            stream=streaming,
+            metadata={
+                "surface": "chat",
+                "platform": name,
+                "chat_id": message.chat_id,
+                "user_id": message.user_id,
+            },
         )
         try:
             if refused is not None:
                 raise refused
-            transcript = await self.runtime.sessions.transcript(session)
-            request = TurnRequest(
-                messages=[*transcript.messages, user],
-                stream=streaming,
-                model=controls.model,
-                fit_context=True,
-                allow_terminal=True,  # only allowed users get here
-                approvals=self.runtime.approvals,  # asked in the chat: ``prompts``
-                chat_id=session,
-                metadata={
-                    "surface": "chat",
-                    "platform": name,
-                    "chat_id": message.chat_id,
-                    "user_id": message.user_id,
-                },
-            )
-            turn = self.runtime.agent.run(request)
+            exchange = await chat.begin(user, options, controls)
         except Exception as exc:
             # The turn could not even start: tell the user in one line, like a failed turn.
             code, text, retryable = user_message(exc)
             log.warning("turn failed to start in %s: %s", message.chat_id, text)
-            return kept(await consumer.consume(_only(TurnFailed(code, text, retryable))))
+            await consumer.consume(_only(TurnFailed(code, text, retryable)))
+            return
         try:
-            async with turn:
+            async with exchange.turn as turn:
                 conversation.turn, conversation.consumer = turn, consumer
                 if sequence != conversation.latest:
                     turn.interrupt()  # overtaken while it was being set up
@@ -586,30 +588,18 @@ class ChatSurface:
             conversation.turn = conversation.consumer = None
             conversation.next_draft = consumer.next_draft
             conversation.native_refused |= consumer.native_refused
-        if isinstance(outcome, TurnEnded):
-            controls.last_usage = dict(outcome.usage)
-            await self._keep_usage(session, controls)
-        await self._keep_compaction(session, transcript, turn)
-        # A turn whose stream broke has no record of its own: the reply as the user saw it.
-        return kept(outcome, consumer.reply.cut_text)
-
-    async def _keep_usage(self, session: str, controls: Controls) -> None:
-        """Record the usage of the chat's last reply, for ``/status``."""
+        await self._keep_compaction(exchange)
         try:
-            await self.runtime.controls.save(session, controls, "last_usage")
-        except StoreUnavailable as exc:  # only /status misses it
-            log.error("usage of %s not saved: %s", session, exc.message)
-
-    async def _keep_compaction(self, session: str, transcript: Transcript, turn: Turn) -> None:
-        """Record what the turn's compaction replaced, so the next turn starts from it."""
-        compaction = turn.compaction
-        if compaction is None:
+            # A turn whose stream broke has no record of its own: the reply as the user saw it.
+            await exchange.keep_reply(outcome, consumer.reply.cut_text)
+        except StoreUnavailable:  # logged by the conversation; the reply was delivered
             return
-        after = transcript.cut_after(compaction.replaced)
-        try:
-            await self.runtime.sessions.cut(session, compaction.summary, after=after)
-        except StoreUnavailable as exc:  # the next turn compacts again: nothing is lost
-            log.error("compaction of %s not saved: %s", session, exc.message)
+        await exchange.keep_usage(outcome)
+
+    async def _keep_compaction(self, exchange: Exchange) -> None:
+        """The turn's first keep: the cut its compaction made (``Exchange.keep_cut``); if this
+        breaks, the turn crashed, and its history keeps the question alone."""
+        await exchange.keep_cut()
 
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:

@@ -5,7 +5,8 @@ The prompt is a prompt_toolkit ``PromptSession`` with a persisted history
 clears a line (or quits at an empty prompt), Ctrl-D quits. A turn is shown by ``screen.py``.
 When stdout or stdin is not a terminal the chat prints plain text; when stdin is not one, it
 reads one message per line, so ``iris chat < questions.txt > answers.txt`` works. The
-conversation lives in memory for the session; ``/new`` forgets it.
+conversation lives in memory for the session (``iris.agent.conversation`` over memory stores,
+as a server's chats are over theirs); ``/new`` starts afresh.
 """
 
 from __future__ import annotations
@@ -26,21 +27,22 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
-from iris.agent import Agent, TurnRequest
+from iris.agent import Agent
 from iris.agent.approvals import ApprovalPolicy, Approvals, Decision
-from iris.agent.context import Compaction, summary_message
-from iris.agent.history import kept
+from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.config import Config
-from iris.events import ApprovalRequested, ApprovalResolved, Event, TurnEnded
+from iris.events import ApprovalRequested, ApprovalResolved, Event
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
-from iris.surfaces.actions import compact, compacted, status
+from iris.state.controls import Controls, MemoryControls
+from iris.state.sessions import MemorySessions
+from iris.surfaces.actions import compacted, status
 from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.theme import STYLE
 
-SESSION = "cli"  # the REPL's one chat, for its approvals ("allow in this chat" until /new)
+SESSION = "cli"  # the key of the REPL's one conversation (its memory stores, its approvals)
 
 
 def history_path() -> Path:
@@ -123,13 +125,17 @@ class Chat:
         self.screen = screen
         self.agent = Agent(config)
         self.settings = ChatSettings.from_config(config, self.agent.model_name)
-        self.history: list[dict[str, Any]] = []
-        self.last_usage: dict[str, int] = {}
         # The REPL's own approvals: asked in the status line while a turn runs (a screen
         # that reads no keys asks nobody, so a tool that asks is refused there).
         self.approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
         self.user = _user_name()
         self._answering: set[asyncio.Task[Any]] = set()
+        # The session's conversation, in this process's memory: the same lifecycle as a
+        # server's chats (iris.agent.conversation), gone when the chat ends.
+        self.controls = MemoryControls()
+        self.conversation = Conversation(
+            self.agent, MemorySessions(), self.controls, SESSION, approvals=self.approvals
+        )
 
     async def run(self) -> int:
         try:
@@ -161,8 +167,7 @@ class Chat:
                     if result.action == "quit":
                         return 0
                     if result.action == "new":
-                        self.history.clear()
-                        await self.approvals.new_session(SESSION)
+                        await self.conversation.new()  # "allow in this chat" ends with it
                     elif result.action == "compact":
                         await self.say(await self.compact())
                     elif result.action == "status":
@@ -185,17 +190,12 @@ class Chat:
         await self.screen.say(text)
 
     async def turn(self, text: str) -> None:
-        user = {"role": "user", "content": text}
         settings = self.settings
-        request = TurnRequest(
-            messages=[*self.history, user],
-            stream=settings.streaming,
-            model=self._model(),
-            fit_context=True,
-            metadata={"surface": "cli"},
-            approvals=self.approvals if self.screen.asks else None,
-            chat_id=SESSION,
+        await self._follow_settings()
+        options = TurnOptions(
+            stream=settings.streaming, metadata={"surface": "cli"}, ask=self.screen.asks
         )
+        exchange = await self.conversation.begin(UserMessage(text), options)
         renderer = ReplyRenderer(
             RenderOptions(
                 width=self.screen.width(),
@@ -205,16 +205,12 @@ class Chat:
                 tool_progress=settings.tool_progress,
             )
         )
-        async with self.agent.run(request) as turn, self.screen.running(turn.interrupt):
+        async with exchange.turn as turn, self.screen.running(turn.interrupt):
             end = await show_turn(self._asking(turn), renderer, self.screen)
         if self._answering:
             await asyncio.wait(self._answering)
-        if turn.compaction is not None:  # older turns live on as the summary, or go
-            self._replace(turn.compaction)
         # A failed or interrupted reply stays in the conversation as far as it was shown.
-        self.history.extend([user, *kept(end)])
-        if isinstance(end, TurnEnded):
-            self.last_usage = dict(end.usage)
+        await exchange.keep(end)
 
     async def _asking(self, events: AsyncIterable[Event]) -> AsyncIterator[Event]:
         """The turn's events, with its approval requests asked on the screen."""
@@ -230,22 +226,19 @@ class Chat:
         self._answering.add(task)
         task.add_done_callback(self._answering.discard)
 
-    def _model(self) -> str | None:
+    async def _follow_settings(self) -> None:
+        """The chat's controls take the model ``/model`` chose (the REPL's own settings)."""
         model = self.settings.model
-        return model if model != self.agent.model_name else None
-
-    def _replace(self, compaction: Compaction) -> None:
-        kept = [summary_message(compaction.summary)] if compaction.summary else []
-        self.history = [*kept, *self.history[compaction.replaced :]]
+        chosen = Controls(model=model if model != self.agent.model_name else None)
+        await self.controls.save(SESSION, chosen, "model")
 
     async def compact(self) -> str:
-        compaction = await compact(self.agent, self.history, self._model())
-        if compaction is not None:
-            self._replace(compaction)
-        return compacted(compaction)
+        await self._follow_settings()
+        return compacted(await self.conversation.compact())
 
     async def status(self) -> str:
-        return "\n".join(await status(self.agent, self.history, self._model(), self.last_usage))
+        await self._follow_settings()
+        return "\n".join(await status(self.conversation))
 
 
 def _user_name() -> str:

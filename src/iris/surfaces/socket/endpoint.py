@@ -487,8 +487,7 @@ class _Connection:
         room = self.room
         try:
             target = CommandTarget(
-                self.surface.runtime,
-                room.session,
+                room.conversation,
                 busy=room.busy,  # with a shared store, a read of who holds the turn
                 stop=room.cancel,
                 show_reasoning=encoder_settings(self.surface.runtime).show_reasoning,

@@ -13,7 +13,9 @@ for every device the same way: ``error``, ``message.stop`` for text already show
 The history sent to the model fits its window: when older turns are compacted, devices see a
 ``commentary`` frame ("earlier conversation summarized") and the session records the cut.
 A turn reads the chat's controls (``runtime.controls``: model, reasoning shown) when it starts
-and records its usage there when it ends: what the chat's commands set, on any process.
+and records its usage there when it ends: what the chat's commands set, on any process. The
+room's ``conversation`` (``iris.agent.conversation``) does that, saves the user's message as
+the turn begins and keeps what the turn leaves.
 
 With a shared store (``owners`` given, see ``iris.surfaces.socket.owners``) the room holds the
 chat's turn lease from the user's echo until the turn's last frames are out, and its frames are
@@ -27,11 +29,9 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from iris.agent import Turn, TurnRequest
-from iris.agent.context import Compaction
-from iris.agent.history import kept
+from iris.agent import Turn
+from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
@@ -42,7 +42,6 @@ from iris.protocol.types import Message, ServerFrame
 from iris.runtime import Runtime
 from iris.state.controls import Controls
 from iris.state.lease import Lease, LeaseLost
-from iris.state.sessions import Transcript
 from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.socket.chats import session_key
 from iris.surfaces.socket.owners import Owners
@@ -107,6 +106,13 @@ class ChatRoom:
         self._unclosed = False  # the log missed a turn's closing frames: the reaper closes it
         self._left_open: tuple[str, str] | None = None  # why, for whoever closes it here
         self.session = session_key(chat_id)
+        self.conversation = Conversation(
+            runtime.agent,
+            runtime.sessions,
+            runtime.controls,
+            self.session,
+            approvals=runtime.approvals,
+        )
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None
         self._cancel_requested = False
@@ -252,7 +258,7 @@ class ChatRoom:
         conversation = log.conversation(self.chat_id)
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
         shown = "\n\n".join(text for text in open_messages.values() if text)
-        repair = logged(self._repair_history(user, shown), f"history repair of {self.chat_id}")
+        repair = logged(self.conversation.repair(user, shown), f"history repair of {self.chat_id}")
         self._repair = self.tasks.create_task(repair)
         frames: list[ServerFrame] = [
             {"type": "message.stop", "message_id": message_id, "final_text": text}
@@ -262,26 +268,6 @@ class ChatRoom:
         frames.append({"type": "error", "code": code, "message": message})
         frames.append({"type": "typing", "on": False})
         self.hub.publish_all(self.chat_id, frames)
-
-    async def _repair_history(self, user: str | None, shown: str) -> None:
-        try:
-            await self._add_interrupted(user, shown)
-        except StoreUnavailable as exc:
-            log.error("history of %s not repaired after a crash: %s", self.chat_id, exc.message)
-
-    async def _add_interrupted(self, user: str | None, shown: str) -> None:
-        sessions = self.runtime.sessions
-        repaired = kept(None, shown)
-        last = await sessions.last(self.session)
-        # The reply is there already when the turn kept it but its last frames were lost.
-        done = [shown, *(m["content"] for m in repaired)]
-        if last is not None and last.get("role") == "user":
-            added: list[dict[str, Any]] = []  # the turn's user message was saved when it began
-        elif user is not None and not (last and last.get("content") in done):
-            added = [{"role": "user", "content": user}]
-        else:
-            return
-        await sessions.append(self.session, [*added, *repaired])
 
     def cancel(self) -> bool:
         """Interrupt the running turn, here or (shared store) through its owner's inbox;
@@ -319,7 +305,7 @@ class ChatRoom:
         settings = encoder_settings(self.runtime)
         encoder = FrameEncoder(settings)
         try:
-            controls = await self.runtime.controls.load(self.session)
+            controls = await self.conversation.controls()
             shown = controls.reasoning(settings.show_reasoning)
             encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
             await self._stream(text, encoder, controls)
@@ -340,26 +326,17 @@ class ChatRoom:
     async def _stream(self, text: str, encoder: FrameEncoder, controls: Controls) -> None:
         """Run the agent turn, publishing its frames and keeping its history."""
         self._publish(encoder.begin())
-        sessions = self.runtime.sessions
-        user: dict[str, Any] = {"role": "user", "content": text}
         if self._repair is not None:
             # The history a crash left must be whole before it is read.
             repair, self._repair = self._repair, None
             await repair
-        transcript = await sessions.transcript(self.session)
-        # Saved now, so a crash mid-reply still leaves the question in the history.
-        await sessions.append(self.session, [user])
-        request = TurnRequest(
-            messages=[*transcript.messages, user],
+        options = TurnOptions(
             stream=encoder.settings.streaming,
-            model=controls.model,
-            fit_context=True,
             show_compaction=True,
             metadata={"surface": "iris", "chat_id": self.chat_id},
-            approvals=self.runtime.approvals,
-            chat_id=self.session,
         )
-        async with self.runtime.agent.run(request) as turn:
+        exchange = await self.conversation.begin(UserMessage(text), options, controls)
+        async with exchange.turn as turn:
             self._turn = turn
             if self._cancel_requested:
                 turn.interrupt()
@@ -369,7 +346,7 @@ class ChatRoom:
                 # next message, /new) at once. A turn that lost its lease keeps nothing: the
                 # new owner repairs the history with the text devices saw.
                 if self._still_owner():
-                    await self._keep(end, turn.compaction, transcript, controls)
+                    await exchange.keep(end)
                 self._finishing = True
 
             await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
@@ -390,27 +367,6 @@ class ChatRoom:
         next message may start a turn on any process, as it may here."""
         if self._task is asyncio.current_task():  # no later turn took the lease over
             self._let_go()
-
-    async def _keep(
-        self,
-        end: TurnEnded | TurnFailed,
-        compaction: Compaction | None,
-        transcript: Transcript,
-        controls: Controls,
-    ) -> None:
-        """Add the turn's messages to the history, and the cut its compaction made; record
-        its usage (for ``/status``)."""
-        sessions = self.runtime.sessions
-        await sessions.append(self.session, kept(end))
-        if compaction is not None:  # the next turn starts from the summary
-            after = transcript.cut_after(compaction.replaced)
-            await sessions.cut(self.session, compaction.summary, after=after)
-        if isinstance(end, TurnEnded):
-            controls.last_usage = dict(end.usage)
-            try:
-                await self.runtime.controls.save(self.session, controls, "last_usage")
-            except StoreUnavailable as exc:  # the reply is whole and kept; only /status misses it
-                log.warning("usage of %s not saved: %s", self.chat_id, exc.message)
 
     def _publish(self, frames: list[ServerFrame]) -> None:
         if self._lost:  # the hub's fence would refuse them too; no need to ask
