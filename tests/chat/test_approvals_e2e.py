@@ -82,6 +82,10 @@ class Chat(Protocol):
         """The answers to presses that changed nothing, as their presser saw them."""
         ...
 
+    def unanswered(self) -> int:
+        """Presses the platform still waits for an answer to (a spinner on the button)."""
+        ...
+
     async def changed(self, ready: Callable[[], bool]) -> None: ...
 
 
@@ -107,6 +111,9 @@ class TelegramChat:
 
     def refusals(self) -> list[str]:
         return [a["text"] for a in self.api.answers.values() if a is not None and a["show_alert"]]
+
+    def unanswered(self) -> int:
+        return sum(a is None for a in self.api.answers.values())  # no answerCallbackQuery
 
     async def changed(self, ready: Callable[[], bool]) -> None:
         await self.api.wait_until(ready, within=20)
@@ -138,6 +145,9 @@ class DiscordChat:
             if r["type"] == 4 and r["data"].get("flags") == 64
         ]
 
+    def unanswered(self) -> int:
+        return len(set(self.api.interactions) - set(self.api.responses))  # no callback
+
     async def changed(self, ready: Callable[[], bool]) -> None:
         async with asyncio.timeout(20):
             await self.api.wait_until(ready)
@@ -149,6 +159,7 @@ class SlackChat:
     def __init__(self, api: SlackAPI, surface: ChatSurface) -> None:
         self.api, self.surface = api, surface
         self._said = 0
+        self._pressed: list[str] = []  # envelope ids
 
     async def say(self, user: str, text: str) -> None:
         self._said += 1  # every message its own ts: Slack's redelivery check goes by it
@@ -165,10 +176,14 @@ class SlackChat:
         return shown
 
     async def press(self, message_id: str, data: str, user: str, *, stale: bool = False) -> None:
-        await self.api.press(CHANNEL, message_id, user, data, stale=stale)
+        self._pressed.append(await self.api.press(CHANNEL, message_id, user, data, stale=stale))
 
     def refusals(self) -> list[str]:
         return [str(e["text"]) for e in self.api.ephemerals]
+
+    def unanswered(self) -> int:
+        acked = {a.get("envelope_id") for a in self.api.acks}
+        return sum(envelope not in acked for envelope in self._pressed)  # no ack
 
     async def changed(self, ready: Callable[[], bool]) -> None:
         async with asyncio.timeout(20):
@@ -306,6 +321,7 @@ async def test_allow_once_runs_the_command_once_and_says_who_allowed_it(
     assert ran(tmp_path) == 1
     assert "done-running" in tool_result(upstream.requests[1])
     assert chat.refusals() == []
+    assert chat.unanswered() == 0, "every press was answered (no spinner left)"
 
 
 async def test_deny_never_runs_and_the_model_is_told(
@@ -383,6 +399,7 @@ async def test_two_presses_at_once_make_one_decision(
     assert allowed or after.text.startswith("❌ Denied by "), after.text
     assert ran(tmp_path) == (1 if allowed else 0)
     [refusal] = chat.refusals()
+    assert chat.unanswered() == 0
     assert refusal.startswith("Already decided: " + ("once" if allowed else "deny"))
 
 

@@ -50,6 +50,7 @@ from typing import Any, cast
 
 from starlette.routing import BaseRoute
 
+from iris.agent.approvals import Decision
 from iris.agent.conversation import Conversation, Exchange, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.config import Config, Surface
@@ -63,7 +64,14 @@ from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.oneoff import send_once
 from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
 from iris.surfaces.chat.poller import BotPoller, bot_token
-from iris.surfaces.chat.prompts import LABELS, NOT_ALLOWED, NOT_OPEN, Prompts, parse_press
+from iris.surfaces.chat.prompts import (
+    LABELS,
+    NOT_ALLOWED,
+    NOT_OPEN,
+    OpenPrompt,
+    Prompts,
+    parse_press,
+)
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
 from iris.surfaces.commands import Command, parse
@@ -327,27 +335,28 @@ class ChatSurface:
             assert parsed is not None
             decision = parsed[1]
             by = message.user_name or message.user_id
-            approvals = self.runtime.approvals
-            try:
-                answered = await approvals.respond(
-                    prompt.approval_id, decision, by, chat_id=prompt.session
-                )
-            except StoreUnavailable as exc:
-                answered, note = "unknown", f"Not recorded: {exc.message}"
-            match answered:
-                case "decided":
-                    note, refused = f"{LABELS[decision]}: {prompt.name}", False
-                case "already_decided":
-                    resolution = await approvals.resolution(prompt.approval_id)
-                    note = "Already decided."
-                    if resolution is not None:
-                        note = f"Already decided: {resolution.decision} by {resolution.by}."
-                case "unknown":
-                    pass
+            note, refused = await self._respond(prompt, decision, by)
         try:
             await press.answer(note, refused)
         except PlatformError as exc:
             log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
+
+    async def _respond(self, prompt: OpenPrompt, decision: Decision, by: str) -> tuple[str, bool]:
+        """Answer the request; what the presser is told, and whether nothing changed."""
+        approvals = self.runtime.approvals
+        try:
+            match await approvals.respond(prompt.approval_id, decision, by, chat_id=prompt.session):
+                case "decided":
+                    return f"{LABELS[decision]}: {prompt.name}", False
+                case "already_decided":
+                    resolution = await approvals.resolution(prompt.approval_id)
+                    if resolution is None:
+                        return "Already decided.", True
+                    return f"Already decided: {resolution.decision} by {resolution.by}.", True
+                case "unknown":
+                    return NOT_OPEN, True
+        except StoreUnavailable as exc:  # the shared store: the answer was not recorded
+            return f"Not recorded, please try again: {exc.message}", True
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self._group.create_task(logged(work, "handling a chat message"))
