@@ -5,7 +5,8 @@ Starts ``iris serve`` (a subprocess, the iris socket on, no model needed), opens
 Debian's chromium through Playwright, and feeds a reply of ``--chars`` characters of Markdown
 (paragraphs, lists, code fences) into the page as ``message.append`` frames of ``--chunk``
 characters at ``--rate`` updates per second — the gateway's default cadence — through the same
-path the socket uses (``window.__iris.feed``), with Streaming on at the default speed. Prints:
+path the socket uses (``feed`` of the ``app`` main.js exports), with Streaming on at the default
+speed. Prints:
 
 - long tasks (> 50 ms, PerformanceObserver ``longtask``) after load, while the reply streams;
 - frame intervals (requestAnimationFrame) while it streams: p50, p95, max;
@@ -60,6 +61,9 @@ INSTRUMENT = """() => {
   }).observe(document.querySelector('#log'), { subtree: true, childList: true, characterData: true, attributes: true });
 }"""
 
+# main.js exports the app's state (the page puts nothing on window); keep it as window.__iris.
+HANDLE = "async () => { window.__iris = (await import('/js/main.js')).app; }"
+
 FEED = """async ({ text, chunk, rate }) => {
   const iris = window.__iris;
   let seq = 1_000_000;
@@ -79,7 +83,7 @@ FEED = """async ({ text, chunk, rate }) => {
   iris.feed({ type: 'message.stop', message_id: id, offset, text: '', model: 'bench', tokens: 1, seq: ++seq });
   iris.feed({ type: 'typing', on: false, seq: ++seq });
   await new Promise((done) => {
-    const wait = () => (iris.state.sqlite.revealing ? setTimeout(wait, 50) : done());
+    const wait = () => (iris.view.revealing ? setTimeout(wait, 50) : done());
     wait();
   });
   window.bench.feeding = false;
@@ -146,7 +150,8 @@ def main() -> None:
                 )
                 page = context.new_page()
                 page.goto(f"http://127.0.0.1:{port}/#token={TOKEN}")
-                page.wait_for_function("() => window.__iris && window.__iris.connection.connected")
+                page.evaluate(HANDLE)
+                page.wait_for_function("() => window.__iris.connection?.connected")
                 session = context.new_cdp_session(page)
                 before = heap(session)
                 page.evaluate(INSTRUMENT)

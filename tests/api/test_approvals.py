@@ -169,3 +169,21 @@ def test_chat_completions_cannot_ask_so_the_tool_is_refused_with_the_reason(
     assert runs(tmp_path) == 0
     result = told(upstream)
     assert result.startswith("not approved") and "nobody can be asked here" in result
+
+
+def test_the_answer_streams_the_rest_of_the_turn_in_order(
+    upstream: FakeUpstream, client: OpenAI, tmp_path: Path
+) -> None:
+    upstream.script(CALL, text("Done ", "now."))
+    first = client.responses.create(model="fake-model", input="go")
+    asked = first.output[-1]
+    with client.responses.stream(
+        model="fake-model", previous_response_id=first.id, input=answer(asked.id, True)
+    ) as stream:
+        kinds = [event.type for event in stream]
+        second = stream.get_final_response()
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed" and "response.output_text.delta" in kinds
+    assert second.output_text == "Done now." and second.id != first.id
+    assert runs(tmp_path) == 1
+    assert client.responses.retrieve(second.id).output_text == "Done now."

@@ -1,12 +1,16 @@
-"""Approval prompts, pure: what the messages say, and the calls of one reply in their order."""
+"""Approval prompts: what the messages say, one reply's calls in their order, no buttons, no asking."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from iris.events import ApprovalRequested, ApprovalResolved
+from iris.surfaces.chat.platform import IncomingMessage
 from iris.surfaces.chat.prompts import (
     ATTEMPTS,
     NO_BUTTONS,
@@ -20,6 +24,8 @@ from iris.surfaces.chat.prompts import (
     render,
 )
 from iris.surfaces.chat.splitter import Unit, measure
+from tests.chat.conftest import Gateway
+from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 
 def request(preview: str = "rm -rf build", approval_id: str = "appr_1") -> ApprovalRequested:
@@ -146,3 +152,20 @@ def test_a_token_is_random_and_names_one_request() -> None:
     assert found is not None and found.approval_id == "appr_a"
     prompts.close("appr_a")
     assert prompts.get(a) is None and prompts.get(b) is not None
+
+
+async def test_on_a_platform_without_buttons_a_tool_that_asks_is_refused_not_run(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    # The recording platform has no send_prompt (as WhatsApp): nobody can be asked there.
+    command = json.dumps({"command": "echo ran > marker"})
+    upstream.script(tool_call("terminal", [command]), text("It was not run."))
+    terminal = {"cwd": str(tmp_path)}
+    tools = {"enabled": ["terminal"], "terminal": terminal, "approval": {"mode": "ask"}}
+    surface, platform = await gateway(tools=tools)
+    await platform.deliver(IncomingMessage("telegram", "c1", "7", "run it"))
+    await surface.idle()
+    assert not (tmp_path / "marker").exists()
+    told = next(m for m in upstream.requests[1].body["messages"] if m["role"] == "tool")
+    assert "nobody can be asked here" in told["content"]
+    assert platform.chat()[-1] == "It was not run."

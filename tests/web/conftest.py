@@ -70,9 +70,19 @@ class Web:
         return page
 
 
+# The app's state as the tests read it. The page puts nothing on ``window``: main.js exports
+# ``app``, and importing the module the page loaded (same URL, so the same instance) reaches
+# it; the test then keeps it as ``window.__iris`` in its own page only.
+HANDLE = """async () => {
+  window.__iris = (await import(new URL('js/main.js', document.baseURI).href)).app;
+}"""
+
+
 def wait_online(page: Page) -> None:
+    """Give the test its handle (``window.__iris``), then wait until the app is connected."""
+    page.evaluate(HANDLE)  # awaited (wait_for_function would not await a promise)
     page.wait_for_function(
-        "() => window.__iris && window.__iris.connection.connected", timeout=10_000
+        "() => window.__iris.connection && window.__iris.connection.connected", timeout=10_000
     )
 
 
@@ -84,7 +94,7 @@ def send(page: Page, text: str) -> None:
 def settled(page: Page, bubbles: int) -> None:
     """Wait until ``bubbles`` bubbles show, the turn is over and every reveal caught up."""
     page.wait_for_function(
-        """(n) => { const s = window.__iris.store;
+        """(n) => { const s = window.__iris.view;
             return s.bubbles.length >= n && !s.typing && !s.revealing
               && document.querySelectorAll('#log .bubble').length >= n
               && !document.querySelector('#log .bubble.streaming')

@@ -23,7 +23,7 @@ def test_reconnecting_mid_reply_leaves_no_gap_or_duplicate(app: Web) -> None:
     page = app.open("reconnect")
     send(page, "go")
     assert app.upstream.gate_reached.wait(10)
-    page.wait_for_function("() => window.__iris.store.bubbles.length === 2")
+    page.wait_for_function("() => window.__iris.view.bubbles.length === 2")
     # The phone loses its network: the socket drops while the model goes on.
     page.evaluate(
         "() => { window.__iris.connection.held = true; window.__iris.connection.drop(); }"
@@ -69,11 +69,11 @@ def test_settings_apply_live_and_survive_a_reload(app: Web) -> None:
         "e => { e.value = '0.6'; e.dispatchEvent(new Event('input', {bubbles: true})); }",
     )
     page.check("input[name=tool-detail][value=everything]")
-    assert page.evaluate("window.__iris.store.smoothness") == 0.6  # applied at once
+    assert page.evaluate("window.__iris.view.smoothness") == 0.6  # applied at once
     page.click("#close-settings")
     page.reload()
     wait_online(page)
-    assert page.evaluate("[window.__iris.store.smoothness, window.__iris.store.streaming]") == [
+    assert page.evaluate("[window.__iris.view.smoothness, window.__iris.view.streaming]") == [
         0.6,
         False,
     ]
@@ -161,7 +161,7 @@ def test_a_new_chat_and_the_list_of_chats(app: Web) -> None:
     page.click("#open-chats")
     page.click("#new-chat")
     wait_online(page)
-    chat_id = page.evaluate("window.__iris.store.chatId")
+    chat_id = page.evaluate("window.__iris.view.chatId")
     assert chat_id.startswith("web-") and page.locator("#log .bubble").count() == 0
     page.click("#open-chats")  # the server's list (GET /iris/chats), or this browser's own
     page.get_by_role("button", name="in the first chat").click()
@@ -190,9 +190,9 @@ def test_the_view_follows_the_reply_only_while_at_the_bottom(app: Web) -> None:
     page = app.open("scroll", viewport={"width": 390, "height": 500})
     send(page, "long one")
     assert app.upstream.gate_reached.wait(10)
-    page.wait_for_function("() => window.__iris.store.bubbles[1]?.shown.includes('Paragraph 14')")
+    page.wait_for_function("() => window.__iris.view.bubbles[1]?.shown.includes('Paragraph 14')")
     page.wait_for_function(
-        "() => { const b = window.__iris.store.bubbles[1]; return b.shown === b.text; }"
+        "() => { const b = window.__iris.view.bubbles[1]; return b.shown === b.text; }"
     )
     at_end = "() => { const l = document.querySelector('#log');"
     at_end += " return l.scrollTop + l.clientHeight >= l.scrollHeight - 40; }"

@@ -10,7 +10,7 @@ from .conftest import Web
 def test_a_new_epoch_lets_the_restarted_seqs_show(app: Web) -> None:
     page = app.open("epoch")
     shown = page.evaluate("""() => {
-        const store = window.__iris.store;
+        const store = window.__iris.view;
         const message = (seq, text) => ({type: "message", message_id: "m" + seq + text,
           role: "assistant", text, seq, chat_id: "epoch"});
         store.apply({type: "sync", messages: [], epoch: "before", seq: 0});

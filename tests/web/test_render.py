@@ -74,6 +74,22 @@ def test_a_tool_turn_renders_in_order_under_strict_headers(app: Web) -> None:
     assert page.locator(".bubble.commentary .tool").count() == 0
 
 
+def test_the_page_puts_nothing_of_its_own_on_window(app: Web) -> None:
+    """No test hook in the app as served: its state is main.js's export, not a global."""
+    page = app.context("globals").new_page()
+    page.goto(f"{app.url}/#token={TOKEN}")
+    page.wait_for_function("() => document.body.dataset.connection === 'online'")
+    own: list[str] = page.evaluate("""() => {
+        const blank = document.createElement('iframe');  // a window with no script of ours
+        document.body.append(blank);
+        const standard = new Set(Object.getOwnPropertyNames(blank.contentWindow));
+        blank.remove();
+        return Object.getOwnPropertyNames(window).filter((name) => !standard.has(name)); }""")
+    assert own == []
+    wait_online(page)  # the tests' handle: imported, then kept by the test itself
+    assert page.evaluate("window.__iris.connection.connected") is True
+
+
 def test_the_reveal_is_gradual_and_catches_up(app: Web) -> None:
     # 128 characters: less than 2 s of reveal at 0.8 s (75/s), so no catch-up jump may fire.
     words = [f"word{i:02d} " for i in range(16)]
@@ -94,7 +110,7 @@ def test_the_reveal_is_gradual_and_catches_up(app: Web) -> None:
     # The bubble streams (with its cursor) until the reveal caught up, and only then stops.
     assert all(s["streaming"] and s["cursor"] for s in samples if s["n"] < len(full))
     assert page.locator("#log .cursor").count() == 0
-    assert page.evaluate("window.__iris.store.reveals.size") == 0
+    assert page.evaluate("window.__iris.view.reveals.size") == 0
 
 
 MARKER = """() => { window.blocks = []; window.inside = 0; window.tailChanges = 0;
@@ -356,23 +372,23 @@ def _frames() -> list[dict[str, Any]]:
     return [*frames, frames[12], resynced]
 
 
-def test_the_store_is_the_terminal_apps(app: Web) -> None:
-    """Frame for frame and tick for tick, the browser's store holds what
+def test_the_view_model_is_the_terminal_apps(app: Web) -> None:
+    """Frame for frame and tick for tick, the browser's view model (js/view.js) holds what
     src/iris/app/core/view.py holds: bubbles, revealed text, tools, resume requests."""
     frames = _frames()
-    page = app.open("store")
+    page = app.open("view-model")
     js = page.evaluate(
         """async (frames) => {
-          const { ChatView } = await import('/js/store.js');
+          const { ChatView } = await import('/js/view.js');
           let now = 0;
-          const store = new ChatView(() => now, { smoothness: 0.4 });
+          const view = new ChatView(() => now, { smoothness: 0.4 });
           const views = [];
           for (const frame of frames) {
-            store.apply(frame);
+            view.apply(frame);
             now += 0.05;
-            store.tick();
-            views.push({ resync: store.takeResync(), typing: store.typing,
-              bubbles: store.bubbles.map((b) => [b.messageId, b.role, b.kind, b.text, b.shown,
+            view.tick();
+            views.push({ resync: view.takeResync(), typing: view.typing,
+              bubbles: view.bubbles.map((b) => [b.messageId, b.role, b.kind, b.text, b.shown,
                 b.streaming, b.reasoning, b.model, b.tokens,
                 b.tools.map((t) => [t.index, t.name, t.ok, t.notes, t.outputPreview])]) });
           }
@@ -381,16 +397,16 @@ def test_the_store_is_the_terminal_apps(app: Web) -> None:
         frames,
     )
     clock = {"now": 0.0}
-    store = ChatView(lambda: clock["now"], smoothness=0.4)
+    view = ChatView(lambda: clock["now"], smoothness=0.4)
     views: list[dict[str, Any]] = []
     for frame in frames:
-        store.apply(frame)
+        view.apply(frame)
         clock["now"] += 0.05
-        store.tick()
+        view.tick()
         views.append(
             {
-                "resync": store.take_resync(),
-                "typing": store.typing,
+                "resync": view.take_resync(),
+                "typing": view.typing,
                 "bubbles": [
                     [
                         b.message_id,
@@ -404,7 +420,7 @@ def test_the_store_is_the_terminal_apps(app: Web) -> None:
                         b.tokens,
                         [[t.index, t.name, t.ok, t.notes, t.output_preview] for t in b.tools],
                     ]
-                    for b in store.bubbles
+                    for b in view.bubbles
                 ],
             }
         )

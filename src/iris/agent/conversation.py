@@ -84,9 +84,6 @@ class TurnOptions:
     stream: bool = True
     metadata: Mapping[str, Any] = field(default_factory=dict[str, Any])
     allow_terminal: bool = True  # only allowed users reach a conversation
-    # Whether the chat's ``approvals`` may ask (a screen that reads no keys asks nobody: a tool
-    # that asks is refused there, never run unasked).
-    ask: bool = True
     show_compaction: bool = False  # say so (Commentary) when older turns were compacted
 
 
@@ -102,10 +99,7 @@ class ContextUse:
 
 
 class Conversation:
-    """One chat (``session``, the caller's key) over its history and its controls.
-
-    ``approvals``: the broker its tool calls that ask are asked through (``tools.approval``),
-    in this chat (``session``); None: nobody can be asked, so such a call is refused."""
+    """One chat (``session``, the caller's key) over its history and its controls."""
 
     def __init__(
         self,
@@ -113,13 +107,14 @@ class Conversation:
         sessions: Sessions,
         controls: ChatControls,
         session: str,
-        *,
         approvals: Approvals | None = None,
     ) -> None:
         self.agent = agent
         self.sessions = sessions
         self.kept_controls = controls
         self.session = session
+        # Who approves the chat's tools that ask (``tools.approval``), for this session: None
+        # where nobody can be asked, so such a tool is refused.
         self.approvals = approvals
 
     # -- controls ----------------------------------------------------------------------------
@@ -151,7 +146,7 @@ class Conversation:
             allow_terminal=options.allow_terminal,
             show_compaction=options.show_compaction,
             metadata=dict(options.metadata),
-            approvals=self.approvals if options.ask else None,
+            approvals=self.approvals,
             chat_id=self.session,
         )
         return Exchange(self, controls, transcript, self.agent.run(request))
@@ -189,7 +184,7 @@ class Conversation:
     # -- commands ----------------------------------------------------------------------------
     async def new(self) -> None:
         """Start afresh: the model no longer sees the history (it stays in the store), and
-        what "allow in this chat" allowed asks again."""
+        the tools allowed "in this chat" ask again."""
         await self.sessions.cut(self.session)
         if self.approvals is not None:
             await self.approvals.new_session(self.session)

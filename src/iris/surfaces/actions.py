@@ -41,7 +41,7 @@ async def execute(command: Command, chat: CommandTarget) -> str:
         case "new":
             if chat.busy:
                 return BUSY
-            await conversation.new()  # "allow in this chat" ends with it
+            await conversation.new()  # "allow in this chat" ends too
             return "new conversation: the model no longer sees the earlier one (it is kept)"
         case "stop":
             return "stopped" if chat.stop() else "nothing to stop"

@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
-from typing import assert_never, cast
+from typing import assert_never
 
 from iris.config import ResolvedDisplay
 from iris.events import (
@@ -44,13 +44,13 @@ from iris.events import (
 )
 from iris.observability import metrics
 from iris.surfaces.chat.platform import (
-    ApprovalPlatform,
     ChatClosed,
     ChatPlatform,
     Native,
     NativeRefused,
     PlatformError,
     PlatformRateLimited,
+    approval_platform,
 )
 from iris.surfaces.chat.prompts import (
     ClosePrompt,
@@ -142,7 +142,7 @@ class StreamConsumer:
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )
         # The approval prompts of this reply; plain notes where the platform has no buttons.
-        self._buttons = _approval_platform(platform) if prompts is not None else None
+        self._buttons = approval_platform(platform) if prompts is not None else None
         limit = caps.max_length
         if self._buttons is not None:
             limit = min(limit, self._buttons.approval_limit)
@@ -365,15 +365,6 @@ class StreamConsumer:
             reply.failed(action, throttle, self.clock(), maybe_landed=False)
         finally:
             metrics.chat_call(self.platform.name, type(action).__name__.lower(), status)
-
-
-def _approval_platform(platform: ChatPlatform) -> ApprovalPlatform | None:
-    """The platform as one that shows prompts with buttons, if it is one."""
-    if callable(getattr(platform, "send_prompt", None)) and callable(
-        getattr(platform, "close_prompt", None)
-    ):
-        return cast(ApprovalPlatform, platform)
-    return None
 
 
 def blocks(can_edit: bool, display: ResolvedDisplay) -> bool:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import aiohttp
 
@@ -280,3 +280,12 @@ class ApprovalPlatform(Protocol):
     ) -> None:
         """Replace the prompt's text with ``text`` and take its buttons away."""
         ...
+
+
+def approval_platform(platform: ChatPlatform) -> ApprovalPlatform | None:
+    """The platform as one that shows approval prompts with buttons, if it is one."""
+    if callable(getattr(platform, "send_prompt", None)) and callable(
+        getattr(platform, "close_prompt", None)
+    ):
+        return cast(ApprovalPlatform, platform)
+    return None

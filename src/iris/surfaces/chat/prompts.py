@@ -11,8 +11,9 @@ A button hands back ``iris-approval:<o|c|d>:<token>`` (Telegram ``callback_data`
 bytes at most, Discord ``custom_id`` 100): the token is random, and ``Prompts`` maps it to the
 request, so a button of an earlier process never answers a request of this one.
 
-A platform without buttons (``ApprovalPlatform`` not implemented: WhatsApp) is told in plain
-messages that a request waits, to be answered in the Iris app, and how it ended.
+A reply without buttons (a consumer built without ``Prompts``) says in plain messages that a
+request waits and how it ended; the runner asks nobody on a platform without buttons
+(WhatsApp): a tool that asks is refused there at once.
 
 Pure: rendering, the registry, and ``ReplyPrompts`` (the approval messages of one reply, in
 the order they go out); the platform calls are the adapters', the pacing the consumer's.
@@ -35,8 +36,9 @@ LABELS: dict[Decision, str] = {"once": "Allow once", "chat": "Allow in this chat
 
 NOT_ALLOWED = "You are not allowed to answer this request."
 NOT_OPEN = "This request is no longer open."
-# The only platform without buttons here (WhatsApp): said in the chat, answered elsewhere.
-NO_BUTTONS = "Answer it in the Iris app; without an answer it is not run."
+# A reply whose platform shows no buttons (the runner asks nobody there; a consumer built
+# without prompts): the request is said in the chat all the same.
+NO_BUTTONS = "It cannot be answered here; without an answer in time it is not run."
 
 
 @dataclass(frozen=True, slots=True)

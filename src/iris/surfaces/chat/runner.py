@@ -28,7 +28,8 @@
   bot's poller lease; the others stand by (``iris.surfaces.chat.poller``). A platform whose
   messages come to a webhook (WhatsApp: its ``routes``, served by ``iris serve``) receives in
   whichever process the request reaches.
-- a tool call that waits for approval shows a prompt with buttons in the chat (``prompts``);
+- a tool call that waits for approval shows a prompt with buttons in the chat (``prompts``;
+  on a platform without buttons such a call is refused: nobody can be asked there);
   a press counts only from a user ``allowed_users`` lets in, on a prompt of that chat; anyone
   else is told so where only they see it, and nothing changes. The first answer wins
   (``runtime.approvals``); a later press is told what was decided, and by whom.
@@ -62,7 +63,12 @@ from iris.state.controls import Controls
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.oneoff import send_once
-from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
+from iris.surfaces.chat.platform import (
+    ChatPlatform,
+    IncomingMessage,
+    PlatformError,
+    approval_platform,
+)
 from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.prompts import (
     LABELS,
@@ -474,12 +480,14 @@ class ChatSurface:
         conversation = self._conversations.get(key)
         if conversation is None:
             runtime = self.runtime
+            # Asked in the chat, with buttons (``prompts``); where the platform has none
+            # (WhatsApp) nobody can be asked, so a tool that asks is refused, never run unasked.
+            buttons = any(
+                p.name == message.platform and approval_platform(p) for p in self.platforms
+            )
+            approvals = runtime.approvals if buttons else None
             chat = Conversation(
-                runtime.agent,
-                runtime.sessions,
-                runtime.controls,
-                key,
-                approvals=runtime.approvals,  # asked in the chat with buttons: ``prompts``
+                runtime.agent, runtime.sessions, runtime.controls, key, approvals=approvals
             )
             conversation = self._conversations[key] = _Conversation(chat)
         return conversation

@@ -42,7 +42,7 @@ from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.theme import STYLE
 
-SESSION = "cli"  # the key of the REPL's one conversation (its memory stores, its approvals)
+SESSION = "cli"  # the key of the REPL's one conversation in its memory stores
 
 
 def history_path() -> Path:
@@ -125,16 +125,17 @@ class Chat:
         self.screen = screen
         self.agent = Agent(config)
         self.settings = ChatSettings.from_config(config, self.agent.model_name)
+        # The session's conversation, in this process's memory: the same lifecycle as a
+        # server's chats (iris.agent.conversation), gone when the chat ends.
+        self.controls = MemoryControls()
         # The REPL's own approvals: asked in the status line while a turn runs (a screen
         # that reads no keys asks nobody, so a tool that asks is refused there).
         self.approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
         self.user = _user_name()
         self._answering: set[asyncio.Task[Any]] = set()
-        # The session's conversation, in this process's memory: the same lifecycle as a
-        # server's chats (iris.agent.conversation), gone when the chat ends.
-        self.controls = MemoryControls()
+        asking = self.approvals if screen.asks else None
         self.conversation = Conversation(
-            self.agent, MemorySessions(), self.controls, SESSION, approvals=self.approvals
+            self.agent, MemorySessions(), self.controls, SESSION, asking
         )
 
     async def run(self) -> int:
@@ -167,7 +168,7 @@ class Chat:
                     if result.action == "quit":
                         return 0
                     if result.action == "new":
-                        await self.conversation.new()  # "allow in this chat" ends with it
+                        await self.conversation.new()
                     elif result.action == "compact":
                         await self.say(await self.compact())
                     elif result.action == "status":
@@ -192,9 +193,7 @@ class Chat:
     async def turn(self, text: str) -> None:
         settings = self.settings
         await self._follow_settings()
-        options = TurnOptions(
-            stream=settings.streaming, metadata={"surface": "cli"}, ask=self.screen.asks
-        )
+        options = TurnOptions(stream=settings.streaming, metadata={"surface": "cli"})
         exchange = await self.conversation.begin(UserMessage(text), options)
         renderer = ReplyRenderer(
             RenderOptions(

@@ -1,11 +1,16 @@
+// @ts-check
 // The chat list: the server's (GET /iris/chats) when it has one, else a list kept locally.
 
 const LOCAL = "iris.chats";
 
+/** @typedef {{ chat_id: string, title?: string, updated?: number }} Chat */
+
+/** @returns {Chat[]} */
 export function localChats() {
   try { return JSON.parse(localStorage.getItem(LOCAL) || "[]") || []; } catch { return []; }
 }
 
+/** @param {string} chatId @param {string} [title] */
 export function rememberChat(chatId, title) {
   const chats = localChats().filter((c) => c.chat_id !== chatId);
   const old = localChats().find((c) => c.chat_id === chatId);
@@ -13,6 +18,7 @@ export function rememberChat(chatId, title) {
   localStorage.setItem(LOCAL, JSON.stringify(chats.slice(0, 50)));
 }
 
+/** @param {string} token @returns {Promise<{ chats: Chat[], source: "server" | "local" }>} */
 export async function listChats(token) {
   try {
     const answer = await fetch("iris/chats", { headers: { Authorization: `Bearer ${token}` } });

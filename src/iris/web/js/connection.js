@@ -1,3 +1,4 @@
+// @ts-check
 // The iris socket: hello with the device token and the `append` feature, the resume point in
 // the hello (so a replay comes before any live frame), and reconnects by itself with backoff.
 // A 4401 (bad or revoked token) or 4400 is final: the app shows why instead of retrying.
@@ -5,17 +6,31 @@
 const FINAL = new Set([4401, 4400]);
 const PING_SECONDS = 25;
 
+/** @typedef {import("./view.js").Frame} Frame */
+/** @typedef {import("./view.js").ChatView} ChatView */
+
 export class Connection {
-  constructor({ token, chatId, store, onFrame, onStatus }) {
+  /**
+   * @param {object} options
+   * @param {string | null} options.token the device token
+   * @param {string} options.chatId
+   * @param {ChatView} options.view applies every frame received
+   * @param {(frame: Frame) => void} options.onFrame
+   * @param {(state: string, detail?: string | number) => void} options.onStatus
+   */
+  constructor({ token, chatId, view, onFrame, onStatus }) {
     this.token = token;
     this.chatId = chatId;
-    this.store = store;
+    this.view = view;
     this.onFrame = onFrame;
     this.onStatus = onStatus;
+    /** @type {WebSocket | null} */
     this.ws = null;
     this.attempt = 0;
-    this.timer = null;
-    this.ping = null;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this.timer = undefined;
+    /** @type {ReturnType<typeof setInterval> | undefined} */
+    this.ping = undefined;
     this.closed = false;
     this.held = false; // tests: keep reconnecting off
     this.connected = false;
@@ -36,11 +51,11 @@ export class Connection {
     const ws = new WebSocket(this.url());
     this.ws = ws;
     ws.addEventListener("open", () => {
-      this.store.newConnection();
+      this.view.newConnection();
       ws.send(JSON.stringify({
         type: "hello", token: this.token, chat_id: this.chatId, features: ["append"],
         // 0 on the first connection: the chat so far; then the highest seq we applied.
-        after_seq: this.store.lastSeq,
+        after_seq: this.view.lastSeq,
       }));
     });
     ws.addEventListener("message", (event) => {
@@ -54,8 +69,8 @@ export class Connection {
         clearInterval(this.ping);
         this.ping = setInterval(() => this.send({ type: "ping" }), PING_SECONDS * 1000);
       }
-      this.store.apply(frame);
-      const resync = this.store.takeResync();
+      this.view.apply(frame);
+      const resync = this.view.takeResync();
       if (resync !== null) this.send({ type: "resume", after_seq: resync });
       this.onFrame(frame);
     });
@@ -90,6 +105,7 @@ export class Connection {
     this.open();
   }
 
+  /** @param {Frame} frame @returns {boolean} false when the socket is not open */
   send(frame) {
     if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return false;
     this.ws.send(JSON.stringify(frame));
@@ -108,6 +124,7 @@ export class Connection {
     this.ws?.close(1000);
   }
 
+  /** @param {string} state @param {string | number} [detail] */
   status(state, detail) {
     this.onStatus(state, detail);
   }

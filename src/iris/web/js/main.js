@@ -1,12 +1,18 @@
+// @ts-check
 // The app: token from the pairing link, the chat list, the socket, the reveal loop, settings.
+// Its state is one object, `app`, exported for the browser tests and bench/web_render.py
+// (they reach it with `import("/js/main.js")`); nothing is put on `window`.
 
-import { ChatStore } from "./store.js";
 import { ChatView } from "./view.js";
+import { ChatLog } from "./widgets.js";
 import { Connection } from "./connection.js";
 import { loadSettings, saveSettings } from "./settings.js";
 import { listChats, newChatId, rememberChat } from "./chats.js";
 
-const $ = (selector) => document.querySelector(selector);
+/** @typedef {import("./view.js").Frame} Frame */
+
+/** The element `selector` names (the page has each one). @param {string} selector */
+const $ = (selector) => /** @type {HTMLElement} */ (document.querySelector(selector));
 const TOKEN = "iris.token";
 const CHAT = "iris.chat";
 
@@ -25,21 +31,34 @@ const settings = loadSettings();
 const log = $("#log");
 const announcer = $("#announce");
 const statusLine = $("#status");
-const composer = $("#composer");
-const input = $("#input");
-const sendButton = $("#send");
+const composer = /** @type {HTMLFormElement} */ ($("#composer"));
+const input = /** @type {HTMLTextAreaElement} */ ($("#input"));
+const sendButton = /** @type {HTMLButtonElement} */ ($("#send"));
 const stopButton = $("#stop");
 const typingLine = $("#typing");
 
-let store = null;
-let view = null;
-let connection = null;
-let turnActive = false;
-let atBottom = true;
-let frameRequested = false;
+/** The open chat: its view model, its DOM, its socket (set by openChat), and the loop's state. */
+export const app = {
+  /** @type {ChatView} */
+  view: new ChatView(clock, settings),
+  /** @type {ChatLog | null} */
+  log: null,
+  /** @type {Connection | null} */
+  connection: null,
+  settings,
+  turnActive: false,
+  atBottom: true,
+  frameRequested: false,
+  /** Apply a frame as the socket would. @param {Frame} frame */
+  feed(frame) {
+    app.view.apply(frame);
+    onFrame(frame);
+  },
+};
 
 function clock() { return performance.now() / 1000; }
 
+/** @param {string} text */
 function announce(text) {
   // One polite announcement at a reply's start and end, never per token.
   announcer.textContent = "";
@@ -47,43 +66,46 @@ function announce(text) {
 }
 
 function scrollToEnd() {
-  if (atBottom) log.scrollTop = log.scrollHeight;
+  if (app.atBottom) log.scrollTop = log.scrollHeight;
 }
 
 log.addEventListener("scroll", () => {
-  atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
+  app.atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
 }, { passive: true });
 
 function draw() {
-  frameRequested = false;
-  store.tick();
-  view.render(store);
-  typingLine.hidden = !store.typing;
-  stopButton.hidden = !turnActive;
-  sendButton.hidden = turnActive;
+  app.frameRequested = false;
+  const view = app.view;
+  view.tick();
+  app.log?.render(view);
+  typingLine.hidden = !view.typing;
+  stopButton.hidden = !app.turnActive;
+  sendButton.hidden = app.turnActive;
   scrollToEnd();
-  if (store.revealing) schedule();
+  if (view.revealing) schedule();
 }
 
 function schedule() {
-  if (!frameRequested) {
-    frameRequested = true;
+  if (!app.frameRequested) {
+    app.frameRequested = true;
     requestAnimationFrame(draw);
   }
 }
 
+/** @param {Frame} frame */
 function onFrame(frame) {
   if (frame.type === "typing") {
-    if (frame.on && !turnActive) announce("Iris is replying");
-    if (!frame.on && turnActive) announce("Iris finished replying");
-    turnActive = Boolean(frame.on);
+    if (frame.on && !app.turnActive) announce("Iris is replying");
+    if (!frame.on && app.turnActive) announce("Iris finished replying");
+    app.turnActive = Boolean(frame.on);
   } else if (frame.type === "ready" && frame.chat_id) {
-    const first = store.bubbles.find((b) => b.role === "user");
+    const first = app.view.bubbles.find((b) => b.role === "user");
     rememberChat(frame.chat_id, first?.text.slice(0, 60));
   }
   schedule();
 }
 
+/** @type {Record<string, string>} */
 const STATUS_TEXT = {
   connecting: "Connecting…",
   online: "",
@@ -92,6 +114,7 @@ const STATUS_TEXT = {
   refused: "The server refused this chat.",
 };
 
+/** @param {string} state @param {string | number} [detail] */
 function onStatus(state, detail) {
   document.body.dataset.connection = state;
   statusLine.textContent = STATUS_TEXT[state] ?? state;
@@ -105,18 +128,19 @@ function onStatus(state, detail) {
   sendButton.disabled = state !== "online";
 }
 
+/** @param {string} chatId */
 function openChat(chatId) {
-  connection?.close();
+  app.connection?.close();
   localStorage.setItem(CHAT, chatId);
-  store = new ChatStore(clock, settings);
-  view = new ChatView(log, { settings, openArtifact, force: false });
-  turnActive = false;
-  atBottom = true;
+  const view = new ChatView(clock, settings);
+  app.view = view;
+  app.log = new ChatLog(log, { settings, openArtifact, force: false });
+  app.turnActive = false;
+  app.atBottom = true;
   $("#chat-title").textContent = chatId === "main" ? "Iris" : chatId;
-  connection = new Connection({ token: localStorage.getItem(TOKEN), chatId, store, onFrame, onStatus });
-  // A handle for tests and bench/web_render.py: feed() applies a frame as the socket would.
-  window.__iris = { store, connection, view, settings, feed: (frame) => { store.apply(frame); onFrame(frame); } };
-  connection.open();
+  const token = localStorage.getItem(TOKEN);
+  app.connection = new Connection({ token, chatId, view, onFrame, onStatus });
+  app.connection.open();
   schedule();
 }
 
@@ -125,12 +149,13 @@ function openChat(chatId) {
 composer.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = input.value.trim();
+  const connection = app.connection;
   if (!text || !connection?.connected) return;
   if (!connection.send({ type: "message.send", text })) return;
-  store.addLocalUser(text);
-  rememberChat(store.chatId || localStorage.getItem(CHAT), text.slice(0, 60));
+  app.view.addLocalUser(text);
+  rememberChat(app.view.chatId || localStorage.getItem(CHAT) || "main", text.slice(0, 60));
   input.value = "";
-  atBottom = true;
+  app.atBottom = true;
   resizeInput();
   schedule();
 });
@@ -148,28 +173,29 @@ function resizeInput() {
 }
 input.addEventListener("input", resizeInput);
 
-stopButton.addEventListener("click", () => connection?.send({ type: "turn.cancel" }));
+stopButton.addEventListener("click", () => app.connection?.send({ type: "turn.cancel" }));
 
 // -- the artifact sandbox ----------------------------------------------------------------------
 
+/** @param {string} html @param {HTMLElement} card */
 function openArtifact(html, card) {
-  let frame = card.querySelector("iframe");
-  if (frame) { frame.remove(); return; }
-  frame = document.createElement("iframe");
+  const open = card.querySelector("iframe");
+  if (open) { open.remove(); return; }
+  const frame = document.createElement("iframe");
   // Scripts run, but in an opaque origin: no cookies, storage or access to this page, and no
   // navigating the app away (no allow-top-navigation, no allow-same-origin).
   frame.setAttribute("sandbox", "allow-scripts");
   frame.setAttribute("title", "HTML page from the reply");
   frame.src = "sandbox.html";
-  frame.addEventListener("load", () => frame.contentWindow.postMessage({ html }, "*"), { once: true });
+  frame.addEventListener("load", () => frame.contentWindow?.postMessage({ html }, "*"), { once: true });
   card.append(frame);
 }
 
 // -- settings ----------------------------------------------------------------------------------
 
-const dialog = $("#settings");
-const streamingBox = $("#set-streaming");
-const speed = $("#set-speed");
+const dialog = /** @type {HTMLDialogElement} */ ($("#settings"));
+const streamingBox = /** @type {HTMLInputElement} */ ($("#set-streaming"));
+const speed = /** @type {HTMLInputElement} */ ($("#set-speed"));
 const speedValue = $("#set-speed-value");
 
 function showSettings() {
@@ -177,6 +203,7 @@ function showSettings() {
   speed.value = String(settings.smoothness);
   speedValue.textContent = `${settings.smoothness.toFixed(2)} s`;
   for (const radio of document.querySelectorAll("input[name=tool-detail]")) {
+    if (!(radio instanceof HTMLInputElement)) continue;
     radio.checked = radio.value === settings.toolDetail;
   }
   dialog.showModal();
@@ -186,12 +213,12 @@ function applySettings() {
   settings.streaming = streamingBox.checked;
   settings.smoothness = Number(speed.value);
   const mode = document.querySelector("input[name=tool-detail]:checked");
-  if (mode) settings.toolDetail = mode.value;
+  if (mode instanceof HTMLInputElement) settings.toolDetail = mode.value;
   speedValue.textContent = `${settings.smoothness.toFixed(2)} s`;
   saveSettings(settings);
-  store.setStreaming(settings.streaming);
-  store.setSmoothness(settings.smoothness); // applies to a reveal in progress too
-  view.refresh(store);
+  app.view.setStreaming(settings.streaming);
+  app.view.setSmoothness(settings.smoothness); // applies to a reveal in progress too
+  app.log?.refresh(app.view);
 }
 
 $("#open-settings").addEventListener("click", showSettings);
@@ -201,10 +228,10 @@ $("#close-settings").addEventListener("click", () => dialog.close());
 
 // -- chats -------------------------------------------------------------------------------------
 
-const drawer = $("#chats");
+const drawer = /** @type {HTMLDialogElement} */ ($("#chats"));
 
 async function showChats() {
-  const { chats } = await listChats(localStorage.getItem(TOKEN));
+  const { chats } = await listChats(localStorage.getItem(TOKEN) || "");
   const list = $("#chat-list");
   list.replaceChildren();
   const current = localStorage.getItem(CHAT) || "main";
@@ -228,6 +255,7 @@ $("#close-chats").addEventListener("click", () => drawer.close());
 
 // -- pairing -----------------------------------------------------------------------------------
 
+/** @param {string} message */
 function showPairing(message) {
   $("#pair-message").textContent = message;
   document.body.dataset.screen = "pair";
@@ -235,7 +263,7 @@ function showPairing(message) {
 
 $("#pair-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  const token = $("#pair-token").value.trim();
+  const token = /** @type {HTMLInputElement} */ ($("#pair-token")).value.trim();
   if (!token) return;
   localStorage.setItem(TOKEN, token);
   document.body.dataset.screen = "chat";
@@ -254,9 +282,9 @@ function fitViewport() {
 window.visualViewport?.addEventListener("resize", fitViewport);
 fitViewport();
 
-window.addEventListener("online", () => connection?.nudge());
+window.addEventListener("online", () => app.connection?.nudge());
 document.addEventListener("visibilitychange", () => {
-  if (document.visibilityState === "visible") connection?.nudge();
+  if (document.visibilityState === "visible") app.connection?.nudge();
 });
 
 if ("serviceWorker" in navigator && window.isSecureContext) {

@@ -1,3 +1,4 @@
+// @ts-check
 // Markdown → sanitized DOM. markdown-it parses with raw HTML off (it shows as text), links are
 // limited to http(s), mailto and relative ones (no javascript:, no data:), and DOMPurify
 // sanitizes every fragment before it reaches the page. Code is highlighted (highlight.js) only
@@ -29,18 +30,24 @@ hljs.registerAliases(["ts"], { languageName: "typescript" });
 hljs.registerAliases(["py"], { languageName: "python" });
 hljs.registerAliases(["yml"], { languageName: "yaml" });
 
+/**
+ * The parts of a markdown-it token this module reads.
+ * @typedef {{ type: string, level: number, info: string, content: string, markup: string,
+ *   map: [number, number] | null, meta: any }} Token
+ */
+
 export const CURSOR = "\u2589"; // ▉
 
 // Chat text: a single newline is a line break (the terminal app's hard-break transform).
 export const md = markdownit({ html: false, linkify: true, breaks: true, typographer: false });
 
 const SAFE_LINK = /^(?:https?:|mailto:|#|\/(?!\/)|\.{0,2}\/|[^:]*$)/i;
-md.validateLink = (url) => SAFE_LINK.test(url.trim());
+md.validateLink = (/** @type {string} */ url) => SAFE_LINK.test(url.trim());
 
 const escapeHtml = md.utils.escapeHtml;
 const FENCE_CLOSE = /^ {0,3}(`{3,}|~{3,})[ \t]*$/;
 
-md.renderer.rules.fence = (tokens, idx) => {
+md.renderer.rules.fence = (/** @type {Token[]} */ tokens, /** @type {number} */ idx) => {
   const token = tokens[idx];
   const lang = token.info.trim().split(/\s+/)[0].toLowerCase();
   const cls = lang ? ` class="hljs language-${escapeHtml(lang)}"` : ' class="hljs"';
@@ -53,7 +60,7 @@ md.renderer.rules.fence = (tokens, idx) => {
   return `<pre><code${cls}>${body}</code></pre>\n`;
 };
 
-DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+DOMPurify.addHook("afterSanitizeAttributes", (/** @type {Element} */ node) => {
   if (node.tagName === "A") {
     node.setAttribute("target", "_blank");
     node.setAttribute("rel", "noopener noreferrer nofollow");
@@ -67,17 +74,19 @@ const PURIFY = {
   ALLOWED_URI_REGEXP: /^(?:(?:https?|mailto):|[^a-z]|[a-z+.-]+(?:[^a-z+.\-:]|$))/i,
 };
 
-/** Sanitized DOM for HTML from our renderer (or anything else). */
+/** Sanitized DOM for HTML from our renderer (or anything else).
+ * @param {string} html @returns {DocumentFragment} */
 export function sanitize(html) {
-  return DOMPurify.sanitize(html, PURIFY);
+  return /** @type {DocumentFragment} */ (/** @type {any} */ (DOMPurify).sanitize(html, PURIFY));
 }
 
-/** A settled block: rendered once, never again. */
+/** A settled block: rendered once, never again. @param {object[]} tokens */
 export function renderBlock(tokens) {
   return sanitize(md.renderer.render(tokens, md.options, {}));
 }
 
-/** Marks fences of `tokens` (parsed from `source`) that have not closed yet. */
+/** Marks fences of `tokens` (parsed from `source`) that have not closed yet.
+ * @param {Token[]} tokens @param {string} source */
 function markOpenFences(tokens, source) {
   const lines = source.split("\n");
   for (const token of tokens) {
@@ -90,7 +99,8 @@ function markOpenFences(tokens, source) {
   }
 }
 
-/** The tail block: healed and with the cursor while streaming, re-rendered on every reveal step. */
+/** The tail block: healed and with the cursor while streaming, re-rendered on every reveal step.
+ * @param {string} source @param {boolean} streaming @param {(text: string) => string} heal */
 export function renderTail(source, streaming, heal) {
   const shown = streaming ? heal(source) : source;
   const tokens = md.parse(shown, {});
@@ -102,6 +112,7 @@ export function renderTail(source, streaming, heal) {
 
 // The cursor goes after the last text of the tail, at render time only — never into the text
 // or the parse input. Inside code and tables it is left out: there it would read as content.
+/** @param {DocumentFragment} fragment @param {Token[]} tokens */
 function addCursor(fragment, tokens) {
   const last = [...tokens].reverse().find((t) => t.level === 0);
   const cursor = document.createElement("span");
@@ -111,8 +122,12 @@ function addCursor(fragment, tokens) {
   if (!last) { fragment.append(cursor); return; }
   if (["fence", "code_block", "table_close", "html_block", "hr"].includes(last.type)) return;
   const walker = document.createTreeWalker(fragment, NodeFilter.SHOW_TEXT);
+  /** @type {Text | null} */
   let text = null;
-  for (let node = walker.nextNode(); node; node = walker.nextNode()) if (node.data.trim()) text = node;
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const found = /** @type {Text} */ (node); // SHOW_TEXT: text nodes only
+    if (found.data.trim()) text = found;
+  }
   if (text) text.after(cursor);
   else (fragment.lastElementChild || fragment).append(cursor);
 }

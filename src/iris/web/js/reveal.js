@@ -1,3 +1,4 @@
+// @ts-check
 // The reveal scheduler (typewriter), the same rule as src/iris/app/core/reveal.py:
 // `60 / smoothness` characters per second, faster in proportion to the backlog
 // (max(base, backlog / 0.75 s)); a snapshot that leaves more than 2 s of reveal time — measured
@@ -12,11 +13,13 @@ export const CATCH_UP_SECONDS = 2.0;
 export const BACKLOG_SECONDS = 0.75;
 const MIN_INTERVAL = 1 / 30;
 
+/** @param {number} smoothness seconds, clamped to [0.2, 0.8] @returns {number} */
 export function charsPerSecond(smoothness) {
   const clamped = Math.min(Math.max(smoothness, SMOOTHNESS_MIN), SMOOTHNESS_MAX);
   return 60 / clamped;
 }
 
+/** @param {string} a @param {string} b */
 function commonPrefix(a, b) {
   const n = Math.min(a.length, b.length);
   let i = 0;
@@ -25,6 +28,7 @@ function commonPrefix(a, b) {
 }
 
 export class Reveal {
+  /** @param {number} smoothness @param {number} now seconds */
   constructor(smoothness, now) {
     this.base = charsPerSecond(smoothness);
     this.rate = this.base;
@@ -40,12 +44,14 @@ export class Reveal {
   get text() { return this.target.slice(0, this.shown); }
   get caughtUp() { return this.shown >= this.target.length; }
 
+  /** @param {number} smoothness */
   setSmoothness(smoothness) {
     const oldBase = this.base;
     this.base = charsPerSecond(smoothness);
     this.rate = Math.max(this.base, this.rate > oldBase ? this.rate : 0);
   }
 
+  /** The latest full text. @param {string} snapshot @param {number} now */
   push(snapshot, now) {
     let added = snapshot.length - this.target.length;
     if (!snapshot.startsWith(this.target)) {
@@ -70,7 +76,7 @@ export class Reveal {
     this.budget = 0;
   }
 
-  /** Advance to `now`; true if more text is shown. */
+  /** Advance to `now`; true if more text is shown. @param {number} now */
   tick(now) {
     const elapsed = Math.max(0, now - this.last);
     this.last = now;

@@ -1,11 +1,16 @@
+// @ts-check
 // Per-device settings (doc 05 §5.1, §5.3), kept in this browser's localStorage.
 
 const KEY = "iris.settings";
+/** @typedef {{ streaming: boolean, smoothness: number, toolDetail: string }} Settings */
+/** @type {Settings} */
 export const DEFAULTS = { streaming: true, smoothness: 0.3, toolDetail: "truncated" };
 const MODES = ["everything", "truncated", "nothing"];
 
+/** @returns {Settings} */
 export function loadSettings() {
-  let saved = {};
+  /** @type {Record<string, any>} */
+  let saved;
   try { saved = JSON.parse(localStorage.getItem(KEY) || "{}") || {}; } catch { saved = {}; }
   const settings = { ...DEFAULTS };
   if (typeof saved.streaming === "boolean") settings.streaming = saved.streaming;
@@ -15,6 +20,7 @@ export function loadSettings() {
   return settings;
 }
 
+/** @param {Settings} settings */
 export function saveSettings(settings) {
   localStorage.setItem(KEY, JSON.stringify(settings));
 }

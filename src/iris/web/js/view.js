@@ -1,223 +1,468 @@
-// The chat's DOM: one <article> per bubble, updated when the bubble's version changes.
-// A reply's Markdown is drawn incrementally (MarkdownView): settled blocks are appended once
-// and never touched again; only the tail element is re-rendered as the reveal moves.
+// @ts-check
+// ChatView: iris frames in, the chat's view model out — the rules of
+// src/iris/app/core/view.py. One bubble per message_id; a streamed bubble holds the latest
+// full text and a Reveal, and stays `streaming` after message.stop until the reveal caught up.
+// message.update snapshots and message.append frames (UTF-16 offsets: a JS string's length)
+// go through one path; an append that does not fit is never applied — the view asks for a
+// resume (takeResync) and waits for the snapshot. The clock is injected.
 
-import { MarkdownSplitter } from "./mdstream.js";
-import { heal } from "./heal.js";
-import { md, renderBlock, renderTail } from "./markdown.js";
+import { Reveal } from "./reveal.js";
+import { findHtml } from "./artifact.js";
 
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
+/**
+ * A frame as parsed off the socket: untrusted JSON, read field by field with coercions.
+ * @typedef {Record<string, any>} Frame
+ */
+/** @typedef {"message" | "commentary" | "tools" | "error" | "command"} Kind */
+/**
+ * @typedef {object} ToolCall
+ * @property {number} index
+ * @property {string} name
+ * @property {string} preview
+ * @property {Record<string, unknown>} args
+ * @property {string[]} notes
+ * @property {boolean | null} ok
+ * @property {number | null} duration
+ * @property {string} outputPreview
+ */
+/** @typedef {() => number} Clock seconds, monotonic */
 
-function copyButton(label, text) {
-  const button = el("button", "copy", "Copy");
-  button.type = "button";
-  button.setAttribute("aria-label", label);
-  button.addEventListener("click", (event) => {
-    event.preventDefault();
-    navigator.clipboard?.writeText(text()).then(() => { button.textContent = "Copied"; }, () => {});
-  });
-  return button;
-}
+/** The frames that carry a chat-scoped seq (the resume point). */
+export const CHAT_SCOPED = new Set([
+  "typing", "message.start", "message.update", "message.append", "message.stop", "message",
+  "tool.start", "tool.progress", "tool.end", "commentary",
+]);
+const WIRE_KINDS = new Set([
+  "message.start", "message.update", "message.append", "message.stop", "message", "commentary",
+]);
 
-/** Code blocks get a copy button — before they reach the page, so settled stays settled. */
-function withCopyButtons(fragment) {
-  for (const pre of fragment.querySelectorAll("pre")) {
-    const box = el("div", "code");
-    pre.replaceWith(box);
-    box.append(copyButton("Copy code", () => pre.textContent), pre);
-  }
-  return fragment;
-}
-
-/** One bubble's Markdown: settled blocks drawn once, the tail redrawn. */
-export class MarkdownView {
-  constructor(root) {
-    this.root = root;
-    this.text = "";
-    this.splitter = new MarkdownSplitter(md);
-    this.tail = el("div", "tail");
-    this.root.append(this.tail);
-    this.drawnStreaming = null;
-  }
-
-  show(text, streaming) {
-    let fresh;
-    if (text.startsWith(this.text)) {
-      const delta = text.slice(this.text.length);
-      if (!delta && streaming === this.drawnStreaming && this.splitter.tailTokens.length) return;
-      // No new line, no new settled block worth a parse now: the tail render parses anyway,
-      // and the next line break settles whatever is due (same blocks, a moment later).
-      if (!delta.includes("\n") && this.splitter.tailTokens.length) {
-        this.splitter.tail += delta;
-        fresh = [];
-      } else {
-        fresh = this.splitter.append(delta);
-      }
-    } else {
-      // A rewrite (retry, fallback): the drawn blocks are stale.
-      this.root.replaceChildren(this.tail);
-      fresh = this.splitter.reset(text);
-    }
+export class Bubble {
+  /**
+   * @param {string} messageId
+   * @param {string} role
+   * @param {Kind} kind
+   * @param {string} text
+   */
+  constructor(messageId, role, kind = "message", text = "") {
+    this.messageId = messageId;
+    this.role = role;
+    this.kind = kind;
     this.text = text;
-    for (const block of fresh) {
-      const node = el("div", "block");
-      node.append(withCopyButtons(renderBlock(block.tokens)));
-      this.root.insertBefore(node, this.tail);
-    }
-    const tail = renderTail(this.splitter.tail, streaming, heal);
-    this.tail.replaceChildren(streaming ? tail : withCopyButtons(tail));
-    this.drawnStreaming = streaming;
-  }
-}
-
-const TOOL_ICONS = { terminal: "💻", read_file: "📄", write_file: "✏️", web_search: "🔎" };
-
-function toolCard(call, mode) {
-  const card = el("details", `tool ${call.ok === null ? "running" : call.ok ? "ok" : "failed"}`);
-  if (mode === "everything") card.open = true;
-  const summary = el("summary");
-  summary.append(el("span", "tool-icon", TOOL_ICONS[call.name] || "🔧"));
-  summary.append(el("span", "tool-name", call.name));
-  if (call.preview) summary.append(el("span", "tool-preview", `"${call.preview}"`));
-  const status = el("span", "tool-status");
-  if (call.ok === null) {
-    status.append(el("span", "spinner"));
-    status.setAttribute("aria-label", "running");
-  } else {
-    status.textContent = `${call.ok ? "✓" : "✗"}${call.duration !== null ? ` ${call.duration.toFixed(1)} s` : ""}`;
-  }
-  summary.append(status);
-  card.append(summary);
-  const args = JSON.stringify(call.args, null, 2);
-  card.append(el("pre", "tool-args", mode === "everything" ? args : args.slice(0, 400)));
-  for (const note of call.notes) card.append(el("div", "tool-note", note));
-  if (call.outputPreview) card.append(el("pre", "tool-output", call.outputPreview));
-  return card;
-}
-
-export class BubbleView {
-  constructor(bubble, options) {
-    this.options = options;
-    this.version = -1;
-    this.node = el("article", "bubble");
-    this.node.dataset.id = bubble.messageId;
+    this.shown = text;
+    this.streaming = false;
+    this.stopped = false;
+    /** @type {string | null} */
     this.reasoning = null;
-    this.body = el("div", "md");
-    this.tools = el("div", "tools");
-    this.footer = el("footer", "meta");
-    this.artifact = null;
-    this.node.append(this.body, this.tools, this.footer);
-    this.markdown = null;
-    this.toolsKey = "";
+    /** @type {string | null} */
+    this.model = null;
+    /** @type {number | null} */
+    this.tokens = null;
+    /** @type {ToolCall[]} */
+    this.tools = [];
+    this.version = 0;
   }
 
-  update(bubble) {
-    if (bubble.version === this.version && !this.options.force) return false;
-    this.version = bubble.version;
-    const node = this.node;
-    node.className = `bubble ${bubble.role} ${bubble.kind}${bubble.streaming ? " streaming" : ""}`;
-    node.dataset.id = bubble.messageId;
-    if (bubble.role === "user" || bubble.kind === "error" || bubble.kind === "command") {
-      this.body.textContent = bubble.shown;
-    } else {
-      this.markdown ||= new MarkdownView(this.body);
-      this.markdown.show(bubble.shown, bubble.streaming);
-    }
-    if (bubble.reasoning && !this.reasoning) this.addReasoning(bubble);
-    this.drawTools(bubble);
-    const done = !bubble.streaming;
-    const meta = [bubble.model, bubble.tokens !== null ? `${bubble.tokens} tokens` : null]
-      .filter(Boolean).join(" · ");
-    this.footer.textContent = done && bubble.kind === "message" ? meta : "";
-    if (done && !this.artifact && bubble.kind !== "command") {
-      const html = bubble.html;
-      if (html) this.addArtifact(html);
-    }
-    return true;
-  }
-
-  addReasoning(bubble) {
-    const block = el("details", "reasoning");
-    block.open = bubble.reasoning.length < 280; // collapsed by default when long
-    const summary = el("summary");
-    summary.append(el("span", "", "💭 Reasoning"));
-    summary.append(copyButton("Copy reasoning", () => bubble.reasoning));
-    block.append(summary, el("pre", "reasoning-body", bubble.reasoning));
-    this.reasoning = block;
-    this.node.insertBefore(block, this.body);
-  }
-
-  drawTools(bubble) {
-    const mode = this.options.settings.toolDetail;
-    const key = `${mode}|${JSON.stringify(bubble.tools)}`;
-    if (key === this.toolsKey) return;
-    this.toolsKey = key;
-    this.tools.hidden = mode === "nothing" || !bubble.tools.length;
-    this.tools.replaceChildren(...(mode === "nothing" ? [] : bubble.tools.map((c) => toolCard(c, mode))));
-  }
-
-  addArtifact(html) {
-    const card = el("div", "artifact");
-    card.append(el("span", "artifact-title", "📄 HTML page"));
-    const open = el("button", "artifact-open", "Open");
-    open.type = "button";
-    const save = el("button", "artifact-save", "Download");
-    save.type = "button";
-    open.addEventListener("click", () => this.options.openArtifact(html, card));
-    save.addEventListener("click", () => {
-      const url = URL.createObjectURL(new Blob([html], { type: "text/html" }));
-      const link = el("a");
-      link.href = url;
-      link.download = "iris-page.html";
-      link.click();
-      setTimeout(() => URL.revokeObjectURL(url), 10_000);
-    });
-    card.append(open, save);
-    this.artifact = card;
-    this.node.append(card);
-  }
+  /** The HTML artifact, offered only once the reveal has finished. */
+  get html() { return this.streaming ? null : findHtml(this.text); }
 }
 
-/** The list of bubbles in the log element. */
 export class ChatView {
-  constructor(log, options) {
-    this.log = log;
-    this.options = options;
-    this.views = new Map();
-    this.epoch = -1;
+  /**
+   * @param {Clock} clock
+   * @param {{ streaming?: boolean, smoothness?: number }} [options]
+   */
+  constructor(clock, { streaming = true, smoothness = 0.3 } = {}) {
+    this.clock = clock;
+    this.streaming = streaming;
+    this.smoothness = smoothness;
+    /** @type {Bubble[]} */
+    this.bubbles = [];
+    /** @type {Map<string, Bubble>} */
+    this.byId = new Map();
+    /** @type {Map<string, Reveal>} */
+    this.reveals = new Map();
+    this.typing = false;
+    /** @type {string | null} */
+    this.chatId = null;
+    this.lastSeq = 0;
+    /** @type {Set<number>} */
+    this.seen = new Set();
+    this.epoch = 0;
+    /** @type {string | null} the server's chat log epoch (ready/sync): a change restarts seqs */
+    this.logEpoch = null;
+    this.local = 0;
+    /** @type {Map<string, string>} message_id -> text this connection was sent */
+    this.wire = new Map();
+    /** @type {number | null} */
+    this.resync = null;
+    /** @type {Set<string>} */
+    this.awaiting = new Set();
   }
 
-  /** Draws what changed; returns true if anything did. */
-  render(store) {
-    if (store.epoch !== this.epoch) {
-      this.epoch = store.epoch;
-      this.views.clear();
-      this.log.replaceChildren();
-    }
-    let changed = false;
-    let previous = null;
-    for (const bubble of store.bubbles) {
-      let view = this.views.get(bubble);
-      if (!view) {
-        view = new BubbleView(bubble, this.options);
-        this.views.set(bubble, view);
-        if (previous) previous.node.after(view.node);
-        else this.log.prepend(view.node);
+  /** @param {number} smoothness */
+  setSmoothness(smoothness) {
+    this.smoothness = smoothness;
+    for (const reveal of this.reveals.values()) reveal.setSmoothness(smoothness);
+  }
+
+  /** @param {boolean} on */
+  setStreaming(on) { this.streaming = on; }
+
+  get revealing() { return this.reveals.size > 0; }
+
+  /** The user's own message, shown at once. @param {string} text */
+  addLocalUser(text) {
+    this.local += 1;
+    return this.add(new Bubble(`local-${this.local}`, "user", "message", text));
+  }
+
+  /** The `after_seq` to send a `resume` with, once, when an append did not fit. */
+  takeResync() {
+    const point = this.resync;
+    this.resync = null;
+    return point;
+  }
+
+  /** A new connection: the server's per-connection append state starts over. */
+  newConnection() {
+    this.wire.clear();
+    this.awaiting.clear();
+  }
+
+  /** Apply one frame as received. @param {Frame} frame */
+  apply(frame) {
+    const kind = String(frame.type || "");
+    if ((kind === "ready" || kind === "sync") && typeof frame.epoch === "string") {
+      // The server's log restarted (it lost its data): its seqs begin again, so the ones
+      // seen before say nothing about the new frames.
+      if (this.logEpoch !== null && frame.epoch !== this.logEpoch) {
+        this.seen.clear();
+        this.lastSeq = 0;
       }
-      changed = view.update(bubble) || changed;
-      previous = view;
+      this.logEpoch = frame.epoch;
+    }
+    const seq = frame.seq;
+    const messageId = frame.message_id;
+    if (typeof messageId === "string" && WIRE_KINDS.has(kind)) {
+      // Before the replay check: the server's side follows every frame it sends.
+      if (kind === "message.start") {
+        this.wire.set(messageId, "");
+      } else if (kind === "message.update" || kind === "message.append") {
+        this.streamed(messageId, frame);
+        return;
+      } else {
+        if (kind === "message.stop" && !("final_text" in frame)) {
+          const final = this.streamedText(messageId, frame);
+          if (final === null) return; // the resume brings the stop again
+          frame = { ...frame, final_text: final };
+        }
+        this.wire.delete(messageId);
+        this.awaiting.delete(messageId);
+      }
+    }
+    if (CHAT_SCOPED.has(kind) && Number.isInteger(seq)) {
+      if (this.seen.has(seq)) return; // a replay we already have
+      this.seen.add(seq);
+      this.lastSeq = Math.max(this.lastSeq, seq);
+    }
+    switch (kind) {
+      case "ready":
+        this.chatId = frame.chat_id || this.chatId;
+        break;
+      case "typing":
+        this.typing = Boolean(frame.on);
+        break;
+      case "message.start":
+        this.typing = false;
+        if (this.streaming) this.start(String(frame.message_id), String(frame.role || "assistant"));
+        break;
+      case "message.stop":
+        this.stop(frame);
+        break;
+      case "message":
+        this.message(frame);
+        break;
+      case "commentary":
+        this.commentary(String(frame.message_id), String(frame.text || ""));
+        break;
+      case "tool.start": case "tool.progress": case "tool.end":
+        this.tool(kind, frame);
+        break;
+      case "error": {
+        this.typing = false;
+        const text = `${frame.code || "error"}: ${frame.message || ""}`;
+        this.add(new Bubble(`error-${seq}-${this.bubbles.length}`, "system", "error", text));
+        break;
+      }
+      case "sync":
+        this.sync(frame);
+        break;
+      case "command":
+        this.add(new Bubble(`command-${seq}-${this.bubbles.length}`, "system", "command",
+          String(frame.text || "")));
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** Advance every reveal to now; returns the bubbles whose shown text changed. */
+  tick() {
+    const now = this.clock();
+    /** @type {Bubble[]} */
+    const changed = [];
+    for (const [messageId, reveal] of [...this.reveals]) {
+      const bubble = /** @type {Bubble} */ (this.byId.get(messageId));
+      let moved = reveal.tick(now);
+      if (moved) bubble.shown = reveal.text;
+      if (bubble.stopped && reveal.caughtUp) {
+        bubble.streaming = false;
+        this.reveals.delete(messageId);
+        moved = true;
+      }
+      if (moved) {
+        bubble.version += 1;
+        changed.push(bubble);
+      }
     }
     return changed;
   }
 
-  /** Settings changed (tool detail): redraw every bubble's cards. */
-  refresh(store) {
-    for (const [bubble, view] of this.views) view.drawTools(bubble);
-    this.render(store);
+  /** @param {Bubble} bubble */
+  add(bubble) {
+    this.bubbles.push(bubble);
+    this.byId.set(bubble.messageId, bubble);
+    return bubble;
+  }
+
+  /** @param {string} messageId @param {string} role */
+  start(messageId, role) {
+    let bubble = this.byId.get(messageId);
+    if (!bubble) bubble = this.add(new Bubble(messageId, role));
+    bubble.streaming = true;
+    bubble.stopped = false;
+    if (!this.reveals.has(messageId)) {
+      this.reveals.set(messageId, new Reveal(this.smoothness, this.clock()));
+    }
+    bubble.version += 1;
+    return bubble;
+  }
+
+  /** `message.update` or `message.append`: one path to the message's full text.
+   * @param {string} messageId @param {Frame} frame */
+  streamed(messageId, frame) {
+    const text = this.streamedText(messageId, frame);
+    if (text === null) return;
+    if (Number.isInteger(frame.seq)) {
+      this.seen.add(frame.seq);
+      this.lastSeq = Math.max(this.lastSeq, frame.seq);
+    }
+    if (this.streaming) this.update(messageId, text);
+  }
+
+  /** The message's text after a snapshot or an append; null if the append does not fit.
+   * @param {string} messageId @param {Frame} frame
+   * @returns {string | null} */
+  streamedText(messageId, frame) {
+    /** @type {string | null} */
+    let now = null;
+    if (frame.type === "message.update") {
+      now = String(frame.text || "");
+    } else {
+      const have = this.wire.get(messageId);
+      const { offset, text } = frame;
+      if (typeof have === "string" && Number.isInteger(offset) && typeof text === "string"
+          && have.length === offset) {
+        now = have + text;
+      }
+    }
+    if (now === null) {
+      this.wire.delete(messageId);
+      this.askAgain(messageId, frame.seq);
+      return null;
+    }
+    this.wire.set(messageId, now);
+    this.awaiting.delete(messageId);
+    return now;
+  }
+
+  /** Resume from just before `seq`: the server resends the message whole (once).
+   * @param {string} messageId @param {unknown} seq */
+  askAgain(messageId, seq) {
+    if (this.awaiting.has(messageId)) return;
+    this.awaiting.add(messageId);
+    const point = typeof seq === "number" && Number.isInteger(seq) && seq > 0 ? seq - 1 : this.lastSeq;
+    this.resync = this.resync === null ? point : Math.min(this.resync, point);
+  }
+
+  /** @param {string} messageId @param {string} text */
+  update(messageId, text) {
+    const bubble = this.byId.get(messageId) || this.start(messageId, "assistant");
+    bubble.text = text;
+    this.reveal(bubble, text);
+    bubble.version += 1;
+  }
+
+  /** Show `text`: through the bubble's reveal while one runs, else at once.
+   * @param {Bubble} bubble @param {string} text */
+  reveal(bubble, text) {
+    const reveal = this.reveals.get(bubble.messageId);
+    if (!reveal) {
+      bubble.shown = text;
+    } else {
+      reveal.push(text, this.clock());
+      bubble.shown = reveal.text;
+    }
+  }
+
+  /** @param {Frame} frame */
+  stop(frame) {
+    const messageId = String(frame.message_id);
+    let bubble = this.byId.get(messageId);
+    const text = String(frame.final_text || (bubble ? bubble.text : ""));
+    if (!bubble) bubble = this.add(new Bubble(messageId, String(frame.role || "assistant")));
+    this.finalize(bubble, frame);
+    const reveal = this.reveals.get(messageId);
+    bubble.text = text;
+    if (!reveal || !this.streaming) {
+      bubble.shown = text;
+      bubble.streaming = false;
+      this.reveals.delete(messageId);
+    } else {
+      reveal.push(text, this.clock());
+      bubble.shown = reveal.text;
+      bubble.streaming = !reveal.caughtUp;
+      if (!bubble.streaming) this.reveals.delete(messageId);
+    }
+    bubble.stopped = true;
+    bubble.version += 1;
+  }
+
+  /** @param {Bubble} bubble @param {Frame} frame */
+  finalize(bubble, frame) {
+    if (frame.reasoning) bubble.reasoning = String(frame.reasoning);
+    if (frame.model) bubble.model = String(frame.model);
+    if (Number.isInteger(frame.tokens)) bubble.tokens = frame.tokens;
+  }
+
+  /** @param {Frame} frame */
+  message(frame) {
+    const messageId = String(frame.message_id);
+    const role = String(frame.role || "assistant");
+    const text = String(frame.text || "");
+    if (role === "user" && this.adoptLocal(messageId, text)) return;
+    const bubble = this.byId.get(messageId) || this.add(new Bubble(messageId, role));
+    this.reveals.delete(messageId);
+    bubble.text = bubble.shown = text;
+    bubble.streaming = false;
+    bubble.stopped = true;
+    this.finalize(bubble, frame);
+    bubble.version += 1;
+  }
+
+  /** A user message we already show locally (our own, echoed back on a replay).
+   * @param {string} messageId @param {string} text */
+  adoptLocal(messageId, text) {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      if (bubble.role === "user" && bubble.messageId.startsWith("local-") && bubble.text === text) {
+        this.byId.delete(bubble.messageId);
+        bubble.messageId = messageId;
+        this.byId.set(messageId, bubble);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** @param {string} messageId @param {string} text */
+  commentary(messageId, text) {
+    const bubble = this.byId.get(messageId);
+    if (!bubble) {
+      const added = this.add(new Bubble(messageId, "assistant", "commentary", text));
+      added.stopped = true;
+      return;
+    }
+    // The segment streamed as this bubble turned out to be commentary: restyle and close.
+    bubble.kind = "commentary";
+    bubble.text = text;
+    bubble.stopped = true;
+    this.reveal(bubble, text);
+    bubble.version += 1;
+  }
+
+  /** @param {string} kind @param {Frame} frame */
+  tool(kind, frame) {
+    const index = Number(frame.index || 0);
+    const name = String(frame.name || "tool");
+    if (kind === "tool.start") {
+      /** @type {ToolCall} */
+      const call = {
+        index, name, preview: String(frame.preview || ""),
+        args: frame.args && typeof frame.args === "object" ? frame.args : {},
+        notes: [], ok: null, duration: null, outputPreview: "",
+      };
+      const anchor = this.turnAnchor();
+      anchor.tools.push(call);
+      anchor.version += 1;
+      return;
+    }
+    const found = this.findTool(index, name);
+    if (!found) return;
+    const [bubble, call] = found;
+    if (kind === "tool.progress") {
+      call.notes.push(String(frame.note || ""));
+    } else {
+      call.ok = frame.ok === undefined ? true : Boolean(frame.ok);
+      call.duration = typeof frame.duration === "number" ? frame.duration : null;
+      call.outputPreview = String(frame.output_preview || "");
+    }
+    bubble.version += 1;
+  }
+
+  /** The latest assistant bubble of the current turn, or a holder for its tools. */
+  turnAnchor() {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      if (bubble.role === "user") break;
+      if (bubble.kind !== "error") return bubble;
+    }
+    return this.add(new Bubble(`tools-${this.bubbles.length}`, "assistant", "tools"));
+  }
+
+  /** @param {number} index @param {string} name
+   * @returns {[Bubble, ToolCall] | null} */
+  findTool(index, name) {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      for (let j = bubble.tools.length - 1; j >= 0; j--) {
+        const call = bubble.tools[j];
+        if (call.index === index && call.name === name) return [bubble, call];
+      }
+    }
+    return null;
+  }
+
+  /** The log no longer reaches back: the server's conversation replaces the view.
+   * @param {Frame} frame */
+  sync(frame) {
+    this.bubbles = [];
+    this.byId = new Map();
+    this.reveals = new Map();
+    this.wire = new Map();
+    this.awaiting = new Set();
+    this.typing = false;
+    for (const message of frame.messages || []) {
+      if (!message || typeof message !== "object") continue;
+      const role = String(message.role);
+      const kind = role === "commentary" ? "commentary" : "message";
+      const bubble = new Bubble(String(message.message_id), role === "commentary" ? "assistant" : role,
+        kind, String(message.text || ""));
+      bubble.stopped = true;
+      this.finalize(bubble, message);
+      this.add(bubble);
+    }
+    if (Number.isInteger(frame.seq)) this.lastSeq = Math.max(this.lastSeq, frame.seq);
+    this.epoch += 1;
   }
 }
