@@ -38,6 +38,15 @@ against its budget and Slack's limit per method (Tier 3: 50, Tier 4: 100 a minut
 at once has a high rate per minute of the run, yet stays within a per-minute limit);
 ``native/min`` counts the drafts, or all stream calls.
 
+Then the line (``--line-users``, 0: none): that many Telegram users write to one bot at once,
+through the whole gateway (``ChatSurface``: the runner, the agent, the real adapter on the Bot
+API fake, which counts the bot's 429s and each chat's at one a second) on the default config
+(``server.max_turns`` 32, ``platforms.telegram.queue_size`` 100; streaming switched on, so
+that a turn lasts as long as its reply), each answered by a ``--line-seconds`` stream from the
+scripted upstream (drafts, then the message, in a private chat). Those past ``max_turns`` wait in line.
+Prints: replies whole and once, busy notes (target 0), queued notes, 429s the bot caused
+(target 0), the longest wait for a turn and the time until every reply was in.
+
 Then blocks (``--blocks-chats``, 0: none): that many WhatsApp users of one business number get
 a reply of ``--blocks-seconds`` at once, in paragraphs of ``--paragraph`` words, through the
 real ``WhatsAppPlatform`` on the Cloud API stand-in (tests/fakes/whatsapp_api.py), which
@@ -638,6 +647,101 @@ async def crowd(args: argparse.Namespace) -> None:
     )
 
 
+async def line(args: argparse.Namespace) -> None:
+    """``--line-users`` Telegram users at once through the whole gateway, default config."""
+    import tempfile
+
+    from tests.fakes.upstream import FakeUpstream, responder, text
+
+    from iris.config import config_from_dict
+    from iris.runtime import Runtime
+    from iris.surfaces.chat.runner import BUSY, QUEUED, ChatSurface
+
+    loop = asyncio.get_running_loop()
+    count = int(args.line_seconds * args.rate)
+    chunks = [f"w{i} " for i in range(count)]
+    reply = "".join(chunks).strip()
+    users = [7000 + n for n in range(args.line_users)]
+    queued_prefix = QUEUED.split("{", 1)[0]
+    with FakeUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
+        upstream.default = responder(lambda _: text(*chunks, delay=1 / args.rate))
+        async with FakeBotApi(chat_rate=(1, 1.0)) as api:
+            config = config_from_dict(
+                {
+                    "store": {"path": f"{tmp}/iris.db"},
+                    "model": {
+                        "provider": "chat_completions",
+                        "base_url": upstream.base_url,
+                        "name": "fake-model",
+                        "api_key": "sk-bench-0123456789",
+                    },
+                    "tools": {"enabled": []},
+                    # Streamed, so that each turn lasts its reply (the stand-in answers a
+                    # non-streamed request at once); all else as shipped.
+                    "streaming": {"enabled": True},
+                    "platforms": {
+                        "api_server": {"enabled": False},
+                        "iris": {"enabled": False},
+                        "telegram": {
+                            "enabled": True,
+                            "token": api.token,
+                            "base_url": api.base_url,
+                            "allowed_users": users,
+                            "poll_timeout": 1,
+                            **(
+                                {"queue_size": args.line_queue_size}
+                                if args.line_queue_size is not None
+                                else {}
+                            ),
+                        },
+                    },
+                },
+                env={},
+            )
+            runtime = Runtime.create(config)
+            surface = ChatSurface(runtime)
+            await surface.start()
+            started = loop.time()
+            for user in users:
+                api.user_says(user, user, "a question")
+
+            def done() -> bool:
+                return all(reply in api.chat(u) or BUSY in api.chat(u) for u in users)
+
+            await api.wait_until(done, within=600)
+            elapsed = loop.time() - started
+            await surface.idle()
+            await surface.stop()
+            await runtime.agent.aclose()
+            runtime.store.close()
+    waits = [r.at for r in upstream.requests]
+    first_ask = min(waits, default=0.0)
+    chats = {u: api.chat(u) for u in users}
+    whole = sum(
+        1 for c in chats.values() if [t for t in c if not t.startswith(queued_prefix)] == [reply]
+    )
+    busy = sum(1 for c in chats.values() if BUSY in c)
+    queued = sum(1 for c in chats.values() if any(t.startswith(queued_prefix) for t in c))
+    print(
+        f"\nline: {args.line_users} Telegram users at once through the gateway, default config"
+        f" with streaming on (server.max_turns {config.server.max_turns}, queue_size"
+        f" {config.platforms.telegram.queue_size}), replies of {args.line_seconds:.0f} s"
+    )
+    print(
+        f"{'whole+once':>12}{'busy':>6}{'queued':>8}{'bot 429s':>10}{'chat 429s':>11}"
+        f"{'last asked':>12}{'all in':>8}"
+    )
+    print(
+        f"{f'{whole}/{len(users)}':>12}{busy:>6}{queued:>8}{api.limited - api.chat_limited:>10}"
+        f"{api.chat_limited:>11}{max(waits, default=0.0) - first_ask:>11.1f}s{elapsed:>7.1f}s"
+    )
+    print(
+        "target: every reply whole and once, 0 busy, 0 429s; queued: users shown the 'queued'"
+        " note (after waiting 3 s); last asked: when the last turn reached the model, after"
+        " the first"
+    )
+
+
 async def blocks(args: argparse.Namespace) -> None:
     """Replies in blocks to ``--blocks-chats`` WhatsApp users at once, on the Cloud API fake."""
     loop = asyncio.get_running_loop()
@@ -738,6 +842,12 @@ async def main() -> None:
     parser.add_argument("--blocks-seconds", type=float, default=20.0, help="each blocks reply")
     parser.add_argument("--paragraph", type=int, default=40, help="words per paragraph")
     parser.add_argument("--only-blocks", action="store_true", help="only the blocks run")
+    parser.add_argument("--line-users", type=int, default=40, help="users at once (0: none)")
+    parser.add_argument("--line-seconds", type=float, default=4.0, help="each line reply")
+    parser.add_argument("--only-line", action="store_true", help="only the line run")
+    parser.add_argument(
+        "--line-queue-size", type=int, default=None, help="queue_size (0: busy at once, as before)"
+    )
     parser.add_argument(
         "--split-chats", type=int, default=20, help="split replies at once (0: none)"
     )
@@ -747,10 +857,15 @@ async def main() -> None:
     if args.only_blocks:
         await blocks(args)
         return
+    if args.only_line:
+        await line(args)
+        return
     if args.split_chats:
         await split(args)
     if args.skip_single:
         await crowd(args)
+        if args.line_users:
+            await line(args)
         if args.blocks_chats:
             await blocks(args)
         return
@@ -780,6 +895,8 @@ async def main() -> None:
         )
     if args.chats:
         await crowd(args)
+    if args.line_users:
+        await line(args)
     if args.blocks_chats:
         await blocks(args)
 

@@ -274,6 +274,30 @@ class SlackBudgets(_Section):
     delete: Rate = Field(default_factory=lambda: Rate(calls=45, per=60.0))
 
 
+# Who the bot answers in a group, channel or thread (``platforms.<p>.groups``); private chats
+# always answer. ``mention``: a message that mentions the bot, replies to one of its messages or
+# is a command addressed to it (``/status@botname``); in a thread the bot answered in,
+# follow-ups too unless ``strict_mention``. ``all``: every message of an allowed user.
+# ``free_channels``: chat (or Discord thread channel) ids answered as with ``all``.
+class GroupsConfig(_Section):
+    respond: Literal["mention", "all"] = "mention"
+    free_channels: list[str] = Field(default_factory=list[str])
+    strict_mention: bool = False
+
+    @field_validator("free_channels", mode="before")
+    @classmethod
+    def _ids(cls, value: object) -> object:
+        # Telegram's group ids are numbers in YAML; ids compare as text.
+        if isinstance(value, list):
+            return [str(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+
+# Messages that wait for a turn slot per platform (over server.max_turns or max_turns_per_user)
+# before the busy note.
+QUEUE_SIZE = 100
+
+
 class TelegramConfig(_Section):
     enabled: bool = False
     token: str = ""
@@ -286,6 +310,8 @@ class TelegramConfig(_Section):
     debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
+    groups: GroupsConfig = Field(default_factory=GroupsConfig)
+    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     poll_timeout: float = Field(default=10.0, ge=0)
     budgets: TelegramBudgets = Field(default_factory=TelegramBudgets)
 
@@ -302,6 +328,8 @@ class DiscordConfig(_Section):
     debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
+    groups: GroupsConfig = Field(default_factory=GroupsConfig)
+    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: DiscordBudgets = Field(default_factory=DiscordBudgets)
 
 
@@ -318,6 +346,8 @@ class SlackConfig(_Section):
     debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
+    groups: GroupsConfig = Field(default_factory=GroupsConfig)
+    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: SlackBudgets = Field(default_factory=SlackBudgets)
 
 
@@ -347,6 +377,7 @@ class WhatsAppConfig(_Section):
     # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
     debounce: float = Field(default=1.5, ge=0, le=60)
     max_turns_per_user: int = Field(default=2, ge=1)
+    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: WhatsAppBudgets = Field(default_factory=WhatsAppBudgets)
 
     @field_validator("allowed_users", mode="before")

@@ -246,6 +246,7 @@ async def chat(
                     "enabled": True,
                     "allowed_users": [owner, friend],
                     "debounce": 0,
+                    "groups": {"respond": "all"},  # the channel's messages need no mention
                     **settings,
                 },
             },

@@ -179,7 +179,9 @@ async def test_forty_slack_channels_share_chat_update_per_workspace(
 
         async with running(config) as surface:
             for n, (channel, user) in enumerate(zip(channels, users, strict=True)):
-                event = message_event(user, "tell me", channel=channel, ts=f"1764453100.{n:06d}")
+                event = message_event(
+                    user, "<@UBOT0001> tell me", channel=channel, ts=f"1764453100.{n:06d}"
+                )
                 await api.push_event(event)
             await api.wait_until(lambda: all(shown(c) for c in channels))
             assert all(shown(c)[0].endswith(CURSOR) for c in channels)
@@ -263,7 +265,8 @@ async def test_forty_discord_channels_stay_under_the_global_limit(
         async with running(config) as surface:
             for channel, user in zip(channels, users, strict=True):
                 await gateway.dispatch(
-                    "MESSAGE_CREATE", message_create(user, "go", channel=channel)
+                    "MESSAGE_CREATE",
+                    message_create(user, "<@4000000000000001> go", channel=channel),
                 )
             await api.wait_until(lambda: all(shown(c) for c in channels))
             assert all(shown(c)[0].endswith(CURSOR) for c in channels)

@@ -319,6 +319,7 @@ async def test_a_user_message_reaches_the_runner_with_its_author(
         user_name="ada",  # the unique username; "Ada" is a display name anyone can take
         is_group=True,
         message_id="1300000000000000001",
+        addressed=True,
     )
     assert received.empty()
 

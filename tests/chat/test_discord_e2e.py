@@ -70,7 +70,9 @@ async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
     surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
 ) -> None:
     upstream.script(text(*CHUNKS, delay=0.04))
-    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "tell me", channel=THREAD))
+    await gateway.dispatch(
+        "MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> tell me", channel=THREAD)
+    )
     await api.wait_until(lambda: _contents(api) == [REPLY])
     await surface.idle()
 
@@ -91,7 +93,7 @@ async def test_a_429_mid_reply_is_survived_with_retry_after(
 ) -> None:
     upstream.script(text(*CHUNKS, delay=0.04))
     api.script(Scripted(429, retry_after=1.0, method="PATCH"))
-    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "go"))
+    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> go"))
     await api.wait_until(lambda: _contents(api) == [REPLY])
     await surface.idle()
 
@@ -106,7 +108,9 @@ async def test_a_429_mid_reply_is_survived_with_retry_after(
 async def test_a_stranger_is_refused_and_never_reaches_the_agent(
     surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
 ) -> None:
-    await gateway.dispatch("MESSAGE_CREATE", message_create("6660000000000000", "run rm -rf /"))
+    await gateway.dispatch(
+        "MESSAGE_CREATE", message_create("6660000000000000", "<@4000000000000001> run rm -rf /")
+    )
     await api.wait_until(lambda: len(api.messages) == 1)
     await surface.idle()
 
@@ -118,11 +122,17 @@ async def test_text_commands_are_answered_and_never_reach_the_model(
     surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
 ) -> None:
     upstream.script(text("an answer"))
-    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "/status", channel=THREAD))
+    await gateway.dispatch(
+        "MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> /status", channel=THREAD)
+    )
     await api.wait_until(lambda: any("last reply: none yet" in c for c in _contents(api)))
-    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "hello", channel=THREAD))
+    await gateway.dispatch(
+        "MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> hello", channel=THREAD)
+    )
     await api.wait_until(lambda: "an answer" in _contents(api))
-    await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "/new", channel=THREAD))
+    await gateway.dispatch(
+        "MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> /new", channel=THREAD)
+    )
     await api.wait_until(lambda: any("new conversation" in c for c in _contents(api)))
     await surface.idle()
     assert [r.body["messages"] for r in upstream.requests] == [
@@ -148,10 +158,12 @@ async def test_refusals_in_a_channel_with_no_conversation_share_the_channels_bud
     upstream.script(text("an answer"))
     async with running(platform_config(make_config, upstream, "discord", settings)) as surface:
         for stranger in ("6660000000000000", "6660000000000001"):
-            await gateway.dispatch("MESSAGE_CREATE", message_create(stranger, "hi"))
+            await gateway.dispatch(
+                "MESSAGE_CREATE", message_create(stranger, "<@4000000000000001> hi")
+            )
         await api.wait_until(lambda: len(api.messages) == 2)
         await surface.idle()
-        await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "hello"))
+        await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> hello"))
         await api.wait_until(lambda: "an answer" in _contents(api))
         await surface.idle()
 

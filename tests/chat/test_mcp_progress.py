@@ -50,7 +50,7 @@ async def test_slacks_task_timeline_shows_each_progress_note_under_the_task(
     )
     config = slack(make_config, upstream, slack_api, mcp_servers={"fake": stdio()})
     async with running(config) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "step", thread_ts=THREAD))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> step", thread_ts=THREAD))
         await slack_api.wait_until(
             lambda: any(m.text == "Stepped through." for m in slack_api.messages.values())
         )

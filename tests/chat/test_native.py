@@ -89,7 +89,7 @@ async def test_a_group_keeps_edit_streaming_and_edit_transport_is_honoured(
     upstream.script(text(*CHUNKS[:20], delay=0.03), text(*CHUNKS[:20], delay=0.03))
     expected = "".join(CHUNKS[:20]).strip()
     async with running(telegram(make_config, upstream, bot_api)) as surface:
-        bot_api.user_says(GROUP, OWNER, "hi all", chat_type="supergroup")
+        bot_api.user_says(GROUP, OWNER, "@iris_bot hi all", chat_type="supergroup")
         await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [expected])
         await surface.idle()
     async with running(telegram(make_config, upstream, bot_api, transport="edit")) as surface:
@@ -216,7 +216,9 @@ async def test_a_slack_thread_streams_deltas_and_ends_the_stream(
 ) -> None:
     upstream.script(text(*CHUNKS, delay=0.04))
     async with running(slack(make_config, upstream, slack_api)) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "tell me", thread_ts=THREAD))
+        await slack_api.push_event(
+            message_event(SLACK_OWNER, "<@UBOT0001> tell me", thread_ts=THREAD)
+        )
         await slack_api.wait_until(lambda: _texts(slack_api) == [REPLY])
         await surface.idle()
 
@@ -243,10 +245,12 @@ async def test_auto_picks_streams_in_dms_and_edits_at_a_channels_top_level(
     upstream.script(text(*short, delay=0.03), text(*short, delay=0.03))
     dm = {"channel": "D0000009", "channel_type": "im", "ts": "1764453200.000100"}
     async with running(slack(make_config, upstream, slack_api)) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "top level", channel_type="channel"))
+        await slack_api.push_event(
+            message_event(SLACK_OWNER, "<@UBOT0001> top level", channel_type="channel")
+        )
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected])
         await surface.idle()
-        await slack_api.push_event(message_event(SLACK_OWNER, "in a DM", **dm))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> in a DM", **dm))
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected, expected])
         await surface.idle()
     [post] = slack_api.calls_to("chat.postMessage")
@@ -272,7 +276,9 @@ async def test_tool_progress_is_a_task_timeline_in_the_stream(
         update={"tools": config.tools.model_copy(update={"enabled": ["terminal"]})}
     )
     async with running(config) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "read it", thread_ts=THREAD))
+        await slack_api.push_event(
+            message_event(SLACK_OWNER, "<@UBOT0001> read it", thread_ts=THREAD)
+        )
         await slack_api.wait_until(lambda: "It says hello." in _texts(slack_api))
         await surface.idle()
     timelines = [m for m in slack_api.messages.values() if m.tasks]
@@ -348,10 +354,12 @@ async def test_a_workspace_that_refuses_streams_gets_edits_from_then_on(
     upstream.script(text(*short, delay=0.03), text("Second", " answer", delay=0.03))
     second = {"ts": "1764453101.000400", "event_ts": "1764453101.000400"}
     async with running(slack(make_config, upstream, slack_api)) as surface:
-        await slack_api.push_event(message_event(SLACK_OWNER, "one", thread_ts=THREAD))
+        await slack_api.push_event(message_event(SLACK_OWNER, "<@UBOT0001> one", thread_ts=THREAD))
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected])
         await surface.idle()
-        await slack_api.push_event(message_event(SLACK_OWNER, "two", thread_ts=THREAD, **second))
+        await slack_api.push_event(
+            message_event(SLACK_OWNER, "<@UBOT0001> two", thread_ts=THREAD, **second)
+        )
         await slack_api.wait_until(lambda: _texts(slack_api) == [expected, "Second answer"])
         await surface.idle()
     assert len(slack_api.calls_to("chat.startStream")) == 1, "asked once"
@@ -369,14 +377,14 @@ async def test_a_long_visible_preview_gets_the_answer_as_a_fresh_message(
     upstream.script(text(*CHUNKS, delay=0.03), text("Quick", " one"))
     config = telegram(make_config, upstream, bot_api, fresh_final_after=0.5)
     async with running(config) as surface:
-        bot_api.user_says(GROUP, OWNER, "long", chat_type="supergroup")
+        bot_api.user_says(GROUP, OWNER, "@iris_bot long", chat_type="supergroup")
         await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY])
         await surface.idle()
         long_calls = [
             c.method
             for c in bot_api.sent_in(GROUP, "sendMessage", "editMessageText", "deleteMessage")
         ]
-        bot_api.user_says(GROUP, OWNER, "short", chat_type="supergroup")
+        bot_api.user_says(GROUP, OWNER, "@iris_bot short", chat_type="supergroup")
         await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY, "Quick one"])
         await surface.idle()
     # The preview was up for > 0.5 s: the answer came as a new message, then the preview went.
@@ -399,7 +407,7 @@ async def test_a_fresh_final_that_cannot_be_sent_finishes_the_preview_in_place(
     upstream.script(text(*CHUNKS, delay=0.03))
     config = telegram(make_config, upstream, bot_api, fresh_final_after=0.5)
     async with running(config) as surface:
-        bot_api.user_says(GROUP, OWNER, "long", chat_type="supergroup")
+        bot_api.user_says(GROUP, OWNER, "@iris_bot long", chat_type="supergroup")
         await bot_api.wait_until(lambda: len(bot_api.chat(GROUP)) == 1)
         bot_api.flood("sendMessage", retry_after=1, times=1)  # the fresh copy is refused
         await bot_api.wait_until(lambda: bot_api.chat(GROUP) == [REPLY])

@@ -11,7 +11,7 @@ import pytest
 
 from iris.runtime import Runtime
 from iris.surfaces.chat.platform import IncomingMessage, PlatformError
-from iris.surfaces.chat.runner import BUSY, PLATFORMS, ChatSurface, build_platforms
+from iris.surfaces.chat.runner import BUSY, PLATFORMS, QUEUED, ChatSurface, build_platforms
 from tests.chat.conftest import Gateway
 from tests.conftest import MakeConfig
 from tests.fakes.recording_platform import RecordingPlatform
@@ -151,32 +151,69 @@ async def test_stopping_the_server_settles_a_streaming_reply_without_cursor(
     assert not platform.connected
 
 
-async def test_one_user_over_their_turn_limit_is_told_busy(
+async def test_one_user_over_their_turn_limit_waits_in_line_then_is_answered(
     gateway: Gateway, upstream: FakeUpstream
 ) -> None:
-    upstream.script(hold("Working "))
+    upstream.script(hold("Working "), text("Second", " answer"))
     surface, platform = await gateway(telegram={"max_turns_per_user": 1})
+    surface.queued_after = 0.2
     await platform.deliver(message("one", chat="c1"))
     assert await asyncio.to_thread(upstream.gate_reached.wait, 5)
     await platform.deliver(message("two", chat="c2"))  # another chat, the same user
+    # While it waits: typing, then once the short note with its place in line.
     await platform.wait_for(lambda: bool(platform.edits_and_sends("c2")))
-    assert [c.text for c in platform.edits_and_sends("c2")] == [BUSY]
+    assert [c.text for c in platform.edits_and_sends("c2")] == [QUEUED.format(ahead=0)]
+    assert any(c.kind == "typing" and c.chat_id == "c2" for c in platform.calls)
+    assert len(upstream.requests) == 1  # it waits: the model is not asked yet
     upstream.release()
+    await platform.wait_for(lambda: "Second answer" in platform.chat())
     await surface.idle()
-    assert len(upstream.requests) == 1
+    assert len(upstream.requests) == 2
+    assert BUSY not in platform.chat()
+    assert surface.runtime.turns.running == 0
 
 
-async def test_max_turns_is_shared_by_every_user(gateway: Gateway, upstream: FakeUpstream) -> None:
-    upstream.script(hold("Working "))
-    surface, platform = await gateway(allowed=[7, 8], server={"max_turns": 1})
+async def test_max_turns_is_shared_by_every_user_and_past_the_line_comes_busy(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Working "), text("For eight"))
+    surface, platform = await gateway(
+        allowed=[7, 8, 9], server={"max_turns": 1}, telegram={"queue_size": 1}
+    )
+    surface.queued_after = 30.0  # no note in this test: typing only
     await platform.deliver(message("one", chat="c1"))
     assert await asyncio.to_thread(upstream.gate_reached.wait, 5)
-    await platform.deliver(message("me too", user="8", chat="c2"))
-    await platform.wait_for(lambda: bool(platform.edits_and_sends("c2")))
-    assert [c.text for c in platform.edits_and_sends("c2")] == [BUSY]
+    await platform.deliver(message("me too", user="8", chat="c2"))  # waits: the line's one place
+    await platform.wait_for(lambda: any(c.chat_id == "c2" for c in platform.calls))
+    await platform.deliver(message("and me", user="9", chat="c3"))  # the line is full
+    await platform.wait_for(lambda: bool(platform.edits_and_sends("c3")))
+    assert [c.text for c in platform.edits_and_sends("c3")] == [BUSY]
+    assert platform.edits_and_sends("c2") == []  # typing only, no note yet
     upstream.release()
+    await platform.wait_for(lambda: "For eight" in platform.chat())
     await surface.idle()
-    assert len(upstream.requests) == 1
+    assert [r.body["messages"][-1]["content"] for r in upstream.requests] == ["one", "me too"]
+
+
+async def test_a_newer_message_takes_over_its_chats_place_in_line(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Working "), text("Answer"))
+    surface, platform = await gateway(allowed=[7, 8], server={"max_turns": 1})
+    surface.queued_after = 30.0
+    await platform.deliver(message("one", chat="c1"))
+    assert await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    await platform.deliver(message("first", user="8", chat="c2"))
+    await platform.wait_for(lambda: any(c.chat_id == "c2" for c in platform.calls))
+    await platform.deliver(message("second", user="8", chat="c2"))
+    upstream.release()
+    await platform.wait_for(lambda: "Answer" in platform.chat())
+    await surface.idle()
+    # One turn for c2, answering the newest message with the older one in its history.
+    assert len(upstream.requests) == 2
+    history = upstream.requests[1].body["messages"]
+    assert [m["content"] for m in history if m["role"] == "user"] == ["first", "second"]
+    assert surface.runtime.turns.running == 0
 
 
 def test_whatsapp_is_not_started_without_its_app_secret(
@@ -193,3 +230,27 @@ def test_whatsapp_is_not_started_without_its_app_secret(
     monkeypatch.setenv("IRIS_TEST_WHATSAPP_SECRET", "s3cret")
     [platform] = build_platforms(config)
     assert platform.name == "whatsapp" and not platform.capabilities.can_edit
+
+
+async def test_stop_takes_a_waiting_message_out_of_the_line(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Working "), text("Later answer"))
+    surface, platform = await gateway(allowed=[7, 8], server={"max_turns": 1})
+    surface.queued_after = 30.0
+    await platform.deliver(message("one", chat="c1"))
+    assert await asyncio.to_thread(upstream.gate_reached.wait, 5)
+    await platform.deliver(message("waiting", user="8", chat="c2"))
+    await platform.wait_for(lambda: any(c.chat_id == "c2" for c in platform.calls))
+    await platform.deliver(message("/stop", user="8", chat="c2"))
+    await platform.wait_for(lambda: bool(platform.edits_and_sends("c2")))
+    assert [c.text for c in platform.edits_and_sends("c2")] == ["stopped"]
+    upstream.release()
+    await surface.idle()
+    assert len(upstream.requests) == 1  # it never reached the model
+    await platform.deliver(message("now?", user="8", chat="c2"))
+    await platform.wait_for(lambda: "Later answer" in platform.chat())
+    await surface.idle()
+    history = upstream.requests[1].body["messages"]
+    assert [m["content"] for m in history if m["role"] == "user"] == ["waiting", "now?"]
+    assert surface.runtime.turns.running == 0

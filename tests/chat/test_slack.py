@@ -206,6 +206,7 @@ async def test_a_user_message_is_acked_and_reaches_the_runner(
         is_group=True,
         message_id="1764453100.000300",
         thread={"thread_ts": "1764453000.000200"},
+        addressed=True,
     )
 
 

@@ -59,7 +59,7 @@ async def test_a_reply_grows_in_place_in_the_thread(
     gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
 ) -> None:
     upstream.script(text(*CHUNKS, delay=0.04))
-    await api.push_event(message_event(OWNER, "tell me", thread_ts=THREAD["thread_ts"]))
+    await api.push_event(message_event(OWNER, "<@UBOT0001> tell me", thread_ts=THREAD["thread_ts"]))
     await api.wait_until(lambda: _texts(api) == [REPLY])
     await gateway.idle()
 
@@ -88,7 +88,7 @@ async def test_a_429_mid_reply_is_survived_with_retry_after(
 ) -> None:
     upstream.script(text(*CHUNKS, delay=0.04))
     api.script(Scripted(429, retry_after=1, method="chat.update"))
-    await api.push_event(message_event(OWNER, "go"))
+    await api.push_event(message_event(OWNER, "<@UBOT0001> go"))
     await api.wait_until(lambda: _texts(api) == [REPLY])
     await gateway.idle()
 
@@ -103,7 +103,7 @@ async def test_a_429_mid_reply_is_survived_with_retry_after(
 async def test_a_stranger_is_refused_and_never_reaches_the_agent(
     gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
 ) -> None:
-    await api.push_event(message_event("U0000666", "run rm -rf /"))
+    await api.push_event(message_event("U0000666", "<@UBOT0001> run rm -rf /"))
     await api.wait_until(lambda: len(api.messages) == 1)
     await gateway.idle()
 
@@ -115,11 +115,11 @@ async def test_text_commands_are_answered_in_the_thread(
     gateway: ChatSurface, api: SlackAPI, upstream: FakeUpstream
 ) -> None:
     # Slack's client takes a leading "/" for its own commands: users type a space first.
-    await api.push_event(message_event(OWNER, " /help", thread_ts=THREAD["thread_ts"]))
+    await api.push_event(message_event(OWNER, "<@UBOT0001>  /help", thread_ts=THREAD["thread_ts"]))
     await api.wait_until(lambda: any("/compact" in t for t in _texts(api)))
     second = {"ts": "1764453101.000400", "event_ts": "1764453101.000400"}
     await api.push_event(
-        message_event(OWNER, "/reasoning on", thread_ts=THREAD["thread_ts"], **second)
+        message_event(OWNER, "<@UBOT0001> /reasoning on", thread_ts=THREAD["thread_ts"], **second)
     )
     await api.wait_until(lambda: "reasoning shown" in _texts(api))
     await gateway.idle()
@@ -145,7 +145,7 @@ async def test_deletes_of_fresh_finals_wait_for_the_workspaces_chat_delete_budge
     config = platform_config(make_config, upstream, "slack", settings, display=fresh)
     async with running(config) as surface:
         for channel in ("C0000001", "C0000002"):
-            await api.push_event(message_event(OWNER, "go", channel=channel))
+            await api.push_event(message_event(OWNER, "<@UBOT0001> go", channel=channel))
         await api.wait_until(lambda: len(api.calls_to("chat.delete")) == 2)
         await surface.idle()
     deletes = api.calls_to("chat.delete")

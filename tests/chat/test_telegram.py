@@ -182,7 +182,7 @@ async def test_thread_metadata_goes_with_every_call_of_a_reply(
 ) -> None:
     upstream.script(text(*CHUNKS[:30], delay=0.03))
     group = -100123
-    api.user_says(group, OWNER, "in a topic", chat_type="supergroup", thread_id=77)
+    api.user_says(group, OWNER, "@iris_bot in a topic", chat_type="supergroup", thread_id=77)
     expected = "".join(CHUNKS[:30]).strip()
     await api.wait_until(lambda: api.chat(group) == [expected])
     await gateway.idle()

@@ -1,7 +1,9 @@
 """A fake Discord gateway on 127.0.0.1: the WebSocket discord.py receives events through.
 
 It says HELLO, answers heartbeats, answers IDENTIFY with READY and one guild (a text channel
-and a thread in it), then sends what a test dispatches. A wrong token is closed with 4004 and
+and two threads in it), then sends what a test dispatches. ``message_create`` builds a
+MESSAGE_CREATE as Discord sends it: ``mentions`` holds the users its ``<@id>`` name, and a reply
+carries ``message_reference`` and the ``referenced_message`` it answers. A wrong token is closed with 4004 and
 a refused Message Content intent with 4014, as Discord does::
 
     async with DiscordGateway(token=api.token) as gateway:
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 from typing import Any
 
 import pytest
@@ -28,6 +31,7 @@ from tests.fakes.discord_api import BOT_ID, OWNER_ID, DiscordAPI, message_payloa
 GUILD_ID = "1200000000000000001"
 CHANNEL_ID = "1100000000000000001"
 THREAD_ID = "1100000000000000002"
+THREAD_ID_2 = "1100000000000000003"
 MESSAGE_CONTENT_INTENT = 1 << 15
 
 
@@ -129,30 +133,33 @@ def _guild() -> dict[str, Any]:
         "parent_id": None,
         "rate_limit_per_user": 0,
     }
-    thread = {
-        "id": THREAD_ID,
-        "type": 11,
-        "guild_id": GUILD_ID,
-        "parent_id": CHANNEL_ID,
-        "owner_id": OWNER_ID,
-        "name": "a question",
-        "message_count": 1,
-        "member_count": 2,
-        "rate_limit_per_user": 0,
-        "thread_metadata": {
-            "archived": False,
-            "auto_archive_duration": 1440,
-            "archive_timestamp": "2026-11-29T21:00:00.000000+00:00",
-            "locked": False,
-        },
-    }
+    threads = [
+        {
+            "id": thread_id,
+            "type": 11,
+            "guild_id": GUILD_ID,
+            "parent_id": CHANNEL_ID,
+            "owner_id": OWNER_ID,
+            "name": name,
+            "message_count": 1,
+            "member_count": 2,
+            "rate_limit_per_user": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": "2026-11-29T21:00:00.000000+00:00",
+                "locked": False,
+            },
+        }
+        for thread_id, name in ((THREAD_ID, "a question"), (THREAD_ID_2, "another one"))
+    ]
     return {
         "id": GUILD_ID,
         "name": "Iris test",
         "unavailable": False,
         "member_count": 2,
         "channels": [channel],
-        "threads": [thread],
+        "threads": threads,
     }
 
 
@@ -171,9 +178,34 @@ def press(
 
 
 def message_create(
-    author_id: str, content: str, *, channel: str = CHANNEL_ID, bot: bool = False, dm: bool = False
+    author_id: str,
+    content: str,
+    *,
+    channel: str = CHANNEL_ID,
+    bot: bool = False,
+    dm: bool = False,
+    message_id: str = "1300000000000000001",
+    reply_to_bot: str | None = None,
 ) -> dict[str, Any]:
-    """A MESSAGE_CREATE from user ``ada`` (display name "Ada") in the guild, or a DM."""
+    """A MESSAGE_CREATE from user ``ada`` (display name "Ada") in the guild, or a DM;
+    ``reply_to_bot``: the id of the bot's message it replies to."""
     author = user_payload(author_id, "ada", bot=bot, global_name="Ada")
     guild_id = None if dm else GUILD_ID
-    return message_payload("1300000000000000001", channel, content, author, guild_id=guild_id)
+    payload = message_payload(message_id, channel, content, author, guild_id=guild_id)
+    payload["mentions"] = [
+        user_payload(BOT_ID, "iris-bot", bot=True) if uid == BOT_ID else user_payload(uid, "u")
+        for uid in dict.fromkeys(re.findall(r"<@!?(\d+)>", content))
+    ]
+    if reply_to_bot is not None:
+        payload["type"] = 19  # REPLY
+        payload["message_reference"] = {
+            "type": 0,
+            "message_id": reply_to_bot,
+            "channel_id": channel,
+            "guild_id": guild_id,
+        }
+        bot_user = user_payload(BOT_ID, "iris-bot", bot=True)
+        payload["referenced_message"] = message_payload(
+            reply_to_bot, channel, "an earlier answer", bot_user, guild_id=guild_id
+        )
+    return payload

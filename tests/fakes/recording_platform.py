@@ -96,6 +96,7 @@ class RecordingPlatform:
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         self.calls.append(Call(self._now(), "typing", chat_id, "", "", dict(thread or {})))
+        await self._notify()
 
     # -- test side ----------------------------------------------------------------------------
     async def deliver(self, message: IncomingMessage) -> None:

@@ -29,6 +29,10 @@ text of 3000 characters at most, an ``actions`` block of buttons with an ``actio
 Socket Mode envelope of type ``block_actions``, as Slack sends it (ValueError when the message
 shows no such button); ``chat.postEphemeral`` is kept in ``ephemerals`` (seen by one user).
 
+Threads as Slack serves them: an event pushed with a ``thread_ts`` whose parent is a message
+the app posted gets ``parent_user_id`` (the bot's user id), as Slack's thread replies carry
+their parent's author. ``app_mention_event`` builds the event an app subscribed to mentions
+gets (no ``channel_type``); ``message_event`` a ``message`` event.
 ``views`` records each message's text after every call that changed it (a stream's text so
 far after each start, append and stop), with the time: what the person saw, and when.
 """
@@ -174,6 +178,11 @@ class SlackAPI:
 
     async def push_event(self, event: dict[str, Any], *, retry_attempt: int = 0) -> str:
         """Deliver an Events API envelope over the open Socket Mode connection."""
+        thread_ts = event.get("thread_ts")
+        parent = self.messages.get((str(event.get("channel", "")), str(thread_ts)))
+        if thread_ts and thread_ts != event.get("ts") and "parent_user_id" not in event:
+            # Slack names the thread's parent author on every reply in it.
+            event = {**event, "parent_user_id": BOT_USER_ID if parent else "U0PARENT"}
         async with self._changed:
             await self._changed.wait_for(lambda: bool(self._sockets))
         envelope_id = f"env-{next(self._envelopes)}"
@@ -563,6 +572,19 @@ def message_event(user: str, text: str, **extra: Any) -> dict[str, Any]:
         "type": "message",
         "channel": CHANNEL,
         "channel_type": "channel",
+        "user": user,
+        "text": text,
+        "ts": "1764453100.000300",
+        "event_ts": "1764453100.000300",
+        **extra,
+    }
+
+
+def app_mention_event(user: str, text: str, **extra: Any) -> dict[str, Any]:
+    """An ``app_mention`` event in ``CHANNEL`` (its text holds ``<@BOT_USER_ID>``)."""
+    return {
+        "type": "app_mention",
+        "channel": CHANNEL,
         "user": user,
         "text": text,
         "ts": "1764453100.000300",

@@ -42,6 +42,14 @@ whose ``answerCallbackQuery`` is kept in ``answers`` (400 for an unknown or answ
 A process can be told apart by its base URL: ``base_url_for("a")`` serves the same bot under
 ``/a/``, and ``polled_by`` lists, per ``getUpdates``, which one asked ("" for ``base_url``).
 
+Groups and topics as Telegram serves them: ``user_says`` gives a message its entities as
+Telegram parses them (``mention`` for ``@name``, ``bot_command`` for a leading ``/word`` or
+``/word@name``; offsets in UTF-16 code units); ``reply_to`` makes it a reply to a message of the
+chat (the bot's, by the id ``sendMessage`` gave it, or a user's, by the id ``user_says``
+returned); a message in a forum topic (``thread_id``) that replies to nothing carries the
+topic's ``forum_topic_created`` service message as ``reply_to_message``, as Telegram does.
+``topic(chat_id, thread_id)`` is what the bot posted in one topic (``message_thread_id``).
+
 Every request is recorded in ``calls`` as ``ApiCall(t, method, params, status)`` (``t`` on the
 loop clock); ``chat(chat_id)`` is what the user sees now.
 """
@@ -51,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,6 +118,11 @@ class FakeBotApi:
     drafts: bool = True
     draft_life: float = 30.0
     chat_types: dict[int, str] = field(default_factory=dict[int, str])
+    username: str = "iris_bot"
+    # (chat, bot message id) -> the topic it was posted in (None: the chat's main thread)
+    threads: dict[tuple[int, int], int | None] = field(
+        default_factory=dict[tuple[int, int], int | None]
+    )
     _drafts: dict[int, _Draft] = field(default_factory=dict[int, _Draft])
     _runner: web.AppRunner | None = None
     polled_by: list[str] = field(default_factory=list[str])
@@ -161,19 +175,69 @@ class FakeBotApi:
         username: str = "",
         chat_type: str = "private",
         thread_id: int | None = None,
-    ) -> None:
+        reply_to: int | None = None,
+    ) -> int:
+        """A person's message (its entities parsed as Telegram does); its message id."""
+        message_id = 10_000 + self._next_update
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if thread_id is not None:
+            chat["is_forum"] = True
         message: dict[str, Any] = {
-            "message_id": 10_000 + self._next_update,
+            "message_id": message_id,
             "date": int(time.time()),
-            "chat": {"id": chat_id, "type": chat_type},
+            "chat": chat,
             "from": {"id": user_id, "is_bot": False, "first_name": "U", "username": username},
             "text": text,
         }
+        if entities := _entities(text):
+            message["entities"] = entities
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True
+        if reply_to is not None:
+            message["reply_to_message"] = self._replied(chat_id, reply_to, thread_id)
+        elif thread_id is not None:
+            # In a topic, a message that replies to nothing replies to the topic's creation.
+            message["reply_to_message"] = {
+                "message_id": thread_id,
+                "date": int(time.time()),
+                "chat": chat,
+                "from": {"id": user_id, "is_bot": False, "first_name": "U"},
+                "message_thread_id": thread_id,
+                "is_topic_message": True,
+                "forum_topic_created": {"name": f"topic {thread_id}", "icon_color": 7322096},
+            }
         self.chat_types[chat_id] = chat_type
         self._push({"message": message})
+        return message_id
+
+    def _replied(self, chat_id: int, message_id: int, thread_id: int | None) -> dict[str, Any]:
+        """The message a reply quotes: the bot's when it posted that id, else a person's."""
+        text = self.messages.get(chat_id, {}).get(message_id)
+        sender: dict[str, Any] = (
+            {"id": self.bot_id, "is_bot": True, "first_name": "Iris", "username": self.username}
+            if text is not None
+            else {"id": 999, "is_bot": False, "first_name": "Someone"}
+        )
+        replied: dict[str, Any] = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": self.chat_types.get(chat_id, "supergroup")},
+            "from": sender,
+            "text": text or "an earlier message",
+        }
+        if thread_id is not None:
+            replied["message_thread_id"] = thread_id
+            replied["is_topic_message"] = True
+        return replied
+
+    def topic(self, chat_id: int, thread_id: int | None) -> list[str]:
+        """What the bot's messages in one topic of a chat (None: outside topics) show now."""
+        return [
+            text
+            for message_id, text in self.messages.get(chat_id, {}).items()
+            if self.threads.get((chat_id, message_id)) == thread_id
+        ]
 
     def _push(self, update: dict[str, Any]) -> None:
         self._updates.append({"update_id": self._next_update, **update})
@@ -347,20 +411,24 @@ class FakeBotApi:
         return web.json_response(body, status=status)
 
     def _message(self, chat_id: int, message_id: int, text: str) -> dict[str, Any]:
-        return {
+        message: dict[str, Any] = {
             "message_id": message_id,
             "date": int(time.time()),
-            "chat": {"id": chat_id, "type": "private"},
+            "chat": {"id": chat_id, "type": self.chat_types.get(chat_id, "private")},
             "from": {"id": self.bot_id, "is_bot": True, "first_name": "Iris"},
             "text": text,
         }
+        if (thread_id := self.threads.get((chat_id, message_id))) is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+        return message
 
     async def _api_getMe(self, params: dict[str, Any]) -> tuple[int, Any]:
         return 200, {
             "id": self.bot_id,
             "is_bot": True,
             "first_name": "Iris",
-            "username": "iris_bot",
+            "username": self.username,
         }
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> tuple[int, Any]:
@@ -391,6 +459,8 @@ class FakeBotApi:
         chat[message_id] = text
         if markup is not None:
             self.markups[(chat_id, message_id)] = markup
+        thread = params.get("message_thread_id")
+        self.threads[(chat_id, message_id)] = int(thread) if thread else None
         self._drafts.pop(chat_id, None)  # the message replaces the draft
         return 200, self._message(chat_id, message_id, text)
 
@@ -489,6 +559,20 @@ class FakeBotApi:
             {"command": str(c["command"]), "description": str(c["description"])} for c in commands
         ]
         return 200, True
+
+
+_ENTITY = re.compile(r"^/[A-Za-z0-9_]+(?:@[A-Za-z0-9_]+)?|(?<![\w@])@[A-Za-z0-9_]{5,32}")
+
+
+def _entities(text: str) -> list[dict[str, Any]]:
+    """The ``mention`` and ``bot_command`` entities Telegram finds in ``text`` (UTF-16)."""
+    entities: list[dict[str, Any]] = []
+    for match in _ENTITY.finditer(text):
+        offset = len(text[: match.start()].encode("utf-16-le")) // 2
+        length = len(match.group().encode("utf-16-le")) // 2
+        kind = "bot_command" if match.group().startswith("/") else "mention"
+        entities.append({"type": kind, "offset": offset, "length": length})
+    return entities
 
 
 def _counted(

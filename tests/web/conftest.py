@@ -63,9 +63,11 @@ class Web:
         self.contexts.append(context)
         return context
 
-    def open(self, chat: str, context: BrowserContext | None = None, **options: Any) -> Page:
+    def open(
+        self, chat: str, context: BrowserContext | None = None, token: str = TOKEN, **options: Any
+    ) -> Page:
         page = (context or self.context(chat, **options)).new_page()
-        page.goto(f"{self.url}/#token={TOKEN}")
+        page.goto(f"{self.url}/#token={token}")
         wait_online(page)
         return page
 
@@ -139,8 +141,9 @@ class Running:
 
 
 @contextlib.contextmanager
-def served_app(tmp: Path) -> Iterator[Running]:
-    """Start ``iris serve`` (home and the terminal tool's folder under ``tmp``); stop it after."""
+def served_app(tmp: Path, approval: dict[str, Any] | None = None) -> Iterator[Running]:
+    """Start ``iris serve`` (home and the terminal tool's folder under ``tmp``); stop it after.
+    Tools run unasked unless ``approval`` (``tools.approval``) says otherwise."""
     (tmp / "work").mkdir(exist_ok=True)
     (tmp / "work" / "notes.txt").write_text("x")
     (tmp / "home").mkdir(exist_ok=True)
@@ -153,7 +156,10 @@ def served_app(tmp: Path) -> Iterator[Running]:
             platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
             streaming={"enabled": True},
             display={"platforms": {"iris": {"show_reasoning": True}}},
-            tools={"terminal": {"cwd": str(tmp / "work")}},
+            tools={
+                "terminal": {"cwd": str(tmp / "work")},
+                "approval": approval or {"mode": "off"},
+            },
         )
         env = {**os.environ, "HOME": str(tmp / "home")}
         server = Served(config, env=env)
@@ -164,9 +170,10 @@ def served_app(tmp: Path) -> Iterator[Running]:
             server.stop()
 
 
-@pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
-    with served_app(tmp_path_factory.mktemp("web")) as running:
+@contextlib.contextmanager
+def web_on(tmp: Path, approval: dict[str, Any] | None = None) -> Iterator[Web]:
+    """The served app and a browser for it (a module's ``web``)."""
+    with served_app(tmp, approval) as running:
         assert sync_playwright is not None
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
@@ -179,6 +186,12 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
                 running.env,
             )
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
+    with web_on(tmp_path_factory.mktemp("web")) as running:
+        yield running
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from iris.app.client import IrisConnection, Status
 from iris.app.core.view import ChatView
 from iris.app.settings import Settings, save_settings
 from iris.app.settings_screen import SettingsScreen
+from iris.app.widgets.approval import ApprovalPanel
 from iris.app.widgets.bubble import MessageBubble
 from iris.app.widgets.lines import warm_up_highlighting
 from iris.app.widgets.typing_indicator import TypingIndicator
@@ -59,6 +60,7 @@ class IrisApp(App[None]):
         settings: Settings,
         *,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,  # approval countdowns: expires_at is Unix
         settings_file: Path | None = None,
         retry_min: float = 0.5,
     ) -> None:
@@ -70,7 +72,8 @@ class IrisApp(App[None]):
         self.status = Status("connecting", settings.url)
         self.connection = self._connection(retry_min)
         self._retry_min = retry_min
-        self._widgets: dict[str, MessageBubble] = {}
+        self._wall_clock = wall_clock
+        self._widgets: dict[str, MessageBubble | ApprovalPanel] = {}
         self._epoch = 0
         self._frame = 0
         # Held directly: while Settings is open, queries would search the modal screen.
@@ -114,6 +117,8 @@ class IrisApp(App[None]):
     # -- from the connection ------------------------------------------------------------------
 
     def _on_frame(self, frame: dict[str, Any]) -> None:
+        if frame.get("type") == "ready":
+            self.store.new_connection()
         self.store.apply(frame)
         if frame.get("type") == "ready" and self.store.chat_id != self.settings.chat_id:
             self._save(replace(self.settings, chat_id=self.store.chat_id))
@@ -145,11 +150,15 @@ class IrisApp(App[None]):
             self._epoch = self.store.epoch
             chat.remove_children()
             self._widgets = {}
-        fresh: list[MessageBubble] = []
+        fresh: list[MessageBubble | ApprovalPanel] = []
         for bubble in self.store.bubbles:
             widget = self._widgets.get(bubble.message_id)
             if widget is None or widget.bubble is not bubble:
-                widget = MessageBubble(bubble, self.settings.tool_detail)
+                widget = (
+                    ApprovalPanel(bubble, self._wall_clock)
+                    if bubble.approval
+                    else MessageBubble(bubble, self.settings.tool_detail)
+                )
                 self._widgets[bubble.message_id] = widget
                 fresh.append(widget)
             elif widget.is_mounted:
@@ -174,6 +183,15 @@ class IrisApp(App[None]):
         event.input.value = ""
         self.store.add_local_user(text)
         self._chat.anchor()  # sending returns you to the bottom
+        self.sync_view()
+
+    @on(ApprovalPanel.Decided)
+    async def _decided(self, event: ApprovalPanel.Decided) -> None:
+        frame = {"type": "approval.respond", "approval_id": event.approval_id}
+        if not await self.connection.send({**frame, "decision": event.decision}):
+            self.notify("Not connected; the answer was not sent.", severity="warning")
+            return
+        self.store.answered(event.approval_id, event.decision)
         self.sync_view()
 
     async def action_cancel_turn(self) -> None:

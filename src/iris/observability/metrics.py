@@ -139,6 +139,12 @@ CHAT_QUEUED = _counter(
     "newest ran.",
     ["platform"],
 )
+CHAT_WAITED = _counter(
+    "iris_chat_messages_waited",
+    "Chat messages that waited in their platform's line for a turn slot (over server.max_turns"
+    " or max_turns_per_user) instead of being told busy.",
+    ["platform"],
+)
 SOCKET_CONNECTIONS = _gauge("iris_socket_connections", "Devices connected to the iris socket now.")
 SOCKET_FRAMES = _counter(
     "iris_socket_frames_sent", "Frames sent to devices on the iris socket, by frame type.", ["kind"]
@@ -250,6 +256,11 @@ def chat_rate_limited(platform: str, scope: str) -> None:
 def chat_overtaken(platform: str) -> None:
     if _state["on"]:
         CHAT_QUEUED.labels(platform_label(platform)).inc()
+
+
+def chat_queued(platform: str) -> None:
+    if _state["on"]:
+        CHAT_WAITED.labels(platform_label(platform)).inc()
 
 
 def socket_connected(delta: int) -> None:

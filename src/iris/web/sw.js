@@ -3,7 +3,8 @@
 
 const CACHE = "iris-shell-v2"; // bump with the file list
 const SHELL = [
-  "./", "app.css", "icons/icon-192.png", "icons/icon-512.png", "index.html", "js/artifact.js",
+  "./", "app.css", "icons/icon-192.png", "icons/icon-512.png", "index.html", "js/approval.js",
+  "js/artifact.js",
   "js/chats.js", "js/connection.js", "js/graphemes.js", "js/heal.js", "js/main.js",
   "js/markdown.js", "js/mdstream.js", "js/reveal.js", "js/settings.js", "js/view.js",
   "js/widgets.js", "manifest.webmanifest", "sandbox.html", "vendor/dompurify/purify.mjs",

@@ -23,12 +23,15 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from iris.app.core.approval import Answer, ApprovalCard, is_approval_error
 from iris.app.core.artifact import find_html
 from iris.app.core.reveal import Reveal
 from iris.protocol.appends import Held, extended, held
 from iris.protocol.types import (
     CHAT_SCOPED,
     SERVER,
+    ApprovalRequest,
+    ApprovalResolvedFrame,
     Message,
     MessageAppend,
     MessageStop,
@@ -42,7 +45,7 @@ from iris.protocol.types import (
     ToolStart,
 )
 
-Kind = Literal["message", "commentary", "tools", "error"]
+Kind = Literal["message", "commentary", "tools", "error", "approval"]
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Bubble:
     model: str | None = None
     tokens: int | None = None
     tools: list[ToolCall] = field(default_factory=list[ToolCall])
+    approval: ApprovalCard | None = None  # on a bubble of kind approval
     version: int = 0  # bumped on every change, so a widget knows when to look again
 
     @property
@@ -119,6 +123,17 @@ class ChatView:
         return reveal.base_rate if reveal else None
 
     # -- input ------------------------------------------------------------------------------
+
+    def new_connection(self) -> None:
+        """A new connection: an answer that was in flight may never have arrived."""
+        self._approvals_do(ApprovalCard.reconnected)
+
+    def answered(self, approval_id: str, decision: Answer) -> None:
+        """This device sent an answer (the app, once it went out)."""
+        bubble = self._by_id.get(f"approval-{approval_id}")
+        if bubble is not None and bubble.approval is not None:
+            bubble.approval.answered(decision)
+            bubble.version += 1
 
     def add_local_user(self, text: str) -> Bubble:
         """The user's own message, shown at once (the server echoes it only to other devices)."""
@@ -201,6 +216,12 @@ class ChatView:
             or frame["type"] == "tool.end"
         ):
             self._tool(frame)
+        elif frame["type"] == "approval.request" or frame["type"] == "approval.resolved":
+            self._approval(frame)
+        elif frame["type"] == "error" and is_approval_error(frame["code"]):
+            # The answer to this device's late press; the turn goes on.
+            code, message = frame["code"], frame["message"]
+            self._approvals_do(lambda card: card.refused(code, message), answering=True)
         elif frame["type"] == "error":
             self.typing = False
             text = f"{frame['code']}: {frame['message']}"
@@ -399,7 +420,7 @@ class ChatView:
         for bubble in reversed(self.bubbles):
             if bubble.role == "user":
                 break
-            if bubble.kind != "error":
+            if bubble.kind != "error" and bubble.kind != "approval":
                 return bubble
         return self._add(Bubble(f"tools-{len(self.bubbles)}", "assistant", "tools"))
 
@@ -409,6 +430,40 @@ class ChatView:
                 if call.index == index and call.name == name:
                     return bubble, call
         return None
+
+    # -- approvals (the card's rules are iris.app.core.approval's) -------------------------------
+
+    def _approval(self, frame: ApprovalRequest | ApprovalResolvedFrame) -> None:
+        key = f"approval-{frame['approval_id']}"
+        bubble = self._by_id.get(key)
+        if frame["type"] == "approval.request":
+            bubble = bubble or self._add(Bubble(key, "system", "approval"))
+            bubble.approval = ApprovalCard(
+                frame["approval_id"],
+                frame["index"],
+                frame["name"],
+                frame["args"],
+                frame["preview"],
+                frame["expires_at"],
+            )
+        elif bubble is not None and bubble.approval is not None:
+            bubble.approval.resolve(frame["decision"], frame["by"])
+        else:
+            return  # the request was before what this device holds
+        bubble.version += 1
+
+    def _approvals_do(
+        self, change: Callable[[ApprovalCard], None], *, answering: bool = False
+    ) -> None:
+        """Apply ``change`` to each card (``answering``: only the latest this device answered)."""
+        for bubble in reversed(self.bubbles):
+            card = bubble.approval
+            if card is None or (answering and card.sent is None):
+                continue
+            change(card)
+            bubble.version += 1
+            if answering:
+                return
 
     def _sync(self, frame: Sync) -> None:
         """The log no longer reaches back: the server's conversation replaces the view."""

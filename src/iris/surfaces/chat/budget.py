@@ -23,7 +23,8 @@ own limit. One planned action may make more than one call (a Slack stream left f
 stopped, then updated): it asks with all their kinds (``Draws``) and draws on each.
 
 A seat is named by ``scope(chat_id, thread)``: what the platform limits separately (Discord:
-the channel a call goes to, a thread being a channel of its own).
+the channel a call goes to, a thread being a channel of its own; Telegram and Slack: the chat,
+its threads included, ``whole_chat``).
 
 Each limit is paced as a token bucket of one token (the generic cell rate): two calls are never
 closer than ``(per_seconds + margin) / capacity``, so no window of ``per_seconds + margin``
@@ -76,6 +77,12 @@ Scope = Callable[[str, Mapping[str, str]], str]
 def chat_scope(chat_id: str, thread: Mapping[str, str]) -> str:
     """A seat per chat, and per thread within it."""
     return ":".join([chat_id, *(thread[key] for key in sorted(thread))])
+
+
+def whole_chat(chat_id: str, thread: Mapping[str, str]) -> str:
+    """A seat per chat, its threads included: where the platform limits the chat as a whole
+    (a Telegram group's topics, a Slack channel's threads)."""
+    return chat_id
 
 
 def kinds(draws: CallKind | Draws) -> Draws:

@@ -8,6 +8,11 @@ A Discord thread is a channel of its own: a message in a thread arrives with ``c
 parent channel and ``thread = {"thread_id": <thread channel id>}``, and every send, edit and
 typing call of the reply goes to the thread channel.
 
+In a guild channel or thread a message addresses the bot (``IncomingMessage.addressed``) when
+it mentions it (``<@id>`` / ``<@!id>``, also in ``mentions``; the mention is cut from the text)
+or replies to one of its messages (``referenced_message``). A thread the bot started is one it
+answered in (``bot_thread``).
+
 Approval prompts (``prompts``) are messages with components (a row of buttons, built as a
 discord.py ``View``), sent and closed over the same REST client; a press arrives on the
 gateway as INTERACTION_CREATE, and is answered through discord.py's ``interaction.response``
@@ -265,6 +270,11 @@ def incoming_message(message: discord.Message, *, bot_id: int | None = None) -> 
     if isinstance(channel, discord.Thread):
         thread = {THREAD_KEY: str(channel.id)}
         chat_id = str(channel.parent_id)
+    addressed = bot_id is not None and (
+        any(user.id == bot_id for user in message.mentions)
+        or re.search(rf"<@!?{bot_id}>", message.content) is not None
+        or _replies_to(message, bot_id)
+    )
     return IncomingMessage(
         platform="discord",
         chat_id=chat_id,
@@ -277,6 +287,8 @@ def incoming_message(message: discord.Message, *, bot_id: int | None = None) -> 
         is_group=not isinstance(channel, discord.DMChannel),
         message_id=str(message.id),
         thread=thread,
+        addressed=addressed,
+        bot_thread=isinstance(channel, discord.Thread) and channel.owner_id == bot_id,
     )
 
 
@@ -311,6 +323,13 @@ def pressed(interaction: discord.Interaction, custom_id: str) -> IncomingMessage
         thread=thread,
         press=Press(custom_id, answer),
     )
+
+
+def _replies_to(message: discord.Message, bot_id: int) -> bool:
+    """Does ``message`` reply to one of the bot's messages?"""
+    reference = message.reference
+    replied = reference.resolved if reference is not None else None
+    return isinstance(replied, discord.Message) and replied.author.id == bot_id
 
 
 def _without_mention(text: str, bot_id: int | None) -> str:

@@ -14,6 +14,8 @@ What the consumer relies on from every adapter:
   platform will take nothing in for now raises ``ChatClosed``: nothing more of the reply is tried.
 - An edit to identical text ("message is not modified") is success, not an error.
 - ``thread`` (from ``IncomingMessage.thread``) goes with every send, edit and typing call.
+- In a group, ``IncomingMessage.addressed`` says the message is meant for the bot (the
+  runner's group gating, ``platforms.<name>.groups``), with the mention stripped from ``text``.
 - ``budget`` is the bot's ``SharedBudget``: one per adapter instance, built from
   ``platforms.<name>.budgets``; the adapter also draws on it for calls outside the throttle
   (typing) and tells it about a platform-wide 429.
@@ -93,6 +95,12 @@ class IncomingMessage:
     # Thread metadata that must go with every send and edit of the reply
     # (Telegram ``message_thread_id``, Slack ``thread_ts``, Discord thread channel).
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
+    # In a group: the message addresses the bot (mentions it, replies to one of its messages,
+    # or is a command with its name, ``/status@botname``); the mention is already out of
+    # ``text``. ``bot_thread``: the thread hangs from a message of the bot (Slack's
+    # ``parent_user_id``), so a follow-up there is one to a thread the bot answered in.
+    addressed: bool = False
+    bot_thread: bool = False
     # Not a message: the person pressed the platform's stop button on the reply being written,
     # on its draft ``draft_id`` (Telegram).
     stop: bool = False

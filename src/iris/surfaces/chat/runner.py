@@ -2,16 +2,29 @@
 
 ``ChatSurface`` connects every enabled platform and handles its messages:
 
+- in a group, channel or thread only a message addressed to the bot counts
+  (``platforms.<name>.groups``, ``_addressed``): one that mentions it, replies to one of its
+  messages or is a command with its name, or any follow-up in a thread the bot answered in
+  (unless ``strict_mention``); ``respond: all`` and ``free_channels`` answer everything.
+  Anything else is ignored, strangers included. Private chats always answer.
 - only ``platforms.<name>.allowed_users`` reach the agent (by user id, or by user name with or
   without ``@``); anyone else gets a short refusal, at most once per ``REFUSAL_EVERY`` seconds,
   and nothing else happens. An empty list allows nobody.
-- one active turn per conversation (a chat, or a thread within it): a new message interrupts
+- one session per conversation: a chat, or a thread within it (Telegram forum topic, Slack
+  thread, Discord thread: ``conversation_key``); a new thread starts empty, ``/new`` in a
+  thread resets that thread only, and every call of its reply carries its thread.
+- one active turn per conversation: a new message interrupts
   the turn that is streaming (its text is finalized without the cursor), then runs. A message
   that was overtaken by a newer one before its turn began only joins the history.
 - history per conversation lives in ``runtime.sessions`` (SQLite), keyed
   ``<platform>:<chat>[:<thread>]``; a turn goes through ``iris.agent.conversation`` (its
   question saved as it begins, then what ``iris.agent.history.kept`` says it leaves).
-- the chat's throttle outlives single turns, so back-to-back replies share its budget; it
+- over ``server.max_turns`` or ``max_turns_per_user`` a message waits in its platform's line
+  (``iris.surfaces.chat.line``, ``platforms.<name>.queue_size``) with typing shown, and once,
+  after ``QUEUED_AFTER`` seconds of waiting, a short "queued (n ahead)" note; only a message
+  that finds the line full gets the busy note.
+- the chat's throttle outlives single turns, so back-to-back replies share its budget, and so
+  do the conversations of one chat where the platform limits the chat (its seat): it
   holds the chat's seat at the platform's shared budget (bot-wide, per workspace), where all
   chats of the bot take turns. A chat with no conversation yet (strangers' refusals in a
   channel) has its throttle too, by the seat it takes (a Discord channel), and the chat's
@@ -47,7 +60,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from starlette.routing import BaseRoute
 
@@ -57,11 +70,13 @@ from iris.agent.core import Turn
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
+from iris.limits import TurnSlot
 from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.state.controls import Controls
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.chat.consumer import StreamConsumer
+from iris.surfaces.chat.line import Line, Place
 from iris.surfaces.chat.oneoff import send_once
 from iris.surfaces.chat.platform import (
     ChatPlatform,
@@ -80,6 +95,7 @@ from iris.surfaces.chat.prompts import (
 )
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
+from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
 from iris.tasks import OpenGroup, logged
 
@@ -90,10 +106,13 @@ PlatformFactory = Callable[[Config], ChatPlatform]
 REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
 REFUSAL_EVERY = 600.0
 BUSY = "Busy right now, please try again in a moment."
+QUEUED = "⏳ Queued ({ahead} ahead of you): I'll answer as soon as it's your turn."
+# Seconds a message waits in line (typing shown) before the queued note.
+QUEUED_AFTER = 3.0
 TOO_LONG = "⚠️ That message is {length} characters; the limit is {most}. Please send less."
 _REFUSED_MEMORY = 10_000
-# Throttles of chats with no conversation kept at most (the oldest go first: by then their
-# budget has long refilled).
+# Throttles of chats kept at most, by seat (the least recently used go first: by then their
+# budget has long refilled; a conversation keeps its own).
 _THROTTLES_KEPT = 10_000
 # Commands that change the history: they wait for the turn that is saving its reply.
 HISTORY_COMMANDS = frozenset({"new", "compact"})
@@ -151,6 +170,10 @@ class _Conversation:
     consumer: StreamConsumer | None = None  # the reply being written, while ``turn`` runs
     next_draft: int = 1  # the first draft id of the next reply (ids never repeat in a chat)
     arrived: float = float("-inf")  # when its newest message came (monotonic)
+    answered: bool = False  # the bot answered here: follow-ups in its thread need no mention
+    # A turn slot won in line by a message a newer one overtook: the newest one runs on it.
+    handed: TurnSlot | None = None
+    waiting: Place | None = None  # its message's place in the platform's line, while it waits
 
 
 class ChatSurface:
@@ -168,6 +191,12 @@ class ChatSurface:
         self._pollers: list[BotPoller] = []
         self._poller_tasks: set[asyncio.Task[None]] = set()
         self.prompts = Prompts()  # the approval prompts open in every chat
+        # Per platform: the messages waiting for a turn slot (platforms.<name>.queue_size).
+        self._lines = {
+            p.name: Line(runtime.turns, getattr(runtime.config.platforms, p.name).queue_size)
+            for p in self.platforms
+        }
+        self.queued_after = QUEUED_AFTER
 
     # -- ServerSurface ------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
@@ -249,6 +278,12 @@ class ChatSurface:
             with contextlib.suppress(Exception):
                 await platform.disconnect()
         self._connected.clear()
+        for line in self._lines.values():
+            line.close()
+        for conversation in self._conversations.values():
+            slot, conversation.handed = conversation.handed, None
+            if slot is not None:
+                slot.release()
         await self._group.close()
 
     async def idle(self) -> None:
@@ -272,6 +307,9 @@ class ChatSurface:
             self._stop_button(message)
             return
         if not message.text.strip():
+            return
+        if not self._addressed(platform.name, message):
+            log.debug("%s: not addressed to the bot in %s: ignored", platform.name, message.chat_id)
             return
         if not self._allowed(platform.name, message):
             self._spawn(self._refuse(platform, message))
@@ -369,6 +407,22 @@ class ChatSurface:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _addressed(self, name: str, message: IncomingMessage) -> bool:
+        """Is the message for the bot (``platforms.<name>.groups``)? Private chats always are.
+
+        A follow-up in a thread the bot answered in (or that hangs from one of its messages)
+        needs no mention unless ``strict_mention``: several bots in one thread each see only
+        what names them."""
+        groups = getattr(getattr(self.runtime.config.platforms, name), "groups", None)
+        if not message.is_group or message.addressed or groups is None:  # WhatsApp: no groups
+            return True
+        if groups.respond == "all" or message.chat_id in groups.free_channels:
+            return True
+        if groups.strict_mention or not message.thread:
+            return False
+        conversation = self._conversations.get(conversation_key(message))
+        return message.bot_thread or (conversation is not None and conversation.answered)
+
     def _allowed(self, name: str, message: IncomingMessage) -> bool:
         """By user id; by user name (``@`` optional, any case) only with ``match_usernames``:
         a name can be given up and taken by someone else, an id cannot."""
@@ -417,25 +471,66 @@ class ChatSurface:
                 break
             await asyncio.sleep(quiet)  # until the chat was quiet that long, or a newer one came
         async with conversation.lock:
+            slot, conversation.handed = conversation.handed, None
+            if slot is None and sequence == conversation.latest:
+                got = await self._turn_slot(platform, message, conversation)
+                if got == "full":  # the line is full too: say so now
+                    await self._busy(platform, message, conversation)
+                    return
+                if got == "stopped":  # /stop while it waited: kept, not answered
+                    await chat.remember(user)
+                    return
+                slot = got
             if sequence != conversation.latest:
-                # A newer message arrived while this one waited: keep it as context only.
+                # A newer message arrived while this one waited: keep it as context only; the
+                # slot it won in line is the newest one's (it waits on this lock).
+                conversation.handed = slot
                 metrics.chat_overtaken(platform.name)
                 await chat.remember(user)
                 return
-            slot = self.runtime.turns.acquire(
-                f"{platform.name}:{message.user_id}",
-                getattr(self.runtime.config.platforms, platform.name).max_turns_per_user,
-            )
-            if slot is None:
-                # Over server.max_turns or the user's own limit: say so now, queue nothing.
-                await self._busy(platform, message, conversation)
-                return
+            assert slot is not None
             try:
                 await self._run_turn(platform, message, conversation, chat, user, sequence)
             except Exception:  # its question was kept when it began: only the reply is lost
                 log.exception("chat turn crashed in %s", chat.session)
             finally:
                 slot.release()
+            conversation.answered = True
+
+    async def _turn_slot(
+        self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
+    ) -> TurnSlot | Literal["full", "stopped"]:
+        """A turn slot for ``message``: at once, or after waiting in the platform's line
+        (typing shown; after ``queued_after`` seconds one "queued" note); ``full`` when the
+        line is, ``stopped`` when ``/stop`` took it out of the line."""
+        settings = getattr(self.runtime.config.platforms, platform.name)
+        got = self._lines[platform.name].join(
+            f"{platform.name}:{message.user_id}", settings.max_turns_per_user
+        )
+        if got is None:
+            return "full"
+        if not isinstance(got, Place):
+            return got
+        metrics.chat_queued(platform.name)
+        conversation.waiting = got
+        try:
+            async with TypingLease(platform, message.chat_id, thread=message.thread):
+                done, _ = await asyncio.wait({got.granted}, timeout=self.queued_after)
+                if not done:
+                    note = QUEUED.format(ahead=got.ahead())
+                    try:
+                        await self._send_once(platform, message, conversation, note)
+                    except PlatformError as exc:
+                        log.info("queued note to %s not delivered: %s", message.user_id, exc)
+                return await got.wait()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if got.granted.cancelled() and task is not None and not task.cancelling():
+                return "stopped"  # /stop took it out of the line
+            raise
+        finally:
+            conversation.waiting = None
+            got.leave()  # a slot granted but not taken (cancelled at shutdown) goes back
 
     async def _command(
         self,
@@ -445,6 +540,9 @@ class ChatSurface:
         command: Command,
     ) -> None:
         def stop() -> bool:
+            if conversation.waiting is not None:  # still in line: it leaves, unanswered
+                conversation.waiting.leave()
+                return True
             if conversation.turn is None:
                 return False
             conversation.turn.interrupt()
@@ -473,6 +571,7 @@ class ChatSurface:
             await self._send_once(platform, message, conversation, answer)
         except PlatformError as exc:
             log.info("answer to /%s not delivered: %s", command.name, exc)
+        conversation.answered = True
 
     def _conversation(self, message: IncomingMessage) -> _Conversation:
         """The conversation ``message`` belongs to, made on its first message."""
@@ -515,25 +614,25 @@ class ChatSurface:
     def _throttle(
         self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation | None
     ) -> Throttle:
-        """The chat's throttle: the conversation's, made on first use (it outlives turns); for
-        a chat with no conversation, the one its earlier one-offs used (by its seat)."""
+        """The chat's throttle, by its seat: made on first use, it outlives turns, and every
+        conversation of the seat shares it (two Telegram forum topics of one group draw on the
+        group's budget; a Discord thread is a channel, a seat, of its own)."""
         if conversation is not None and conversation.throttle is not None:
             return conversation.throttle
         # Its seat at the bot's shared budget: all chats of the bot take turns there.
         seat = platform.budget.seat(message.chat_id, message.thread)
         key = (platform.name, seat.key)
-        throttle = self._throttles.pop(key, None)
+        throttle = self._throttles.get(key)
         if throttle is None:
             display = self.runtime.config.display_for(cast(Surface, platform.name))
             caps = platform.capabilities
             budget = caps.group_rate if message.is_group and caps.group_rate else caps.rate
-            throttle = Throttle(budget, display.edit_interval, seat=seat)
-        if conversation is not None:
-            conversation.throttle = throttle  # the conversation's from now on
-        else:
-            self._throttles[key] = throttle
+            throttle = self._throttles[key] = Throttle(budget, display.edit_interval, seat=seat)
             if len(self._throttles) > _THROTTLES_KEPT:
                 self._throttles.popitem(last=False)
+        self._throttles.move_to_end(key)
+        if conversation is not None:
+            conversation.throttle = throttle  # the conversation's from now on
         return throttle
 
     async def _run_turn(

@@ -13,7 +13,12 @@
   app or thread that refuses the status is not asked again.
 - Receiving: ``message`` events of the Events API arrive over Socket Mode (the app-level
   token); each envelope is acknowledged before the runner sees the message, and a redelivered
-  event is handed over only once.
+  event is handed over only once. ``app_mention`` events (an app subscribed to mentions only)
+  are messages too; with both subscriptions Slack sends both for one message, handed over once
+  (by channel and ``ts``).
+- Groups: in a channel a message addresses the bot when it mentions it (``<@U…>``, which is
+  cut from the text, or an ``app_mention``); a thread whose parent message is the bot's
+  (``parent_user_id``) counts as a thread the bot answered in.
 - slack-sdk's retry handlers are off: one call, one request (a retried ``chat.postMessage``
   after a dropped connection could post the reply twice).
 - Native streaming (``native_for``): in a thread, or in a DM (under the person's message:
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -46,7 +52,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from iris.config import SlackConfig
-from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget
+from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget, whole_chat
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -125,6 +131,7 @@ class SlackPlatform:
                 "delete": ["chat.delete"],
                 **{k: [m] for k, m in _STREAM_METHODS.items()},
             },
+            scope=whole_chat,  # chat.postMessage's pace is per channel, threads included
         )
         self._web = self._web_client(config.bot_token)
         self._http: aiohttp.ClientSession | None = None
@@ -484,21 +491,28 @@ def incoming_message(event: Mapping[str, Any], *, bot_user_id: str) -> IncomingM
     """Plain data for the runner from a ``message`` event, or None when no person wrote it.
 
     ``user_id`` is the Slack user id (``U…``) that ``allowed_users`` lists."""
-    if event.get("type") != "message" or event.get("subtype") not in _USER_SUBTYPES:
+    kind = event.get("type")
+    if kind not in ("message", "app_mention") or event.get("subtype") not in _USER_SUBTYPES:
         return None
     user = event.get("user")
     if not user or event.get("bot_id") or user == bot_user_id:
         return None
     thread_ts = event.get("thread_ts")
+    raw = str(event.get("text", ""))
+    # A mention of the bot (``<@U…>`` or ``<@U…|name>``) is addressing, not content.
+    mention = re.compile(rf"\s?<@{re.escape(bot_user_id)}(?:\|[^>]*)?>") if bot_user_id else None
+    text = mention.sub("", raw) if mention else raw
     return IncomingMessage(
         platform="slack",
         chat_id=str(event.get("channel", "")),
         user_id=str(user),
-        # A mention of the bot is addressing, not content.
-        text=html.unescape(str(event.get("text", "")).replace(f"<@{bot_user_id}>", "").strip()),
+        text=html.unescape(text.strip()),
+        # app_mention events carry no channel_type: they come from channels only.
         is_group=event.get("channel_type") != "im",
         message_id=str(event.get("ts", "")),
         thread={THREAD_KEY: str(thread_ts)} if thread_ts else {},
+        addressed=kind == "app_mention" or text != raw,
+        bot_thread=bool(bot_user_id) and event.get("parent_user_id") == bot_user_id,
     )
 
 

@@ -19,6 +19,14 @@ and an empty text shows "Thinking…"); with ``can_stop`` the draft carries a st
 python-telegram-bot 22.8 predates it) arrives as an ``IncomingMessage`` with ``stop`` and the
 ``draft_id`` whose button was pressed.
 Groups and channels have no drafts.
+
+In a group a message addresses the bot (``IncomingMessage.addressed``) when a ``mention``
+entity names its ``@username`` (or a ``text_mention`` its id), when it replies to one of the
+bot's messages, or when its leading ``bot_command`` names the bot (``/status@iris_bot``); the
+mention is cut out of the text (``/status@iris_bot`` becomes ``/status``). A command that names
+another bot is not for this one and is dropped. Entities count UTF-16 code units. In a forum
+topic every message that replies to nothing carries the topic's ``forum_topic_created`` service
+message as ``reply_to_message``: that is the topic, not a reply.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import contextlib
 import datetime as dt
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import httpx
@@ -39,6 +47,7 @@ from telegram import (
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     Message,
+    MessageEntity,
     Update,
 )
 from telegram.constants import ChatAction
@@ -56,7 +65,7 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from iris.config import TelegramConfig
-from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
+from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget, whole_chat
 from iris.surfaces.chat.platform import (
     Capabilities,
     IncomingMessage,
@@ -79,6 +88,7 @@ _ANSWER_MAX = 200
 # Errors before a request left this machine: the message cannot have landed.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _POLL_BACKOFF_MAX = 30.0
+_SPACE = " ".encode("utf-16-le")
 
 
 def _retry_after(exc: RetryAfter) -> float:
@@ -132,6 +142,7 @@ class TelegramPlatform:
         self.budget = SharedBudget(
             [Limit("bot", rate_budget(budgets.bot))],
             {"send": ["bot"], "edit": ["bot"], "delete": ["bot"], "typing": ["bot"]},
+            scope=whole_chat,  # a group's limit counts all its topics together
         )
         poll = settings.poll_timeout
         self.bot = Bot(
@@ -206,6 +217,10 @@ class TelegramPlatform:
         message: Message | None = update.message
         if message is None or not message.text or message.from_user is None:
             return None
+        addressing = _addressing(message, self.bot.id, self.bot.username)
+        if addressing is None:
+            return None  # a command for another bot
+        text, addressed, bot_thread = addressing
         thread: dict[str, str] = {}
         # Only forum topics are threads to answer in; a reply chain elsewhere also carries a
         # message_thread_id, and sending into it can fail with "message thread not found".
@@ -215,11 +230,13 @@ class TelegramPlatform:
             platform="telegram",
             chat_id=str(message.chat.id),
             user_id=str(message.from_user.id),
-            text=message.text,
+            text=text,
             user_name=message.from_user.username or "",
             is_group=message.chat.type in ("group", "supergroup"),
             message_id=str(message.message_id),
             thread=thread,
+            addressed=addressed,
+            bot_thread=bot_thread,
         )
 
     def _pressed(self, query: CallbackQuery) -> IncomingMessage:
@@ -361,6 +378,57 @@ class TelegramPlatform:
             raise NativeRefused(f"telegram: {exc}") from exc
         except TelegramError as exc:
             raise _platform_error(exc) from exc
+
+
+def _addressing(message: Message, bot_id: int, username: str) -> tuple[str, bool, bool] | None:
+    """(text without the bot's mention, addressed to the bot, in a topic the bot opened), or
+    None for a command that names another bot."""
+    text = message.text or ""
+    me = f"@{username}".lower()
+    # UTF-16 (offset, length, with a space beside it) spans to cut out
+    cuts: list[tuple[int, int, bool]] = []
+    addressed = False
+    for entity, part in message.parse_entities(
+        [MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND]
+    ).items():
+        if entity.type == MessageEntity.BOT_COMMAND:
+            if entity.offset != 0 or "@" not in part:
+                continue
+            target = part[part.index("@") :]
+            if target.lower() != me:
+                return None
+            addressed = True
+            size = len(target.encode("utf-16-le")) // 2
+            cuts.append((entity.offset + entity.length - size, size, False))
+        elif (entity.type == MessageEntity.MENTION and part.lower() == me) or (
+            entity.user is not None and entity.user.id == bot_id
+        ):
+            addressed = True
+            cuts.append((entity.offset, entity.length, True))
+    bot_thread = False
+    replied = message.reply_to_message
+    if replied is not None and replied.from_user is not None and replied.from_user.id == bot_id:
+        if replied.forum_topic_created is None:
+            addressed = True  # a reply to one of the bot's messages
+        else:
+            bot_thread = True  # a topic the bot opened
+    return _cut(text, cuts), addressed, bot_thread
+
+
+def _cut(text: str, cuts: Sequence[tuple[int, int, bool]]) -> str:
+    """``text`` without the UTF-16 spans ``cuts`` (a mention with one space beside it, so that
+    "ask @bot now" reads "ask now"; a command's ``@bot`` alone)."""
+    if not cuts:
+        return text
+    units = text.encode("utf-16-le")
+    for offset, length, spaced in sorted(cuts, reverse=True):
+        start, end = offset * 2, (offset + length) * 2
+        if spaced and units[end : end + 2] == _SPACE:
+            end += 2
+        elif spaced and start >= 2 and units[start - 2 : start] == _SPACE:
+            start -= 2
+        units = units[:start] + units[end:]
+    return units.decode("utf-16-le").strip()
 
 
 def _stopped(stopped: dict[str, Any]) -> IncomingMessage | None:

@@ -8,6 +8,7 @@ import { ChatLog } from "./widgets.js";
 import { Connection } from "./connection.js";
 import { loadSettings, saveSettings } from "./settings.js";
 import { listChats, newChatId, rememberChat } from "./chats.js";
+import { tickCountdowns } from "./approval.js";
 
 /** @typedef {import("./view.js").Frame} Frame */
 
@@ -98,6 +99,8 @@ function onFrame(frame) {
     if (frame.on && !app.turnActive) announce("Iris is replying");
     if (!frame.on && app.turnActive) announce("Iris finished replying");
     app.turnActive = Boolean(frame.on);
+  } else if (frame.type === "approval.request") {
+    announce(`Iris asks to run ${frame.name}: allow or deny`);
   } else if (frame.type === "ready" && frame.chat_id) {
     const first = app.view.bubbles.find((b) => b.role === "user");
     rememberChat(frame.chat_id, first?.text.slice(0, 60));
@@ -134,7 +137,7 @@ function openChat(chatId) {
   localStorage.setItem(CHAT, chatId);
   const view = new ChatView(clock, settings);
   app.view = view;
-  app.log = new ChatLog(log, { settings, openArtifact, force: false });
+  app.log = new ChatLog(log, { settings, openArtifact, respond, wallClock, force: false });
   app.turnActive = false;
   app.atBottom = true;
   $("#chat-title").textContent = chatId === "main" ? "Iris" : chatId;
@@ -174,6 +177,20 @@ function resizeInput() {
 input.addEventListener("input", resizeInput);
 
 stopButton.addEventListener("click", () => app.connection?.send({ type: "turn.cancel" }));
+
+// -- approvals: a person's answer to a tool call, and the countdowns ---------------------------
+
+function wallClock() { return Date.now() / 1000; }
+
+/** @param {string} approvalId @param {string} decision */
+function respond(approvalId, decision) {
+  if (app.connection?.send({ type: "approval.respond", approval_id: approvalId, decision })) {
+    app.view.answered(approvalId, decision);
+    schedule();
+  }
+}
+
+setInterval(() => tickCountdowns(log, wallClock()), 1000);
 
 // -- the artifact sandbox ----------------------------------------------------------------------
 

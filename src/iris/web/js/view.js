@@ -8,12 +8,13 @@
 
 import { Reveal } from "./reveal.js";
 import { findHtml } from "./artifact.js";
+import { ApprovalCard, isApprovalError } from "./approval.js";
 
 /**
  * A frame as parsed off the socket: untrusted JSON, read field by field with coercions.
  * @typedef {Record<string, any>} Frame
  */
-/** @typedef {"message" | "commentary" | "tools" | "error" | "command"} Kind */
+/** @typedef {"message" | "commentary" | "tools" | "error" | "command" | "approval"} Kind */
 /**
  * @typedef {object} ToolCall
  * @property {number} index
@@ -30,7 +31,7 @@ import { findHtml } from "./artifact.js";
 /** The frames that carry a chat-scoped seq (the resume point). */
 export const CHAT_SCOPED = new Set([
   "typing", "message.start", "message.update", "message.append", "message.stop", "message",
-  "tool.start", "tool.progress", "tool.end", "commentary",
+  "tool.start", "tool.progress", "tool.end", "commentary", "approval.request", "approval.resolved",
 ]);
 const WIRE_KINDS = new Set([
   "message.start", "message.update", "message.append", "message.stop", "message", "commentary",
@@ -59,6 +60,8 @@ export class Bubble {
     this.tokens = null;
     /** @type {ToolCall[]} */
     this.tools = [];
+    /** @type {ApprovalCard | null} on a bubble of kind approval */
+    this.approval = null;
     this.version = 0;
   }
 
@@ -127,6 +130,7 @@ export class ChatView {
   newConnection() {
     this.wire.clear();
     this.awaiting.clear();
+    this.approvalsDo((card) => card.reconnected());
   }
 
   /** Apply one frame as received. @param {Frame} frame */
@@ -188,7 +192,11 @@ export class ChatView {
       case "tool.start": case "tool.progress": case "tool.end":
         this.tool(kind, frame);
         break;
+      case "approval.request": case "approval.resolved":
+        this.approval(frame);
+        break;
       case "error": {
+        if (isApprovalError(frame)) { this.approvalsDo((card) => card.refused(frame), true); break; }
         this.typing = false;
         const text = `${frame.code || "error"}: ${frame.message || ""}`;
         this.add(new Bubble(`error-${seq}-${this.bubbles.length}`, "system", "error", text));
@@ -425,7 +433,7 @@ export class ChatView {
     for (let i = this.bubbles.length - 1; i >= 0; i--) {
       const bubble = this.bubbles[i];
       if (bubble.role === "user") break;
-      if (bubble.kind !== "error") return bubble;
+      if (bubble.kind !== "error" && bubble.kind !== "approval") return bubble;
     }
     return this.add(new Bubble(`tools-${this.bubbles.length}`, "assistant", "tools"));
   }
@@ -441,6 +449,44 @@ export class ChatView {
       }
     }
     return null;
+  }
+
+  // -- approvals (the card's rules are approval.js's) ----------------------------------------
+
+  /** approval.request makes a card under the turn; approval.resolved ends it. @param {Frame} frame */
+  approval(frame) {
+    const id = `approval-${frame.approval_id}`;
+    let bubble = this.byId.get(id);
+    if (frame.type === "approval.request") {
+      bubble ||= this.add(new Bubble(id, "system", "approval"));
+      bubble.approval = new ApprovalCard(frame);
+    } else if (bubble?.approval) {
+      bubble.approval.resolve(frame);
+    } else {
+      return; // the request was before what this device holds
+    }
+    bubble.version += 1;
+  }
+
+  /** This device sent an answer (main.js, once it went out).
+   * @param {string} approvalId @param {string} decision */
+  answered(approvalId, decision) {
+    const bubble = this.byId.get(`approval-${approvalId}`);
+    if (!bubble?.approval) return;
+    bubble.approval.answered(decision);
+    bubble.version += 1;
+  }
+
+  /** Apply `change` to each card (`answering`: only the latest one this device answered).
+   * @param {(card: ApprovalCard) => void} change @param {boolean} [answering] */
+  approvalsDo(change, answering = false) {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      if (!bubble.approval || (answering && bubble.approval.sent === null)) continue;
+      change(bubble.approval);
+      bubble.version += 1;
+      if (answering) return;
+    }
   }
 
   /** The log no longer reaches back: the server's conversation replaces the view.

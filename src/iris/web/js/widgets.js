@@ -6,6 +6,7 @@
 import { MarkdownSplitter } from "./mdstream.js";
 import { heal } from "./heal.js";
 import { md, renderBlock, renderTail } from "./markdown.js";
+import { approvalCard } from "./approval.js";
 
 /** @typedef {import("./view.js").Bubble} Bubble */
 /** @typedef {import("./view.js").ChatView} ChatView */
@@ -16,6 +17,8 @@ import { md, renderBlock, renderTail } from "./markdown.js";
  * @typedef {object} Options
  * @property {import("./settings.js").Settings} settings
  * @property {(html: string, card: HTMLElement) => void} openArtifact
+ * @property {(approvalId: string, decision: string) => void} respond send an approval answer
+ * @property {() => number} wallClock Unix seconds (approval countdowns)
  * @property {boolean} force redraw a bubble even when its version did not change
  */
 
@@ -153,6 +156,11 @@ export class BubbleView {
     const node = this.node;
     node.className = `bubble ${bubble.role} ${bubble.kind}${bubble.streaming ? " streaming" : ""}`;
     node.dataset.id = bubble.messageId;
+    if (bubble.approval) {
+      const before = /** @type {HTMLElement | null} */ (this.body.firstElementChild);
+      this.body.replaceChildren(approvalCard(bubble.approval, this.options, before));
+      return true;
+    }
     if (bubble.role === "user" || bubble.kind === "error" || bubble.kind === "command") {
       this.body.textContent = bubble.shown;
     } else {
