@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 
 import pytest
 
-from iris.events import Event, SegmentEnded, TextDelta, TurnEnded
+from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    SegmentEnded,
+    TextDelta,
+    ToolEnded,
+    ToolStarted,
+    TurnEnded,
+)
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.platform import PlatformError, PlatformRateLimited, RateBudget
+from iris.surfaces.chat.prompts import NO_BUTTONS, Prompts
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.typing_lease import TypingLease
@@ -142,3 +153,42 @@ async def test_releasing_the_lease_lets_a_typing_request_in_flight_finish() -> N
             platform.gate.set()
     assert platform.finished == 1
     assert not lease.active
+
+
+async def test_a_request_on_a_platform_without_buttons_is_said_and_typing_pauses_meanwhile() -> (
+    None
+):
+    platform = RecordingPlatform()  # no send_prompt: told in plain messages
+    shown = display(edit_interval=0.05, min_tokens=3)
+    consumer = StreamConsumer(
+        platform,
+        "c1",
+        display=shown,
+        streaming=True,
+        throttle=Throttle(RateBudget(100, 1.0), shown.edit_interval),
+        typing_every=0.01,
+        prompts=Prompts(),
+        session="telegram:c1",
+    )
+    asked = ApprovalRequested(1, "terminal", '{"command": "ls"}', "ls", "appr_1", time.time() + 60)
+    answered = asyncio.Event()
+    typing_while_waiting: list[int] = []
+
+    async def events() -> AsyncIterator[Event]:
+        yield ToolStarted(1, "terminal", {"command": "ls"})
+        yield asked
+        await asyncio.sleep(0.05)  # the note goes out, the last typing call lands
+        before = sum(c.kind == "typing" for c in platform.calls)
+        await asyncio.sleep(0.2)  # twenty typing periods
+        typing_while_waiting.append(sum(c.kind == "typing" for c in platform.calls) - before)
+        answered.set()
+        yield ApprovalResolved("appr_1", "deny", "phone")
+        yield ToolEnded(1, "terminal", False, 0.0, "not approved")
+        yield TurnEnded("")
+
+    await consumer.consume(events())
+    assert answered.is_set()
+    texts = [c.text for c in platform.edits_and_sends()]
+    assert any("ls" in t and NO_BUTTONS in t for t in texts), texts
+    assert any(t.startswith("❌ Denied by phone") for t in texts), texts
+    assert typing_while_waiting == [0], "a turn waiting for a person is not typing"

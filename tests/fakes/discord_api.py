@@ -6,7 +6,15 @@ limit of 50 requests a second for the whole bot (every request; a 429 with ``glo
 counting on arrival (``limited`` counts the 429s of both), and lets a test script the next
 answers (a 429, a 500, a hang). ``attachment(...)`` puts a file on its CDN route
 (``/attachments/{channel}/{id}/{filename}``, signed query, no token, as Discord's) and returns
-the attachment object a MESSAGE_CREATE carries. The gateway is ``discord_gateway``::
+the attachment object a MESSAGE_CREATE carries. The gateway is ``discord_gateway``.
+
+Message components: a message keeps its ``components`` (action rows of buttons; an edit with
+``components: []`` takes them away, one without leaves them). ``interaction(...)`` makes the
+INTERACTION_CREATE payload of a button press (refused with ValueError when the message shows
+no such button) for the gateway to dispatch; its answer comes to the interaction callback
+endpoint ``POST /interactions/{id}/{token}/callback`` (no bot token needed, as on Discord):
+kept in ``responses`` by interaction id, a second one refused with 400 code 40060
+("Interaction has already been acknowledged"), an unknown id or token with 404 10062::
 
     async with DiscordAPI() as api:
         platform = DiscordPlatform(DiscordConfig(token=api.token, base_url=api.base_url))
@@ -63,6 +71,19 @@ class Message:
     channel_id: str
     content: str
     edits: int = 0
+    components: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+
+    def buttons(self) -> list[dict[str, Any]]:
+        return [c for row in self.components for c in row.get("components", [])]
+
+
+@dataclass
+class Interaction:
+    id: str
+    token: str
+    message_id: str
+    user_id: str
+    custom_id: str
 
 
 class DiscordAPI:
@@ -89,6 +110,9 @@ class DiscordAPI:
         self.base_url = ""
         self.files: dict[str, bytes] = {}  # CDN path -> bytes
         self.cdn_requests: list[tuple[str, dict[str, str]]] = []  # (path, headers) per fetch
+        self.interactions: dict[str, Interaction] = {}
+        # interaction id -> the body of its callback ({"type", "data"}).
+        self.responses: dict[str, dict[str, Any]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -101,6 +125,9 @@ class DiscordAPI:
         app.router.add_delete(API_PREFIX + "/channels/{channel}/messages/{message}", self._delete)
         app.router.add_post(API_PREFIX + "/channels/{channel}/typing", self._typing)
         app.router.add_get("/attachments/{channel}/{id}/{filename}", self._cdn)
+        app.router.add_post(
+            API_PREFIX + "/interactions/{interaction}/{token}/callback", self._callback
+        )
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -178,8 +205,13 @@ class DiscordAPI:
                 return await self._finish(call, response)
             return response
         # The CDN takes no token (its URLs are signed); channel calls check the token
-        # themselves, so that a refused one is recorded too.
-        if request.path.startswith("/attachments/") or "/channels/" in request.path:
+        # themselves, so that a refused one is recorded too; an interaction's callback is
+        # authorized by its token, not the bot's.
+        if (
+            request.path.startswith("/attachments/")
+            or "/channels/" in request.path
+            or "/interactions/" in request.path
+        ):
             return await handler(request)
         if request.headers.get("Authorization") != f"Bot {self.token}":
             return _unauthorized()
@@ -214,6 +246,10 @@ class DiscordAPI:
         if (invalid := _invalid_content(content)) is not None:
             return await self._finish(call, invalid)
         message = Message(id=str(next(self._ids)), channel_id=channel, content=content)
+        if (components := call.json.get("components")) is not None:
+            if (invalid := _invalid_components(components)) is not None:
+                return await self._finish(call, invalid)
+            message.components = components
         self.messages[message.id] = message
         call.message_id = message.id
         return await self._finish(call, self._message_response(message, channel))
@@ -231,8 +267,13 @@ class DiscordAPI:
         content = call.json.get("content") or ""
         if (invalid := _invalid_content(content)) is not None:
             return await self._finish(call, invalid)
+        components = call.json.get("components")
+        if components is not None and (invalid := _invalid_components(components)) is not None:
+            return await self._finish(call, invalid)
         # Discord accepts an edit to identical content; it is not an error there.
         message.content = content
+        if components is not None:
+            message.components = components
         message.edits += 1
         return await self._finish(call, self._message_response(message, channel))
 
@@ -259,6 +300,101 @@ class DiscordAPI:
         return await self._finish(
             call, web.Response(status=204, headers=self._rate_headers(channel))
         )
+
+    def interaction(
+        self,
+        message_id: str,
+        custom_id: str,
+        user: dict[str, Any],
+        *,
+        guild_id: str | None,
+        stale: bool = False,
+    ) -> dict[str, Any]:
+        """The INTERACTION_CREATE payload of ``user`` pressing a button of a message
+        (``stale``: a press sent before the button went; no check that it is shown)."""
+        message = self.messages[message_id]
+        if not stale and not any(b.get("custom_id") == custom_id for b in message.buttons()):
+            raise ValueError(f"message {message_id} shows no button {custom_id!r}")
+        interaction = Interaction(
+            id=str(next(self._ids)),
+            token=f"itoken-{len(self.interactions) + 1}",
+            message_id=message_id,
+            user_id=str(user["id"]),
+            custom_id=custom_id,
+        )
+        self.interactions[interaction.id] = interaction
+        payload: dict[str, Any] = {
+            "id": interaction.id,
+            "application_id": BOT_ID,
+            "type": 3,  # MESSAGE_COMPONENT
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "channel_id": message.channel_id,
+            "channel": {"id": message.channel_id, "type": 0 if guild_id else 1},
+            "token": interaction.token,
+            "version": 1,
+            "message": {
+                **message_payload(
+                    message.id,
+                    message.channel_id,
+                    message.content,
+                    user_payload(BOT_ID, "iris-bot", bot=True),
+                    guild_id=guild_id,
+                ),
+                "components": message.components,
+            },
+            "app_permissions": "0",
+            "locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": guild_id or user["id"]},
+            "context": 0 if guild_id else 1,
+            "attachment_size_limit": 8_388_608,
+        }
+        if guild_id is not None:
+            payload["guild_id"] = guild_id
+            payload["guild_locale"] = "en-US"
+            payload["member"] = {
+                "user": user,
+                "roles": [],
+                "joined_at": "2026-11-01T00:00:00.000000+00:00",
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+                "permissions": "0",
+            }
+        else:
+            payload["user"] = user
+        return payload
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        interaction = self.interactions.get(request.match_info["interaction"])
+        raw = await request.read()
+        body: dict[str, Any] = json.loads(raw) if raw else {}
+        if interaction is None or interaction.token != request.match_info["token"]:
+            return _json({"message": "Unknown interaction", "code": 10062}, status=404)
+        if interaction.id in self.responses:
+            answer = {"message": "Interaction has already been acknowledged.", "code": 40060}
+            return _json(answer, status=400)
+        kind = body.get("type")
+        if kind not in (4, 5, 6, 7):
+            return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
+        async with self._changed:
+            self.responses[interaction.id] = body
+            self._changed.notify_all()
+        message = self.messages[interaction.message_id]
+        data: dict[str, Any] = body.get("data") or {}
+        if kind == 7:  # UPDATE_MESSAGE: the press edits the message it was on
+            message.content = data.get("content", message.content)
+            message.components = data.get("components", message.components)
+        reply: dict[str, Any] = {
+            "interaction": {
+                "id": interaction.id,
+                "type": 3,
+                "response_message_loading": kind == 5,
+                "response_message_ephemeral": bool(int(data.get("flags") or 0) & 64),
+            },
+            "resource": {"type": kind},
+        }
+        return _json(reply)
 
     # -- the machinery -----------------------------------------------------------------------
 
@@ -391,6 +527,24 @@ def _invalid_content(content: str) -> web.Response | None:
         }
         return _json(body, status=400)
     return None
+
+
+def _invalid_components(components: Any) -> web.Response | None:
+    """Discord's answer to components it would refuse (None: taken)."""
+    rows: list[Any] = components if isinstance(components, list) else [None]
+    ok = len(rows) <= 5
+    for row in rows:
+        items: Any = row.get("components") if isinstance(row, dict) else None
+        if not isinstance(items, list) or row.get("type") != 1 or not 1 <= len(items) <= 5:
+            ok = False
+            continue
+        for item in items:
+            custom_id = str(item.get("custom_id") or "") if isinstance(item, dict) else ""
+            if item.get("type") != 2 or not 1 <= len(custom_id) <= 100 or not item.get("label"):
+                ok = False
+    if ok:
+        return None
+    return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
 
 
 def message_payload(

@@ -163,6 +163,20 @@ def _guild() -> dict[str, Any]:
     }
 
 
+def press(
+    api: DiscordAPI,
+    message_id: str,
+    custom_id: str,
+    user_id: str,
+    *,
+    name: str = "ada",
+    stale: bool = False,
+) -> dict[str, Any]:
+    """The INTERACTION_CREATE of user ``user_id`` pressing a button in the guild's channel."""
+    user = user_payload(user_id, name, global_name=name.title())
+    return api.interaction(message_id, custom_id, user, guild_id=GUILD_ID, stale=stale)
+
+
 def message_create(
     author_id: str,
     content: str,

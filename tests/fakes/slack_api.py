@@ -23,6 +23,13 @@ Like Slack, it limits each method: ``chat.update`` (Tier 3) to 50 calls a minute
 workspace, ``chat.postMessage`` to about one a second per channel (bursts of up to 5 in 5 s
 pass), counted on arrival; past a limit, HTTP 429 with ``Retry-After``. ``limited`` counts those
 429s (the ones the app caused, not the scripted ones); ``limits`` may be changed by a test.
+Block Kit: ``chat.postMessage`` and ``chat.update`` keep a message's ``blocks`` (a section's
+text of 3000 characters at most, an ``actions`` block of buttons with an ``action_id`` and a
+``value``; anything else ``invalid_blocks``); an update without ``blocks`` leaves them.
+``press(channel, ts, user, value)`` is a person clicking a button: an ``interactive``
+Socket Mode envelope of type ``block_actions``, as Slack sends it (ValueError when the message
+shows no such button); ``chat.postEphemeral`` is kept in ``ephemerals`` (seen by one user).
+
 Threads as Slack serves them: an event pushed with a ``thread_ts`` whose parent is a message
 the app posted gets ``parent_user_id`` (the bot's user id), as Slack's thread replies carry
 their parent's author. ``app_mention_event`` builds the event an app subscribed to mentions
@@ -40,7 +47,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import WSMsgType, web
 
@@ -110,6 +117,10 @@ class Message:
     streaming: bool = False
     appends: int = 0
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    blocks: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+
+    def buttons(self) -> list[dict[str, Any]]:
+        return [e for b in self.blocks if b.get("type") == "actions" for e in b.get("elements", [])]
 
 
 class SlackAPI:
@@ -120,6 +131,7 @@ class SlackAPI:
         self.messages: dict[tuple[str, str], Message] = {}
         self.statuses: list[dict[str, Any]] = []
         self.acks: list[dict[str, Any]] = []
+        self.ephemerals: list[dict[str, Any]] = []
         self.held = 0  # calls waiting on a Scripted.until
         self.streams = True
         self.limits = dict(LIMITS)
@@ -199,6 +211,71 @@ class SlackAPI:
         await self._sockets[-1].send_str(json.dumps(envelope))
         return envelope_id
 
+    async def press(
+        self, channel: str, ts: str, user: str, value: str, *, stale: bool = False
+    ) -> str:
+        """``user`` clicks the button with ``value`` on message ``ts``: a ``block_actions``
+        envelope over Socket Mode; its envelope id. ``stale``: a click sent before the button
+        went (no check that it is shown)."""
+        message = self.messages[(channel, ts)]
+        button = next((b for b in message.buttons() if b.get("value") == value), None)
+        if button is None and stale:
+            button = {"action_id": value, "text": {"type": "plain_text", "text": "?"}}
+        if button is None:
+            raise ValueError(f"message {ts} in {channel} shows no button {value!r}")
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._sockets))
+        envelope_id = f"env-{next(self._envelopes)}"
+        shown: dict[str, Any] = {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "text": message.text,
+            "ts": ts,
+            "blocks": message.blocks,
+        }
+        if message.thread_ts:
+            shown["thread_ts"] = message.thread_ts
+        payload = {
+            "type": "block_actions",
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": "T0001",
+            },
+            "api_app_id": "A0001",
+            "token": "verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": ts,
+                "channel_id": channel,
+                "is_ephemeral": False,
+            },
+            "trigger_id": f"trigger-{envelope_id}",
+            "team": {"id": "T0001", "domain": "iris-test"},
+            "channel": {"id": channel, "name": "general"},
+            "message": shown,
+            "response_url": f"http://{self._origin}/actions/{envelope_id}",
+            "actions": [
+                {
+                    "action_id": button["action_id"],
+                    "block_id": "approval",
+                    "text": button["text"],
+                    "value": value,
+                    "type": "button",
+                    "action_ts": f"{time.time():.6f}",
+                }
+            ],
+        }
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "interactive",
+            "accepts_response_payload": False,
+            "payload": payload,
+        }
+        await self._sockets[-1].send_str(json.dumps(envelope))
+        return envelope_id
+
     async def wait_until(self, ready: Callable[[], bool]) -> None:
         """Wait until ``ready()`` holds, checked after every Web API call and ack."""
         async with self._changed:
@@ -252,6 +329,7 @@ class SlackAPI:
             "chat.update": self._update,
             "assistant.threads.setStatus": self._set_status,
             "chat.delete": self._delete,
+            "chat.postEphemeral": self._post_ephemeral,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
@@ -311,9 +389,12 @@ class SlackAPI:
             return _json({"ok": False, "error": "no_text"})
         if len(text) > 40_000:
             return _json({"ok": False, "error": "msg_too_long"})
+        blocks, invalid = _blocks(args.get("blocks"))
+        if invalid:
+            return _json({"ok": False, "error": "invalid_blocks"})
         ts = f"{1764453600 + next(self._ts)}.000100"
         thread_ts = args.get("thread_ts")
-        self.messages[(channel, ts)] = Message(channel, ts, text, thread_ts)
+        self.messages[(channel, ts)] = Message(channel, ts, text, thread_ts, blocks=blocks or [])
         self._viewed(self.messages[(channel, ts)])
         message = {"type": "message", "user": BOT_USER_ID, "text": text, "ts": ts}
         if thread_ts:
@@ -329,7 +410,12 @@ class SlackAPI:
             return _json({"ok": False, "error": "no_text"})
         if len(text) > 40_000:
             return _json({"ok": False, "error": "msg_too_long"})
+        blocks, invalid = _blocks(args.get("blocks"))
+        if invalid:
+            return _json({"ok": False, "error": "invalid_blocks"})
         message.text = text
+        if blocks is not None:
+            message.blocks = blocks
         message.edits += 1
         self._viewed(message)
         return _json({"ok": True, "channel": channel, "ts": ts, "text": text})
@@ -339,6 +425,14 @@ class SlackAPI:
         if self.messages.pop(key, None) is None:
             return _json({"ok": False, "error": "message_not_found"})
         return _json({"ok": True, "channel": key[0], "ts": key[1]})
+
+    def _post_ephemeral(self, args: dict[str, Any]) -> web.Response:
+        if not args.get("channel") or not args.get("user"):
+            return _json({"ok": False, "error": "channel_not_found"})
+        if not args.get("text"):
+            return _json({"ok": False, "error": "no_text"})
+        self.ephemerals.append(dict(args))
+        return _json({"ok": True, "message_ts": f"{time.time():.6f}"})
 
     def _start_stream(self, args: dict[str, Any]) -> web.Response:
         channel, thread_ts = str(args.get("channel", "")), args.get("thread_ts")
@@ -457,6 +551,35 @@ async def _arguments(request: web.Request) -> dict[str, Any]:
     elif request.can_read_body:
         args.update(await request.post())
     return args
+
+
+def _blocks(raw: Any) -> tuple[list[dict[str, Any]] | None, bool]:
+    """A call's ``blocks`` (None when it has none) and whether Slack would refuse them."""
+    if raw is None:
+        return None, False
+    blocks: Any = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(blocks, list):
+        return None, True
+    for block in cast(list[Any], blocks):
+        if not isinstance(block, dict):
+            return None, True
+        block = cast(dict[str, Any], block)
+        if block.get("type") == "section":
+            text: Any = block.get("text") or {}
+            if not 1 <= len(str(text.get("text") or "")) <= 3000:
+                return None, True
+        elif block.get("type") == "actions":
+            elements: Any = block.get("elements")
+            if not isinstance(elements, list) or not 1 <= len(cast(list[Any], elements)) <= 25:
+                return None, True
+            for element in cast(list[dict[str, Any]], elements):
+                if not 1 <= len(str(element.get("action_id") or "")) <= 255:
+                    return None, True
+                if len(str(element.get("value") or "")) > 2000:
+                    return None, True
+        else:
+            return None, True
+    return cast(list[dict[str, Any]], blocks), False
 
 
 def _stream_into(message: Message, args: dict[str, Any]) -> str:

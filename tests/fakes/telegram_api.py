@@ -35,6 +35,13 @@ counted on arrival: the time the request reached the server, before its body was
 (``ApiCall.arrived``). ``limited`` counts those 429s (the ones the bot caused, not the scripted
 floods), ``chat_limited`` the per-chat ones among them.
 
+Inline keyboards: ``sendMessage`` keeps a message's ``reply_markup`` (``keyboard(chat_id,
+message_id)``; ``callback_data`` of 1-64 bytes, else 400 BUTTON_DATA_INVALID), and
+``editMessageText`` without one takes it away, as Telegram does; ``editMessageReplyMarkup``
+changes it alone. ``press(chat_id, message_id, user_id, data)`` is a person tapping a button:
+a ``callback_query`` update (refused with ValueError when the message shows no such button),
+whose ``answerCallbackQuery`` is kept in ``answers`` (400 for an unknown or answered query).
+
 A process can be told apart by its base URL: ``base_url_for("a")`` serves the same bot under
 ``/a/``, and ``polled_by`` lists, per ``getUpdates``, which one asked ("" for ``base_url``).
 
@@ -59,7 +66,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -123,6 +130,13 @@ class FakeBotApi:
     _drafts: dict[int, _Draft] = field(default_factory=dict[int, _Draft])
     _runner: web.AppRunner | None = None
     polled_by: list[str] = field(default_factory=list[str])
+    markups: dict[tuple[int, int], dict[str, Any]] = field(
+        default_factory=dict[tuple[int, int], dict[str, Any]]
+    )
+    # callback query id -> its answer ({"text", "show_alert"}); None until answered.
+    answers: dict[str, dict[str, Any] | None] = field(
+        default_factory=dict[str, dict[str, Any] | None]
+    )
     _closing: bool = False
     port: int = 0
     # file_id -> (file_path, bytes, the size the API reports); paths of every download.
@@ -304,6 +318,43 @@ class FakeBotApi:
         self._next_update += 1
         asyncio.get_running_loop().create_task(self._notify())
 
+    def keyboard(self, chat_id: int, message_id: int) -> list[list[dict[str, Any]]]:
+        """The inline keyboard the message shows now (no rows: none)."""
+        markup = self.markups.get((chat_id, message_id)) or {}
+        rows: list[list[dict[str, Any]]] = markup.get("inline_keyboard") or []
+        return rows
+
+    def press(
+        self,
+        chat_id: int,
+        message_id: int,
+        user_id: int,
+        data: str,
+        *,
+        username: str = "",
+        chat_type: str = "private",
+        stale: bool = False,
+    ) -> str:
+        """A person taps the button with ``data`` on a message; the callback query's id.
+        ``stale``: a tap that left the phone before the button went (no check it is shown)."""
+        buttons = [b for row in self.keyboard(chat_id, message_id) for b in row]
+        if not stale and not any(b.get("callback_data") == data for b in buttons):
+            raise ValueError(f"message {message_id} in {chat_id} shows no button {data!r}")
+        query_id = f"cq{self._next_update}"
+        self.answers[query_id] = None
+        message = self._message(chat_id, message_id, self.messages[chat_id][message_id])
+        message["chat"]["type"] = chat_type
+        message["reply_markup"] = self.markups.get((chat_id, message_id), {"inline_keyboard": []})
+        query = {
+            "id": query_id,
+            "from": {"id": user_id, "is_bot": False, "first_name": "U", "username": username},
+            "message": message,
+            "chat_instance": f"ci{chat_id}",
+            "data": data,
+        }
+        self._push({"callback_query": query})
+        return query_id
+
     def draft(self, chat_id: int) -> str | None:
         """The draft the user sees now in ``chat_id``, or None (none, or it lapsed)."""
         draft = self._drafts.get(chat_id)
@@ -476,7 +527,12 @@ class FakeBotApi:
             return 400, "Bad Request: message text is empty or too long"
         chat = self.messages.setdefault(chat_id, {})
         message_id = max(chat, default=0) + 1  # ids are never reused, deleted or not
+        markup = params.get("reply_markup")
+        if markup is not None and (invalid := _invalid_markup(markup)):
+            return 400, invalid
         chat[message_id] = text
+        if markup is not None:
+            self.markups[(chat_id, message_id)] = markup
         thread = params.get("message_thread_id")
         self.threads[(chat_id, message_id)] = int(thread) if thread else None
         self._drafts.pop(chat_id, None)  # the message replaces the draft
@@ -516,14 +572,53 @@ class FakeBotApi:
             return 400, "Bad Request: message to edit not found"
         if len(text.encode("utf-16-le")) // 2 > 4096:
             return 400, "Bad Request: MESSAGE_TOO_LONG"
-        if chat[message_id] == text:
+        markup = params.get("reply_markup")
+        if markup is not None and (invalid := _invalid_markup(markup)):
+            return 400, invalid
+        key = (chat_id, message_id)
+        if chat[message_id] == text and self.markups.get(key) == markup:
             self.unmodified += 1
             return (
                 400,
                 "Bad Request: message is not modified: specified new message content is exactly the same",
             )
         chat[message_id] = text
+        # An edit without reply_markup takes the inline keyboard away.
+        if markup is None:
+            self.markups.pop(key, None)
+        else:
+            self.markups[key] = markup
         return 200, self._message(chat_id, message_id, text)
+
+    async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> tuple[int, Any]:
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        if message_id not in self.messages.get(chat_id, {}):
+            return 400, "Bad Request: message to edit not found"
+        markup = params.get("reply_markup")
+        if markup is not None and (invalid := _invalid_markup(markup)):
+            return 400, invalid
+        key = (chat_id, message_id)
+        if self.markups.get(key) == markup:
+            self.unmodified += 1
+            return 400, "Bad Request: message is not modified"
+        if markup is None:
+            self.markups.pop(key, None)
+        else:
+            self.markups[key] = markup
+        return 200, self._message(chat_id, message_id, self.messages[chat_id][message_id])
+
+    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> tuple[int, Any]:
+        query_id = str(params.get("callback_query_id", ""))
+        if query_id not in self.answers or self.answers[query_id] is not None:
+            return (
+                400,
+                "Bad Request: query is too old and response timeout expired or query ID is invalid",
+            )
+        text = str(params.get("text") or "")
+        if len(text) > 200:
+            return 400, "Bad Request: MESSAGE_TOO_LONG"
+        self.answers[query_id] = {"text": text, "show_alert": bool(params.get("show_alert"))}
+        return 200, True
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> tuple[int, Any]:
         return 200, True
@@ -565,6 +660,23 @@ def _counted(
         # Telegram answers whole seconds, at least one.
         return arrivals, max(1, math.ceil(window - (now - arrivals[0])))
     return [*arrivals, now], None
+
+
+def _invalid_markup(markup: Any) -> str:
+    """Why Telegram would refuse this ``reply_markup`` ("" when it takes it)."""
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list):
+        return "Bad Request: can't parse reply keyboard markup JSON object"
+    for row in cast(list[Any], rows):
+        if not isinstance(row, list):
+            return "Bad Request: can't parse inline keyboard button"
+        for button in cast(list[Any], row):
+            if not isinstance(button, dict) or not button.get("text"):
+                return "Bad Request: can't parse inline keyboard button: text is empty"
+            data = cast(dict[str, Any], button).get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                return "Bad Request: BUTTON_DATA_INVALID"
+    return ""
 
 
 def _too_many(retry_after: int) -> dict[str, Any]:

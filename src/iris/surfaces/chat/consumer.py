@@ -13,6 +13,12 @@ With a ``native`` transport (``transport.choose``) the same plan runs in the mat
 its actions go out as Telegram drafts or Slack streams; a chat that refuses drafts switches
 this reply to edits (``native_refused`` tells the runner to use edits from then on).
 
+Approval requests (``ApprovalRequested``) go out beside the reply as prompts with buttons
+(``prompts.ReplyPrompts``: the plan; ``platform.ApprovalPlatform``: the calls), through the
+same throttle, one call at a time with the reply's, the reply's own call first when both are
+due; ``ApprovalResolved`` closes the prompt (an edit saying who decided what), and the reply is
+settled only once every prompt call went out.
+
 A platform that cannot edit streams in blocks (``reply`` mode ``blocks``) unless
 ``display.platforms.<p>.transport`` is ``final``; ``blocks`` and ``final`` apply to a platform
 that edits too. A chat the platform closed (``ChatClosed``) gets nothing more of this reply.
@@ -23,11 +29,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import assert_never
 
 from iris.config import ResolvedDisplay
-from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    TerminalEvent,
+    TurnEnded,
+    TurnFailed,
+)
 from iris.observability import metrics
 from iris.surfaces.chat.platform import (
     ChatClosed,
@@ -36,6 +50,15 @@ from iris.surfaces.chat.platform import (
     NativeRefused,
     PlatformError,
     PlatformRateLimited,
+    approval_platform,
+)
+from iris.surfaces.chat.prompts import (
+    ClosePrompt,
+    PromptAction,
+    Prompts,
+    ReplyPrompts,
+    SendPart,
+    SendPrompt,
 )
 from iris.surfaces.chat.reply import Action, Delete, Draft, Edit, Reply, Send
 from iris.surfaces.chat.throttle import Throttle
@@ -73,6 +96,8 @@ class StreamConsumer:
         typing_limit: float = 300.0,
         first_draft: int = 1,
         quote: Callable[[], str] | None = None,
+        prompts: Prompts | None = None,
+        session: str = "",
     ) -> None:
         self.platform = platform
         self.chat_id = chat_id
@@ -115,6 +140,20 @@ class StreamConsumer:
                 )
         self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
+        )
+        # The approval prompts of this reply; plain notes where the platform has no buttons.
+        self._buttons = approval_platform(platform) if prompts is not None else None
+        limit = caps.max_length
+        if self._buttons is not None:
+            limit = min(limit, self._buttons.approval_limit)
+        self.prompts = ReplyPrompts(
+            prompts if self._buttons is not None else None,
+            platform=platform.name,
+            chat_id=chat_id,
+            session=session,
+            thread=self.thread,
+            limit=limit,
+            unit=caps.length_unit,
         )
 
     @property
@@ -161,24 +200,99 @@ class StreamConsumer:
 
     # -- the planner ---------------------------------------------------------------------
     async def feed(self, event: Event) -> bool:
+        match event:
+            case ApprovalRequested():
+                self.prompts.requested(event, time.time())
+                self.typing.pause(self.prompts.waiting)
+            case ApprovalResolved():
+                self.prompts.resolved(event)
+                self.typing.pause(self.prompts.waiting)
+            case _:
+                pass
         self.reply.apply(event, self.clock())
         if self.reply.ended:
             self.typing.release()
+            self.prompts.ended()
         return self.reply.ended
 
     async def act(self, now: float) -> bool:
         action = self.reply.next_action(self.throttle, now)
-        if action is None:
+        if action is not None:
+            await self._execute(action)
+            return True
+        prompt = self.prompts.next()
+        if prompt is None or self._prompt_ready_at(prompt, now) > now:
             return False
-        await self._execute(action)
+        kind = "edit" if isinstance(prompt, ClosePrompt) else "send"
+        self.throttle.spend(kind, now)
+        try:
+            await self._prompt_call(prompt)
+        finally:
+            self.throttle.answered(self.clock())
         return True
 
     def due(self, now: float) -> float | None:
-        return self.reply.due(self.throttle, now)
+        due = self.reply.due(self.throttle, now)
+        prompt = self.prompts.next()
+        if prompt is not None:
+            at = self._prompt_ready_at(prompt, now)
+            due = at if due is None else min(due, at)
+        return due
 
     @property
     def settled(self) -> bool:
-        return self.reply.settled
+        return self.reply.settled and not self.prompts.pending
+
+    def _prompt_ready_at(self, prompt: PromptAction, now: float) -> float:
+        # A request waits on a person: it stands with a chat's first text in the bot's line.
+        kind = "edit" if isinstance(prompt, ClosePrompt) else "send"
+        return self.throttle.ready_at(kind, now, "first")
+
+    async def _prompt_call(self, prompt: PromptAction) -> None:
+        name, status = self.platform.name, "cancelled"
+        method = "edit" if isinstance(prompt, ClosePrompt) else "send"
+        try:
+            match prompt:
+                case SendPart() if self._buttons is not None:
+                    message_id = await self._buttons.send_as_written(
+                        self.chat_id, prompt.text, thread=self.thread
+                    )
+                case SendPart():
+                    message_id = await self.platform.send(
+                        self.chat_id, prompt.text, thread=self.thread
+                    )
+                case SendPrompt():
+                    assert self._buttons is not None
+                    message_id = await self._buttons.send_prompt(
+                        self.chat_id, prompt.prompt, thread=self.thread
+                    )
+                case ClosePrompt():
+                    assert self._buttons is not None
+                    await self._buttons.close_prompt(
+                        self.chat_id, prompt.message_id, prompt.text, thread=self.thread
+                    )
+                    message_id = prompt.message_id
+                case _:
+                    assert_never(prompt)
+            self.throttle.succeeded()
+            self.prompts.landed(prompt, message_id)
+            status = "ok"
+        except PlatformRateLimited as exc:
+            status = "rate_limited"
+            metrics.chat_rate_limited(name, exc.scope)
+            self.throttle.rate_limited(exc.retry_after, self.clock())
+            self.prompts.failed(prompt, retry=True)
+        except PlatformError as exc:
+            status = "error"
+            # A prompt that did not go out leaves its request to the timeout: said in the log.
+            log.warning("%s: approval message failed in %s: %s", name, self.chat_id, exc)
+            self.prompts.failed(prompt, retry=False)
+        except Exception:
+            status = "error"
+            log.exception("%s adapter raised on an approval message in %s", name, self.chat_id)
+            self.prompts.failed(prompt, retry=False)
+        finally:
+            metrics.chat_call(name, method, status)
 
     async def _execute(self, action: Action) -> None:
         try:

@@ -12,6 +12,12 @@ In a guild channel or thread a message addresses the bot (``IncomingMessage.addr
 it mentions it (``<@id>`` / ``<@!id>``, also in ``mentions``; the mention is cut from the text)
 or replies to one of its messages (``referenced_message``). A thread the bot started is one it
 answered in (``bot_thread``).
+
+Approval prompts (``prompts``) are messages with components (a row of buttons, built as a
+discord.py ``View``), sent and closed over the same REST client; a press arrives on the
+gateway as INTERACTION_CREATE, and is answered through discord.py's ``interaction.response``
+(the interaction callback endpoint): an ephemeral message when it changed nothing, else a
+deferred update (the consumer edits the message to say what was decided).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import discord
 
@@ -35,6 +42,7 @@ from iris.surfaces.chat.platform import (
     PlatformError,
     aiohttp_failures,
 )
+from iris.surfaces.chat.prompts import PREFIX, Press, Prompt
 from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)
@@ -46,6 +54,8 @@ class DiscordPlatform:
     """``ChatPlatform`` for Discord, built from ``config.platforms.discord``."""
 
     name = "discord"
+    # Half of Discord's 2000: the prompt's markdown is escaped, at most doubling it.
+    approval_limit = 1000
     capabilities: Capabilities  # per chat, from platforms.discord.budgets
     budget: SharedBudget  # shared by every chat of the bot
 
@@ -163,6 +173,35 @@ class DiscordPlatform:
     ) -> None:
         await self._session().delete_message(_channel(chat_id, thread), message_id)
 
+    async def send_prompt(
+        self, chat_id: str, prompt: Prompt, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """The prompt as shown (markdown escaped: a command's ``*`` stays a ``*``), with its
+        buttons as one row of components."""
+        view = discord.ui.View(timeout=None)
+        for button, style in zip(prompt.buttons, _STYLES, strict=False):
+            view.add_item(discord.ui.Button(label=button.label, custom_id=button.data, style=style))
+        text = discord.utils.escape_markdown(prompt.text)
+        return await self._session().create_message(
+            _channel(chat_id, thread), text, components=view.to_components()
+        )
+
+    async def send_as_written(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        escaped = discord.utils.escape_markdown(text)
+        return await self._session().create_message(_channel(chat_id, thread), escaped)
+
+    async def close_prompt(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        await self._session().edit_message(
+            _channel(chat_id, thread),
+            message_id,
+            discord.utils.escape_markdown(text),
+            components=[],
+        )
+
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         # A courtesy: only from what the replies leave of the global budget.
         if self.budget.spare("typing", asyncio.get_running_loop().time()):
@@ -184,6 +223,9 @@ class DiscordPlatform:
         if self._rest is None:
             raise PlatformError("discord: not logged in (call connect first)")
         return self._rest
+
+
+_STYLES = (discord.ButtonStyle.success, discord.ButtonStyle.primary, discord.ButtonStyle.danger)
 
 
 def _channel(chat_id: str, thread: Mapping[str, str] | None) -> str:
@@ -255,6 +297,39 @@ def incoming_message(message: discord.Message, *, bot_id: int | None = None) -> 
     )
 
 
+def pressed(interaction: discord.Interaction, custom_id: str) -> IncomingMessage:
+    """A component interaction as plain data; its ``answer`` is the interaction's response."""
+
+    async def answer(text: str, refused: bool) -> None:
+        try:
+            if refused:
+                await interaction.response.send_message(text, ephemeral=True)
+            else:  # the message is edited to show the decision: acknowledge only
+                await interaction.response.defer()
+        except discord.HTTPException as exc:
+            raise PlatformError(f"discord: interaction response: {exc.status} {exc.text}") from None
+
+    channel = interaction.channel
+    thread: dict[str, str] = {}
+    chat_id = str(interaction.channel_id or "")
+    if isinstance(channel, discord.Thread):
+        thread = {THREAD_KEY: str(channel.id)}
+        chat_id = str(channel.parent_id)
+    user = interaction.user
+    message = interaction.message
+    return IncomingMessage(
+        platform="discord",
+        chat_id=chat_id,
+        user_id=str(user.id),
+        text="",
+        user_name=user.name,
+        is_group=interaction.guild_id is not None,
+        message_id=str(message.id) if message is not None else "",
+        thread=thread,
+        press=Press(custom_id, answer),
+    )
+
+
 def _replies_to(message: discord.Message, bot_id: int) -> bool:
     """Does ``message`` reply to one of the bot's messages?"""
     reference = message.reference
@@ -290,6 +365,16 @@ class _IrisClient(discord.Client):
             guild_ready_timeout=0.0,
         )
         self.hand_off: OnMessage | None = None  # set by connect(); None: receive nothing
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """A press of an approval prompt's button, handed on as an ``IncomingMessage``."""
+        data: Any = interaction.data or {}
+        custom_id = str(data.get("custom_id", "")) if isinstance(data, dict) else ""
+        if interaction.type is not discord.InteractionType.component or self.hand_off is None:
+            return
+        if not custom_id.startswith(PREFIX + ":"):
+            return
+        await self.hand_off(pressed(interaction, custom_id))
 
     async def on_message(self, message: discord.Message) -> None:
         me = self.user

@@ -117,8 +117,12 @@ class DiscordREST:
                 raise PlatformError("discord: login failed: the bot token was refused") from None
             raise
 
-    async def create_message(self, channel: str, content: str) -> str:
-        body = {"content": content, "allowed_mentions": NO_MENTIONS}
+    async def create_message(
+        self, channel: str, content: str, *, components: list[dict[str, Any]] | None = None
+    ) -> str:
+        body: dict[str, Any] = {"content": content, "allowed_mentions": NO_MENTIONS}
+        if components is not None:
+            body["components"] = components
         message = await self._call("POST", "/channels/{c}/messages", channel, body=body)
         if "id" not in message:
             # A 2xx that is not a message (a proxy's page?): it may have been posted.
@@ -127,8 +131,17 @@ class DiscordREST:
             )
         return str(message["id"])
 
-    async def edit_message(self, channel: str, message_id: str, content: str) -> None:
-        body = {"content": content, "allowed_mentions": NO_MENTIONS}
+    async def edit_message(
+        self,
+        channel: str,
+        message_id: str,
+        content: str,
+        *,
+        components: list[dict[str, Any]] | None = None,
+    ) -> None:
+        body: dict[str, Any] = {"content": content, "allowed_mentions": NO_MENTIONS}
+        if components is not None:  # [] takes a message's buttons away
+            body["components"] = components
         await self._call("PATCH", _MESSAGE, channel, message_id, body=body)
 
     async def delete_message(self, channel: str, message_id: str) -> None:

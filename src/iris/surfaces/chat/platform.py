@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import aiohttp
 
@@ -42,6 +42,7 @@ from iris.config import BUDGET_MARGIN
 
 if TYPE_CHECKING:
     from iris.surfaces.chat.budget import SharedBudget
+    from iris.surfaces.chat.prompts import Press, Prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,8 @@ class IncomingMessage:
     draft_id: int | None = None
     # Photos, documents, voice notes sent with the text (``iris.surfaces.chat.attachments``).
     attachments: tuple[Attachment, ...] = ()
+    # Not a message: the person pressed a button of an approval prompt (``prompts``).
+    press: Press | None = None
 
 
 class PlatformError(Exception):
@@ -284,3 +287,38 @@ class StreamPlatform(Protocol):
     ) -> None:
         """Append the last ``text`` and end the stream: the message is final."""
         ...
+
+
+class ApprovalPlatform(Protocol):
+    """A platform that shows approval prompts with buttons (``prompts``); a press arrives as
+    an ``IncomingMessage`` with ``press``. The one-call-one-request rules hold."""
+
+    # The most text a prompt message takes, in ``capabilities.length_unit``.
+    approval_limit: int
+
+    async def send_prompt(
+        self, chat_id: str, prompt: Prompt, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """Send ``prompt.text`` with its buttons; return the message id."""
+        ...
+
+    async def send_as_written(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """Send ``text`` shown exactly as written (no markdown): a part of a long command."""
+        ...
+
+    async def close_prompt(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        """Replace the prompt's text with ``text`` and take its buttons away."""
+        ...
+
+
+def approval_platform(platform: ChatPlatform) -> ApprovalPlatform | None:
+    """The platform as one that shows approval prompts with buttons, if it is one."""
+    if callable(getattr(platform, "send_prompt", None)) and callable(
+        getattr(platform, "close_prompt", None)
+    ):
+        return cast(ApprovalPlatform, platform)
+    return None

@@ -41,6 +41,11 @@
   bot's poller lease; the others stand by (``iris.surfaces.chat.poller``). A platform whose
   messages come to a webhook (WhatsApp: its ``routes``, served by ``iris serve``) receives in
   whichever process the request reaches.
+- a tool call that waits for approval shows a prompt with buttons in the chat (``prompts``;
+  on a platform without buttons such a call is refused: nobody can be asked there);
+  a press counts only from a user ``allowed_users`` lets in, on a prompt of that chat; anyone
+  else is told so where only they see it, and nothing changes. The first answer wins
+  (``runtime.approvals``); a later press is told what was decided, and by whom.
 - the history sent to the model fits its window; what a compaction replaced is recorded as a
   cut in the session (``iris.agent.context``).
 """
@@ -59,6 +64,7 @@ from typing import Any, Literal, cast
 
 from starlette.routing import BaseRoute
 
+from iris.agent.approvals import Decision
 from iris.agent.conversation import Conversation, Exchange, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.config import Config, Surface
@@ -73,8 +79,21 @@ from iris.surfaces.chat.attachments import gather
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.line import Line, Place
 from iris.surfaces.chat.oneoff import send_once
-from iris.surfaces.chat.platform import ChatPlatform, IncomingMessage, PlatformError
+from iris.surfaces.chat.platform import (
+    ChatPlatform,
+    IncomingMessage,
+    PlatformError,
+    approval_platform,
+)
 from iris.surfaces.chat.poller import BotPoller, bot_token
+from iris.surfaces.chat.prompts import (
+    LABELS,
+    NOT_ALLOWED,
+    NOT_OPEN,
+    OpenPrompt,
+    Prompts,
+    parse_press,
+)
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
 from iris.surfaces.chat.typing_lease import TypingLease
@@ -172,6 +191,7 @@ class ChatSurface:
         # With a shared store: one poller per platform, receiving while it holds the bot's lease.
         self._pollers: list[BotPoller] = []
         self._poller_tasks: set[asyncio.Task[None]] = set()
+        self.prompts = Prompts()  # the approval prompts open in every chat
         # Per platform: the messages waiting for a turn slot (platforms.<name>.queue_size).
         self._lines = {
             p.name: Line(runtime.turns, getattr(runtime.config.platforms, p.name).queue_size)
@@ -281,6 +301,9 @@ class ChatSurface:
 
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
+        if message.press is not None:
+            self._spawn(self._press(platform, message))
+            return
         if message.stop:
             self._stop_button(message)
             return
@@ -332,6 +355,53 @@ class ChatSurface:
             log.debug("stop button in %s (draft %s) is stale: ignored", message.chat_id, draft)
             return
         turn.interrupt()
+
+    async def _press(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+        """A press of an approval prompt's button: the answer, if it counts; the presser is
+        told the outcome where only they see it (every press is answered once)."""
+        press = message.press
+        assert press is not None
+        parsed = parse_press(press.data)
+        prompt = self.prompts.get(parsed[0]) if parsed is not None else None
+        note, refused = NOT_OPEN, True
+        # The press must be on the very message that shows the request's buttons.
+        shown = (platform.name, message.message_id)
+        if prompt is None or (prompt.platform, prompt.message_id) != shown:
+            pass
+        elif not self._allowed(platform.name, message):
+            log.warning(
+                "approval press by %s user %s (%s) refused: not allowed",
+                platform.name,
+                message.user_id,
+                message.user_name,
+            )
+            note = NOT_ALLOWED
+        else:
+            assert parsed is not None
+            decision = parsed[1]
+            by = message.user_name or message.user_id
+            note, refused = await self._respond(prompt, decision, by)
+        try:
+            await press.answer(note, refused)
+        except PlatformError as exc:
+            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
+
+    async def _respond(self, prompt: OpenPrompt, decision: Decision, by: str) -> tuple[str, bool]:
+        """Answer the request; what the presser is told, and whether nothing changed."""
+        approvals = self.runtime.approvals
+        try:
+            match await approvals.respond(prompt.approval_id, decision, by, chat_id=prompt.session):
+                case "decided":
+                    return f"{LABELS[decision]}: {prompt.name}", False
+                case "already_decided":
+                    resolution = await approvals.resolution(prompt.approval_id)
+                    if resolution is None:
+                        return "Already decided.", True
+                    return f"Already decided: {resolution.decision} by {resolution.by}.", True
+                case "unknown":
+                    return NOT_OPEN, True
+        except StoreUnavailable as exc:  # the shared store: the answer was not recorded
+            return f"Not recorded, please try again: {exc.message}", True
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self._group.create_task(logged(work, "handling a chat message"))
@@ -514,7 +584,15 @@ class ChatSurface:
         conversation = self._conversations.get(key)
         if conversation is None:
             runtime = self.runtime
-            chat = Conversation(runtime.agent, runtime.sessions, runtime.controls, key)
+            # Asked in the chat, with buttons (``prompts``); where the platform has none
+            # (WhatsApp) nobody can be asked, so a tool that asks is refused, never run unasked.
+            buttons = any(
+                p.name == message.platform and approval_platform(p) for p in self.platforms
+            )
+            approvals = runtime.approvals if buttons else None
+            chat = Conversation(
+                runtime.agent, runtime.sessions, runtime.controls, key, approvals=approvals
+            )
             conversation = self._conversations[key] = _Conversation(chat)
         return conversation
 
@@ -611,6 +689,8 @@ class ChatSurface:
             first_draft=conversation.next_draft,
             # Once a newer message overtook this one, the reply's messages say what they answer.
             quote=lambda: message.message_id if sequence != conversation.latest else "",
+            prompts=self.prompts,
+            session=chat.session,
         )
         options = TurnOptions(
             stream=streaming,

@@ -26,6 +26,12 @@
   ``chat.appendStream`` / ``chat.stopStream`` (Tier 4), text as escaped ``markdown_text``
   deltas and tool calls as ``task_update`` chunks. Any refusal of ``startStream`` is
   ``NativeRefused``; stopping a stream that already ended is success.
+- Approval prompts (``prompts``): a Block Kit message, the prompt's text as a ``plain_text``
+  section (3000 characters at most: shown as written, no mrkdwn) and an ``actions`` block of
+  three buttons; a press arrives over Socket Mode as an ``interactive`` envelope of type
+  ``block_actions`` (acknowledged first, like every envelope). A press that changed nothing is
+  answered with an ephemeral message to the presser (``chat.postEphemeral``); closing the
+  prompt is a ``chat.update`` with the section alone.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from iris.surfaces.chat.platform import (
     Task,
     aiohttp_failures,
 )
+from iris.surfaces.chat.prompts import PREFIX, Press, Prompt
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +104,7 @@ class SlackPlatform:
     """``ChatPlatform`` for Slack, built from ``config.platforms.slack``."""
 
     name = "slack"
+    approval_limit = 3000  # a section block's text
     capabilities: Capabilities  # per chat, from platforms.slack.budgets
     budget: SharedBudget  # shared by every chat of the bot
 
@@ -266,6 +274,53 @@ class SlackPlatform:
             if exc.error != _NOT_STREAMING or text:
                 raise
 
+    async def send_prompt(
+        self, chat_id: str, prompt: Prompt, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        buttons: list[dict[str, Any]] = []
+        for button, style in zip(prompt.buttons, ("primary", None, "danger"), strict=False):
+            element: dict[str, Any] = {
+                "type": "button",
+                "text": {"type": "plain_text", "text": button.label},
+                "action_id": button.data,
+                "value": button.data,
+            }
+            if style is not None:
+                element["style"] = style
+            buttons.append(element)
+        blocks = [_section(prompt.text), {"type": "actions", "elements": buttons}]
+        thread_ts = _thread_ts(thread)
+        response = await self._call(
+            self._api.chat_postMessage(
+                channel=chat_id, text=_escape(prompt.text), blocks=blocks, thread_ts=thread_ts
+            )
+        )
+        if thread_ts is not None:
+            self._status.replied((chat_id, thread_ts))
+        return str(response["ts"])
+
+    async def send_as_written(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        thread_ts = _thread_ts(thread)
+        response = await self._call(
+            self._api.chat_postMessage(
+                channel=chat_id, text=_escape(text), blocks=[_section(text)], thread_ts=thread_ts
+            )
+        )
+        if thread_ts is not None:
+            self._status.replied((chat_id, thread_ts))
+        return str(response["ts"])
+
+    async def close_prompt(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        await self._call(
+            self._api.chat_update(
+                channel=chat_id, ts=message_id, text=_escape(text), blocks=[_section(text)]
+            )
+        )
+
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         thread_ts = _thread_ts(thread)
         if thread_ts is None or not self._assistant_status:
@@ -329,6 +384,10 @@ class SlackPlatform:
     ) -> None:
         # Ack first: Slack redelivers an envelope that is not acknowledged within 3 s.
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+        if request.type == "interactive" and self._on_message is not None:
+            for press in self._presses(request.payload):
+                await self._on_message(press)
+            return
         if request.type != "events_api" or self._on_message is None:
             return
         event: Any = request.payload.get("event")
@@ -367,6 +426,53 @@ class SlackPlatform:
         if parts.scheme == "https" and (parts.hostname or "").endswith(".slack.com"):
             return True
         return bool(parts.netloc) and (parts.scheme, parts.netloc) == (base.scheme, base.netloc)
+
+    def _presses(self, payload: Mapping[str, Any]) -> list[IncomingMessage]:
+        """The approval buttons pressed in a ``block_actions`` payload."""
+        if payload.get("type") != "block_actions":
+            return []
+        user: Any = payload.get("user") or {}
+        channel: Any = payload.get("channel") or {}
+        container: Any = payload.get("container") or {}
+        message: Any = payload.get("message") or {}
+        actions: Any = payload.get("actions") or []
+        if not all(isinstance(x, dict) for x in (user, channel, container, message)):
+            return []
+        chat_id = str(channel.get("id") or container.get("channel_id") or "")
+        user_id = str(user.get("id") or "")
+        thread_ts = message.get("thread_ts")
+        thread = {THREAD_KEY: str(thread_ts)} if thread_ts else {}
+
+        async def answer(text: str, refused: bool) -> None:
+            if refused:  # seen by the presser only; an accepted press shows in the message
+                await self._call(
+                    self._api.chat_postEphemeral(
+                        channel=chat_id,
+                        user=user_id,
+                        text=_escape(text),
+                        thread_ts=_thread_ts(thread),
+                    )
+                )
+
+        presses: list[IncomingMessage] = []
+        for action in actions if isinstance(actions, list) else []:
+            value = str(action.get("value") or "") if isinstance(action, dict) else ""
+            if not value.startswith(PREFIX + ":"):
+                continue
+            presses.append(
+                IncomingMessage(
+                    platform="slack",
+                    chat_id=chat_id,
+                    user_id=user_id,
+                    text="",
+                    user_name=str(user.get("username") or ""),
+                    is_group=not chat_id.startswith("D"),  # D…: a direct message
+                    message_id=str(container.get("message_ts") or message.get("ts") or ""),
+                    thread=thread,
+                    press=Press(value, answer),
+                )
+            )
+        return presses
 
     def _redelivered(self, incoming: IncomingMessage) -> bool:
         key = (incoming.chat_id, incoming.message_id)
@@ -462,6 +568,11 @@ def _attachments(files: Any) -> tuple[Attachment, ...]:
         name = str(entry.get("name") or entry.get("title") or entry["id"])
         found.append(Attachment(kind, name, mime, str(entry["id"]), int(entry.get("size") or 0)))
     return tuple(found)
+
+
+def _section(text: str) -> dict[str, Any]:
+    # plain_text: shown as written (no mrkdwn, no mentions), so the command is not escaped.
+    return {"type": "section", "text": {"type": "plain_text", "text": text, "emoji": True}}
 
 
 def _thread_ts(thread: Mapping[str, str] | None) -> str | None:

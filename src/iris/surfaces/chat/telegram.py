@@ -40,7 +40,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import httpx
-from telegram import Bot, BotCommand, Message, MessageEntity, Update
+from telegram import (
+    Bot,
+    BotCommand,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    Update,
+)
 from telegram.constants import ChatAction
 from telegram.error import (
     BadRequest,
@@ -67,6 +76,7 @@ from iris.surfaces.chat.platform import (
     PlatformError,
     PlatformRateLimited,
 )
+from iris.surfaces.chat.prompts import Press, Prompt
 from iris.surfaces.commands import CHAT_COMMANDS
 from iris.tasks import OpenGroup, logged
 
@@ -74,6 +84,8 @@ log = logging.getLogger(__name__)
 
 THREAD_KEY = "message_thread_id"
 STOPPED = "stopped_message_generation"
+# answerCallbackQuery shows at most 200 characters.
+_ANSWER_MAX = 200
 # Errors before a request left this machine: the message cannot have landed.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _POLL_BACKOFF_MAX = 30.0
@@ -110,6 +122,7 @@ def _chat(chat_id: str) -> int | str:
 
 class TelegramPlatform:
     name = "telegram"
+    approval_limit = 4096  # a message with an inline keyboard takes as much text as any
     capabilities: Capabilities  # per chat, from platforms.telegram.budgets
     budget: SharedBudget  # shared by every chat of the bot
 
@@ -176,7 +189,7 @@ class TelegramPlatform:
                 updates = await self.bot.get_updates(
                     offset=offset,
                     timeout=int(self.settings.poll_timeout),
-                    allowed_updates=["message", STOPPED],
+                    allowed_updates=["message", "callback_query", STOPPED],
                 )
             except RetryAfter as exc:
                 await asyncio.sleep(_retry_after(exc))
@@ -200,6 +213,8 @@ class TelegramPlatform:
         stopped = update.api_kwargs.get(STOPPED)
         if isinstance(stopped, dict):
             return _stopped(cast(dict[str, Any], stopped))
+        if update.callback_query is not None:
+            return self._pressed(update.callback_query)
         message: Message | None = update.message
         if message is None or message.from_user is None:
             return None
@@ -227,6 +242,34 @@ class TelegramPlatform:
             addressed=addressed,
             bot_thread=bot_thread,
             attachments=attachments,
+        )
+
+    def _pressed(self, query: CallbackQuery) -> IncomingMessage:
+        """A press of an inline keyboard button: answered with ``answerCallbackQuery``."""
+
+        async def answer(text: str, refused: bool) -> None:
+            try:
+                await self.bot.answer_callback_query(
+                    query.id, text=text[:_ANSWER_MAX], show_alert=refused
+                )
+            except TelegramError as exc:
+                raise _platform_error(exc) from exc
+
+        message = query.message
+        chat = message.chat if message is not None else None
+        thread: dict[str, str] = {}
+        if isinstance(message, Message) and message.is_topic_message and message.message_thread_id:
+            thread[THREAD_KEY] = str(message.message_thread_id)
+        return IncomingMessage(
+            platform="telegram",
+            chat_id=str(chat.id) if chat is not None else "",
+            user_id=str(query.from_user.id),
+            text="",
+            user_name=query.from_user.username or "",
+            is_group=chat is not None and chat.type in ("group", "supergroup"),
+            message_id=str(message.message_id) if message is not None else "",
+            thread=thread,
+            press=Press(query.data or "", answer),
         )
 
     def native_for(self, message: IncomingMessage) -> Native | None:
@@ -277,6 +320,34 @@ class TelegramPlatform:
             raise _platform_error(exc) from exc
         except TelegramError as exc:
             raise _platform_error(exc) from exc
+
+    async def send_prompt(
+        self, chat_id: str, prompt: Prompt, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        """The prompt with an inline keyboard: the two allows on a row, deny below."""
+        row = [InlineKeyboardButton(b.label, callback_data=b.data) for b in prompt.buttons]
+        markup = InlineKeyboardMarkup([row[:-1], row[-1:]])
+        try:
+            sent = await self.bot.send_message(
+                _chat(chat_id),
+                prompt.text,
+                message_thread_id=_thread_id(thread),
+                reply_markup=markup,
+            )
+        except TelegramError as exc:
+            raise _platform_error(exc) from exc
+        return str(sent.message_id)
+
+    async def send_as_written(
+        self, chat_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> str:
+        return await self.send(chat_id, text, thread=thread)  # no parse mode: as written
+
+    async def close_prompt(
+        self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
+    ) -> None:
+        # editMessageText without reply_markup takes the inline keyboard away.
+        await self.edit_message(chat_id, message_id, text, thread=thread)
 
     async def send_typing(self, chat_id: str, *, thread: Mapping[str, str] | None = None) -> None:
         # A courtesy: only from what the replies leave of the bot-wide budget.

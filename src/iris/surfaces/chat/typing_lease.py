@@ -40,6 +40,7 @@ class TypingLease:
         self._stopped = asyncio.Event()
         self._tasks = OpenGroup()
         self._held = False
+        self._paused = False
 
     async def __aenter__(self) -> TypingLease:
         await self._tasks.open()
@@ -64,6 +65,11 @@ class TypingLease:
         """Wait until the indicator stopped, by release or by the hard limit."""
         await self._stopped.wait()
 
+    def pause(self, paused: bool) -> None:
+        """Stop showing the indicator for now (True), or show it again: a turn waiting for a
+        person's approval is not typing. The platform lets the last one lapse."""
+        self._paused = paused
+
     def release(self) -> None:
         # Not a cancellation: a typing request in flight finishes (httpx pools leak a connection
         # per request cancelled mid-flight); the sleep between requests is the one stop point.
@@ -76,7 +82,8 @@ class TypingLease:
             while not self._released.is_set() and (left := deadline - loop.time()) > 0:
                 pause = self._every
                 try:
-                    await self._platform.send_typing(self._chat_id, thread=self._thread)
+                    if not self._paused:
+                        await self._platform.send_typing(self._chat_id, thread=self._thread)
                 except PlatformRateLimited as exc:
                     metrics.chat_rate_limited(self._platform.name, exc.scope)
                     pause = max(pause, exc.retry_after)

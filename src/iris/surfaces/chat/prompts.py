@@ -1,0 +1,341 @@
+"""Approval prompts on the chat platforms: what the message with the buttons says, and which are open.
+
+A tool call that waits for a person's yes (``iris.agent.approvals``) is shown in the chat as a
+message with three buttons, **Allow once**, **Allow in this chat** and **Deny**; the message
+carries the whole command (or arguments) while its buttons are live: one that does not fit
+goes first as plain messages, in parts that re-join to the whole, and the message with the
+buttons says so. Once the request ends (an answer, the timeout, an interrupt) the message is
+edited: the buttons go, and it says what was decided and by whom.
+
+A button hands back ``iris-approval:<o|c|d>:<token>`` (Telegram ``callback_data`` takes 64
+bytes at most, Discord ``custom_id`` 100): the token is random, and ``Prompts`` maps it to the
+request, so a button of an earlier process never answers a request of this one.
+
+A reply without buttons (a consumer built without ``Prompts``) says in plain messages that a
+request waits and how it ended; the runner asks nobody on a platform without buttons
+(WhatsApp): a tool that asks is refused there at once.
+
+Pure: rendering, the registry, and ``ReplyPrompts`` (the approval messages of one reply, in
+the order they go out); the platform calls are the adapters', the pacing the consumer's.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from iris.agent.approvals import Decision, Outcome
+from iris.events import ApprovalRequested, ApprovalResolved
+from iris.surfaces.chat.splitter import Unit, measure, split
+
+PREFIX = "iris-approval"
+_CODES: dict[str, Decision] = {"o": "once", "c": "chat", "d": "deny"}
+LABELS: dict[Decision, str] = {"once": "Allow once", "chat": "Allow in this chat", "deny": "Deny"}
+
+NOT_ALLOWED = "You are not allowed to answer this request."
+NOT_OPEN = "This request is no longer open."
+# A reply whose platform shows no buttons (the runner asks nobody there; a consumer built
+# without prompts): the request is said in the chat all the same.
+NO_BUTTONS = "It cannot be answered here; without an answer in time it is not run."
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    label: str
+    data: str  # handed back by the platform on a press (callback_data, custom_id, value)
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """The message with the buttons: ``text`` fits the platform's approval limit."""
+
+    text: str
+    buttons: tuple[Button, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Press:
+    """A person pressed a button of a prompt (on an ``IncomingMessage``, with their ids).
+
+    ``answer(text, refused)`` answers the press where only the presser sees it (Telegram
+    ``answerCallbackQuery``, a Discord interaction response, a Slack ephemeral message): every
+    press is answered once. ``refused``: nothing changed (not allowed, already decided)."""
+
+    data: str
+    answer: Callable[[str, bool], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A request as messages: ``parts`` go first (the body did not fit one message), then
+    ``prompt``; ``gist`` is what the message keeps of the request once it is closed."""
+
+    parts: tuple[str, ...]
+    prompt: Prompt
+    gist: str
+
+
+def buttons(token: str) -> tuple[Button, ...]:
+    return tuple(
+        Button(LABELS[decision], f"{PREFIX}:{code}:{token}", decision)
+        for code, decision in _CODES.items()
+    )
+
+
+def parse_press(data: str) -> tuple[str, Decision] | None:
+    """``(token, decision)`` from a button's data, or None when it is no approval button."""
+    prefix, _, rest = data.partition(":")
+    code, _, token = rest.partition(":")
+    if prefix != PREFIX or code not in _CODES or not token:
+        return None
+    return token, _CODES[code]
+
+
+def render(name: str, body: str, seconds: float, token: str, *, limit: int, unit: Unit) -> Rendered:
+    """The messages showing request ``token`` for tool ``name`` with ``body`` (its preview or
+    arguments), which expires in ``seconds``; every message fits ``limit``."""
+    head = f"⚠️ Approve {name}?"
+    tail = f"Not run unless allowed within {_duration(seconds)}."
+    whole = f"{head}\n\n{body}\n\n{tail}"
+    if measure(whole, unit) <= limit:
+        return Rendered((), Prompt(whole, buttons(token)), f"{name}: {body}")
+    parts = tuple(_parts(body, limit, unit))
+    where = "the message above" if len(parts) == 1 else f"the {len(parts)} messages above"
+    text = f"{head}\nIts full input is in {where}.\n\n{tail}"
+    return Rendered(parts, Prompt(text, buttons(token)), f"{name}: its input is in {where}")
+
+
+def _parts(body: str, limit: int, unit: Unit) -> list[str]:
+    """``body`` in slices that fit ``limit`` and join to it exactly (no fence repair, unlike a
+    reply's split: a command is shown as it will run), cut at a line break or a space in the
+    last half of a window where there is one."""
+    parts: list[str] = []
+    start = 0
+    while start < len(body):
+        end, size = start, 0
+        while end < len(body) and size + measure(body[end], unit) <= limit:
+            size += measure(body[end], unit)
+            end += 1
+        end = max(end, start + 1)  # a limit below one character still moves on
+        if end < len(body):
+            window = body[start:end]
+            cut = max(window.rfind("\n"), window.rfind(" ")) + 1
+            if cut > len(window) // 2:
+                end = start + cut
+        parts.append(body[start:end])
+        start = end
+    return parts
+
+
+def outcome_line(outcome: Outcome, by: str) -> str:
+    match outcome:
+        case "once":
+            return f"✅ Allowed once by {by}"
+        case "chat":
+            return f"✅ Allowed in this chat by {by}"
+        case "deny":
+            return f"❌ Denied by {by}: not run"
+        case "timeout":
+            return "⌛ No answer in time: not run"
+        case "cancelled":
+            return "⏹ Cancelled (the reply was interrupted): not run"
+
+
+def closed_text(outcome: Outcome, by: str, gist: str, *, limit: int, unit: Unit) -> str:
+    """The prompt once its request ended: the outcome, then as much of the gist as fits (the
+    buttons are gone: nothing can be approved on a cut text any more)."""
+    line = outcome_line(outcome, by)
+    text = f"{line}\n\n{gist}"
+    if measure(text, unit) <= limit:
+        return text
+    room = limit - measure(f"{line}\n\n…", unit)
+    return f"{line}\n\n{split(gist, room, unit)[0].text}…" if room > 1 else line[:limit]
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(1, math.ceil(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    return f"{math.ceil(seconds / 60)} min"
+
+
+@dataclass
+class OpenPrompt:
+    """A request shown in a chat, until it ends."""
+
+    approval_id: str
+    name: str
+    platform: str
+    chat_id: str  # the platform's
+    session: str  # the conversation (``runner.conversation_key``): the chat the broker asks in
+    thread: Mapping[str, str] = field(default_factory=dict[str, str])
+    gist: str = ""
+    message_id: str | None = None  # the message with the buttons, once it landed
+
+
+class Prompts:
+    """The open approval prompts of one chat surface, by button token and by request."""
+
+    def __init__(self) -> None:
+        self._by_token: dict[str, OpenPrompt] = {}
+        self._tokens: dict[str, str] = {}  # approval id -> token
+
+    def open(self, prompt: OpenPrompt) -> str:
+        token = secrets.token_hex(8)
+        self._by_token[token] = prompt
+        self._tokens[prompt.approval_id] = token
+        return token
+
+    def get(self, token: str) -> OpenPrompt | None:
+        return self._by_token.get(token)
+
+    def close(self, approval_id: str) -> None:
+        token = self._tokens.pop(approval_id, None)
+        if token is not None:
+            self._by_token.pop(token, None)
+
+    def __len__(self) -> int:
+        return len(self._by_token)
+
+    def find(self, approval_id: str) -> OpenPrompt | None:
+        token = self._tokens.get(approval_id)
+        return None if token is None else self._by_token.get(token)
+
+
+@dataclass(frozen=True, slots=True)
+class SendPart:
+    """A plain message: part of a request too long for the prompt, or (without buttons) the
+    request or its outcome."""
+
+    text: str
+    approval_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SendPrompt:
+    approval_id: str
+    prompt: Prompt
+
+
+@dataclass(frozen=True, slots=True)
+class ClosePrompt:
+    approval_id: str
+    message_id: str
+    text: str
+
+
+PromptAction = SendPart | SendPrompt | ClosePrompt
+
+# Tries of one prompt call that the platform rate-limited, before it is given up.
+ATTEMPTS = 5
+
+
+class ReplyPrompts:
+    """The approval messages of one reply in one chat, in the order they go out. Pure.
+
+    ``prompts`` is the surface's registry (None: the platform has no buttons); ``limit`` the
+    most a prompt message takes (``ApprovalPlatform.approval_limit``, within the platform's
+    message limit) in ``unit``."""
+
+    def __init__(
+        self,
+        prompts: Prompts | None,
+        *,
+        platform: str,
+        chat_id: str,
+        session: str,
+        thread: Mapping[str, str],
+        limit: int,
+        unit: Unit,
+    ) -> None:
+        self.prompts = prompts
+        self.platform, self.chat_id, self.thread = platform, chat_id, dict(thread)
+        self.session = session
+        self.limit = limit
+        self.unit: Unit = unit
+        self._queue: list[PromptAction] = []
+        self._open: dict[str, OpenPrompt] = {}  # this reply's requests not yet resolved
+        self._tries = 0  # of the call at the head of the queue
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._queue)
+
+    @property
+    def waiting(self) -> bool:
+        """A request of this reply waits for its answer (the turn is not working)."""
+        return bool(self._open)
+
+    def next(self) -> PromptAction | None:
+        return self._queue[0] if self._queue else None
+
+    def requested(self, event: ApprovalRequested, now: float) -> None:
+        """A request to show; ``now`` in Unix seconds (``expires_at``'s clock)."""
+        body = event.preview or event.args
+        seconds = event.expires_at - now
+        if self.prompts is None:
+            note = f"⚠️ {event.name} waits for approval:\n\n{body}\n\n{NO_BUTTONS}"
+            for part in split(note, self.limit, self.unit):
+                self._queue.append(SendPart(part.text))
+            self._open[event.approval_id] = self._entry(event)
+            return
+        entry = self._entry(event)
+        token = self.prompts.open(entry)
+        rendered = render(event.name, body, seconds, token, limit=self.limit, unit=self.unit)
+        entry.gist = rendered.gist
+        self._open[event.approval_id] = entry
+        self._queue.extend(SendPart(part, event.approval_id) for part in rendered.parts)
+        self._queue.append(SendPrompt(event.approval_id, rendered.prompt))
+
+    def _entry(self, event: ApprovalRequested) -> OpenPrompt:
+        return OpenPrompt(
+            event.approval_id,
+            event.name,
+            self.platform,
+            self.chat_id,
+            self.session,
+            self.thread,
+        )
+
+    def resolved(self, event: ApprovalResolved) -> None:
+        self._close(event.approval_id, event.decision, event.by)
+
+    def ended(self) -> None:
+        """The turn ended: a request it left open (a broken stream) is closed as cancelled."""
+        for approval_id in list(self._open):
+            self._close(approval_id, "cancelled", "interrupt")
+
+    def _close(self, approval_id: str, outcome: Outcome, by: str) -> None:
+        # Between two calls (the consumer feeds events only then): nothing is in flight.
+        entry = self._open.pop(approval_id, None)
+        if entry is None:
+            return
+        if self.prompts is None:
+            self._queue.append(SendPart(f"{outcome_line(outcome, by)} ({entry.name})"))
+            return
+        self.prompts.close(approval_id)
+        # What of it has not gone out yet need not go: the request is over.
+        if any(a.approval_id == approval_id for a in self._queue[:1]):
+            self._tries = 0
+        self._queue = [a for a in self._queue if a.approval_id != approval_id]
+        if entry.message_id is not None:
+            text = closed_text(outcome, by, entry.gist, limit=self.limit, unit=self.unit)
+            self._queue.append(ClosePrompt(approval_id, entry.message_id, text))
+
+    def landed(self, action: PromptAction, message_id: str = "") -> None:
+        self._queue.pop(0)
+        self._tries = 0
+        entry = self._open.get(action.approval_id)
+        if isinstance(action, SendPrompt) and entry is not None:
+            entry.message_id = message_id
+
+    def failed(self, action: PromptAction, *, retry: bool) -> None:
+        """The call failed; ``retry`` (rate limited) keeps it at the head, up to ``ATTEMPTS``."""
+        self._tries += 1
+        if retry and self._tries < ATTEMPTS:
+            return
+        self._queue.pop(0)
+        self._tries = 0
