@@ -104,6 +104,14 @@ def test_a_cut_never_leaves_the_next_message_a_line_that_reads_as_a_fence() -> N
     assert all(not part.startswith("```") for part in parts)
 
 
+def test_a_block_cut_inside_code_closes_its_fence_when_the_reply_goes_on() -> None:
+    text = "intro\n```py\nx = 1\n"
+    assert [part.text for part in split(text, 100)] == [text]  # the whole reply: as it is
+    # A block cut from a reply that goes on: its message must not leave the code open.
+    assert [part.text for part in split(text, 100, going_on=True)] == [text + "```"]
+    assert [part.text for part in split("intro\n", 100, going_on=True)] == ["intro\n"]
+
+
 def test_empty_text_has_no_parts_and_a_bad_limit_is_an_error() -> None:
     assert split("", 10) == []
     try:

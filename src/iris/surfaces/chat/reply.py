@@ -858,8 +858,9 @@ class Reply:
                 cut = max(cut, seg.forced)
         blocks: list[tuple[int, int, str]] = []  # (start, end, text)
         end = committed
+        more = cut < len(text)  # a block cut inside code (a full message) closes its fence
         parts = (
-            split(text[:cut], limit, unit, start=committed, starts=starts)
+            split(text[:cut], limit, unit, start=committed, starts=starts, going_on=more)
             if cut > committed
             else []
         )

@@ -102,13 +102,20 @@ def fence_at(text: str, start: int, starts: Sequence[int] = ()) -> Fence | None:
 
 
 def split(
-    text: str, limit: int, unit: Unit = "chars", *, start: int = 0, starts: Sequence[int] = ()
+    text: str,
+    limit: int,
+    unit: Unit = "chars",
+    *,
+    start: int = 0,
+    starts: Sequence[int] = (),
+    going_on: bool = False,
 ) -> list[Part]:
     """Split ``text[start:]`` into parts whose rendered text fits ``limit``.
 
     ``start`` lets a continuation begin mid-reply: the fence state of ``text[:start]`` carries
-    over, as the messages that began at ``starts`` read it (``fence_at``). Returns ``[]`` for
-    an empty remainder."""
+    over, as the messages that began at ``starts`` read it (``fence_at``). ``going_on``: the
+    reply goes on past ``text`` (a block cut from it), so a last part that ends in code closes
+    its fence as every other part does. Returns ``[]`` for an empty remainder."""
     if limit < 1:
         raise ValueError(f"limit must be positive, got {limit}")
     fence = fence_at(text, start, starts) if start else None
@@ -127,7 +134,7 @@ def split(
             raw = rest[:end]
             after = fence_after(raw, fence)
             suffix = ""
-            if after is not None and end < len(rest):
+            if after is not None and (end < len(rest) or going_on):
                 suffix = ("" if raw.endswith("\n") else "\n") + after.marker
             size = measure(prefix + raw + suffix, unit)
             if size <= limit or not suffix:
