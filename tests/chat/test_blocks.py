@@ -7,7 +7,7 @@ is kept, and a retry that changes text already sent restates it once, marked.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from iris.events import (
@@ -63,9 +63,25 @@ def word_chunks(text: str) -> list[str]:
     return [*out, word] if word else out
 
 
-def boundaries(chat: list[str]) -> list[int]:
-    """Where each message but the last ends in the reply the messages read back to."""
-    return [len(rejoin([*chat[: k + 1], ""])) for k in range(len(chat) - 1)]
+def read_back(chat: list[str], text: str) -> list[int]:
+    """Check the messages read in order are ``text``; where each but the last ends in it.
+
+    A message read back loses the fence it reopens and the marker that closes it early
+    (``rejoin``). A code line longer than a message is cut in two and the closing marker takes
+    a line of its own: that reads back as a line break there, the one thing a reader adds."""
+    cuts: list[int] = []
+    pos, before = 0, ""
+    for k in range(len(chat)):
+        upto = rejoin([*chat[: k + 1], ""] if k < len(chat) - 1 else chat)
+        piece, before = upto[len(before) :], upto
+        if not text.startswith(piece, pos):
+            wrapped = piece.endswith("\n") and chat[k].endswith("\n```")
+            assert wrapped and text.startswith(piece[:-1], pos), (pos, piece, chat)
+            piece = piece[:-1]  # a code line cut in two: its break is the message's
+        pos += len(piece)
+        cuts.append(pos)
+    assert pos == len(text), (text[pos:], chat)  # nothing lost
+    return cuts[:-1]
 
 
 def test_a_reply_arrives_as_paragraph_blocks_that_read_back_as_the_reply() -> None:
@@ -124,6 +140,19 @@ def test_an_open_code_fence_waits_for_its_close() -> None:
     assert "".join(chat) == text
     assert all(fence_after(m) is None for m in chat), chat
     assert any(m.startswith("```python") and m.rstrip().endswith("```") for m in chat)
+
+
+def test_a_block_that_starts_mid_line_is_read_as_its_message_shows_it() -> None:
+    # Silence sends "ab "; then "```py" arrives: inline text in the reply, but the next block
+    # starts with it, so that message opens a block and its next line closes it. The blocks
+    # after read on from there: no code is open, so none is reopened (no stray "```").
+    text = "ab ```py\n```\n\n```"
+    events: Timeline = [(i * 1.5, TextDelta(c)) for i, c in enumerate(word_chunks(text))]
+    events += [(7.5, SegmentEnded(text)), (7.5, TurnEnded(text))]
+    result = simulate(events, caps=caps(60), shown=display(min_block_chars=0, block_idle=0.5))
+    chat = result.chat()
+    assert chat == ["ab ", "```py\n```\n", "\n```"]
+    assert "".join(chat) == text == rejoin(chat)
 
 
 def test_a_reset_after_blocks_went_out_sends_a_short_correction() -> None:
@@ -237,6 +266,28 @@ def _balanced(text: str) -> str:
 
 
 @settings(max_examples=120, deadline=None)
+# An inline ```py (mid-line: text) sent after a block cut at the space before it: the next
+# block starts with it, so reads it as a fence, and the blocks after read on from there.
+@example(pieces=["ab ", "```py\n", "```\n"], every=1.5, limit=60, min_chars=0, idle=0.5, script=[])
+# A message filled up inside code ("```py" and its close came as more than a message gathered):
+# the block cut from the text so far closes the fence like any cut inside code.
+@example(
+    pieces=[*["ab "] * 3, *["long-word "] * 4, "x\n", "```py\n", "```\n", "ab "],
+    every=0.02,
+    limit=60,
+    min_chars=80,
+    idle=0.5,
+    script=[],
+)
+# A code line longer than a message: cut at a space inside it, it reads back as two lines.
+@example(
+    pieces=["```py\n", *["ab "] * 4, *["long-word "] * 4],
+    every=0.02,
+    limit=60,
+    min_chars=0,
+    idle=0.5,
+    script=[],
+)
 @given(
     pieces=st.lists(_piece, min_size=1, max_size=80),
     every=st.sampled_from([0.02, 0.3, 1.5]),
@@ -263,13 +314,14 @@ def test_blocks_read_back_as_the_reply_never_split_words_or_open_fences_or_repea
     )
     chat = result.chat()
     # Nothing lost, nothing twice: the blocks, read in order, are the reply.
-    assert rejoin(chat) == text
+    cuts = read_back(chat, text)
     assert all(len(m) <= limit for m in chat)
     assert all(m.strip() for m in chat), "no empty message"
-    for k, cut in enumerate(boundaries(chat)):
-        # Never inside an open fence: a cut falls outside code, or (a code block longer than
-        # a message) the block closes the fence and the next reopens it.
-        assert fence_after(text[:cut]) is None or chat[k].endswith("```"), (cut, chat)
+    for k, cut in enumerate(cuts):
+        # Never inside an open fence: every message but the last, read on its own as the user
+        # reads it, closes the code it opens (a cut falls outside code, or, a code block longer
+        # than a message, the block closes the fence and the next reopens it).
+        assert fence_after(chat[k] + "\n") is None, (cut, chat)
         # Never mid-word: every cut falls after a space or a line break (the pieces' words are
         # shorter than half a message, so a full message always finds one).
         assert text[cut - 1] in " \n", (cut, chat)

@@ -6,7 +6,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from iris.formats.fences import fence_after
-from iris.surfaces.chat.splitter import measure, rejoin, split
+from iris.surfaces.chat.splitter import fence_at, measure, rejoin, split
 
 # Text that exercises the hard cases: astral characters (2 UTF-16 units), fences, newlines.
 _alphabet = st.sampled_from(list("ab c\n`~") + ["😀", "é", "```", "```py\n", "\n```\n", "~~~\n"])
@@ -80,6 +80,36 @@ def test_start_continues_mid_reply_inside_a_fence() -> None:
     text = "```sh\nls\npwd\n```\n"
     parts = split(text, 100, "chars", start=len("```sh\nls\n"))
     assert parts[0].text == "```sh\npwd\n```\n"
+
+
+def test_a_continuation_reads_on_as_the_messages_before_it_read() -> None:
+    # "ab ```py" is text, but a message that began after "ab " starts with "```py": it opened
+    # a block there and closed it at the next line, so no code is open where the reply's own
+    # reading has one open (the bare "```" line opened it).
+    text = "ab ```py\n```\n\n```"
+    assert fence_at(text, 13) is not None
+    assert fence_at(text, 13, starts=[3]) is None
+    assert [part.text for part in split(text, 100, start=13, starts=[3])] == ["\n```"]
+    # Read from the reply's start instead, the continuation reopened a fence the user never saw.
+    assert [part.text for part in split(text, 100, start=13)] == ["```\n\n```"]
+
+
+def test_a_cut_never_leaves_the_next_message_a_line_that_reads_as_a_fence() -> None:
+    # The space before "```py" is the cut a full window finds; the next message would start
+    # with "```py and more" and open a code block the reply does not have.
+    text = "x\naaaaaaaa bbbbbbbb ```py and more"
+    parts = [part.text for part in split(text, 24)]
+    assert parts[0] == "x\n"
+    assert rejoin(parts) == text
+    assert all(not part.startswith("```") for part in parts)
+
+
+def test_a_block_cut_inside_code_closes_its_fence_when_the_reply_goes_on() -> None:
+    text = "intro\n```py\nx = 1\n"
+    assert [part.text for part in split(text, 100)] == [text]  # the whole reply: as it is
+    # A block cut from a reply that goes on: its message must not leave the code open.
+    assert [part.text for part in split(text, 100, going_on=True)] == [text + "```"]
+    assert [part.text for part in split("intro\n", 100, going_on=True)] == ["intro\n"]
 
 
 def test_empty_text_has_no_parts_and_a_bad_limit_is_an_error() -> None:

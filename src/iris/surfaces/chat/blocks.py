@@ -24,8 +24,10 @@ fence lines a long code block gained off again).
 
 from __future__ import annotations
 
-from iris.formats.fences import Fence, after_line, fence_after, opens
-from iris.surfaces.chat.splitter import Unit, measure, split
+from collections.abc import Sequence
+
+from iris.formats.fences import Fence, after_line, opens
+from iris.surfaces.chat.splitter import Unit, fence_at, measure, split
 
 # What a reply cut short by an interrupt ends with: the user sees the reply stopped there.
 INTERRUPTED = " …(interrupted)"
@@ -41,10 +43,12 @@ def block_end(
     unit: Unit = "chars",
     *,
     idle: bool = False,
+    starts: Sequence[int] = (),
 ) -> int:
     """Where the next block may end in ``text`` (it starts at ``start``); ``start`` when no
-    block is ready yet."""
-    fence = fence_after(text[:start]) if start else None
+    block is ready yet. ``starts``: where the blocks before began (``splitter.fence_at``)."""
+    opened = fence_at(text, start, starts) if start else None
+    fence = opened
     best = start  # the last boundary with enough text before it
     last = start  # the last boundary of any size
     safe = len(text)  # text from here on is in a fence still open
@@ -75,19 +79,19 @@ def block_end(
                 best = end
         pos = end
     if fence is not None:
-        safe = _open_from(text, start, fence)
+        safe = _open_from(text, start, opened)
     if best == start and measure(text[start:safe], unit) > limit:
         # More than a message already: the full messages go, the rest waits.
-        parts = split(text[:safe], limit, unit, start=start)
+        parts = split(text[:safe], limit, unit, start=start, starts=starts)
         best = start + sum(len(part.raw) for part in parts[:-1])
     if idle:
         best = max(best, last, _word_end(text, start, safe))
     return best if text[start:best].strip() else start
 
 
-def _open_from(text: str, start: int, fence: Fence) -> int:
-    """Where the fence still open at the end of ``text`` opened (``start`` if before it)."""
-    state: Fence | None = fence_after(text[:start]) if start else None
+def _open_from(text: str, start: int, state: Fence | None) -> int:
+    """Where the fence still open at the end of ``text`` opened (``start`` if before it);
+    ``state``: the fence open at ``start``."""
     if state is not None:
         return start  # open since before this block: nothing of it is complete
     pos, opened = start, start

@@ -847,17 +847,24 @@ class Reply:
         if interrupted:
             limit -= len(INTERRUPTED)
         min_chars = self.display.min_block_chars
+        starts = self._block_starts(seg)  # a block that began mid-line reads it as a line
         if interrupted:
-            cut = block_end(text, committed, 0, limit, unit, idle=True)
+            cut = block_end(text, committed, 0, limit, unit, idle=True, starts=starts)
         elif seg.final is not None:
             cut = len(text)
         else:
-            cut = block_end(text, committed, min_chars, limit, unit)
+            cut = block_end(text, committed, min_chars, limit, unit, starts=starts)
             if committed < seg.forced <= len(text):
                 cut = max(cut, seg.forced)
         blocks: list[tuple[int, int, str]] = []  # (start, end, text)
         end = committed
-        for part in split(text[:cut], limit, unit, start=committed) if cut > committed else []:
+        more = cut < len(text)  # a block cut inside code (a full message) closes its fence
+        parts = (
+            split(text[:cut], limit, unit, start=committed, starts=starts, going_on=more)
+            if cut > committed
+            else []
+        )
+        for part in parts:
             start, end = end, end + len(part.raw)
             if part.raw.strip():  # whitespace between blocks is no message
                 blocks.append((start, end, part.text))
@@ -886,6 +893,11 @@ class Reply:
         for index in waiting[len(blocks) :]:
             slot = self.slots[index]
             slot.want, slot.final = "", False
+
+    @staticmethod
+    def _block_starts(seg: _Segment) -> list[int]:
+        """Where the segment's blocks so far began (landed, given up or waiting)."""
+        return [*seg.cuts, *seg.starts]
 
     def _committed(self, seg: _Segment, done: list[int]) -> int:
         """Where the segment's text not yet in a block starts."""
@@ -944,7 +956,10 @@ class Reply:
             done = [i for i in seg.run if self.slots[i].shown is not None or self.slots[i].dead]
             committed = self._committed(seg, done)
             unit = self.caps.length_unit
-            seg.forced = block_end(seg.text, committed, 0, self.limit, unit, idle=True)
+            starts = self._block_starts(seg)
+            seg.forced = block_end(
+                seg.text, committed, 0, self.limit, unit, idle=True, starts=starts
+            )
             self._layout(seg)
         if self._tools_slot is not None:
             slot = self.slots[self._tools_slot]

@@ -8,6 +8,8 @@ the next part reopens it with the same info string (``prefix``). The rendered pa
 reopened and closing fence lines off the rendered parts again.
 
 Cuts prefer a line break, then a space, in the last half of the window; a cut never falls
+before the rest of a line that a message would read as a fence line (a message starts a line:
+``ab ```py`` is text, but a message starting ```` ```py ```` opens code); a cut never falls
 between the two halves of a surrogate pair (Python strings hold code points, so a cut between
 characters is always between whole code points; astral characters count 2 in UTF-16).
 """
@@ -67,27 +69,56 @@ def _cut(window: str) -> int:
 
 
 def _off_fence_line(rest: str, end: int) -> int:
-    """Move a cut that falls inside a fence line to the start of that line.
+    """Move a cut that falls inside a fence line, or before what reads as one, to the line's start.
 
-    A fence line cut in two would neither open nor close its block where the reader sees it."""
+    A fence line cut in two would neither open nor close its block where the reader sees it;
+    the rest of a line that is not one (``ab ```py``) would open a block in the next message."""
     if end >= len(rest) or end <= 0 or rest[end - 1] == "\n":
         return end
     line_start = rest.rfind("\n", 0, end) + 1
     line_end = rest.find("\n", end)
-    line = rest[line_start : line_end if line_end >= 0 else len(rest)]
-    if line_start > 0 and is_fence_line(line):
+    if line_end < 0:
+        line_end = len(rest)
+    if line_start > 0 and (
+        is_fence_line(rest[line_start:line_end]) or is_fence_line(rest[end:line_end])
+    ):
         return line_start
     return end
 
 
-def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> list[Part]:
+def fence_at(text: str, start: int, starts: Sequence[int] = ()) -> Fence | None:
+    """The block open at ``start`` as the messages before it read it.
+
+    ``starts`` are where messages before ``start`` began: each message starts a line of its
+    own, so a message that began mid-line (a cut at a space) reads the rest of that line as a
+    line, as ``rejoin`` does (``ab ```py`` is text, the ```` ```py ```` a message starts with
+    opens a block). Without ``starts`` this is ``fence_after(text[:start])``."""
+    fence: Fence | None = None
+    begun = 0
+    for cut in sorted({c for c in starts if 0 < c < start} | {start}):
+        fence = fence_after(text[begun:cut], fence)
+        begun = cut
+    return fence
+
+
+def split(
+    text: str,
+    limit: int,
+    unit: Unit = "chars",
+    *,
+    start: int = 0,
+    starts: Sequence[int] = (),
+    going_on: bool = False,
+) -> list[Part]:
     """Split ``text[start:]`` into parts whose rendered text fits ``limit``.
 
     ``start`` lets a continuation begin mid-reply: the fence state of ``text[:start]`` carries
-    over. Returns ``[]`` for an empty remainder."""
+    over, as the messages that began at ``starts`` read it (``fence_at``). ``going_on``: the
+    reply goes on past ``text`` (a block cut from it), so a last part that ends in code closes
+    its fence as every other part does. Returns ``[]`` for an empty remainder."""
     if limit < 1:
         raise ValueError(f"limit must be positive, got {limit}")
-    fence = fence_after(text[:start]) if start else None
+    fence = fence_at(text, start, starts) if start else None
     parts: list[Part] = []
     pos = start
     while pos < len(text):
@@ -103,7 +134,7 @@ def split(text: str, limit: int, unit: Unit = "chars", *, start: int = 0) -> lis
             raw = rest[:end]
             after = fence_after(raw, fence)
             suffix = ""
-            if after is not None and end < len(rest):
+            if after is not None and (end < len(rest) or going_on):
                 suffix = ("" if raw.endswith("\n") else "\n") + after.marker
             size = measure(prefix + raw + suffix, unit)
             if size <= limit or not suffix:
