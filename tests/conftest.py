@@ -11,10 +11,17 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from hypothesis import settings
 
 from iris.config import Config, config_from_dict
 from tests.fakes.store_faults import ReadOnlyFiles
 from tests.fakes.upstream import FakeUpstream
+
+# Tests never assert wall-clock times, and hypothesis's per-example deadline is one: on a loaded
+# machine (parallel workers, CI beside other jobs) an example that once took 265 ms made a
+# property fail as "flaky". A property's own @settings still sets its example count.
+settings.register_profile("iris", deadline=None)
+settings.load_profile("iris")
 
 _ENV = (
     "OPENAI_BASE_URL",

@@ -29,7 +29,11 @@ def test_a_test_that_leaves_a_task_pending_fails(pytester: pytest.Pytester) -> N
     pytester.makeconftest("from tests.conftest import no_pending_tasks, tasks_left  # noqa: F401")
     pytester.makeini("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function")
     pytester.makepyfile(test_probe=PROBE)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    # In-process, under an xdist worker: plugins of the outer run that would act on the inner
+    # one (pytest-benchmark, where installed, refuses to run beside xdist) stay out of it.
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:benchmark"
+    )
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(
         ["*ERROR at teardown of test_leaks*", "*left 1 asyncio task(s) pending*sleep*"]
