@@ -9,7 +9,7 @@ list. A follower leaving does not stop the run; ``cancel`` does (status ``cancel
 does the server's shutdown (status ``incomplete``, reason ``interrupted``).
 
 ``BackgroundRuns`` keeps runs by id: running ones always, ended ones for ``ttl`` seconds and at
-most ``keep`` of them; the stored response outlives both (``responses_store``).
+most ``keep`` of them; the stored response outlives both (``iris.state.responses``).
 
 With a shared store (``store.url``) every run is also copied to Redis (``iris.state.background``)
 as it goes, so the other processes answer for it: ``RemoteRunStream`` follows it from there, a
