@@ -450,11 +450,8 @@ class ChatSurface:
         log.warning("refused %s user %s (%s)", platform.name, message.user_id, message.user_name)
         # In a group the chat may have a conversation of allowed users: share its budget.
         conversation = self._conversations.get(conversation_key(message))
-        try:
-            refusal = REFUSAL.format(user_id=message.user_id)
-            await self._send_once(platform, message, conversation, refusal)
-        except PlatformError as exc:
-            log.info("refusal to %s not delivered: %s", message.user_id, exc)
+        refusal = REFUSAL.format(user_id=message.user_id)
+        await self._say(platform, message, conversation, refusal, "refusal")
 
     async def _handle(
         self,
@@ -468,7 +465,8 @@ class ChatSurface:
         # Its files are fetched while the burst settles; what the model will not get is said now.
         user = await gather(platform, message, self.runtime.config)
         if user.notes:
-            await self._note(platform, message, conversation, "\n".join(user.notes))
+            notes = "\n".join(user.notes)
+            await self._say(platform, message, conversation, notes, "attachment note")
         while debounce and sequence == conversation.latest:
             quiet = conversation.arrived + debounce - time.monotonic()
             if quiet <= 0:
@@ -479,7 +477,7 @@ class ChatSurface:
             if slot is None and sequence == conversation.latest:
                 got = await self._turn_slot(platform, message, conversation)
                 if got == "full":  # the line is full too: say so now
-                    await self._busy(platform, message, conversation)
+                    await self._say(platform, message, conversation, BUSY, "busy note")
                     return
                 if got == "stopped":  # /stop while it waited: kept, not answered
                     await chat.remember(user)
@@ -523,10 +521,7 @@ class ChatSurface:
                 done, _ = await asyncio.wait({got.granted}, timeout=self.queued_after)
                 if not done:
                     note = QUEUED.format(ahead=got.ahead())
-                    try:
-                        await self._send_once(platform, message, conversation, note)
-                    except PlatformError as exc:
-                        log.info("queued note to %s not delivered: %s", message.user_id, exc)
+                    await self._say(platform, message, conversation, note, "queued note")
                 return await got.wait()
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -596,25 +591,19 @@ class ChatSurface:
             conversation = self._conversations[key] = _Conversation(chat)
         return conversation
 
-    async def _note(
+    async def _say(
         self,
         platform: ChatPlatform,
         message: IncomingMessage,
-        conversation: _Conversation,
+        conversation: _Conversation | None,
         text: str,
+        what: str,
     ) -> None:
+        """``_send_once``, a failure only logged (``what``: the message, as the log names it)."""
         try:
             await self._send_once(platform, message, conversation, text)
         except PlatformError as exc:
-            log.info("attachment note to %s not delivered: %s", message.user_id, exc)
-
-    async def _busy(
-        self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
-    ) -> None:
-        try:
-            await self._send_once(platform, message, conversation, BUSY)
-        except PlatformError as exc:
-            log.info("busy note to %s not delivered: %s", message.user_id, exc)
+            log.info("%s to %s not delivered: %s", what, message.user_id, exc)
 
     async def _send_once(
         self,

@@ -36,7 +36,7 @@ import contextlib
 import datetime as dt
 import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, cast
 
 import httpx
@@ -107,6 +107,19 @@ def _platform_error(exc: TelegramError) -> PlatformError:
         # A timeout or dropped connection after the request went out: it may have landed.
         return PlatformError(str(exc), maybe_landed=not isinstance(exc.__cause__, _NOT_SENT))
     return PlatformError(str(exc))
+
+
+async def _unless_done(call: Awaitable[object], done: str) -> None:
+    """Await a Bot API call; a Bad Request that says ``done`` means its work is done already
+    (an edit to the same text, a delete of a message gone): success, not an error."""
+    try:
+        await call
+    except BadRequest as exc:
+        if done in str(exc).lower():
+            return
+        raise _platform_error(exc) from exc
+    except TelegramError as exc:
+        raise _platform_error(exc) from exc
 
 
 def _thread_id(thread: Mapping[str, str] | None) -> int | None:
@@ -297,29 +310,17 @@ class TelegramPlatform:
         thread_id = _thread_id(thread)
         if thread_id is not None:
             extra[THREAD_KEY] = thread_id
-        try:
-            await self.bot.edit_message_text(
-                text, chat_id=_chat(chat_id), message_id=int(message_id), api_kwargs=extra or None
-            )
-        except BadRequest as exc:
-            if "message is not modified" in str(exc).lower():
-                return
-            raise _platform_error(exc) from exc
-        except TelegramError as exc:
-            raise _platform_error(exc) from exc
+        edit = self.bot.edit_message_text(
+            text, chat_id=_chat(chat_id), message_id=int(message_id), api_kwargs=extra or None
+        )
+        await _unless_done(edit, "message is not modified")
 
     async def delete_message(
         self, chat_id: str, message_id: str, *, thread: Mapping[str, str] | None = None
     ) -> None:
         """Delete a message of this bot (a preview replaced by a fresh final)."""
-        try:
-            await self.bot.delete_message(_chat(chat_id), int(message_id))
-        except BadRequest as exc:
-            if "message to delete not found" in str(exc).lower():
-                return  # already gone: what a retry wanted
-            raise _platform_error(exc) from exc
-        except TelegramError as exc:
-            raise _platform_error(exc) from exc
+        delete = self.bot.delete_message(_chat(chat_id), int(message_id))
+        await _unless_done(delete, "message to delete not found")  # gone: what a retry wanted
 
     async def send_prompt(
         self, chat_id: str, prompt: Prompt, *, thread: Mapping[str, str] | None = None
