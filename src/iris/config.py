@@ -301,56 +301,46 @@ class GroupsConfig(_Section):
 QUEUE_SIZE = 100
 
 
-class TelegramConfig(_Section):
+class _ChatPlatformConfig(_Section):
+    """The keys every chat platform's section has (Telegram, Discord, Slack, WhatsApp)."""
+
     enabled: bool = False
-    token: str = ""
-    base_url: str = "https://api.telegram.org"
-    allowed_users: list[str | int] = Field(default_factory=list[str | int])
-    # allowed_users by user id; user names too only with this (a name can change hands).
-    match_usernames: bool = False
     max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
     # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
     debounce: float = Field(default=1.5, ge=0, le=60)
     # Running turns one user may have at once, across all their chats and threads.
     max_turns_per_user: int = Field(default=2, ge=1)
-    groups: GroupsConfig = Field(default_factory=GroupsConfig)
     queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
+
+
+class _GroupPlatformConfig(_ChatPlatformConfig):
+    """The keys the platforms with groups and user names add (Telegram, Discord, Slack)."""
+
+    # allowed_users by user id; user names too only with this (a name can change hands).
+    match_usernames: bool = False
+    groups: GroupsConfig = Field(default_factory=GroupsConfig)
+
+
+class TelegramConfig(_GroupPlatformConfig):
+    token: str = ""
+    base_url: str = "https://api.telegram.org"
+    allowed_users: list[str | int] = Field(default_factory=list[str | int])
     poll_timeout: float = Field(default=10.0, ge=0)
     budgets: TelegramBudgets = Field(default_factory=TelegramBudgets)
 
 
-class DiscordConfig(_Section):
-    enabled: bool = False
+class DiscordConfig(_GroupPlatformConfig):
     token: str = ""
     base_url: str = "https://discord.com/api/v10"
     allowed_users: list[str | int] = Field(default_factory=list[str | int])
-    # allowed_users by user id; user names too only with this (a name can change hands).
-    match_usernames: bool = False
-    max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
-    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
-    debounce: float = Field(default=1.5, ge=0, le=60)
-    # Running turns one user may have at once, across all their chats and threads.
-    max_turns_per_user: int = Field(default=2, ge=1)
-    groups: GroupsConfig = Field(default_factory=GroupsConfig)
-    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: DiscordBudgets = Field(default_factory=DiscordBudgets)
 
 
-class SlackConfig(_Section):
-    enabled: bool = False
+class SlackConfig(_GroupPlatformConfig):
     bot_token: str = ""
     app_token: str = ""
     base_url: str = "https://slack.com/api/"
     allowed_users: list[str] = Field(default_factory=list[str])
-    # allowed_users by user id; user names too only with this (a name can change hands).
-    match_usernames: bool = False
-    max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
-    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
-    debounce: float = Field(default=1.5, ge=0, le=60)
-    # Running turns one user may have at once, across all their chats and threads.
-    max_turns_per_user: int = Field(default=2, ge=1)
-    groups: GroupsConfig = Field(default_factory=GroupsConfig)
-    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: SlackBudgets = Field(default_factory=SlackBudgets)
 
 
@@ -361,11 +351,10 @@ class WhatsAppBudgets(_Section):
     number: Rate = Field(default_factory=lambda: Rate(calls=70, per=1.0))
 
 
-class WhatsAppConfig(_Section):
+class WhatsAppConfig(_ChatPlatformConfig):
     """The WhatsApp Business Cloud API: replies through the Graph API, messages in through the
     webhook at ``/platforms/whatsapp/webhook``."""
 
-    enabled: bool = False
     base_url: str = "https://graph.facebook.com/v21.0"
     phone_number_id: str = ""
     access_token: str = ""
@@ -376,11 +365,6 @@ class WhatsAppConfig(_Section):
     verify_token: str = ""  # Meta's webhook verification (GET hub.verify_token)
     # Phone numbers only: a profile name is anyone's to choose (no match_usernames here).
     allowed_users: list[str] = Field(default_factory=list[str])
-    max_text: int = Field(default=32_000, ge=1)  # characters of one message, like the iris socket's
-    # Seconds of quiet that end a burst: messages of one chat closer than this are one turn.
-    debounce: float = Field(default=1.5, ge=0, le=60)
-    max_turns_per_user: int = Field(default=2, ge=1)
-    queue_size: int = Field(default=QUEUE_SIZE, ge=0)  # waiting for a turn; 0: busy at once
     budgets: WhatsAppBudgets = Field(default_factory=WhatsAppBudgets)
 
     @field_validator("allowed_users", mode="before")

@@ -74,13 +74,12 @@ def approval_answer(body: object) -> ApprovalAnswer | None:
             code="invalid_value",
         )
     item = cast(Json, answers[0])
-    approval_id = item.get("approval_request_id")
-    if not isinstance(approval_id, str) or not approval_id:
-        raise bad_request(
-            f"an {ANSWER} item needs 'approval_request_id'",
-            param="input[0].approval_request_id",
-            code="missing_required_parameter",
-        )
+    approval_id = _required_text(
+        item,
+        "approval_request_id",
+        f"an {ANSWER} item needs 'approval_request_id'",
+        param="input[0].approval_request_id",
+    )
     approve = item.get("approve")
     if not isinstance(approve, bool):
         raise bad_request(
@@ -88,15 +87,22 @@ def approval_answer(body: object) -> ApprovalAnswer | None:
             param="input[0].approve",
             code="invalid_value",
         )
-    previous = data.get("previous_response_id")
-    if not isinstance(previous, str) or not previous:
-        raise bad_request(
-            f"an {ANSWER} goes with 'previous_response_id': the response that asked",
-            param="previous_response_id",
-            code="missing_required_parameter",
-        )
+    previous = _required_text(
+        data,
+        "previous_response_id",
+        f"an {ANSWER} goes with 'previous_response_id': the response that asked",
+        param="previous_response_id",
+    )
     stream = data.get("stream") is True
     return ApprovalAnswer(approval_id, approve, previous, stream, item)
+
+
+def _required_text(data: Json, key: str, message: str, *, param: str) -> str:
+    """``data[key]`` when it is a non-empty string, else a missing_required_parameter error."""
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise bad_request(message, param=param, code="missing_required_parameter")
+    return value
 
 
 ANSWER = "mcp_approval_response"

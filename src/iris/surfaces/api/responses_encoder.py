@@ -226,6 +226,10 @@ class ResponsesEncoder:
         out.append({"type": type, "sequence_number": self._seq, **fields})
         self._seq += 1
 
+    def _part_event(self, out: list[Payload], type: str, item: _Item, **fields: Any) -> None:
+        """An event about ``item``'s content part (an item has one: ``content_index`` 0)."""
+        self._event(out, type, item_id=item.id, output_index=item.index, content_index=0, **fields)
+
     def _snapshot(self, status: str, **extra: Any) -> Payload:
         return response_object(
             self.response_id,
@@ -370,14 +374,7 @@ class ResponsesEncoder:
     def _open_part(self, out: list[Payload], item: _Item) -> None:
         item.text_open = True
         part = _reasoning_part("") if item.kind == "reasoning" else _text_part("")
-        self._event(
-            out,
-            "response.content_part.added",
-            item_id=item.id,
-            output_index=item.index,
-            content_index=0,
-            part=part,
-        )
+        self._part_event(out, "response.content_part.added", item, part=part)
 
     def _reasoning(self, out: list[Payload], text: str, *, summary: bool) -> None:
         item = self._open_item(out, "reasoning")
@@ -409,9 +406,7 @@ class ResponsesEncoder:
         delta = "".join(appended(fact) for fact in item.raw.grow(text))
         item.sent.append(delta)
         if delta:
-            self._event(
-                out, "response.reasoning_text.delta", **common, content_index=0, delta=delta
-            )
+            self._part_event(out, "response.reasoning_text.delta", item, delta=delta)
 
     def _text(self, out: list[Payload], segment: int, delta: str) -> None:
         """Send ``delta`` of ``segment``, what the segment model says an append-only client
@@ -420,15 +415,7 @@ class ResponsesEncoder:
             return
         item = self._open_item(out, "message", segment)
         item.sent.append(delta)
-        self._event(
-            out,
-            "response.output_text.delta",
-            item_id=item.id,
-            output_index=item.index,
-            content_index=0,
-            delta=delta,
-            logprobs=[],
-        )
+        self._part_event(out, "response.output_text.delta", item, delta=delta, logprobs=[])
 
     def _close_message(self, out: list[Payload], closed: SegmentClosed) -> None:
         item = self._open
@@ -447,25 +434,24 @@ class ResponsesEncoder:
         if item is None:
             return
         self._open = None
-        common: dict[str, Any] = {"item_id": item.id, "output_index": item.index}
         if item.kind == "reasoning":
             if item.text_open:
                 text = "".join(item.sent)
-                at = {**common, "content_index": 0}
-                self._event(out, "response.reasoning_text.done", **at, text=text)
-                self._event(out, "response.content_part.done", **at, part=_reasoning_part(text))
+                self._part_event(out, "response.reasoning_text.done", item, text=text)
+                self._part_event(
+                    out, "response.content_part.done", item, part=_reasoning_part(text)
+                )
             if item.summary is not None:
                 text = "".join(item.summary_sent)
                 part = {"type": "summary_text", "text": text}
-                at = {**common, "summary_index": 0}
+                at = {"item_id": item.id, "output_index": item.index, "summary_index": 0}
                 self._event(out, "response.reasoning_summary_text.done", **at, text=text)
                 self._event(out, "response.reasoning_summary_part.done", **at, part=part)
             done = _item_payload(item, status, "")
         else:
             text = final or "".join(item.sent)
-            at = {**common, "content_index": 0}
-            self._event(out, "response.output_text.done", **at, text=text, logprobs=[])
-            self._event(out, "response.content_part.done", **at, part=_text_part(text))
+            self._part_event(out, "response.output_text.done", item, text=text, logprobs=[])
+            self._part_event(out, "response.content_part.done", item, part=_text_part(text))
             done = _item_payload(item, status, text)
             if phase is not None:
                 done["phase"] = phase

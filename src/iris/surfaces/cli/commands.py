@@ -62,7 +62,10 @@ def run_command(line: str, settings: ChatSettings) -> CommandResult:
     return command.run(settings, arg)
 
 
-def _on_off(arg: str) -> bool | None:
+def _on_off(arg: str, current: bool) -> bool | None:
+    """What ``/<switch> on|off`` sets: ``current`` without an argument, None for a bad one."""
+    if not arg:
+        return current
     return {"on": True, "off": False}.get(arg.lower())
 
 
@@ -78,21 +81,19 @@ def _model(settings: ChatSettings, arg: str) -> CommandResult:
 
 
 def _stream(settings: ChatSettings, arg: str) -> CommandResult:
-    if arg:
-        value = _on_off(arg)
-        if value is None:
-            return CommandResult("usage: /stream on|off")
-        settings.streaming = value
+    value = _on_off(arg, settings.streaming)
+    if value is None:
+        return CommandResult("usage: /stream on|off")
+    settings.streaming = value
     state = "on: replies appear as they are written" if settings.streaming else "off"
     return CommandResult(f"streaming {state}")
 
 
 def _reasoning(settings: ChatSettings, arg: str) -> CommandResult:
-    if arg:
-        value = _on_off(arg)
-        if value is None:
-            return CommandResult("usage: /reasoning on|off")
-        settings.show_reasoning = value
+    value = _on_off(arg, settings.show_reasoning)
+    if value is None:
+        return CommandResult("usage: /reasoning on|off")
+    settings.show_reasoning = value
     return CommandResult(f"reasoning {'shown' if settings.show_reasoning else 'hidden'}")
 
 
