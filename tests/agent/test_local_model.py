@@ -95,7 +95,10 @@ async def until(check: Any, *args: Any) -> Any:
 async def test_embedded_model_streams_tokens(agent: Agent) -> None:
     assert agent.config.model.provider == "local"
     arrivals: list[float] = []
-    async with agent.run(TurnRequest(messages=ask("Name three colours."), max_tokens=24)) as turn:
+    # Greedy on a counting prompt: many short tokens every run (a sampled answer to a question
+    # was sometimes two words long, and the test then read a short reply as no streaming).
+    request = TurnRequest(messages=ask(COUNTING), max_tokens=24, params={"temperature": 0})
+    async with agent.run(request) as turn:
         async for event in turn:
             if isinstance(event, TurnStarted):
                 assert "gemma" in event.model
