@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from iris.runtime import Runtime
@@ -162,3 +163,14 @@ async def test_a_medium_over_the_cap_or_off_meta_hosts_is_not_fetched(
     )
     assert (one, two) == ("One.", "Two.")
     assert api.media_fetches == []  # neither was asked for: the token went nowhere
+
+
+async def test_the_stand_in_serves_media_only_with_the_bearer(api: WhatsAppAPI) -> None:
+    media_id = api.upload(b"bytes", "image/png")
+    bearer = {"Authorization": f"Bearer {api.token}"}
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(f"{api.base_url}/{media_id}")).status_code == 401
+        info = (await client.get(f"{api.base_url}/{media_id}", headers=bearer)).json()
+        assert (info["mime_type"], info["file_size"]) == ("image/png", 5)
+        assert (await client.get(info["url"])).status_code == 401
+        assert (await client.get(info["url"], headers=bearer)).content == b"bytes"
