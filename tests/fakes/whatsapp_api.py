@@ -12,6 +12,11 @@ The Graph API side, as Meta documents it:
   ``{"messaging_product", "contacts": [{"input", "wa_id"}], "messages": [{"id": "wamid..."}]}``;
   a read receipt (``status: read``, ``message_id``; with ``typing_indicator`` the typing
   indicator) answers ``{"success": true}`` and is kept in ``reads``.
+- ``GET /v21.0/{media-id}`` with the bearer token: a medium ``upload`` kept, as
+  ``{"messaging_product", "url", "mime_type", "sha256", "file_size", "id"}``; the ``url`` is
+  on the stand-in's own host (``/whatsapp_business/attachments/?mid=...``, as Meta's lookaside
+  URLs are) and answers the bytes only with the same bearer token (401 without), each fetch
+  kept in ``media_fetches`` as ``(media id, Authorization)``.
 - errors are ``{"error": {"message", "type", "code", "error_data": {"messaging_product",
   "details"}, "fbtrace_id"}}``: 190 for a wrong token (401), 100 for a bad parameter (400),
   131056 when a message to the same user comes sooner than ``pair_every`` seconds after the
@@ -20,7 +25,8 @@ The Graph API side, as Meta documents it:
 
 The webhook side: ``deliver`` POSTs an event to Iris signed as Meta signs it
 (``X-Hub-Signature-256: sha256=HMAC-SHA256(app_secret, body)``), or with the signature given
-(a forgery, or none); ``user_says`` wraps a text message in a whole event and delivers it.
+(a forgery, or none); ``user_says`` wraps a text message in a whole event and delivers it,
+``user_sends`` a media message (``image``, ``audio``, ``document``, ...) of an uploaded medium.
 
 Every Graph API request is kept in ``calls`` as ``ApiCall(t, path, body, status, code)``.
 """
@@ -87,6 +93,9 @@ class WhatsAppAPI:
     reads: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     closed: set[str] = field(default_factory=set[str])
     pair_limited: int = 0
+    media: dict[str, tuple[bytes, str]] = field(default_factory=dict[str, tuple[bytes, str]])
+    media_fetches: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    media_host: str = "127.0.0.1"  # the host media URLs name (another: a foreign one)
     _scripted: list[int] = field(default_factory=list[int])
     _last: dict[str, float] = field(default_factory=dict[str, float])
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -102,6 +111,7 @@ class WhatsAppAPI:
         app = web.Application()
         app.router.add_get(f"/{VERSION}/{{number}}", self._number)
         app.router.add_post(f"/{VERSION}/{{number}}/messages", self._messages)
+        app.router.add_get("/whatsapp_business/attachments/", self._media_file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -150,6 +160,13 @@ class WhatsAppAPI:
 
     def event(self, sender: str, text: str, message_id: str, name: str = "Ada") -> dict[str, Any]:
         """A webhook event carrying one text message, as Meta sends it."""
+        message = {"type": "text", "text": {"body": text}}
+        return self.message_event(sender, message, message_id, name)
+
+    def message_event(
+        self, sender: str, message: dict[str, Any], message_id: str, name: str = "Ada"
+    ) -> dict[str, Any]:
+        """A webhook event carrying one message (its ``type`` and that type's object)."""
         value = {
             "messaging_product": "whatsapp",
             "metadata": {
@@ -162,8 +179,7 @@ class WhatsAppAPI:
                     "from": sender,
                     "id": message_id,
                     "timestamp": str(int(time.time())),
-                    "type": "text",
-                    "text": {"body": text},
+                    **message,
                 }
             ],
         }
@@ -179,6 +195,42 @@ class WhatsAppAPI:
         message_id = message_id or f"wamid.in.{next(self._ids)}"
         return await self.deliver(url, self.event(sender, text, message_id)), message_id
 
+    def upload(self, data: bytes, mime: str) -> str:
+        """A medium the Graph API serves (as a user's upload is); its media id."""
+        media_id = f"{1_000_000_000_000 + next(self._ids)}"
+        self.media[media_id] = (data, mime)
+        return media_id
+
+    async def user_sends(
+        self,
+        url: str,
+        sender: str,
+        kind: str,
+        data: bytes,
+        mime: str,
+        *,
+        caption: str | None = None,
+        filename: str | None = None,
+        voice: bool = False,
+        media_id: str | None = None,
+    ) -> tuple[int, str]:
+        """A media message (``kind``: image, audio, document, video, sticker) of ``data``,
+        delivered; ``media_id`` names one not uploaded (a medium Meta no longer has)."""
+        medium: dict[str, Any] = {
+            "mime_type": mime,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "id": media_id or self.upload(data, mime),
+        }
+        if caption is not None:
+            medium["caption"] = caption
+        if filename is not None:
+            medium["filename"] = filename
+        if voice:
+            medium["voice"] = True
+        message_id = f"wamid.in.{next(self._ids)}"
+        event = self.message_event(sender, {"type": kind, kind: medium}, message_id)
+        return await self.deliver(url, event), message_id
+
     # -- the Graph API ----------------------------------------------------------------------
     def _authorized(self, request: web.Request) -> bool:
         return request.headers.get("Authorization") == f"Bearer {self.token}"
@@ -186,9 +238,34 @@ class WhatsAppAPI:
     async def _number(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
             return _error(401, 190, "Invalid OAuth access token - Cannot parse access token")
-        if request.match_info["number"] != self.phone_number_id:
+        media_id = request.match_info["number"]
+        if media_id in self.media:
+            data, mime = self.media[media_id]
+            url = f"http://{self.media_host}:{self.port}/whatsapp_business/attachments/?mid={media_id}"
+            return web.json_response(
+                {
+                    "messaging_product": "whatsapp",
+                    "url": url,
+                    "mime_type": mime,
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "file_size": len(data),
+                    "id": media_id,
+                }
+            )
+        if media_id != self.phone_number_id:
             return _error(400, 100, "Unsupported get request.")
         return web.json_response({"id": self.phone_number_id})
+
+    async def _media_file(self, request: web.Request) -> web.Response:
+        media_id = request.query.get("mid", "")
+        self.media_fetches.append((media_id, request.headers.get("Authorization", "")))
+        self._changed.set()
+        if not self._authorized(request):
+            return web.Response(status=401)
+        if media_id not in self.media:
+            return web.Response(status=404)
+        data, mime = self.media[media_id]
+        return web.Response(body=data, content_type=mime)
 
     async def _messages(self, request: web.Request) -> web.Response:
         body: dict[str, Any] = await request.json()

@@ -2,7 +2,8 @@
 
 Each file goes through its platform's file API (``FilePlatform.download``: Telegram
 ``getFile`` + the file download, Discord's attachment URL, Slack ``files.info`` +
-``url_private`` with the bot token), one at a time, each within ``attachments.timeout`` and
+``url_private`` with the bot token, WhatsApp ``GET {media-id}`` + the media URL with the
+access token), one at a time, each within ``attachments.timeout`` and
 ``attachments.max_bytes`` (a size the platform reported over the cap is not downloaded at
 all). A file that cannot be had is a one-line note; the text goes through all the same.
 ``iris.agent.attachments`` decides what the model gets of the rest.

@@ -87,8 +87,8 @@ class Capabilities:
 class Attachment:
     """A file sent with a message, as the platform describes it; its bytes are fetched later
     through the platform's file API (``FilePlatform.download``). ``ref`` is the platform's
-    handle (a Telegram ``file_id``, a Discord attachment URL, a Slack file id), never shown
-    to the model. ``size`` as the platform reported it (0: not said)."""
+    handle (a Telegram ``file_id``, a Discord attachment URL, a Slack file id, a WhatsApp
+    media id), never shown to the model. ``size`` as the platform reported it (0: not said)."""
 
     kind: Literal["image", "audio", "file"]
     name: str
@@ -229,7 +229,7 @@ class ChatPlatform(Protocol):
 
 
 class FilePlatform(Protocol):
-    """A platform whose messages carry files (Telegram, Discord, Slack)."""
+    """A platform whose messages carry files (Telegram, Discord, Slack, WhatsApp)."""
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
         """The file's bytes through the platform's file API; ``PlatformError`` when it cannot

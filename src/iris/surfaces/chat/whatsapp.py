@@ -8,9 +8,15 @@ Messages arrive at Meta's webhook, ``/platforms/whatsapp/webhook`` on ``iris ser
   ``sha256=<hex HMAC-SHA256 of the raw body, keyed with the app secret>``, compared in constant
   time: a missing or wrong signature is a 401 and nothing else happens. Meta retries a
   delivery that was not answered 200 in time, so each message id is taken once (the newest
-  ``_SEEN`` ids are remembered). Text messages (and the text of a button or list reply) of
-  this ``phone_number_id`` reach the runner; other kinds and status updates do not, except
-  that a failed delivery Meta reports later is said in the log, once per chat and error.
+  ``_SEEN`` ids are remembered). Text messages (and the text of a button or list reply) and
+  media messages (image, audio and voice notes, document, video, sticker: their caption as the
+  text, the media as ``Attachment``s) of this ``phone_number_id`` reach the runner; other kinds
+  and status updates do not, except that a failed delivery Meta reports later is said in the
+  log, once per chat and error.
+
+Media are fetched the Cloud API way (``download``): ``GET {base_url}/{media-id}`` with the
+access token answers the media's ``url``, ``mime_type`` and ``file_size``; the file is then
+``GET url`` with the same token, which goes only to Meta's hosts (or ``base_url``'s).
 
 A WhatsApp user's profile name is theirs to choose, so it never identifies anyone: only the
 phone number (``wa_id``) is matched against ``allowed_users``.
@@ -48,8 +54,10 @@ import hashlib
 import hmac
 import json
 import logging
+import mimetypes
+import urllib.parse
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import httpx
 from starlette.requests import Request
@@ -57,8 +65,10 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from iris.config import WhatsAppConfig
+from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platform import (
+    Attachment,
     Capabilities,
     ChatClosed,
     IncomingMessage,
@@ -81,6 +91,16 @@ _TRANSIENT = frozenset({1, 2, 131000, 131016})
 # Rate limits other than the pair and throughput ones (the app's, the account's): seconds.
 _LIMITED = {4: 60.0, 80007: 60.0, 613: 60.0}
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# The media message types and what each becomes (a document of an image type is an image).
+_MEDIA: dict[str, Literal["image", "audio", "file"]] = {
+    "image": "image",
+    "sticker": "image",
+    "audio": "audio",
+    "document": "file",
+    "video": "file",
+}
+# The hosts Meta serves media from: the access token goes to no other (but ``base_url``'s).
+_MEDIA_HOSTS = (".fbsbx.com", ".facebook.com", ".whatsapp.net")
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -202,6 +222,9 @@ class WhatsAppPlatform:
     def _incoming(self, message: dict[str, Any]) -> IncomingMessage | None:
         message_id, sender = str(message.get("id", "")), str(message.get("from", ""))
         text = _text(message)
+        attachments = _attachments(message)
+        if attachments:
+            text = text or ""
         if not message_id or not sender or text is None:
             return None
         if message_id in self._seen:
@@ -217,6 +240,7 @@ class WhatsAppPlatform:
             user_id=sender,
             text=text,
             message_id=message_id,
+            attachments=attachments,
         )
 
     def _status(self, status: dict[str, Any]) -> None:
@@ -235,6 +259,39 @@ class WhatsAppPlatform:
                 code,
                 error.get("title") or error.get("message") or "",
             )
+
+    async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """``GET {media-id}`` for the media's URL and size, then the file from that URL with
+        the access token (Meta's media URLs want it too), read no further than ``max_bytes``."""
+        client = self._client
+        if client is None:
+            raise PlatformError("whatsapp: not connected")
+        try:
+            answer = await client.get(urllib.parse.quote(attachment.ref, safe=""))
+            if answer.status_code != 200:
+                raise PlatformError(f"whatsapp: the media answered {_describe(answer)}")
+            try:
+                media = _dict(answer.json())
+            except ValueError:
+                media = {}
+            size = media.get("file_size")
+            if isinstance(size, int) and size > max_bytes:
+                raise PlatformError(f"larger than {max_bytes} bytes")
+            url = str(media.get("url") or "")
+            if not self._media_host(url):
+                raise PlatformError("whatsapp: the media has no URL on Meta's hosts")
+            async with client.stream("GET", url) as response:
+                if response.status_code != 200:
+                    raise PlatformError(f"whatsapp: the file answered {response.status_code}")
+                return await read_capped(response.aiter_bytes(), max_bytes, "whatsapp")
+        except httpx.HTTPError as exc:
+            raise PlatformError(f"whatsapp: the media could not be fetched: {exc}") from None
+
+    def _media_host(self, url: str) -> bool:
+        parts, base = urllib.parse.urlsplit(url), urllib.parse.urlsplit(self.settings.base_url)
+        if parts.scheme == "https" and (parts.hostname or "").endswith(_MEDIA_HOSTS):
+            return True
+        return bool(parts.netloc) and (parts.scheme, parts.netloc) == (base.scheme, base.netloc)
 
     # -- sending ------------------------------------------------------------------------------
     async def send(
@@ -330,7 +387,8 @@ def _values(payload: object) -> list[dict[str, Any]]:
 
 
 def _text(message: dict[str, Any]) -> str | None:
-    """The text a message carries: a text's body, a button's or a list row's title."""
+    """The text a message carries: a text's body, a button's or a list row's title, a
+    medium's caption."""
     match message.get("type"):
         case "text":
             body = _dict(message.get("text")).get("body")
@@ -340,9 +398,34 @@ def _text(message: dict[str, Any]) -> str | None:
             interactive = _dict(message.get("interactive"))
             reply = _dict(interactive.get("button_reply") or interactive.get("list_reply"))
             body = reply.get("title")
+        case "image" | "video" | "document":
+            body = _dict(message.get(message["type"])).get("caption")
         case _:
             body = None
     return body if isinstance(body, str) else None
+
+
+def _attachments(message: dict[str, Any]) -> tuple[Attachment, ...]:
+    """The media of a message as an ``Attachment`` (``ref``: the media id), or none."""
+    kind = message.get("type")
+    found = _MEDIA.get(kind) if isinstance(kind, str) else None
+    media = _dict(message.get(kind)) if isinstance(kind, str) else {}
+    media_id = media.get("id")
+    if found is None or not isinstance(media_id, str) or not media_id:
+        return ()
+    mime = str(media.get("mime_type") or "").split(";")[0].strip()
+    if found == "file" and mime.startswith("image/"):
+        found = "image"
+    name = media.get("filename")
+    if not isinstance(name, str) or not name:
+        prefix = "voice" if media.get("voice") is True else kind
+        extension = ".ogg" if mime == "audio/ogg" else mimetypes.guess_extension(mime) or ""
+        name = f"{prefix}_{media_id}{extension}"
+    return (Attachment(found, name, mime, media_id, _size(media.get("file_size"))),)
+
+
+def _size(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _error_of(answer: httpx.Response) -> dict[str, Any]:
