@@ -72,6 +72,7 @@ def test_a_20000_message_request_does_not_block_the_loop(
     assert answer.json()["choices"][0]["message"]["content"] == "ok"
     received = upstream.wait_for_request().body
     assert len(received["messages" if provider == "chat_completions" else "input"]) == MESSAGES
-    # Generous for a shared 2-core machine, and far below what blocking cost (3.4 s at this
-    # size; the whole request now takes well under that). bench/loop_lag.py prints the figure.
-    assert longest < 1.0, f"the event loop stood still for {longest:.2f} s"
+    # Generous for a shared 2-core machine running the suite's three workers (1.6 s was seen
+    # there), and below what blocking cost on an idle one (3.4 s at this size; more under
+    # load, so the regression this guards still fails it). bench/loop_lag.py prints the figure.
+    assert longest < 2.5, f"the event loop stood still for {longest:.2f} s"
