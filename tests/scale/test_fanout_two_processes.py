@@ -15,6 +15,8 @@ from tests.fakes.upstream import FakeUpstream, gated
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
 from tests.socket.conftest import TOKEN, WAIT, Device
 
+RECONNECT_WAIT = 20.0  # seconds a device waits for a turn that follows a Redis restart
+
 STREAMING: dict[str, Any] = {"enabled": True}
 
 
@@ -158,7 +160,9 @@ async def test_devices_keep_following_the_other_process_after_redis_restarts(
     upstream.script(gated("after", after=1))
     upstream.release()
     await on_a.send({"type": "message.send", "text": "two"})
-    after = chat_frames(await on_b.turn())
+    # B's tailer comes back on its own retry (waits doubling to 2 s), which on a machine
+    # running the suite's three workers has taken longer than one ordinary wait.
+    after = chat_frames(await on_b.turn(within=RECONNECT_WAIT))
     assert after[0]["text"] == "two" and after[0]["seq"] == before[-1]["seq"] + 1
     assert after[-2]["final_text"] == "after"
     await on_a.close()
