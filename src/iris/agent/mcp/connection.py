@@ -24,6 +24,8 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -37,8 +39,10 @@ from mcp.shared.message import SessionMessage
 from iris import __version__
 from iris.agent.mcp.results import progress_note, result
 from iris.agent.reach import command_env
+from iris.agent.sandbox import Sandbox
 from iris.agent.tools import ToolResult
 from iris.config import McpServerConfig
+from iris.private import private_dir, write_private_bytes
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +80,12 @@ class McpConnection:
         terminal_env: Sequence[str],
         output_limit: int,
         on_change: Callable[[McpConnection], None],
+        sandbox: Confined | str | None = None,
     ) -> None:
         self.name = name
         self.config = config
+        # The sandbox a stdio child runs in, or why it cannot (the server then stays down).
+        self.sandbox = sandbox
         self.state: State = "starting"
         self.error = ""  # why it is down, for /status and the log
         self.tools: list[types.Tool] = []
@@ -201,7 +208,12 @@ class McpConnection:
             return _http(config.url, config.headers)
         assert config.command is not None
         env = command_env(self._terminal_env) | config.env
-        params = StdioServerParameters(command=config.command, args=config.args, env=env)
+        if isinstance(self.sandbox, str):
+            raise RuntimeError(self.sandbox)
+        if self.sandbox is not None:
+            params = self.sandbox.params([config.command, *config.args], env)
+        else:
+            params = StdioServerParameters(command=config.command, args=config.args, env=env)
         return _stdio(params, self._stderr, lambda: self._poke(lost=True))
 
     # -- calls -------------------------------------------------------------------------------
@@ -253,6 +265,34 @@ class McpConnection:
         tail = self._stderr.text()[-500:]
         said = f"; its stderr ends: {tail}" if tail else ""
         return f"error: MCP server '{self.name}' closed the connection during the call{said}"
+
+
+@dataclass(frozen=True, slots=True)
+class Confined:
+    """A stdio server's sandbox: ``sandbox`` with ``folder`` as its workspace; the seccomp
+    filter goes through a file in ``data_dir`` (the SDK starts the child: no descriptor can
+    be handed to it, so a shell opens the file as descriptor 3 and execs bwrap)."""
+
+    sandbox: Sandbox
+    folder: Path
+    data_dir: Path
+
+    def params(self, command: list[str], env: dict[str, str]) -> StdioServerParameters:
+        for path in (self.folder.parent, self.folder):
+            with contextlib.suppress(FileExistsError):
+                path.mkdir(mode=0o700, parents=True)
+        if self.sandbox.seccomp is None:
+            argv = self.sandbox.argv(command, self.folder, env)
+            return StdioServerParameters(command=argv[0], args=argv[1:], env={})
+        private_dir(self.data_dir)
+        filter_file = self.data_dir / "sandbox-seccomp.bpf"
+        fresh = filter_file.with_name(f"{filter_file.name}.{os.getpid()}")
+        fresh.unlink(missing_ok=True)
+        write_private_bytes(fresh, self.sandbox.seccomp)
+        fresh.replace(filter_file)
+        argv = self.sandbox.argv(command, self.folder, env, seccomp_fd=3)
+        opener = ["-c", 'file=$1; shift; exec "$@" 3<"$file"', "sh", str(filter_file)]
+        return StdioServerParameters(command="/bin/sh", args=[*opener, *argv], env={})
 
 
 def _describe(exc: BaseException) -> str:
