@@ -27,7 +27,7 @@ import pytest
 from iris.surfaces.chat.prompts import NOT_ALLOWED, NOT_OPEN
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import STREAMING, running
-from tests.conftest import MakeConfig
+from tests.conftest import MakeConfig, shared_workspace
 from tests.fakes.discord_api import DiscordAPI
 from tests.fakes.discord_gateway import (
     DiscordGateway,
@@ -252,7 +252,7 @@ async def chat(
             },
             tools={
                 "enabled": ["terminal"],
-                "terminal": {"cwd": str(tmp_path)},
+                "terminal": shared_workspace(tmp_path),
                 "approval": {"mode": "ask", **approval},
             },
             display={"platforms": {name: {"transport": "edit"}}},
@@ -297,7 +297,7 @@ def tool_result(request: Received) -> str:
 
 def ran(tmp_path: Path) -> int:
     """How many times the command ran (one line per run)."""
-    marker = tmp_path / "approved"
+    marker = tmp_path / "ws" / "approved"
     return len(marker.read_text().splitlines()) if marker.exists() else 0
 
 
@@ -439,8 +439,10 @@ async def test_a_command_too_long_for_one_message_is_shown_whole_before_the_butt
     before = [m.text for m in chat.messages() if m.message_id != prompt.message_id]
     assert "message above" in prompt.text or "messages above" in prompt.text
     assert len(before) >= 3, before  # the tool line, then the command in parts
-    # The last messages before the prompt are the command's parts: they re-join to it whole.
-    assert any("".join(before[i:]) == command for i in range(len(before))), before
+    # The last messages before the prompt are the command's parts, then how it runs: they
+    # re-join to it whole.
+    runs_in = f"\n\n(runs in the sandbox: workspace {tmp_path / 'ws'}, no network)"
+    assert any("".join(before[i:]) == command + runs_in for i in range(len(before))), before
     await chat.press(prompt.message_id, prompt.buttons["Allow once"], owner)
     await closed(chat, prompt)
     await chat.changed(lambda: any(m.text == "Finished." for m in chat.messages()))

@@ -44,7 +44,10 @@ def two(
         redis_server,
         platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
         streaming={"enabled": True},
-        tools={"terminal": {"cwd": str(work)}, "approval": {"mode": "ask", "timeout": 30}},
+        tools={
+            "terminal": {"workspace": str(work), "workspace_scope": "shared"},
+            "approval": {"mode": "ask", "timeout": 30},
+        },
     ) as running:
         yield socket_url(running[0][1]), socket_url(running[1][1]), work
 
