@@ -16,8 +16,9 @@ What a sandboxed command sees (``Sandbox.argv``):
 - a private ``/tmp``, its own ``/proc`` (its processes only) and a minimal ``/dev``;
 - the operator's ``tools.terminal.binds``, nothing else: no ``$HOME``, no data dir, no store, no
   socket of Iris or Redis;
-- new user (an unprivileged id inside: 65534, with no capabilities), PID, IPC, UTS, cgroup and
-  network namespaces (``network: true`` shares the host's); no nested user namespaces;
+- new PID, IPC, UTS, cgroup and network namespaces (``network: true`` shares the host's) and,
+  where Iris is not root, a new user namespace; the command runs as an unprivileged id with
+  no capabilities either way, and cannot make user namespaces of its own (see ``host_user``);
 - ``--clearenv`` and only the ``tools.terminal.env`` variables (``HOME`` and ``PATH`` are the
   sandbox's own);
 - the seccomp filter of ``iris.agent.seccomp``, and ``tools.terminal.limits`` as rlimits set
@@ -87,6 +88,8 @@ class Sandbox:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     cpu_limit: bool = True  # False for a long-lived MCP server
     seccomp: bytes | None = None
+    # Iris as root: bwrap runs privileged and ``setpriv`` (this path) drops to nobody inside.
+    setpriv: str | None = None
 
     def argv(
         self,
@@ -99,9 +102,12 @@ class Sandbox:
     ) -> list[str]:
         """``bwrap … prlimit … command``: ``command`` run in the sandbox, ``workspace`` its cwd.
         ``seccomp_fd``: a descriptor the child inherits holding ``self.seccomp``."""
-        args = [self.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-        args += ["--unshare-cgroup-try", "--disable-userns"]
-        args += ["--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox"]
+        args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        args += ["--unshare-cgroup-try", "--hostname", "sandbox"]
+        if self.setpriv is None:
+            args += ["--unshare-user", "--disable-userns", "--uid", str(UID), "--gid", str(UID)]
+        else:  # kept only until setpriv has dropped them, with every other capability
+            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         if not self.network:
             args.append("--unshare-net")
         args += ["--die-with-parent", "--new-session", "--as-pid-1"]
@@ -132,8 +138,15 @@ class Sandbox:
             args += ["--seccomp", str(seccomp_fd)]
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
-        args += ["--", *self.rlimits(), *command]
+        args += ["--", *self.drop(), *self.rlimits(), *command]
         return args
+
+    def drop(self) -> list[str]:
+        """Iris as root: the command becomes nobody, with no capability it could regain."""
+        if self.setpriv is None:
+            return []
+        ids = [f"--reuid={UID}", f"--regid={UID}", "--clear-groups"]
+        return [self.setpriv, *ids, "--inh-caps=-all", "--bounding-set=-all", "--"]
 
     def rlimits(self) -> list[str]:
         mb = 1024 * 1024
@@ -181,6 +194,11 @@ def prepare(
     prlimit = shutil.which("prlimit", path=PATH)
     if prlimit is None:
         raise Unavailable("prlimit (util-linux) not found: the limits cannot be applied")
+    setpriv = None
+    if host_user() is not None:
+        setpriv = shutil.which("setpriv", path=PATH)
+        if setpriv is None:
+            raise Unavailable("setpriv (util-linux) not found: commands would run as root")
     private_paths = [os.path.realpath(p.expanduser()) for p in private]
     for bind in settings.binds:
         path = os.path.realpath(Path(bind.path).expanduser())
@@ -200,6 +218,7 @@ def prepare(
         settings.network,
         settings.limits,
         seccomp=program(machine or platform.machine()),
+        setpriv=setpriv,
     )
     if sandbox.seccomp is None:
         log.warning(
@@ -222,6 +241,8 @@ def check(sandbox: Sandbox) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="iris-probe-") as empty:
+        if sandbox.setpriv is not None:
+            os.chown(empty, UID, UID)
         read, write = os.pipe()
         try:
             if sandbox.seccomp is not None:
@@ -250,6 +271,20 @@ def check(sandbox: Sandbox) -> None:
         raise Unavailable(f"bwrap cannot run here: {said[-1] if said else done.returncode}")
 
 
+def host_user() -> int | None:
+    """The host uid commands run as when it is not Iris's own: nobody, when Iris is root.
+
+    As a normal user bwrap makes a user namespace whose only id maps to Iris's user, and the
+    command runs there as 65534 without capabilities. As root that id would map to root, and
+    root-in-a-user-namespace is still root to the kernel in two ways that matter: it owns every
+    root-owned file it can see (``/etc/shadow``, a bind's 0600 files) and ``RLIMIT_NPROC`` does
+    not apply to it (the kernel exempts root's processes, in any namespace), so a fork bomb
+    would not be held. So as root bwrap runs privileged (its own mount, PID, IPC, UTS, cgroup
+    and network namespaces, no user namespace) and ``setpriv`` makes the command the host's
+    nobody, with every capability dropped, before ``prlimit`` and the command run."""
+    return UID if os.geteuid() == 0 else None
+
+
 def _under(path: str, root: str) -> bool:
     root = os.path.realpath(root)
     return path == root or path.startswith(root.rstrip("/") + "/")
@@ -259,9 +294,10 @@ def _under(path: str, root: str) -> bool:
 class Workspaces:
     """The folder a conversation's commands see as ``/workspace``."""
 
-    def __init__(self, root: Path, scope: str) -> None:
+    def __init__(self, root: Path, scope: str, owner: int | None = None) -> None:
         self.root = root
         self.scope = scope
+        self.owner = owner  # the host uid commands run as, when it is not Iris's
 
     def folder(self, chat_id: str) -> Path:
         """The chat's folder (not created)."""
@@ -275,6 +311,8 @@ class Workspaces:
         for path in (self.root, folder):
             with contextlib.suppress(FileExistsError):
                 path.mkdir(mode=0o700, parents=True)
+        if self.owner is not None and folder.stat().st_uid != self.owner:
+            os.chown(folder, self.owner, self.owner)  # the commands' (Iris, root, reads it too)
         return folder
 
     def shown(self, chat_id: str) -> str:

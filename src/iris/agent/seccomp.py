@@ -60,6 +60,13 @@ DENIED: dict[str, tuple[int, int | None]] = {
     "mount_setattr": (442, 442),
 }
 
+# clone(2) asking for a new user namespace is refused too (an unprivileged process may make one
+# where the sandbox has no user namespace of its own), and clone3(2), whose flags a filter
+# cannot read, answers ENOSYS: the C library then falls back to clone(2).
+CLONE = (56, 220)
+CLONE3 = 435
+CLONE_NEWUSER = 0x10000000
+
 # <linux/audit.h>: the architecture seccomp_data.arch names.
 _ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _X32_BIT = 0x40000000  # x86-64's x32 ABI numbers carry this bit
@@ -68,11 +75,16 @@ _X32_BIT = 0x40000000  # x86-64's x32 ABI numbers carry this bit
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
+_JSET_K = 0x45
 _RET_K = 0x06
 _ALLOW = 0x7FFF0000
 _KILL_PROCESS = 0x80000000
 _DENY = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO
-_NR, _ARCH_AT = 0, 4  # offsets in struct seccomp_data
+_NOSYS = 0x00050000 | errno.ENOSYS
+_NR, _ARCH_AT, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (args[0]: its low half)
+
+Jump = int | str  # a relative offset, or the label to jump to
+Insn = tuple[int, Jump, Jump, int]
 
 
 def program(machine: str) -> bytes | None:
@@ -82,20 +94,53 @@ def program(machine: str) -> bytes | None:
         return None
     column = 0 if machine == "x86_64" else 1
     numbers = sorted({n for pair in DENIED.values() if (n := pair[column]) is not None})
-    head: list[tuple[int, int, int, int]] = [
+    code: list[Insn | str] = [
         (_LD_W_ABS, 0, 0, _ARCH_AT),
         (_JEQ_K, 1, 0, arch),
         (_RET_K, 0, 0, _KILL_PROCESS),
         (_LD_W_ABS, 0, 0, _NR),
     ]
-    checks = [(_JGE_K, _X32_BIT)] if machine == "x86_64" else []
-    checks += [(_JEQ_K, number) for number in numbers]
-    # After the checks: ALLOW, then DENY; a matching check jumps over ALLOW.
-    body = [(code, len(checks) - i, 0, k) for i, (code, k) in enumerate(checks)]
-    x32_kill = [(_RET_K, 0, 0, _KILL_PROCESS)] if machine == "x86_64" else []
-    if x32_kill:
-        # The x32 check jumps to its own KILL placed after DENY.
-        first = body[0]
-        body[0] = (first[0], len(checks) + 1, 0, first[3])
-    tail = [(_RET_K, 0, 0, _ALLOW), (_RET_K, 0, 0, _DENY), *x32_kill]
-    return b"".join(struct.pack("=HBBI", *insn) for insn in (*head, *body, *tail))
+    if machine == "x86_64":
+        code.append((_JGE_K, "kill", 0, _X32_BIT))
+    code += [(_JEQ_K, "deny", 0, number) for number in numbers]
+    code += [
+        (_JEQ_K, "nosys", 0, CLONE3),
+        (_JEQ_K, 0, "allow", CLONE[column]),
+        (_LD_W_ABS, 0, 0, _ARG0),
+        (_JSET_K, "deny", "allow", CLONE_NEWUSER),
+        "allow",
+        (_RET_K, 0, 0, _ALLOW),
+        "deny",
+        (_RET_K, 0, 0, _DENY),
+        "nosys",
+        (_RET_K, 0, 0, _NOSYS),
+        "kill",
+        (_RET_K, 0, 0, _KILL_PROCESS),
+    ]
+    return b"".join(struct.pack("=HBBI", *insn) for insn in _assemble(code))
+
+
+def _assemble(code: list[Insn | str]) -> list[tuple[int, int, int, int]]:
+    """Labels (strings) become the offsets classic BPF jumps by (from the next instruction)."""
+    at: dict[str, int] = {}
+    count = 0
+    for item in code:
+        if isinstance(item, str):
+            at[item] = count
+        else:
+            count += 1
+    out: list[tuple[int, int, int, int]] = []
+    for item in code:
+        if isinstance(item, str):
+            continue
+        here = len(out) + 1
+        op, jt, jf, k = item
+        out.append(
+            (
+                op,
+                at[jt] - here if isinstance(jt, str) else jt,
+                at[jf] - here if isinstance(jf, str) else jf,
+                k,
+            )
+        )
+    return out

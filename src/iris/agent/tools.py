@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from iris.agent.reach import FileReach, Refused, command_env
-from iris.agent.sandbox import Sandbox, Unavailable, Workspaces, prepare, start
+from iris.agent.sandbox import UID, Sandbox, Unavailable, Workspaces, prepare, start
 from iris.config import ToolsConfig
 from iris.private import iris_home
 
@@ -156,7 +156,8 @@ def _terminal(
             exc,
         )
         return None, f"terminal: not offered ({exc})"
-    workspaces = Workspaces(root, settings.workspace_scope)
+    owner = UID if sandbox.setpriv is not None else None
+    workspaces = Workspaces(root, settings.workspace_scope, owner)
     shown = workspaces.shown("")
     if settings.workspace_scope == "chat":  # the root, with one folder per conversation
         shown = f"{shown.rsplit('/', 1)[0]}/<chat>"
