@@ -121,8 +121,16 @@ class Sandbox:
             if not resolv.startswith(("/etc/", "/usr/")):
                 args += ["--ro-bind-try", resolv, resolv]
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        made: set[str] = set()
         for bind in self.binds:
             path = str(Path(bind.path).expanduser())
+            # The folders above a bind are made in the sandbox's own tree: open to its user
+            # (bwrap would make them 0700, and as root that user is not their owner).
+            for parent in reversed(Path(path).parents[:-1]):
+                folder = str(parent)
+                if folder not in made and not any(_under(folder, top) for top in SYSTEM):
+                    made.add(folder)
+                    args += ["--perms", "0755", "--dir", folder]
             args += ["--bind-try" if bind.mode == "rw" else "--ro-bind-try", path, path]
         for path in self.hidden:
             if os.path.isdir(path) and not os.path.islink(path):
