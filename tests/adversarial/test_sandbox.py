@@ -6,12 +6,14 @@ must go on serving the next request."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +245,31 @@ def test_ptrace_and_mount_are_refused_by_seccomp(
     result = attempt(upstream, url, probe)
     assert "ptrace -1 Operation not permitted" in result
     assert "mount -1 Operation not permitted" in result
+
+
+def test_iris_serve_exiting_ends_a_running_sandbox(
+    served: StartServed, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    server, url = start(served, tmp_path, timeout=120)
+    marker = f"300.{uuid.uuid4().int % 10**6:06d}"
+    upstream.script(tool_call("terminal", [json.dumps({"command": f"sleep {marker}"})]))
+
+    def ask() -> None:
+        api = OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=60)
+        with api, contextlib.suppress(Exception):  # the server goes away mid-request
+            api.chat.completions.create(model="fake-model", messages=USER)
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    until(lambda: host_processes(f"sleep {marker}") != [], "the command never started")
+    server.stop()  # SIGKILL: no clean shutdown runs
+    until(lambda: host_processes(f"sleep {marker}") == [], "the sandbox outlived iris serve")
+    asking.join(30)
+
+
+def until(condition: Callable[[], bool], failure: str, seconds: float = 20) -> None:
+    """Wait for ``condition`` (checked every 50 ms) or fail saying ``failure``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.05)

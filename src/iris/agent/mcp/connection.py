@@ -39,7 +39,7 @@ from mcp.shared.message import SessionMessage
 from iris import __version__
 from iris.agent.mcp.results import progress_note, result
 from iris.agent.reach import command_env
-from iris.agent.sandbox import Sandbox
+from iris.agent.sandbox import UID, Sandbox, Workspaces
 from iris.agent.tools import ToolResult
 from iris.config import McpServerConfig
 from iris.private import private_dir, write_private_bytes
@@ -278,9 +278,8 @@ class Confined:
     data_dir: Path
 
     def params(self, command: list[str], env: dict[str, str]) -> StdioServerParameters:
-        for path in (self.folder.parent, self.folder):
-            with contextlib.suppress(FileExistsError):
-                path.mkdir(mode=0o700, parents=True)
+        owner = UID if self.sandbox.setpriv is not None else None
+        Workspaces(self.folder, "shared", owner).open("")
         if self.sandbox.seccomp is None:
             argv = self.sandbox.argv(command, self.folder, env)
             return StdioServerParameters(command=argv[0], args=argv[1:], env={})
