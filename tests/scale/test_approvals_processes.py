@@ -64,7 +64,7 @@ async def test_an_answer_given_to_the_other_process_reaches_the_turn(
     on_a, on_b = await device(a_url), await device(b_url)
     await on_a.send({"type": "message.send", "text": "go"})  # the turn runs on A
     asked = (await on_b.until("approval.request", within=10))[-1]
-    assert asked["preview"] == COMMAND and runs(work) == 0
+    assert asked["preview"].startswith(f"{COMMAND}\n\n(runs in the sandbox") and runs(work) == 0
     await on_b.send(respond(asked["approval_id"], "once"))
     frames = await on_a.turn(within=10)
     resolved = [f for f in frames if f["type"] == "approval.resolved"]

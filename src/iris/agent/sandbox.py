@@ -25,9 +25,10 @@ What a sandboxed command sees (``Sandbox.argv``):
   inside by ``prlimit`` (after the user namespace exists: ``RLIMIT_NPROC`` then counts the
   sandbox's processes only).
 
-The command is the sandbox's PID 1 (``--as-pid-1``): when it exits, or is killed, the kernel
-ends every process of its PID namespace — a ``setsid`` or double-forked child included — and
-``--die-with-parent`` does the same when Iris itself goes.
+The sandbox has its own PID namespace whose PID 1 is bwrap's init: when the command exits, or
+its PID 1 is killed (the timeout, an interrupted turn), the kernel ends every process of the
+namespace — a ``setsid`` or double-forked child included — and ``--die-with-parent`` does the
+same when Iris itself goes.
 """
 
 from __future__ import annotations
@@ -110,7 +111,10 @@ class Sandbox:
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         if not self.network:
             args.append("--unshare-net")
-        args += ["--die-with-parent", "--new-session", "--as-pid-1"]
+        # bwrap's own init is PID 1: when the command exits it ends the namespace (and every
+        # process left in it); it keeps --die-with-parent's signal, which the command loses
+        # when setpriv changes its ids.
+        args += ["--die-with-parent", "--new-session"]
         for top in SYSTEM:
             if os.path.islink(top):  # merged /usr: /bin -> usr/bin
                 args += ["--symlink", os.readlink(top), top]
