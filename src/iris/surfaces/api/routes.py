@@ -576,28 +576,14 @@ class ApiSurface:
             )
 
     async def _json(self, request: Request) -> object:
-        limit = self.settings.max_body_bytes
-        too_large = ApiError(
-            413, f"The request body is larger than {limit} bytes.", code="request_too_large"
-        )
-        declared = request.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > limit:
-            raise too_large
+        # The body's deadline (408) and size cap (413) are the server's ``BodyGuard``: one
+        # place, so no route can forget them.
         raw = bytearray()
-        timeout = self.runtime.config.server.timeout_body
         try:
-            # A client that trickles its body would hold a connection and this task forever.
-            async with asyncio.timeout(timeout):
-                async for chunk in request.stream():
-                    raw += chunk
-                    if len(raw) > limit:
-                        raise too_large
+            async for chunk in request.stream():
+                raw += chunk
         except ClientDisconnect:
             raise bad_request("the client went away while sending the body") from None
-        except TimeoutError:
-            raise ApiError(
-                408, f"The request body took longer than {timeout:g} s.", code="request_timeout"
-            ) from None
         if not raw:
             raise bad_request("the request body is empty; send a JSON object", code="invalid_json")
         try:
