@@ -363,6 +363,9 @@ class WhatsAppConfig(_ChatPlatformConfig):
     app_secret: str = ""
     app_secret_env: str | None = None
     verify_token: str = ""  # Meta's webhook verification (GET hub.verify_token)
+    # Seconds: a message whose ``timestamp`` is older is not answered (Meta redelivers for days;
+    # a signed body replayed later is refused); each message id is taken once within it.
+    max_age: float = Field(default=3600.0, gt=0)
     # Phone numbers only: a profile name is anyone's to choose (no match_usernames here).
     allowed_users: list[str] = Field(default_factory=list[str])
     budgets: WhatsAppBudgets = Field(default_factory=WhatsAppBudgets)
