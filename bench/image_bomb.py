@@ -37,9 +37,9 @@ def make(folder: Path) -> tuple[Path, ...]:
 
 def measure(path: Path) -> None:
     """In a fresh process: peak RSS above idle of four concurrent reads of ``path``."""
-    from iris.agent.attachments import image_url
-
     from PIL import Image
+
+    from iris.agent.attachments import image_url
 
     Image.init()  # Pillow's format plugins loaded before idle is taken
     data = path.read_bytes()
