@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import io
 import logging
 import math
+import re
 import threading
 import warnings
 from collections.abc import Sequence
@@ -44,6 +46,19 @@ KINDS: tuple[Kind, ...] = ("image", "audio", "file")
 
 # What an image part stands for in the history once its turn is over.
 IMAGE_PLACEHOLDER = "[image{name}: shown to the model with the message it came with]"
+
+
+MAX_NAME = 200  # characters of a file's name shown to the user and the model
+
+
+def shown_name(name: str) -> str:
+    """A sender's file name as notes and the model see it: one line (line breaks and other
+    control characters as ``\\uXXXX``), at most ``MAX_NAME`` characters; it cannot start a line
+    of its own in what the model reads."""
+    if not name:
+        return "(unnamed)"
+    shown = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in name)
+    return shown if len(shown) <= MAX_NAME else shown[: MAX_NAME - 1] + "…"
 
 
 def placeholder(name: str = "") -> str:
@@ -106,7 +121,7 @@ async def prepare(
     stored: list[str] = [text] if text.strip() else []
     told: list[str] = list(notes)
     for file in files:
-        name = file.name or "(unnamed)"
+        name = shown_name(file.name)
         if len(file.data) > settings.max_bytes:
             told.append(
                 f"{name}: too large ({len(file.data)} bytes; the limit is {settings.max_bytes})"
@@ -236,7 +251,7 @@ def _is_audio(file: File) -> bool:
 # -- documents ---------------------------------------------------------------------------------
 def _document(file: File, max_text_bytes: int, told: list[str]) -> str | None:
     """A text part for a UTF-8 document, or None (and a note) for anything else."""
-    name = file.name or "(unnamed)"
+    name = shown_name(file.name)
     kind = file.mime or "unknown type"
     if file.mime.lower().startswith(_BINARY_MIME) or b"\x00" in file.data:
         told.append(f"{name}: can't read this kind of file ({kind})")
@@ -252,15 +267,28 @@ def _document(file: File, max_text_bytes: int, told: list[str]) -> str | None:
             f"{max_text_bytes})"
         )
         return None
-    quoted = name.replace('"', "'")
-    return f'<file name="{quoted}">\n{text.removeprefix(chr(0xFEFF))}\n</file>'
+    return wrapped(name, text.removeprefix(chr(0xFEFF)))
+
+
+# A file tag inside a document, any case: ``</FILE >`` closes as well for a reader.
+_FILE_TAG = re.compile(r"<(?=\s*/?\s*file\b)", re.IGNORECASE)
+
+
+def wrapped(name: str, text: str) -> str:
+    """``<file name="…">`` … ``</file>`` around a document's text, unforgeable by either: the
+    name is escaped as an XML attribute (quotes, ``<``, ``>``, ``&``, line breaks and other
+    control characters), and a file tag inside the text has its ``<`` escaped (``&lt;/file>``),
+    so the only tags are these two and nothing a sender writes reads as outside the file."""
+    quoted = html.escape(name, quote=True)
+    quoted = "".join(c if c.isprintable() else f"&#{ord(c)};" for c in quoted)
+    return f'<file name="{quoted}">\n{_FILE_TAG.sub("&lt;", text)}\n</file>'
 
 
 # -- audio -------------------------------------------------------------------------------------
 async def _transcript(
     config: Config, file: File, transcriber: Transcriber | None, told: list[str]
 ) -> str | None:
-    name = file.name or "(unnamed)"
+    name = shown_name(file.name)
     if transcriber is None:
         transcriber = transcriber_for(config)
     if transcriber is None:
