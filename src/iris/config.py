@@ -205,6 +205,9 @@ class ApiServerConfig(_Section):
     # million characters of text is past every model's context window.
     max_messages: int = Field(default=2048, ge=1)
     max_input_chars: int = Field(default=1_000_000, ge=1)
+    # Bytes of items one stored conversation (/v1/conversations) may hold; past it adding items
+    # or a response that extends it is a 400 (conversation_too_large).
+    max_conversation_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     # Agent tools run inside Iris when the client sends no tools of its own.
     agent_tools: bool = True
     # Background responses: the events of an ended one are kept this many seconds for

@@ -213,7 +213,8 @@ class ApiSurface:
             save_lost=self._save_lost,
         )
         self.conversations = ConversationRoutes(
-            runtime.conversations or conversations_for(runtime.store, runtime.shared)
+            runtime.conversations or conversations_for(runtime.store, runtime.shared),
+            self.settings.max_conversation_bytes,
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self.held = HeldTurns()  # Responses turns waiting for an approval between requests
@@ -333,6 +334,8 @@ class ApiSurface:
         named = body.get("conversation") if isinstance(body, dict) else None
         if isinstance(named, dict):
             named = named.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(named, str):
+            await self.conversations.check_room(named)  # a 400 at the cap, before any work
         past = await self.conversations.store.items(named) if isinstance(named, str) else None
         within_cap = not isinstance(raw_input, list) or len(raw_input) <= self.settings.max_messages
         found = await self.responses.items(referenced_ids(raw_input)) if within_cap else {}
