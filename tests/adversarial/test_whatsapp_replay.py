@@ -89,6 +89,28 @@ async def test_a_redelivery_to_another_process_is_answered_once(
     assert [r.body["messages"][-1]["content"] for r in upstream.requests] == ["hi", "and this?"]
 
 
+async def test_a_signed_body_replayed_after_a_restart_is_not_answered_again(
+    tmp_path: Path, upstream: FakeUpstream, api: WhatsAppAPI
+) -> None:
+    upstream.script(text("only once"))
+    event = api.event(OWNER, "hi", "wamid.restart.1")
+    server, url = await start(tmp_path, upstream, api)
+    try:
+        assert await api.deliver(url + WEBHOOK_PATH, event) == 200
+        await api.wait_until(lambda: api.texts_to(OWNER) == ["only once"])
+    finally:
+        server.stop()
+    server, url = await start(tmp_path, upstream, api)  # the same SQLite file
+    try:
+        assert await api.deliver(url + WEBHOOK_PATH, event) == 200
+        upstream.script(text("next"))
+        await api.user_says(url + WEBHOOK_PATH, OWNER, "and this?")
+        await api.wait_until(lambda: api.texts_to(OWNER) == ["only once", "next"])
+    finally:
+        server.stop()
+    assert [r.body["messages"][-1]["content"] for r in upstream.requests] == ["hi", "and this?"]
+
+
 async def test_a_signed_message_older_than_max_age_is_not_answered(
     tmp_path: Path, upstream: FakeUpstream, api: WhatsAppAPI
 ) -> None:
