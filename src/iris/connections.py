@@ -209,7 +209,8 @@ def _content_length(scope: Scope) -> int | None:
     for name, value in scope["headers"]:
         if name == b"content-length":
             text = value.decode("latin-1").strip()
-            return int(text) if text.isascii() and text.isdigit() else None
+            # (the HTTP parser has checked it; the length bound keeps ``int`` cheap regardless)
+            return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
     return None
 
 
