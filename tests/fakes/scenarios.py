@@ -379,9 +379,7 @@ def openai_rules(
                 param="metadata",
             )
         if not knows_completion_tokens and "max_completion_tokens" in body:
-            return error_reply(
-                400, "Unrecognized request argument supplied: max_completion_tokens"
-            )
+            return error_reply(400, "Unrecognized request argument supplied: max_completion_tokens")
         if reasoning_model and "max_tokens" in body:
             return unsupported("max_tokens", "max_completion_tokens")
         if not reasoning_model:

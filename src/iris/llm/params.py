@@ -148,6 +148,7 @@ EXTENSIONS: Mapping[str, str] = {
     "use_mlock": _BOOL,
     "keep_alive": _ANY,
     "think": _ANY,
+    "format": _ANY,  # "json" or a JSON schema
     # OpenRouter: reasoning, provider routing, fallbacks, transforms
     "reasoning": _OBJ,
     "include_reasoning": _BOOL,
