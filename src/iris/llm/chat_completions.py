@@ -46,15 +46,17 @@ class ChatCompletionsProvider(SdkProvider):
         # machine and dominated a busy server's per-chunk delay (bench/api_overhead.py).
         while True:
             body = await encode(lambda: self._body(request, _STREAM))
+            started = False
             try:
                 with translate_errors(streaming=True):
                     async with post_raw_stream(self._client, "/chat/completions", body) as response:
                         async for raw in _stream_deltas(response.iter_lines()):
+                            started = True
                             yield raw
                 return
             except ProviderHTTPError as exc:
                 # Refused before the first byte: again, as the model takes it (``quirks``).
-                if not self.quirks.learn(request.model, self._body(request, {}), exc):
+                if started or not self.quirks.learn(request.model, self._body(request, {}), exc):
                     raise
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
