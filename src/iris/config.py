@@ -713,7 +713,7 @@ streaming:
 
 # server: {host: 127.0.0.1, port: 8642, allowed_hosts: [], cors_origins: [], max_turns: 32}
 # platforms:
-#   api_server: {enabled: true, api_key: null, max_concurrent: 16}
+#   api_server: {enabled: true, api_key: null, max_concurrent: 16, agent_tools: on_request}
 #   iris: {enabled: true, tokens: [change-me]}
 # tools:
 #   enabled: [terminal, read_file]
