@@ -10,7 +10,7 @@ import pytest
 from openai import APIStatusError, BadRequestError, OpenAI
 
 from tests.api.conftest import IrisServer, StartIris
-from tests.fakes.upstream import FakeUpstream, error, openai_rules
+from tests.fakes.upstream import FakeUpstream, Received, Scenario, error, openai_rules, responder
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -161,3 +161,24 @@ def test_bad_request_from_iris_itself_never_reaches_the_model(
             store=True,
         )
     assert upstream.requests == []
+
+
+def test_a_server_that_refuses_both_limit_spellings_is_asked_twice_then_the_client_told(
+    iris_server: StartIris, upstream: FakeUpstream
+) -> None:
+    server = iris_server()
+
+    def refuse(request: Received) -> Scenario:
+        name = "max_tokens" if "max_tokens" in request.body else "max_completion_tokens"
+        message = f"Unsupported parameter: '{name}' is not supported with this model."
+        return error(400, message, code="unsupported_parameter", param=name)
+
+    upstream.default = responder(refuse)
+    with client_for(server) as client, pytest.raises(APIStatusError) as caught:
+        client.chat.completions.create(
+            model="fake-model",
+            messages=USER,  # pyright: ignore[reportArgumentType]
+            max_tokens=5,
+        )
+    assert caught.value.status_code == 502 and "max_completion_tokens" in caught.value.message
+    assert sent(upstream) == [{"max_tokens"}, {"max_completion_tokens"}]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iris.errors import ProviderHTTPError
 from iris.llm.quirks import ModelQuirks
@@ -82,3 +84,27 @@ def test_a_refusal_about_a_value_or_another_field_teaches_nothing(error: Provide
     sent = {"max_tokens": 5, "reasoning_effort": "extreme", "temperature": 0.2}
     assert quirks.learn("m", dict(sent), error) is False
     assert quirks.adjust("m", dict(sent)) == sent
+
+
+_FIELDS = ("max_tokens", "max_completion_tokens", "reasoning_effort", "verbosity", "top_k")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_FIELDS), min_size=1, max_size=12))
+def test_a_provider_that_refuses_everything_is_asked_again_a_bounded_number_of_times(
+    refused: list[str],
+) -> None:
+    """Each retry needs something new learned: a server that keeps refusing (both limit
+    spellings, say) gets at most one retry per field, never a loop."""
+    quirks = ModelQuirks()
+    body = {"max_tokens": 5, "reasoning_effort": "low", "verbosity": "low", "top_k": 3}
+    retries = 0
+    for name in refused:
+        sent = quirks.adjust("m", dict(body))
+        message = f"Unsupported parameter: '{name}' is not supported with this model."
+        if quirks.learn("m", sent, refusal(message, name)):
+            retries += 1
+    assert retries <= 3  # one limit flip, two knobs
+    final = quirks.adjust("m", dict(body))
+    assert final.get("top_k") == 3  # not a field Iris adjusts
+    assert ("max_tokens" in final) != ("max_completion_tokens" in final)

@@ -65,7 +65,8 @@ class ModelQuirks:
         named = _named_fields(error)
         learned = self._models.setdefault(model, _Learned())
         for name in LIMIT_FIELDS:
-            if name in body and name in named and learned.limit_field != _other(name):
+            # Learned once: a server that refuses both spellings cannot be helped by flipping.
+            if name in body and name in named and learned.limit_field is None:
                 learned.limit_field = _other(name)
                 return True
         for knob in KNOBS:
