@@ -11,7 +11,7 @@ without the knob), and the model's later requests are sent that way from the sta
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from iris.errors import ProviderHTTPError
@@ -34,8 +34,9 @@ _REFUSALS = (
 
 @dataclass
 class _Learned:
+    # Replaced, never changed in place: ``adjust`` runs in the encoding worker thread.
     limit_field: str | None = None  # the limit field this model takes, once one was refused
-    dropped: set[str] = field(default_factory=set[str])  # knobs it refused
+    dropped: frozenset[str] = frozenset()  # knobs it refused
 
 
 class ModelQuirks:
@@ -71,7 +72,7 @@ class ModelQuirks:
                 return True
         for knob in KNOBS:
             if knob in body and knob in named and knob not in learned.dropped:
-                learned.dropped.add(knob)
+                learned.dropped = learned.dropped | {knob}
                 return True
         if not learned.dropped and learned.limit_field is None:
             del self._models[model]
