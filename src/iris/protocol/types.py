@@ -214,14 +214,14 @@ class ToolEnd(_Stamped):
 @with_config(_CONFIG)
 class ApprovalRequest(_Stamped):
     """Chat-scoped. Tool call index waits for a yes: answer with approval.respond before
-    expires_at (Unix seconds). args is the call's whole JSON arguments, preview a person's
-    rendering of them (a terminal command in full); neither is ever cut."""
+    expires_at (Unix seconds). args is the call's whole arguments, an object as in tool.start,
+    preview a person's rendering of them (a terminal command in full); neither is ever cut."""
 
     type: Literal["approval.request"]
     approval_id: ApprovalId
     index: ToolIndex
     name: str
-    args: str
+    args: dict[str, Any]
     preview: str
     expires_at: float
 
