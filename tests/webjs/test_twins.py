@@ -95,6 +95,9 @@ def test_the_view_model_on_the_shared_cases(case: dict[str, Any]) -> None:
 # A tick 0.05 s after each frame; BMP text only, so that a reveal's step (code points here,
 # UTF-16 units in the browser) is the same length in both.
 PIECES = ["a", "word ", "中文", "é", "e\u0301", "\n", " ", "**b", "`c", "日本語 "]
+# Values a broken frame puts in a field: a number as text, 1 for true, a fraction, negative,
+# empty, null, a list, an object (some of them right for some fields: then both take it).
+WRONG: list[Any] = ["5", 1, True, 1.5, -1, "", None, [], {}, "m1"]
 PACKAGED_NODE = Path(__file__).parent.parent / "interop" / "node" / "node_modules" / ".bin" / "node"
 NODE = str(PACKAGED_NODE) if PACKAGED_NODE.exists() else shutil.which("node")
 
@@ -102,13 +105,14 @@ NODE = str(PACKAGED_NODE) if PACKAGED_NODE.exists() else shutil.which("node")
 class Turns:
     """Random turns of valid frames as a server sends them to one device: streamed messages
     (snapshots and appends, some appends lost), stops in both forms, whole messages,
-    commentary, tools, errors, a sync now and then, and replays of frames already sent."""
+    commentary, tools, errors, a sync now and then, replays of frames already sent, and broken
+    frames (a field gone or mistyped, or not an object) that both apps read by one rule."""
 
     def __init__(self, seed: int) -> None:
         self.random = random.Random(seed)
         self.seq = 0
         self.sent: dict[str, str] = {}  # message_id -> the text this device was sent
-        self.frames: list[dict[str, Any]] = []
+        self.frames: list[Any] = []  # frames as sent, broken ones among them
 
     def text(self) -> str:
         return "".join(self.random.choice(PIECES) for _ in range(self.random.randint(1, 4)))
@@ -119,10 +123,21 @@ class Turns:
             frame = {**frame, "seq": self.seq, "chat_id": "c1"}
         self.frames.append(frame)
 
+    def broken(self, frame: dict[str, Any]) -> Any:
+        """A frame with one field gone or of another type (both apps must refuse it whole or
+        take it whole, the same way), or not an object at all."""
+        r = self.random
+        if r.random() < 0.1:
+            return r.choice([[frame], "text", 7, None])
+        key = r.choice(sorted(frame))
+        if r.random() < 0.3:
+            return {k: v for k, v in frame.items() if k != key}
+        return frame | {key: r.choice(WRONG)}
+
     def step(self) -> None:
         r, mid = self.random, self.random.choice(["m1", "m2", "m3"])
         have = self.sent.get(mid)
-        choice = r.choice([0, 1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 6, 7, 8, 8, 8, 9, 10, 10, 11])
+        choice = r.choice([0, 1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 6, 7, 8, 8, 8, 9, 10, 10, 11, 11, 12])
         if choice == 0:
             self.emit({"type": "typing", "on": r.random() < 0.5})
         elif choice == 1 or (have is None and choice in (2, 3, 4, 5)):
@@ -167,6 +182,8 @@ class Turns:
             self.emit({"type": "error", "code": "upstream_error", "message": "failed"})
         elif choice == 10 and self.frames:
             self.frames.append(r.choice(self.frames))  # a replay of a frame already sent
+        elif choice == 11 and (whole := [f for f in self.frames if isinstance(f, dict)]):
+            self.frames.append(self.broken(r.choice(whole)))
         else:
             self.sent.clear()
             messages = [{"message_id": "s1", "role": "user", "text": "q"}]
