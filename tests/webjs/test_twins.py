@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from iris.app.core.graphemes import boundary_at_or_after, boundary_at_or_before, is_boundary
+from iris.app.core.heal import heal
 from iris.app.core.mdstream import MarkdownSplitter, make_parser
 from iris.app.core.reveal import Reveal, chars_per_second
 from iris.app.core.view import ChatView
@@ -333,3 +334,44 @@ def test_the_shared_settled_sources() -> None:
     before = splitter.parsed_chars
     splitter.append(settled["then"])
     assert splitter.parsed_chars - before == len(splitter.tail)
+
+
+# -- heal ------------------------------------------------------------------------------------
+
+HEAL = cases("heal")
+
+
+@pytest.mark.parametrize("case", HEAL["cases"], ids=[repr(c["in"]) for c in HEAL["cases"]])
+def test_the_terminal_heals_a_tail_as_the_browser_does(case: dict[str, Any]) -> None:
+    assert heal(case["in"]) == case["ours"]
+
+
+HEAL_PIECES = ["*", "**", "_", "__", "~~", "`", "``", "[", "](", "http", ")", "!", "\\", "a", "é"]
+HEAL_PIECES += [" ", "\n", "-", "=", "- ", "```", "\n\n", "2", "中"]
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (the browser's twin runs on it)")
+def test_random_tails_heal_the_same_in_both() -> None:
+    """BMP text only: both count a string's characters the same there."""
+    rng = random.Random(7)
+    tails = [
+        "".join(rng.choice(HEAL_PIECES) for _ in range(rng.randint(1, 12))) for _ in range(3000)
+    ]
+    assert NODE is not None
+    module = Path(__file__).parents[2] / "src" / "iris" / "web" / "js" / "heal.js"
+    script = (
+        f"import {{ heal }} from {json.dumps(module.as_uri())};"
+        "let data = ''; process.stdin.on('data', (c) => { data += c; });"
+        "process.stdin.on('end', () => process.stdout.write("
+        "JSON.stringify(JSON.parse(data).map(heal))));"
+    )
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps(tails),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    for tail, js in zip(tails, json.loads(done.stdout), strict=True):
+        assert heal(tail) == js, tail
