@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,7 @@ from textual.widgets import DirectoryTree, Input
 from iris.app.app import IrisApp
 from iris.app.attach_screen import AttachScreen
 from iris.app.core.attach import MAX_EDGE, MAX_FILES, MAX_FRAME_B64, Attachments
-from iris.server import UVICORN_WS_OPTIONS, build_app
 from tests.agent.test_attachments import photo
-from tests.conftest import MakeConfig
-from tests.fakes import loopback
 from tests.fakes.iris_server import FakeIrisServer
 from tests.fakes.upstream import FakeUpstream, text
 
@@ -134,32 +130,15 @@ def test_a_large_photo_is_downscaled_to_fit_and_the_ninth_file_is_refused(tmp_pa
     assert attachments.problem == f"dot.png: at most {MAX_FILES} files a message"
 
 
-@pytest.fixture
-async def real_server(
-    make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path
-) -> AsyncIterator[str]:
-    config = make_config(
-        upstream.base_url,
-        platforms={
-            "iris": {"tokens": ["device-token-0123456789"]},
-            "api_server": {"enabled": False},
-        },
-    )
-    sock = loopback.bind()
-    server = await loopback.start(build_app(config), sock, **UVICORN_WS_OPTIONS)
-    yield f"ws://127.0.0.1:{sock.getsockname()[1]}/iris/ws"
-    await loopback.stop(server)
-
-
 async def test_against_the_real_server_the_model_gets_the_file_or_the_user_is_told(
-    real_server: str, upstream: FakeUpstream, tmp_path: Path
+    iris_url: str, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("the launch is on Tuesday")
     picture = tmp_path / "cat.png"
     picture.write_bytes(photo(8, 8, "PNG"))
     upstream.script(text("Tuesday."))
-    app = make_app(real_server, "device-token-0123456789", smoothness=0.2)
+    app = make_app(iris_url, "device-token-0123456789", smoothness=0.2)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.connection.connected, within=10)
         await pick(app, pilot, notes)

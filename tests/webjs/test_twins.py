@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from iris.app.core import attach
 from iris.app.core.graphemes import boundary_at_or_after, boundary_at_or_before, is_boundary
 from iris.app.core.heal import heal
 from iris.app.core.mdstream import MarkdownSplitter, make_parser
@@ -375,3 +377,21 @@ def test_random_tails_heal_the_same_in_both() -> None:
     )
     for tail, js in zip(tails, json.loads(done.stdout), strict=True):
         assert heal(tail) == js, tail
+
+
+# -- attach ----------------------------------------------------------------------------------
+
+
+def test_the_terminal_app_attaches_with_the_browsers_caps_and_words() -> None:
+    """``iris.app.core.attach`` is the twin of ``js/attach.js``: the same caps, the same lines."""
+    source = (Path(__file__).parents[2] / "src" / "iris" / "web" / "js" / "attach.js").read_text()
+    caps = dict(re.findall(r"export const (MAX_\w+) = ([\d_]+(?: - [\d_]+)?);", source))
+    values = {name: [int(n.replace("_", "")) for n in v.split(" - ")] for name, v in caps.items()}
+    assert {name: n[0] - sum(n[1:]) for name, n in values.items()} == {
+        "MAX_EDGE": attach.MAX_EDGE,
+        "MAX_FILES": attach.MAX_FILES,
+        "MAX_FRAME_B64": attach.MAX_FRAME_B64,
+    }
+    assert "`${name}: at most ${MAX_FILES} files a message`" in source
+    assert "${name}: too large to send (${Math.ceil(blob.size / 1024)} KB; " in source
+    assert "a message carries about ${Math.floor(MAX_FRAME_B64 * 0.75 / 1024)} KB)" in source
