@@ -349,12 +349,12 @@ def test_the_terminal_heals_a_tail_as_the_browser_does(case: dict[str, Any]) -> 
 
 
 HEAL_PIECES = ["*", "**", "_", "__", "~~", "`", "``", "[", "](", "http", ")", "!", "\\", "a", "é"]
-HEAL_PIECES += [" ", "\n", "-", "=", "- ", "```", "\n\n", "2", "中"]
+HEAL_PIECES += [" ", "\n", "-", "=", "- ", "```", "\n\n", "2", "中", "𝐀", "😀"]
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed (the browser's twin runs on it)")
 def test_random_tails_heal_the_same_in_both() -> None:
-    """BMP text only: both count a string's characters the same there."""
+    """Astral characters included: a letter outside the BMP (𝐀) is a word character in both."""
     rng = random.Random(7)
     tails = [
         "".join(rng.choice(HEAL_PIECES) for _ in range(rng.randint(1, 12))) for _ in range(3000)

@@ -24,6 +24,13 @@ function insideOpenFence(text) {
   return open !== null;
 }
 
+/** The character before index `i`, a whole code point (`𝐀` is a letter, as in Python).
+ * @param {string} text @param {number} i */
+function charBefore(text, i) {
+  const unit = text.charCodeAt(i - 1);
+  return unit >= 0xdc00 && unit <= 0xdfff && i >= 2 ? text.slice(i - 2, i) : text[i - 1] || "";
+}
+
 // `[text](partial-url` or `[text` at the very end: show the text until the link is whole.
 const OPEN_LINK = /(!?)\[([^\]\n]*)(?:\](?:\([^)\n]*)?)?$/;
 
@@ -63,7 +70,7 @@ export function heal(text) {
       const top = stack[stack.length - 1];
       const after = text[i + marker.length] || "";
       // An opener starts a word (`2*3` and `snake_case` are not emphasis).
-      const opens = !/[\p{L}\p{N}]/u.test(text[i - 1] || "") && !/\s/.test(after);
+      const opens = !/[\p{L}\p{N}]/u.test(charBefore(text, i)) && !/\s/.test(after);
       if (top && top[0] === marker) stack.pop();
       else if (opens || (after === "" && marker.length === 2)) stack.push([marker, i]);
       i += marker.length;
