@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -43,6 +44,16 @@ from tests.fakes.served import free_port, serve  # noqa: E402
 from tests.fakes.upstream import FakeUpstream, responder, text  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
+# Chromium's own background connections (updates, sync, safe browsing) are refused on a closed
+# network, many at a time; none of them is part of the chat.
+CHROMIUM_ARGS = [
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 KEY = "sk-bench-open-webui-0123456789abcdef"
 ANSWER = "Mont Blanc is the tallest mountain in the Alps, at 4,806 metres."
 
@@ -69,11 +80,17 @@ def kind(body: dict[str, Any]) -> str:
     return "task"
 
 
+OPEN_WEBUI = "open-webui==0.12.4"
+# Open WebUI takes any torch; a plain ``torch`` is a CUDA build of several GB, so the CPU build
+# pinned here goes in first (on these machines pip takes it from a local file) and stays pinned.
+TORCH = "torch==2.13.0"
+
+
 def install(venv: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = venv / "bin" / "pip"
-    subprocess.run([str(pip), "install", "--upgrade", "pip"], check=True)
-    subprocess.run([str(pip), "install", "open-webui"], check=True)
+    pip = str(venv / "bin" / "pip")
+    subprocess.run([pip, "install", TORCH], check=True)
+    subprocess.run([pip, "install", OPEN_WEBUI, TORCH], check=True)
 
 
 def start_open_webui(venv: Path, iris: str, data: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -113,18 +130,34 @@ def start_open_webui(venv: Path, iris: str, data: Path) -> tuple[subprocess.Pope
     raise SystemExit("open-webui did not answer /health within 300 s")
 
 
-def chat(page: Any, url: str, model: str, prompt: str) -> tuple[float, float, str]:
+def chat(page: Any, url: str, model: str, prompt: str, shots: Path) -> tuple[float, float, str]:
     """Open a chat with ``model``, send ``prompt``; seconds to the first words and to the whole
-    answer on the page, and the text shown."""
+    answer on the page, and the text shown. On a timeout the page is saved as
+    ``<shots>/<model>.png`` and its text printed."""
     started = time.monotonic()
-    page.goto(f"{url}/?models={model}&q={prompt}")
-    first_words = ANSWER.split(" ")[0]
-    page.get_by_text(first_words, exact=False).first.wait_for(timeout=60_000)
-    first = time.monotonic() - started
-    page.get_by_text(ANSWER.split(" ")[-1], exact=False).first.wait_for(timeout=60_000)
+    page.goto(f"{url}/?models={model}&q={quote(prompt)}")
+    # Two words, not one: "Mont" alone is in the sidebar's "This Month".
+    first_words = " ".join(ANSWER.split(" ")[:2])
+    try:
+        page.get_by_text(first_words, exact=False).first.wait_for(timeout=60_000)
+        first = time.monotonic() - started
+        page.get_by_text(ANSWER.split(" ")[-2], exact=False).first.wait_for(timeout=60_000)
+    except Exception:
+        page.screenshot(path=str(shots / f"{model}.png"))
+        print(f"{model}: no answer on the page; it shows:\n{page.inner_text('body')[:1500]}")
+        raise
     whole = time.monotonic() - started
     shown = page.get_by_text(first_words, exact=False).first.inner_text()
     return first, whole, shown
+
+
+def report(requests: list[Received]) -> None:
+    print("\nrequests through Iris (kind, tools the model was offered):")
+    for request in requests:
+        if request.path != "/v1/chat/completions":
+            continue
+        tools = [t["function"]["name"] for t in request.body.get("tools") or []]
+        print(f"  {kind(request.body):>10}  {tools or '-'}")
 
 
 def main() -> None:
@@ -148,10 +181,12 @@ def main() -> None:
         try:
             owui, owui_url = start_open_webui(args.venv, iris_url, data)
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM)
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 for model in ("fake-model", "iris-agent"):
                     page = browser.new_page()
-                    first, whole, shown = chat(page, owui_url, model, "tallest Alps mountain?")
+                    first, whole, shown = chat(
+                        page, owui_url, model, "tallest Alps mountain?", data
+                    )
                     print(f"{model:>11}: first words {first:.2f} s, whole {whole:.2f} s")
                     print(f"             shown: {shown[:70]!r}")
                     page.close()
@@ -163,12 +198,7 @@ def main() -> None:
                 owui.terminate()
                 owui.wait(10)
             iris.stop()
-        print("\nrequests through Iris (kind, tools the model was offered):")
-        for request in upstream.requests:
-            if request.path != "/v1/chat/completions":
-                continue
-            tools = [t["function"]["name"] for t in request.body.get("tools") or []]
-            print(f"  {kind(request.body):>10}  {tools or '-'}")
+            report(upstream.requests)
     if not args.keep:
         import shutil
 
