@@ -32,6 +32,7 @@ a few minutes on a loaded machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -61,6 +62,13 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 IRIS_TOOLS = {"terminal", "read_file"}
+# (label, model, Advanced Params beyond ``ADVANCED``): Open WebUI's default native function
+# calling sends its own tools, so only the legacy chat on iris-agent leaves the tools to Iris.
+CHATS = (
+    ("fake-model", "fake-model", {}),
+    ("iris-agent", "iris-agent", {}),
+    ("iris-agent (legacy)", "iris-agent", {"function_calling": "legacy"}),
+)
 KEY = "sk-bench-open-webui-0123456789abcdef"
 # Settings → General → Advanced Parameters, as its form stores them (``stop`` and ``logit_bias``
 # as typed); and each as it should reach the model.
@@ -183,9 +191,9 @@ def chat(page: Any, url: str, model: str, prompt: str, shots: Path) -> tuple[flo
     return first, whole, shown
 
 
-def set_advanced_params(page: Any, url: str) -> None:
-    """Save ``ADVANCED`` as the user's Advanced Params, as the settings form does; every chat
-    opened afterwards sends them. The version seen keeps the "What's New" dialog closed."""
+def set_advanced_params(page: Any, url: str, extra: dict[str, Any]) -> None:
+    """Save ``ADVANCED`` and ``extra`` as the user's Advanced Params, as the settings form
+    does; every chat opened afterwards sends them. The version seen keeps the "What's New" dialog closed."""
     page.goto(url)  # with WEBUI_AUTH=False the page signs in by itself
     page.wait_for_function("() => localStorage.token", timeout=60_000)
     token = page.evaluate("() => localStorage.token")
@@ -193,34 +201,38 @@ def set_advanced_params(page: Any, url: str) -> None:
     response = httpx.post(
         f"{url}/api/v1/users/user/settings/update",
         headers={"Authorization": f"Bearer {token}"},
-        json={"ui": {"params": ADVANCED, "version": version}},
+        json={"ui": {"params": {**ADVANCED, **extra}, "version": version}},
         timeout=30,
     )
     response.raise_for_status()
 
 
-def report(requests: list[Received]) -> None:
-    print("\nrequests through Iris (model, kind, tools offered to the model, Advanced Params):")
-    for request in requests:
-        if request.path != "/v1/chat/completions":
-            continue
-        body = request.body
-        names = [t["function"]["name"] for t in body.get("tools") or []]
-        # Open WebUI's native function calling sends its own tools (about 36) with every chat.
-        ours = [name for name in names if name in IRIS_TOOLS]
-        tools = f"{len(names)} tools" + (f" incl. Iris's {ours}" if ours else "")
-        arrived = [name for name in SENT if name in body]
-        if kind(body) == "chat":
-            as_set = [name for name in arrived if body[name] == SENT[name]]
-            params = f"{len(as_set)}/{len(SENT)} Advanced Params as set"
-            missing = [name for name in SENT if name not in body]
-            changed = [f"{name}={body[name]!r}" for name in arrived if name not in as_set]
-            params += f", missing {missing}" if missing else ""
-            params += f", changed {changed}" if changed else ""
-        else:  # Open WebUI gives its tasks no Advanced Params, only its own limits
-            params = ", ".join(f"{name}={body[name]!r}" for name in arrived) or "-"
-        model = str(body.get("model"))
-        print(f"  {model:>11}  {kind(body):>10}  {tools:<12}  {params}")
+def report(requests: list[Received], starts: list[tuple[str, int]]) -> None:
+    print("\nrequests through Iris per chat (kind, tools offered to the model, Advanced Params):")
+    bounds = [*(start for _, start in starts[1:]), len(requests)]
+    for (label, start), end in zip(starts, bounds, strict=True):
+        print(f"  {label}:")
+        for request in requests[start:end]:
+            if request.path == "/v1/chat/completions":
+                line(request.body)
+
+
+def line(body: dict[str, Any]) -> None:
+    names = [t["function"]["name"] for t in body.get("tools") or []]
+    # Open WebUI's native function calling sends its own tools (about 36) with every chat.
+    ours = [name for name in names if name in IRIS_TOOLS]
+    tools = f"{len(names)} tools" + (f" incl. Iris's {ours}" if ours else "")
+    arrived = [name for name in SENT if name in body]
+    if kind(body) == "chat":
+        as_set = [name for name in arrived if body[name] == SENT[name]]
+        params = f"{len(as_set)}/{len(SENT)} Advanced Params as set"
+        missing = [name for name in SENT if name not in body]
+        changed = [f"{name}={body[name]!r}" for name in arrived if name not in as_set]
+        params += f", missing {missing}" if missing else ""
+        params += f", changed {changed}" if changed else ""
+    else:  # Open WebUI gives its tasks no Advanced Params, only its own limits
+        params = ", ".join(f"{name}={body[name]!r}" for name in arrived) or "-"
+    print(f"    {kind(body):>10}  {tools:<34}  {params}")
 
 
 def main() -> None:
@@ -241,30 +253,32 @@ def main() -> None:
         upstream.default = responder(answers)
         iris, iris_url = serve(data, upstream.base_url, platforms={"api_server": {"api_key": KEY}})
         owui = None
+        starts: list[tuple[str, int]] = []
         try:
             owui, owui_url = start_open_webui(args.venv, iris_url, data)
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                page = browser.new_page()
-                set_advanced_params(page, owui_url)
-                page.close()
-                for model in ("fake-model", "iris-agent"):
+                for label, model, extra in CHATS:
                     page = browser.new_page()
+                    set_advanced_params(page, owui_url, extra)
+                    starts.append((label, len(upstream.requests)))
                     first, whole, shown = chat(
                         page, owui_url, model, "tallest Alps mountain?", data
                     )
-                    print(f"{model:>11}: first words {first:.2f} s, whole {whole:.2f} s")
-                    print(f"             shown: {shown[:70]!r}")
+                    print(f"{label:>20}: first words {first:.2f} s, whole {whole:.2f} s")
+                    print(f"{'':>20}  shown: {shown[:70]!r}")
+                    # The title, follow-up and tags tasks follow the reply: let them land
+                    # before the next chat, so each is counted with its own.
+                    with contextlib.suppress(AssertionError):
+                        upstream.wait_for_request(starts[-1][1] + 4, timeout=30)
                     page.close()
-                # The tasks follow the reply; give them a moment to land.
-                time.sleep(5)
                 browser.close()
         finally:
             if owui is not None:
                 owui.terminate()
                 owui.wait(10)
             iris.stop()
-            report(upstream.requests)
+            report(upstream.requests, starts)
     if not args.keep:
         import shutil
 
