@@ -110,7 +110,8 @@ async def test_embedded_model_streams_tokens(agent: Agent) -> None:
     pid = local_provider(agent).pid
     assert len(arrivals) >= 3, "the model should stream several token deltas"
     assert arrivals[0] < ended_at  # tokens arrive as produced, not all at the end
-    assert end.reason == "stop" and end.text
+    # 24 tokens into a count to five hundred: cut by the limit, and said so.
+    assert end.reason == "length" and end.text
     assert end.usage["output_tokens"] >= len(arrivals) - 1
     # The model ran in a process of its own: no native llama.cpp code in this one.
     assert pid is not None and pid != os.getpid()
@@ -150,6 +151,30 @@ async def test_the_budget_counts_with_the_models_own_tokenizer(agent: Agent) -> 
     with pytest.raises(ProviderError, match="context length"):
         async for _ in local_provider(agent).stream(ProviderRequest("m", long)):
             pass
+
+
+async def test_extension_parameters_reach_the_model_under_llama_cpp_names(agent: Agent) -> None:
+    """What vLLM calls repetition_penalty is llama.cpp's repeat_penalty; the rest keep theirs."""
+    provider = local_provider(agent)
+    params = {
+        "top_k": 7,
+        "min_p": 0.2,
+        "typical_p": 0.9,
+        "repetition_penalty": 1.3,
+        "repeat_last_n": 32,
+        "mirostat": 0,
+    }
+    seen: list[dict[str, Any]] = []
+    request = TurnRequest(messages=ask(COUNTING), max_tokens=12, params=params)
+    async with agent.run(request) as turn:
+        async for event in turn:
+            if isinstance(event, TextDelta) and not seen:
+                seen = [s for s in await provider.slots() if s["is_processing"]]
+    [slot] = seen
+    applied = slot["params"]
+    assert applied["top_k"] == 7 and applied["repeat_last_n"] == 32
+    assert applied["min_p"] == pytest.approx(0.2) and applied["typical_p"] == pytest.approx(0.9)
+    assert applied["repeat_penalty"] == pytest.approx(1.3) and applied["mirostat"] == 0
 
 
 async def test_sampling_parameters_reach_the_model(agent: Agent) -> None:

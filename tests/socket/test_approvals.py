@@ -61,7 +61,7 @@ async def test_approved_once_on_the_phone_runs_once_and_every_device_sees_who(
         and asked["preview"].startswith(f"{COMMAND}\n\n(runs in the sandbox: workspace ")
         and asked["index"] == 1
     )
-    assert asked["args"] == f'{{"command": "{COMMAND}"}}'
+    assert asked["args"] == {"command": COMMAND}  # an object, as tool.start's
     assert runs(tmp_path) == 0
     await phone.send(
         {"type": "approval.respond", "approval_id": asked["approval_id"], "decision": "once"}

@@ -74,7 +74,13 @@ class RawUsage:
     output_tokens: int
 
 
-RawDelta = RawText | RawReasoning | RawToolCall | RawUsage
+@dataclass(frozen=True, slots=True)
+class RawLimit:
+    """The provider stopped the reply at its token limit (``max_tokens``), not at its end: the
+    turn ends with ``length`` (``finish_reason: length``, an incomplete response)."""
+
+
+RawDelta = RawText | RawReasoning | RawToolCall | RawUsage | RawLimit
 
 
 @dataclass
@@ -85,6 +91,9 @@ class ProviderRequest:
     max_tokens: int | None = None
     # Generation parameters, neutral spelling (``iris.llm.params``); each provider maps them.
     params: dict[str, Any] = field(default_factory=dict[str, Any])
+    # Chat Completions' spelling of the limit (the client's): reasoning models take only
+    # ``max_completion_tokens``, older servers only ``max_tokens``.
+    max_tokens_field: str = "max_tokens"
 
 
 class Provider(Protocol):

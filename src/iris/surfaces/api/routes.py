@@ -8,13 +8,13 @@
     DELETE /v1/responses/{id}    forgets a stored response
     GET  /v1/responses/{id}/input_items  its request's input items, paged
     POST /v1/responses/{id}/cancel  stops a background response
-    GET  /v1/models, /v1/models/{id}  the configured model
+    GET  /v1/models, /v1/models/{id}  the configured model, and ``iris-agent`` (see ``offering``)
     /v1/conversations[/{id}[/items[/{item_id}]]]  the Conversations API (see ``conversations``)
 
 Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
 see ``iris.surfaces.origin``), CORS for listed origins only, the API key, the method, and a
-JSON ``Content-Type`` for a body. (Without an API key the agent's own tools are not offered:
-see ``bodies``.)
+JSON ``Content-Type`` for a body. (Which requests get the agent's own tools — the model
+``iris-agent``, an API key — is ``offering``'s to say.)
 
 Every failure before the first byte is an OpenAI error body with a 4xx (see ``problems``);
 after it, the encoders report it in-band (see ``exchange``).
@@ -66,6 +66,7 @@ from iris.surfaces.api.conversations import ConversationRoutes
 from iris.surfaces.api.exchange import TurnExchange, Wire
 from iris.surfaces.api.held import APPROVED_BY, ApprovalAnswer, HeldTurns, Leg, approval_answer
 from iris.surfaces.api.items import input_items, page
+from iris.surfaces.api.offering import ServedModel, resolve_model, served_models
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.sse import data_frames, named_frames
@@ -158,6 +159,13 @@ class ResponsesWire:
         return kept(self._end, shown_text(self.encoder.output))
 
 
+def _model_object(model: ServedModel, created: int) -> Json:
+    entry: Json = {"id": model.id, "object": "model", "created": created, "owned_by": "iris"}
+    if model.description:
+        entry["description"] = model.description
+    return entry
+
+
 def shown_text(output: list[Json]) -> str:
     """The text a response's message items show."""
     return "\n\n".join(
@@ -213,7 +221,8 @@ class ApiSurface:
             save_lost=self._save_lost,
         )
         self.conversations = ConversationRoutes(
-            runtime.conversations or conversations_for(runtime.store, runtime.shared)
+            runtime.conversations or conversations_for(runtime.store, runtime.shared),
+            self.settings.max_conversation_bytes,
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self.held = HeldTurns()  # Responses turns waiting for an approval between requests
@@ -290,31 +299,25 @@ class ApiSurface:
         await self.held.stop()
 
     # -- endpoints ------------------------------------------------------------------------
+    def served(self) -> list[ServedModel]:
+        agent = self.runtime.agent
+        main = agent.provider(0) if agent.config.model.provider == "local" else None
+        description = getattr(main, "description", "") if main is not None else ""
+        return served_models(self.runtime.config, agent.model_name, description)
+
     def model_names(self) -> list[str]:
-        return [self.runtime.agent.model_name or "iris"]
+        return [model.id for model in self.served()]
 
     async def models(self, _: Request) -> Response:
         created = int(time.time())
-        data = [
-            {"id": name, "object": "model", "created": created, "owned_by": "iris"}
-            for name in self.model_names()
-        ]
+        data = [_model_object(model, created) for model in self.served()]
         return JSONResponse({"object": "list", "data": data})
 
     async def model(self, request: Request) -> Response:
-        model_id = request.path_params["model_id"]
-        if model_id not in self.model_names():
-            raise ApiError(
-                404,
-                f"The model '{model_id}' does not exist; this server serves: "
-                f"{', '.join(self.model_names())}",
-                param="model",
-                code="model_not_found",
-            )
-        created = int(time.time())
-        return JSONResponse(
-            {"id": model_id, "object": "model", "created": created, "owned_by": "iris"}
-        )
+        served = {model.id: model for model in self.served()}
+        asked = request.path_params["model_id"]
+        model_id = resolve_model(asked, list(served), self.runtime.config)
+        return JSONResponse(_model_object(served[model_id], int(time.time())))
 
     async def chat(self, request: Request) -> Response:
         body = await self._json(request)
@@ -333,6 +336,8 @@ class ApiSurface:
         named = body.get("conversation") if isinstance(body, dict) else None
         if isinstance(named, dict):
             named = named.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(named, str):
+            await self.conversations.check_room(named)  # a 400 at the cap, before any work
         past = await self.conversations.store.items(named) if isinstance(named, str) else None
         within_cap = not isinstance(raw_input, list) or len(raw_input) <= self.settings.max_messages
         found = await self.responses.items(referenced_ids(raw_input)) if within_cap else {}
@@ -576,28 +581,14 @@ class ApiSurface:
             )
 
     async def _json(self, request: Request) -> object:
-        limit = self.settings.max_body_bytes
-        too_large = ApiError(
-            413, f"The request body is larger than {limit} bytes.", code="request_too_large"
-        )
-        declared = request.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > limit:
-            raise too_large
+        # The body's deadline (408) and size cap (413) are the server's ``BodyGuard``: one
+        # place, so no route can forget them.
         raw = bytearray()
-        timeout = self.runtime.config.server.timeout_body
         try:
-            # A client that trickles its body would hold a connection and this task forever.
-            async with asyncio.timeout(timeout):
-                async for chunk in request.stream():
-                    raw += chunk
-                    if len(raw) > limit:
-                        raise too_large
+            async for chunk in request.stream():
+                raw += chunk
         except ClientDisconnect:
             raise bad_request("the client went away while sending the body") from None
-        except TimeoutError:
-            raise ApiError(
-                408, f"The request body took longer than {timeout:g} s.", code="request_timeout"
-            ) from None
         if not raw:
             raise bad_request("the request body is empty; send a JSON object", code="invalid_json")
         try:
