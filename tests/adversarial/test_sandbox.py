@@ -84,12 +84,12 @@ def attempt(upstream: FakeUpstream, url: str, command: str) -> str:
     upstream.script(tool_call("terminal", [json.dumps({"command": command})]), text("done"))
     before = len(upstream.requests)
     with OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=60) as api:
-        answer = api.chat.completions.create(model="fake-model", messages=USER)
+        answer = api.chat.completions.create(model="iris-agent", messages=USER)
         assert answer.choices[0].message.content == "done"
         messages: list[dict[str, Any]] = upstream.requests[before + 1].body["messages"]
         result = str(messages[-1]["content"])
         upstream.script(text("still serving"))
-        again = api.chat.completions.create(model="fake-model", messages=USER)
+        again = api.chat.completions.create(model="iris-agent", messages=USER)
         assert again.choices[0].message.content == "still serving"
     return result
 
@@ -258,7 +258,7 @@ def test_iris_serve_exiting_ends_a_running_sandbox(
     def ask() -> None:
         api = OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=60)
         with api, contextlib.suppress(Exception):  # the server goes away mid-request
-            api.chat.completions.create(model="fake-model", messages=USER)
+            api.chat.completions.create(model="iris-agent", messages=USER)
 
     asking = threading.Thread(target=ask, daemon=True)
     asking.start()
