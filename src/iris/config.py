@@ -214,6 +214,8 @@ class ApiServerConfig(_Section):
     enabled: bool = True
     api_key: str | None = None
     max_concurrent: int = Field(default=16, ge=1)
+    # Responses turns held for an mcp_approval_response at once; past it a new one is a 429.
+    max_held_turns: int = Field(default=64, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # Per-request caps, checked before any work: OpenAI's own cap on `messages` is 2048; a
     # million characters of text is past every model's context window.

@@ -11,11 +11,16 @@ any other — or with the next ``mcp_approval_request``.
 A ``HeldTurn`` runs its turn in a task of this process's ``HeldTurns`` group (not in one HTTP
 exchange's), and hands its events to one exchange at a time (a ``Leg``). A leg ends after its
 ``ApprovalRequested`` (the turn is parked: registered under the request's id) or the turn's
-terminal event; a client that leaves mid-leg interrupts the turn, as on any response. A parked
-turn nobody answers goes on at the approval's timeout (the model is told nobody approved) and
-is kept ``KEPT_S`` seconds for a late answer, whose response shows the rest of it; a held turn
-is process-local, so the answer must reach the process that holds it (with several
-processes, route a client's requests to one, as for a streamed response).
+terminal event; a client that leaves mid-leg interrupts the turn, as on any response.
+
+Limits (finding 2 of the third hardening pass: held turns escaped them): a held turn starts
+only once admitted under ``max_concurrent`` / ``server.max_turns``, and its first leg holds
+those slots; parked, it gives them back (it waits on a person, not on the model) and takes
+them again before it goes on, so an answer that finds none is a 429 and the turn stays parked.
+At most ``max_held_turns`` are held at once (429 ``too_many_held_turns`` past it). A parked
+turn nobody answers ends at the approval's timeout (``TurnRequest.unanswered_ends``): nobody
+is attached to see the model told so, so it is not called again, and a late answer is told
+the request ended (``approval_decided``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
@@ -38,7 +42,6 @@ from iris.tasks import OpenGroup
 
 log = logging.getLogger("iris.api")
 
-KEPT_S = 600.0  # seconds a turn that ended unanswered waits for its late answer
 APPROVED_BY = "api"  # who answered, in ApprovalResolved: the API's (authenticated) caller
 Json = dict[str, Any]
 
@@ -229,18 +232,19 @@ class HeldTurns:
         self._parked[approval_id] = held
 
     def take(self, approval_id: str) -> HeldTurn | None:
-        """The turn parked on ``approval_id`` (it is no longer parked on it). A turn that went
-        on without the answer (its request timed out) is still there for a while, so a late
-        answer gets the rest of it: the refusal the model was told about, and its reply."""
+        """The turn parked on ``approval_id`` (it is no longer parked on it)."""
         self._prune()
         return self._parked.pop(approval_id, None)
 
     def forget(self, held: HeldTurn) -> None:
         self._all.discard(held)
 
+    @property
+    def count(self) -> int:
+        """Held turns not ended yet (running a leg, or parked on a request)."""
+        return len(self._all)
+
     def _prune(self) -> None:
-        now = time.time()
         for approval_id, held in list(self._parked.items()):
-            parked = held.parked
-            if held.ended and (parked is None or parked.request.expires_at + KEPT_S < now):
+            if held.ended:  # ended at its timeout: the broker tells a late answer so
                 del self._parked[approval_id]

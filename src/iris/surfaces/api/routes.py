@@ -349,19 +349,30 @@ class ApiSurface:
         if call.background:
             return await self._start_background(call, wire)
         if call.turn.agent_tools and not call.turn.client_tools:
-            # A tool that asks holds the turn until the client answers (``held``).
+            # A tool that asks holds the turn until the client answers (``held``). It starts
+            # only once admitted: a 429 leaves nothing running.
+            limit = self.settings.max_held_turns
+            if self.held.count >= limit:
+                raise ApiError(
+                    429,
+                    f"Too many turns wait for an approval: this server holds at most {limit}.",
+                    code="too_many_held_turns",
+                    headers={"retry-after": "1"},
+                )
+            release = self._admit()
             call.turn.approvals = self.runtime.approvals
             call.turn.chat_id = f"api:{wire.encoder.response_id}"
+            call.turn.unanswered_ends = True  # its client is gone once the request is asked
             held = self.held.run(self.runtime.agent, call.turn, call)
             leg = held.leg(wire.encoder.response_id)
-            return self._exchange(call.turn, wire, stream=call.stream, source=leg)
+            return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
         return self._exchange(call.turn, wire, stream=call.stream)
 
     async def _answer_approval(self, answer: ApprovalAnswer) -> Response:
         """The client's ``mcp_approval_response``: the held turn goes on in this response."""
         held = self.held.take(answer.approval_id)
         parked = held.parked if held is not None else None
-        if held is None or parked is None:
+        if held is None or parked is None or held.ended:
             found = await self.runtime.approvals.resolution(answer.approval_id)
             if found is not None:
                 raise bad_request(
@@ -384,14 +395,26 @@ class ApiSurface:
                 param="previous_response_id",
                 code="invalid_value",
             )
+        # The turn gave its slots back while it waited: it takes them again before it goes on
+        # (a 429 leaves it parked, for the client to answer again).
+        try:
+            release = self._admit()
+        except ApiError:
+            self.held.park(answer.approval_id, held)
+            raise
         decision: Decision = "once" if answer.approve else "deny"
-        await self.runtime.approvals.respond(answer.approval_id, decision, APPROVED_BY)
+        try:
+            await self.runtime.approvals.respond(answer.approval_id, decision, APPROVED_BY)
+        except BaseException:
+            release()
+            self.held.park(answer.approval_id, held)
+            raise
         echo = {**held.call.echo, "previous_response_id": answer.previous_response_id}
         call = dataclasses.replace(held.call, stream=answer.stream, echo=echo)
         inputs = [answer.item]
         wire = ResponsesWire(call, self.responses, inputs, self.conversations.store)
         leg = held.leg(wire.encoder.response_id)
-        return self._exchange(call.turn, wire, stream=call.stream, source=leg)
+        return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
 
     async def _start_background(self, call: ResponsesCall, wire: ResponsesWire) -> Response:
         release = self._admit()  # a background turn holds its slots while it runs
@@ -639,9 +662,17 @@ class ApiSurface:
         return release
 
     def _exchange(
-        self, request: TurnRequest, wire: Wire, *, stream: bool, source: Leg | None = None
+        self,
+        request: TurnRequest,
+        wire: Wire,
+        *,
+        stream: bool,
+        source: Leg | None = None,
+        release: Callable[[], None] | None = None,
     ) -> Response:
-        release = self._admit()
+        """The exchange of one turn (or one leg of a held one) under its slots: ``release``
+        when taken already, else taken here (or a 429)."""
+        release = release or self._admit()
         return TurnExchange(
             self.runtime.agent,
             request,
