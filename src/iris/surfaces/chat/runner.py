@@ -74,6 +74,7 @@ from iris.limits import TurnSlot
 from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.state.controls import Controls
+from iris.state.threads import threads_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.chat.attachments import gather
 from iris.surfaces.chat.consumer import StreamConsumer
@@ -192,6 +193,8 @@ class ChatSurface:
         self._pollers: list[BotPoller] = []
         self._poller_tasks: set[asyncio.Task[None]] = set()
         self.prompts = Prompts()  # the approval prompts open in every chat
+        # Which threads the bot answered in, kept across restarts and processes.
+        self.threads = runtime.threads or threads_for(runtime.store, runtime.shared)
         # Per platform: the messages waiting for a turn slot (platforms.<name>.queue_size).
         self._lines = {
             p.name: Line(runtime.turns, getattr(runtime.config.platforms, p.name).queue_size)
@@ -310,6 +313,11 @@ class ChatSurface:
         if not message.text.strip() and not message.attachments:
             return
         if not self._addressed(platform.name, message):
+            if self._follow_up(platform.name, message):
+                # A thread this process has not seen the bot answer in: the store may know
+                # (answered before a restart, or through another process).
+                self._spawn(self._recall_thread(platform, message))
+                return
             log.debug("%s: not addressed to the bot in %s: ignored", platform.name, message.chat_id)
             return
         if not self._allowed(platform.name, message):
@@ -424,6 +432,39 @@ class ChatSurface:
         conversation = self._conversations.get(conversation_key(message))
         return message.bot_thread or (conversation is not None and conversation.answered)
 
+    def _follow_up(self, name: str, message: IncomingMessage) -> bool:
+        """Could an unaddressed message be a follow-up in a thread the bot answered in, which
+        only the store remembers (``threads``)?"""
+        groups = getattr(getattr(self.runtime.config.platforms, name), "groups", None)
+        if groups is None or groups.strict_mention or not message.thread:
+            return False
+        conversation = self._conversations.get(conversation_key(message))
+        return conversation is None or not conversation.answered
+
+    async def _recall_thread(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+        key = conversation_key(message)
+        try:
+            answered = await self.threads.answered(key)
+        except StoreUnavailable as exc:
+            log.warning("%s: whether the bot answered in a thread is unknown: %s", key, exc.message)
+            return
+        if not answered:
+            log.debug("%s: not addressed to the bot in %s: ignored", platform.name, message.chat_id)
+            return
+        self._conversation(message).answered = True
+        self.receive(platform, message)
+
+    async def _answered(self, conversation: _Conversation, message: IncomingMessage) -> None:
+        """The bot answered in this conversation: a thread's is kept, so that a follow-up there
+        needs no mention after a restart or on another process either."""
+        conversation.answered = True
+        if not message.thread:
+            return
+        try:
+            await self.threads.mark(conversation.chat.session)
+        except StoreUnavailable as exc:
+            log.warning("%s: not kept as answered: %s", conversation.chat.session, exc.message)
+
     def _allowed(self, name: str, message: IncomingMessage) -> bool:
         """By user id; by user name (``@`` optional, any case) only with ``match_usernames``:
         a name can be given up and taken by someone else, an id cannot."""
@@ -498,7 +539,7 @@ class ChatSurface:
                 log.exception("chat turn crashed in %s", chat.session)
             finally:
                 slot.release()
-            conversation.answered = True
+            await self._answered(conversation, message)
 
     async def _turn_slot(
         self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
@@ -571,7 +612,7 @@ class ChatSurface:
             await self._send_once(platform, message, conversation, answer)
         except PlatformError as exc:
             log.info("answer to /%s not delivered: %s", command.name, exc)
-        conversation.answered = True
+        await self._answered(conversation, message)
 
     def _conversation(self, message: IncomingMessage) -> _Conversation:
         """The conversation ``message`` belongs to, made on its first message."""
