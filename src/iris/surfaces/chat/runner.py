@@ -74,6 +74,7 @@ from iris.limits import TurnSlot
 from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.state.controls import Controls
+from iris.state.prompts import SharedPrompts
 from iris.state.threads import threads_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.chat.attachments import gather
@@ -192,7 +193,9 @@ class ChatSurface:
         # With a shared store: one poller per platform, receiving while it holds the bot's lease.
         self._pollers: list[BotPoller] = []
         self._poller_tasks: set[asyncio.Task[None]] = set()
-        self.prompts = Prompts()  # the approval prompts open in every chat
+        # The approval prompts open in every chat (with a shared store: in every process).
+        shared = runtime.shared
+        self.prompts = Prompts(None if shared is None else SharedPrompts(shared))
         # Which threads the bot answered in, kept across restarts and processes.
         self.threads = runtime.threads or threads_for(runtime.store, runtime.shared)
         # Per platform: the messages waiting for a turn slot (platforms.<name>.queue_size).
@@ -370,8 +373,11 @@ class ChatSurface:
         press = message.press
         assert press is not None
         parsed = parse_press(press.data)
-        prompt = self.prompts.get(parsed[0]) if parsed is not None else None
         note, refused = NOT_OPEN, True
+        try:
+            prompt = await self.prompts.lookup(parsed[0]) if parsed is not None else None
+        except StoreUnavailable as exc:
+            prompt, note = None, f"Not recorded, please try again: {exc.message}"
         # The press must be on the very message that shows the request's buttons.
         shown = (platform.name, message.message_id)
         if prompt is None or (prompt.platform, prompt.message_id) != shown:
