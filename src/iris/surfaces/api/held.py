@@ -28,13 +28,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 
 from iris.agent.core import Agent, Turn, TurnRequest
-from iris.events import ApprovalRequested, Event, TurnEnded, TurnFailed, TurnStarted
+from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
 from iris.observability import TurnWatch
 from iris.surfaces.api.bodies import ResponsesCall
 from iris.surfaces.api.problems import bad_request
@@ -128,6 +135,7 @@ class HeldTurn:
         self.turn: Turn = agent.run(request)
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self.parked: Parked | None = None
+        self.attached = False  # a leg of this process answers the request it is parked on
         self.ended = False
         self._task = turns.group.create_task(self._pump(), name=f"held {self.turn.turn_id}")
 
@@ -135,10 +143,23 @@ class HeldTurn:
         try:
             async with self.turn as turn:
                 async for event in turn:
+                    if self._answered_elsewhere(event):
+                        self.attached = True
+                        self._turns.elsewhere(self)  # a leg for that answer, followed there
                     self._events.put_nowait(event)
         finally:
             self.ended = True
             self._turns.forget(self)
+
+    def _answered_elsewhere(self, event: Event) -> bool:
+        """Parked, the turn goes on though no leg here took the answer: another process
+        answered (``store.url``)."""
+        return (
+            self.parked is not None
+            and not self.attached
+            and isinstance(event, ApprovalResolved)
+            and event.decision in ("once", "chat", "deny")
+        )
 
     def leg(self, response_id: str) -> Leg:
         """The part of the turn one response shows (``response_id``: that response's)."""
@@ -192,6 +213,7 @@ class Leg:
             event = await held.next_event()
             if isinstance(event, ApprovalRequested):
                 held.parked = Parked(self.response_id, event)
+                held.attached = False
                 held._turns.park(event.approval_id, held)  # pyright: ignore[reportPrivateUsage]
                 self._done = True
                 yield event
@@ -206,10 +228,16 @@ class Leg:
 class HeldTurns:
     """This process's held Responses turns, by the approval request each is parked on."""
 
-    def __init__(self) -> None:
+    def __init__(self, elsewhere: Callable[[HeldTurn], None] | None = None) -> None:
         self.group = OpenGroup()
         self._parked: dict[str, HeldTurn] = {}
         self._all: set[HeldTurn] = set()
+        # A parked turn another process answered: it goes on here, its leg followed there.
+        self._elsewhere = elsewhere
+
+    def elsewhere(self, held: HeldTurn) -> None:
+        if self._elsewhere is not None:
+            self._elsewhere(held)
 
     async def start(self) -> None:
         await self.group.open()
