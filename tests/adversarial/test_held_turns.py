@@ -41,7 +41,7 @@ def asking(tmp_path: Path, timeout: float, **api: Any) -> dict[str, Any]:
 
 def create(url: str, body: Any) -> httpx.Response:
     auth = {"authorization": f"Bearer {KEY}"}
-    body = {"model": "fake-model", **body}
+    body = {"model": "iris-agent", **body}
     return httpx.post(f"{url}/v1/responses", json=body, headers=auth, timeout=30)
 
 

@@ -201,20 +201,20 @@ def test_an_mcp_approval_response_sent_to_the_other_process_continues_the_turn(
         OpenAI(base_url=a_url, api_key=API_KEY, max_retries=0, timeout=20) as a,
         OpenAI(base_url=b_url, api_key=API_KEY, max_retries=0, timeout=20) as b,
     ):
-        first = a.responses.create(model="fake-model", input="go")
+        first = a.responses.create(model="iris-agent", input="go")
         asked = first.output[-1]
         assert asked.type == "mcp_approval_request" and runs(work) == 0
         answer = approval_response(asked.id, True)
         if stream:
             with b.responses.stream(
-                model="fake-model", previous_response_id=first.id, input=answer
+                model="iris-agent", previous_response_id=first.id, input=answer
             ) as events:
                 kinds = [event.type for event in events]
                 second = events.get_final_response()
             assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
         else:
             second = b.responses.create(
-                model="fake-model", previous_response_id=first.id, input=answer
+                model="iris-agent", previous_response_id=first.id, input=answer
             )
         assert second.output_text == "It ran." and second.status == "completed"
         assert runs(work) == 1
@@ -222,6 +222,6 @@ def test_an_mcp_approval_response_sent_to_the_other_process_continues_the_turn(
         assert b.responses.retrieve(second.id).output_text == "It ran."
         again = b.responses.create
         with pytest.raises(BadRequestError) as late:
-            again(model="fake-model", previous_response_id=first.id, input=answer)
+            again(model="iris-agent", previous_response_id=first.id, input=answer)
         assert late.value.code == "approval_decided"
     upstream.assert_used_up()
