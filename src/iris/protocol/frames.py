@@ -29,10 +29,11 @@ last one carries the turn's model and token count from ``TurnEnded``.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, assert_never, cast
 
 from iris.events import (
     ApprovalRequested,
@@ -319,10 +320,21 @@ def approval_request(request: ApprovalRequested) -> ApprovalRequest:
         "approval_id": request.approval_id,
         "index": request.index,
         "name": request.name,
-        "args": request.args,
+        "args": arguments(request.args),
         "preview": request.preview,
         "expires_at": request.expires_at,
     }
+
+
+def arguments(text: str) -> dict[str, Any]:
+    """A call's JSON arguments as the object frames carry (``tool.start.args``'s shape), with
+    the agent's own wrapping of what is not one: ``_raw`` (not JSON), ``_value`` (not an
+    object)."""
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        return {"_raw": text}
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {"_value": value}
 
 
 def tool_preview(args: dict[str, Any]) -> str:
