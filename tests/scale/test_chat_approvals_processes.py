@@ -7,6 +7,7 @@ the turn goes on in A, which closes the prompt and replies."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -17,7 +18,7 @@ import pytest
 
 from iris.runtime import Runtime
 from iris.surfaces.chat.platform import IncomingMessage
-from iris.surfaces.chat.prompts import Press
+from iris.surfaces.chat.prompts import Press, parse_press
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import STREAMING, running
 from tests.conftest import MakeConfig
@@ -95,6 +96,13 @@ async def test_a_press_that_reaches_the_other_process_answers_the_turn_where_it_
             shown = prompt()
             assert shown is not None
             message_id, data = shown
+            # A shares the prompt once Telegram took it (a press can come no sooner there).
+            parsed = parse_press(data)
+            assert parsed is not None
+            for _ in range(200):  # a hang fails in 10 s
+                if await b.prompts.lookup(parsed[0]) is not None:
+                    break
+                await asyncio.sleep(0.05)
             answers: list[tuple[str, bool]] = []
 
             async def answer(note: str, refused: bool) -> None:
