@@ -2,7 +2,7 @@
 
 ``Runtime.create`` is the one place that picks where stored data lives: the SQLite file, or
 with ``store.url`` the Redis every process shares (sessions, stored responses, devices, the
-chats' controls).
+chats' controls, the webhook deliveries taken).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from iris.guard import AuthThrottle
 from iris.limits import TurnLimiter
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.conversations import Conversations, conversations_for
+from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
 from iris.state.redis_store import RedisStore, shared_store
 from iris.state.responses import Responses, responses_for
@@ -43,6 +44,8 @@ class Runtime:
     conversations: Conversations | None = None
     # Chat threads the bot answered in (a follow-up needs no mention): SQLite or Redis.
     threads: Threads | None = None
+    # Webhook deliveries taken already (a platform's redelivery is answered once).
+    deliveries: Deliveries = field(default_factory=MemoryDeliveries)
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
     # Failed authentications per client address, every surface (``iris.guard``).
@@ -72,6 +75,7 @@ class Runtime:
             controls=controls_for(shared),
             conversations=conversations_for(store, shared),
             threads=threads_for(store, shared),
+            deliveries=deliveries_for(store, shared),
         )
 
 
