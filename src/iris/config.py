@@ -31,6 +31,7 @@ from pydantic import (
 
 from iris.errors import ConfigError
 from iris.private import private_dir, write_private
+from iris.proxies import parse_networks
 
 Surface = Literal["cli", "telegram", "discord", "slack", "whatsapp", "api_server", "iris"]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
@@ -215,13 +216,28 @@ class ServerConfig(_Section):
     timeout_keep_alive: int = Field(default=5, ge=1)
     # Open HTTP connections; past it a new one evicts the oldest that has not sent its headers.
     max_connections: int = Field(default=1000, ge=8)
+    # Reverse proxies (addresses or CIDRs, "*" any) whose X-Forwarded-For / Forwarded name the
+    # client, for the auth-failure throttle, the logs and the metrics (``iris.proxies``).
+    trusted_proxies: list[str] = Field(default_factory=list[str])
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                parse_networks([entry])
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an address, a CIDR network or '*'") from None
+        return value
 
 
 class ApiServerConfig(_Section):
     enabled: bool = True
     api_key: str | None = None
     max_concurrent: int = Field(default=16, ge=1)
+    # Responses turns held for an mcp_approval_response at once; past it a new one is a 429.
+    max_held_turns: int = Field(default=64, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # Per-request caps, checked before any work: OpenAI's own cap on `messages` is 2048; a
     # million characters of text is past every model's context window.

@@ -273,6 +273,24 @@ class Approvals:
                     out.append(_request(json.loads(kept["request"])))
         return sorted(out, key=lambda r: r.expires_at)
 
+    def pending_now(self, chat_id: str) -> list[ApprovalRequested]:
+        """``pending`` without awaiting, for a device's ``sync`` (the frame log's reads are
+        synchronous too): this process's waits, or the shared store's through its sync client."""
+        if self._shared is None:
+            found = [w.request for w in self._waiting.values() if w.chat_id == chat_id]
+            return sorted(found, key=lambda r: r.expires_at)
+        from iris.state.redis_store import translated
+
+        shared, now = self._shared, self._clock()
+        out: list[ApprovalRequested] = []
+        with translated(shared.url):
+            ids = cast(set[str], shared.sync.smembers(self._chat_key(chat_id, "approvals")))
+            for approval_id in ids:
+                kept = cast(dict[str, str], shared.sync.hgetall(self._key(approval_id)))
+                if kept and "resolution" not in kept and float(kept["expires_at"]) > now:
+                    out.append(_request(json.loads(kept["request"])))
+        return sorted(out, key=lambda r: r.expires_at)
+
     async def new_session(self, chat_id: str) -> None:
         """The chat started over (``/new``): its ``chat`` allowances end."""
         self._allowed.pop(chat_id, None)

@@ -9,7 +9,9 @@ edited: the buttons go, and it says what was decided and by whom.
 
 A button hands back ``iris-approval:<o|c|d>:<token>`` (Telegram ``callback_data`` takes 64
 bytes at most, Discord ``custom_id`` 100): the token is random, and ``Prompts`` maps it to the
-request, so a button of an earlier process never answers a request of this one.
+request, so a button of an earlier process never answers a request of this one. With a shared
+store the registry also keeps each prompt shown there (``iris.state.prompts``), so a press
+that reaches another process answers it too.
 
 A reply without buttons (a consumer built without ``Prompts``) says in plain messages that a
 request waits and how it ended; the runner asks nobody on a platform without buttons
@@ -21,14 +23,19 @@ the order they go out); the platform calls are the adapters', the pacing the con
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from iris.agent.approvals import Decision, Outcome
 from iris.events import ApprovalRequested, ApprovalResolved
 from iris.surfaces.chat.splitter import Unit, measure, split
+
+if TYPE_CHECKING:
+    from iris.state.prompts import SharedPrompts
 
 PREFIX = "iris-approval"
 _CODES: dict[str, Decision] = {"o": "once", "c": "chat", "d": "deny"}
@@ -174,14 +181,45 @@ class OpenPrompt:
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
     gist: str = ""
     message_id: str | None = None  # the message with the buttons, once it landed
+    expires_at: float = 0.0
+
+    def fields(self) -> dict[str, str]:
+        """As the shared store keeps it (``iris.state.prompts``)."""
+        return {
+            "approval_id": self.approval_id,
+            "name": self.name,
+            "platform": self.platform,
+            "chat_id": self.chat_id,
+            "session": self.session,
+            "thread": json.dumps(dict(self.thread)),
+            "gist": self.gist,
+            "message_id": self.message_id or "",
+            "expires_at": repr(self.expires_at),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> OpenPrompt:
+        return cls(
+            fields["approval_id"],
+            fields["name"],
+            fields["platform"],
+            fields["chat_id"],
+            fields["session"],
+            cast(dict[str, str], json.loads(fields.get("thread") or "{}")),
+            fields.get("gist", ""),
+            fields.get("message_id") or None,
+            float(fields.get("expires_at") or 0.0),
+        )
 
 
 class Prompts:
-    """The open approval prompts of one chat surface, by button token and by request."""
+    """The open approval prompts of one chat surface, by button token and by request; with
+    ``shared``, also those any process shows (a press may reach another process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: SharedPrompts | None = None) -> None:
         self._by_token: dict[str, OpenPrompt] = {}
         self._tokens: dict[str, str] = {}  # approval id -> token
+        self.shared = shared
 
     def open(self, prompt: OpenPrompt) -> str:
         token = secrets.token_hex(8)
@@ -203,6 +241,24 @@ class Prompts:
     def find(self, approval_id: str) -> OpenPrompt | None:
         token = self._tokens.get(approval_id)
         return None if token is None else self._by_token.get(token)
+
+    async def shown(self, approval_id: str) -> None:
+        """The request's prompt landed in its chat: with a shared store, any process that a
+        press of it reaches finds it (raises ``StoreUnavailable``)."""
+        token = self._tokens.get(approval_id)
+        prompt = None if token is None else self._by_token.get(token)
+        if self.shared is None or token is None or prompt is None:
+            return
+        await self.shared.shown(token, prompt.fields(), prompt.expires_at)
+
+    async def lookup(self, token: str) -> OpenPrompt | None:
+        """The prompt behind a pressed button's ``token``: this process's, or with a shared
+        store one another process shows (raises ``StoreUnavailable``)."""
+        prompt = self._by_token.get(token)
+        if prompt is not None or self.shared is None:
+            return prompt
+        found = await self.shared.find(token)
+        return None if found is None else OpenPrompt.from_fields(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +354,7 @@ class ReplyPrompts:
             self.chat_id,
             self.session,
             self.thread,
+            expires_at=event.expires_at,
         )
 
     def resolved(self, event: ApprovalResolved) -> None:
