@@ -441,12 +441,26 @@ class ApprovalConfig(_Section):
     timeout: float = Field(default=120.0, gt=0, le=86_400)
 
 
+class McpLimits(_Section):
+    """What MCP servers may hand the model (``tools.mcp``); past a cap a tool or a result is
+    dropped, logged once per server."""
+
+    # Tools offered in all (the built-ins included; OpenAI takes 128) and per server.
+    max_tools: int = Field(default=128, ge=1, le=4096)
+    max_tools_per_server: int = Field(default=128, ge=1, le=4096)
+    # Bytes of one tool's input schema (as JSON).
+    max_schema_bytes: int = Field(default=16_384, ge=256)
+    # Bytes of one message from a server (a call's result): read through, never held whole.
+    max_result_bytes: int = Field(default=4_194_304, ge=65_536)
+
+
 class ToolsConfig(_Section):
     # The built-ins, and MCP tools by name (mcp_<server>_<tool>) or glob (mcp_<server>_*).
     enabled: list[str] = Field(default_factory=lambda: ["terminal", "read_file"])
     terminal: TerminalTool = Field(default_factory=TerminalTool)
     read_file: ReadFileTool = Field(default_factory=ReadFileTool)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    mcp: McpLimits = Field(default_factory=McpLimits)
     max_iterations: int = Field(default=8, ge=1)
 
     @field_validator("enabled")
