@@ -17,6 +17,7 @@ import json
 import logging
 import sys
 import tracemalloc
+from pathlib import Path
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,7 +29,7 @@ from iris.agent.mcp.stdio import Lines, oversized_id
 from iris.events import ToolEnded
 from tests.agent.turns import USER, collect
 from tests.conftest import MakeConfig
-from tests.fakes.mcp_launch import ROOT
+from tests.fakes.mcp_launch import ROOT, http_server
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 pytestmark = pytest.mark.timeout(90)
@@ -130,6 +131,27 @@ async def test_a_50_mb_result_is_read_through_and_dropped_and_the_server_stays_u
     assert len(warnings(caplog, "max_result_bytes")) == 1
     events = await collect(agent, TurnRequest(messages=USER))
     assert next(e for e in events if isinstance(e, ToolEnded)).ok
+
+
+async def test_a_50_mb_result_over_http_is_a_tool_error_and_the_server_stays_usable(
+    started: Any, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    with http_server(tmp_path, "tests.fakes.mcp_hostile") as url:
+        agent = await started({"h": {"url": url}})
+        upstream.script(
+            tool_call("mcp_h_big", [json.dumps({"mb": 50})]),
+            text("too big"),
+            tool_call("mcp_h_echo", [json.dumps({"text": "still here"})]),
+            text("fine"),
+        )
+        events = await collect(agent, TurnRequest(messages=USER))
+        assert not next(e for e in events if isinstance(e, ToolEnded)).ok
+        told = next(m for m in upstream.requests[1].body["messages"] if m["role"] == "tool")
+        assert "over the cap" in told["content"]
+        assert agent.mcp is not None
+        await agent.mcp.wait_until(lambda: "mcp_h_echo" in agent.tools.names())
+        events = await collect(agent, TurnRequest(messages=USER))
+        assert next(e for e in events if isinstance(e, ToolEnded)).ok
 
 
 async def test_a_server_that_crashes_after_listing_backs_off_and_warns_once(

@@ -237,7 +237,7 @@ class McpConnection:
     def _transport(self) -> Any:
         config = self.config
         if config.url is not None:
-            return _http(config.url, config.headers)
+            return _http(config.url, config.headers, self._transport_limit())
         assert config.command is not None
         env = command_env(self._terminal_env) | config.env
         spawn = (config.command, config.args, env)
@@ -293,6 +293,14 @@ class McpConnection:
             if exc.code != types.CONNECTION_CLOSED:
                 return ToolResult(False, f"error: {exc.message}")
             self._poke(lost=True)
+            if "byte limit" in exc.message:  # the SDK's cap on one SSE event: ours
+                self._transport_limit()[1](self._max_result_bytes + 1)
+                return ToolResult(
+                    False,
+                    f"error: the MCP server's answer was over the cap of "
+                    f"{self._max_result_bytes:,} bytes (tools.mcp.max_result_bytes); it was "
+                    "dropped",
+                )
             return ToolResult(False, self._closed_note())
         except (OSError, httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._poke(lost=True)
@@ -320,12 +328,67 @@ def _describe(exc: BaseException) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _http(url: str, headers: dict[str, str]) -> AsyncGenerator[Any]:
+async def _http(
+    url: str, headers: dict[str, str], limit: tuple[int, Callable[[int], None]]
+) -> AsyncGenerator[Any]:
+    """Streamable HTTP with each answer capped: an SSE event by the SDK, a JSON body by
+    ``_CappedTransport`` (read through the cap, then the call fails)."""
+    max_bytes, dropped = limit
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
-        streamable_http_client(url, http_client=http) as streams,
+        httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            transport=_CappedTransport(max_bytes, dropped),
+        ) as http,
+        streamable_http_client(url, http_client=http, max_sse_event_size=max_bytes) as streams,
     ):
         yield streams
+
+
+class _TooLarge(httpx2.StreamError):
+    pass
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    def __init__(
+        self, inner: httpx2.AsyncByteStream, max_bytes: int, dropped: Callable[[int], None]
+    ) -> None:
+        self._inner, self._max_bytes, self._dropped = inner, max_bytes, dropped
+
+    async def __aiter__(self) -> AsyncGenerator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._max_bytes:
+                self._dropped(seen)
+                raise _TooLarge(
+                    f"the MCP server's answer was over the cap of {self._max_bytes:,} bytes "
+                    "(tools.mcp.max_result_bytes); it was dropped"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _CappedTransport(httpx2.AsyncBaseTransport):
+    """A JSON answer over ``max_bytes`` fails while it is read, never held whole (an event
+    stream is left to the SDK's per-event cap)."""
+
+    def __init__(self, max_bytes: int, dropped: Callable[[int], None]) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._max_bytes, self._dropped = max_bytes, dropped
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            return response
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = _CappedBody(response.stream, self._max_bytes, self._dropped)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 @contextlib.asynccontextmanager
