@@ -17,8 +17,8 @@ import json
 import logging
 import sys
 import tracemalloc
-from pathlib import Path
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest

@@ -133,9 +133,7 @@ async def stdio_transport(
 
     async def writer() -> None:
         assert process.stdin is not None
-        with contextlib.suppress(
-            anyio.ClosedResourceError, anyio.BrokenResourceError, OSError
-        ):
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async with write_reader:
                 async for item in write_reader:
                     message = item.message
@@ -185,5 +183,3 @@ async def _stop(process: Process) -> None:
         await terminate_posix_process_tree(process)
     with anyio.move_on_after(GRACE), contextlib.suppress(Exception):
         await process.wait()
-
-
