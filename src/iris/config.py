@@ -517,7 +517,16 @@ McpServerName = Annotated[str, StringConstraints(pattern=MCP_SERVER_NAME.pattern
 
 
 def _check_mcp(config: Config) -> None:
-    """Every MCP entry of tools.enabled names a configured server."""
+    """Every MCP entry of tools.enabled names a configured server, and no server's name starts
+    with another's and ``_`` (``a`` and ``a_b``: a's tool ``b_c`` and a_b's tool ``c`` would
+    both be ``mcp_a_b_c``)."""
+    names = sorted(config.mcp_servers)
+    for short, long in ((a, b) for a in names for b in names if b.startswith(f"{a}_")):
+        raise ConfigError(
+            f"{config.source + ': ' if config.source else ''}config key 'mcp_servers': the "
+            f"server names {short!r} and {long!r} clash (mcp_{long}_x could be a tool of "
+            f"either); rename one, e.g. {long.replace('_', '-')!r}"
+        )
     for entry in config.tools.enabled:
         if entry.startswith("mcp_") and not any(
             entry.startswith(f"mcp_{name}_") for name in config.mcp_servers

@@ -5,6 +5,8 @@
 - ``many N``: lists ``N`` tools ``t0``… besides its own (finding 6: 10 002 tools, 22 MB).
 - ``schema``: adds a tool ``fat`` whose input schema is ~40 KB.
 - ``crash``: writes 3 KB to stderr and exits right after each tools/list (finding 7).
+- ``collide``: adds the tools ``a.b`` and ``a_b`` (one function name once ``.`` is ``_``),
+  each answering with its own name (finding 10).
 - any mode: the tools ``big(mb)`` (a text result of ``mb`` MB) and ``echo(text)``.
 """
 
@@ -65,6 +67,11 @@ def big(mb: float = 50.0) -> str:
 def echo(text: str) -> str:
     """The text back."""
     return text
+
+
+if MODE == "collide":
+    server.add_tool(lambda: "I am a.b", name="a.b", description="a dot b")
+    server.add_tool(lambda: "I am a_b", name="a_b", description="a underscore b")
 
 
 def _serve_http(port_file: str) -> None:

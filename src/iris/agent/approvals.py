@@ -2,7 +2,10 @@
 
 ``ApprovalPolicy`` (``tools.approval``) says whether a tool asks: in mode ``ask``, ``terminal``
 and every MCP tool (``mcp_*``) do unless ``auto`` names them (names or globs); built-ins that
-only read (``read_file``) never do; in mode ``off`` nothing asks.
+only read (``read_file``) never do; in mode ``off`` nothing asks. An ``auto`` entry that starts
+with a server's ``mcp_<server>_`` belongs to that server (the owner rule of ``tools.enabled``,
+``iris.agent.mcp.naming.owner``) and matches only its tools: ``mcp_search_*`` never approves a
+tool of a server ``search_admin`` (server names like these are a config error besides).
 
 ``Approvals`` is the broker, one per process (``runtime.approvals``; the REPL has its own).
 A turn about to run a tool that asks emits ``ApprovalRequested``, awaits ``ask`` (interruptible:
@@ -29,11 +32,12 @@ import json
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
+from iris.agent.mcp.naming import owner
 from iris.events import ApprovalRequested, ApprovalResolved
 
 if TYPE_CHECKING:
@@ -90,16 +94,25 @@ class ApprovalPolicy:
     mode: Literal["ask", "off"] = "ask"
     auto: tuple[str, ...] = ()
     timeout: float = 120.0
+    servers: tuple[str, ...] = ()  # the MCP servers' names (``mcp_servers``), for the owner rule
 
     @classmethod
-    def configured(cls, config: ApprovalConfig) -> ApprovalPolicy:
-        return cls(config.mode, tuple(config.auto), config.timeout)
+    def configured(cls, config: ApprovalConfig, servers: Iterable[str] = ()) -> ApprovalPolicy:
+        return cls(config.mode, tuple(config.auto), config.timeout, tuple(servers))
 
     def asks(self, tool_name: str) -> bool:
         """Does a call of ``tool_name`` wait for a person's yes?"""
-        if self.mode == "off" or any(fnmatchcase(tool_name, g) for g in self.auto):
+        if self.mode == "off" or any(self._auto(entry, tool_name) for entry in self.auto):
             return False
         return any(fnmatchcase(tool_name, g) for g in ASKED_BY_DEFAULT)
+
+    def _auto(self, entry: str, tool_name: str) -> bool:
+        """Does ``auto``'s ``entry`` approve ``tool_name``: its glob matches, and an entry of
+        one server's applies to that server's tools only."""
+        if not fnmatchcase(tool_name, entry):
+            return False
+        server = owner(entry, self.servers)
+        return server is None or owner(tool_name, self.servers) == server
 
 
 @dataclass(frozen=True, slots=True)

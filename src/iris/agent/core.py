@@ -689,7 +689,9 @@ class Turn:
         the refusal the model gets as the tool's result (``tools.approval``)."""
         approvals = self.request.approvals
         if approvals is None:
-            policy = ApprovalPolicy.configured(self.agent.config.tools.approval)
+            policy = ApprovalPolicy.configured(
+                self.agent.config.tools.approval, self.agent.config.mcp_servers
+            )
             return unaskable(name) if policy.asks(name) else None
         chat_id = self.request.chat_id
         if not await approvals.asks(chat_id, name):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from iris.agent.mcp.connection import McpConnection, Note
-from iris.agent.mcp.naming import chosen, tool_name
+from iris.agent.mcp.naming import chosen, tool_names
 from iris.agent.mcp.results import parameters
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
 from iris.config import Config
@@ -106,6 +106,7 @@ class McpServers:
         limits = self._config.tools.mcp
         room = min(limits.max_tools_per_server, limits.max_tools - len(self._registry.names()))
         offered: list[str] = []
+        names = tool_names(connection.name, [tool.name for tool in connection.tools])
         for tool in connection.tools:
             if not chosen(
                 connection.name,
@@ -116,7 +117,7 @@ class McpServers:
                 servers,
             ):
                 continue
-            name = tool_name(connection.name, tool.name)
+            name = names[tool.name]
             if self._registry.get(name) is not None:
                 log.warning(
                     "MCP server %s: tool %r is offered already; skipped", connection.name, name

@@ -130,7 +130,9 @@ class Chat:
         self.controls = MemoryControls()
         # The REPL's own approvals: asked in the status line while a turn runs (a screen
         # that reads no keys asks nobody, so a tool that asks is refused there).
-        self.approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
+        self.approvals = Approvals(
+            ApprovalPolicy.configured(config.tools.approval, config.mcp_servers)
+        )
         self.user = _user_name()
         self._answering: set[asyncio.Task[Any]] = set()
         asking = self.approvals if screen.asks else None
