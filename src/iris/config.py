@@ -434,11 +434,17 @@ class ApprovalConfig(_Section):
 
     ``ask``: ``terminal`` and every MCP tool (``mcp_*``) wait, unless ``auto`` names them (a
     name or a glob); ``off``: nothing is asked. ``timeout``: seconds a request waits before it
-    counts as refused."""
+    counts as refused. ``allow_ttl`` and ``group_allow``: how long and for whom "allow in this
+    chat" holds."""
 
     mode: Literal["ask", "off"] = "ask"
     auto: list[str] = Field(default_factory=list[str])
     timeout: float = Field(default=120.0, gt=0, le=86_400)
+    # Seconds an "allow in this chat" lasts (until /new at the latest; the Redis set's expiry).
+    allow_ttl: float = Field(default=86_400.0, gt=0, le=30 * 86_400)
+    # In a group, "allow in this chat" lets the tool run unasked for the person who pressed it
+    # (person) or for every member of the group (group).
+    group_allow: Literal["person", "group"] = "person"
 
 
 class McpLimits(_Section):

@@ -694,7 +694,9 @@ class Turn:
             )
             return unaskable(name) if policy.asks(name) else None
         chat_id = self.request.chat_id
-        if not await approvals.asks(chat_id, name):
+        # An "allow in this chat" of a group holds for the turns of the person who gave it.
+        person = str(self.request.metadata.get("user_id") or "")
+        if not await approvals.asks(chat_id, name, person):
             return None
         asked = approvals.request(index, name, args)
         self._emit(asked)
