@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import IO, Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from anyio.abc import Process
 from mcp.client.stdio import get_default_environment
@@ -112,6 +113,9 @@ async def stdio_transport(
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             async with read_writer:
                 async for chunk in process.stdout:
+                    # A read that finds data waiting does not yield: a server writing fast
+                    # would hold the loop for the whole of a large answer.
+                    await anyio.lowlevel.checkpoint()
                     for line, size in lines.feed(chunk):
                         if size is None:
                             await _deliver(line, read_writer, answered)
