@@ -155,6 +155,6 @@ async def test_a_persons_allowance_is_theirs_and_the_chats_is_everyones() -> Non
     await asyncio.sleep(0)  # the wait registers the request before its first await
     assert await answer == "decided"
     assert (await waiting).person == "7"
-    assert not await approvals.asks("group", "terminal", "7")
-    assert await approvals.asks("group", "terminal", "8")
+    assert not await approvals.asks("group", "terminal", person="7")
+    assert await approvals.asks("group", "terminal", person="8")
     assert await approvals.asks("group", "terminal")

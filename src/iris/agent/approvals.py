@@ -106,11 +106,12 @@ class ApprovalPolicy:
             config.mode, tuple(config.auto), config.timeout, tuple(servers), config.allow_ttl
         )
 
-    def asks(self, tool_name: str) -> bool:
-        """Does a call of ``tool_name`` wait for a person's yes?"""
+    def asks(self, tool_name: str, also: tuple[str, ...] = ()) -> bool:
+        """Does a call of ``tool_name`` wait for a person's yes? ``also``: names the surface
+        asks for besides the defaults."""
         if self.mode == "off" or any(self._auto(entry, tool_name) for entry in self.auto):
             return False
-        return any(fnmatchcase(tool_name, g) for g in ASKED_BY_DEFAULT)
+        return any(fnmatchcase(tool_name, g) for g in (*ASKED_BY_DEFAULT, *also))
 
     def _auto(self, entry: str, tool_name: str) -> bool:
         """Does ``auto``'s ``entry`` approve ``tool_name``: its glob matches, and an entry of
@@ -168,10 +169,12 @@ class Approvals:
         self._resolve = shared.aio.register_script(_RESOLVE) if shared is not None else None
 
     # -- what asks ---------------------------------------------------------------------------
-    async def asks(self, chat_id: str, tool_name: str, person: str = "") -> bool:
+    async def asks(
+        self, chat_id: str, tool_name: str, also: tuple[str, ...] = (), person: str = ""
+    ) -> bool:
         """Does this call wait: the policy asks and the chat did not allow the tool already
         (for everyone, or for ``person``, who asked for the turn)."""
-        if not self.policy.asks(tool_name):
+        if not self.policy.asks(tool_name, also):
             return False
         allowed = await self._allowances(chat_id)
         return tool_name not in allowed and not (person and f"{tool_name}@{person}" in allowed)
