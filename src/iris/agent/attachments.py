@@ -26,9 +26,11 @@ import asyncio
 import base64
 import io
 import logging
+import mimetypes
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import openai
@@ -62,6 +64,42 @@ class File:
     name: str
     mime: str
     data: bytes
+
+
+def kind_of(mime: str) -> Kind:
+    """The kind a surface sends a file of ``mime`` as (the web app's ``kindOf``)."""
+    if mime.startswith("image/"):
+        return "image"
+    if mime.startswith("audio/"):
+        return "audio"
+    return "file"
+
+
+def too_large(name: str, size: int, limit: int) -> str:
+    """The line a file over ``attachments.max_bytes`` gets, on every surface."""
+    return f"{name}: too large ({size} bytes; the limit is {limit})"
+
+
+def read_path(path: Path, max_bytes: int) -> File:
+    """A file on this machine as the terminal surfaces send one: its MIME type guessed from its
+    name, its kind from that. Raises ``ValueError`` with the line the user is told when it
+    cannot go: not there, not a file, unreadable, or over ``max_bytes`` (then never read)."""
+    name = path.name or str(path)
+    try:
+        if not path.is_file():
+            raise ValueError(
+                f"{path}: no such file" if not path.exists() else f"{path}: not a file"
+            )
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ValueError(too_large(name, size, max_bytes))
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:  # it grew since
+        raise ValueError(too_large(name, len(data), max_bytes))
+    mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return File(kind_of(mime), name, mime, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +144,7 @@ async def prepare(
     for file in files:
         name = file.name or "(unnamed)"
         if len(file.data) > settings.max_bytes:
-            told.append(
-                f"{name}: too large ({len(file.data)} bytes; the limit is {settings.max_bytes})"
-            )
+            told.append(too_large(name, len(file.data), settings.max_bytes))
         elif _is_image(file):
             if not sees_images(config):
                 told.append(f"{name}: this model does not see images (model.vision is off)")

@@ -37,7 +37,7 @@ import httpx
 from iris.config import ModelConfig
 from iris.errors import LocalModelCrashed, ProviderError
 from iris.llm import gguf
-from iris.llm.base import ProviderRequest, RawDelta, RawText, RawUsage
+from iris.llm.base import ProviderRequest, RawDelta, RawLimit, RawText, RawUsage
 from iris.llm.params import LOCAL_EXTENSIONS
 
 log = logging.getLogger(__name__)
@@ -345,6 +345,8 @@ class LocalProvider:
                                 chunk.get("tokens_predicted", 0),
                             )
                             yield RawUsage(int(used[0]), int(used[1]))
+                            if chunk.get("stop_type") == "limit":  # n_predict reached
+                                yield RawLimit()
                             break
             except (GeneratorExit, asyncio.CancelledError):
                 if not started and not done and self._active == 1:
