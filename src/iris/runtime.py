@@ -2,7 +2,7 @@
 
 ``Runtime.create`` is the one place that picks where stored data lives: the SQLite file, or
 with ``store.url`` the Redis every process shares (sessions, stored responses, devices, the
-chats' controls).
+chats' controls, the webhook deliveries taken).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from iris.guard import AuthThrottle
 from iris.limits import TurnLimiter
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.conversations import Conversations, conversations_for
+from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
 from iris.state.redis_store import RedisStore, shared_store
 from iris.state.responses import Responses, responses_for
@@ -40,6 +41,8 @@ class Runtime:
     controls: ChatControls = field(default_factory=MemoryControls)
     # Stored conversations (``/v1/conversations``): SQLite, or Redis with ``store.url``.
     conversations: Conversations | None = None
+    # Webhook deliveries taken already (a platform's redelivery is answered once).
+    deliveries: Deliveries = field(default_factory=MemoryDeliveries)
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
     # Failed authentications per client address, every surface (``iris.guard``).
@@ -68,6 +71,7 @@ class Runtime:
             shared=shared,
             controls=controls_for(shared),
             conversations=conversations_for(store, shared),
+            deliveries=deliveries_for(store, shared),
         )
 
 

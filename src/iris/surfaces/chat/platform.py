@@ -41,6 +41,7 @@ import aiohttp
 from iris.config import BUDGET_MARGIN
 
 if TYPE_CHECKING:
+    from iris.state.deliveries import Deliveries
     from iris.surfaces.chat.budget import SharedBudget
     from iris.surfaces.chat.prompts import Press, Prompt
 
@@ -235,6 +236,13 @@ class FilePlatform(Protocol):
         """The file's bytes through the platform's file API; ``PlatformError`` when it cannot
         be had, or is over ``max_bytes`` (read no further than that)."""
         ...
+
+
+class WebhookPlatform(Protocol):
+    """A platform whose messages arrive as webhook deliveries that may come twice, to any
+    process (WhatsApp): the server gives it where taken ones are kept."""
+
+    deliveries: Deliveries
 
 
 class QuotingPlatform(Protocol):

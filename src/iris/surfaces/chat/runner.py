@@ -83,6 +83,7 @@ from iris.surfaces.chat.platform import (
     ChatPlatform,
     IncomingMessage,
     PlatformError,
+    WebhookPlatform,
     approval_platform,
 )
 from iris.surfaces.chat.poller import BotPoller, bot_token
@@ -181,6 +182,9 @@ class ChatSurface:
     def __init__(self, runtime: Runtime, platforms: list[ChatPlatform] | None = None) -> None:
         self.runtime = runtime
         self.platforms = platforms if platforms is not None else build_platforms(runtime.config)
+        for platform in self.platforms:
+            if hasattr(platform, "deliveries"):  # a redelivery is answered once, by any process
+                cast(WebhookPlatform, platform).deliveries = runtime.deliveries
         self._conversations: dict[str, _Conversation] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
         self._group = OpenGroup()  # from start to stop
