@@ -55,7 +55,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.turns = TurnLimiter(self.config.server.max_turns)
-        policy = ApprovalPolicy.configured(self.config.tools.approval)
+        policy = ApprovalPolicy.configured(self.config.tools.approval, self.config.mcp_servers)
         self.approvals = Approvals(policy, self.shared)
 
     @classmethod

@@ -704,10 +704,14 @@ class Turn:
         the refusal the model gets as the tool's result (``tools.approval``)."""
         approvals = self.request.approvals
         if approvals is None:
-            policy = ApprovalPolicy.configured(self.agent.config.tools.approval)
+            policy = ApprovalPolicy.configured(
+                self.agent.config.tools.approval, self.agent.config.mcp_servers
+            )
             return unaskable(name) if policy.asks(name, self.request.ask_also) else None
         chat_id = self.request.chat_id
-        if not await approvals.asks(chat_id, name, self.request.ask_also):
+        # An "allow in this chat" of a group holds for the turns of the person who gave it.
+        person = str(self.request.metadata.get("user_id") or "")
+        if not await approvals.asks(chat_id, name, self.request.ask_also, person):
             return None
         asked = approvals.request(index, name, args)
         self._emit(asked)

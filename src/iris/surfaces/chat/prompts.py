@@ -4,7 +4,10 @@ A tool call that waits for a person's yes (``iris.agent.approvals``) is shown in
 message with three buttons, **Allow once**, **Allow in this chat** and **Deny**; the message
 carries the whole command (or arguments) while its buttons are live: one that does not fit
 goes first as plain messages, in parts that re-join to the whole, and the message with the
-buttons says so. Once the request ends (an answer, the timeout, an interrupt) the message is
+buttons says so; each part is marked ``⟨cut⟩`` where it was cut (at its end and at the start of
+the next), so a space at a cut is seen. The command is drawn as the shell reads it
+(:mod:`iris.formats.visible`: an invisible or control character as ``⟨U+XXXX⟩``, with a warning
+line). Once the request ends (an answer, the timeout, an interrupt) the message is
 edited: the buttons go, and it says what was decided and by whom.
 
 A button hands back ``iris-approval:<o|c|d>:<token>`` (Telegram ``callback_data`` takes 64
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, cast
 
 from iris.agent.approvals import Decision, Outcome
 from iris.events import ApprovalRequested, ApprovalResolved
+from iris.formats import visible
 from iris.surfaces.chat.splitter import Unit, measure, split
 
 if TYPE_CHECKING:
@@ -103,22 +107,36 @@ def parse_press(data: str) -> tuple[str, Decision] | None:
 
 def render(name: str, body: str, seconds: float, token: str, *, limit: int, unit: Unit) -> Rendered:
     """The messages showing request ``token`` for tool ``name`` with ``body`` (its preview or
-    arguments), which expires in ``seconds``; every message fits ``limit``."""
-    head = f"⚠️ Approve {name}?"
+    arguments, drawn as the shell reads it), which expires in ``seconds``; every message fits
+    ``limit``."""
+    alarm = visible.warning(body)
+    body = visible.shown(body)
+    head = f"⚠️ Approve {name}?" + (f"\n{alarm}" if alarm else "")
     tail = f"Not run unless allowed within {_duration(seconds)}."
     whole = f"{head}\n\n{body}\n\n{tail}"
     if measure(whole, unit) <= limit:
         return Rendered((), Prompt(whole, buttons(token)), f"{name}: {body}")
-    parts = tuple(_parts(body, limit, unit))
+    parts = _marked(_parts(body, limit - measure(visible.CUT * 2, unit), unit))
     where = "the message above" if len(parts) == 1 else f"the {len(parts)} messages above"
-    text = f"{head}\nIts full input is in {where}.\n\n{tail}"
+    cut = f", cut at {visible.CUT}" if len(parts) > 1 else ""
+    text = f"{head}\nIts full input is in {where}{cut}.\n\n{tail}"
     return Rendered(parts, Prompt(text, buttons(token)), f"{name}: its input is in {where}")
+
+
+def _marked(parts: list[str]) -> tuple[str, ...]:
+    """Each cut marked on both sides: a space at the end of one part or the start of the next
+    is seen (a platform draws none at a message's edge)."""
+    last = len(parts) - 1
+    return tuple(
+        (visible.CUT if i else "") + part + (visible.CUT if i < last else "")
+        for i, part in enumerate(parts)
+    )
 
 
 def _parts(body: str, limit: int, unit: Unit) -> list[str]:
     """``body`` in slices that fit ``limit`` and join to it exactly (no fence repair, unlike a
     reply's split: a command is shown as it will run), cut at a line break or a space in the
-    last half of a window where there is one."""
+    last half of a window where there is one, never inside a ``⟨U+XXXX⟩`` marker."""
     parts: list[str] = []
     start = 0
     while start < len(body):
@@ -132,6 +150,9 @@ def _parts(body: str, limit: int, unit: Unit) -> list[str]:
             cut = max(window.rfind("\n"), window.rfind(" ")) + 1
             if cut > len(window) // 2:
                 end = start + cut
+            opened = body.rfind(visible.OPEN, start, end)
+            if opened > start and body.find(visible.CLOSE, opened, end) < 0:
+                end = opened  # the marker goes whole into the next part
         parts.append(body[start:end])
         start = end
     return parts
@@ -333,6 +354,8 @@ class ReplyPrompts:
         body = event.preview or event.args
         seconds = event.expires_at - now
         if self.prompts is None:
+            alarm = visible.warning(body)
+            body = visible.shown(body) + (f"\n\n{alarm}" if alarm else "")
             note = f"⚠️ {event.name} waits for approval:\n\n{body}\n\n{NO_BUTTONS}"
             for part in split(note, self.limit, self.unit):
                 self._queue.append(SendPart(part.text))

@@ -382,9 +382,10 @@ class ChatSurface:
             prompt = await self.prompts.lookup(parsed[0]) if parsed is not None else None
         except StoreUnavailable as exc:
             prompt, note = None, f"Not recorded, please try again: {exc.message}"
-        # The press must be on the very message that shows the request's buttons.
-        shown = (platform.name, message.message_id)
-        if prompt is None or (prompt.platform, prompt.message_id) != shown:
+        # The press must be on the very message that shows the request's buttons, in its chat
+        # (Telegram numbers messages per chat: an id alone names one in every chat).
+        shown = (platform.name, message.chat_id, message.message_id)
+        if prompt is None or (prompt.platform, prompt.chat_id, prompt.message_id) != shown:
             pass
         elif not self._allowed(platform.name, message):
             log.warning(
@@ -398,17 +399,25 @@ class ChatSurface:
             assert parsed is not None
             decision = parsed[1]
             by = message.user_name or message.user_id
-            note, refused = await self._respond(prompt, decision, by)
+            # In a group, "allow in this chat" holds for the presser's own turns
+            # (``tools.approval.group_allow``), not every member's.
+            scoped = self.runtime.config.tools.approval.group_allow == "person"
+            person = message.user_id if message.is_group and scoped else ""
+            note, refused = await self._respond(prompt, decision, by, person)
         try:
             await press.answer(note, refused)
         except PlatformError as exc:
             log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
 
-    async def _respond(self, prompt: OpenPrompt, decision: Decision, by: str) -> tuple[str, bool]:
+    async def _respond(
+        self, prompt: OpenPrompt, decision: Decision, by: str, person: str = ""
+    ) -> tuple[str, bool]:
         """Answer the request; what the presser is told, and whether nothing changed."""
         approvals = self.runtime.approvals
         try:
-            match await approvals.respond(prompt.approval_id, decision, by, chat_id=prompt.session):
+            match await approvals.respond(
+                prompt.approval_id, decision, by, chat_id=prompt.session, person=person
+            ):
                 case "decided":
                     return f"{LABELS[decision]}: {prompt.name}", False
                 case "already_decided":
