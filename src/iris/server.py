@@ -35,6 +35,7 @@ from iris.connections import MAX_HEAD_BYTES, BodyGuard, connection_cap, guarded_
 from iris.errors import ConfigError
 from iris.guard import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.observability.endpoints import metrics_routes
+from iris.proxies import ForwardedClient
 from iris.runtime import Runtime, ServerSurface
 from iris.state.redis_store import ERRORS as REDIS_ERRORS
 from iris.state.redis_store import RedisStore
@@ -149,6 +150,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
         middleware=[
+            Middleware(ForwardedClient, trusted=config.server.trusted_proxies),
             Middleware(NoSniff),
             Middleware(BodyGuard, timeout=config.server.timeout_body, cap_for=body_caps(config)),
         ],
@@ -246,6 +248,9 @@ def uvicorn_options(config: Config) -> dict[str, Any]:
         "timeout_keep_alive": server.timeout_keep_alive,
         "http": guarded_protocol(server.timeout_headers, connection_cap(server.max_connections)),
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local peer could name
+        # any address. ``server.trusted_proxies`` decides instead (``iris.proxies``).
+        "proxy_headers": False,
         **UVICORN_WS_OPTIONS,
     }
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from iris.formats.visible import CUT
 from iris.surfaces.chat.prompts import NOT_ALLOWED, NOT_OPEN
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import STREAMING, running
@@ -440,9 +441,10 @@ async def test_a_command_too_long_for_one_message_is_shown_whole_before_the_butt
     assert "message above" in prompt.text or "messages above" in prompt.text
     assert len(before) >= 3, before  # the tool line, then the command in parts
     # The last messages before the prompt are the command's parts, then how it runs: they
-    # re-join to it whole.
+    # re-join to it whole (each cut is marked).
     runs_in = f"\n\n(runs in the sandbox: workspace {tmp_path / 'ws'}, no network)"
-    assert any("".join(before[i:]) == command + runs_in for i in range(len(before))), before
+    joined = ["".join(before[i:]).replace(CUT, "") for i in range(len(before))]
+    assert command + runs_in in joined, before
     await chat.press(prompt.message_id, prompt.buttons["Allow once"], owner)
     await closed(chat, prompt)
     await chat.changed(lambda: any(m.text == "Finished." for m in chat.messages()))

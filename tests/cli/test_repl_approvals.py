@@ -87,6 +87,9 @@ async def test_c_allows_the_tool_for_the_rest_of_the_chat_until_new(
         s.type("go\r")
         await s.see(PROMPT)
         s.type("c")
+        # "Allow in this chat" is confirmed with a second c, once the prompt says so.
+        await s.see(lambda t: s.chat.screen.confirming and s.chat.screen.armed() and "c again" in t)
+        s.type("c")
         await s.replies(1)
         s.type("again\r")
         shown = await s.replies(2)
@@ -96,6 +99,7 @@ async def test_c_allows_the_tool_for_the_rest_of_the_chat_until_new(
         await s.see("new conversation")
         s.type("third\r")
         await s.see(lambda t: t.count("waits for your approval") == 2)
+        await s.see(lambda t: PROMPT in t[t.rindex("waits for your approval") :])  # armed
         s.type("n")
         await s.replies(3)
     assert runs(tmp_path) == 2
