@@ -179,7 +179,10 @@ def two_apis(
         upstream.base_url,
         redis_server,
         platforms={"api_server": {"api_key": API_KEY}, "iris": {"enabled": False}},
-        tools={"terminal": {"cwd": str(work)}, "approval": {"mode": "ask", "timeout": 30}},
+        tools={
+            "terminal": {"workspace": str(work), "workspace_scope": "shared"},
+            "approval": {"mode": "ask", "timeout": 30},
+        },
     ) as running:
         yield f"{running[0][1]}/v1", f"{running[1][1]}/v1", work
 
