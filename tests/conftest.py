@@ -93,6 +93,12 @@ pytest_plugins = ["pytester"]  # tests/test_task_leaks.py runs the fixture above
 MakeConfig = Callable[..., Config]
 
 
+def shared_workspace(tmp_path: Path) -> dict[str, str]:
+    """``tools.terminal`` for a test that reads what commands wrote: every chat's commands run
+    in one sandbox workspace, ``tmp_path/ws``."""
+    return {"workspace": str(tmp_path / "ws"), "workspace_scope": "shared"}
+
+
 @pytest.fixture
 def make_config(tmp_path: Path) -> MakeConfig:
     """``make_config(base_url, **sections)``: a config pointing at a (fake) provider.

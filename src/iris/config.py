@@ -462,12 +462,47 @@ def looks_secret(name: str) -> bool:
     return bool(_SECRET.search(name.upper()))
 
 
+class Bind(_Section):
+    """A folder (or file) of the host a sandboxed command sees at the same path."""
+
+    path: str
+    mode: Literal["ro", "rw"] = "ro"
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not Path(value).expanduser().is_absolute():
+            raise ValueError("must be an absolute path (or start with ~)")
+        return value
+
+
+class SandboxLimits(_Section):
+    """``tools.terminal.limits``: the rlimits every sandboxed command runs under."""
+
+    cpu_s: int = Field(default=60, ge=1)  # CPU seconds (RLIMIT_CPU)
+    memory_mb: int = Field(default=1024, ge=16)  # address space (RLIMIT_AS)
+    processes: int = Field(default=64, ge=2)  # processes of the sandbox (RLIMIT_NPROC)
+    file_mb: int = Field(default=256, ge=1)  # the largest file it may write (RLIMIT_FSIZE)
+    open_files: int = Field(default=256, ge=16)  # descriptors per process (RLIMIT_NOFILE)
+
+
 class TerminalTool(_Section):
+    # Where commands run with ``sandbox: none`` (the sandbox runs them in the workspace).
     cwd: str = "."
     timeout: float = Field(default=60.0, gt=0)
     output_limit: int = Field(default=16_000, ge=100)
     # The only environment variables a command sees (when Iris has them).
     env: list[str] = Field(default_factory=lambda: list(TERMINAL_ENV))
+    # auto: bubblewrap where it runs, else no terminal; none: on the host (``iris.agent.sandbox``).
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    # The sandbox's read-write folder; null: ``workspace`` beside the store (``~/.iris``).
+    workspace: str | None = None
+    # chat: one folder per conversation under the workspace; shared: the workspace itself.
+    workspace_scope: Literal["chat", "shared"] = "chat"
+    network: bool = False  # true shares the host's network (loopback included)
+    binds: list[Bind] = Field(default_factory=list[Bind])
+    hide: list[str] = Field(default_factory=list[str])  # paths of /etc, /usr... masked inside
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
 
     @field_validator("env")
     @classmethod
@@ -559,6 +594,11 @@ class McpServerConfig(_Section):
     # Seconds a call may run at most, progress or not.
     max_duration: float = Field(default=600.0, gt=0)
     enabled: bool = True
+    # A stdio server run in the terminal's sandbox (tools.terminal's hide and limits but
+    # cpu_s), with its own folder as cwd, these binds and this network switch.
+    sandbox: bool = False
+    binds: list[Bind] = Field(default_factory=list[Bind])
+    network: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -571,6 +611,10 @@ class McpServerConfig(_Section):
                 raise ValueError("args and env are for a command; a url server takes headers")
         elif self.headers:
             raise ValueError("headers are for a url server")
+        if self.url is not None and (self.sandbox or self.binds or self.network):
+            raise ValueError("sandbox, binds and network are for a command (stdio) server")
+        if not self.sandbox and (self.binds or self.network):
+            raise ValueError("binds and network are the sandbox's: set sandbox: true")
         return self
 
 
@@ -768,7 +812,10 @@ streaming:
 #   iris: {enabled: true, tokens: [change-me]}
 # tools:
 #   enabled: [terminal, read_file]
-#   terminal: {cwd: ".", timeout: 60, env: [PATH, HOME, LANG]}   # env: what commands see
+#   terminal: {timeout: 60, env: [PATH, LANG]}   # env: what commands see
+#     # sandbox: auto                # auto (bubblewrap, else no terminal) | bwrap | none (host)
+#     # network: false               # true: the host's network, loopback included
+#     # binds: [{path: /srv/data, mode: ro}]   # host folders a command sees (ro | rw)
 #   read_file: {roots: ["."]}      # folders read_file may read; default: the terminal cwd
 # mcp_servers:                     # MCP tool servers (docs/tools.md); tools: mcp_<server>_<tool>
 #   files: {command: npx, args: ["-y", "@modelcontextprotocol/server-filesystem", "/some/dir"]}

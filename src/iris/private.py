@@ -48,6 +48,13 @@ def write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
+def write_private_bytes(path: Path, data: bytes) -> None:
+    """``write_private`` for bytes."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+
+
 def database_files(database: Path) -> list[Path]:
     """The SQLite database and the files SQLite keeps beside it in WAL mode."""
     return [database, Path(f"{database}-wal"), Path(f"{database}-shm")]

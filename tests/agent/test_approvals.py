@@ -37,7 +37,10 @@ CALL = tool_call("terminal", [f'{{"command": "{COMMAND}"}}'])
 async def agent(upstream: FakeUpstream, make_config: MakeConfig, tmp_path: Path):
     config = make_config(
         upstream.base_url,
-        tools={"terminal": {"cwd": str(tmp_path)}, "approval": {"mode": "ask", "timeout": 30}},
+        tools={
+            "terminal": {"workspace": str(tmp_path / "ws"), "workspace_scope": "shared"},
+            "approval": {"mode": "ask", "timeout": 30},
+        },
     )
     agent = Agent(config)
     yield agent
@@ -45,7 +48,7 @@ async def agent(upstream: FakeUpstream, make_config: MakeConfig, tmp_path: Path)
 
 
 def runs(tmp_path: Path) -> int:
-    marker = tmp_path / "runs.txt"
+    marker = tmp_path / "ws" / "runs.txt"  # the shared workspace the commands run in
     return marker.read_text().count("ran") if marker.exists() else 0
 
 
@@ -94,7 +97,10 @@ async def test_approved_once_the_command_runs_once(
     approvals = broker(agent)
     events = await turn_answered(agent, approvals, answering("once"))
     asked = next(e for e in events if isinstance(e, ApprovalRequested))
-    assert asked.name == "terminal" and asked.preview == COMMAND and asked.index == 1
+    assert asked.name == "terminal" and asked.index == 1
+    # The whole command, then how it will run: the person answers for both.
+    runs_in = f"(runs in the sandbox: workspace {tmp_path / 'ws'}, no network)"
+    assert asked.preview == f"{COMMAND}\n\n{runs_in}"
     assert asked.args == f'{{"command": "{COMMAND}"}}'
     kinds = [type(e) for e in events]
     assert kinds.index(ToolStarted) < kinds.index(ApprovalRequested)
@@ -272,7 +278,9 @@ async def test_an_mcp_tool_asks_too_and_runs_only_once_approved(
         denied = await turn_answered(agent, approvals, answering("deny"))
         asked = next(e for e in denied if isinstance(e, ApprovalRequested))
         assert asked.name == "mcp_fake_steps"
-        assert asked.preview == '{\n  "n": 1,\n  "seconds": 0.1\n}'  # the arguments, whole
+        # The arguments, whole, then where the call runs.
+        arguments = '{\n  "n": 1,\n  "seconds": 0.1\n}'
+        assert asked.preview == f"{arguments}\n\n(runs by the MCP server fake, on the host)"
         assert tool_result(upstream).startswith("not approved")
         await turn_answered(agent, approvals, answering("once"))
         ran = upstream.requests[3].body["messages"][-1]

@@ -47,9 +47,8 @@ async def test_agent_tools_off_a_terminal_call_is_refused_not_run(
 async def test_a_tool_call_in_the_last_round_is_not_run(
     upstream: FakeUpstream, make_config: MakeConfig, tmp_path: Path
 ) -> None:
-    config = make_config(
-        upstream.base_url, tools={"max_iterations": 2, "terminal": {"cwd": str(tmp_path)}}
-    )
+    workspace = {"workspace": str(tmp_path / "ws"), "workspace_scope": "shared"}
+    config = make_config(upstream.base_url, tools={"max_iterations": 2, "terminal": workspace})
     upstream.script(
         tool_call("terminal", ['{"command": "touch first"}']),
         tool_call("terminal", ['{"command": "touch second"}']),
@@ -59,8 +58,8 @@ async def test_a_tool_call_in_the_last_round_is_not_run(
     await agent.aclose()
     assert offered(upstream, 0) == ["terminal", "read_file"]
     assert offered(upstream, 1) == []
-    assert (tmp_path / "first").exists()
-    assert not (tmp_path / "second").exists()
+    assert (tmp_path / "ws" / "first").exists()
+    assert not (tmp_path / "ws" / "second").exists()
     end = events[-1]
     assert isinstance(end, TurnEnded) and end.reason == "max_iterations"
 

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.timeout(20)
 def tool(
     make_config: MakeConfig, name: str, private: tuple[Path, ...] = (), **tools: object
 ) -> Tool:
-    registry = builtin_tools(make_config(tools=tools).tools, private=private)
+    config = make_config(tools=tools)
+    data_dir = config.store.resolved_path().parent  # the test's tmp_path, never ~/.iris
+    registry = builtin_tools(config.tools, private=private, data_dir=data_dir)
     found = registry.get(name)
     assert found is not None
     return found
@@ -138,8 +140,10 @@ async def test_terminal_environment_is_the_configured_allow_list(
     terminal = tool(make_config, "terminal", terminal={"cwd": str(root), "env": ["PROJECT_MODE"]})
     result = await run(terminal, command="env")
     names = {line.split("=", 1)[0] for line in result.output.splitlines()}
-    # The shell itself adds its own PWD (and bash SHLVL and _).
-    assert names - {"PWD", "SHLVL", "_"} == {"PROJECT_MODE"}
+    # The shell itself adds its own PWD (and bash SHLVL and _); the sandbox sets its own HOME
+    # (the workspace), PATH and TMPDIR.
+    assert names - {"PWD", "SHLVL", "_"} == {"PROJECT_MODE", "HOME", "PATH", "TMPDIR"}
+    assert "HOME=/workspace" in result.output.splitlines()
 
 
 @pytest.mark.parametrize("name", ["OPENAI_API_KEY", "GITHUB_TOKEN", "IRIS_CONFIG", "DB_PASSWORD"])

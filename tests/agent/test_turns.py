@@ -50,7 +50,9 @@ def last(events: list[Event]) -> Event:
 
 @pytest.fixture
 async def agent(upstream: FakeUpstream, make_config: MakeConfig, tmp_path: Path):
-    config = make_config(upstream.base_url, tools={"terminal": {"cwd": str(tmp_path)}})
+    # Commands run in the sandbox, in the shared workspace tmp_path/ws.
+    workspace = {"workspace": str(tmp_path / "ws"), "workspace_scope": "shared"}
+    config = make_config(upstream.base_url, tools={"terminal": workspace})
     agent = Agent(config)
     yield agent
     await agent.aclose()
@@ -108,7 +110,8 @@ async def test_think_tags_split_across_chunks_never_leak(
 async def test_tool_call_fragments_run_the_tool_then_answer(
     agent: Agent, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    (tmp_path / "marker.txt").write_text("x")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "marker.txt").write_text("x")
     upstream.script(
         tool_call("terminal", ['{"comm', 'and": "ls', ' -1"}'], content="Let me look."),
         text("There is ", "one file."),

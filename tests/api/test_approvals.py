@@ -18,6 +18,7 @@ from openai import BadRequestError, NotFoundError, OpenAI
 from iris.surfaces.api.routes import ApiSurface
 from tests.api.conftest import IrisServer, StartIris
 from tests.api.openresponses import valid_response
+from tests.conftest import shared_workspace
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 pytestmark = pytest.mark.timeout(30)
@@ -28,7 +29,7 @@ CALL = tool_call("terminal", [f'{{"command": "{COMMAND}"}}'], content="Checking.
 
 
 def runs(tmp_path: Path) -> int:
-    marker = tmp_path / "runs.txt"
+    marker = tmp_path / "ws" / "runs.txt"
     return marker.read_text().count("ran") if marker.exists() else 0
 
 
@@ -41,7 +42,10 @@ def told(upstream: FakeUpstream) -> str:
 
 def asking(iris_server: StartIris, tmp_path: Path, timeout: float = 30) -> IrisServer:
     return iris_server(
-        tools={"terminal": {"cwd": str(tmp_path)}, "approval": {"mode": "ask", "timeout": timeout}},
+        tools={
+            "terminal": shared_workspace(tmp_path),
+            "approval": {"mode": "ask", "timeout": timeout},
+        },
         platforms={"api_server": {"api_key": KEY}},
     )
 

@@ -66,6 +66,11 @@ def app_for(server: FakeIrisServer, clock: FakeClock) -> IrisApp:
     )
 
 
+def anywhere(folder: Path, name: str) -> bool:
+    """A file called ``name`` somewhere under ``folder`` (a command's workspace included)."""
+    return any(folder.rglob(name))
+
+
 async def test_the_card_shows_the_whole_command_and_sends_the_press(
     server: FakeIrisServer,
 ) -> None:
@@ -245,7 +250,7 @@ async def test_deny_never_runs_the_tool(
         await until(pilot, lambda: "Denied by token" in shown(panels(app)[0]), within=10)
         await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
         assert "not approved (denied by token)" in tool_output(app)
-    assert not (tmp_path / "ran.txt").exists()
+    assert not anywhere(tmp_path, "ran.txt")  # not in any workspace either
     told = upstream.requests[1].body["messages"][-1]
     assert told["role"] == "tool" and "not approved" in told["content"]
 
@@ -281,7 +286,7 @@ async def test_nobody_answering_times_the_card_out_and_nothing_runs(
         await until(pilot, lambda: "Timed out — not run" in shown(panels(app)[0]), within=10)
         await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
         assert not buttons(panels(app)[0])
-    assert not (tmp_path / "ran.txt").exists()
+    assert not anywhere(tmp_path, "ran.txt")  # not in any workspace either
 
 
 async def test_a_hidden_character_in_the_command_is_drawn_with_a_warning(

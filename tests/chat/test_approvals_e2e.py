@@ -28,7 +28,7 @@ from iris.formats.visible import CUT
 from iris.surfaces.chat.prompts import NOT_ALLOWED, NOT_OPEN
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import STREAMING, running
-from tests.conftest import MakeConfig
+from tests.conftest import MakeConfig, shared_workspace
 from tests.fakes.discord_api import DiscordAPI
 from tests.fakes.discord_gateway import (
     DiscordGateway,
@@ -253,7 +253,7 @@ async def chat(
             },
             tools={
                 "enabled": ["terminal"],
-                "terminal": {"cwd": str(tmp_path)},
+                "terminal": shared_workspace(tmp_path),
                 "approval": {"mode": "ask", **approval},
             },
             display={"platforms": {name: {"transport": "edit"}}},
@@ -298,7 +298,7 @@ def tool_result(request: Received) -> str:
 
 def ran(tmp_path: Path) -> int:
     """How many times the command ran (one line per run)."""
-    marker = tmp_path / "approved"
+    marker = tmp_path / "ws" / "approved"
     return len(marker.read_text().splitlines()) if marker.exists() else 0
 
 
@@ -440,10 +440,11 @@ async def test_a_command_too_long_for_one_message_is_shown_whole_before_the_butt
     before = [m.text for m in chat.messages() if m.message_id != prompt.message_id]
     assert "message above" in prompt.text or "messages above" in prompt.text
     assert len(before) >= 3, before  # the tool line, then the command in parts
-    # The last messages before the prompt are the command's parts: they re-join to it whole
-    # (each cut is marked).
+    # The last messages before the prompt are the command's parts, then how it runs: they
+    # re-join to it whole (each cut is marked).
+    runs_in = f"\n\n(runs in the sandbox: workspace {tmp_path / 'ws'}, no network)"
     joined = ["".join(before[i:]).replace(CUT, "") for i in range(len(before))]
-    assert command in joined, before
+    assert command + runs_in in joined, before
     await chat.press(prompt.message_id, prompt.buttons["Allow once"], owner)
     await closed(chat, prompt)
     await chat.changed(lambda: any(m.text == "Finished." for m in chat.messages()))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_repl import chat_on_terminal, streaming
-from tests.conftest import MakeConfig
+from tests.conftest import MakeConfig, shared_workspace
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 pytestmark = pytest.mark.timeout(30)
@@ -20,7 +20,10 @@ def asking(make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path, time
     return streaming(
         make_config,
         upstream,
-        tools={"terminal": {"cwd": str(tmp_path)}, "approval": {"mode": "ask", "timeout": timeout}},
+        tools={
+            "terminal": shared_workspace(tmp_path),
+            "approval": {"mode": "ask", "timeout": timeout},
+        },
     )
 
 
@@ -29,7 +32,7 @@ def call(command: str = "echo ran >> runs.txt"):
 
 
 def runs(tmp_path: Path) -> int:
-    marker = tmp_path / "runs.txt"
+    marker = tmp_path / "ws" / "runs.txt"
     return marker.read_text().count("ran") if marker.exists() else 0
 
 

@@ -45,7 +45,10 @@ def two(
         redis_server,
         platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
         streaming={"enabled": True},
-        tools={"terminal": {"cwd": str(work)}, "approval": {"mode": "ask", "timeout": 30}},
+        tools={
+            "terminal": {"workspace": str(work), "workspace_scope": "shared"},
+            "approval": {"mode": "ask", "timeout": 30},
+        },
     ) as running:
         yield socket_url(running[0][1]), socket_url(running[1][1]), work
 
@@ -62,7 +65,7 @@ async def test_an_answer_given_to_the_other_process_reaches_the_turn(
     on_a, on_b = await device(a_url), await device(b_url)
     await on_a.send({"type": "message.send", "text": "go"})  # the turn runs on A
     asked = (await on_b.until("approval.request", within=10))[-1]
-    assert asked["preview"] == COMMAND and runs(work) == 0
+    assert asked["preview"].startswith(f"{COMMAND}\n\n(runs in the sandbox") and runs(work) == 0
     await on_b.send(respond(asked["approval_id"], "once"))
     frames = await on_a.turn(within=10)
     resolved = [f for f in frames if f["type"] == "approval.resolved"]
@@ -176,7 +179,10 @@ def two_apis(
         upstream.base_url,
         redis_server,
         platforms={"api_server": {"api_key": API_KEY}, "iris": {"enabled": False}},
-        tools={"terminal": {"cwd": str(work)}, "approval": {"mode": "ask", "timeout": 30}},
+        tools={
+            "terminal": {"workspace": str(work), "workspace_scope": "shared"},
+            "approval": {"mode": "ask", "timeout": 30},
+        },
     ) as running:
         yield f"{running[0][1]}/v1", f"{running[1][1]}/v1", work
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import shared_workspace
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.socket.conftest import Device, IrisServer, StartServer
 
@@ -20,7 +21,7 @@ CALL = tool_call("terminal", [f'{{"command": "{COMMAND}"}}'], content="Checking.
 
 
 def runs(tmp_path: Path) -> int:
-    marker = tmp_path / "runs.txt"
+    marker = tmp_path / "ws" / "runs.txt"
     return marker.read_text().count("ran") if marker.exists() else 0
 
 
@@ -36,7 +37,7 @@ async def asking(
     return await iris_server(
         streaming={"enabled": True},
         tools={
-            "terminal": {"cwd": str(tmp_path)},
+            "terminal": shared_workspace(tmp_path),
             "approval": {"mode": "ask", "timeout": wait, **approval},
         },
     )
@@ -55,7 +56,11 @@ async def test_approved_once_on_the_phone_runs_once_and_every_device_sees_who(
     phone, laptop = await paired(server, "phone"), await paired(server, "laptop")
     await laptop.send({"type": "message.send", "text": "go"})
     asked = (await phone.until("approval.request"))[-1]
-    assert asked["name"] == "terminal" and asked["preview"] == COMMAND and asked["index"] == 1
+    assert (
+        asked["name"] == "terminal"
+        and asked["preview"].startswith(f"{COMMAND}\n\n(runs in the sandbox: workspace ")
+        and asked["index"] == 1
+    )
     assert asked["args"] == {"command": COMMAND}  # an object, as tool.start's
     assert runs(tmp_path) == 0
     await phone.send(
@@ -232,7 +237,8 @@ async def test_a_device_that_resumes_past_the_log_sees_the_open_request_in_its_s
     sync = (await laptop.until("sync"))[-1]
     assert sync["messages"][0]["text"] == "go"
     (carried,) = sync["approvals"]
-    assert carried["approval_id"] == asked["approval_id"] and carried["preview"] == COMMAND
+    assert carried["approval_id"] == asked["approval_id"]
+    assert carried["preview"] == asked["preview"]
     assert "type" not in carried and carried["expires_at"] == asked["expires_at"]
     # The device answers what the sync showed it.
     await laptop.send(

@@ -12,6 +12,7 @@ from iris.fanout.hub import Hub
 from iris.protocol.types import RULES
 from iris.state.framelog import SqliteFrameLog
 from iris.state.sqlite import Store
+from tests.conftest import shared_workspace
 from tests.fakes.upstream import FakeUpstream, error, gated, hold, reasoning, text, tool_call
 from tests.socket.conftest import StartServer
 
@@ -29,14 +30,15 @@ def increasing(frames: list[dict[str, Any]]) -> bool:
 async def test_a_tool_turn_follows_doc05(
     iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    (tmp_path / "README.md").write_text("# hi\n")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "README.md").write_text("# hi\n")
     upstream.script(
         tool_call("terminal", ['{"command": ', '"ls"}'], content="Let me look."),
         text("The repo ", "has one ", "file."),
     )
     server = await iris_server(
         streaming=STREAMING,
-        tools={"enabled": ["terminal"], "terminal": {"cwd": str(tmp_path)}},
+        tools={"enabled": ["terminal"], "terminal": shared_workspace(tmp_path)},
     )
     device = await server.connect()
     await device.send({"type": "message.send", "text": "summarize the repo"})

@@ -179,13 +179,18 @@ class Approvals:
         allowed = await self._allowances(chat_id)
         return tool_name not in allowed and not (person and f"{tool_name}@{person}" in allowed)
 
-    def request(self, index: int, name: str, args: dict[str, Any]) -> ApprovalRequested:
-        """A new request for call ``index`` (expires ``policy.timeout`` seconds from now)."""
+    def request(
+        self, index: int, name: str, args: dict[str, Any], *, where: str | None = None
+    ) -> ApprovalRequested:
+        """A new request for call ``index`` (expires ``policy.timeout`` seconds from now).
+        ``where``: how the call will run ("in the sandbox: …", "on the host"), the preview's
+        last line on every surface."""
+        shown = preview(name, args)
         return ApprovalRequested(
             index=index,
             name=name,
             args=json.dumps(args, ensure_ascii=False),
-            preview=preview(name, args),
+            preview=f"{shown}\n\n(runs {where})" if where else shown,
             approval_id=f"appr_{uuid.uuid4().hex[:20]}",
             expires_at=self._clock() + self.policy.timeout,
         )

@@ -63,7 +63,13 @@ from iris.agent.history import MARK
 from iris.agent.round import CallStream, RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
 from iris.agent.surrogates import clean_value
-from iris.agent.tools import ToolRegistry, ToolResult, builtin_tools, validate_args
+from iris.agent.tools import (
+    CALL_CHAT,
+    ToolRegistry,
+    ToolResult,
+    builtin_tools,
+    validate_args,
+)
 from iris.config import Config, ModelEndpoint
 from iris.errors import (
     LocalModelCrashed,
@@ -141,7 +147,13 @@ class Agent:
     def __init__(self, config: Config, *, tools: ToolRegistry | None = None) -> None:
         self.config = config
         self.tools = (
-            tools if tools is not None else builtin_tools(config.tools, private=_private(config))
+            tools
+            if tools is not None
+            else builtin_tools(
+                config.tools,
+                private=_private(config),
+                data_dir=config.store.resolved_path().parent,
+            )
         )
         self.endpoints: list[ModelEndpoint] = [config.model, *config.model.fallback]
         self._providers: dict[int, Provider] = {}
@@ -152,7 +164,7 @@ class Agent:
         if config.mcp_servers:
             from iris.agent.mcp import McpServers
 
-            self.mcp = McpServers(config, self.tools)
+            self.mcp = McpServers(config, self.tools, _private(config))
 
     @property
     def model_name(self) -> str:
@@ -180,7 +192,7 @@ class Agent:
     def tool_lines(self) -> list[str]:
         """What tools there are, for ``/status`` and the REPL's ``/tools``."""
         names = self.tools.names()
-        lines = [f"tools: {', '.join(names) if names else 'none'}"]
+        lines = [f"tools: {', '.join(names) if names else 'none'}", *self.tools.notes]
         return lines + (self.mcp.lines() if self.mcp is not None else [])
 
     def run(self, request: TurnRequest) -> Turn:
@@ -678,7 +690,9 @@ class Turn:
         problem = validate_args(tool.parameters, args)
         if problem:
             return self._tool_ended(index, call, ToolResult(False, f"error: {problem}"), started)
-        refused = await self._approval(index, call.name, args)
+        CALL_CHAT.set(self.request.chat_id)  # the terminal's workspace is the chat's
+        where = tool.where(self.request.chat_id) if tool.where is not None else None
+        refused = await self._approval(index, call.name, args, where)
         if refused is not None:
             return self._tool_ended(index, call, ToolResult(False, refused), started)
         last_note = 0.0
@@ -699,9 +713,12 @@ class Turn:
             result = ToolResult(False, f"error: {type(exc).__name__}: {exc}")
         return self._tool_ended(index, call, result, started)
 
-    async def _approval(self, index: int, name: str, args: dict[str, Any]) -> str | None:
+    async def _approval(
+        self, index: int, name: str, args: dict[str, Any], where: str | None
+    ) -> str | None:
         """The gate before every tool run (built-in and MCP): None when the call may run, else
-        the refusal the model gets as the tool's result (``tools.approval``)."""
+        the refusal the model gets as the tool's result (``tools.approval``). ``where``: how
+        the call will run, for the person asked."""
         approvals = self.request.approvals
         if approvals is None:
             policy = ApprovalPolicy.configured(
@@ -713,7 +730,7 @@ class Turn:
         person = str(self.request.metadata.get("user_id") or "")
         if not await approvals.asks(chat_id, name, self.request.ask_also, person):
             return None
-        asked = approvals.request(index, name, args)
+        asked = approvals.request(index, name, args, where=where)
         self._emit(asked)
         try:
             resolution = await approvals.wait(chat_id, asked)

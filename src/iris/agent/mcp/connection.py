@@ -32,6 +32,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -45,8 +46,10 @@ from iris import __version__
 from iris.agent.mcp.results import progress_note, result
 from iris.agent.mcp.stdio import stdio_transport
 from iris.agent.reach import command_env
+from iris.agent.sandbox import UID, Sandbox, Workspaces
 from iris.agent.tools import ToolResult
 from iris.config import McpServerConfig
+from iris.private import private_dir, write_private_bytes
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +114,12 @@ class McpConnection:
         on_change: Callable[[McpConnection], None],
         max_result_bytes: int = 4_194_304,
         clock: Callable[[], float] = time.monotonic,
+        sandbox: Confined | str | None = None,
     ) -> None:
         self.name = name
         self.config = config
+        # The sandbox a stdio child runs in, or why it cannot (the server then stays down).
+        self.sandbox = sandbox
         self.state: State = "starting"
         self.error = ""  # why it is down, for /status and the log
         self.tools: list[types.Tool] = []
@@ -240,7 +246,12 @@ class McpConnection:
             return _http(config.url, config.headers, self._transport_limit())
         assert config.command is not None
         env = command_env(self._terminal_env) | config.env
-        spawn = (config.command, config.args, env)
+        if isinstance(self.sandbox, str):
+            raise RuntimeError(self.sandbox)
+        if self.sandbox is not None:
+            spawn = self.sandbox.spawn([config.command, *config.args], env)
+        else:
+            spawn = (config.command, config.args, env)
         return _stdio(spawn, self._stderr, lambda: self._poke(lost=True), self._transport_limit())
 
     def _transport_limit(self) -> tuple[int, Callable[[int], None]]:
@@ -313,6 +324,36 @@ class McpConnection:
         tail = self._stderr.text()[-500:]
         said = f"; its stderr ends: {tail}" if tail else ""
         return f"error: MCP server '{self.name}' closed the connection during the call{said}"
+
+
+@dataclass(frozen=True, slots=True)
+class Confined:
+    """A stdio server's sandbox: ``sandbox`` with ``folder`` as its workspace; the seccomp
+    filter goes through a file in ``data_dir`` (the SDK starts the child: no descriptor can
+    be handed to it, so a shell opens the file as descriptor 3 and execs bwrap)."""
+
+    sandbox: Sandbox
+    folder: Path
+    data_dir: Path
+
+    def spawn(
+        self, command: list[str], env: dict[str, str]
+    ) -> tuple[str, list[str], dict[str, str]]:
+        """What the stdio transport starts: bwrap (through ``sh``) and its arguments."""
+        owner = UID if self.sandbox.setpriv is not None else None
+        Workspaces(self.folder, "shared", owner).open("")
+        if self.sandbox.seccomp is None:
+            argv = self.sandbox.argv(command, self.folder, env)
+            return argv[0], argv[1:], {}
+        private_dir(self.data_dir)
+        filter_file = self.data_dir / "sandbox-seccomp.bpf"
+        fresh = filter_file.with_name(f"{filter_file.name}.{os.getpid()}")
+        fresh.unlink(missing_ok=True)
+        write_private_bytes(fresh, self.sandbox.seccomp)
+        fresh.replace(filter_file)
+        argv = self.sandbox.argv(command, self.folder, env, seccomp_fd=3)
+        opener = ["-c", 'file=$1; shift; exec "$@" 3<"$file"', "sh", str(filter_file)]
+        return "/bin/sh", [*opener, *argv], {}
 
 
 def _describe(exc: BaseException) -> str:

@@ -18,14 +18,18 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from iris.agent.mcp.connection import McpConnection, Note
+from iris.agent.mcp.connection import Confined, McpConnection, Note
 from iris.agent.mcp.naming import chosen, tool_names
 from iris.agent.mcp.results import parameters
+from iris.agent.sandbox import Unavailable, Workspaces, prepare
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
-from iris.config import Config
+from iris.config import Config, McpServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +38,9 @@ MAX_DESCRIPTION = 2000
 
 
 class McpServers:
-    def __init__(self, config: Config, registry: ToolRegistry) -> None:
+    def __init__(
+        self, config: Config, registry: ToolRegistry, private: Sequence[Path] = ()
+    ) -> None:
         self._config = config
         self._registry = registry
         self.connections = {
@@ -45,6 +51,7 @@ class McpServers:
                 output_limit=config.tools.terminal.output_limit,
                 on_change=self._changed,
                 max_result_bytes=config.tools.mcp.max_result_bytes,
+                sandbox=_sandbox(config, name, server, private) if server.sandbox else None,
             )
             for name, server in config.mcp_servers.items()
             if server.enabled
@@ -151,12 +158,49 @@ class McpServers:
             run = _runner(connection, tool.name)
             # Every progress notification is shown (the connection bounds them per call).
             self._registry.add(
-                Tool(name, description, parameters(tool.input_schema), run, progress_every=0.0)
+                Tool(
+                    name,
+                    description,
+                    parameters(tool.input_schema),
+                    run,
+                    progress_every=0.0,
+                    where=_where(connection),
+                )
             )
             offered.append(name)
         self._offered[connection.name] = offered
         self._change.set()
         self._change = asyncio.Event()
+
+
+def _sandbox(
+    config: Config, name: str, server: McpServerConfig, private: Sequence[Path]
+) -> Confined | str:
+    """The sandbox a stdio server runs in (the terminal's hide and limits but CPU time, the
+    server's binds and network, its own folder as cwd), or why it cannot run (then the
+    server stays down: never on the host instead)."""
+    data_dir = config.store.resolved_path().parent
+    terminal = config.tools.terminal
+    root = Path(terminal.workspace).expanduser() if terminal.workspace else data_dir / "workspace"
+    settings = terminal.model_copy(update={"binds": server.binds, "network": server.network})
+    try:
+        sandbox = prepare(settings, private=[*private, data_dir])
+    except Unavailable as exc:
+        log.warning("MCP server %s is not started: its sandbox cannot run (%s)", name, exc)
+        return f"its sandbox cannot run: {exc}"
+    return Confined(replace(sandbox, cpu_limit=False), root / f"mcp-{name}", data_dir)
+
+
+def _where(connection: McpConnection) -> Callable[[str], str]:
+    config, sandbox = connection.config, connection.sandbox
+    if config.url is not None:
+        text = f"by the MCP server {connection.name} at {urlsplit(config.url).netloc}"
+    elif isinstance(sandbox, Confined):
+        shown = Workspaces(sandbox.folder, "shared").shown("")
+        text = f"by the MCP server {connection.name}, {sandbox.sandbox.describe(shown)}"
+    else:
+        text = f"by the MCP server {connection.name}, on the host"
+    return lambda _chat: text
 
 
 def _runner(connection: McpConnection, tool: str) -> Any:
