@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from iris.config import ResolvedDisplay
 from iris.events import Event
 from iris.surfaces.chat.consumer import StreamConsumer
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Capabilities,
     OnMessage,
     PlatformError,

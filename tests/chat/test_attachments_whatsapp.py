@@ -13,8 +13,8 @@ import pytest
 
 from iris.runtime import Runtime
 from iris.server import build_app
+from iris.surfaces.chat.platforms.whatsapp import WEBHOOK_PATH
 from iris.surfaces.chat.runner import ChatSurface
-from iris.surfaces.chat.whatsapp import WEBHOOK_PATH
 from tests.chat.attachments import images_in, photo, texts_in, user_content
 from tests.chat.harness import platform_config
 from tests.conftest import MakeConfig

@@ -19,7 +19,7 @@ from iris.events import (
     TurnEnded,
 )
 from iris.surfaces.chat.consumer import StreamConsumer
-from iris.surfaces.chat.platform import PlatformError, PlatformRateLimited, RateBudget
+from iris.surfaces.chat.platforms.base import PlatformError, PlatformRateLimited, RateBudget
 from iris.surfaces.chat.prompts import NO_BUTTONS, Prompts
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.throttle import Throttle

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from iris.config import DiscordConfig
-from iris.surfaces.chat.discord import DiscordPlatform
-from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
+from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError, PlatformRateLimited
+from iris.surfaces.chat.platforms.discord import DiscordPlatform
 from tests.fakes.discord_api import BOT_ID, DiscordAPI, Scripted
 from tests.fakes.discord_gateway import (
     CHANNEL_ID,

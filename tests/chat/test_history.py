@@ -10,7 +10,7 @@ import pytest
 
 from iris.agent.core import Turn
 from iris.events import Event, TextDelta
-from iris.surfaces.chat.platform import IncomingMessage
+from iris.surfaces.chat.platforms.base import IncomingMessage
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.conftest import Gateway
 from tests.fakes.recording_platform import RecordingPlatform

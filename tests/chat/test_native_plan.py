@@ -25,7 +25,7 @@ from iris.events import (
 )
 from iris.surfaces.chat.budget import CallKind, Draws, Limit, Seat, SharedBudget, kinds
 from iris.surfaces.chat.consumer import StreamConsumer
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Capabilities,
     Native,
     NativeKind,

@@ -18,7 +18,7 @@ from iris.events import (
     TurnEnded,
     TurnFailed,
 )
-from iris.surfaces.chat.platform import Capabilities, RateBudget
+from iris.surfaces.chat.platforms.base import Capabilities, RateBudget
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.splitter import measure
 from tests.chat.sim import (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from iris.runtime import Runtime
-from iris.surfaces.chat.platform import IncomingMessage, PlatformError
+from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError
 from iris.surfaces.chat.runner import BUSY, PLATFORMS, QUEUED, ChatSurface, build_platforms
 from tests.chat.conftest import Gateway
 from tests.conftest import MakeConfig

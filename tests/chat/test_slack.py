@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from iris.config import SlackConfig
-from iris.surfaces.chat.platform import IncomingMessage, PlatformError, PlatformRateLimited
-from iris.surfaces.chat.slack import SlackPlatform, SlackRefused
+from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError, PlatformRateLimited
+from iris.surfaces.chat.platforms.slack import SlackPlatform, SlackRefused
 from tests.fakes.slack_api import BOT_USER_ID, CHANNEL, Scripted, SlackAPI, message_event
 
 pytestmark = pytest.mark.timeout(15)

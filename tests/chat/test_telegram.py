@@ -17,10 +17,10 @@ import pytest
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from iris.config import Config
-from iris.surfaces.chat.platform import PlatformRateLimited
+from iris.surfaces.chat.platforms.base import PlatformRateLimited
+from iris.surfaces.chat.platforms.telegram import TelegramPlatform, _platform_error
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.runner import ChatSurface
-from iris.surfaces.chat.telegram import TelegramPlatform, _platform_error
 from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.telegram_api import ApiCall, FakeBotApi

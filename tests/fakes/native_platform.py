@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from iris.surfaces.chat.budget import SharedBudget
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Capabilities,
     IncomingMessage,
     Native,

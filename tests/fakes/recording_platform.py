@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from iris.surfaces.chat.budget import SharedBudget
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Capabilities,
     IncomingMessage,
     OnMessage,

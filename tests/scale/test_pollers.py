@@ -16,7 +16,7 @@ import pytest
 
 from iris.runtime import Runtime
 from iris.state.redis_store import RedisStore
-from iris.surfaces.chat.platform import OnMessage
+from iris.surfaces.chat.platforms.base import OnMessage
 from iris.surfaces.chat.poller import bot_token, poller_key
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import platform_config

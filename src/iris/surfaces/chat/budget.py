@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from iris.config import Rate
-from iris.surfaces.chat.platform import RateBudget
+from iris.surfaces.chat.platforms.base import RateBudget
 
 Priority = Literal["final", "first", "preview"]
 # What a call does, as the adapter's ``draws`` knows it: a new message, an edit, a typing

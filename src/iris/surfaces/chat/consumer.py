@@ -43,7 +43,7 @@ from iris.events import (
     TurnFailed,
 )
 from iris.observability import metrics
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     ChatClosed,
     ChatPlatform,
     Native,

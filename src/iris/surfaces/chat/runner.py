@@ -79,7 +79,7 @@ from iris.surfaces.chat.attachments import gather
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.line import Line, Place
 from iris.surfaces.chat.oneoff import send_once
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
     IncomingMessage,
     PlatformError,
@@ -124,7 +124,7 @@ _STOP_GRACE = 5.0
 def _adapter(module: str, cls: str) -> PlatformFactory:
     # Imported when enabled only: each adapter pulls in its platform's client library.
     def build(config: Config) -> ChatPlatform:
-        adapter = getattr(importlib.import_module(f"iris.surfaces.chat.{module}"), cls)
+        adapter = getattr(importlib.import_module(f"iris.surfaces.chat.platforms.{module}"), cls)
         return cast(ChatPlatform, adapter(getattr(config.platforms, module)))
 
     return build

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from iris.surfaces.chat.budget import Draws, Priority, Seat
-from iris.surfaces.chat.platform import RateBudget
+from iris.surfaces.chat.platforms.base import RateBudget
 
 CallKind = Literal["send", "edit"]
 

@@ -36,7 +36,7 @@ from typing import Protocol, cast
 
 from iris.config import Transport as TransportSetting
 from iris.surfaces.chat.budget import Draws
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
     DraftPlatform,
     IncomingMessage,

@@ -21,7 +21,7 @@ import aiohttp
 
 from iris import __version__
 from iris.surfaces.chat.attachments import read_capped
-from iris.surfaces.chat.platform import PlatformError, PlatformRateLimited, aiohttp_failures
+from iris.surfaces.chat.platforms.base import PlatformError, PlatformRateLimited, aiohttp_failures
 
 # A reply must never ping @everyone, a role or a user: nothing in the text is parsed as a mention.
 NO_MENTIONS: dict[str, Any] = {"parse": []}

@@ -67,7 +67,7 @@ from starlette.routing import BaseRoute, Route
 from iris.config import WhatsAppConfig
 from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Attachment,
     Capabilities,
     ChatClosed,

@@ -55,7 +55,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from iris.config import SlackConfig
 from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget, whole_chat
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Attachment,
     Capabilities,
     IncomingMessage,

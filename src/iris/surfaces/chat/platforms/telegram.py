@@ -66,7 +66,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from iris.config import TelegramConfig
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget, whole_chat
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Attachment,
     Capabilities,
     IncomingMessage,

@@ -33,8 +33,7 @@ import discord
 
 from iris.config import DiscordConfig
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
-from iris.surfaces.chat.discord_rest import DiscordREST
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Attachment,
     Capabilities,
     IncomingMessage,
@@ -42,6 +41,7 @@ from iris.surfaces.chat.platform import (
     PlatformError,
     aiohttp_failures,
 )
+from iris.surfaces.chat.platforms.discord_rest import DiscordREST
 from iris.surfaces.chat.prompts import PREFIX, Press, Prompt
 from iris.tasks import OpenGroup
 
