@@ -14,7 +14,7 @@ import pytest
 from iris.agent.context import SUMMARY_PREFIX
 from iris.surfaces.commands import CHAT_COMMANDS
 from tests.chat.harness import running
-from tests.chat.test_telegram import CHAT, OWNER, telegram_config
+from tests.chat.telegram.test_telegram import CHAT, OWNER, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.long_chat import LongChat, is_summary_request
 from tests.fakes.telegram_api import FakeBotApi

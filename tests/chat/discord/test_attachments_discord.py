@@ -10,8 +10,8 @@ import pytest
 
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.attachments import images_in, photo, texts_in, user_content
+from tests.chat.discord.test_discord_e2e import OWNER, _contents
 from tests.chat.harness import platform_config, running
-from tests.chat.test_discord_e2e import OWNER, _contents
 from tests.conftest import MakeConfig
 from tests.fakes.discord_api import DiscordAPI
 from tests.fakes.discord_gateway import (

@@ -13,7 +13,7 @@ import pytest
 from iris.config import Config
 from tests.chat.attachments import images_in, photo, texts_in, user_content
 from tests.chat.harness import running
-from tests.chat.test_telegram import CHAT, OWNER, telegram_config
+from tests.chat.telegram.test_telegram import CHAT, OWNER, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text
