@@ -87,12 +87,12 @@ from iris.config import (
     WhatsAppConfig,  # noqa: E402
 )
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded  # noqa: E402
+from iris.surfaces.chat.budget import RateBudget
 from iris.surfaces.chat.consumer import StreamConsumer  # noqa: E402
 from iris.surfaces.chat.platforms.base import (  # noqa: E402
     Capabilities,
     ChatPlatform,
     IncomingMessage,
-    RateBudget,
 )
 from iris.surfaces.chat.platforms.discord import DiscordPlatform  # noqa: E402
 from iris.surfaces.chat.platforms.slack import SlackPlatform  # noqa: E402

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 from iris.config import ResolvedDisplay
 from iris.events import Event
+from iris.surfaces.chat.budget import RateBudget
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.platforms.base import (
     Capabilities,
     OnMessage,
     PlatformError,
     PlatformRateLimited,
-    RateBudget,
 )
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.throttle import Throttle

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from iris.config import config_from_dict
 from iris.errors import ConfigError
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded
-from iris.surfaces.chat.budget import STALE, Limit, Priority, Seat, SharedBudget
-from iris.surfaces.chat.platforms.base import Capabilities, RateBudget
+from iris.surfaces.chat.budget import STALE, Limit, Priority, RateBudget, Seat, SharedBudget
+from iris.surfaces.chat.platforms.base import Capabilities
 from iris.surfaces.chat.platforms.discord import DiscordPlatform
 from iris.surfaces.chat.platforms.slack import SlackPlatform
 from iris.surfaces.chat.platforms.telegram import TelegramPlatform

@@ -23,7 +23,7 @@ from iris.events import (
     ToolStarted,
     TurnEnded,
 )
-from iris.surfaces.chat.budget import CallKind, Draws, Limit, Seat, SharedBudget, kinds
+from iris.surfaces.chat.budget import CallKind, Draws, Limit, RateBudget, Seat, SharedBudget, kinds
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.platforms.base import (
     Capabilities,
@@ -31,7 +31,6 @@ from iris.surfaces.chat.platforms.base import (
     NativeKind,
     PlatformError,
     PlatformRateLimited,
-    RateBudget,
 )
 from iris.surfaces.chat.reply import DRAFT_REFRESH, PREVIEW_ATTEMPTS, Draft, Reply, Send
 from iris.surfaces.chat.throttle import Throttle

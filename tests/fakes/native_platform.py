@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from iris.surfaces.chat.budget import SharedBudget
+from iris.surfaces.chat.budget import RateBudget, SharedBudget
 from iris.surfaces.chat.platforms.base import (
     Capabilities,
     IncomingMessage,
@@ -22,7 +22,6 @@ from iris.surfaces.chat.platforms.base import (
     NativeKind,
     OnMessage,
     PlatformError,
-    RateBudget,
     Task,
 )
 

@@ -83,6 +83,7 @@ from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
     IncomingMessage,
     PlatformError,
+    WebhookPlatform,
     approval_platform,
 )
 from iris.surfaces.chat.poller import BotPoller, bot_token
@@ -204,16 +205,14 @@ class ChatSurface:
         """The webhooks of the platforms that receive by webhook (WhatsApp)."""
         routes: list[BaseRoute] = []
         for platform in self.platforms:
-            webhook = getattr(platform, "routes", None)
-            if callable(webhook):
-                routes.extend(cast(Callable[[], list[BaseRoute]], webhook)())
+            if isinstance(platform, WebhookPlatform):
+                routes.extend(platform.routes())
         return routes
 
     async def start(self) -> None:
         await self._group.open()
         for platform in self.platforms:
-            webhook = callable(getattr(platform, "routes", None))
-            if self.runtime.shared is None or webhook:
+            if self.runtime.shared is None or isinstance(platform, WebhookPlatform):
                 await self._connect(platform)
             else:
                 await self._poll(platform)

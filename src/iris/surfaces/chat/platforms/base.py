@@ -34,44 +34,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 import aiohttp
 
-from iris.config import BUDGET_MARGIN
+from iris.surfaces.chat.budget import RateBudget, SharedBudget
 
 if TYPE_CHECKING:
-    from iris.surfaces.chat.budget import SharedBudget
+    from starlette.routing import BaseRoute
+
     from iris.surfaces.chat.prompts import Press, Prompt
-
-
-@dataclass(frozen=True, slots=True)
-class RateBudget:
-    """A platform's budget: at most ``capacity`` calls in any ``per_seconds`` window.
-
-    Per chat/channel, sends and edits share it (``throttle.Throttle`` enforces it as a token
-    bucket refilled evenly at ``capacity / (per_seconds + margin)``); a bot-wide one is a
-    ``budget.Limit``. ``margin`` widens the window Iris paces by: the platform counts calls
-    when they arrive, and a call can take longer to arrive than the one after it."""
-
-    capacity: int
-    per_seconds: float
-    margin: float = BUDGET_MARGIN
-
-    @property
-    def window(self) -> float:
-        """The window Iris counts calls in: the platform's, plus the margin."""
-        return self.per_seconds + self.margin
-
-    @property
-    def spacing(self) -> float:
-        """Seconds between two calls sent at the budget's pace (margin included)."""
-        return self.window / self.capacity
-
-    @property
-    def interval(self) -> float:
-        """Seconds between two calls as the platform counts them (no margin)."""
-        return self.per_seconds / self.capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +284,16 @@ class ApprovalPlatform(Protocol):
         self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
     ) -> None:
         """Replace the prompt's text with ``text`` and take its buttons away."""
+        ...
+
+
+@runtime_checkable
+class WebhookPlatform(Protocol):
+    """A platform whose messages come to a webhook ``iris serve`` serves (WhatsApp): it
+    receives in every process, so it is connected everywhere and never polled."""
+
+    def routes(self) -> list[BaseRoute]:
+        """The webhook's routes, mounted beside the API's."""
         ...
 
 
