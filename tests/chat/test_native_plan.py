@@ -34,8 +34,7 @@ from iris.surfaces.chat.platforms.base import (
 )
 from iris.surfaces.chat.reply import DRAFT_REFRESH, PREVIEW_ATTEMPTS, Draft, Reply, Send
 from iris.surfaces.chat.throttle import Throttle
-from tests.chat.sim import TELEGRAM, display, visible
-from tests.chat.test_reply_segments import final_texts, shown_texts
+from tests.chat.sim import TELEGRAM, display, final_texts, shown_texts, visible
 from tests.fakes.native_platform import NativePlatform
 from tests.strategies import ScriptedTurn, turns
 

@@ -4,13 +4,12 @@ token sent there) through the real adapter, and what the model gets of them."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.attachments import images_in, photo, texts_in, user_content
-from tests.chat.discord.test_discord_e2e import OWNER, _contents
+from tests.chat.discord.harness import OWNER, contents
 from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.discord_api import DiscordAPI
@@ -18,26 +17,10 @@ from tests.fakes.discord_gateway import (
     CHANNEL_ID,
     DiscordGateway,
     message_create,
-    point_discord_py_at,
 )
 from tests.fakes.upstream import FakeUpstream, text
 
 pytestmark = pytest.mark.timeout(20)
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[DiscordAPI]:
-    async with DiscordAPI() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def gateway(
-    api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[DiscordGateway]:
-    async with DiscordGateway(token=api.token) as fake:
-        point_discord_py_at(monkeypatch, api, fake)
-        yield fake
 
 
 async def test_files_of_a_message_reach_the_model_or_the_user_is_told(
@@ -72,9 +55,9 @@ async def test_files_of_a_message_reach_the_model_or_the_user_is_told(
     async with running(config) as surface:
         assert isinstance(surface, ChatSurface)
         await gateway.dispatch("MESSAGE_CREATE", message)
-        await api.wait_until(lambda: "Seen and heard." in _contents(api))
+        await api.wait_until(lambda: "Seen and heard." in contents(api))
         await surface.idle()
-    assert _contents(api) == [
+    assert contents(api) == [
         "clip.mp4: can't read this kind of file (video/mp4)",
         "Seen and heard.",
     ]
@@ -111,9 +94,9 @@ async def test_a_file_gone_from_the_cdn_is_a_line_and_the_text_goes_through(
     message["attachments"] = [gone]
     async with running(config) as surface:
         await gateway.dispatch("MESSAGE_CREATE", message)
-        await api.wait_until(lambda: "Text only." in _contents(api))
+        await api.wait_until(lambda: "Text only." in contents(api))
         await surface.idle()
     assert (
-        _contents(api)[0] == "a.txt: could not be downloaded: discord: the attachment answered 404"
+        contents(api)[0] == "a.txt: could not be downloaded: discord: the attachment answered 404"
     )
     assert texts_in(user_content(upstream.requests[0].body)).startswith("read this")

@@ -22,28 +22,12 @@ from tests.fakes.discord_gateway import (
     THREAD_ID,
     DiscordGateway,
     message_create,
-    point_discord_py_at,
 )
 
 pytestmark = pytest.mark.timeout(15)
 
 CHANNEL = CHANNEL_ID
 THREAD = THREAD_ID
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[DiscordAPI]:
-    async with DiscordAPI() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def gateway(
-    api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[DiscordGateway]:
-    async with DiscordGateway(token=api.token) as fake:
-        point_discord_py_at(monkeypatch, api, fake)
-        yield fake
 
 
 @pytest.fixture

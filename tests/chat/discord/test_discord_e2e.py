@@ -13,6 +13,7 @@ import pytest
 
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.runner import ChatSurface
+from tests.chat.discord.harness import OWNER, contents
 from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.discord_api import DiscordAPI, Scripted
@@ -20,7 +21,6 @@ from tests.fakes.discord_gateway import (
     THREAD_ID,
     DiscordGateway,
     message_create,
-    point_discord_py_at,
 )
 from tests.fakes.upstream import FakeUpstream, text
 
@@ -29,22 +29,6 @@ pytestmark = pytest.mark.timeout(20)
 THREAD = THREAD_ID
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[DiscordAPI]:
-    async with DiscordAPI() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def gateway(
-    api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[DiscordGateway]:
-    async with DiscordGateway(token=api.token) as fake:
-        point_discord_py_at(monkeypatch, api, fake)
-        yield fake
-
-
-OWNER = "5000000000000001"
 # A reply that streams for ~2.4 s: long enough for a send and a few edits.
 CHUNKS = [f"word{i} " for i in range(60)]
 REPLY = "".join(CHUNKS).strip()
@@ -62,10 +46,6 @@ async def surface(
         yield surface
 
 
-def _contents(api: DiscordAPI) -> list[str]:
-    return [m.content for m in api.messages.values()]
-
-
 async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
     surface: ChatSurface, gateway: DiscordGateway, api: DiscordAPI, upstream: FakeUpstream
 ) -> None:
@@ -73,7 +53,7 @@ async def test_a_reply_grows_in_place_in_the_thread_within_the_budget(
     await gateway.dispatch(
         "MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> tell me", channel=THREAD)
     )
-    await api.wait_until(lambda: _contents(api) == [REPLY])
+    await api.wait_until(lambda: contents(api) == [REPLY])
     await surface.idle()
 
     calls = api.channel_calls()
@@ -94,7 +74,7 @@ async def test_a_429_mid_reply_is_survived_with_retry_after(
     upstream.script(text(*CHUNKS, delay=0.04))
     api.script(Scripted(429, retry_after=1.0, method="PATCH"))
     await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> go"))
-    await api.wait_until(lambda: _contents(api) == [REPLY])
+    await api.wait_until(lambda: contents(api) == [REPLY])
     await surface.idle()
 
     replies = [c for c in api.channel_calls() if not c.path.endswith("/typing")]
@@ -102,7 +82,7 @@ async def test_a_429_mid_reply_is_survived_with_retry_after(
     after = [c for c in replies if c.at > limited.at]
     assert after and after[0].at >= limited.at + 1.0, "retry_after honoured"
     assert [c.method for c in replies].count("POST") == 1, "never sent twice"
-    assert _contents(api) == [REPLY]
+    assert contents(api) == [REPLY]
 
 
 async def test_a_stranger_is_refused_and_never_reaches_the_agent(
@@ -114,7 +94,7 @@ async def test_a_stranger_is_refused_and_never_reaches_the_agent(
     await api.wait_until(lambda: len(api.messages) == 1)
     await surface.idle()
 
-    assert "private" in _contents(api)[0]
+    assert "private" in contents(api)[0]
     assert upstream.requests == []
 
 
@@ -125,15 +105,15 @@ async def test_text_commands_are_answered_and_never_reach_the_model(
     await gateway.dispatch(
         "MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> /status", channel=THREAD)
     )
-    await api.wait_until(lambda: any("last reply: none yet" in c for c in _contents(api)))
+    await api.wait_until(lambda: any("last reply: none yet" in c for c in contents(api)))
     await gateway.dispatch(
         "MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> hello", channel=THREAD)
     )
-    await api.wait_until(lambda: "an answer" in _contents(api))
+    await api.wait_until(lambda: "an answer" in contents(api))
     await gateway.dispatch(
         "MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> /new", channel=THREAD)
     )
-    await api.wait_until(lambda: any("new conversation" in c for c in _contents(api)))
+    await api.wait_until(lambda: any("new conversation" in c for c in contents(api)))
     await surface.idle()
     assert [r.body["messages"] for r in upstream.requests] == [
         [{"role": "user", "content": "hello"}]
@@ -164,7 +144,7 @@ async def test_refusals_in_a_channel_with_no_conversation_share_the_channels_bud
         await api.wait_until(lambda: len(api.messages) == 2)
         await surface.idle()
         await gateway.dispatch("MESSAGE_CREATE", message_create(OWNER, "<@4000000000000001> hello"))
-        await api.wait_until(lambda: "an answer" in _contents(api))
+        await api.wait_until(lambda: "an answer" in contents(api))
         await surface.idle()
 
     posts = [c for c in api.channel_calls() if c.method == "POST" and "/typing" not in c.path]

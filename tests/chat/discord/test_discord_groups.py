@@ -8,7 +8,6 @@ channel of its own.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,6 @@ from tests.fakes.discord_gateway import (
     THREAD_ID_2,
     DiscordGateway,
     message_create,
-    point_discord_py_at,
 )
 from tests.fakes.upstream import FakeUpstream, hold, text
 
@@ -31,21 +29,6 @@ pytestmark = pytest.mark.timeout(30)
 
 OWNER = "5000000000000001"
 _IDS = itertools.count(1300000000000000100)
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[DiscordAPI]:
-    async with DiscordAPI() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def gateway(
-    api: DiscordAPI, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[DiscordGateway]:
-    async with DiscordGateway(token=api.token) as fake:
-        point_discord_py_at(monkeypatch, api, fake)
-        yield fake
 
 
 def config(

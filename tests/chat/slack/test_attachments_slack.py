@@ -3,7 +3,6 @@ and ``url_private`` with the bot token, by the real slack-sdk adapter against ``
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,12 +17,6 @@ from tests.fakes.upstream import FakeUpstream, text
 pytestmark = pytest.mark.timeout(20)
 
 OWNER = "U0000042"
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[SlackAPI]:
-    async with SlackAPI() as fake:
-        yield fake
 
 
 def config(

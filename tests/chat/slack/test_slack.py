@@ -23,12 +23,6 @@ pytestmark = pytest.mark.timeout(15)
 THREAD = {"thread_ts": "1764453000.000200"}
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[SlackAPI]:
-    async with SlackAPI() as fake:
-        yield fake
-
-
 def _config(api: SlackAPI, **overrides: Any) -> SlackConfig:
     values: dict[str, Any] = {
         "enabled": True,

@@ -22,12 +22,6 @@ pytestmark = pytest.mark.timeout(20)
 THREAD = {"thread_ts": "1764453000.000200"}
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[SlackAPI]:
-    async with SlackAPI() as fake:
-        yield fake
-
-
 OWNER = "U0000042"
 # A reply that streams for ~2.4 s: long enough for a send and a few edits.
 CHUNKS = [f"word{i} " for i in range(60)]

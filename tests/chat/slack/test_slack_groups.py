@@ -7,7 +7,6 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,12 +21,6 @@ pytestmark = pytest.mark.timeout(30)
 
 OWNER = "U0000042"
 MENTION = f"<@{BOT_USER_ID}>"
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[SlackAPI]:
-    async with SlackAPI() as fake:
-        yield fake
 
 
 def config(make_config: MakeConfig, upstream: FakeUpstream, api: SlackAPI, **groups: Any) -> Config:

@@ -5,7 +5,6 @@ model (or the user is told), through the real python-telegram-bot against ``Fake
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from iris.config import Config
 from tests.chat.attachments import images_in, photo, texts_in, user_content
 from tests.chat.harness import running
-from tests.chat.telegram.test_telegram import CHAT, OWNER, telegram_config
+from tests.chat.telegram.harness import CHAT, OWNER, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text
@@ -22,12 +21,6 @@ pytestmark = [
     pytest.mark.timeout(30),
     pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning"),
 ]
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeBotApi]:
-    async with FakeBotApi() as fake:
-        yield fake
 
 
 def config(

@@ -7,21 +7,19 @@ per-chat budget, survive flood control, and never reach the agent for a stranger
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import httpx
 import pytest
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
-from iris.config import Config
 from iris.surfaces.chat.platforms.base import PlatformRateLimited
 from iris.surfaces.chat.platforms.telegram import TelegramPlatform, _platform_error
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.runner import ChatSurface
-from tests.chat.harness import platform_config, running
+from tests.chat.harness import running
+from tests.chat.telegram.harness import CHAT, OWNER, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.telegram_api import ApiCall, FakeBotApi
 from tests.fakes.upstream import FakeUpstream, hold, text
@@ -33,33 +31,9 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning"),
 ]
 
-OWNER = 7
-CHAT = 42
 # A reply that streams for ~2.5 s: long enough for a send and several edits.
 CHUNKS = [f"word{i} " for i in range(50)]
 REPLY = "".join(CHUNKS).strip()
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeBotApi]:
-    async with FakeBotApi() as fake:
-        yield fake
-
-
-def telegram_config(
-    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi, **extra: Any
-) -> Config:
-    settings = {
-        "token": api.token,
-        "base_url": api.base_url,
-        "allowed_users": [OWNER, "@friend"],
-        "match_usernames": True,  # "@friend" by name: the documented opt-in
-        "poll_timeout": 1,
-    }
-    # These tests are about edit streaming (drafts: test_native.py): pin the transport.
-    display = copy.deepcopy(extra.pop("display", {}))
-    display.setdefault("platforms", {}).setdefault("telegram", {}).setdefault("transport", "edit")
-    return platform_config(make_config, upstream, "telegram", settings, display=display, **extra)
 
 
 @pytest.fixture

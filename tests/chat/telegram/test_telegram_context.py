@@ -6,7 +6,6 @@ upstream with a context limit that answers like OpenAI (400 ``context_length_exc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from iris.agent.context import SUMMARY_PREFIX
 from iris.surfaces.commands import CHAT_COMMANDS
 from tests.chat.harness import running
-from tests.chat.telegram.test_telegram import CHAT, OWNER, telegram_config
+from tests.chat.telegram.harness import CHAT, OWNER, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.long_chat import LongChat, is_summary_request
 from tests.fakes.telegram_api import FakeBotApi
@@ -27,12 +26,6 @@ pytestmark = [
 
 # One whole message per reply: the conversation, not the edits, is under test.
 WHOLE = {"display": {"platforms": {"telegram": {"streaming": False}}}}
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeBotApi]:
-    async with FakeBotApi() as fake:
-        yield fake
 
 
 async def say(api: FakeBotApi, text_: str, chat: int = CHAT) -> str:

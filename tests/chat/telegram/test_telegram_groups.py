@@ -8,7 +8,6 @@ Telegram does.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,12 +25,6 @@ pytestmark = [
 
 OWNER, STRANGER = 7, 666
 GROUP = -100555
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeBotApi]:
-    async with FakeBotApi() as fake:
-        yield fake
 
 
 def config(

@@ -33,12 +33,6 @@ class Served:
     chat: ChatSurface
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[WhatsAppAPI]:
-    async with WhatsAppAPI(pair_every=0.0) as fake:
-        yield fake
-
-
 async def serve(
     make_config: MakeConfig, upstream: FakeUpstream, api: WhatsAppAPI, **sections: Any
 ) -> AsyncIterator[Served]:
