@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from iris.errors import StoreUnavailable
+from iris.fanout.framelog import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.hub import Hub
 from iris.fanout.tailer import Tailer
 from iris.protocol.types import RULES
@@ -25,7 +26,6 @@ from iris.state.background import SharedRuns
 from iris.state.controls import Controls, RedisControls
 from iris.state.conversations import RedisConversations
 from iris.state.devices import RedisDevices
-from iris.state.framelog import PRUNE_EVERY, RedisFrameLog
 from iris.state.lease import Lease, LeaseLost
 from iris.state.redis_store import RedisStore
 from iris.state.responses import RedisResponses

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from iris.errors import StoreUnavailable
 from iris.fanout import tailer as tailer_module
+from iris.fanout.framelog import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
 from iris.fanout.tailer import Tailer
 from iris.protocol.types import RULES
-from iris.state.framelog import PRUNE_EVERY, RedisFrameLog
 from iris.state.lease import LeaseLost
 from iris.state.redis_store import RedisStore
 from tests.scale.conftest import RedisServer

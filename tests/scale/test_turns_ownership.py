@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from iris.fanout.framelog import RedisFrameLog
 from iris.fanout.hub import Hub
 from iris.protocol.types import RULES
-from iris.state.framelog import RedisFrameLog
 from iris.state.lease import holder_process
 from iris.state.redis_store import RedisStore
 from iris.surfaces.socket.owners import Owners, orphaned

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from iris.fanout.framelog import SqliteFrameLog
 from iris.fanout.hub import Hub
 from iris.protocol.types import RULES
-from iris.state.framelog import SqliteFrameLog
 from iris.state.sessions import SqliteSessions
 from iris.state.sqlite import Store
 from tests.fakes.upstream import FakeUpstream, text

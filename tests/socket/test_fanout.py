@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from iris.fanout.framelog import SqliteFrameLog
 from iris.fanout.hub import Hub
 from iris.fanout.rules import PLAIN, Frame, Traits
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.protocol.types import RULES
-from iris.state.framelog import SqliteFrameLog
 from iris.state.sqlite import Store
 
 

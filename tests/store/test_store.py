@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from iris.errors import StoreUnavailable
+from iris.fanout.framelog import SqliteFrameLog
 from iris.protocol.types import RULES
-from iris.state.framelog import SqliteFrameLog
 from iris.state.sessions import SqliteSessions
 from iris.state.sqlite import Store
 from tests.fakes.store_faults import exclusive_lock

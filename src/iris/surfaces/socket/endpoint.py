@@ -41,6 +41,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.approvals import Decision
 from iris.errors import StoreUnavailable
+from iris.fanout.framelog import RedisFrameLog, frame_log_for
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
@@ -53,7 +54,6 @@ from iris.protocol.appends import AppendWriter
 from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
 from iris.state.devices import Check
-from iris.state.framelog import RedisFrameLog, frame_log_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard

@@ -84,11 +84,11 @@ from typing import Any, TypeVar, cast
 
 from redis.commands.core import Script
 
-from iris.agent.surrogates import clean
 from iris.errors import StoreUnavailable
 from iris.fanout.hub import LogRestarted
 from iris.fanout.rules import Body, Frame, FrameRules
 from iris.fanout.subscription import encode_frame
+from iris.formats.surrogates import clean
 from iris.state.lease import LeaseLost
 from iris.state.redis_store import RedisStore, translated
 from iris.state.sqlite import Store, transaction
