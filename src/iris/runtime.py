@@ -20,7 +20,8 @@ from iris.limits import TurnLimiter
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.conversations import Conversations, conversations_for
 from iris.state.devices import Devices, devices_for
-from iris.state.redis_store import RedisStore, shared_store
+from iris.state.fingerprint import shared_store
+from iris.state.redis_store import RedisStore
 from iris.state.responses import Responses, responses_for
 from iris.state.sessions import Sessions, sessions_for
 from iris.state.sqlite import Store

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from iris.agent import Agent
-from iris.agent.context import SUMMARY_PREFIX
+from iris.agent.context import SUMMARY_PREFIX, history
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.errors import StoreUnavailable
 from iris.events import TerminalEvent, TurnEnded, TurnFailed
@@ -199,7 +199,8 @@ async def test_a_turns_compaction_is_kept_and_the_next_turn_starts_from_its_summ
         await say(conversation, f"question {n}")
     assert model.summaries and upstream.refused == []
     transcript = await conversation.sessions.transcript("test:chat")
-    head = transcript.messages[0]
+    assert transcript.summary == model.summaries[-1]
+    head = history(transcript)[0]
     assert head["role"] == "system" and head["content"].startswith(SUMMARY_PREFIX)
     assert head["content"].endswith(model.summaries[-1])
     await say(conversation, "one more")

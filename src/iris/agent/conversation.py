@@ -53,7 +53,7 @@ from typing import Any
 
 from iris.agent.approvals import Approvals
 from iris.agent.attachments import Prepared, without_old_images
-from iris.agent.context import Compaction
+from iris.agent.context import Compaction, history
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
@@ -157,7 +157,7 @@ class Conversation:
         await self.sessions.append(self.session, [user.kept()])
         request = TurnRequest(
             # A burst's messages keep their images until a reply answers them; older ones go.
-            messages=[*without_old_images(transcript.messages), user.message()],
+            messages=[*without_old_images(history(transcript)), user.message()],
             stream=options.stream,
             model=controls.model,
             fit_context=True,
@@ -214,7 +214,7 @@ class Conversation:
         controls = await self.controls()
         head = _head(self.agent)
         _, compaction = await self.agent.compact(
-            [*head, *transcript.messages],
+            [*head, *history(transcript)],
             self.agent.tools.schemas(),
             model=controls.model,
             force=True,
@@ -230,7 +230,7 @@ class Conversation:
         transcript = await self.sessions.transcript(self.session)
         controls = await self.controls()
         budget = self.agent.budget(controls.model)
-        messages = [*_head(self.agent), *transcript.messages]
+        messages = [*_head(self.agent), *history(transcript)]
         used = await budget.count(messages, self.agent.tools.schemas())
         return ContextUse(budget.model, used, budget.window, budget.reserve, controls.last_usage)
 

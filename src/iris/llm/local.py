@@ -48,6 +48,9 @@ DEMO_NOTICE = (
     "or OPENAI_BASE_URL, OPENAI_API_KEY and IRIS_MODEL."
 )
 INSTALL_HINT = "pip install 'iris-gateway[local]'"
+# Tokens of context the embedded model runs with (its llama.cpp context), unless
+# ``model.context_window`` says otherwise.
+LOCAL_WINDOW = 2_048
 _STOPS = ["\nUser:", "\nuser:", "\nUSER:", "\n\n\n"]
 _DEFAULT_MAX_TOKENS = 200
 _DEFAULT_TEMPERATURE = 0.7
@@ -193,8 +196,6 @@ class LocalProvider:
     name = MODEL_LABEL
 
     def __init__(self, config: ModelConfig) -> None:
-        from iris.agent.context import LOCAL_WINDOW
-
         self._path = config.local_path
         self.parallel = config.local.parallel
         self.window = config.context_window or LOCAL_WINDOW
