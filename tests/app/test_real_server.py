@@ -11,7 +11,7 @@ import pytest
 from iris.app.app import IrisApp
 from iris.app.widgets.reasoning import ReasoningBlock
 from iris.app.widgets.toolcard import ToolCard
-from iris.server import UVICORN_WS_OPTIONS, build_app
+from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
 from tests.conftest import MakeConfig
 from tests.fakes import loopback
 from tests.fakes.upstream import FakeUpstream, reasoning, text, tool_call

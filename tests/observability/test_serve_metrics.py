@@ -195,7 +195,7 @@ def test_metrics_need_the_token_and_are_off_by_default(
 def test_metrics_without_a_token_refuse_a_public_bind(tmp_path: Path) -> None:
     from iris.config import config_from_dict
     from iris.errors import ConfigError
-    from iris.server import check_bind_safety
+    from iris.server.asgi import check_bind_safety
 
     config = config_from_dict(
         {

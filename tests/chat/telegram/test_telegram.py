@@ -168,7 +168,7 @@ async def test_thread_metadata_goes_with_every_call_of_a_reply(
 async def test_iris_serve_starts_the_telegram_gateway(
     make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
 ) -> None:
-    from iris.server import build_app
+    from iris.server.asgi import build_app
 
     upstream.script(text("Served", " by iris serve"))
     app = build_app(telegram_config(make_config, upstream, api))

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from iris.runtime import Runtime
-from iris.server import build_app
+from iris.server.asgi import build_app
 from iris.surfaces.chat.platforms.whatsapp import WEBHOOK_PATH
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.attachments import images_in, photo, texts_in, user_content

@@ -42,7 +42,7 @@ from types import FrameType
 from iris.config import Config
 from iris.errors import ConfigError, IrisError
 from iris.observability import metrics
-from iris.server import build_app, check_bind_safety, exit_cleanly, uvicorn_options
+from iris.server.asgi import build_app, check_bind_safety, exit_cleanly, uvicorn_options
 from iris.state.redis_store import RedisStore
 
 log = logging.getLogger("iris.server")

@@ -8,7 +8,7 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
 Any error that escapes a handler is a JSON 500 without the traceback, and Starlette's own
-404/405 are JSON too. ``serve`` runs uvicorn with the connection guard of ``iris.connections``
+404/405 are JSON too. ``serve`` runs uvicorn with the connection guard of ``iris.server.connections``
 (a deadline for request heads, a connection cap) and ``server.timeout_keep_alive``.
 """
 
@@ -31,11 +31,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iris import __version__, observability
 from iris.config import Config
-from iris.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.errors import ConfigError
 from iris.guard import MIN_EXPOSED_SECRET, MIN_SECRET
-from iris.observability.endpoints import metrics_routes
 from iris.runtime import Runtime, ServerSurface
+from iris.server.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
+from iris.server.endpoints import metrics_routes
 from iris.state.redis_store import ERRORS as REDIS_ERRORS
 from iris.state.redis_store import RedisStore
 from iris.surfaces.api.problems import error_body
