@@ -15,7 +15,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from iris.guard import FIRST_DELAY, LIMIT, AuthThrottle
+from iris.auth_throttle import FIRST_DELAY, LIMIT, AuthThrottle
 from tests.adversarial.conftest import StartServed
 from tests.fakes.served import Served, free_port, write_config
 

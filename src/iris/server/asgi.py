@@ -30,9 +30,9 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iris import __version__, observability
+from iris.auth_throttle import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.config import Config
 from iris.errors import ConfigError
-from iris.guard import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.runtime import Runtime, ServerSurface
 from iris.server.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
 from iris.server.endpoints import metrics_routes
@@ -45,7 +45,7 @@ from iris.surfaces.origin import is_loopback
 def check_bind_safety(config: Config) -> None:
     """Refuse to expose an unauthenticated surface beyond this machine, and to start with a
     secret short enough to guess: an API key, fixed device token or metrics token needs ``MIN_SECRET``
-    characters, ``MIN_EXPOSED_SECRET`` on a bind beyond loopback (``iris.guard``)."""
+    characters, ``MIN_EXPOSED_SECRET`` on a bind beyond loopback (``iris.auth_throttle``)."""
     host = config.server.host
     least = MIN_SECRET if is_loopback(host) else MIN_EXPOSED_SECRET
     secrets = [("platforms.api_server.api_key", config.platforms.api_server.api_key)]

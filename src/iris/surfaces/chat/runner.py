@@ -70,7 +70,6 @@ from iris.agent.core import Turn
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
-from iris.limits import TurnSlot
 from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.state.controls import Controls
@@ -100,6 +99,7 @@ from iris.surfaces.chat.transport import choose
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
 from iris.tasks import OpenGroup, logged
+from iris.turn_slots import TurnSlot
 
 log = logging.getLogger(__name__)
 

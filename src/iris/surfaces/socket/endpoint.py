@@ -40,12 +40,12 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.approvals import Decision
+from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import RedisFrameLog, frame_log_for
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
-from iris.guard import client_address
 from iris.observability import metrics
 from iris.protocol import inbound
 from iris.protocol import types as protocol
@@ -73,7 +73,7 @@ INBOUND_RATE = 20.0  # frames a second a device may send, sustained
 INBOUND_BURST = 100  # ... and at once
 CLOSE_UNAUTHORIZED = 4401
 HOUSEKEEPING_EVERY = 60.0  # seconds between two trims of idle chats' logs
-CLOSE_THROTTLED = 4429  # too many failed authentications from the address (iris.guard)
+CLOSE_THROTTLED = 4429  # too many failed authentications from the address (iris.auth_throttle)
 CLOSE_BAD_REQUEST = 4400  # a malformed query parameter on an authenticated connection
 CLOSE_TOO_SLOW = 4008  # over its queue bound with frames that cannot be re-read later
 CLOSE_RATE_LIMITED = 4029  # kept sending far over its inbound budget
@@ -233,7 +233,9 @@ class IrisSurface:
     async def _serve(self, ws: WebSocket) -> None:
         guard, address = self.runtime.guard, client_address(ws.scope)
         wait = guard.refused(address, "iris")
-        if wait is not None:  # guessing: too many wrong tokens from this address (iris.guard)
+        if (
+            wait is not None
+        ):  # guessing: too many wrong tokens from this address (iris.auth_throttle)
             await _close(
                 ws,
                 CLOSE_THROTTLED,

@@ -37,7 +37,6 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
-from iris.limits import TurnSlot
 from iris.protocol import inbound
 from iris.protocol.frames import EncoderSettings, FrameEncoder, new_message_id
 from iris.protocol.types import Message, SentFile, ServerFrame
@@ -48,6 +47,7 @@ from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.socket.chats import session_key
 from iris.surfaces.socket.owners import Owners
 from iris.tasks import OpenGroup, logged
+from iris.turn_slots import TurnSlot
 
 log = logging.getLogger(__name__)
 

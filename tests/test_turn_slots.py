@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iris.limits import TurnLimiter
+from iris.turn_slots import TurnLimiter
 
 
 def test_turn_slots_bound_the_total_and_each_key() -> None:
