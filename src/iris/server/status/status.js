@@ -3,7 +3,7 @@
  * The /status page: scrapes /metrics every two seconds (with the operator's token) and draws
  * the dashboard's series live with uPlot. Everything comes from this server; nothing is kept.
  */
-import uPlot from './uplot/uPlot.esm.mjs';
+import uPlot from './vendor/uplot/uPlot.esm.mjs';
 import { meanBetween, parse, ratePerSecond, sumBy } from './prom.js';
 
 /** @typedef {import('./prom.js').Sample} Sample */
