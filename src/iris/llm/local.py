@@ -38,6 +38,7 @@ from iris.config import ModelConfig
 from iris.errors import LocalModelCrashed, ProviderError
 from iris.llm import gguf
 from iris.llm.base import ProviderRequest, RawDelta, RawText, RawUsage
+from iris.tasks import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,7 @@ class LocalProvider:
         self.threads = default_threads()
         self._worker: _Worker | None = None
         self._start_lock = asyncio.Lock()
+        self._launches = Supervisor()  # a launch outlives the turn that was cancelled during it
         self._active = 0  # requests in flight on the current worker
 
     # -- the worker process ------------------------------------------------------------------
@@ -226,7 +228,7 @@ class LocalProvider:
     async def _start(self) -> _Worker:
         # The launch is quick but blocking (the GGUF's header is read for its template): a
         # thread, shielded so that a cancelled turn cannot leave its process behind.
-        launching = asyncio.ensure_future(asyncio.to_thread(self._launch))
+        launching = self._launches.create_task(asyncio.to_thread(self._launch), name="local launch")
         try:
             worker, settings = await asyncio.shield(launching)
         except asyncio.CancelledError:
@@ -378,6 +380,7 @@ class LocalProvider:
             worker.process.kill()  # reaped by the next request's _current, or by aclose
 
     async def aclose(self) -> None:
+        await self._launches.wait()  # a cancelled turn's launch ends its own process
         async with self._start_lock:
             worker, self._worker = self._worker, None
             if worker is not None:
