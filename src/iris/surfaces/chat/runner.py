@@ -2,14 +2,15 @@
 
 ``ChatSurface`` connects every enabled platform and handles its messages:
 
-- in a group, channel or thread only a message addressed to the bot counts
-  (``platforms.<name>.groups``, ``_addressed``): one that mentions it, replies to one of its
+- admission (``admission``): in a group, channel or thread only a message addressed to the
+  bot counts (``platforms.<name>.groups``): one that mentions it, replies to one of its
   messages or is a command with its name, or any follow-up in a thread the bot answered in
   (unless ``strict_mention``); ``respond: all`` and ``free_channels`` answer everything.
   Anything else is ignored, strangers included. Private chats always answer.
 - only ``platforms.<name>.allowed_users`` reach the agent (by user id, or by user name with or
   without ``@``); anyone else gets a short refusal, at most once per ``REFUSAL_EVERY`` seconds,
-  and nothing else happens. An empty list allows nobody.
+  and nothing else happens. An empty list allows nobody. A message over ``max_text`` is
+  refused whole, with a note.
 - one session per conversation: a chat, or a thread within it (Telegram forum topic, Slack
   thread, Discord thread: ``conversation_key``); a new thread starts empty, ``/new`` in a
   thread resets that thread only, and every call of its reply carries its thread.
@@ -65,7 +66,7 @@ from typing import Any, Literal, cast
 from starlette.routing import BaseRoute
 
 from iris.agent.approvals import Decision
-from iris.agent.conversation import Conversation, Exchange, TurnOptions, UserMessage
+from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
@@ -74,6 +75,7 @@ from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.state.controls import Controls
 from iris.surfaces.actions import CommandTarget, execute
+from iris.surfaces.chat.admission import Refusals, addressed, allowed, too_long
 from iris.surfaces.chat.attachments import gather
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.line import Line, Place
@@ -105,14 +107,10 @@ log = logging.getLogger(__name__)
 
 PlatformFactory = Callable[[Config], ChatPlatform]
 
-REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
-REFUSAL_EVERY = 600.0
 BUSY = "Busy right now, please try again in a moment."
 QUEUED = "⏳ Queued ({ahead} ahead of you): I'll answer as soon as it's your turn."
 # Seconds a message waits in line (typing shown) before the queued note.
 QUEUED_AFTER = 3.0
-TOO_LONG = "⚠️ That message is {length} characters; the limit is {most}. Please send less."
-_REFUSED_MEMORY = 10_000
 # Throttles of chats kept at most, by seat (the least recently used go first: by then their
 # budget has long refilled; a conversation keeps its own).
 _THROTTLES_KEPT = 10_000
@@ -185,7 +183,7 @@ class ChatSurface:
         self._conversations: dict[str, _Conversation] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
         self._group = OpenGroup()  # from start to stop
-        self._refused: dict[tuple[str, str], float] = {}
+        self._refusals = Refusals()
         # (platform, seat) -> the throttle of a chat that has no conversation (yet).
         self._throttles: OrderedDict[tuple[str, str], Throttle] = OrderedDict()
         self._connected: list[ChatPlatform] = []
@@ -308,10 +306,12 @@ class ChatSurface:
             return
         if not message.text.strip() and not message.attachments:
             return
-        if not self._addressed(platform.name, message):
+        settings = getattr(self.runtime.config.platforms, platform.name)
+        known = self._conversations.get(conversation_key(message))
+        if not addressed(settings, message, known is not None and known.answered):
             log.debug("%s: not addressed to the bot in %s: ignored", platform.name, message.chat_id)
             return
-        if not self._allowed(platform.name, message):
+        if not allowed(settings, message):
             self._spawn(self._refuse(platform, message))
             return
         conversation = self._conversation(message)
@@ -319,9 +319,8 @@ class ChatSurface:
         if command is not None:
             self._spawn(self._command(platform, message, conversation, command))
             return
-        most = getattr(self.runtime.config.platforms, platform.name).max_text
-        if len(message.text) > most:  # refused whole, as the iris socket does: no model call
-            note = TOO_LONG.format(length=len(message.text), most=most)
+        note = too_long(settings, message)
+        if note is not None:  # refused whole, as the iris socket does: no model call
             self._spawn(self._send_once(platform, message, conversation, note))
             return
         conversation.latest += 1
@@ -330,7 +329,7 @@ class ChatSurface:
         # the others in its history (finding 3 of the second hardening pass: a flood made one
         # model request per message). A message in a quiet chat runs at once.
         now = time.monotonic()
-        debounce = getattr(self.runtime.config.platforms, platform.name).debounce
+        debounce = settings.debounce
         settle = debounce > 0 and (
             now - conversation.arrived < debounce or conversation.turn is not None
         )
@@ -367,7 +366,7 @@ class ChatSurface:
         shown = (platform.name, message.message_id)
         if prompt is None or (prompt.platform, prompt.message_id) != shown:
             pass
-        elif not self._allowed(platform.name, message):
+        elif not allowed(getattr(self.runtime.config.platforms, platform.name), message):
             log.warning(
                 "approval press by %s user %s (%s) refused: not allowed",
                 platform.name,
@@ -407,49 +406,13 @@ class ChatSurface:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _addressed(self, name: str, message: IncomingMessage) -> bool:
-        """Is the message for the bot (``platforms.<name>.groups``)? Private chats always are.
-
-        A follow-up in a thread the bot answered in (or that hangs from one of its messages)
-        needs no mention unless ``strict_mention``: several bots in one thread each see only
-        what names them."""
-        groups = getattr(getattr(self.runtime.config.platforms, name), "groups", None)
-        if not message.is_group or message.addressed or groups is None:  # WhatsApp: no groups
-            return True
-        if groups.respond == "all" or message.chat_id in groups.free_channels:
-            return True
-        if groups.strict_mention or not message.thread:
-            return False
-        conversation = self._conversations.get(conversation_key(message))
-        return message.bot_thread or (conversation is not None and conversation.answered)
-
-    def _allowed(self, name: str, message: IncomingMessage) -> bool:
-        """By user id; by user name (``@`` optional, any case) only with ``match_usernames``:
-        a name can be given up and taken by someone else, an id cannot."""
-        settings = getattr(self.runtime.config.platforms, name)
-        allowed: list[str | int] = settings.allowed_users
-        # WhatsApp has no ``match_usernames``: its profile names are anyone's to choose.
-        by_name = bool(getattr(settings, "match_usernames", False))
-        handle = message.user_name.lstrip("@").lower() if by_name else ""
-        for entry in allowed:
-            text = str(entry)
-            if text == message.user_id or (handle and text.lstrip("@").lower() == handle):
-                return True
-        return False
-
     async def _refuse(self, platform: ChatPlatform, message: IncomingMessage) -> None:
-        key = (platform.name, message.user_id)
-        now = time.monotonic()
-        if now - self._refused.get(key, float("-inf")) < REFUSAL_EVERY:
+        refusal = self._refusals.due(platform.name, message.user_id, time.monotonic())
+        if refusal is None:
             return
-        if len(self._refused) > _REFUSED_MEMORY:
-            # Strangers are unbounded; only the recent ones need remembering.
-            self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSAL_EVERY}
-        self._refused[key] = now
         log.warning("refused %s user %s (%s)", platform.name, message.user_id, message.user_name)
         # In a group the chat may have a conversation of allowed users: share its budget.
         conversation = self._conversations.get(conversation_key(message))
-        refusal = REFUSAL.format(user_id=message.user_id)
         await self._say(platform, message, conversation, refusal, "refusal")
 
     async def _handle(
@@ -709,18 +672,9 @@ class ChatSurface:
             conversation.turn = conversation.consumer = None
             conversation.next_draft = consumer.next_draft
             conversation.native_refused |= consumer.native_refused
-        await self._keep_compaction(exchange)
-        try:
-            # A turn whose stream broke has no record of its own: the reply as the user saw it.
-            await exchange.keep_reply(outcome, consumer.reply.cut_text)
-        except StoreUnavailable:  # logged by the conversation; the reply was delivered
-            return
-        await exchange.keep_usage(outcome)
-
-    async def _keep_compaction(self, exchange: Exchange) -> None:
-        """The turn's first keep: the cut its compaction made (``Exchange.keep_cut``); if this
-        breaks, the turn crashed, and its history keeps the question alone."""
-        await exchange.keep_cut()
+        # A turn whose stream broke has no record of its own: the reply as the user saw it.
+        # One not kept is logged by the conversation; the user has it in the chat already.
+        await exchange.keep(outcome, consumer.reply.cut_text)
 
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:
