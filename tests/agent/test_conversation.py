@@ -249,7 +249,7 @@ async def test_a_question_the_history_cannot_take_starts_no_turn(
     assert upstream.requests == []
 
 
-async def test_a_reply_the_history_cannot_take_is_logged_once_as_an_error_and_raised(
+async def test_a_reply_the_history_cannot_take_is_logged_once_as_an_error_and_not_kept(
     sqlite_chat: tuple[Conversation, Path], upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     conversation, path = sqlite_chat
@@ -258,8 +258,9 @@ async def test_a_reply_the_history_cannot_take_is_logged_once_as_an_error_and_ra
     async with exchange.turn as turn:
         end = await last_event(turn)
     caplog.set_level(logging.WARNING, CONVERSATION_LOG)
-    with exclusive_lock(path), pytest.raises(StoreUnavailable):
-        await exchange.keep(end)
+    with exclusive_lock(path):
+        assert await exchange.keep(end) is False
+    assert isinstance(exchange.unkept, StoreUnavailable)
     records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == CONVERSATION_LOG]
     assert len(records) == 1 and records[0][0] == logging.ERROR
     assert records[0][1].startswith("reply of test:chat not kept")

@@ -209,7 +209,9 @@ class Chat:
             end = await show_turn(self._asking(turn), renderer, self.screen)
         await self._answering.wait()
         # A failed or interrupted reply stays in the conversation as far as it was shown.
-        await exchange.keep(end)
+        if not await exchange.keep(end):
+            assert exchange.unkept is not None
+            raise exchange.unkept
 
     async def _asking(self, events: AsyncIterable[Event]) -> AsyncIterator[Event]:
         """The turn's events, with its approval requests asked on the screen."""

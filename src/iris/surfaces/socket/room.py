@@ -363,8 +363,9 @@ class ChatRoom:
                 # Kept before the turn's last frames go out: a device may act on them (the
                 # next message, /new) at once. A turn that lost its lease keeps nothing: the
                 # new owner repairs the history with the text devices saw.
-                if self._still_owner():
-                    await exchange.keep(end)
+                if self._still_owner() and not await exchange.keep(end):
+                    assert exchange.unkept is not None
+                    raise exchange.unkept  # the turn ends with the store's failure
                 self._finishing = True
 
             await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
