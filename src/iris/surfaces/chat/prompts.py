@@ -16,19 +16,25 @@ request waits and how it ended; the runner asks nobody on a platform without but
 (WhatsApp): a tool that asks is refused there at once.
 
 Pure: rendering, the registry, and ``ReplyPrompts`` (the approval messages of one reply, in
-the order they go out); the platform calls are the adapters', the pacing the consumer's.
+the order they go out); the platform calls are the adapters', the pacing the consumer's. The
+one exception is a press (``Prompts.answer``): it answers the broker and tells the presser.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from iris.agent.approvals import Decision, Outcome
+from iris.agent.approvals import Approvals, Decision, Outcome
+from iris.errors import StoreUnavailable
 from iris.events import ApprovalRequested, ApprovalResolved
+from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError
 from iris.surfaces.chat.splitter import Unit, measure, split
+
+log = logging.getLogger(__name__)
 
 PREFIX = "iris-approval"
 _CODES: dict[str, Decision] = {"o": "once", "c": "chat", "d": "deny"}
@@ -203,6 +209,55 @@ class Prompts:
     def find(self, approval_id: str) -> OpenPrompt | None:
         token = self._tokens.get(approval_id)
         return None if token is None else self._by_token.get(token)
+
+    async def answer(
+        self, approvals: Approvals, platform: str, message: IncomingMessage, allowed: bool
+    ) -> None:
+        """A press of a prompt's button (``message.press``): the answer, if it counts (on the
+        very message that shows the request's buttons, by a user ``allowed`` in); the presser
+        is told the outcome where only they see it (every press is answered once)."""
+        press = message.press
+        assert press is not None
+        parsed = parse_press(press.data)
+        prompt = self.get(parsed[0]) if parsed is not None else None
+        note, refused = NOT_OPEN, True
+        shown = (platform, message.message_id)
+        if prompt is None or parsed is None or (prompt.platform, prompt.message_id) != shown:
+            pass
+        elif not allowed:
+            log.warning(
+                "approval press by %s user %s (%s) refused: not allowed",
+                platform,
+                message.user_id,
+                message.user_name,
+            )
+            note = NOT_ALLOWED
+        else:
+            by = message.user_name or message.user_id
+            note, refused = await _respond(approvals, prompt, parsed[1], by)
+        try:
+            await press.answer(note, refused)
+        except PlatformError as exc:
+            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
+
+
+async def _respond(
+    approvals: Approvals, prompt: OpenPrompt, decision: Decision, by: str
+) -> tuple[str, bool]:
+    """Answer the request; what the presser is told, and whether nothing changed."""
+    try:
+        match await approvals.respond(prompt.approval_id, decision, by, chat_id=prompt.session):
+            case "decided":
+                return f"{LABELS[decision]}: {prompt.name}", False
+            case "already_decided":
+                resolution = await approvals.resolution(prompt.approval_id)
+                if resolution is None:
+                    return "Already decided.", True
+                return f"Already decided: {resolution.decision} by {resolution.by}.", True
+            case "unknown":
+                return NOT_OPEN, True
+    except StoreUnavailable as exc:  # the shared store: the answer was not recorded
+        return f"Not recorded, please try again: {exc.message}", True
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,6 @@ from typing import Any, Literal, cast
 
 from starlette.routing import BaseRoute
 
-from iris.agent.approvals import Decision
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.config import Config, Surface
@@ -89,12 +88,7 @@ from iris.surfaces.chat.platforms.base import (
 )
 from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.prompts import (
-    LABELS,
-    NOT_ALLOWED,
-    NOT_OPEN,
-    OpenPrompt,
     Prompts,
-    parse_press,
 )
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
@@ -355,51 +349,11 @@ class ChatSurface:
         turn.interrupt()
 
     async def _press(self, platform: ChatPlatform, message: IncomingMessage) -> None:
-        """A press of an approval prompt's button: the answer, if it counts; the presser is
-        told the outcome where only they see it (every press is answered once)."""
-        press = message.press
-        assert press is not None
-        parsed = parse_press(press.data)
-        prompt = self.prompts.get(parsed[0]) if parsed is not None else None
-        note, refused = NOT_OPEN, True
-        # The press must be on the very message that shows the request's buttons.
-        shown = (platform.name, message.message_id)
-        if prompt is None or (prompt.platform, prompt.message_id) != shown:
-            pass
-        elif not allowed(getattr(self.runtime.config.platforms, platform.name), message):
-            log.warning(
-                "approval press by %s user %s (%s) refused: not allowed",
-                platform.name,
-                message.user_id,
-                message.user_name,
-            )
-            note = NOT_ALLOWED
-        else:
-            assert parsed is not None
-            decision = parsed[1]
-            by = message.user_name or message.user_id
-            note, refused = await self._respond(prompt, decision, by)
-        try:
-            await press.answer(note, refused)
-        except PlatformError as exc:
-            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
-
-    async def _respond(self, prompt: OpenPrompt, decision: Decision, by: str) -> tuple[str, bool]:
-        """Answer the request; what the presser is told, and whether nothing changed."""
-        approvals = self.runtime.approvals
-        try:
-            match await approvals.respond(prompt.approval_id, decision, by, chat_id=prompt.session):
-                case "decided":
-                    return f"{LABELS[decision]}: {prompt.name}", False
-                case "already_decided":
-                    resolution = await approvals.resolution(prompt.approval_id)
-                    if resolution is None:
-                        return "Already decided.", True
-                    return f"Already decided: {resolution.decision} by {resolution.by}.", True
-                case "unknown":
-                    return NOT_OPEN, True
-        except StoreUnavailable as exc:  # the shared store: the answer was not recorded
-            return f"Not recorded, please try again: {exc.message}", True
+        """A press of an approval prompt's button (``Prompts.answer``)."""
+        settings = getattr(self.runtime.config.platforms, platform.name)
+        await self.prompts.answer(
+            self.runtime.approvals, platform.name, message, allowed(settings, message)
+        )
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self._group.create_task(logged(work, "handling a chat message"))
