@@ -27,7 +27,6 @@ that edits too. A chat the platform closed (``ChatClosed``) gets nothing more of
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
@@ -60,17 +59,9 @@ from iris.surfaces.chat.prompts import (
     SendPart,
     SendPrompt,
 )
-from iris.surfaces.chat.reply import Action, Delete, Draft, Edit, Reply, Send
+from iris.surfaces.chat.reply import Action, Delete, Draft, Edit, Send
 from iris.surfaces.chat.throttle import Throttle
-from iris.surfaces.chat.transport import (
-    STREAM_APPEND_MAX,
-    DraftTransport,
-    EditTransport,
-    StreamTransport,
-    Transport,
-    can_delete,
-    unquoted,
-)
+from iris.surfaces.chat.transport import StreamTransport, plan_for, unquoted
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.driver import Clock, Sleep, drive, loop_clock
 
@@ -106,38 +97,17 @@ class StreamConsumer:
         self.clock = clock
         self.sleep = sleep
         self._drafts_refused = False
-        caps = platform.capabilities
-        self.transport: Transport
-        match None if native is None else native.kind:
-            case "draft":
-                self.transport = DraftTransport(
-                    platform, chat_id, self.thread, can_stop=display.can_stop
-                )
-                self.reply = Reply(
-                    caps,
-                    display,
-                    preview=streaming,
-                    mode="draft",
-                    draws=self.transport.draws,
-                    first_draft=first_draft,
-                )
-            case "stream":
-                self.transport = StreamTransport(platform, chat_id, self.thread)
-                caps = dataclasses.replace(caps, max_length=min(caps.max_length, STREAM_APPEND_MAX))
-                self.reply = Reply(
-                    caps, display, preview=streaming, mode="stream", draws=self.transport.draws
-                )
-            case None if blocks(caps.can_edit, display) and streaming:
-                self.transport = EditTransport(platform, chat_id, self.thread, quote or unquoted)
-                self.reply = Reply(caps, display, preview=True, mode="blocks")
-            case None:
-                self.transport = EditTransport(platform, chat_id, self.thread, quote or unquoted)
-                streaming = streaming and display.transport != "final"
-                deletes = can_delete(platform)
-                fresh = display.fresh_final_after if deletes else 0.0
-                self.reply = Reply(
-                    caps, display, preview=streaming, fresh_after=fresh, deletes=deletes
-                )
+        self.transport, self.reply = plan_for(
+            platform,
+            chat_id,
+            self.thread,
+            display=display,
+            streaming=streaming,
+            native=native,
+            first_draft=first_draft,
+            quote=quote or unquoted,
+        )
+        caps = self.reply.caps
         self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )
@@ -365,11 +335,3 @@ class StreamConsumer:
             reply.failed(action, throttle, self.clock(), maybe_landed=False)
         finally:
             metrics.chat_call(self.platform.name, type(action).__name__.lower(), status)
-
-
-def blocks(can_edit: bool, display: ResolvedDisplay) -> bool:
-    """Does a streamed reply go out in blocks? Where the platform cannot edit, unless the
-    transport says ``final``; anywhere it says ``blocks``."""
-    if display.transport == "blocks":
-        return True
-    return not can_edit and display.transport != "final"
