@@ -23,7 +23,7 @@ from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text
 from tests.scale.conftest import RedisServer, serve_on_redis
 from tests.socket.conftest import Device
-from tests.socket.test_devices import iris, pair
+from tests.socket.pairing import iris, pair
 
 pytestmark = pytest.mark.timeout(90)
 

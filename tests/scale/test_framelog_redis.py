@@ -24,7 +24,7 @@ from iris.protocol.types import RULES
 from iris.state.lease import LeaseLost
 from iris.state.redis_store import RedisStore
 from tests.scale.conftest import RedisServer
-from tests.socket.test_fanout import check_plan, drain, ops, reply, seqs, update
+from tests.socket.fanout_plans import check_plan, drain, ops, reply, seqs, update
 
 Make = Callable[..., Hub]
 
