@@ -16,7 +16,7 @@ from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, gated, text, tool_call
 from tests.observability.helpers import METRICS, TOKEN, log_lines, scrape
 from tests.scale.conftest import socket_url
-from tests.scale.test_fanout_two_processes import device
+from tests.scale.devices import device
 from tests.socket.conftest import TOKEN as DEVICE_TOKEN
 
 pytestmark = pytest.mark.timeout(90)

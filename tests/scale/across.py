@@ -15,8 +15,8 @@ from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text
 from tests.scale import test_data_background, test_data_processes
 from tests.scale.conftest import Shared, serve_on_redis
-from tests.scale.test_data_processes import Process
-from tests.scale.test_pollers import CHAT, USER, bot_servers, said
+from tests.scale.pollers import CHAT, USER, bot_servers, said
+from tests.scale.processes import Process
 
 
 @contextlib.contextmanager

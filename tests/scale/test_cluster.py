@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
@@ -39,11 +37,13 @@ from tests.scale import (
     test_turns_processes,
 )
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.scale.test_data_processes import Process
-from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
-from tests.scale.test_framelog_redis import check_two_hubs, plans, typing, update
+from tests.scale.devices import STREAMING, chat_frames, device, increasing
+from tests.scale.framelog_plans import check_two_hubs, plans, typing
+from tests.scale.processes import Process
+from tests.scale.refusals import refusal
 from tests.scale.topologies import REDIS_CLI, REDIS_SERVER, Cluster
 from tests.socket.conftest import TOKEN
+from tests.socket.fanout_plans import update
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -440,28 +440,6 @@ async def test_two_pollers_for_one_bot_on_a_cluster_one_polls_and_the_standby_ta
     tmp_path: Path, cluster: Cluster, cluster_store: dict[str, Any], upstream: FakeUpstream
 ) -> None:
     await across.standby_poller_takes_over(tmp_path, upstream, cluster, cluster_store)
-
-
-# -- a store of the wrong kind: one line at start --------------------------------------------------
-def refusal(tmp_path: Path, store: dict[str, Any]) -> str:
-    """The one line ``iris serve`` refuses to start with (exit code not 0)."""
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "platforms: {iris: {enabled: false}}\n"
-        f"server: {{port: {free_port()}}}\n"
-        f"store: {{path: {tmp_path / 'iris.db'}, {', '.join(f'{k}: {v}' for k, v in store.items())}}}\n"
-    )
-    config.chmod(0o600)
-    done = subprocess.run(
-        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 def test_a_cluster_node_in_single_mode_is_one_line_naming_store_mode(

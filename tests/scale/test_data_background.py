@@ -17,15 +17,13 @@ from openai import OpenAI
 
 from iris.state.background import SharedRuns
 from iris.state.redis_store import RedisStore
+from tests.api.background_runs import payload, until
 from tests.api.openresponses import valid_response
-from tests.api.test_background import payload, until
 from tests.fakes.upstream import FakeUpstream, gated, hold, text
 from tests.scale.conftest import RedisServer, serve_on_redis
-from tests.scale.test_data_processes import Process, processes
+from tests.scale.processes import Process
 
 pytestmark = pytest.mark.timeout(90)
-
-__all__ = ["processes"]  # the fixture, shared with the other data tests
 
 
 def test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate(

@@ -7,71 +7,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
-from openai import OpenAI
-from websockets.asyncio.client import connect
 
 from iris.private import write_private
-from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text
-from tests.scale.conftest import RedisServer, serve_on_redis
-from tests.socket.conftest import Device
+from tests.scale.processes import TOKEN, Process
 from tests.socket.pairing import iris, pair
 
 pytestmark = pytest.mark.timeout(90)
-
-TOKEN = "config-token-0123456789"
-
-
-@dataclass
-class Process:
-    served: Served
-    url: str
-    config: Path
-
-    @property
-    def ws(self) -> str:
-        return self.url.replace("http://", "ws://") + "/iris/ws"
-
-    def client(self) -> OpenAI:
-        return OpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0, timeout=10)
-
-    async def device(self, token: str, *, chat_id: str | None = None, ready: bool = True) -> Device:
-        device = Device(await connect(self.ws, open_timeout=10))
-        hello: dict[str, Any] = {"type": "hello", "token": token}
-        if chat_id is not None:
-            hello["chat_id"] = chat_id
-        await device.send(hello)
-        if ready:
-            frame = await device.recv()
-            assert frame["type"] == "ready", frame
-        return device
-
-
-@pytest.fixture
-def processes(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
-) -> Iterator[tuple[Process, Process]]:
-    with serve_on_redis(
-        tmp_path,
-        upstream.base_url,
-        redis_server,
-        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-    ) as running:
-        started = [
-            Process(served, url, tmp_path / f"{name}.yaml")
-            for name, (served, url) in zip(("a", "b"), running, strict=True)
-        ]
-        for process in started:
-            process.config.chmod(0o600)
-        yield started[0], started[1]
 
 
 def sent(upstream: FakeUpstream) -> list[tuple[str, Any]]:

@@ -3,21 +3,17 @@ process sees the same frames under the same seqs, and a device may come back on 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from websockets.asyncio.client import connect
 
 from tests.fakes.upstream import FakeUpstream, gated
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.socket.conftest import TOKEN, WAIT, Device
+from tests.scale.devices import STREAMING, chat_frames, device, essential, increasing
+from tests.socket.conftest import TOKEN
 
 RECONNECT_WAIT = 20.0  # seconds a device waits for a turn that follows a Redis restart
-
-STREAMING: dict[str, Any] = {"enabled": True}
 
 
 @pytest.fixture
@@ -35,31 +31,6 @@ def two(
         display={"platforms": {"iris": {"buffer_threshold": 1}}},
     ) as running:
         yield socket_url(running[0][1]), socket_url(running[1][1])
-
-
-async def device(url: str, after_seq: int | None = None) -> Device:
-    ws = await connect(url, open_timeout=WAIT)
-    dev = Device(ws)
-    hello: dict[str, Any] = {"type": "hello", "token": TOKEN}
-    if after_seq is not None:
-        hello["after_seq"] = after_seq
-    await dev.send(hello)
-    assert (await dev.recv())["type"] == "ready"
-    return dev
-
-
-def chat_frames(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The chat-scoped frames (connection-scoped ones repeat the last seq)."""
-    return [f for f in frames if f["type"] not in ("ready", "pong", "sync", "command")]
-
-
-def increasing(frames: list[dict[str, Any]]) -> bool:
-    return all(a["seq"] < b["seq"] for a, b in itertools.pairwise(frames))
-
-
-def essential(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What no device may miss: everything but superseded snapshots."""
-    return [f for f in frames if f["type"] != "message.update"]
 
 
 async def test_devices_on_both_processes_see_one_log(

@@ -21,9 +21,9 @@ from tests.scale import (
     test_turns_processes,
 )
 from tests.scale.conftest import serve_on_redis, socket_url
-from tests.scale.test_cluster import refusal
-from tests.scale.test_data_processes import Process
-from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
+from tests.scale.devices import STREAMING, chat_frames, device, increasing
+from tests.scale.processes import Process
+from tests.scale.refusals import refusal
 from tests.scale.topologies import REDIS_SERVER, SentinelSetup
 from tests.socket.conftest import TOKEN
 

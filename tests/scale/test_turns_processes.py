@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, gated, text
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
+from tests.scale.devices import STREAMING, chat_frames, device, increasing
 from tests.socket.conftest import TOKEN, Device
 
 pytestmark = pytest.mark.timeout(60)
