@@ -272,25 +272,31 @@ class StreamConsumer:
                 # Answered, failed or timed out: the call's slot also counts from now.
                 self.throttle.answered(self.clock())
 
+    async def _deliver(self, action: Action) -> None:
+        """Make ``action``'s platform call; the reply hears that it landed."""
+        reply, throttle = self.reply, self.throttle
+        match action:
+            case Send():
+                message_id = await self.transport.send(action)
+                reply.landed(action, throttle, message_id)
+            case Edit():
+                await self.transport.edit(action)
+                reply.landed(action, throttle)
+            case Draft():
+                await self.transport.draft(action)
+                reply.landed(action, throttle)
+            case Delete():
+                await self.transport.delete(action)
+                reply.landed(action, throttle)
+            case _:
+                assert_never(action)
+
     async def _call(self, action: Action) -> None:
+        """``_deliver``, with the platform's answer told to the reply whatever it is."""
         reply, throttle = self.reply, self.throttle
         status = "cancelled"  # of this call, for iris_chat_platform_calls
         try:
-            match action:
-                case Send():
-                    message_id = await self.transport.send(action)
-                    reply.landed(action, throttle, message_id)
-                case Edit():
-                    await self.transport.edit(action)
-                    reply.landed(action, throttle)
-                case Draft():
-                    await self.transport.draft(action)
-                    reply.landed(action, throttle)
-                case Delete():
-                    await self.transport.delete(action)
-                    reply.landed(action, throttle)
-                case _:
-                    assert_never(action)
+            await self._deliver(action)
             status = "ok"
         except ChatClosed as exc:
             status = "closed"

@@ -567,38 +567,15 @@ class ChatSurface:
         sequence: int,
     ) -> None:
         """Run the turn for ``user`` and deliver it; keep what it leaves in the history."""
-        config = self.runtime.config
         name = cast(Surface, platform.name)
-        display = config.display_for(name)
         refused: StoreUnavailable | None = None
         try:  # the chat's /model and /reasoning, wherever they were sent (a shared store)
             controls = await chat.controls()
         except StoreUnavailable as exc:  # the turn cannot start: said below, like any failure
             controls, refused = Controls(), exc
-        display = display.model_copy(
-            update={"show_reasoning": controls.reasoning(display.show_reasoning)}
-        )
-        streaming = config.streams(name)
-        throttle = self._throttle(platform, message, conversation)
-        native = None
-        if streaming and not conversation.native_refused:
-            native = choose(platform, message, display.transport)
-        consumer = StreamConsumer(
-            platform,
-            message.chat_id,
-            display=display,
-            streaming=streaming,
-            throttle=throttle,
-            thread=message.thread,
-            native=native,
-            first_draft=conversation.next_draft,
-            # Once a newer message overtook this one, the reply's messages say what they answer.
-            quote=lambda: message.message_id if sequence != conversation.latest else "",
-            prompts=self.prompts,
-            session=chat.session,
-        )
+        consumer = self._consumer(platform, message, conversation, chat, controls, sequence)
         options = TurnOptions(
-            stream=streaming,
+            stream=self.runtime.config.streams(name),
             metadata={
                 "surface": "chat",
                 "platform": name,
@@ -629,6 +606,42 @@ class ChatSurface:
         # A turn whose stream broke has no record of its own: the reply as the user saw it.
         # One not kept is logged by the conversation; the user has it in the chat already.
         await exchange.keep(outcome, consumer.reply.cut_text)
+
+    def _consumer(
+        self,
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        conversation: _Conversation,
+        chat: Conversation,
+        controls: Controls,
+        sequence: int,
+    ) -> StreamConsumer:
+        """What writes the turn's reply in the chat, as the platform's display settings and
+        the chat's controls say."""
+        config = self.runtime.config
+        name = cast(Surface, platform.name)
+        display = config.display_for(name)
+        display = display.model_copy(
+            update={"show_reasoning": controls.reasoning(display.show_reasoning)}
+        )
+        streaming = config.streams(name)
+        native = None
+        if streaming and not conversation.native_refused:
+            native = choose(platform, message, display.transport)
+        return StreamConsumer(
+            platform,
+            message.chat_id,
+            display=display,
+            streaming=streaming,
+            throttle=self._throttle(platform, message, conversation),
+            thread=message.thread,
+            native=native,
+            first_draft=conversation.next_draft,
+            # Once a newer message overtook this one, the reply's messages say what they answer.
+            quote=lambda: message.message_id if sequence != conversation.latest else "",
+            prompts=self.prompts,
+            session=chat.session,
+        )
 
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:
