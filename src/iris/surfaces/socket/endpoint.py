@@ -59,7 +59,7 @@ from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
-from iris.surfaces.socket.flood import Budget
+from iris.surfaces.socket.flood import FrameBucket
 from iris.surfaces.socket.owners import Owners
 from iris.surfaces.socket.room import INTERRUPTED, OWNER_LOST, ChatRoom, encoder_settings
 from iris.tasks import OpenGroup, logged, task_group
@@ -349,7 +349,7 @@ class _Connection:
         self.room = room
         self.subscription = subscription
         self._bad: deque[float] = deque()
-        self._budget = Budget(INBOUND_RATE, INBOUND_BURST)
+        self._budget = FrameBucket(INBOUND_RATE, INBOUND_BURST)
         self._sender: asyncio.Task[None] | None = None
         self._group: asyncio.TaskGroup | None = None  # the connection's tasks
 
