@@ -49,6 +49,17 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class ExtraParams(_Section):
+    """``model.extra_params``: the extension parameters (``top_k``, ``min_p``, OpenRouter's
+    ``provider``...) this endpoint takes besides its kind's list (``iris.llm.params``).
+    ``allow``: more names passed on as sent; ``deny``: names refused with a 400; ``set``: values
+    sent on every request (a client's own value replaces one, unless its name is denied)."""
+
+    allow: list[str] = Field(default_factory=list[str])
+    deny: list[str] = Field(default_factory=list[str])
+    set: dict[str, Any] = Field(default_factory=dict[str, Any])
+
+
 class ModelEndpoint(_Section):
     provider: Literal["chat_completions", "responses", "local"] = "chat_completions"
     base_url: str | None = None
@@ -56,6 +67,17 @@ class ModelEndpoint(_Section):
     api_key_env: str | None = None
     name: str = ""
     timeout: float = 60.0
+    extra_params: ExtraParams = Field(default_factory=ExtraParams)
+
+    @model_validator(mode="after")
+    def _extras_fit(self) -> ModelEndpoint:
+        extra = self.extra_params
+        if self.provider == "responses" and (extra.allow or extra.set):
+            raise ValueError(
+                "extra_params: a responses provider (OpenAI's Responses API) takes no "
+                "extension parameters; allow and set are for chat_completions and local"
+            )
+        return self
 
     def resolved_api_key(self) -> str:
         if self.api_key:
@@ -205,8 +227,19 @@ class ApiServerConfig(_Section):
     # million characters of text is past every model's context window.
     max_messages: int = Field(default=2048, ge=1)
     max_input_chars: int = Field(default=1_000_000, ge=1)
-    # Agent tools run inside Iris when the client sends no tools of its own.
-    agent_tools: bool = True
+    # Who gets Iris's own tools (terminal, read_file, MCP): ``on_request`` only a request for
+    # the model ``iris-agent``; ``always`` every request without tools of its own; ``never``
+    # nobody. Never a request with ``response_format`` or an app's background task (an Open
+    # WebUI title), and never without ``api_key``. (``true``/``false``: ``always``/``never``.)
+    agent_tools: Literal["on_request", "always", "never"] = "on_request"
+
+    @field_validator("agent_tools", mode="before")
+    @classmethod
+    def _agent_tools_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return "always" if value else "never"
+        return value
+
     # Background responses: the events of an ended one are kept this many seconds for
     # resumed streams, and at most this many ended ones (the stored response outlives both).
     background_ttl: float = Field(default=3600.0, gt=0)
@@ -680,7 +713,7 @@ streaming:
 
 # server: {host: 127.0.0.1, port: 8642, allowed_hosts: [], cors_origins: [], max_turns: 32}
 # platforms:
-#   api_server: {enabled: true, api_key: null, max_concurrent: 16}
+#   api_server: {enabled: true, api_key: null, max_concurrent: 16, agent_tools: on_request}
 #   iris: {enabled: true, tokens: [change-me]}
 # tools:
 #   enabled: [terminal, read_file]

@@ -38,7 +38,7 @@ def test_iris_serve_starts_the_server_and_its_child_sees_no_provider_key(
     _, url = served(platforms={"api_server": {"api_key": KEY}}, mcp_servers={"fake": stdio()})
     upstream.script(tool_call("mcp_fake_env", [json.dumps({"name": "OPENAI_API_KEY"})]), text("ok"))
     with OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=20) as api:
-        reply = api.chat.completions.create(model="fake-model", messages=USER)
+        reply = api.chat.completions.create(model="iris-agent", messages=USER)
     assert reply.choices[0].message.content == "ok"
     assert "mcp_fake_env" in offered(upstream, 0)
     assert tool_message(upstream, 1) == "<unset>"

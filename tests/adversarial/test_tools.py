@@ -48,7 +48,7 @@ def test_tool_choice_none_the_models_terminal_call_does_not_run(
     marker = tmp_path / "pwned"
     upstream.script(tool_call("terminal", [json.dumps({"command": f"touch {marker}"})]), text("ok"))
     with client(url) as api:
-        reply = api.chat.completions.create(model="fake-model", messages=USER, tool_choice="none")
+        reply = api.chat.completions.create(model="iris-agent", messages=USER, tool_choice="none")
     assert upstream.requests[0].body.get("tools") in (None, [])
     assert not marker.exists()
     assert reply.choices[0].message.content == "ok"
@@ -65,7 +65,7 @@ def test_tool_choice_none_on_responses_does_not_run_either(
     marker = tmp_path / "pwned"
     upstream.script(tool_call("terminal", [json.dumps({"command": f"touch {marker}"})]), text("ok"))
     with client(url) as api:
-        response = api.responses.create(model="fake-model", input="hi", tool_choice="none")
+        response = api.responses.create(model="iris-agent", input="hi", tool_choice="none")
     assert not marker.exists()
     assert response.output_text == "ok"
 
@@ -75,7 +75,7 @@ def test_agent_tools_off_the_models_terminal_call_does_not_run(
 ) -> None:
     _, url = served(
         platforms={
-            "api_server": {"api_key": KEY, "agent_tools": False},
+            "api_server": {"api_key": KEY, "agent_tools": "never"},
             "iris": {"enabled": False},
         },
         tools={"terminal": {"cwd": str(tmp_path)}},
@@ -114,7 +114,7 @@ def test_read_file_refuses_secrets_outside_its_root_and_iris_own_files(
     calls = [("read_file", [json.dumps({"path": p})], f"call_{n}") for n, p in enumerate(paths)]
     upstream.script(tool_calls(calls), text("ok"))
     with client(url) as api:
-        reply = api.chat.completions.create(model="fake-model", messages=USER)
+        reply = api.chat.completions.create(model="iris-agent", messages=USER)
     assert reply.choices[0].message.content == "ok"
     results = tool_messages(upstream, 1)
     assert len(results) == len(paths)
@@ -138,7 +138,7 @@ def test_terminal_commands_never_see_the_servers_keys(
     )
     upstream.script(tool_call("terminal", ['{"command": "env"}']), text("ok"))
     with client(url) as api:
-        api.chat.completions.create(model="fake-model", messages=USER)
+        api.chat.completions.create(model="iris-agent", messages=USER)
     (result,) = tool_messages(upstream, 1)
     assert "PATH=" in result
     for secret in ("sk-server-secret", "ghp-server-secret", "IRIS_STREAMING_ENABLED", KEY):

@@ -61,7 +61,7 @@ def test_approved_the_held_turn_runs_the_tool_once_and_answers(
     upstream: FakeUpstream, client: OpenAI, tmp_path: Path
 ) -> None:
     upstream.script(CALL, text("It ", "ran."))
-    first = client.responses.create(model="fake-model", input="go")
+    first = client.responses.create(model="iris-agent", input="go")
     # (The Open Responses schema has no MCP items; the SDK's own types parsed it.)
     assert first.status == "completed"
     asked = first.output[-1]
@@ -70,7 +70,7 @@ def test_approved_the_held_turn_runs_the_tool_once_and_answers(
     assert asked.server_label == "iris"
     assert runs(tmp_path) == 0
     second = client.responses.create(
-        model="fake-model", previous_response_id=first.id, input=answer(asked.id, True)
+        model="iris-agent", previous_response_id=first.id, input=answer(asked.id, True)
     )
     valid_response(second)
     assert second.status == "completed" and second.output_text == "It ran."
@@ -79,7 +79,7 @@ def test_approved_the_held_turn_runs_the_tool_once_and_answers(
     assert not told(upstream).startswith("not approved")
     # The conversation goes on from the second response as from any other.
     upstream.script(text("Again?"))
-    client.responses.create(model="fake-model", previous_response_id=second.id, input="more")
+    client.responses.create(model="iris-agent", previous_response_id=second.id, input="more")
     sent = upstream.requests[-1].body["messages"]
     assert [m["role"] for m in sent[-5:]] == ["user", "assistant", "tool", "assistant", "user"]
 
@@ -89,7 +89,7 @@ def test_denied_never_runs_and_the_model_is_told_in_the_tool_result(
 ) -> None:
     upstream.script(CALL, text("Not run, as you said."))
     # The first response streams: the SDK's stream helper checks the event order.
-    with client.responses.stream(model="fake-model", input="go") as stream:
+    with client.responses.stream(model="iris-agent", input="go") as stream:
         kinds = [event.type for event in stream]
         first = stream.get_final_response()
     assert kinds[-3:] == [
@@ -100,7 +100,7 @@ def test_denied_never_runs_and_the_model_is_told_in_the_tool_result(
     asked = first.output[-1]
     assert asked.type == "mcp_approval_request"
     second = client.responses.create(
-        model="fake-model", previous_response_id=first.id, input=answer(asked.id, False)
+        model="iris-agent", previous_response_id=first.id, input=answer(asked.id, False)
     )
     assert second.output_text == "Not run, as you said."
     assert runs(tmp_path) == 0
@@ -114,17 +114,17 @@ def test_nobody_answers_it_times_out_never_runs_and_a_late_yes_changes_nothing(
     upstream.script(CALL, text("Nobody answered."))
     server = asking(iris_server, tmp_path, timeout=0.3)
     with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
-        first = client.responses.create(model="fake-model", input="go")
+        first = client.responses.create(model="iris-agent", input="go")
         asked = first.output[-1]
         upstream.wait_for_request(2)  # the held turn went on: the model is told nobody said yes
         late = client.responses.create(
-            model="fake-model", previous_response_id=first.id, input=answer(asked.id, True)
+            model="iris-agent", previous_response_id=first.id, input=answer(asked.id, True)
         )
         # The late answer gets the rest of the turn: what the model said about it.
         assert late.output_text == "Nobody answered."
         with pytest.raises(BadRequestError) as again:
             client.responses.create(
-                model="fake-model", previous_response_id=first.id, input=answer(asked.id, True)
+                model="iris-agent", previous_response_id=first.id, input=answer(asked.id, True)
             )
     assert again.value.code == "approval_decided"
     assert "timeout by timeout" in again.value.message
@@ -137,23 +137,23 @@ def test_answers_that_do_not_fit_get_errors_naming_the_field(
 ) -> None:
     with pytest.raises(NotFoundError) as unknown:
         client.responses.create(
-            model="fake-model", previous_response_id="resp_x", input=answer("appr_0abc", True)
+            model="iris-agent", previous_response_id="resp_x", input=answer("appr_0abc", True)
         )
     assert unknown.value.code == "approval_unknown"
     with pytest.raises(BadRequestError) as missing:
-        client.responses.create(model="fake-model", input=answer("appr_0abc", True))
+        client.responses.create(model="iris-agent", input=answer("appr_0abc", True))
     assert missing.value.code == "missing_required_parameter"
     upstream.script(CALL, text("ok"))
-    first = client.responses.create(model="fake-model", input="go")
+    first = client.responses.create(model="iris-agent", input="go")
     asked = first.output[-1]
     with pytest.raises(BadRequestError) as wrong:
         client.responses.create(
-            model="fake-model", previous_response_id="resp_other", input=answer(asked.id, True)
+            model="iris-agent", previous_response_id="resp_other", input=answer(asked.id, True)
         )
     assert wrong.value.param == "previous_response_id"
     # Still waiting: the right answer is taken.
     second = client.responses.create(
-        model="fake-model", previous_response_id=first.id, input=answer(asked.id, True)
+        model="iris-agent", previous_response_id=first.id, input=answer(asked.id, True)
     )
     assert second.output_text == "ok" and runs(tmp_path) == 1
 
@@ -163,7 +163,7 @@ def test_chat_completions_cannot_ask_so_the_tool_is_refused_with_the_reason(
 ) -> None:
     upstream.script(CALL, text("I was not allowed."))
     completion = client.chat.completions.create(
-        model="fake-model", messages=[{"role": "user", "content": "go"}]
+        model="iris-agent", messages=[{"role": "user", "content": "go"}]
     )
     assert (completion.choices[0].message.content or "").endswith("I was not allowed.")
     assert runs(tmp_path) == 0
@@ -175,10 +175,10 @@ def test_the_answer_streams_the_rest_of_the_turn_in_order(
     upstream: FakeUpstream, client: OpenAI, tmp_path: Path
 ) -> None:
     upstream.script(CALL, text("Done ", "now."))
-    first = client.responses.create(model="fake-model", input="go")
+    first = client.responses.create(model="iris-agent", input="go")
     asked = first.output[-1]
     with client.responses.stream(
-        model="fake-model", previous_response_id=first.id, input=answer(asked.id, True)
+        model="iris-agent", previous_response_id=first.id, input=answer(asked.id, True)
     ) as stream:
         kinds = [event.type for event in stream]
         second = stream.get_final_response()
@@ -187,3 +187,53 @@ def test_the_answer_streams_the_rest_of_the_turn_in_order(
     assert second.output_text == "Done now." and second.id != first.id
     assert runs(tmp_path) == 1
     assert client.responses.retrieve(second.id).output_text == "Done now."
+
+
+def _reading(iris_server: StartIris, tmp_path: Path, auto: list[str]) -> tuple[OpenAI, Path]:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the plan: ship on friday")
+    server = iris_server(
+        tools={"read_file": {"roots": [str(tmp_path)]}, "approval": {"mode": "ask", "auto": auto}},
+        platforms={"api_server": {"api_key": KEY}},
+    )
+    return OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10), notes
+
+
+def test_read_file_through_the_api_asks_like_terminal(
+    upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
+) -> None:
+    """Whoever holds the API key is not the operator: Iris's files are not read unasked."""
+    client, notes = _reading(iris_server, tmp_path, auto=[])
+    read = tool_call("read_file", [f'{{"path": "{notes}"}}'])
+    upstream.script(read, read, text("I may not read it."))
+    with client:
+        first = client.responses.create(model="iris-agent", input="what is in my notes?")
+        asked = first.output[-1]
+        assert asked.type == "mcp_approval_request" and asked.name == "read_file"
+        assert len(upstream.requests) == 1  # nothing was read, nothing went back to the model
+        completion = client.chat.completions.create(
+            model="iris-agent", messages=[{"role": "user", "content": "what is in my notes?"}]
+        )
+    assert completion.choices[0].message.content == "I may not read it."
+    result = told_at(upstream, 2)
+    assert "nobody can be asked here" in result and "friday" not in result
+
+
+def test_read_file_listed_in_auto_runs_unasked_on_the_api(
+    upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
+) -> None:
+    client, notes = _reading(iris_server, tmp_path, auto=["read_file"])
+    upstream.script(tool_call("read_file", [f'{{"path": "{notes}"}}']), text("Friday."))
+    with client:
+        completion = client.chat.completions.create(
+            model="iris-agent", messages=[{"role": "user", "content": "when do we ship?"}]
+        )
+    assert completion.choices[0].message.content == "Friday."
+    assert "ship on friday" in told(upstream)
+
+
+def told_at(upstream: FakeUpstream, index: int) -> str:
+    """What the model was told the tool returned, in the ``index``-th upstream request."""
+    message = upstream.requests[index].body["messages"][-1]
+    assert message["role"] == "tool"
+    return str(message["content"])

@@ -102,10 +102,17 @@ def test_client_tools_switch_the_agent_tools_off() -> None:
     assert call.turn.client_tools == [tool]
     assert call.turn.agent_tools is False
     keyed = config_from_dict({"platforms": {"api_server": {"api_key": "k"}}}, env={})
-    plain = parse_chat({"messages": body["messages"]}, models=MODELS, config=keyed)
-    assert plain.turn.client_tools is None and plain.turn.agent_tools is True
+    models = [*MODELS, "iris-agent"]
+    agent = {"model": "iris-agent", "messages": body["messages"]}
+    asked = parse_chat(agent, models=models, config=keyed)
+    assert asked.turn.client_tools is None and asked.turn.agent_tools is True
+    # The plain model is the model alone: the agent is opted into (agent_tools: on_request).
+    plain = parse_chat({"messages": body["messages"]}, models=models, config=keyed)
+    assert plain.turn.agent_tools is False
+    with_tools = parse_chat({**agent, "tools": [tool]}, models=models, config=keyed)
+    assert with_tools.turn.agent_tools is False and with_tools.turn.client_tools == [tool]
     # Without an API key, API callers are offered none of Iris's own tools.
-    keyless = parse_chat({"messages": body["messages"]}, models=MODELS, config=CONFIG)
+    keyless = parse_chat(agent, models=models, config=CONFIG)
     assert keyless.turn.agent_tools is False
 
 

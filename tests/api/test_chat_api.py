@@ -125,7 +125,7 @@ def test_agent_tools_run_inside_and_the_client_sees_what_the_agent_says(
     )
     with client_for(server, "sk-iris") as client:
         chunks = list(
-            client.chat.completions.create(model="fake-model", messages=USER, stream=True)
+            client.chat.completions.create(model="iris-agent", messages=USER, stream=True)
         )
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert content == "Let me look.\n\nThe secret is 42."

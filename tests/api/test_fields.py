@@ -68,7 +68,7 @@ def refused_param(call: Any) -> str:
     return body["param"]
 
 
-@pytest.mark.parametrize("key", sorted(CHAT_REFUSED | {"temprature", "top_k"}))
+@pytest.mark.parametrize("key", sorted(CHAT_REFUSED | {"temprature", "best_of"}))
 def test_chat_refuses_a_field_it_would_ignore(
     client: OpenAI, upstream: FakeUpstream, key: str
 ) -> None:

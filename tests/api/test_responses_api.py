@@ -314,7 +314,7 @@ def test_agent_tools_run_inside_and_commentary_is_its_own_message(
     )
     with (
         OpenAI(base_url=server.base_url, api_key="sk-iris", max_retries=0, timeout=10) as client,
-        client.responses.stream(model="fake-model", input="secret?") as stream,
+        client.responses.stream(model="iris-agent", input="secret?") as stream,
     ):
         final = stream.get_final_response()
     valid_response(final)

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from openai import OpenAI
+from openai import NotFoundError, OpenAI
 
 from iris.config import config_from_dict
 from iris.server.asgi import build_app
@@ -154,11 +154,17 @@ def test_without_an_api_key_the_agent_tools_are_not_offered(
         client.chat.completions.create(
             model="fake-model", messages=[{"role": "user", "content": "hi"}]
         )
+        # The agent is not even listed; asking for it says what it needs.
+        assert [m.id for m in client.models.list()] == ["fake-model"]
+        with pytest.raises(NotFoundError, match="api_key"):
+            client.chat.completions.create(
+                model="iris-agent", messages=[{"role": "user", "content": "hi"}]
+            )
     assert tools_offered(upstream) == []
     keyed = iris_server(platforms={"api_server": {"api_key": "s3cret"}})
     with OpenAI(base_url=keyed.base_url, api_key="s3cret", max_retries=0) as client:
         client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+            model="iris-agent", messages=[{"role": "user", "content": "hi"}]
         )
     assert "terminal" in tools_offered(upstream)
 

@@ -1,5 +1,5 @@
 """Through the API, tools that were switched off never run, whatever the model answers
-(issue 10, finding 1): ``tool_choice: "none"`` and ``platforms.api_server.agent_tools: false``."""
+(issue 10, finding 1): ``tool_choice: "none"`` and ``platforms.api_server.agent_tools: never``."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_tool_choice_none_never_runs_a_tool(
     upstream.script(tool_call("terminal", [touch(tmp_path)]), text("done"))
     with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
         reply = client.chat.completions.create(
-            model="fake-model", messages=USER, tool_choice="none"
+            model="iris-agent", messages=USER, tool_choice="none"
         )
     assert upstream.requests[0].body.get("tools") in (None, [])
     assert not (tmp_path / "pwned").exists()
@@ -43,7 +43,7 @@ def test_agent_tools_off_never_runs_a_tool(
     upstream: FakeUpstream, iris_server: StartIris, tmp_path: Path
 ) -> None:
     server = iris_server(
-        platforms={"api_server": {"api_key": KEY, "agent_tools": False}},
+        platforms={"api_server": {"api_key": KEY, "agent_tools": "never"}},
         tools={"terminal": {"cwd": str(tmp_path)}},
     )
     upstream.script(tool_call("terminal", [touch(tmp_path)]), text("done"))
@@ -68,7 +68,7 @@ def test_max_tool_calls_bounds_the_tools_a_response_runs(
     reads = [("read_file", ['{"path": "a.txt"}']), ("read_file", ['{"path": "a.txt"}'])]
     upstream.script(tool_calls(reads), text("done"))
     with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
-        response = client.responses.create(model="fake-model", input="read", max_tool_calls=1)
+        response = client.responses.create(model="iris-agent", input="read", max_tool_calls=1)
     assert response.max_tool_calls == 1 and response.output_text == "done"
     answers = [m for m in upstream.requests[1].body["messages"] if m["role"] == "tool"]
     assert answers[0]["content"] == "first file"

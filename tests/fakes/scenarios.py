@@ -355,6 +355,42 @@ def reject_stream(*chunks: str) -> Scenario:
     return Scenario("reject_stream", reply)
 
 
+def openai_rules(
+    *chunks: str, reasoning_model: bool, knows_completion_tokens: bool = True
+) -> Scenario:
+    """A Chat Completions model that checks a request as OpenAI does, in OpenAI's words, then
+    answers ``chunks``. ``reasoning_model``: an o-series / gpt-5 model (refuses ``max_tokens``,
+    takes ``reasoning_effort`` and ``verbosity``); else a gpt-4o-like one (refuses those two).
+    ``knows_completion_tokens=False``: an older compatible server that refuses
+    ``max_completion_tokens`` (Azure's message of the time). ``metadata`` needs ``store``."""
+    answer = text(*chunks)
+
+    def unsupported(name: str, instead: str = "") -> Reply:
+        hint = f" Use '{instead}' instead." if instead else ""
+        message = f"Unsupported parameter: '{name}' is not supported with this model.{hint}"
+        return error_reply(400, message, code="unsupported_parameter", param=name)
+
+    def reply(request: Received) -> Reply:
+        body = request.body
+        if "metadata" in body and not body.get("store"):
+            return error_reply(
+                400,
+                "The 'metadata' parameter is only allowed when 'store' is enabled.",
+                param="metadata",
+            )
+        if not knows_completion_tokens and "max_completion_tokens" in body:
+            return error_reply(400, "Unrecognized request argument supplied: max_completion_tokens")
+        if reasoning_model and "max_tokens" in body:
+            return unsupported("max_tokens", "max_completion_tokens")
+        if not reasoning_model:
+            for name in ("reasoning_effort", "verbosity"):
+                if name in body:
+                    return unsupported(name)
+        return answer.reply(request)
+
+    return Scenario(f"openai_rules(reasoning={reasoning_model})", reply)
+
+
 def error_reply(
     status: int,
     message: str,

@@ -8,7 +8,9 @@ model replies, runs one client library's ordinary calls, and checks what its use
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,3 +51,35 @@ def iris(make_config: MakeConfig, upstream: FakeUpstream) -> Iterator[IrisServer
 def upstream_bodies(upstream: FakeUpstream) -> list[dict[str, Any]]:
     """The JSON bodies of the model requests Iris made, in order."""
     return [request.body for request in upstream.requests]
+
+
+StartIris = Callable[..., IrisServer]
+RECORDINGS = Path(__file__).parent / "recordings"
+
+
+@pytest.fixture
+def start_iris(make_config: MakeConfig, upstream: FakeUpstream) -> Iterator[StartIris]:
+    """``start_iris(**sections)``: Iris's API on the first-run config plus ``sections`` (an API
+    key, another provider...), its model the scripted upstream."""
+    servers: list[IrisServer] = []
+
+    def start(**sections: Any) -> IrisServer:
+        platforms = {"iris": {"enabled": False}, **sections.pop("platforms", {})}
+        config = make_config(
+            upstream.base_url, platforms=platforms, **{**first_run_sections(), **sections}
+        )
+        server = IrisServer(config).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def recording(name: str, **values: str) -> Any:
+    """A recorded client's requests (``recordings/<name>.json``) with ``{placeholders}`` filled."""
+    raw = (RECORDINGS / f"{name}.json").read_text()
+    for key, value in values.items():
+        raw = raw.replace("{" + key + "}", value)
+    return json.loads(raw)

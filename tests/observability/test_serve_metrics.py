@@ -26,11 +26,11 @@ CHAT, USER = 4242424201, 7777777301
 API_KEY = "sk-api-key-for-tests"  # agent tools run on the API only behind a key
 
 
-def ask(url: str, prompt: str, *, stream: bool = False) -> str:
+def ask(url: str, prompt: str, *, stream: bool = False, model: str = "fake-model") -> str:
     with OpenAI(base_url=f"{url}/v1", api_key=API_KEY, max_retries=0, timeout=15) as client:
         if not stream:
             reply = client.chat.completions.create(
-                model="fake-model", messages=[{"role": "user", "content": prompt}]
+                model=model, messages=[{"role": "user", "content": prompt}]
             )
             return reply.choices[0].message.content or ""
         chunks = client.chat.completions.create(
@@ -73,7 +73,8 @@ async def test_counts_after_turns_on_the_api_the_iris_socket_and_telegram(
             assert await asyncio.to_thread(ask, url, "b", stream=True) == "two three"
             path = str(tmp_path / "notes.txt")
             upstream.script(tool_call("read_file", [f'{{"path": "{path}"}}']), text("read it"))
-            assert await asyncio.to_thread(ask, url, "c") == "read it"
+            answer = await asyncio.to_thread(ask, url, "c", model="iris-agent")
+            assert answer == "read it"
 
             # The iris socket: a device sends one message and sees its reply.
             phone = await device(socket_url(url))

@@ -95,11 +95,12 @@ class ApprovalPolicy:
     def configured(cls, config: ApprovalConfig) -> ApprovalPolicy:
         return cls(config.mode, tuple(config.auto), config.timeout)
 
-    def asks(self, tool_name: str) -> bool:
-        """Does a call of ``tool_name`` wait for a person's yes?"""
+    def asks(self, tool_name: str, also: tuple[str, ...] = ()) -> bool:
+        """Does a call of ``tool_name`` wait for a person's yes? ``also``: names the surface
+        asks for besides the defaults."""
         if self.mode == "off" or any(fnmatchcase(tool_name, g) for g in self.auto):
             return False
-        return any(fnmatchcase(tool_name, g) for g in ASKED_BY_DEFAULT)
+        return any(fnmatchcase(tool_name, g) for g in (*ASKED_BY_DEFAULT, *also))
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +149,9 @@ class Approvals:
         self._resolve = shared.aio.register_script(_RESOLVE) if shared is not None else None
 
     # -- what asks ---------------------------------------------------------------------------
-    async def asks(self, chat_id: str, tool_name: str) -> bool:
+    async def asks(self, chat_id: str, tool_name: str, also: tuple[str, ...] = ()) -> bool:
         """Does this call wait: the policy asks and the chat did not allow the tool already."""
-        if not self.policy.asks(tool_name):
+        if not self.policy.asks(tool_name, also):
             return False
         return tool_name not in await self._allowances(chat_id)
 

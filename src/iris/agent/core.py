@@ -46,7 +46,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from iris.agent.approvals import ApprovalPolicy, Approvals, refusal, unaskable
 from iris.agent.context import (
@@ -113,6 +113,8 @@ class TurnRequest:
     model: str | None = None  # override the configured model name
     instructions: str | None = None  # an extra system message
     max_tokens: int | None = None
+    # How the limit is spelled upstream (Chat Completions): the client's own spelling.
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     max_tool_calls: int | None = None  # tool calls one turn may make (Responses' max_tool_calls)
     # Generation parameters in the neutral spelling of ``iris.llm.params``, sent every round.
     params: dict[str, Any] = field(default_factory=dict[str, Any])
@@ -125,6 +127,9 @@ class TurnRequest:
     # None: nobody can be asked here, so such a tool is refused, never run unasked.
     approvals: Approvals | None = None
     chat_id: str = ""
+    # Tools that ask on this surface besides those ``tools.approval`` asks for (unless its
+    # ``auto`` lists them): the API asks for read_file too.
+    ask_also: tuple[str, ...] = ()
 
 
 class Agent:
@@ -531,6 +536,7 @@ class Turn:
                 tools,
                 request.max_tokens or self.agent.config.model.max_tokens,
                 request.params,
+                request.max_tokens_field,
             )
             # The embedded model cannot hang on a network, and its first load may take long.
             deadline = None if endpoint.provider == "local" else endpoint.timeout
@@ -690,9 +696,9 @@ class Turn:
         approvals = self.request.approvals
         if approvals is None:
             policy = ApprovalPolicy.configured(self.agent.config.tools.approval)
-            return unaskable(name) if policy.asks(name) else None
+            return unaskable(name) if policy.asks(name, self.request.ask_also) else None
         chat_id = self.request.chat_id
-        if not await approvals.asks(chat_id, name):
+        if not await approvals.asks(chat_id, name, self.request.ask_also):
             return None
         asked = approvals.request(index, name, args)
         self._emit(asked)

@@ -85,6 +85,9 @@ class ProviderRequest:
     max_tokens: int | None = None
     # Generation parameters, neutral spelling (``iris.llm.params``); each provider maps them.
     params: dict[str, Any] = field(default_factory=dict[str, Any])
+    # Chat Completions' spelling of the limit (the client's): reasoning models take only
+    # ``max_completion_tokens``, older servers only ``max_tokens``.
+    max_tokens_field: str = "max_tokens"
 
 
 class Provider(Protocol):

@@ -6,9 +6,11 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
+import openai
 from openai.types.chat import ChatCompletion
 
-from iris.errors import ProviderConnectionError, ProviderError
+from iris.config import ModelEndpoint
+from iris.errors import ProviderConnectionError, ProviderError, ProviderHTTPError
 from iris.llm.base import (
     ProviderRequest,
     RawDelta,
@@ -20,25 +22,55 @@ from iris.llm.base import (
     describe_body,
     translate_errors,
 )
+from iris.llm.quirks import ModelQuirks
 from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
+
+_STREAM = {"stream": True, "stream_options": {"include_usage": True}}
 
 
 class ChatCompletionsProvider(SdkProvider):
+    def __init__(
+        self, endpoint: ModelEndpoint, *, client: openai.AsyncOpenAI | None = None
+    ) -> None:
+        super().__init__(endpoint, client=client)
+        self._preset = dict(endpoint.extra_params.set)  # model.extra_params.set
+        self.quirks = ModelQuirks()  # what each model refused, learned from its 400s
+
+    def _body(self, request: ProviderRequest, extra: dict[str, Any]) -> dict[str, Any]:
+        body = {**request_body(request, self._preset), **extra}
+        return self.quirks.adjust(request.model, body)
+
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         # The SDK's raw-response mode: same client, auth, errors and connection handling, but
         # chunks are read as JSON dicts. Building an SDK model per chunk cost ~300 µs on this
         # machine and dominated a busy server's per-chunk delay (bench/api_overhead.py).
-        stream = {"stream": True, "stream_options": {"include_usage": True}}
-        body = await encode(lambda: {**request_body(request), **stream})
-        with translate_errors(streaming=True):
-            async with post_raw_stream(self._client, "/chat/completions", body) as response:
-                async for raw in _stream_deltas(response.iter_lines()):
-                    yield raw
+        while True:
+            body = await encode(lambda: self._body(request, _STREAM))
+            started = False
+            try:
+                with translate_errors(streaming=True):
+                    async with post_raw_stream(self._client, "/chat/completions", body) as response:
+                        async for raw in _stream_deltas(response.iter_lines()):
+                            started = True
+                            yield raw
+                return
+            except ProviderHTTPError as exc:
+                # Refused before the first byte: again, as the model takes it (``quirks``).
+                if started or not self.quirks.learn(request.model, self._body(request, {}), exc):
+                    raise
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
-        body = await encode(lambda: request_body(request))
-        with translate_errors(streaming=False):
-            response: Any = await post(self._client, "/chat/completions", body, ChatCompletion)
+        while True:
+            body = await encode(lambda: self._body(request, {}))
+            try:
+                with translate_errors(streaming=False):
+                    response: Any = await post(
+                        self._client, "/chat/completions", body, ChatCompletion
+                    )
+                break
+            except ProviderHTTPError as exc:
+                if not self.quirks.learn(request.model, self._body(request, {}), exc):
+                    raise
         if isinstance(response, str):  # the SDK's answer for a body that is not JSON
             raise bad_response(describe_body(response))
         if not isinstance(getattr(response, "choices", None), list):
@@ -69,14 +101,19 @@ class ChatCompletionsProvider(SdkProvider):
             )
 
 
-def request_body(request: ProviderRequest) -> dict[str, Any]:
-    """The Chat Completions request body (without the streaming fields)."""
+def request_body(request: ProviderRequest, preset: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Chat Completions request body (without the streaming fields). ``preset``: the
+    endpoint's ``extra_params.set``, under the request's own values."""
     body: dict[str, Any] = {"model": request.model, "messages": request.messages}
     if request.tools:
         body["tools"] = request.tools
     if request.max_tokens:
-        body["max_tokens"] = request.max_tokens
+        body[request.max_tokens_field] = request.max_tokens
+    for name, value in (preset or {}).items():
+        body.setdefault(name, value)
     for name, value in request.params.items():
+        if name == "metadata":
+            continue  # OpenAI takes it only with ``store``, and Iris stores nothing there
         if name == "response_format":
             body[name] = _response_format(value)
         elif name == "tool_choice" and isinstance(value, dict):

@@ -38,11 +38,14 @@ from iris.config import ModelConfig
 from iris.errors import LocalModelCrashed, ProviderError
 from iris.llm import gguf
 from iris.llm.base import ProviderRequest, RawDelta, RawText, RawUsage
+from iris.llm.params import LOCAL_EXTENSIONS
 from iris.tasks import Supervisor
 
 log = logging.getLogger(__name__)
 
-MODEL_LABEL = "gemma-3-270m (embedded demo)"
+# The model's id (an id: no spaces, so that a client can type it) and what it is, apart.
+MODEL_LABEL = "gemma-3-270m"
+MODEL_DESCRIPTION = "Gemma 3 270M, the embedded demo model (llama.cpp on this machine's CPU)"
 DEMO_NOTICE = (
     "Using the embedded demo model (Gemma 3 270M, a small base model: expect rough answers). "
     "Point Iris at a real provider with model.base_url / model.name in ~/.iris/config.yaml, "
@@ -57,16 +60,22 @@ _DEFAULT_MAX_TOKENS = 200
 _DEFAULT_TEMPERATURE = 0.7
 # Neutral parameters (``iris.llm.params``) that are llama.cpp ``/completion`` fields as they are.
 _SAMPLING = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
+# Extension parameters (``iris.llm.params.LOCAL_EXTENSIONS``) under llama.cpp's own names.
+_RENAMED = {"repetition_penalty": "repeat_penalty"}
 _LOAD_TIMEOUT = 120.0  # seconds the worker may take to load the model
 _STOP_TIMEOUT = 2.0  # seconds it may take to exit once its stdin closes
 
 
-def completion_body(request: ProviderRequest, *, plain: bool) -> dict[str, Any]:
+def completion_body(
+    request: ProviderRequest, *, plain: bool, preset: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The llama.cpp ``/completion`` fields for ``request`` (the prompt aside). ``plain``: the
     prompt is :func:`build_prompt`'s, so the next turn marker stops the reply. A JSON response
     format becomes a JSON schema the sampler must follow (llama.cpp turns it into a grammar);
-    identity-only parameters (user, metadata...) have nothing to tell a local model."""
-    params = request.params
+    identity-only parameters (user, metadata...) have nothing to tell a local model. Extension
+    parameters (``top_k``, ``min_p``, ``mirostat``...) go as llama.cpp names them; ``preset``
+    (``model.extra_params.set``) under the request's own."""
+    params = {**(preset or {}), **request.params}
     body: dict[str, Any] = {
         "stream": True,
         "n_predict": request.max_tokens or _DEFAULT_MAX_TOKENS,
@@ -75,6 +84,9 @@ def completion_body(request: ProviderRequest, *, plain: bool) -> dict[str, Any]:
         "cache_prompt": True,
     }
     body.update({name: params[name] for name in _SAMPLING if name in params})
+    body.update(
+        {_RENAMED.get(name, name): params[name] for name in LOCAL_EXTENSIONS if name in params}
+    )
     fmt = params.get("response_format")
     if fmt is not None:
         body["json_schema"] = fmt["schema"] if fmt["type"] == "json_schema" else {"type": "object"}
@@ -195,8 +207,10 @@ def _end_process(process: subprocess.Popen[bytes]) -> None:
 
 class LocalProvider:
     name = MODEL_LABEL
+    description = MODEL_DESCRIPTION
 
     def __init__(self, config: ModelConfig) -> None:
+        self._preset = dict(config.extra_params.set)
         self._path = config.local_path
         self.parallel = config.local.parallel
         self.window = config.context_window or LOCAL_WINDOW
@@ -313,7 +327,7 @@ class LocalProvider:
         started = done = False
         async with self._using() as worker:
             try:
-                body = completion_body(request, plain=worker.template is None)
+                body = completion_body(request, plain=worker.template is None, preset=self._preset)
                 body["prompt"] = await self._prompt(worker, request.messages)
                 async with worker.client.stream("POST", "/completion", json=body) as response:
                     if response.status_code != 200:

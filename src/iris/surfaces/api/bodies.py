@@ -10,8 +10,8 @@ offending field. Both APIs end up as chat-format messages, which is what the age
   ``previous_response_id``.
 
 A request that carries ``tools`` owns them: they become the turn's ``client_tools`` and the
-agent's own tools stay off for that turn, so the two are never mixed. Without
-``platforms.api_server.api_key`` they are off for every API request.
+agent's own tools stay off for that turn, so the two are never mixed. Which requests get the
+agent's tools at all (the model ``iris-agent``, an API key) is ``offering``'s to say.
 
 ``stream`` absent means false, as on OpenAI (the SDKs omit it): the request alone decides the
 response format, and ``streaming.api_server`` only whether the provider is streamed from while a
@@ -36,14 +36,17 @@ from iris.surfaces.api.fields import (
 )
 from iris.surfaces.api.functions import answer_function_results, legacy_call, legacy_request
 from iris.surfaces.api.items import history_items
+from iris.surfaces.api.offering import agent_tools_for, resolve_model
 from iris.surfaces.api.params import (
     CHAT_NAMES,
     RESPONSES_NAMES,
     chat_params,
     check_honoured,
+    extension_names,
     responses_echo,
     responses_params,
     typed,
+    unpack_extra_body,
 )
 from iris.surfaces.api.problems import ApiError, bad_request
 
@@ -122,18 +125,8 @@ def _check_chars(messages: list[Json], instructions: str | None, config: Config)
         )
 
 
-def _model(body: Json, models: Sequence[str]) -> str:
-    model = _typed(body, "model", str, "a string")
-    if model is None or model == "":
-        return models[0]
-    if model not in models:
-        raise ApiError(
-            404,
-            f"The model '{model}' does not exist; this server serves: {', '.join(models)}",
-            param="model",
-            code="model_not_found",
-        )
-    return model
+def _model(body: Json, models: Sequence[str], config: Config) -> str:
+    return resolve_model(_typed(body, "model", str, "a string"), models, config)
 
 
 MAX_TOKENS_PARAM = 2**31 - 1  # no model reads or writes more; a larger number is a mistake
@@ -173,19 +166,22 @@ def _function_tools(raw: Any, param: str = "tools") -> list[Json] | None:
 
 
 def _tool_policy(
-    body: Json, tools: list[Json] | None, config: Config
+    body: Json, tools: list[Json] | None, model: str, messages: list[Json], config: Config
 ) -> tuple[list[Json] | None, bool]:
     """(client_tools, agent_tools) for this request. A request that carries ``tools`` at all
-    (legacy ``functions`` included, even an empty list) never gets the agent's own tools."""
+    (legacy ``functions`` included, even an empty list) never gets the agent's own tools; one
+    without gets them as ``offering`` says."""
     choice = body.get("tool_choice")
     if choice == "none":
         return None, False
     if tools or body.get("tools") is not None:
         return tools, False
-    settings = config.platforms.api_server
-    # Without a key anything that reaches the port may call the API (another local user, a
-    # page that got past the browser): Iris's own tools run commands, so they need a key.
-    return None, settings.agent_tools and bool(settings.api_key)
+    return None, agent_tools_for(body, model, messages, config)
+
+
+# The agent's tools that ask a person first on the API besides ``tools.approval``'s: reading a
+# file there hands Iris's files to whoever holds the key.
+API_ASKS = ("read_file",)
 
 
 # -- chat completions -------------------------------------------------------------------
@@ -194,10 +190,10 @@ _CHAT_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 
 def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCall:
-    data = _object(body)
-    refuse_unhandled(data, CHAT_HANDLED, CHAT_IGNORED)
+    data = unpack_extra_body(_object(body))
+    refuse_unhandled(data, CHAT_HANDLED | extension_names(config), CHAT_IGNORED)
     data, legacy = legacy_request(data)
-    model = _model(data, models)
+    model = _model(data, models, config)
     _check_text_only(data)
     raw_messages = data.get("messages")
     if raw_messages is None:
@@ -215,9 +211,11 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
     stream = _typed(data, "stream", bool, "a boolean")
     options = _typed(data, "stream_options", dict, "an object") or {}
     include_usage = bool(_typed(options, "include_usage", bool, "a boolean"))
-    max_tokens = _positive_int(data, "max_completion_tokens") or _positive_int(data, "max_tokens")
-    client_tools, agent_tools = _tool_policy(data, _function_tools(data.get("tools")), config)
-    params = chat_params(data, client_tools)
+    completion_limit = _positive_int(data, "max_completion_tokens")
+    max_tokens = completion_limit or _positive_int(data, "max_tokens")
+    tools = _function_tools(data.get("tools"))
+    client_tools, agent_tools = _tool_policy(data, tools, model, messages, config)
+    params = chat_params(data, client_tools, extension_names(config) - CHAT_HANDLED)
     check_honoured(params, config, names=CHAT_NAMES)
     turn = TurnRequest(
         messages=messages,
@@ -225,9 +223,12 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         client_tools=client_tools,
         agent_tools=agent_tools,
         max_tokens=max_tokens,
+        # The client's spelling goes upstream (reasoning models take only the newer one).
+        max_tokens_field="max_completion_tokens" if completion_limit else "max_tokens",
         max_tool_calls=1 if legacy else None,  # the legacy answer holds one function_call
         params=params,
         metadata={"surface": "api"},
+        ask_also=API_ASKS,
     )
     return ChatCall(
         turn=turn,
@@ -358,9 +359,9 @@ def parse_responses(
     """``history(response_id)``: the stored conversation of a response, or None;
     ``items(item_id)``: a stored output item, or None; ``conversation(conversation_id)``: the
     items of a stored conversation (Conversations API), or None (``conversation_items``)."""
-    data = _object(body)
-    refuse_unhandled(data, RESPONSES_HANDLED, RESPONSES_IGNORED)
-    model = _model(data, models)
+    data = unpack_extra_body(_object(body))
+    refuse_unhandled(data, RESPONSES_HANDLED | extension_names(config), RESPONSES_IGNORED)
+    model = _model(data, models, config)
     if "input" not in data or data["input"] is None:
         raise bad_request("'input' is required", param="input", code="missing_required_parameter")
     if isinstance(data["input"], list):
@@ -408,8 +409,9 @@ def parse_responses(
         )
     raw_tools = data.get("tools")
     tools = _function_tools(raw_tools)
-    client_tools, agent_tools = _tool_policy(data, tools, config)
-    params = responses_params(data, client_tools)
+    everything = [*past, *new_messages]
+    client_tools, agent_tools = _tool_policy(data, tools, model, everything, config)
+    params = responses_params(data, client_tools, extension_names(config) - RESPONSES_HANDLED)
     check_honoured(params, config, names=RESPONSES_NAMES)
     echo: Json = {
         "previous_response_id": previous_id,
@@ -447,6 +449,7 @@ def parse_responses(
         max_tool_calls=echo["max_tool_calls"],
         params=params,
         metadata={"surface": "api"},
+        ask_also=API_ASKS,
     )
     return ResponsesCall(
         turn=turn,

@@ -7,6 +7,8 @@ Iris has none of). Any other field with a value — one the API defines that Iri
 on (``prompt``, ``audio``, ``web_search_options``), or one it does not define (a typo such as
 ``temprature``, another server's extension) — is a 400 with ``code: "unsupported_parameter"``
 naming it, before any work. A field sent as ``null`` counts as absent, as on OpenAI.
+The extension parameters of ``iris.llm.params`` (``top_k``, ``min_p``...) are handled too: read
+by ``params`` and refused there, naming the provider, where the configured one cannot take them.
 
 ``tests/api/test_fields.py`` walks the openai SDK's request types (``CompletionCreateParams``,
 ``ResponseCreateParams``) and checks every key is handled or ignored here, so a field a new SDK

@@ -10,9 +10,12 @@ echoed back (Responses) as applied.
 | ``tool_choice`` ``{"type": "function", "function": {"name"}}`` | ``{"type": "function", "name"}`` | flat |
 
 The rest (temperature, top_p, stop, seed, penalties, logit_bias, parallel_tool_calls, user,
-safety_identifier, prompt_cache_key, service_tier, metadata) keep their names. Max tokens stay
-``TurnRequest.max_tokens``. Any other field is refused by ``fields`` (nothing is dropped
-silently).
+safety_identifier, prompt_cache_key, service_tier, metadata) keep their names, and so do the
+extension parameters (``top_k``, ``min_p``, OpenRouter's ``provider``...: see
+``iris.llm.params``), read by either API when a configured provider takes them. A literal
+``extra_body`` object (the SDKs' keyword, which some clients send as a field) is unpacked into
+the body first. Max tokens stay ``TurnRequest.max_tokens``. Any other field is refused by
+``fields`` (nothing is dropped silently).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from iris.config import Config
-from iris.llm.params import Params, ProviderKind, unhonoured
+from iris.llm.params import Params, extension_problem, known_extensions, unhonoured
 from iris.surfaces.api.problems import ApiError, bad_request
 from iris.surfaces.numbers import INT64, bounded_int
 
@@ -35,9 +38,11 @@ _NUMBERS = {
 _STRINGS = ("user", "safety_identifier", "prompt_cache_key", "service_tier")
 
 
-def chat_params(body: Json, client_tools: list[Json] | None) -> Params:
-    """The parameters of a Chat Completions body."""
-    params = _shared(body, client_tools)
+def chat_params(
+    body: Json, client_tools: list[Json] | None, extensions: frozenset[str] = frozenset()
+) -> Params:
+    """The parameters of a Chat Completions body; ``extensions``: the extension names to read."""
+    params = _shared(body, client_tools, extensions)
     if (stop := body.get("stop")) is not None:
         params["stop"] = _stop(stop)
     if (seed := typed(body, "seed", int, "an integer")) is not None:
@@ -64,9 +69,11 @@ def chat_params(body: Json, client_tools: list[Json] | None) -> Params:
     return params
 
 
-def responses_params(body: Json, client_tools: list[Json] | None) -> Params:
+def responses_params(
+    body: Json, client_tools: list[Json] | None, extensions: frozenset[str] = frozenset()
+) -> Params:
     """The parameters of a Responses body (which has no stop, seed or logit_bias)."""
-    params = _shared(body, client_tools)
+    params = _shared(body, client_tools, extensions)
     if (text := typed(body, "text", dict, "an object")) is not None:
         if (fmt := typed(text, "format", dict, "an object", where="text.format")) is not None:
             _set_format(params, _flat_format(fmt, "text.format"))
@@ -88,9 +95,7 @@ def responses_params(body: Json, client_tools: list[Json] | None) -> Params:
 def check_honoured(params: Params, config: Config, *, names: dict[str, str]) -> None:
     """400 naming the first parameter a provider of the model chain cannot honour.
     ``names``: neutral name → the request's spelling, for the error."""
-    chain: list[ProviderKind] = [config.model.provider]
-    chain.extend(endpoint.provider for endpoint in config.model.fallback)
-    refused = unhonoured(params, chain)
+    refused = unhonoured(params, [config.model, *config.model.fallback])
     if refused:
         name, kind = refused[0]
         spelled = names.get(name, name)
@@ -99,6 +104,32 @@ def check_honoured(params: Params, config: Config, *, names: dict[str, str]) -> 
             param=spelled,
             code="unsupported_parameter",
         )
+
+
+def extension_names(config: Config) -> frozenset[str]:
+    """The extension names a request may carry under this config (then checked per provider)."""
+    return known_extensions([config.model, *config.model.fallback])
+
+
+def unpack_extra_body(body: Json) -> Json:
+    """``extra_body`` sent as a field, its members moved to the top level. A member that is
+    also a top-level field with another value is a 400: which one was meant is unclear."""
+    extra = body.get("extra_body")
+    if extra is None:
+        return body
+    if not isinstance(extra, dict):
+        raise bad_request("'extra_body' must be an object", param="extra_body", code="invalid_type")
+    members: Json = extra  # pyright: ignore[reportUnknownVariableType]
+    out = {k: v for k, v in body.items() if k != "extra_body"}
+    for key, value in members.items():
+        if key in out and out[key] is not None and out[key] != value:
+            raise bad_request(
+                f"'{key}' is sent twice, in the body and in 'extra_body', with different values",
+                param=f"extra_body.{key}",
+                code="invalid_value",
+            )
+        out[key] = value
+    return out
 
 
 CHAT_NAMES: dict[str, str] = {}  # the neutral names are Chat Completions' own
@@ -133,8 +164,15 @@ def responses_echo(params: Params) -> Json:
 # -- the parts both APIs share ----------------------------------------------------------
 
 
-def _shared(body: Json, client_tools: list[Json] | None) -> Params:
+def _shared(body: Json, client_tools: list[Json] | None, extensions: frozenset[str]) -> Params:
     params: Params = {}
+    for key, value in body.items():
+        if key not in extensions or value is None:
+            continue
+        problem = extension_problem(key, value)
+        if problem is not None:
+            raise bad_request(f"'{key}' {problem}", param=key, code="invalid_type")
+        params[key] = value
     for key, (low, high) in _NUMBERS.items():
         value = body.get(key)
         if value is None:

@@ -8,13 +8,13 @@
     DELETE /v1/responses/{id}    forgets a stored response
     GET  /v1/responses/{id}/input_items  its request's input items, paged
     POST /v1/responses/{id}/cancel  stops a background response
-    GET  /v1/models, /v1/models/{id}  the configured model
+    GET  /v1/models, /v1/models/{id}  the configured model, and ``iris-agent`` (see ``offering``)
     /v1/conversations[/{id}[/items[/{item_id}]]]  the Conversations API (see ``conversations``)
 
 Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
 see ``iris.surfaces.origin``), CORS for listed origins only, the API key, the method, and a
-JSON ``Content-Type`` for a body. (Without an API key the agent's own tools are not offered:
-see ``bodies``.)
+JSON ``Content-Type`` for a body. (Which requests get the agent's own tools — the model
+``iris-agent``, an API key — is ``offering``'s to say.)
 
 Every failure before the first byte is an OpenAI error body with a 4xx (see ``problems``);
 after it, the encoders report it in-band (see ``exchange``).
@@ -66,6 +66,7 @@ from iris.surfaces.api.conversations import ConversationRoutes
 from iris.surfaces.api.exchange import TurnExchange, Wire
 from iris.surfaces.api.held import APPROVED_BY, ApprovalAnswer, HeldTurns, Leg, approval_answer
 from iris.surfaces.api.items import input_items, page
+from iris.surfaces.api.offering import ServedModel, resolve_model, served_models
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.sse import data_frames, named_frames
@@ -156,6 +157,13 @@ class ResponsesWire:
     def _turn_messages(self) -> list[Json]:
         """What this turn added to the conversation, for ``previous_response_id``."""
         return kept(self._end, shown_text(self.encoder.output))
+
+
+def _model_object(model: ServedModel, created: int) -> Json:
+    entry: Json = {"id": model.id, "object": "model", "created": created, "owned_by": "iris"}
+    if model.description:
+        entry["description"] = model.description
+    return entry
 
 
 def shown_text(output: list[Json]) -> str:
@@ -290,31 +298,25 @@ class ApiSurface:
         await self.held.stop()
 
     # -- endpoints ------------------------------------------------------------------------
+    def served(self) -> list[ServedModel]:
+        agent = self.runtime.agent
+        main = agent.provider(0) if agent.config.model.provider == "local" else None
+        description = getattr(main, "description", "") if main is not None else ""
+        return served_models(self.runtime.config, agent.model_name, description)
+
     def model_names(self) -> list[str]:
-        return [self.runtime.agent.model_name or "iris"]
+        return [model.id for model in self.served()]
 
     async def models(self, _: Request) -> Response:
         created = int(time.time())
-        data = [
-            {"id": name, "object": "model", "created": created, "owned_by": "iris"}
-            for name in self.model_names()
-        ]
+        data = [_model_object(model, created) for model in self.served()]
         return JSONResponse({"object": "list", "data": data})
 
     async def model(self, request: Request) -> Response:
-        model_id = request.path_params["model_id"]
-        if model_id not in self.model_names():
-            raise ApiError(
-                404,
-                f"The model '{model_id}' does not exist; this server serves: "
-                f"{', '.join(self.model_names())}",
-                param="model",
-                code="model_not_found",
-            )
-        created = int(time.time())
-        return JSONResponse(
-            {"id": model_id, "object": "model", "created": created, "owned_by": "iris"}
-        )
+        served = {model.id: model for model in self.served()}
+        asked = request.path_params["model_id"]
+        model_id = resolve_model(asked, list(served), self.runtime.config)
+        return JSONResponse(_model_object(served[model_id], int(time.time())))
 
     async def chat(self, request: Request) -> Response:
         body = await self._json(request)
