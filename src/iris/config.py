@@ -227,6 +227,9 @@ class ApiServerConfig(_Section):
     # million characters of text is past every model's context window.
     max_messages: int = Field(default=2048, ge=1)
     max_input_chars: int = Field(default=1_000_000, ge=1)
+    # Bytes of items one stored conversation (/v1/conversations) may hold; past it adding items
+    # or a response that extends it is a 400 (conversation_too_large).
+    max_conversation_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     # Who gets Iris's own tools (terminal, read_file, MCP): ``on_request`` only a request for
     # the model ``iris-agent``; ``always`` every request without tools of its own; ``never``
     # nobody. Never a request with ``response_format`` or an app's background task (an Open
@@ -396,6 +399,9 @@ class WhatsAppConfig(_ChatPlatformConfig):
     app_secret: str = ""
     app_secret_env: str | None = None
     verify_token: str = ""  # Meta's webhook verification (GET hub.verify_token)
+    # Seconds: a message whose ``timestamp`` is older is not answered (Meta redelivers for days;
+    # a signed body replayed later is refused); each message id is taken once within it.
+    max_age: float = Field(default=3600.0, gt=0)
     # Phone numbers only: a profile name is anyone's to choose (no match_usernames here).
     allowed_users: list[str] = Field(default_factory=list[str])
     budgets: WhatsAppBudgets = Field(default_factory=WhatsAppBudgets)

@@ -2,7 +2,7 @@
 
 ``Runtime.create`` is the one place that picks where stored data lives: the SQLite file, or
 with ``store.url`` the Redis every process shares (sessions, stored responses, devices, the
-chats' controls).
+chats' controls, the webhook deliveries taken).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from iris.auth_throttle import AuthThrottle
 from iris.config import Config
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.conversations import Conversations, conversations_for
+from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
 from iris.state.fingerprint import shared_store
 from iris.state.redis_store import RedisStore
@@ -41,6 +42,8 @@ class Runtime:
     controls: ChatControls = field(default_factory=MemoryControls)
     # Stored conversations (``/v1/conversations``): SQLite, or Redis with ``store.url``.
     conversations: Conversations | None = None
+    # Webhook deliveries taken already (a platform's redelivery is answered once).
+    deliveries: Deliveries = field(default_factory=MemoryDeliveries)
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
     # Failed authentications per client address, every surface (``iris.auth_throttle``).
@@ -69,6 +72,7 @@ class Runtime:
             shared=shared,
             controls=controls_for(shared),
             conversations=conversations_for(store, shared),
+            deliveries=deliveries_for(store, shared),
         )
 
 

@@ -31,7 +31,7 @@ def request(approval_id: str = "appr_1", **extra: Any) -> dict[str, Any]:
         "approval_id": approval_id,
         "index": 1,
         "name": "terminal",
-        "args": json.dumps({"command": COMMAND}),
+        "args": {"command": COMMAND},
         "preview": COMMAND,
         "expires_at": 1_000.0,
         **extra,

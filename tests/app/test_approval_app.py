@@ -52,7 +52,7 @@ def request(**extra: Any) -> dict[str, Any]:
         "approval_id": "appr_a1",
         "index": 1,
         "name": "terminal",
-        "args": json.dumps({"command": LONG}),
+        "args": {"command": LONG},
         "preview": LONG,
         "expires_at": 1_090.0,
         **extra,
@@ -110,7 +110,7 @@ async def test_the_card_shows_the_whole_command_and_sends_the_press(
 
 
 async def test_the_buttons_go_dead_when_the_countdown_runs_out(server: FakeIrisServer) -> None:
-    server.script(request(preview="ls", args='{"command": "ls"}'))
+    server.script(request(preview="ls", args={"command": "ls"}))
     clock = FakeClock(1_000.0)
     app = app_for(server, clock)
     async with app.run_test(size=SIZE) as pilot:
@@ -125,7 +125,7 @@ async def test_the_buttons_go_dead_when_the_countdown_runs_out(server: FakeIrisS
 
 async def test_model_text_in_the_card_is_never_markup(server: FakeIrisServer) -> None:
     sneaky = "[bold red]x[/] [link=https://evil.example]click[/link] [@click=app.quit]q[/]"
-    server.script(request(name=sneaky, preview=sneaky, args=json.dumps({"c": sneaky})))
+    server.script(request(name=sneaky, preview=sneaky, args={"c": sneaky}))
     app = app_for(server, FakeClock(1_000.0))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.connection.connected)
@@ -137,7 +137,7 @@ async def test_model_text_in_the_card_is_never_markup(server: FakeIrisServer) ->
 
 
 async def test_a_late_press_shows_already_decided(server: FakeIrisServer) -> None:
-    server.script(request(preview="ls", args='{"command": "ls"}'))
+    server.script(request(preview="ls", args={"command": "ls"}))
     app = app_for(server, FakeClock(1_000.0))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.connection.connected)
@@ -164,7 +164,7 @@ async def test_a_late_press_shows_already_decided(server: FakeIrisServer) -> Non
 async def test_a_device_that_reconnects_while_pending_shows_the_card_again(
     server: FakeIrisServer,
 ) -> None:
-    server.script(request(preview="ls", args='{"command": "ls"}'))
+    server.script(request(preview="ls", args={"command": "ls"}))
     first = app_for(server, FakeClock(1_000.0))
     async with first.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: first.connection.connected)

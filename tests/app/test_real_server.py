@@ -3,44 +3,16 @@ fake OpenAI upstream, the real iris socket, the app through Textual's run_test +
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from iris.app.app import IrisApp
 from iris.app.widgets.reasoning import ReasoningBlock
 from iris.app.widgets.toolcard import ToolCard
-from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
-from tests.conftest import MakeConfig
-from tests.fakes import loopback
 from tests.fakes.upstream import FakeUpstream, reasoning, text, tool_call
 
 from .driver import SIZE, bubbles, make_app, screen_text, settled, until
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture(params=[False])
-async def iris_url(
-    request: pytest.FixtureRequest, make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path
-) -> AsyncIterator[str]:
-    """The server's URL; parametrize indirectly with True to stream replies to the app."""
-    config = make_config(
-        upstream.base_url,
-        platforms={
-            "iris": {"tokens": ["device-token-0123456789"]},
-            "api_server": {"enabled": False},
-        },
-        display={"platforms": {"iris": {"show_reasoning": True}}},
-        tools={"terminal": {"cwd": str(tmp_path)}},
-        streaming={"enabled": request.param},
-    )
-    (tmp_path / "notes.txt").write_text("x")
-    sock = loopback.bind()
-    server = await loopback.start(build_app(config), sock, **UVICORN_WS_OPTIONS)
-    yield f"ws://127.0.0.1:{sock.getsockname()[1]}/iris/ws"
-    await loopback.stop(server)
 
 
 async def test_a_tool_turn_from_the_real_server_renders_in_order(

@@ -49,6 +49,22 @@ async def test_settled_blocks_are_drawn_once_and_the_tail_at_most_once_a_frame(
         assert bubble.body.tail_paints - start_paints <= app._frame - start_frame + 1
 
 
+async def test_an_open_bold_in_the_streaming_tail_shows_bold_not_asterisks(
+    server: FakeIrisServer,
+) -> None:
+    """The tail is healed as the browser's is (iris.app.core.heal): while the reply is
+    mid-``**bold``, the screen shows the word, not the markers waiting for their closer."""
+    app = make_app(server.url, smoothness=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await server.emit({"type": "message.start", "message_id": "m1", "role": "assistant"})
+        await server.emit({"type": "message.update", "message_id": "m1", "text": "It is **very"})
+        await until(pilot, lambda: "very" in screen_text(app))
+        assert "**" not in screen_text(app)
+        await server.emit({"type": "message.stop", "message_id": "m1", "final_text": "It is."})
+        await until(pilot, lambda: settled(app))
+
+
 async def test_an_ordered_list_streamed_by_character_stays_one_list(
     server: FakeIrisServer,
 ) -> None:

@@ -60,6 +60,7 @@ loop clock); ``chat(chat_id)`` is what the user sees now.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -144,6 +145,10 @@ class FakeBotApi:
         default_factory=dict[str, tuple[str, bytes, int]]
     )
     file_downloads: list[str] = field(default_factory=list[str])
+    # file_path -> bytes a download of it streams whatever getFile said (a lying size), and
+    # how many of them were taken before the client hung up.
+    bottomless: dict[str, int] = field(default_factory=dict[str, int])
+    streamed: dict[str, int] = field(default_factory=dict[str, int])
 
     @property
     def base_url(self) -> str:
@@ -308,10 +313,25 @@ class FakeBotApi:
         self.file_downloads.append(request.match_info["path"])
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 404}, status=404)
+        path = request.match_info["path"]
+        if path in self.bottomless:
+            return await self._stream(request, path, self.bottomless[path])
         for path, data, _ in self.files.values():
             if path == request.match_info["path"]:
                 return web.Response(body=data, content_type="application/octet-stream")
         return web.json_response({"ok": False, "error_code": 404}, status=404)
+
+    async def _stream(self, request: web.Request, path: str, total: int) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": "application/octet-stream"})
+        await response.prepare(request)
+        chunk = b"\0" * (1 << 16)
+        self.streamed[path] = 0
+        with contextlib.suppress(ConnectionError):
+            while self.streamed[path] < total:
+                await response.write(chunk)  # waits while the client does not read
+                self.streamed[path] += len(chunk)
+            await response.write_eof()
+        return response
 
     def _push(self, update: dict[str, Any]) -> None:
         self._updates.append({"update_id": self._next_update, **update})

@@ -56,7 +56,7 @@ async def test_approved_once_on_the_phone_runs_once_and_every_device_sees_who(
     await laptop.send({"type": "message.send", "text": "go"})
     asked = (await phone.until("approval.request"))[-1]
     assert asked["name"] == "terminal" and asked["preview"] == COMMAND and asked["index"] == 1
-    assert asked["args"] == f'{{"command": "{COMMAND}"}}'
+    assert asked["args"] == {"command": COMMAND}  # an object, as tool.start's
     assert runs(tmp_path) == 0
     await phone.send(
         {"type": "approval.respond", "approval_id": asked["approval_id"], "decision": "once"}

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iris.events import (
+    ApprovalRequested,
     Commentary,
     Event,
     ReasoningDelta,
@@ -23,6 +24,7 @@ from iris.events import (
     TurnStarted,
 )
 from iris.protocol.frames import EncoderSettings, FrameEncoder, encode, tool_preview
+from iris.protocol.types import SERVER
 
 USAGE = {"input_tokens": 10, "output_tokens": 42, "total_tokens": 52}
 
@@ -86,6 +88,21 @@ def test_tool_turn_gives_doc05_sequence() -> None:
         },
         {"type": "typing", "on": False},
     ]
+
+
+def test_an_approval_request_carries_its_arguments_as_tool_start_does() -> None:
+    """One shape for a call's arguments in the protocol: the object, whatever the model wrote
+    (what is not an object is wrapped as the agent wraps it for tool.start)."""
+    written = [
+        ('{"command": "rm -rf build"}', {"command": "rm -rf build"}),
+        ("[1, 2]", {"_value": [1, 2]}),
+        ('{"command": "ls"', {"_raw": '{"command": "ls"'}),
+    ]
+    for args, shown in written:
+        request = ApprovalRequested(1, "terminal", args, "rm -rf build", "appr_1", 1000.0)
+        [frame] = [f for f in run([request]) if f["type"] == "approval.request"]
+        assert frame["args"] == shown
+        assert SERVER.validate_python(frame) == frame
 
 
 def test_updates_follow_buffer_threshold_and_extend_each_other() -> None:

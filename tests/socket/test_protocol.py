@@ -21,6 +21,12 @@ def test_the_shipped_schema_is_the_generated_one() -> None:
     assert protocol.SCHEMA_FILE.read_text() == protocol.schema_text()
 
 
+def test_the_browsers_reading_rule_is_the_generated_one() -> None:
+    # src/iris/web/js/reading.js: what the browser's frames.js reads frames by. Regenerate with:
+    # python -m iris.protocol.types
+    assert protocol.READING_FILE.read_text() == protocol.reading_text()
+
+
 @settings(max_examples=100, deadline=None)
 @given(turns(), st.integers(1, 30), st.booleans())
 def test_every_frame_the_server_makes_is_one_of_the_types(

@@ -5,7 +5,6 @@ Real chromium. (The card's rules on frame lists, with the Python twin's: tests/w
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -56,7 +55,7 @@ def request(approval_id: str = "appr_1", **extra: Any) -> dict[str, Any]:
         "approval_id": approval_id,
         "index": 1,
         "name": "terminal",
-        "args": json.dumps({"command": LONG}),
+        "args": {"command": LONG},
         "preview": LONG,
         "expires_at": 4_000_000_000.0,
         **extra,
@@ -122,7 +121,7 @@ def test_the_card_holds_the_whole_command_buttons_and_a_countdown(app: Web) -> N
 def test_a_press_sends_the_answer_and_the_decision_replaces_the_buttons(app: Web) -> None:
     page = app.open("approval-press")
     keep_sends(page)
-    feed(page, request(preview="ls -la", args='{"command": "ls -la"}'))
+    feed(page, request(preview="ls -la", args={"command": "ls -la"}))
     page.click(".approval-actions .approval-chat")
     assert page.evaluate("window.sent.filter((f) => f.type !== 'ping')") == [
         {"type": "approval.respond", "approval_id": "appr_1", "decision": "chat"}
@@ -140,7 +139,7 @@ def test_a_press_sends_the_answer_and_the_decision_replaces_the_buttons(app: Web
 def test_a_late_press_says_already_decided(app: Web) -> None:
     page = app.open("approval-late")
     keep_sends(page)
-    feed(page, {"type": "typing", "on": True}, request(preview="ls", args="{}"))
+    feed(page, {"type": "typing", "on": True}, request(preview="ls", args={}))
     page.click(".approval-actions .approval-deny")
     late = {"type": "error", "code": "approval_decided", "message": "already decided"}
     feed(page, resolved("once", "laptop"), late)
@@ -164,7 +163,7 @@ def test_the_buttons_go_dead_when_the_countdown_runs_out(app: Web) -> None:
 
 def test_model_text_in_the_card_is_never_html(app: Web) -> None:
     page = app.open("approval-evil")
-    feed(page, request(name=EVIL, preview=EVIL, args=json.dumps({"command": EVIL})))
+    feed(page, request(name=EVIL, preview=EVIL, args={"command": EVIL}))
     card = page.locator(".bubble.approval .approval")
     assert card.locator(".approval-name").text_content() == EVIL
     assert card.locator("pre.approval-text").first.text_content() == EVIL

@@ -23,9 +23,9 @@ for (const spec of CASES.cases) {
   });
 }
 
-test("every difference is recorded as deliberate (ours) or a gap", () => {
+test("every difference is recorded as deliberate (ours); no gap is left", () => {
   const kinds = new Set(CASES.cases.map((/** @type {{ kind: string }} */ c) => c.kind));
-  assert.deepEqual([...kinds].sort(), ["gap", "ours", "same"]);
+  assert.deepEqual([...kinds].sort(), ["ours", "same"]);
 });
 
 test("only the display copy is healed: text without an open marker is unchanged", () => {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from iris.app.core import attach
 from iris.app.core.graphemes import boundary_at_or_after, boundary_at_or_before, is_boundary
+from iris.app.core.heal import heal
 from iris.app.core.mdstream import MarkdownSplitter, make_parser
 from iris.app.core.reveal import Reveal, chars_per_second
 from iris.app.core.view import ChatView
@@ -95,6 +98,9 @@ def test_the_view_model_on_the_shared_cases(case: dict[str, Any]) -> None:
 # A tick 0.05 s after each frame; BMP text only, so that a reveal's step (code points here,
 # UTF-16 units in the browser) is the same length in both.
 PIECES = ["a", "word ", "中文", "é", "e\u0301", "\n", " ", "**b", "`c", "日本語 "]
+# Values a broken frame puts in a field: a number as text, 1 for true, a fraction, negative,
+# empty, null, a list, an object (some of them right for some fields: then both take it).
+WRONG: list[Any] = ["5", 1, True, 1.5, -1, "", None, [], {}, "m1"]
 PACKAGED_NODE = Path(__file__).parent.parent / "interop" / "node" / "node_modules" / ".bin" / "node"
 NODE = str(PACKAGED_NODE) if PACKAGED_NODE.exists() else shutil.which("node")
 
@@ -102,13 +108,14 @@ NODE = str(PACKAGED_NODE) if PACKAGED_NODE.exists() else shutil.which("node")
 class Turns:
     """Random turns of valid frames as a server sends them to one device: streamed messages
     (snapshots and appends, some appends lost), stops in both forms, whole messages,
-    commentary, tools, errors, a sync now and then, and replays of frames already sent."""
+    commentary, tools, errors, a sync now and then, replays of frames already sent, and broken
+    frames (a field gone or mistyped, or not an object) that both apps read by one rule."""
 
     def __init__(self, seed: int) -> None:
         self.random = random.Random(seed)
         self.seq = 0
         self.sent: dict[str, str] = {}  # message_id -> the text this device was sent
-        self.frames: list[dict[str, Any]] = []
+        self.frames: list[Any] = []  # frames as sent, broken ones among them
 
     def text(self) -> str:
         return "".join(self.random.choice(PIECES) for _ in range(self.random.randint(1, 4)))
@@ -119,10 +126,21 @@ class Turns:
             frame = {**frame, "seq": self.seq, "chat_id": "c1"}
         self.frames.append(frame)
 
+    def broken(self, frame: dict[str, Any]) -> Any:
+        """A frame with one field gone or of another type (both apps must refuse it whole or
+        take it whole, the same way), or not an object at all."""
+        r = self.random
+        if r.random() < 0.1:
+            return r.choice([[frame], "text", 7, None])
+        key = r.choice(sorted(frame))
+        if r.random() < 0.3:
+            return {k: v for k, v in frame.items() if k != key}
+        return frame | {key: r.choice(WRONG)}
+
     def step(self) -> None:
         r, mid = self.random, self.random.choice(["m1", "m2", "m3"])
         have = self.sent.get(mid)
-        choice = r.choice([0, 1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 6, 7, 8, 8, 8, 9, 10, 10, 11])
+        choice = r.choice([0, 1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 6, 7, 8, 8, 8, 9, 10, 10, 11, 11, 12])
         if choice == 0:
             self.emit({"type": "typing", "on": r.random() < 0.5})
         elif choice == 1 or (have is None and choice in (2, 3, 4, 5)):
@@ -167,6 +185,8 @@ class Turns:
             self.emit({"type": "error", "code": "upstream_error", "message": "failed"})
         elif choice == 10 and self.frames:
             self.frames.append(r.choice(self.frames))  # a replay of a frame already sent
+        elif choice == 11 and (whole := [f for f in self.frames if isinstance(f, dict)]):
+            self.frames.append(self.broken(r.choice(whole)))
         else:
             self.sent.clear()
             messages = [{"message_id": "s1", "role": "user", "text": "q"}]
@@ -316,3 +336,62 @@ def test_the_shared_settled_sources() -> None:
     before = splitter.parsed_chars
     splitter.append(settled["then"])
     assert splitter.parsed_chars - before == len(splitter.tail)
+
+
+# -- heal ------------------------------------------------------------------------------------
+
+HEAL = cases("heal")
+
+
+@pytest.mark.parametrize("case", HEAL["cases"], ids=[repr(c["in"]) for c in HEAL["cases"]])
+def test_the_terminal_heals_a_tail_as_the_browser_does(case: dict[str, Any]) -> None:
+    assert heal(case["in"]) == case["ours"]
+
+
+HEAL_PIECES = ["*", "**", "_", "__", "~~", "`", "``", "[", "](", "http", ")", "!", "\\", "a", "é"]
+HEAL_PIECES += [" ", "\n", "-", "=", "- ", "```", "\n\n", "2", "中", "𝐀", "😀"]
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (the browser's twin runs on it)")
+def test_random_tails_heal_the_same_in_both() -> None:
+    """Astral characters included: a letter outside the BMP (𝐀) is a word character in both."""
+    rng = random.Random(7)
+    tails = [
+        "".join(rng.choice(HEAL_PIECES) for _ in range(rng.randint(1, 12))) for _ in range(3000)
+    ]
+    assert NODE is not None
+    module = Path(__file__).parents[2] / "src" / "iris" / "web" / "js" / "heal.js"
+    script = (
+        f"import {{ heal }} from {json.dumps(module.as_uri())};"
+        "let data = ''; process.stdin.on('data', (c) => { data += c; });"
+        "process.stdin.on('end', () => process.stdout.write("
+        "JSON.stringify(JSON.parse(data).map(heal))));"
+    )
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script],
+        input=json.dumps(tails),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    for tail, js in zip(tails, json.loads(done.stdout), strict=True):
+        assert heal(tail) == js, tail
+
+
+# -- attach ----------------------------------------------------------------------------------
+
+
+def test_the_terminal_app_attaches_with_the_browsers_caps_and_words() -> None:
+    """``iris.app.core.attach`` is the twin of ``js/attach.js``: the same caps, the same lines."""
+    source = (Path(__file__).parents[2] / "src" / "iris" / "web" / "js" / "attach.js").read_text()
+    caps = dict(re.findall(r"export const (MAX_\w+) = ([\d_]+(?: - [\d_]+)?);", source))
+    values = {name: [int(n.replace("_", "")) for n in v.split(" - ")] for name, v in caps.items()}
+    assert {name: n[0] - sum(n[1:]) for name, n in values.items()} == {
+        "MAX_EDGE": attach.MAX_EDGE,
+        "MAX_FILES": attach.MAX_FILES,
+        "MAX_FRAME_B64": attach.MAX_FRAME_B64,
+    }
+    assert "`${name}: at most ${MAX_FILES} files a message`" in source
+    assert "${name}: too large to send (${Math.ceil(blob.size / 1024)} KB; " in source
+    assert "a message carries about ${Math.floor(MAX_FRAME_B64 * 0.75 / 1024)} KB)" in source

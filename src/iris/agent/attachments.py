@@ -24,11 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import io
 import logging
+import math
+import mimetypes
+import re
+import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import openai
@@ -42,6 +48,19 @@ KINDS: tuple[Kind, ...] = ("image", "audio", "file")
 
 # What an image part stands for in the history once its turn is over.
 IMAGE_PLACEHOLDER = "[image{name}: shown to the model with the message it came with]"
+
+
+MAX_NAME = 200  # characters of a file's name shown to the user and the model
+
+
+def shown_name(name: str) -> str:
+    """A sender's file name as notes and the model see it: one line (line breaks and other
+    control characters as ``\\uXXXX``), at most ``MAX_NAME`` characters; it cannot start a line
+    of its own in what the model reads."""
+    if not name:
+        return "(unnamed)"
+    shown = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in name)
+    return shown if len(shown) <= MAX_NAME else shown[: MAX_NAME - 1] + "…"
 
 
 def placeholder(name: str = "") -> str:
@@ -62,6 +81,42 @@ class File:
     name: str
     mime: str
     data: bytes
+
+
+def kind_of(mime: str) -> Kind:
+    """The kind a surface sends a file of ``mime`` as (the web app's ``kindOf``)."""
+    if mime.startswith("image/"):
+        return "image"
+    if mime.startswith("audio/"):
+        return "audio"
+    return "file"
+
+
+def too_large(name: str, size: int, limit: int) -> str:
+    """The line a file over ``attachments.max_bytes`` gets, on every surface."""
+    return f"{name}: too large ({size} bytes; the limit is {limit})"
+
+
+def read_path(path: Path, max_bytes: int) -> File:
+    """A file on this machine as the terminal surfaces send one: its MIME type guessed from its
+    name, its kind from that. Raises ``ValueError`` with the line the user is told when it
+    cannot go: not there, not a file, unreadable, or over ``max_bytes`` (then never read)."""
+    name = path.name or str(path)
+    try:
+        if not path.is_file():
+            raise ValueError(
+                f"{path}: no such file" if not path.exists() else f"{path}: not a file"
+            )
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ValueError(too_large(name, size, max_bytes))
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:  # it grew since
+        raise ValueError(too_large(name, len(data), max_bytes))
+    mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return File(kind_of(mime), name, mime, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +159,9 @@ async def prepare(
     stored: list[str] = [text] if text.strip() else []
     told: list[str] = list(notes)
     for file in files:
-        name = file.name or "(unnamed)"
+        name = shown_name(file.name)
         if len(file.data) > settings.max_bytes:
-            told.append(
-                f"{name}: too large ({len(file.data)} bytes; the limit is {settings.max_bytes})"
-            )
+            told.append(too_large(name, len(file.data), settings.max_bytes))
         elif _is_image(file):
             if not sees_images(config):
                 told.append(f"{name}: this model does not see images (model.vision is off)")
@@ -159,10 +212,26 @@ def without_old_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # -- images ------------------------------------------------------------------------------------
+# Pixels an image may decode to (after a JPEG's reduced-size decode): 8.4 million, a 4K
+# screenshot (3 840 x 2 160), 32 MB at the four bytes a pixel Pillow keeps for colour. Known from
+# the header before anything is decoded: a 343 KB PNG of 9 400 x 9 400 pixels would decode to
+# 353 MB. A phone's JPEG photo of any size is decoded reduced, under it.
+MAX_PIXELS = 1 << 23
+# Images decoded at once in this process, whatever the chats: four chats sending the PNG above
+# together peaked at 3.3 GB before this bound.
+_DECODES = threading.BoundedSemaphore(2)
+
+
 def image_url(data: bytes, max_edge: int) -> str:
     """A ``data:`` URL of the image in ``data``, downscaled to ``max_edge`` on its longer
     side and re-encoded where the provider would not take it as it is. Raises ``ValueError``
-    (with what the user is told) for what is not a readable image. CPU-bound: run in a thread."""
+    (with what the user is told) for what is not a readable image, or one over ``MAX_PIXELS``.
+    CPU-bound: run in a thread.
+
+    Memory is bounded before decoding: the size comes from the header (``Image.open`` reads
+    no pixels); a JPEG is decoded at 1/2, 1/4 or 1/8 of its size where that still leaves
+    ``max_edge`` (``draft``); what would still decode to more than ``MAX_PIXELS`` is refused;
+    at most two images are decoded at once (``_DECODES``)."""
     from PIL import Image, UnidentifiedImageError
 
     with warnings.catch_warnings():
@@ -170,22 +239,37 @@ def image_url(data: bytes, max_edge: int) -> str:
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
             with Image.open(io.BytesIO(data)) as image:
-                image.load()
                 kind = image.format or ""
-                if max(image.size) <= max_edge and kind in _AS_SENT:
-                    return _data_url(_AS_SENT[kind], data)
-                image.thumbnail((max_edge, max_edge))
-                opaque = image.mode in ("RGB", "L", "CMYK", "YCbCr")
-                out = io.BytesIO()
-                if opaque:
-                    image.convert("RGB").save(out, "JPEG", quality=85)
-                    return _data_url("image/jpeg", out.getvalue())
-                image.convert("RGBA").save(out, "PNG", optimize=True)
-                return _data_url("image/png", out.getvalue())
+                width, height = image.size
+                if max(width, height) > max_edge:  # JPEG only; for other formats a no-op
+                    ratio = max_edge / max(width, height)  # decoded at least this large
+                    image.draft(None, (math.ceil(width * ratio), math.ceil(height * ratio)))
+                if image.size[0] * image.size[1] > MAX_PIXELS:
+                    raise ValueError(
+                        f"the image is too large to read ({width} x {height} pixels; "
+                        f"the limit is {MAX_PIXELS / 1e6:.1f} megapixels)"
+                    )
+                with _DECODES:
+                    return _encoded(image, data, kind, max(width, height), max_edge)
         except (Image.DecompressionBombWarning, Image.DecompressionBombError):
             raise ValueError("the image has too many pixels to read") from None
         except (UnidentifiedImageError, OSError, SyntaxError):
             raise ValueError("not an image that can be read") from None
+
+
+def _encoded(image: Any, data: bytes, kind: str, longest: int, max_edge: int) -> str:
+    """Decode ``image`` (a Pillow image, opened) and answer its data URL."""
+    image.load()
+    if longest <= max_edge and kind in _AS_SENT:
+        return _data_url(_AS_SENT[kind], data)
+    image.thumbnail((max_edge, max_edge))
+    opaque = image.mode in ("RGB", "L", "CMYK", "YCbCr")
+    out = io.BytesIO()
+    if opaque:
+        image.convert("RGB").save(out, "JPEG", quality=85)
+        return _data_url("image/jpeg", out.getvalue())
+    image.convert("RGBA").save(out, "PNG", optimize=True)
+    return _data_url("image/png", out.getvalue())
 
 
 def _data_url(mime: str, data: bytes) -> str:
@@ -203,7 +287,7 @@ def _is_audio(file: File) -> bool:
 # -- documents ---------------------------------------------------------------------------------
 def _document(file: File, max_text_bytes: int, told: list[str]) -> str | None:
     """A text part for a UTF-8 document, or None (and a note) for anything else."""
-    name = file.name or "(unnamed)"
+    name = shown_name(file.name)
     kind = file.mime or "unknown type"
     if file.mime.lower().startswith(_BINARY_MIME) or b"\x00" in file.data:
         told.append(f"{name}: can't read this kind of file ({kind})")
@@ -219,15 +303,28 @@ def _document(file: File, max_text_bytes: int, told: list[str]) -> str | None:
             f"{max_text_bytes})"
         )
         return None
-    quoted = name.replace('"', "'")
-    return f'<file name="{quoted}">\n{text.removeprefix(chr(0xFEFF))}\n</file>'
+    return wrapped(name, text.removeprefix(chr(0xFEFF)))
+
+
+# A file tag inside a document, any case: ``</FILE >`` closes as well for a reader.
+_FILE_TAG = re.compile(r"<(?=\s*/?\s*file\b)", re.IGNORECASE)
+
+
+def wrapped(name: str, text: str) -> str:
+    """``<file name="…">`` … ``</file>`` around a document's text, unforgeable by either: the
+    name is escaped as an XML attribute (quotes, ``<``, ``>``, ``&``, line breaks and other
+    control characters), and a file tag inside the text has its ``<`` escaped (``&lt;/file>``),
+    so the only tags are these two and nothing a sender writes reads as outside the file."""
+    quoted = html.escape(name, quote=True)
+    quoted = "".join(c if c.isprintable() else f"&#{ord(c)};" for c in quoted)
+    return f'<file name="{quoted}">\n{_FILE_TAG.sub("&lt;", text)}\n</file>'
 
 
 # -- audio -------------------------------------------------------------------------------------
 async def _transcript(
     config: Config, file: File, transcriber: Transcriber | None, told: list[str]
 ) -> str | None:
-    name = file.name or "(unnamed)"
+    name = shown_name(file.name)
     if transcriber is None:
         transcriber = transcriber_for(config)
     if transcriber is None:

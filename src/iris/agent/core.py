@@ -420,7 +420,7 @@ class Turn:
                 if text:
                     self._emit(SegmentEnded(text))
                 self._added.append({"role": "assistant", "content": text})
-                self._end("stop", text)
+                self._end("length" if builder.limited else "stop", text)
                 return
             for n, call in enumerate(calls):
                 call.id = call.id or f"call_{self.turn_id[5:13]}_{index + n + 1}"

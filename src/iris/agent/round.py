@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from iris.agent.scrubber import ThinkScrubber
 from iris.events import Event, ReasoningDelta, TextDelta, ToolCallDelta
 from iris.formats.surrogates import SurrogateMender, clean
-from iris.llm.base import RawDelta, RawReasoning, RawText, RawToolCall, RawUsage
+from iris.llm.base import RawDelta, RawLimit, RawReasoning, RawText, RawToolCall, RawUsage
 
 
 @dataclass
@@ -43,6 +43,7 @@ class RoundBuilder:
     announced: list[ToolCall] = field(default_factory=list[ToolCall])  # streamed, in order
     input_tokens: int = 0
     output_tokens: int = 0
+    limited: bool = False  # the provider stopped at its token limit
     _scrubber: ThinkScrubber = field(default_factory=ThinkScrubber)
     _text_mender: SurrogateMender = field(default_factory=SurrogateMender)
     _reasoning_mender: SurrogateMender = field(default_factory=SurrogateMender)
@@ -76,6 +77,9 @@ class RoundBuilder:
                 return self._call_fragment(call)
             case RawUsage(input_tokens=inp, output_tokens=out):
                 self.input_tokens, self.output_tokens = inp, out
+                return []
+            case RawLimit():
+                self.limited = True
                 return []
 
     def finish(self) -> list[Event]:

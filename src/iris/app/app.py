@@ -19,7 +19,9 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Input, Static
 
+from iris.app.attach_screen import AttachScreen
 from iris.app.client import IrisConnection, Status
+from iris.app.core.attach import Attachments
 from iris.app.core.view import ChatView
 from iris.app.settings import Settings, save_settings
 from iris.app.settings_screen import SettingsScreen
@@ -47,10 +49,15 @@ class IrisApp(App[None]):
     #status.offline, #status.unauthorized { color: $text-warning; }
     #chat { height: 1fr; padding: 1 0 0 0; scrollbar-gutter: stable; }
     #composer { dock: bottom; margin: 0 1 1 1; }
+    #attached { height: auto; margin: 0 1; color: $text-muted; }
+    #attached.problem { color: $text-warning; }
     """
     BINDINGS = [
         Binding("f2", "settings", "Settings"),
         Binding("ctrl+o", "settings", "Settings", show=False),
+        Binding("f3", "attach", "Attach"),
+        Binding("ctrl+t", "attach", "Attach", show=False),
+        Binding("f4", "detach", "Clear files", show=False),
         Binding("escape", "cancel_turn", "Stop reply"),
         Binding("ctrl+q", "quit", "Quit"),
     ]
@@ -80,6 +87,9 @@ class IrisApp(App[None]):
         self._status = Static("", id="status", markup=False)
         self._chat = VerticalScroll(id="chat")
         self._typing = TypingIndicator()
+        self.attachments = Attachments()  # files for the next message
+        self._attached = Static("", id="attached", markup=False)
+        self._attached.display = False
 
     def _connection(self, retry_min: float) -> IrisConnection:
         return IrisConnection(
@@ -97,7 +107,11 @@ class IrisApp(App[None]):
         yield self._status
         yield self._chat
         yield self._typing
-        yield Input(placeholder="Message iris…  (F2 settings, Esc stops the reply)", id="composer")
+        yield self._attached
+        yield Input(
+            placeholder="Message iris…  (F2 settings, F3 attach a file, Esc stops the reply)",
+            id="composer",
+        )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -172,16 +186,24 @@ class IrisApp(App[None]):
     @on(Input.Submitted, "#composer")
     async def _send(self, event: Input.Submitted) -> None:
         text = event.value.strip()
-        if not text:
+        if not text and not self.attachments.count:
             return
+        names = ", ".join(self.attachments.names)
+        files = self.attachments.take()
         frame: dict[str, Any] = {"type": "message.send", "text": text}
+        if files:
+            frame["attachments"] = files
         if self.store.chat_id:
             frame["chat_id"] = self.store.chat_id
         if not await self.connection.send(frame):
+            self.attachments.restore(files)
             self.notify("Not connected; the message was not sent.", severity="warning")
             return
         event.input.value = ""
-        self.store.add_local_user(text)
+        self._show_attached()
+        # As the browser shows it: the files by name under the text.
+        attached = f"[attached: {names}]" if names else ""
+        self.store.add_local_user("\n".join(part for part in (text, attached) if part))
         self._chat.anchor()  # sending returns you to the bottom
         self.sync_view()
 
@@ -196,6 +218,31 @@ class IrisApp(App[None]):
 
     async def action_cancel_turn(self) -> None:
         await self.connection.send({"type": "turn.cancel"})
+
+    def action_attach(self) -> None:
+        self.push_screen(AttachScreen(Path.cwd()), self._picked)
+
+    def _picked(self, path: Path | None) -> None:
+        if path is not None:
+            self.attachments.add(path)
+            self._show_attached()
+        self.query_one("#composer", Input).focus()
+
+    def action_detach(self) -> None:
+        self.attachments.clear()
+        self._show_attached()
+
+    def _show_attached(self) -> None:
+        """The line above the composer: the files that go with the next message, or why the
+        last one could not."""
+        names = self.attachments.names
+        line = f"📎 {', '.join(names)}  (F4 clears)" if names else ""
+        problem = self.attachments.problem
+        self._attached.update(
+            "\n".join(part for part in (line, problem and f"⚠ {problem}") if part)
+        )
+        self._attached.set_class(bool(problem), "problem")
+        self._attached.display = bool(names or problem)
 
     def action_settings(self) -> None:
         self.push_screen(SettingsScreen(self.settings, self.apply_settings))

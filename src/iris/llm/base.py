@@ -74,7 +74,13 @@ class RawUsage:
     output_tokens: int
 
 
-RawDelta = RawText | RawReasoning | RawToolCall | RawUsage
+@dataclass(frozen=True, slots=True)
+class RawLimit:
+    """The provider stopped the reply at its token limit (``max_tokens``), not at its end: the
+    turn ends with ``length`` (``finish_reason: length``, an incomplete response)."""
+
+
+RawDelta = RawText | RawReasoning | RawToolCall | RawUsage | RawLimit
 
 
 @dataclass

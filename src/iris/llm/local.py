@@ -37,7 +37,7 @@ import httpx
 from iris.config import ModelConfig
 from iris.errors import LocalModelCrashed, ProviderError
 from iris.llm import gguf
-from iris.llm.base import ProviderRequest, RawDelta, RawText, RawUsage
+from iris.llm.base import ProviderRequest, RawDelta, RawLimit, RawText, RawUsage
 from iris.llm.params import LOCAL_EXTENSIONS
 from iris.tasks import Supervisor
 
@@ -348,6 +348,8 @@ class LocalProvider:
                                 chunk.get("tokens_predicted", 0),
                             )
                             yield RawUsage(int(used[0]), int(used[1]))
+                            if chunk.get("stop_type") == "limit":  # n_predict reached
+                                yield RawLimit()
                             break
             except (GeneratorExit, asyncio.CancelledError):
                 if not started and not done and self._active == 1:

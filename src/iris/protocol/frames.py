@@ -29,10 +29,11 @@ last one carries the turn's model and token count from ``TurnEnded``.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, assert_never, cast
 
 from iris.events import (
     ApprovalRequested,
@@ -214,7 +215,7 @@ class FrameEncoder:
                         "approval_id": item.approval_id,
                         "index": item.index,
                         "name": item.name,
-                        "args": item.args,
+                        "args": arguments(item.args),
                         "preview": item.preview,
                         "expires_at": item.expires_at,
                     }
@@ -319,6 +320,17 @@ class FrameEncoder:
         if tokens is not None:
             frame["tokens"] = tokens
         return frame
+
+
+def arguments(text: str) -> dict[str, Any]:
+    """A call's JSON arguments as the object frames carry (``tool.start.args``'s shape), with
+    the agent's own wrapping of what is not one: ``_raw`` (not JSON), ``_value`` (not an
+    object)."""
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        return {"_raw": text}
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {"_value": value}
 
 
 def tool_preview(args: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from types import FrameType
 from typing import Any
 
@@ -34,7 +34,7 @@ from iris.auth_throttle import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.config import Config
 from iris.errors import ConfigError
 from iris.runtime import Runtime, ServerSurface
-from iris.server.connections import MAX_HEAD_BYTES, connection_cap, guarded_protocol
+from iris.server.connections import MAX_HEAD_BYTES, BodyGuard, connection_cap, guarded_protocol
 from iris.server.endpoints import metrics_routes
 from iris.state.redis_store import ERRORS as REDIS_ERRORS
 from iris.state.redis_store import RedisStore
@@ -148,11 +148,35 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
-        middleware=[Middleware(NoSniff)],
+        middleware=[
+            Middleware(NoSniff),
+            Middleware(BodyGuard, timeout=config.server.timeout_body, cap_for=body_caps(config)),
+        ],
     )
     app.state.runtime = runtime
     app.state.surfaces = surfaces
     return app
+
+
+# A route that names no cap of its own takes bodies up to this (the API's is
+# ``platforms.api_server.max_body_bytes``, the WhatsApp webhook's ``whatsapp.MAX_BODY``).
+DEFAULT_BODY_CAP = 1 << 20
+
+
+def body_caps(config: Config) -> Callable[[str], int]:
+    """The most bytes of body each route takes, by path (``BodyGuard``)."""
+    from iris.surfaces.chat.platforms.whatsapp import MAX_BODY, WEBHOOK_PATH
+
+    api = config.platforms.api_server.max_body_bytes
+
+    def cap_for(path: str) -> int:
+        if path.startswith("/v1/"):
+            return api
+        if path == WEBHOOK_PATH:
+            return MAX_BODY
+        return DEFAULT_BODY_CAP
+
+    return cap_for
 
 
 async def store_answers(shared: RedisStore) -> bool:

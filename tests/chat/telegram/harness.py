@@ -29,3 +29,12 @@ def telegram_config(
     display = copy.deepcopy(extra.pop("display", {}))
     display.setdefault("platforms", {}).setdefault("telegram", {}).setdefault("transport", "edit")
     return platform_config(make_config, upstream, "telegram", settings, display=display, **extra)
+
+
+def config(
+    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi, **attachments: Any
+) -> Config:
+    built = telegram_config(
+        make_config, upstream, api, attachments={"max_edge": 256, **attachments}
+    )
+    return built.model_copy(update={"model": built.model.model_copy(update={"vision": True})})

@@ -5,14 +5,12 @@ model (or the user is told), through the real python-telegram-bot against ``Fake
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
-from iris.config import Config
 from tests.chat.attachments import images_in, photo, texts_in, user_content
 from tests.chat.harness import running
-from tests.chat.telegram.harness import CHAT, OWNER, telegram_config
+from tests.chat.telegram.harness import CHAT, OWNER, config, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text
@@ -21,15 +19,6 @@ pytestmark = [
     pytest.mark.timeout(30),
     pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning"),
 ]
-
-
-def config(
-    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi, **attachments: Any
-) -> Config:
-    built = telegram_config(
-        make_config, upstream, api, attachments={"max_edge": 256, **attachments}
-    )
-    return built.model_copy(update={"model": built.model.model_copy(update={"vision": True})})
 
 
 async def test_a_photo_reaches_a_vision_model_inline_and_downscaled(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Answer = Literal["once", "chat", "deny"]
 """What a person may send (``approval.respond``'s ``decision``)."""
@@ -44,7 +44,7 @@ class ApprovalCard:
     approval_id: str
     index: int
     name: str
-    args: str  # the call's whole JSON arguments, as the model wrote them
+    args: dict[str, Any]  # the call's whole arguments (an object, as tool.start carries them)
     preview: str  # the human rendering; for terminal the whole command
     expires_at: float
     decision: str | None = None  # once | chat | deny | timeout | cancelled; None while it waits
@@ -81,11 +81,8 @@ class ApprovalCard:
 
     @property
     def args_text(self) -> str:
-        """The arguments as a person reads them: indented JSON when they parse."""
-        try:
-            return json.dumps(json.loads(self.args), indent=2, ensure_ascii=False)
-        except ValueError:
-            return self.args
+        """The arguments as a person reads them: indented JSON (as ``JSON.stringify`` indents)."""
+        return json.dumps(self.args, indent=2, ensure_ascii=False)
 
     def state(self, now: float) -> list[object]:
         """What the card holds and says at ``now``, as ``cardState`` in approval.js gives it."""

@@ -145,14 +145,17 @@ class ChatView:
         point, self._resync = self._resync, None
         return point
 
-    def apply(self, data: Mapping[str, Any]) -> None:
-        """Apply one frame as received. A frame that is not one of the protocol's (a newer
-        server's type, or a malformed one) changes nothing."""
+    def apply(self, data: Mapping[str, Any]) -> bool:
+        """Apply one frame as received (parsed JSON); answers whether it was one of the
+        protocol's. One that is not (a newer server's type, a missing or mistyped field)
+        changes nothing: read whole and strictly (no ``"5"`` for 5), the rule the browser's
+        ``frames.js`` follows too (``tests/webjs/cases/view.json``)."""
         try:
-            frame = SERVER.validate_python(data)
+            frame = SERVER.validate_python(data, strict=True)
         except ValidationError:
-            return
+            return False
         self._apply(frame)
+        return True
 
     def _apply(self, frame: ServerFrame) -> None:
         if (frame["type"] == "ready" or frame["type"] == "sync") and "epoch" in frame:
@@ -314,14 +317,19 @@ class ChatView:
 
     def _update(self, message_id: str, text: str) -> None:
         bubble = self._by_id.get(message_id) or self._start(message_id, "assistant")
-        reveal = self._reveals.get(message_id)
         bubble.text = text
-        if reveal is None:  # an update after the reveal finished: show it as it is
+        self._reveal(bubble, text)
+        bubble.version += 1
+
+    def _reveal(self, bubble: Bubble, text: str) -> None:
+        """Show ``text``: through the bubble's reveal while one runs, else at once (an update
+        after the reveal finished)."""
+        reveal = self._reveals.get(bubble.message_id)
+        if reveal is None:
             bubble.shown = text
         else:
             reveal.push(text, self._clock())
             bubble.shown = reveal.text
-        bubble.version += 1
 
     def _stop(self, frame: MessageStop) -> None:
         message_id = frame["message_id"]
@@ -387,12 +395,7 @@ class ChatView:
         bubble.kind = "commentary"
         bubble.text = text
         bubble.stopped = True
-        reveal = self._reveals.get(message_id)
-        if reveal is None:
-            bubble.shown = text
-        else:
-            reveal.push(text, self._clock())
-            bubble.shown = reveal.text
+        self._reveal(bubble, text)
         bubble.version += 1
 
     def _tool(self, frame: ToolStart | ToolProgress | ToolEnd) -> None:

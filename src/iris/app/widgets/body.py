@@ -1,7 +1,8 @@
 """A bubble's Markdown body: settled blocks drawn once, one tail widget repainted per frame.
 
 The core's :class:`MarkdownFeed` decides what is settled; this widget hands settled blocks to
-:class:`SettledLines` (rendered once, left alone) and the tail's source — with the cursor after
+:class:`SettledLines` (rendered once, left alone) and the tail's source — healed (an open
+``**bold`` closed, as the browser's tail is: :mod:`iris.app.core.heal`) and with the cursor after
 its last text while streaming — to :class:`TailLines`. Both render lazily at paint
 time, so however many frames arrive between two ticks the tail is drawn once.
 """
@@ -12,6 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from iris.app.core.cursor import with_cursor
+from iris.app.core.heal import heal
 from iris.app.core.mdstream import MarkdownFeed
 from iris.app.widgets.lines import SettledLines, TailLines
 
@@ -56,6 +58,7 @@ class MarkdownBody(Vertical):
         self._shown = wanted
         tail = self._feed.splitter.tail
         if streaming:
-            # Nothing revealed yet: a lone cursor says the reply is on its way.
-            tail = with_cursor(tail, self._feed.splitter.tail_tokens)
+            # Nothing revealed yet: a lone cursor says the reply is on its way. Healing ends
+            # with the tail's last line, so the parse's line numbers still place the cursor.
+            tail = with_cursor(heal(tail), self._feed.splitter.tail_tokens)
         self.tail.set_source(tail, gap=bool(self.settled.blocks))

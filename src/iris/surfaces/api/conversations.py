@@ -18,6 +18,7 @@ when it ends (see ``routes.ResponsesWire``).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -27,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 
 from iris.state.conversations import Conversations
 from iris.surfaces.api.bodies import input_messages
-from iris.surfaces.api.items import page, stored_item
+from iris.surfaces.api.items import after_not_found, list_object, page_query, stored_item
 from iris.surfaces.api.problems import ApiError, bad_request
 
 Json = dict[str, Any]
@@ -37,13 +38,17 @@ _METADATA_KEYS = 16
 
 
 class ConversationRoutes:
-    def __init__(self, store: Conversations) -> None:
+    def __init__(self, store: Conversations, max_bytes: int) -> None:
         self.store = store
+        # The most bytes a conversation's items may take (``max_conversation_bytes``): one
+        # grew to 152 MB in 40 appends, and every turn on it read all of it.
+        self.max_bytes = max_bytes
 
     async def create(self, request: Request, body: object) -> Response:
         data = _object(body)
         _only(data, {"items", "metadata"})
         items = _items(data.get("items"), required=False)
+        self._check_room(0, items)
         conversation: Json = {
             "id": f"conv_{uuid.uuid4().hex}",
             "object": "conversation",
@@ -79,30 +84,38 @@ class ConversationRoutes:
             data = _object(body)
             _only(data, {"items"})
             added = _items(data.get("items"), required=True)
+            size = await self.store.size(conversation_id)
+            if size is None:
+                raise not_found(conversation_id)
+            self._check_room(size, added)
             if not await self.store.append(conversation_id, added):
                 raise not_found(conversation_id)
-            return JSONResponse(
-                {
-                    "object": "list",
-                    "data": added,
-                    "first_id": added[0]["id"],
-                    "last_id": added[-1]["id"],
-                    "has_more": False,
-                }
-            )
-        items = await self.store.items(conversation_id)
-        if items is None:
+            return JSONResponse(list_object(added, False))
+        order, limit, after = page_query(request.query_params)
+        # Only the page asked for is read: a long conversation is never loaded whole here.
+        found = await self.store.page(conversation_id, after=after, limit=limit, order=order)
+        if found is None:
             raise not_found(conversation_id)
-        return JSONResponse(page(items, request.query_params))
+        if after is not None and not found.after_found:
+            raise after_not_found(after)
+        return JSONResponse(list_object(found.items, found.has_more))
+
+    async def check_room(self, conversation_id: str) -> None:
+        """A 400 when a conversation a response would extend is at its size cap already."""
+        size = await self.store.size(conversation_id)
+        if size is not None and size >= self.max_bytes:
+            raise too_large(conversation_id, self.max_bytes)
+
+    def _check_room(self, size: int, added: list[Json]) -> None:
+        if size + sum(len(json.dumps(item).encode()) for item in added) > self.max_bytes:
+            raise too_large("", self.max_bytes)
 
     async def item(self, request: Request, body: object | None) -> Response:
         conversation_id = request.path_params["conversation_id"]
         item_id = request.path_params["item_id"]
-        items = await self.store.items(conversation_id)
-        if items is None:
-            raise not_found(conversation_id)
-        found = next((item for item in items if item.get("id") == item_id), None)
+        found = await self.store.item(conversation_id, item_id)
         if found is None:
+            await self.get(conversation_id)  # a 404 for the conversation when it is missing
             raise ApiError(
                 404,
                 f"No item with id '{item_id}' in conversation '{conversation_id}'.",
@@ -118,6 +131,17 @@ class ConversationRoutes:
         if conversation is None:
             raise not_found(conversation_id)
         return conversation
+
+
+def too_large(conversation_id: str, max_bytes: int) -> ApiError:
+    which = f"Conversation '{conversation_id}'" if conversation_id else "The conversation"
+    return ApiError(
+        400,
+        f"{which} would hold more than {max_bytes} bytes of items "
+        "(platforms.api_server.max_conversation_bytes); start a new one.",
+        param="conversation",
+        code="conversation_too_large",
+    )
 
 
 def not_found(conversation_id: str) -> ApiError:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from iris.state.conversations import Order
 from iris.surfaces.api.problems import ApiError, bad_request
 
 Json = dict[str, Any]
@@ -62,9 +63,10 @@ def stored_item(entry: Json) -> Json:
     return item
 
 
-def page(items: list[Json], query: Mapping[str, str], *, default_order: str = "desc") -> Json:
-    """A list object of ``items`` (oldest first) as the query asks: ``after``, ``limit``,
-    ``order``."""
+def page_query(
+    query: Mapping[str, str], *, default_order: str = "desc"
+) -> tuple[Order, int, str | None]:
+    """(``order``, ``limit``, ``after``) of a list request, each checked (a 400 names it)."""
     order = query.get("order", default_order)
     if order not in ("asc", "desc"):
         raise bad_request("'order' must be 'asc' or 'desc'", param="order", code="invalid_value")
@@ -73,27 +75,36 @@ def page(items: list[Json], query: Mapping[str, str], *, default_order: str = "d
         raise bad_request(
             "'limit' must be an integer from 1 to 100", param="limit", code="invalid_value"
         )
-    limit = int(raw_limit)
-    ordered = items if order == "asc" else items[::-1]
-    after = query.get("after")
-    if after:
-        at = next((i for i, item in enumerate(ordered) if item.get("id") == after), None)
-        if at is None:
-            raise ApiError(
-                404,
-                f"No item with id '{after}' in this list.",
-                param="after",
-                code="item_not_found",
-            )
-        ordered = ordered[at + 1 :]
-    data = ordered[:limit]
+    return order, int(raw_limit), query.get("after") or None
+
+
+def after_not_found(after: str) -> ApiError:
+    return ApiError(
+        404, f"No item with id '{after}' in this list.", param="after", code="item_not_found"
+    )
+
+
+def list_object(data: list[Json], has_more: bool) -> Json:
     return {
         "object": "list",
         "data": data,
         "first_id": data[0]["id"] if data else None,
         "last_id": data[-1]["id"] if data else None,
-        "has_more": len(ordered) > limit,
+        "has_more": has_more,
     }
+
+
+def page(items: list[Json], query: Mapping[str, str], *, default_order: str = "desc") -> Json:
+    """A list object of ``items`` (oldest first) as the query asks: ``after``, ``limit``,
+    ``order``."""
+    order, limit, after = page_query(query, default_order=default_order)
+    ordered = items if order == "asc" else items[::-1]
+    if after:
+        at = next((i for i, item in enumerate(ordered) if item.get("id") == after), None)
+        if at is None:
+            raise after_not_found(after)
+        ordered = ordered[at + 1 :]
+    return list_object(ordered[:limit], len(ordered) > limit)
 
 
 def history_items(items: list[Json]) -> list[Json]:

@@ -221,7 +221,8 @@ class ApiSurface:
             save_lost=self._save_lost,
         )
         self.conversations = ConversationRoutes(
-            runtime.conversations or conversations_for(runtime.store, runtime.shared)
+            runtime.conversations or conversations_for(runtime.store, runtime.shared),
+            self.settings.max_conversation_bytes,
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
         self.held = HeldTurns()  # Responses turns waiting for an approval between requests
@@ -335,6 +336,8 @@ class ApiSurface:
         named = body.get("conversation") if isinstance(body, dict) else None
         if isinstance(named, dict):
             named = named.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(named, str):
+            await self.conversations.check_room(named)  # a 400 at the cap, before any work
         past = await self.conversations.store.items(named) if isinstance(named, str) else None
         within_cap = not isinstance(raw_input, list) or len(raw_input) <= self.settings.max_messages
         found = await self.responses.items(referenced_ids(raw_input)) if within_cap else {}
@@ -578,28 +581,14 @@ class ApiSurface:
             )
 
     async def _json(self, request: Request) -> object:
-        limit = self.settings.max_body_bytes
-        too_large = ApiError(
-            413, f"The request body is larger than {limit} bytes.", code="request_too_large"
-        )
-        declared = request.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > limit:
-            raise too_large
+        # The body's deadline (408) and size cap (413) are the server's ``BodyGuard``: one
+        # place, so no route can forget them.
         raw = bytearray()
-        timeout = self.runtime.config.server.timeout_body
         try:
-            # A client that trickles its body would hold a connection and this task forever.
-            async with asyncio.timeout(timeout):
-                async for chunk in request.stream():
-                    raw += chunk
-                    if len(raw) > limit:
-                        raise too_large
+            async for chunk in request.stream():
+                raw += chunk
         except ClientDisconnect:
             raise bad_request("the client went away while sending the body") from None
-        except TimeoutError:
-            raise ApiError(
-                408, f"The request body took longer than {timeout:g} s.", code="request_timeout"
-            ) from None
         if not raw:
             raise bad_request("the request body is empty; send a JSON object", code="invalid_json")
         try:

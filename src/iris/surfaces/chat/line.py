@@ -4,7 +4,9 @@ Over ``server.max_turns`` (every surface together) or the user's ``max_turns_per
 message waits here instead of being told "busy": a person expects to wait in line, not to be
 told to come back. Each slot given back, by any surface, goes to the first message in line
 whose user is under their own limit (one user at their limit does not hold up the others).
-Only a message that finds ``size`` messages waiting already is turned away (``None``).
+Only a message that finds ``size`` messages waiting already is turned away (``None``), or one
+whose user already has ``key_limit`` (``max_turns_per_user``) messages waiting: one user's many
+chats or forum topics cannot fill the line and leave everyone else "busy".
 
 A ``Place`` is one message's place in line; whoever holds it either takes its slot
 (``wait``) or ``leave``s, which also gives back a slot granted but never taken (a handler
@@ -64,12 +66,15 @@ class Line:
         return len(self._waiting)
 
     def join(self, key: str, key_limit: int | None) -> TurnSlot | Place | None:
-        """A slot at once; else a place in line; ``None`` when the line is full."""
+        """A slot at once; else a place in line; ``None`` when the line is full, or holds
+        ``key_limit`` places of ``key`` already."""
         slot = self._turns.acquire(key, key_limit)
         if slot is not None:
             return slot
         if len(self._waiting) >= self.size:
             return None
+        if key_limit is not None and sum(p.key == key for p in self._waiting) >= key_limit:
+            return None  # this user's share of the line is taken
         place = Place(self, key, key_limit)
         self._waiting.append(place)
         return place

@@ -174,6 +174,9 @@ class ChatSurface:
     def __init__(self, runtime: Runtime, platforms: list[ChatPlatform] | None = None) -> None:
         self.runtime = runtime
         self.platforms = platforms if platforms is not None else build_platforms(runtime.config)
+        for platform in self.platforms:
+            if isinstance(platform, WebhookPlatform):  # a redelivery is answered once, anywhere
+                platform.deliveries = runtime.deliveries
         self._conversations: dict[str, _Conversation] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
         self._group = OpenGroup()  # from start to stop

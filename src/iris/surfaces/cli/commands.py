@@ -3,8 +3,8 @@
 The grammar is every chat's (``iris.surfaces.commands``): only a first word of lowercase
 letters after one slash is a command, so a message that starts with a path
 (``/etc/hosts looks odd``) is sent to the model as written. Besides the chat commands the REPL
-has ``/stream``, ``/tools`` and ``/quit``; ``/compact``, ``/status`` and the list of ``/tools``
-need the agent, so they come back as actions the chat carries out.
+has ``/stream``, ``/tools``, ``/attach`` and ``/quit``; ``/compact``, ``/status``, the list of
+``/tools`` and ``/attach`` (which reads a file) come back as actions the chat carries out.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Literal
 from iris.config import Config, ToolProgressMode
 from iris.surfaces.commands import ALIASES, CHAT_COMMANDS, split
 
-Action = Literal["continue", "new", "quit", "compact", "status", "tools"]
+Action = Literal["continue", "new", "quit", "compact", "status", "tools", "attach"]
 
 _TOOL_MODES: dict[str, ToolProgressMode] = {m: m for m in ("off", "new", "all", "verbose")}
 
@@ -45,6 +45,7 @@ class ChatSettings:
 class CommandResult:
     text: str  # what to tell the user
     action: Action = "continue"
+    arg: str = ""  # what the action works on (``/attach``'s path)
 
 
 def is_command(line: str) -> bool:
@@ -117,6 +118,10 @@ def _help(settings: ChatSettings, arg: str) -> CommandResult:
     return CommandResult("\n".join(["commands:", *lines, "keys:", *keys]))
 
 
+def _attach(settings: ChatSettings, arg: str) -> CommandResult:
+    return CommandResult("", "attach", arg)
+
+
 def _quit(settings: ChatSettings, arg: str) -> CommandResult:
     return CommandResult("", "quit")
 
@@ -151,6 +156,11 @@ _COMMANDS: dict[str, _Command] = {
         "/tools [off|new|all|verbose]",
         "list the tools and MCP servers, or set how much tool activity to show",
         _tools,
+    ),
+    "attach": _Command(
+        "/attach [PATH]",
+        "send a file with your next message (or paste its path alone on a line); lists them",
+        _attach,
     ),
     "compact": _Command("/compact", CHAT_COMMANDS["compact"].summary, _compact),
     "status": _Command("/status", CHAT_COMMANDS["status"].summary, _status),

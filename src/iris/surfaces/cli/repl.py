@@ -29,6 +29,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from iris.agent import Agent
 from iris.agent.approvals import ApprovalPolicy, Approvals, Decision
+from iris.agent.attachments import prepare
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.config import Config
 from iris.events import ApprovalRequested, ApprovalResolved, Event
@@ -37,6 +38,7 @@ from iris.private import private_dir, private_file
 from iris.state.controls import Controls, MemoryControls
 from iris.state.sessions import MemorySessions
 from iris.surfaces.actions import compacted, status
+from iris.surfaces.cli.attach import Staged, path_of, split_paths
 from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
@@ -133,6 +135,7 @@ class Chat:
         # that reads no keys asks nobody, so a tool that asks is refused there).
         self.approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
         self.user = _user_name()
+        self.staged = Staged(config.attachments.max_bytes)  # files for the next message
         self._answering = Supervisor()  # the screen's answers to approval prompts
         asking = self.approvals if screen.asks else None
         self.conversation = Conversation(
@@ -162,6 +165,10 @@ class Chat:
                     draft = ""
                 if not line.strip():
                     continue
+                if not is_command(line):
+                    line = await self._attach_pasted(line)
+                    if not line.strip():
+                        continue
                 if is_command(line):
                     result = run_command(line, self.settings)
                     if result.text:
@@ -176,6 +183,8 @@ class Chat:
                         await self.say(await self.status())
                     elif result.action == "tools":
                         await self.say("\n".join(self.agent.tool_lines()))
+                    elif result.action == "attach":
+                        await self.say(self._attach(result.arg))
                     continue
                 await self.turn(line)
         finally:
@@ -191,11 +200,29 @@ class Chat:
     async def say(self, text: str) -> None:
         await self.screen.say(text)
 
+    def _attach(self, written: str) -> str:
+        """``/attach PATH`` (or ``/attach``: what is attached)."""
+        if not written.strip():
+            return self.staged.listing()
+        return self.staged.add(path_of(written))
+
+    async def _attach_pasted(self, message: str) -> str:
+        """Attach the files the message's lines name alone (a pasted or dragged path); the
+        rest of the message."""
+        text, paths = split_paths(message)
+        for path in paths:
+            await self.say(self.staged.add(path))
+        return text
+
     async def turn(self, text: str) -> None:
         settings = self.settings
         await self._follow_settings()
         options = TurnOptions(stream=settings.streaming, metadata={"surface": "cli"})
-        exchange = await self.conversation.begin(UserMessage(text), options)
+        files = self.staged.take()
+        user = UserMessage(text, await prepare(self.config, text, files) if files else None)
+        if user.notes:  # what the model did not get of the files, as every surface says it
+            await self.say("\n".join(user.notes))
+        exchange = await self.conversation.begin(user, options)
         renderer = ReplyRenderer(
             RenderOptions(
                 width=self.screen.width(),

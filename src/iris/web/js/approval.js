@@ -38,7 +38,8 @@ export class ApprovalCard {
     this.approvalId = String(frame.approval_id || "");
     this.index = Number(frame.index || 0);
     this.name = String(frame.name || "tool");
-    this.args = String(frame.args ?? "");
+    /** @type {Record<string, unknown>} the call's whole arguments, as tool.start's */
+    this.args = frame.args && typeof frame.args === "object" ? frame.args : {};
     this.preview = String(frame.preview || "");
     this.expiresAt = typeof frame.expires_at === "number" ? frame.expires_at : 0;
     /** @type {string | null} how it ended: once | chat | deny | timeout | cancelled */
@@ -73,10 +74,8 @@ export class ApprovalCard {
   /** What the card says once it is over; "" while it waits. */
   get outcome() { return outcomeText(this.decision, this.by); }
 
-  /** The arguments as a person reads them: indented JSON when they parse. */
-  get argsText() {
-    try { return JSON.stringify(JSON.parse(this.args), null, 2); } catch { return this.args; }
-  }
+  /** The arguments as a person reads them: indented JSON. */
+  get argsText() { return JSON.stringify(this.args, null, 2); }
 }
 
 /** An error frame answering this device's approval.respond. @param {Frame} frame */

@@ -3,6 +3,8 @@
 // the hello (so a replay comes before any live frame), and reconnects by itself with backoff.
 // A 4401 (bad or revoked token) or 4400 is final: the app shows why instead of retrying.
 
+import { readFrame } from "./frames.js";
+
 const FINAL = new Set([4401, 4400]);
 const PING_SECONDS = 25;
 
@@ -60,8 +62,10 @@ export class Connection {
     });
     ws.addEventListener("message", (event) => {
       if (ws !== this.ws) return;
-      let frame;
-      try { frame = JSON.parse(event.data); } catch { return; }
+      let data;
+      try { data = JSON.parse(event.data); } catch { return; }
+      const frame = readFrame(data);
+      if (frame === null) return; // not a frame of the protocol: nothing changes
       if (frame.type === "ready") {
         this.attempt = 0;
         this.connected = true;

@@ -1,10 +1,13 @@
 // @ts-check
 // Heals the unfinished tail of a streaming reply for display (after vercel/streamdown's
 // "remend"): an unclosed `**bold`, `*em*`, `~~strike`, `` `code `` gets its closer, a half-typed
-// link shows as its text, and a marker with nothing after it yet is held back. Only the display
-// copy is healed; the text and the parse input of settled blocks are never touched.
-// tests/webjs/heal.test.mjs runs every case through remend too: where the two agree, where this
-// one deliberately differs, and its two known gaps (`__bold`, a would-be setext underline).
+// link shows as its text, a marker with nothing after it yet is held back, and a line of one or
+// two `-` / `=` under text gets a zero-width space so it is not read as a setext underline
+// before the next character says what it is (`- item`). Only the display copy is healed; the
+// text and the parse input of settled blocks are never touched. Its Python twin is
+// src/iris/app/core/heal.py (the terminal app's tail): both run cases/heal.json, and
+// tests/webjs/heal.test.mjs runs every case through remend too: where the two agree and where
+// this one deliberately differs.
 
 const FENCE_LINE = /^ {0,3}(`{3,}|~{3,})/;
 
@@ -19,6 +22,13 @@ function insideOpenFence(text) {
     else if (fence[1][0] === open[0] && fence[1].length >= open.length && !line.slice(line.indexOf(fence[1]) + fence[1].length).trim()) open = null;
   }
   return open !== null;
+}
+
+/** The character before index `i`, a whole code point (`𝐀` is a letter, as in Python).
+ * @param {string} text @param {number} i */
+function charBefore(text, i) {
+  const unit = text.charCodeAt(i - 1);
+  return unit >= 0xdc00 && unit <= 0xdfff && i >= 2 ? text.slice(i - 2, i) : text[i - 1] || "";
 }
 
 // `[text](partial-url` or `[text` at the very end: show the text until the link is whole.
@@ -53,13 +63,14 @@ export function heal(text) {
     }
     let marker = null;
     if (text.startsWith("**", i)) marker = "**";
+    else if (text.startsWith("__", i)) marker = "__";
     else if (text.startsWith("~~", i)) marker = "~~";
     else if (c === "*" || c === "_") marker = c;
     if (marker) {
       const top = stack[stack.length - 1];
       const after = text[i + marker.length] || "";
       // An opener starts a word (`2*3` and `snake_case` are not emphasis).
-      const opens = !/[\p{L}\p{N}]/u.test(text[i - 1] || "") && !/\s/.test(after);
+      const opens = !/[\p{L}\p{N}]/u.test(charBefore(text, i)) && !/\s/.test(after);
       if (top && top[0] === marker) stack.pop();
       else if (opens || (after === "" && marker.length === 2)) stack.push([marker, i]);
       i += marker.length;
@@ -76,5 +87,10 @@ export function heal(text) {
       closers += marker;
     }
   }
-  return text.replace(/[ \t]+$/, (spaces) => (closers ? "" : spaces)) + closers;
+  text = text.replace(/[ \t]+$/, (spaces) => (closers ? "" : spaces)) + closers;
+  return SETEXT_TAIL.test(text) ? `${text}\u200b` : text;
 }
+
+// A last line of one or two `-` or `=` right under a line of text (remend's rule): a list item,
+// a rule or an underline — which, the next character tells.
+const SETEXT_TAIL = /[^\s][^\n]*\n[ \t]*(?:-{1,2}|={1,2})[ \t]*$/;

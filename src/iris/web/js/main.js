@@ -51,10 +51,10 @@ export const app = {
   turnActive: false,
   atBottom: true,
   frameRequested: false,
-  /** Apply a frame as the socket would. @param {Frame} frame */
+  /** Apply a frame as the socket would (one that is not the protocol's changes nothing).
+   * @param {Frame} frame */
   feed(frame) {
-    app.view.apply(frame);
-    onFrame(frame);
+    if (app.view.apply(frame)) onFrame(frame);
   },
 };
 

@@ -4,14 +4,17 @@
 // full text and a Reveal, and stays `streaming` after message.stop until the reveal caught up.
 // message.update snapshots and message.append frames (UTF-16 offsets: a JS string's length)
 // go through one path; an append that does not fit is never applied — the view asks for a
-// resume (takeResync) and waits for the snapshot. The clock is injected.
+// resume (takeResync) and waits for the snapshot. A frame that is not the protocol's (a newer
+// server's type, or a malformed one) changes nothing: frames.js reads each whole, by the
+// Python app's rule, never field by field. The clock is injected.
 
+import { readFrame } from "./frames.js";
 import { Reveal } from "./reveal.js";
 import { findHtml } from "./artifact.js";
 import { ApprovalCard, isApprovalError } from "./approval.js";
 
 /**
- * A frame as parsed off the socket: untrusted JSON, read field by field with coercions.
+ * A server frame: parsed off the socket and accepted whole by frames.js's readFrame.
  * @typedef {Record<string, any>} Frame
  */
 /** @typedef {"message" | "commentary" | "tools" | "error" | "command" | "approval"} Kind */
@@ -133,9 +136,18 @@ export class ChatView {
     this.approvalsDo((card) => card.reconnected());
   }
 
-  /** Apply one frame as received. @param {Frame} frame */
-  apply(frame) {
-    const kind = String(frame.type || "");
+  /** Apply one frame as received (parsed JSON); one that is not the protocol's changes nothing.
+   * @param {unknown} data @returns {boolean} whether it was a frame of the protocol */
+  apply(data) {
+    const frame = readFrame(data);
+    if (frame === null) return false;
+    this.applyFrame(frame);
+    return true;
+  }
+
+  /** @param {Frame} frame a frame readFrame accepted */
+  applyFrame(frame) {
+    const kind = String(frame.type);
     if ((kind === "ready" || kind === "sync") && typeof frame.epoch === "string") {
       // The server's log restarted (it lost its data): its seqs begin again, so the ones
       // seen before say nothing about the new frames.

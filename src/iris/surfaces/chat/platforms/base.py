@@ -43,6 +43,7 @@ from iris.surfaces.chat.budget import RateBudget, SharedBudget
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
+    from iris.state.deliveries import Deliveries
     from iris.surfaces.chat.prompts import Press, Prompt
 
 
@@ -290,7 +291,10 @@ class ApprovalPlatform(Protocol):
 @runtime_checkable
 class WebhookPlatform(Protocol):
     """A platform whose messages come to a webhook ``iris serve`` serves (WhatsApp): it
-    receives in every process, so it is connected everywhere and never polled."""
+    receives in every process, so it is connected everywhere and never polled; a delivery may
+    come twice, to any process, so the server gives it where taken ones are kept."""
+
+    deliveries: Deliveries
 
     def routes(self) -> list[BaseRoute]:
         """The webhook's routes, mounted beside the API's."""

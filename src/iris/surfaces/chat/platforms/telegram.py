@@ -65,6 +65,7 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from iris.config import TelegramConfig
+from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget, whole_chat
 from iris.surfaces.chat.platforms.base import (
     Attachment,
@@ -363,17 +364,36 @@ class TelegramPlatform:
 
     async def download(self, attachment: Attachment, max_bytes: int) -> bytes:
         """``getFile``, then the file from ``{base_url}/file/bot{token}/{file_path}`` (a URL
-        that holds the token: it never leaves this adapter). The Bot API serves 20 MB at most."""
+        that holds the token: it never leaves this adapter). The Bot API serves 20 MB at most.
+
+        The body is streamed through ``read_capped``, never read whole first: ``getFile``'s
+        ``file_size`` is the server's word, and a body that outgrows it is cut off at
+        ``max_bytes``. A ``file_path`` that would not be fetched from ``base_url`` (PTB reads
+        a path that exists on this machine as a local file) is refused."""
         try:
             file = await self.bot.get_file(attachment.ref)
-            if (file.file_size or 0) > max_bytes:
-                raise PlatformError(f"larger than {max_bytes} bytes")
-            data = bytes(await file.download_as_bytearray())
         except TelegramError as exc:
             raise PlatformError(f"telegram: {exc}") from exc
-        if len(data) > max_bytes:
+        if (file.file_size or 0) > max_bytes:
             raise PlatformError(f"larger than {max_bytes} bytes")
-        return data
+        url = file.file_path or ""
+        if not url.startswith(self.bot.base_file_url + "/"):
+            raise PlatformError("telegram: getFile named no file on the Bot API's host")
+        try:
+            async with (
+                httpx.AsyncClient(timeout=httpx.Timeout(15.0, connect=5.0)) as client,
+                client.stream("GET", url) as response,
+            ):
+                if response.status_code != 200:
+                    raise PlatformError(
+                        f"telegram: the file download answered {response.status_code}"
+                    )
+                return await read_capped(response.aiter_bytes(1 << 16), max_bytes, "telegram")
+        except httpx.HTTPError as exc:
+            # The message names the URL, which holds the token: say only what kind it was.
+            raise PlatformError(
+                f"telegram: the file download failed ({type(exc).__name__})"
+            ) from None
 
     async def send_draft(
         self,

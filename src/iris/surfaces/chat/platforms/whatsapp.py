@@ -7,8 +7,11 @@ Messages arrive at Meta's webhook, ``/platforms/whatsapp/webhook`` on ``iris ser
 - ``POST``: an event. Before anything reads it, ``X-Hub-Signature-256`` must be
   ``sha256=<hex HMAC-SHA256 of the raw body, keyed with the app secret>``, compared in constant
   time: a missing or wrong signature is a 401 and nothing else happens. Meta retries a
-  delivery that was not answered 200 in time, so each message id is taken once (the newest
-  ``_SEEN`` ids are remembered). Text messages (and the text of a button or list reply) and
+  delivery that was not answered 200 in time, so each message id is taken once, in the
+  server's state (``iris.state.deliveries``: the SQLite file, or Redis shared by every
+  process), and a message whose ``timestamp`` is older than ``max_age`` is not taken at all (a
+  signed body replayed after the window, a redelivery after a long outage). A body that is not
+  JSON, or nested past what can be parsed, is a 400. Text messages (and the text of a button or list reply) and
   media messages (image, audio and voice notes, document, video, sticker: their caption as the
   text, the media as ``Attachment``s) of this ``phone_number_id`` reach the runner; other kinds
   and status updates do not, except that a failed delivery Meta reports later is said in the
@@ -49,22 +52,23 @@ after 25 s or at the next message); it only uses what replies leave of the numbe
 from __future__ import annotations
 
 import asyncio
-import collections
 import hashlib
 import hmac
 import json
 import logging
 import mimetypes
+import time
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
 import httpx
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from iris.config import WhatsAppConfig
+from iris.state.deliveries import Deliveries, MemoryDeliveries
 from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
 from iris.surfaces.chat.platforms.base import (
@@ -81,7 +85,7 @@ log = logging.getLogger(__name__)
 
 WEBHOOK_PATH = "/platforms/whatsapp/webhook"
 MAX_BODY = 1_000_000  # a webhook POST larger than this is no Meta event
-_SEEN = 10_000  # message ids remembered against Meta's redelivery
+_CLOCK_SKEW = 300.0  # seconds a message's timestamp may run ahead of this clock
 _FORGED_EVERY = 60.0  # seconds between two log lines about refused POSTs
 PAIR_LIMIT = 131056
 WINDOW_CLOSED = 131047
@@ -136,7 +140,8 @@ class WhatsAppPlatform:
         self._pair_wait = budgets.pair.per / budgets.pair.calls
         self._client: httpx.AsyncClient | None = None
         self._on_message: OnMessage | None = None
-        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        # Where taken message ids are kept: the server's (``ChatSurface`` sets it) or this one.
+        self.deliveries: Deliveries = MemoryDeliveries()
         self._last_in: dict[str, str] = {}  # chat -> the user's last message id (typing)
         self._reported: set[tuple[str, int]] = set()  # failed deliveries already logged
         self._forged_said = float("-inf")
@@ -169,11 +174,12 @@ class WhatsAppPlatform:
     async def _webhook(self, request: Request) -> Response:
         if request.method == "GET":
             return self._verify(request)
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BODY:
-                return Response(status_code=413)
+        # The server's ``BodyGuard`` bounds the read: ``MAX_BODY`` (413) within
+        # ``server.timeout_body`` (408), before the signature can be checked.
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            return Response(status_code=400)
         given = request.headers.get("x-hub-signature-256", "")
         if not hmac.compare_digest(given.encode(), signature(self.secret, bytes(body)).encode()):
             now = asyncio.get_running_loop().time()
@@ -186,10 +192,12 @@ class WhatsAppPlatform:
             return Response(status_code=503)  # Meta delivers it again later
         try:
             payload = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past Python's stack
             return Response(status_code=400)
         for message in self._messages(payload):
-            await on_message(message)  # the runner returns at once
+            if await self.deliveries.first(f"whatsapp:{message.message_id}", self._keep):
+                await on_message(message)  # the runner returns at once
+            # else: Meta delivered it again (to this process or another)
         return Response(status_code=200)
 
     def _verify(self, request: Request) -> Response:
@@ -205,7 +213,7 @@ class WhatsAppPlatform:
         return Response(status_code=403)
 
     def _messages(self, payload: object) -> list[IncomingMessage]:
-        """The text messages for this number in one webhook event, each id once."""
+        """The messages for this number in one webhook event sent within ``max_age``."""
         found: list[IncomingMessage] = []
         for value in _values(payload):
             metadata = _dict(value.get("metadata"))
@@ -227,11 +235,9 @@ class WhatsAppPlatform:
             text = text or ""
         if not message_id or not sender or text is None:
             return None
-        if message_id in self._seen:
-            return None  # Meta delivered it again
-        self._seen[message_id] = None
-        if len(self._seen) > _SEEN:
-            self._seen.popitem(last=False)
+        if not self._recent(message):
+            log.info("whatsapp: message %s is older than max_age: not answered", message_id)
+            return None
         self._last_in[sender] = message_id
         self._reported = {key for key in self._reported if key[0] != sender}  # window reopened
         return IncomingMessage(
@@ -242,6 +248,20 @@ class WhatsAppPlatform:
             message_id=message_id,
             attachments=attachments,
         )
+
+    def _recent(self, message: dict[str, Any]) -> bool:
+        """Was it sent within ``max_age`` (Meta's ``timestamp``: Unix seconds, a string)?"""
+        sent = str(message.get("timestamp", ""))
+        if not (sent.isascii() and sent.isdigit() and len(sent) < 16):
+            return False
+        age = time.time() - int(sent)
+        return -_CLOCK_SKEW <= age <= self.settings.max_age
+
+    @property
+    def _keep(self) -> float:
+        # Taken ids are kept past the window (and the clock skew): a redelivery is refused by
+        # one or the other.
+        return self.settings.max_age + 2 * _CLOCK_SKEW
 
     def _status(self, status: dict[str, Any]) -> None:
         """A delivery Meta reports failed after accepting it: said once per chat and error."""
