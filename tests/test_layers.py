@@ -17,7 +17,17 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Bottom to top. A name is a package or a top-level module of ``iris``.
 LAYERS: list[set[str]] = [
-    {"events", "errors", "config", "private", "tasks", "segments", "auth_throttle", "turn_slots"},
+    {
+        "events",
+        "errors",
+        "config",
+        "private",
+        "tasks",
+        "segments",
+        "auth_throttle",
+        "turn_slots",
+        "proxies",
+    },
     {"formats"},
     {"observability"},
     {"llm"},

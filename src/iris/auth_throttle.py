@@ -12,8 +12,8 @@ nothing was logged.
 ``hooks`` are called with ``(surface, outcome)`` — outcome ``"failed"`` or ``"throttled"`` —
 for a metrics counter to wire (``/metrics``); the address is not passed (unbounded labels).
 
-Addresses are the socket's peer (``scope["client"]``): behind a reverse proxy every caller is
-the proxy, which is then throttled as one. At most ``MAX_ADDRESSES`` are tracked (the least
+Addresses are the connection's client (``scope["client"]``): the socket's peer, or behind a
+proxy listed in ``server.trusted_proxies`` the address it forwards (``iris.proxies``). At most ``MAX_ADDRESSES`` are tracked (the least
 recently seen is forgotten first), so a flood of addresses costs bounded memory.
 """
 

@@ -31,6 +31,7 @@ from pydantic import (
 
 from iris.errors import ConfigError
 from iris.private import private_dir, write_private
+from iris.proxies import parse_networks
 
 Surface = Literal["cli", "telegram", "discord", "slack", "whatsapp", "api_server", "iris"]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
@@ -215,13 +216,28 @@ class ServerConfig(_Section):
     timeout_keep_alive: int = Field(default=5, ge=1)
     # Open HTTP connections; past it a new one evicts the oldest that has not sent its headers.
     max_connections: int = Field(default=1000, ge=8)
+    # Reverse proxies (addresses or CIDRs, "*" any) whose X-Forwarded-For / Forwarded name the
+    # client, for the auth-failure throttle, the logs and the metrics (``iris.proxies``).
+    trusted_proxies: list[str] = Field(default_factory=list[str])
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                parse_networks([entry])
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an address, a CIDR network or '*'") from None
+        return value
 
 
 class ApiServerConfig(_Section):
     enabled: bool = True
     api_key: str | None = None
     max_concurrent: int = Field(default=16, ge=1)
+    # Responses turns held for an mcp_approval_response at once; past it a new one is a 429.
+    max_held_turns: int = Field(default=64, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # Per-request caps, checked before any work: OpenAI's own cap on `messages` is 2048; a
     # million characters of text is past every model's context window.
@@ -473,11 +489,30 @@ class ApprovalConfig(_Section):
 
     ``ask``: ``terminal`` and every MCP tool (``mcp_*``) wait, unless ``auto`` names them (a
     name or a glob); ``off``: nothing is asked. ``timeout``: seconds a request waits before it
-    counts as refused."""
+    counts as refused. ``allow_ttl`` and ``group_allow``: how long and for whom "allow in this
+    chat" holds."""
 
     mode: Literal["ask", "off"] = "ask"
     auto: list[str] = Field(default_factory=list[str])
     timeout: float = Field(default=120.0, gt=0, le=86_400)
+    # Seconds an "allow in this chat" lasts (until /new at the latest; the Redis set's expiry).
+    allow_ttl: float = Field(default=86_400.0, gt=0, le=30 * 86_400)
+    # In a group, "allow in this chat" lets the tool run unasked for the person who pressed it
+    # (person) or for every member of the group (group).
+    group_allow: Literal["person", "group"] = "person"
+
+
+class McpLimits(_Section):
+    """What MCP servers may hand the model (``tools.mcp``); past a cap a tool or a result is
+    dropped, logged once per server."""
+
+    # Tools offered in all (the built-ins included; OpenAI takes 128) and per server.
+    max_tools: int = Field(default=128, ge=1, le=4096)
+    max_tools_per_server: int = Field(default=128, ge=1, le=4096)
+    # Bytes of one tool's input schema (as JSON).
+    max_schema_bytes: int = Field(default=16_384, ge=256)
+    # Bytes of one message from a server (a call's result): read through, never held whole.
+    max_result_bytes: int = Field(default=4_194_304, ge=65_536)
 
 
 class ToolsConfig(_Section):
@@ -486,6 +521,7 @@ class ToolsConfig(_Section):
     terminal: TerminalTool = Field(default_factory=TerminalTool)
     read_file: ReadFileTool = Field(default_factory=ReadFileTool)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    mcp: McpLimits = Field(default_factory=McpLimits)
     max_iterations: int = Field(default=8, ge=1)
 
     @field_validator("enabled")
@@ -542,7 +578,16 @@ McpServerName = Annotated[str, StringConstraints(pattern=MCP_SERVER_NAME.pattern
 
 
 def _check_mcp(config: Config) -> None:
-    """Every MCP entry of tools.enabled names a configured server."""
+    """Every MCP entry of tools.enabled names a configured server, and no server's name starts
+    with another's and ``_`` (``a`` and ``a_b``: a's tool ``b_c`` and a_b's tool ``c`` would
+    both be ``mcp_a_b_c``)."""
+    names = sorted(config.mcp_servers)
+    for short, long in ((a, b) for a in names for b in names if b.startswith(f"{a}_")):
+        raise ConfigError(
+            f"{config.source + ': ' if config.source else ''}config key 'mcp_servers': the "
+            f"server names {short!r} and {long!r} clash (mcp_{long}_x could be a tool of "
+            f"either); rename one, e.g. {long.replace('_', '-')!r}"
+        )
     for entry in config.tools.enabled:
         if entry.startswith("mcp_") and not any(
             entry.startswith(f"mcp_{name}_") for name in config.mcp_servers

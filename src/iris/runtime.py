@@ -25,6 +25,7 @@ from iris.state.redis_store import RedisStore
 from iris.state.responses import Responses, responses_for
 from iris.state.sessions import Sessions, sessions_for
 from iris.state.sqlite import Store
+from iris.state.threads import Threads, threads_for
 from iris.turn_slots import TurnLimiter
 
 
@@ -42,6 +43,8 @@ class Runtime:
     controls: ChatControls = field(default_factory=MemoryControls)
     # Stored conversations (``/v1/conversations``): SQLite, or Redis with ``store.url``.
     conversations: Conversations | None = None
+    # Chat threads the bot answered in (a follow-up needs no mention): SQLite or Redis.
+    threads: Threads | None = None
     # Webhook deliveries taken already (a platform's redelivery is answered once).
     deliveries: Deliveries = field(default_factory=MemoryDeliveries)
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
@@ -53,7 +56,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.turns = TurnLimiter(self.config.server.max_turns)
-        policy = ApprovalPolicy.configured(self.config.tools.approval)
+        policy = ApprovalPolicy.configured(self.config.tools.approval, self.config.mcp_servers)
         self.approvals = Approvals(policy, self.shared)
 
     @classmethod
@@ -72,6 +75,7 @@ class Runtime:
             shared=shared,
             controls=controls_for(shared),
             conversations=conversations_for(store, shared),
+            threads=threads_for(store, shared),
             deliveries=deliveries_for(store, shared),
         )
 

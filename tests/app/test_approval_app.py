@@ -282,3 +282,20 @@ async def test_nobody_answering_times_the_card_out_and_nothing_runs(
         await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
         assert not buttons(panels(app)[0])
     assert not (tmp_path / "ran.txt").exists()
+
+
+async def test_a_hidden_character_in_the_command_is_drawn_with_a_warning(
+    server: FakeIrisServer,
+) -> None:
+    # Third pass, finding 4: a zero-width space before "#" made "; touch X" look like a comment.
+    spoof = "echo ok \u200b# ; touch X"
+    server.script(request(preview=spoof, args={"command": spoof}))
+    app = app_for(server, FakeClock(1_000.0))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.connection.connected)
+        await pilot.press(*"go", "enter")
+        await until(pilot, lambda: len(panels(app)) == 1)
+        text = shown(panels(app)[0])
+        assert "echo ok ⟨U+200B⟩# ; touch X" in text
+        assert "⚠ Holds 1 hidden or control character" in text
+        assert "\u200b" not in text

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iris.events import ApprovalRequested, ApprovalResolved
+from iris.formats.visible import CUT, read_back, shown
 from iris.surfaces.chat.platforms.base import IncomingMessage
 from iris.surfaces.chat.prompts import (
     ATTEMPTS,
@@ -66,7 +67,7 @@ def test_data_that_is_no_approval_button_is_not_a_press(data: str) -> None:
 
 @given(
     body=st.text(min_size=1, max_size=3000),
-    limit=st.integers(min_value=160, max_value=1200),
+    limit=st.integers(min_value=240, max_value=1200),
     unit=st.sampled_from(["utf16", "chars"]),
 )
 def test_every_message_fits_and_the_parts_join_to_the_whole_body(
@@ -76,9 +77,13 @@ def test_every_message_fits_and_the_parts_join_to_the_whole_body(
     assert measure(rendered.prompt.text, unit) <= limit
     assert all(measure(part, unit) <= limit for part in rendered.parts)
     if rendered.parts:
-        assert "".join(rendered.parts) == body, "never cut: the parts are the whole command"
+        # Never cut: the parts, their cut marks taken out, read back to the whole command.
+        joined = "".join(rendered.parts).replace(CUT, "")
+        assert read_back(joined) == body, "never cut: the parts are the whole command"
+        assert all(part.endswith(CUT) for part in rendered.parts[:-1])
+        assert all(part.startswith(CUT) for part in rendered.parts[1:])
     else:
-        assert body in rendered.prompt.text
+        assert shown(body) in rendered.prompt.text
 
 
 def test_a_request_goes_out_as_parts_then_the_prompt_and_closes_with_who_decided() -> None:
@@ -90,7 +95,8 @@ def test_a_request_goes_out_as_parts_then_the_prompt_and_closes_with_who_decided
         assert isinstance(action, SendPart)
         actions.append(action)
         plan.landed(action, f"m{len(actions)}")
-    assert "".join(a.text for a in actions if isinstance(a, SendPart)) == "x" * 500
+    joined = "".join(a.text for a in actions if isinstance(a, SendPart))
+    assert joined.replace(CUT, "") == "x" * 500
     prompt = plan.next()
     assert isinstance(prompt, SendPrompt)
     plan.landed(prompt, "m9")

@@ -7,30 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.repl_session import chat_on_terminal, streaming
+from tests.cli.approvals import asking, call, runs
+from tests.cli.repl_session import chat_on_terminal
 from tests.conftest import MakeConfig
-from tests.fakes.upstream import FakeUpstream, text, tool_call
+from tests.fakes.upstream import FakeUpstream, text
 
 pytestmark = pytest.mark.timeout(30)
 
 PROMPT = "y once · c this chat · n/Enter deny"
-
-
-def asking(make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path, timeout: float = 30):
-    return streaming(
-        make_config,
-        upstream,
-        tools={"terminal": {"cwd": str(tmp_path)}, "approval": {"mode": "ask", "timeout": timeout}},
-    )
-
-
-def call(command: str = "echo ran >> runs.txt"):
-    return tool_call("terminal", [f'{{"command": "{command}"}}'], content="Checking.")
-
-
-def runs(tmp_path: Path) -> int:
-    marker = tmp_path / "runs.txt"
-    return marker.read_text().count("ran") if marker.exists() else 0
 
 
 def told(upstream: FakeUpstream) -> str:
@@ -84,6 +68,9 @@ async def test_c_allows_the_tool_for_the_rest_of_the_chat_until_new(
         s.type("go\r")
         await s.see(PROMPT)
         s.type("c")
+        # "Allow in this chat" is confirmed with a second c, once the prompt says so.
+        await s.see(lambda t: s.chat.screen.confirming and s.chat.screen.armed() and "c again" in t)
+        s.type("c")
         await s.replies(1)
         s.type("again\r")
         shown = await s.replies(2)
@@ -93,6 +80,7 @@ async def test_c_allows_the_tool_for_the_rest_of_the_chat_until_new(
         await s.see("new conversation")
         s.type("third\r")
         await s.see(lambda t: t.count("waits for your approval") == 2)
+        await s.see(lambda t: PROMPT in t[t.rindex("waits for your approval") :])  # armed
         s.type("n")
         await s.replies(3)
     assert runs(tmp_path) == 2

@@ -21,11 +21,14 @@ def stdio(**keys: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def http_server(tmp_path: Path) -> Iterator[str]:
-    """The fake server over Streamable HTTP; yields its URL (``http://127.0.0.1:PORT/mcp``)."""
+def http_server(
+    tmp_path: Path, module: str = "tests.fakes.mcp_server", *args: str
+) -> Iterator[str]:
+    """The fake server (or ``module``, with ``args``) over Streamable HTTP; yields its URL
+    (``http://127.0.0.1:PORT/mcp``)."""
     port_file = tmp_path / "mcp-port"
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.mcp_server", "http", str(port_file)],
+        [sys.executable, "-m", module, "http", str(port_file), *args],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from iris.events import ToolStarted
 from iris.formats.tool_summary import clip, summarize
+from iris.formats.visible import hidden, shown
 from iris.protocol.frames import tool_preview
 from iris.surfaces.chat.progress import ToolLines
 from iris.surfaces.cli.render import tool_label
@@ -33,4 +34,6 @@ def test_a_clip_is_one_line_within_the_limit(text: str, limit: int) -> None:
     clipped = clip(text, limit)
     assert len(clipped) <= limit
     assert "\n" not in clipped
-    assert clipped == " ".join(text.split()) or clipped.endswith("…")
+    # A hidden character (a zero-width or no-break space, a control) is drawn, never dropped.
+    assert clipped == " ".join(shown(text).split()) or clipped.endswith("…")
+    assert not any(hidden(c) for c in clipped)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openai import BadRequestError, OpenAI
 
 from iris.agent.approvals import ApprovalPolicy, Approvals
 from iris.events import ApprovalRequested
@@ -69,6 +70,26 @@ async def test_an_answer_given_to_the_other_process_reaches_the_turn(
     assert runs(work) == 1
     await on_a.close()
     await on_b.close()
+
+
+async def test_a_device_resuming_past_the_log_on_the_other_process_sees_the_request(
+    two: tuple[str, str, Path], upstream: FakeUpstream
+) -> None:
+    """The turn asks on A; a device that resumes on B past the log's reach gets a ``sync``,
+    which carries the request from the shared broker, and its answer runs the tool on A."""
+    upstream.script(CALL, text("It ran."))
+    a_url, b_url, work = two
+    on_a = await device(a_url)
+    await on_a.send({"type": "message.send", "text": "go"})
+    asked = (await on_a.until("approval.request", within=10))[-1]
+    late = await device(b_url, after_seq=asked["seq"] + 1000)  # ahead of the log: a sync
+    sync = (await late.until("sync", within=10))[-1]
+    assert [a["approval_id"] for a in sync["approvals"]] == [asked["approval_id"]]
+    await late.send(respond(sync["approvals"][0]["approval_id"], "once"))
+    await on_a.turn(within=10)
+    assert runs(work) == 1
+    await on_a.close()
+    await late.close()
 
 
 async def test_devices_on_both_processes_answer_at_once_one_wins(
@@ -137,3 +158,70 @@ async def test_the_first_answer_wins_atomically_among_many_brokers(
     finally:
         for store in stores:
             await store.aclose()
+
+
+API_KEY = "sk-approvals-processes-0123456789"
+
+
+@pytest.fixture
+def two_apis(
+    tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
+) -> Iterator[tuple[str, str, Path]]:
+    """Two ``iris serve`` on ``redis_server`` serving the API with agent tools that ask; their
+    API base URLs and the terminal's folder."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with serve_on_redis(
+        tmp_path,
+        upstream.base_url,
+        redis_server,
+        platforms={"api_server": {"api_key": API_KEY}, "iris": {"enabled": False}},
+        tools={"terminal": {"cwd": str(work)}, "approval": {"mode": "ask", "timeout": 30}},
+    ) as running:
+        yield f"{running[0][1]}/v1", f"{running[1][1]}/v1", work
+
+
+def approval_response(approval_id: str, approve: bool) -> Any:
+    return [
+        {"type": "mcp_approval_response", "approval_request_id": approval_id, "approve": approve}
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_mcp_approval_response_sent_to_the_other_process_continues_the_turn(
+    two_apis: tuple[str, str, Path], upstream: FakeUpstream, stream: bool
+) -> None:
+    """An API turn held for an ``mcp_approval_response`` lives in the process that began it; the
+    answer sent to another one (a load balancer without sticky sessions) was a 404
+    ``approval_unknown``. Now it is recorded there, the turn goes on where it runs, and the
+    answering request gets the rest of the turn, streamed or whole."""
+    upstream.script(CALL, text("It ", "ran."))
+    a_url, b_url, work = two_apis
+    with (
+        OpenAI(base_url=a_url, api_key=API_KEY, max_retries=0, timeout=20) as a,
+        OpenAI(base_url=b_url, api_key=API_KEY, max_retries=0, timeout=20) as b,
+    ):
+        first = a.responses.create(model="iris-agent", input="go")
+        asked = first.output[-1]
+        assert asked.type == "mcp_approval_request" and runs(work) == 0
+        answer = approval_response(asked.id, True)
+        if stream:
+            with b.responses.stream(
+                model="iris-agent", previous_response_id=first.id, input=answer
+            ) as events:
+                kinds = [event.type for event in events]
+                second = events.get_final_response()
+            assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        else:
+            second = b.responses.create(
+                model="iris-agent", previous_response_id=first.id, input=answer
+            )
+        assert second.output_text == "It ran." and second.status == "completed"
+        assert runs(work) == 1
+        # Stored like any response: continued on either process.
+        assert b.responses.retrieve(second.id).output_text == "It ran."
+        again = b.responses.create
+        with pytest.raises(BadRequestError) as late:
+            again(model="iris-agent", previous_response_id=first.id, input=answer)
+        assert late.value.code == "approval_decided"
+    upstream.assert_used_up()

@@ -5,6 +5,7 @@ here, so one body proves both."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from iris.runtime import Runtime
 from iris.state.devices import TOUCH_EVERY, Devices, RedisDevices, SqliteDevices
 from iris.state.responses import Responses
 from iris.state.sessions import Sessions
+from iris.state.threads import KEPT_S, SqliteThreads
 from tests.scale.conftest import RedisServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -307,3 +309,21 @@ async def test_the_first_read_after_redis_restarts_is_served(redis_server: Redis
         if runtime.shared is not None:
             runtime.shared.close()
         runtime.store.close()
+
+
+async def test_threads_the_bot_answered_in_are_kept_and_expire(backend: Backend) -> None:
+    """Which threads the bot answered in outlives the process (a follow-up needs no mention
+    after a restart): in the SQLite file, or in Redis for every process, with an expiry."""
+    threads = backend.runtime.threads
+    assert threads is not None
+    key = "telegram:-100:topic=7"
+    assert not await threads.answered(key)
+    await threads.mark(key)
+    assert await threads.answered(key) and not await threads.answered("telegram:-100:topic=8")
+    shared = backend.runtime.shared
+    if shared is not None:
+        assert 0 < int(await shared.aio.ttl(shared.chat_key(key, "answered"))) <= KEPT_S
+    else:  # a mark older than KEPT_S no longer counts
+        long_ago = SqliteThreads(backend.runtime.store, clock=lambda: time.time() - KEPT_S - 1)
+        await long_ago.mark("telegram:-100:topic=9")
+        assert not await threads.answered("telegram:-100:topic=9")

@@ -21,7 +21,7 @@ from iris.protocol.types import RULES
 from iris.state.lease import LeaseLost
 from iris.state.redis_store import RedisStore
 from tests.scale.conftest import RedisServer
-from tests.scale.framelog_plans import check_two_hubs, plans, tailing, typing, until_seq
+from tests.scale.framelog_plans import check_two_hubs, plans, redis_log, tailing, typing, until_seq
 from tests.socket.fanout_plans import check_plan, drain, ops, reply, seqs, update
 
 Make = Callable[..., Hub]
@@ -261,3 +261,21 @@ def test_a_device_gets_every_frame_that_matters_once_in_order_from_redis(
         asyncio.run(check_plan(plan, capacity, hub))
     finally:
         store.close()
+
+
+async def test_the_epoch_key_expires_with_the_chat(make: Make) -> None:
+    """The per-chat ``:epoch`` key lives as long as the chat's other keys: one made by a read
+    (a device naming a chat id that never gets a frame) expires with the age bound instead of
+    staying forever; once the chat has a log it has the log's expiry (none, or the log's)."""
+    hub = make(max_age=600)
+    log = redis_log(hub)
+    sync = log.store.sync
+    assert log.epoch("never-written")
+    assert 0 < int(sync.ttl(log.key("never-written", "epoch"))) <= 600
+    epoch = log.epoch("c")
+    hub.publish("c", typing(True))
+    assert log.epoch("c") == epoch  # the same epoch, now kept as the log is
+    assert sync.ttl(log.key("c", "epoch")) == sync.ttl(log.key("c", "log")) == -1
+    sync.expire(log.key("c", "log"), 300)  # a log given an expiry: the epoch follows it
+    hub.publish("c", typing(False))
+    assert 0 < int(sync.ttl(log.key("c", "epoch"))) <= 300

@@ -213,3 +213,32 @@ async def test_an_auto_glob_runs_unasked(
     frames = await phone.turn()
     assert not any(f["type"].startswith("approval.") for f in frames)
     assert runs(tmp_path) == 1
+
+
+async def test_a_device_that_resumes_past_the_log_sees_the_open_request_in_its_sync(
+    iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A device whose position the log no longer reaches gets a ``sync`` instead of the frames,
+    so it never sees the ``approval.request``: the sync carries the chat's open requests (and
+    none once they are answered)."""
+    upstream.script(CALL, text("It ran."))
+    server = await asking(iris_server, tmp_path)
+    phone = await paired(server, "phone")
+    await phone.send({"type": "message.send", "text": "go"})
+    asked = (await phone.until("approval.request"))[-1]
+    latest = asked["seq"]
+    # From another log (its seqs ahead of this one's): the device is sent a sync.
+    laptop = await paired(server, "laptop", after_seq=latest + 100)
+    sync = (await laptop.until("sync"))[-1]
+    assert sync["messages"][0]["text"] == "go"
+    (carried,) = sync["approvals"]
+    assert carried["approval_id"] == asked["approval_id"] and carried["preview"] == COMMAND
+    assert "type" not in carried and carried["expires_at"] == asked["expires_at"]
+    # The device answers what the sync showed it.
+    await laptop.send(
+        {"type": "approval.respond", "approval_id": carried["approval_id"], "decision": "once"}
+    )
+    await laptop.until("typing", on=False)
+    assert runs(tmp_path) == 1
+    later = await paired(server, "tablet", after_seq=10_000)
+    assert "approvals" not in (await later.until("sync"))[-1]

@@ -226,7 +226,7 @@ class OtherProtocol:
             return None
         return {"message_id": frame["message_id"], "role": "assistant", "text": frame["body"]}
 
-    def sync(self, messages: list[dict[str, Any]], epoch: str) -> Frame:
+    def sync(self, messages: list[dict[str, Any]], epoch: str, approvals: list[Frame]) -> Frame:
         return {"type": "catch-up", "messages": messages, "epoch": epoch}
 
     def turn_open(self, frame: Frame) -> bool:

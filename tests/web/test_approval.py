@@ -295,3 +295,17 @@ def test_stop_while_pending_closes_the_card_on_every_page(app: Web) -> None:
         page.wait_for_function("() => !window.__iris.view.typing")
     outputs = first.locator(".tool-output").all_text_contents()
     assert all(output.strip() != "never" for output in outputs)  # the command never ran
+
+
+def test_a_hidden_character_in_the_command_is_drawn_with_a_warning(app: Web) -> None:
+    # Third pass, finding 4: a zero-width space (or a no-break space, a bidi override) before
+    # "#" made "; touch X" look like a comment on the card.
+    page = app.open("approval-hidden")
+    spoof = "echo ok \u200b# ; \u202etouch X"
+    feed(page, request(preview=spoof, args={"command": spoof}))
+    card = page.locator(".bubble.approval .approval")
+    command = card.locator("pre.approval-text").first.text_content() or ""
+    assert command == "echo ok ⟨U+200B⟩# ; ⟨U+202E⟩touch X"
+    warning = card.locator(".approval-warning").text_content() or ""
+    assert warning.startswith("⚠ Holds 2 hidden or control characters")
+    assert "\u200b" not in (card.text_content() or "")

@@ -2,7 +2,10 @@
 
 ``ApprovalPolicy`` (``tools.approval``) says whether a tool asks: in mode ``ask``, ``terminal``
 and every MCP tool (``mcp_*``) do unless ``auto`` names them (names or globs); built-ins that
-only read (``read_file``) never do; in mode ``off`` nothing asks.
+only read (``read_file``) never do; in mode ``off`` nothing asks. An ``auto`` entry that starts
+with a server's ``mcp_<server>_`` belongs to that server (the owner rule of ``tools.enabled``,
+``iris.agent.mcp.naming.owner``) and matches only its tools: ``mcp_search_*`` never approves a
+tool of a server ``search_admin`` (server names like these are a config error besides).
 
 ``Approvals`` is the broker, one per process (``runtime.approvals``; the REPL has its own).
 A turn about to run a tool that asks emits ``ApprovalRequested``, awaits ``ask`` (interruptible:
@@ -10,15 +13,18 @@ a cancelled wait closes the request as ``cancelled`` by ``interrupt``), then emi
 ``ApprovalResolved``. A surface answers with ``respond(approval_id, decision, by)``: the first
 answer wins (``decided``), a later one is told ``already_decided`` (``resolution`` says what
 and by whom), an id nobody asked for is ``unknown``. A request not answered by its
-``expires_at`` ends as ``timeout``. Decision ``chat`` lets that tool run unasked for the rest of
-the chat's session, until ``new_session`` (``/new``).
+``expires_at`` ends as ``timeout``. Decision ``chat`` lets that tool run unasked in the chat for
+``allow_ttl`` seconds, until ``new_session`` (``/new``) at the latest; an answer given with a
+``person`` (a group chat's presser, ``group_allow: person``) lets it run unasked only in the
+turns that person asks for (``asks(..., person)``), not every member's.
 
 With a shared store (``store.url``) every request lives in Redis, so an answer given to any
 process reaches the turn: a request is one hash ``{approval:<id>}:request`` whose ``resolution`` field
 is set once by a script (the first answer, the timeout or the cancel, whichever comes first, in
 one atomic step); the waiting process wakes at once for an answer given to itself and reads the
 field every ``POLL`` seconds for one given elsewhere. A chat's ``chat`` allowances are the set
-``{chat:<id>}:approved`` (and its waiting requests ``{chat:<id>}:approvals``).
+``{chat:<id>}:approved`` (members ``tool`` or ``tool@person``; it expires ``allow_ttl`` after the
+last grant), and its waiting requests ``{chat:<id>}:approvals``.
 """
 
 from __future__ import annotations
@@ -29,11 +35,12 @@ import json
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
+from iris.agent.mcp.naming import owner
 from iris.events import ApprovalRequested, ApprovalResolved
 
 if TYPE_CHECKING:
@@ -90,17 +97,29 @@ class ApprovalPolicy:
     mode: Literal["ask", "off"] = "ask"
     auto: tuple[str, ...] = ()
     timeout: float = 120.0
+    servers: tuple[str, ...] = ()  # the MCP servers' names (``mcp_servers``), for the owner rule
+    allow_ttl: float = 86_400.0  # seconds an "allow in this chat" lasts
 
     @classmethod
-    def configured(cls, config: ApprovalConfig) -> ApprovalPolicy:
-        return cls(config.mode, tuple(config.auto), config.timeout)
+    def configured(cls, config: ApprovalConfig, servers: Iterable[str] = ()) -> ApprovalPolicy:
+        return cls(
+            config.mode, tuple(config.auto), config.timeout, tuple(servers), config.allow_ttl
+        )
 
     def asks(self, tool_name: str, also: tuple[str, ...] = ()) -> bool:
         """Does a call of ``tool_name`` wait for a person's yes? ``also``: names the surface
         asks for besides the defaults."""
-        if self.mode == "off" or any(fnmatchcase(tool_name, g) for g in self.auto):
+        if self.mode == "off" or any(self._auto(entry, tool_name) for entry in self.auto):
             return False
         return any(fnmatchcase(tool_name, g) for g in (*ASKED_BY_DEFAULT, *also))
+
+    def _auto(self, entry: str, tool_name: str) -> bool:
+        """Does ``auto``'s ``entry`` approve ``tool_name``: its glob matches, and an entry of
+        one server's applies to that server's tools only."""
+        if not fnmatchcase(tool_name, entry):
+            return False
+        server = owner(entry, self.servers)
+        return server is None or owner(tool_name, self.servers) == server
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +127,7 @@ class Resolution:
     approval_id: str
     decision: Outcome
     by: str
+    person: str = ""  # a ``chat`` answer scoped to this person's turns ("": the whole chat)
 
     def event(self) -> ApprovalResolved:
         return ApprovalResolved(self.approval_id, self.decision, self.by)
@@ -145,15 +165,19 @@ class Approvals:
         self._waiting: dict[str, _Waiting] = {}
         self._resolved: OrderedDict[str, Resolution] = OrderedDict()
         self._chats: dict[str, str] = {}  # the chat of each request in ``_resolved``
-        self._allowed: dict[str, set[str]] = {}
+        self._allowed: dict[str, dict[str, float]] = {}  # chat -> allowance -> until
         self._resolve = shared.aio.register_script(_RESOLVE) if shared is not None else None
 
     # -- what asks ---------------------------------------------------------------------------
-    async def asks(self, chat_id: str, tool_name: str, also: tuple[str, ...] = ()) -> bool:
-        """Does this call wait: the policy asks and the chat did not allow the tool already."""
+    async def asks(
+        self, chat_id: str, tool_name: str, also: tuple[str, ...] = (), person: str = ""
+    ) -> bool:
+        """Does this call wait: the policy asks and the chat did not allow the tool already
+        (for everyone, or for ``person``, who asked for the turn)."""
         if not self.policy.asks(tool_name, also):
             return False
-        return tool_name not in await self._allowances(chat_id)
+        allowed = await self._allowances(chat_id)
+        return tool_name not in allowed and not (person and f"{tool_name}@{person}" in allowed)
 
     def request(self, index: int, name: str, args: dict[str, Any]) -> ApprovalRequested:
         """A new request for call ``index`` (expires ``policy.timeout`` seconds from now)."""
@@ -187,7 +211,7 @@ class Approvals:
         finally:
             self._waiting.pop(approval_id, None)
         if resolution.decision == "chat":
-            await self._allow(chat_id, request.name)
+            await self._allow(chat_id, request.name, resolution.person)
         return resolution
 
     async def _wait(self, waiting: _Waiting) -> Resolution:
@@ -212,16 +236,23 @@ class Approvals:
 
     # -- the surfaces' side ------------------------------------------------------------------
     async def respond(
-        self, approval_id: str, decision: Decision, by: str, *, chat_id: str | None = None
+        self,
+        approval_id: str,
+        decision: Decision,
+        by: str,
+        *,
+        chat_id: str | None = None,
+        person: str = "",
     ) -> RespondResult:
         """A person's answer. The first one wins; a later one gets ``already_decided``.
         ``chat_id``: the chat the answer comes from; a request of another chat is ``unknown``
-        to it."""
+        to it. ``person``: a ``chat`` answer holds for this person's turns only (a group)."""
         if decision not in DECISIONS:
             raise ValueError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
         if chat_id is not None and await self.chat_of(approval_id) != chat_id:
             return "unknown"
-        return await self._write(approval_id, decision, by)
+        scoped = f"{decision}@{person}" if decision == "chat" and person else decision
+        return await self._write(approval_id, scoped, by)
 
     async def chat_of(self, approval_id: str) -> str | None:
         """The chat a request was asked in (None: unknown here)."""
@@ -249,7 +280,8 @@ class Approvals:
         if raw is None:
             return None
         decision, _, by = cast(str, raw).partition(" ")
-        found = Resolution(approval_id, cast(Outcome, decision), by)
+        decision, _, person = decision.partition("@")
+        found = Resolution(approval_id, cast(Outcome, decision), by, person)
         self._remember(found)
         return found
 
@@ -270,6 +302,24 @@ class Approvals:
                 if not kept:
                     await shared.aio.srem(self._chat_key(chat_id, "approvals"), approval_id)
                 elif "resolution" not in kept and float(kept["expires_at"]) > self._clock():
+                    out.append(_request(json.loads(kept["request"])))
+        return sorted(out, key=lambda r: r.expires_at)
+
+    def pending_now(self, chat_id: str) -> list[ApprovalRequested]:
+        """``pending`` without awaiting, for a device's ``sync`` (the frame log's reads are
+        synchronous too): this process's waits, or the shared store's through its sync client."""
+        if self._shared is None:
+            found = [w.request for w in self._waiting.values() if w.chat_id == chat_id]
+            return sorted(found, key=lambda r: r.expires_at)
+        from iris.state.redis_store import translated
+
+        shared, now = self._shared, self._clock()
+        out: list[ApprovalRequested] = []
+        with translated(shared.url):
+            ids = cast(set[str], shared.sync.smembers(self._chat_key(chat_id, "approvals")))
+            for approval_id in ids:
+                kept = cast(dict[str, str], shared.sync.hgetall(self._key(approval_id)))
+                if kept and "resolution" not in kept and float(kept["expires_at"]) > now:
                     out.append(_request(json.loads(kept["request"])))
         return sorted(out, key=lambda r: r.expires_at)
 
@@ -310,15 +360,18 @@ class Approvals:
             await shared.aio.sadd(chat, request.approval_id)
             await shared.aio.expire(chat, ttl)
 
-    async def _write(self, approval_id: str, outcome: Outcome, by: str) -> RespondResult:
-        """Record ``outcome`` unless the request ended already: the first write wins."""
+    async def _write(self, approval_id: str, outcome: str, by: str) -> RespondResult:
+        """Record ``outcome`` (``chat@person`` for a scoped allowance) unless the request ended
+        already: the first write wins."""
         if self._shared is None:
             if approval_id in self._resolved:
                 return "already_decided"
             waiting = self._waiting.get(approval_id)
             if waiting is None:
                 return "unknown"
-            self._remember(Resolution(approval_id, outcome, by), waiting.chat_id)
+            decision, _, person = outcome.partition("@")
+            resolution = Resolution(approval_id, cast(Outcome, decision), by, person)
+            self._remember(resolution, waiting.chat_id)
             waiting.answered.set()
             return "decided"
         from iris.state.redis_store import translated
@@ -343,7 +396,11 @@ class Approvals:
 
     async def _allowances(self, chat_id: str) -> set[str]:
         if self._shared is None:
-            return self._allowed.get(chat_id, set())
+            now = self._clock()
+            kept = self._allowed.get(chat_id, {})
+            for gone in [name for name, until in kept.items() if until <= now]:
+                del kept[gone]
+            return set(kept)
         from iris.state.redis_store import translated
 
         with translated(self._shared.url):
@@ -351,13 +408,17 @@ class Approvals:
                 set[str], await self._shared.aio.smembers(self._chat_key(chat_id, "approved"))
             )
 
-    async def _allow(self, chat_id: str, tool_name: str) -> None:
-        self._allowed.setdefault(chat_id, set()).add(tool_name)
+    async def _allow(self, chat_id: str, tool_name: str, person: str = "") -> None:
+        member = f"{tool_name}@{person}" if person else tool_name
+        ttl = self.policy.allow_ttl
+        self._allowed.setdefault(chat_id, {})[member] = self._clock() + ttl
         if self._shared is not None:
             from iris.state.redis_store import translated
 
+            key = self._chat_key(chat_id, "approved")
             with translated(self._shared.url):
-                await self._shared.aio.sadd(self._chat_key(chat_id, "approved"), tool_name)
+                await self._shared.aio.sadd(key, member)
+                await self._shared.aio.expire(key, max(1, int(ttl)))
 
 
 def _fields(request: ApprovalRequested) -> dict[str, Any]:

@@ -127,6 +127,9 @@ class TurnRequest:
     # None: nobody can be asked here, so such a tool is refused, never run unasked.
     approvals: Approvals | None = None
     chat_id: str = ""
+    # Nobody is there to hear the turn go on (an API turn held between two requests): an
+    # approval nobody answered in time ends the turn, as interrupted, without another round.
+    unanswered_ends: bool = False
     # Tools that ask on this surface besides those ``tools.approval`` asks for (unless its
     # ``auto`` lists them): the API asks for read_file too.
     ask_also: tuple[str, ...] = ()
@@ -278,6 +281,10 @@ class _OutputCapped(Exception):
     answered = True  # the provider's request succeeded; Iris stopped reading (metrics)
 
 
+class _Unanswered(Exception):
+    """An approval timed out in a turn with ``unanswered_ends``: the turn stops here."""
+
+
 class Turn:
     def __init__(self, agent: Agent, request: TurnRequest) -> None:
         self.agent = agent
@@ -377,6 +384,8 @@ class Turn:
             self._end_interrupted()
         except _OutputCapped:
             self._end_capped()
+        except _Unanswered:
+            self._end_interrupted()
         except ProviderError as exc:
             code, message, retryable = user_message(exc)
             if is_overflow(exc):
@@ -695,10 +704,14 @@ class Turn:
         the refusal the model gets as the tool's result (``tools.approval``)."""
         approvals = self.request.approvals
         if approvals is None:
-            policy = ApprovalPolicy.configured(self.agent.config.tools.approval)
+            policy = ApprovalPolicy.configured(
+                self.agent.config.tools.approval, self.agent.config.mcp_servers
+            )
             return unaskable(name) if policy.asks(name, self.request.ask_also) else None
         chat_id = self.request.chat_id
-        if not await approvals.asks(chat_id, name, self.request.ask_also):
+        # An "allow in this chat" of a group holds for the turns of the person who gave it.
+        person = str(self.request.metadata.get("user_id") or "")
+        if not await approvals.asks(chat_id, name, self.request.ask_also, person):
             return None
         asked = approvals.request(index, name, args)
         self._emit(asked)
@@ -710,6 +723,8 @@ class Turn:
         self._emit(resolution.event())
         if resolution.decision in ("once", "chat"):
             return None
+        if resolution.decision == "timeout" and self.request.unanswered_ends:
+            raise _Unanswered
         return refusal(resolution.decision, resolution.by)
 
     def _tool_ended(

@@ -605,6 +605,9 @@ if ARGV[5] ~= '' then
   redis.call('RPUSH', KEYS[4], ARGV[5])
   redis.call('LTRIM', KEYS[4], -tonumber(ARGV[11]), -1)
 end
+-- The epoch lives as long as the chat's log: a read made it with the age bound's expiry.
+local kept = redis.call('PTTL', KEYS[1])
+if kept > 0 then redis.call('PEXPIRE', KEYS[8], kept) else redis.call('PERSIST', KEYS[8]) end
 if string.find(flags, 'T', 1, true) then
   redis.call('SET', KEYS[6], '1')
 elseif string.find(flags, 'F', 1, true) then
@@ -788,11 +791,13 @@ class RedisFrameLog:
     # -- reading -------------------------------------------------------------------------------
     def epoch(self, chat_id: str) -> str:
         """The chat's log epoch: it changes whenever the chat's seqs restart (Redis lost its
-        data: a restart without persistence, ``FLUSHDB``, a failover). Made when missing."""
+        data: a restart without persistence, ``FLUSHDB``, a failover). Made when missing, with
+        the age bound as its expiry: a chat that never gets a frame (a device that named any
+        chat id) leaves no key behind; the first append gives it the log's expiry."""
         key = self.key(chat_id, "epoch")
         with translated(self.store.url, "the frame log failed"):
             pipe = self.store.sync.pipeline(transaction=True)
-            pipe.set(key, uuid.uuid4().hex[:16], nx=True)
+            pipe.set(key, uuid.uuid4().hex[:16], nx=True, ex=max(1, int(self.max_age)))
             pipe.get(key)
             epoch = str(pipe.execute()[-1])
         return epoch

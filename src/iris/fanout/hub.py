@@ -95,6 +95,9 @@ class Hub:
         self._latest: dict[str, int] = {}
         self._subscribers: dict[str, set[Subscription]] = {}
         self.on_follow: Callable[[str], None] | None = None  # a chat got its first device here
+        # The chat's approval requests still open, as frames: a ``sync`` carries them (their
+        # request frames may be past the log's reach). Set by the surface that owns the broker.
+        self.open_approvals: Callable[[str], list[Frame]] = lambda chat_id: []
 
     def latest(self, chat_id: str) -> int:
         """The chat's last seq delivered here (read from the log the first time)."""

@@ -62,9 +62,10 @@ class FrameRules(Protocol):
         """The conversation entry a frame leaves (a closed message), or None."""
         ...
 
-    def sync(self, messages: list[dict[str, Any]], epoch: str) -> Frame:
+    def sync(self, messages: list[dict[str, Any]], epoch: str, approvals: list[Frame]) -> Frame:
         """The connection-scoped frame that replaces a device's view with ``messages``, of the
-        log's ``epoch`` (it changes whenever the chat's seqs restart)."""
+        log's ``epoch`` (it changes whenever the chat's seqs restart), with the chat's
+        ``approvals`` still open (request frames)."""
         ...
 
     def turn_open(self, frame: Frame) -> bool:

@@ -237,7 +237,9 @@ class Subscription:
 
     def _sync(self, latest: int, messages: list[dict[str, Any]]) -> None:
         self.position = latest
-        self.send_local(self._rules.sync(messages, self._hub.log.epoch(self.chat_id)))
+        epoch = self._hub.log.epoch(self.chat_id)
+        approvals = self._hub.open_approvals(self.chat_id)
+        self.send_local(self._rules.sync(messages, epoch, approvals))
         self._go_live(latest)
 
     def restart(self) -> None:

@@ -2,13 +2,16 @@
 
 The chat's tool-progress lines, the terminal's ``⚡`` line, the iris ``tool.start`` preview and
 the app's tool card all say what a call does in a few words; each surface picks only how many
-characters it has room for.
+characters it has room for. A hidden character is drawn as ``⟨U+XXXX⟩`` (``visible``): a
+tool line never says less than the call does.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from iris.formats import visible
 
 # The arguments that say what a call does, most telling first.
 _KEYS = ("command", "path", "query", "url", "file", "pattern")
@@ -28,6 +31,7 @@ def summarize(args: dict[str, Any], limit: int) -> str:
 
 
 def clip(text: str, limit: int) -> str:
-    """``text`` on one line (runs of white space become one space), cut to ``limit`` with ``…``."""
-    text = " ".join(text.split())
+    """``text`` on one line (runs of white space become one space; hidden characters drawn as
+    ``⟨U+XXXX⟩``), cut to ``limit`` with ``…``."""
+    text = " ".join(visible.shown(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -54,6 +54,7 @@ from iris.formats.reasoning import split_reasoning
 from iris.formats.tool_summary import summarize
 from iris.protocol.types import (
     OUTPUT_PREVIEW_CHARS,
+    ApprovalRequest,
     Message,
     MessageStop,
     MessageUpdate,
@@ -209,17 +210,7 @@ class FrameEncoder:
             case ToolCallDelta():
                 pass  # the iris socket offers the agent's own tools only, never a client's
             case ApprovalRequested():
-                out.append(
-                    {
-                        "type": "approval.request",
-                        "approval_id": item.approval_id,
-                        "index": item.index,
-                        "name": item.name,
-                        "args": arguments(item.args),
-                        "preview": item.preview,
-                        "expires_at": item.expires_at,
-                    }
-                )
+                out.append(approval_request(item))
             case ApprovalResolved(approval_id=approval_id, decision=decision, by=by):
                 out.append(
                     {
@@ -320,6 +311,19 @@ class FrameEncoder:
         if tokens is not None:
             frame["tokens"] = tokens
         return frame
+
+
+def approval_request(request: ApprovalRequested) -> ApprovalRequest:
+    """The ``approval.request`` frame of a request (also what a ``sync`` carries)."""
+    return {
+        "type": "approval.request",
+        "approval_id": request.approval_id,
+        "index": request.index,
+        "name": request.name,
+        "args": arguments(request.args),
+        "preview": request.preview,
+        "expires_at": request.expires_at,
+    }
 
 
 def arguments(text: str) -> dict[str, Any]:

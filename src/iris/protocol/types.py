@@ -226,6 +226,18 @@ class ApprovalRequest(_Stamped):
     expires_at: float
 
 
+class OpenApproval(TypedDict):
+    """One approval request still waiting, as a sync carries it: an approval.request's fields
+    but its type and stamps."""
+
+    approval_id: ApprovalId
+    index: ToolIndex
+    name: str
+    args: dict[str, Any]
+    preview: str
+    expires_at: float
+
+
 @with_config(_CONFIG)
 class ApprovalResolvedFrame(_Stamped):
     """Chat-scoped. How an approval request ended: once, chat (this tool unasked for the rest
@@ -295,6 +307,9 @@ class Sync(_Stamped):
     type: Literal["sync"]
     messages: list[SyncMessage]
     epoch: NotRequired[str]  # as in ready: a change means the seqs restarted
+    # The chat's approval requests still open (their approval.request frames may be past the
+    # log's reach): a device shows each as it would that frame.
+    approvals: NotRequired[list[OpenApproval]]
 
 
 # Frames that always take the chat's next seq: logged, replayed on resume, told apart by seq.
@@ -520,8 +535,11 @@ class IrisRules:
                 entry[key] = frame[key]
         return entry
 
-    def sync(self, messages: list[dict[str, Any]], epoch: str) -> Frame:
-        return {"type": "sync", "messages": messages, "epoch": epoch}
+    def sync(self, messages: list[dict[str, Any]], epoch: str, approvals: list[Frame]) -> Frame:
+        frame: Frame = {"type": "sync", "messages": messages, "epoch": epoch}
+        if approvals:
+            frame["approvals"] = approvals
+        return frame
 
     def turn_open(self, frame: Frame) -> bool:
         return frame.get("on") is True
@@ -566,6 +584,7 @@ _PARTS = {
     "SyncMessage": "sync_message",
     "MessageStopAppend": "message_stop_append",
     "SentFile": "sent_file",
+    "OpenApproval": "open_approval",
 }
 
 

@@ -33,6 +33,7 @@ from iris import __version__, observability
 from iris.auth_throttle import MIN_EXPOSED_SECRET, MIN_SECRET
 from iris.config import Config
 from iris.errors import ConfigError
+from iris.proxies import ForwardedClient
 from iris.runtime import Runtime, ServerSurface
 from iris.server.connections import MAX_HEAD_BYTES, BodyGuard, connection_cap, guarded_protocol
 from iris.server.endpoints import metrics_routes
@@ -149,6 +150,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
         middleware=[
+            Middleware(ForwardedClient, trusted=config.server.trusted_proxies),
             Middleware(NoSniff),
             Middleware(BodyGuard, timeout=config.server.timeout_body, cap_for=body_caps(config)),
         ],
@@ -246,6 +248,9 @@ def uvicorn_options(config: Config) -> dict[str, Any]:
         "timeout_keep_alive": server.timeout_keep_alive,
         "http": guarded_protocol(server.timeout_headers, connection_cap(server.max_connections)),
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local peer could name
+        # any address. ``server.trusted_proxies`` decides instead (``iris.proxies``).
+        "proxy_headers": False,
         **UVICORN_WS_OPTIONS,
     }
 

@@ -98,6 +98,27 @@ async def test_follow_ups_in_a_topic_the_bot_answered_need_no_mention(
     assert api.topic(GROUP, 78) == [] and api.topic(GROUP, None) == []
 
 
+async def test_a_topic_the_bot_answered_needs_no_mention_after_a_restart(
+    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
+) -> None:
+    """Which threads the bot answered in is kept in the store (issue 46), not only in the
+    process's memory: the follow-up after a restart is answered without a mention, and a topic
+    it never answered in still needs one."""
+    upstream.script(text("Topic answer"), text("After the restart"))
+    settings = config(make_config, upstream, api)
+    async with running(settings) as surface:
+        api.user_says(GROUP, OWNER, "@iris_bot start", chat_type="supergroup", thread_id=77)
+        await api.wait_until(lambda: api.topic(GROUP, 77) == ["Topic answer"])
+        await surface.idle()
+    async with running(settings) as surface:  # a new process on the same store
+        api.user_says(GROUP, OWNER, "not for you", chat_type="supergroup", thread_id=78)
+        api.user_says(GROUP, OWNER, "go on", chat_type="supergroup", thread_id=77)
+        await api.wait_until(lambda: api.topic(GROUP, 77)[-1:] == ["After the restart"])
+        await surface.idle()
+    assert asked(upstream) == [["start"], ["start", "go on"]]
+    assert api.topic(GROUP, 78) == []
+
+
 async def test_strict_mention_asks_for_a_mention_in_the_thread_too(
     make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
 ) -> None:

@@ -5,8 +5,14 @@ Lifetime: ``run`` is one long task (anyio's contexts must be left by the task th
 them). It connects within ``connect_timeout``, lists the tools, then waits: a
 ``notifications/tools/list_changed`` lists them again; the child's stdout ending (a crash) or a
 call that finds the connection closed ends the session, and the next attempt follows after a
-backoff (1 s, doubling to 60 s). The first failure of an outage is logged once, with the tail
-of the child's stderr; the retries after it are logged at debug level.
+backoff (1 s, doubling to 60 s; ``Backoff``). The backoff starts over only once the server
+stayed up ``STAYED_UP`` seconds: one that crashes right after listing its tools is an outage
+that goes on, not a new one each time. The first failure of an outage is logged once, with the
+tail of the child's stderr; the retries after it are logged at debug level.
+
+A message from the server over ``tools.mcp.max_result_bytes`` (a result, a listing) is read
+through and dropped, never held whole (``stdio.py``; over HTTP the response is cut), and the
+call it answered ends as a tool error; logged once per server.
 
 A stdio child gets a scrubbed environment: the variables ``tools.terminal.env`` allows (those
 Iris has, never one that looks like a secret) and the server's own ``env`` — no provider keys,
@@ -23,19 +29,21 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
 import httpx2
 from mcp import Client, types
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from iris import __version__
 from iris.agent.mcp.results import progress_note, result
+from iris.agent.mcp.stdio import stdio_transport
 from iris.agent.reach import command_env
 from iris.agent.tools import ToolResult
 from iris.config import McpServerConfig
@@ -44,6 +52,8 @@ log = logging.getLogger(__name__)
 
 FIRST_RETRY = 1.0
 MAX_RETRY = 60.0
+STAYED_UP = 60.0  # seconds up after which a failure is a new outage (the backoff starts over)
+MAX_LISTED = 4096  # tools read from one listing at most (the caps choose among them)
 STDERR_TAIL = 4000  # characters of a child's stderr kept for the log and the model
 # Progress notes one call shows at most (each still restarts its idle timer): a server that
 # floods them must not push a chat's earlier frames out of its log.
@@ -67,6 +77,29 @@ class StderrTail(asyncio.Protocol):
         return self._data.decode(errors="replace").strip()
 
 
+@dataclass
+class Backoff:
+    """When to try a server again, and whether its failure is news (pure; ``clock`` in
+    seconds). ``up()`` when a session is serving; ``down()`` when it ended or failed: the wait
+    before the next attempt, and whether to log it (the first failure of an outage)."""
+
+    clock: Callable[[], float] = time.monotonic
+    delay: float = FIRST_RETRY
+    quiet: bool = False  # this outage was logged already
+    up_since: float | None = None
+
+    def up(self) -> None:
+        self.up_since = self.clock()
+
+    def down(self) -> tuple[float, bool]:
+        if self.up_since is not None and self.clock() - self.up_since >= STAYED_UP:
+            self.delay, self.quiet = FIRST_RETRY, False  # it stayed up: a new outage
+        self.up_since = None
+        wait, news = self.delay, not self.quiet
+        self.delay, self.quiet = min(self.delay * 2, MAX_RETRY), True
+        return wait, news
+
+
 class McpConnection:
     def __init__(
         self,
@@ -76,6 +109,8 @@ class McpConnection:
         terminal_env: Sequence[str],
         output_limit: int,
         on_change: Callable[[McpConnection], None],
+        max_result_bytes: int = 4_194_304,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.config = config
@@ -92,16 +127,15 @@ class McpConnection:
         self._stopping = False
         self._lost = False
         self._relist = False
-        self._served = False  # the last session got as far as listing the tools
+        self._max_result_bytes = max_result_bytes
+        self.backoff = Backoff(clock)
         self.attempts = 0  # connection attempts so far
+        self._said: set[str] = set()  # what was dropped and logged already (once each)
 
     # -- the connection's life -------------------------------------------------------------------
     async def run(self) -> None:
         """Connect, serve, reconnect after a backoff; until ``stop``."""
-        delay = FIRST_RETRY
-        quiet = False  # this outage was logged already
         while not self._stopping:
-            self._served = False
             try:
                 await self._session()
                 why = "the server closed the connection"
@@ -109,16 +143,13 @@ class McpConnection:
                 why = _describe(exc)
             if self._stopping:
                 break
-            if self._served:  # it was up: this is a new outage
-                quiet, delay = False, FIRST_RETRY
-            self._down(why, quiet)
-            quiet = True
+            delay, news = self.backoff.down()
+            self._down(why, quiet=not news)
             self.attempted.set()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     while not self._stopping:
                         await self._wait()
-            delay = min(delay * 2, MAX_RETRY)
         self.state = "stopped"
         self.attempted.set()
 
@@ -134,6 +165,12 @@ class McpConnection:
         self._lost |= lost
         self._relist |= relist
         self._wake.set()
+
+    def once(self, what: str, message: str, *args: object) -> None:
+        """Log a warning about ``what`` the first time only (a drop past a cap)."""
+        if what not in self._said:
+            self._said.add(what)
+            log.warning(message, *args)
 
     def _down(self, why: str, quiet: bool) -> None:
         tail = self._stderr.text()
@@ -163,7 +200,7 @@ class McpConnection:
                 await stack.enter_async_context(client)
                 await self._list(client)
             self._client, self.state, self.error = client, "connected", ""
-            self._served = True
+            self.backoff.up()
             log.info("MCP server %s connected: %d tools", self.name, len(self.tools))
             self.attempted.set()
             self._on_change(self)
@@ -187,9 +224,11 @@ class McpConnection:
             page = await client.list_tools(cursor=cursor)
             tools.extend(page.tools)
             cursor = page.next_cursor
-            if cursor is None:
+            if cursor is None or len(tools) >= MAX_LISTED:
                 break
-        self.tools = tools
+        if len(tools) > MAX_LISTED or cursor is not None:
+            self.once("listed", "MCP server %s lists more than %d tools", self.name, MAX_LISTED)
+        self.tools = tools[:MAX_LISTED]
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -198,11 +237,24 @@ class McpConnection:
     def _transport(self) -> Any:
         config = self.config
         if config.url is not None:
-            return _http(config.url, config.headers)
+            return _http(config.url, config.headers, self._transport_limit())
         assert config.command is not None
         env = command_env(self._terminal_env) | config.env
-        params = StdioServerParameters(command=config.command, args=config.args, env=env)
-        return _stdio(params, self._stderr, lambda: self._poke(lost=True))
+        spawn = (config.command, config.args, env)
+        return _stdio(spawn, self._stderr, lambda: self._poke(lost=True), self._transport_limit())
+
+    def _transport_limit(self) -> tuple[int, Callable[[int], None]]:
+        def dropped(size: int) -> None:
+            self.once(
+                "result",
+                "MCP server %s sent a message of %d bytes, over tools.mcp.max_result_bytes "
+                "(%d): dropped (logged once)",
+                self.name,
+                size,
+                self._max_result_bytes,
+            )
+
+        return self._max_result_bytes, dropped
 
     # -- calls -------------------------------------------------------------------------------
     async def call(self, tool: str, args: dict[str, Any], note: Note) -> ToolResult:
@@ -241,6 +293,14 @@ class McpConnection:
             if exc.code != types.CONNECTION_CLOSED:
                 return ToolResult(False, f"error: {exc.message}")
             self._poke(lost=True)
+            if "byte limit" in exc.message:  # the SDK's cap on one SSE event: ours
+                self._transport_limit()[1](self._max_result_bytes + 1)
+                return ToolResult(
+                    False,
+                    f"error: the MCP server's answer was over the cap of "
+                    f"{self._max_result_bytes:,} bytes (tools.mcp.max_result_bytes); it was "
+                    "dropped",
+                )
             return ToolResult(False, self._closed_note())
         except (OSError, httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._poke(lost=True)
@@ -268,27 +328,89 @@ def _describe(exc: BaseException) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _http(url: str, headers: dict[str, str]) -> AsyncGenerator[Any]:
+async def _http(
+    url: str, headers: dict[str, str], limit: tuple[int, Callable[[int], None]]
+) -> AsyncGenerator[Any]:
+    """Streamable HTTP with each answer capped: an SSE event by the SDK, a JSON body by
+    ``_CappedTransport`` (read through the cap, then the call fails)."""
+    max_bytes, dropped = limit
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
-        streamable_http_client(url, http_client=http) as streams,
+        httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            transport=_CappedTransport(max_bytes, dropped),
+        ) as http,
+        streamable_http_client(url, http_client=http, max_sse_event_size=max_bytes) as streams,
     ):
         yield streams
 
 
+class _TooLarge(httpx2.StreamError):
+    pass
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    def __init__(
+        self, inner: httpx2.AsyncByteStream, max_bytes: int, dropped: Callable[[int], None]
+    ) -> None:
+        self._inner, self._max_bytes, self._dropped = inner, max_bytes, dropped
+
+    async def __aiter__(self) -> AsyncGenerator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._max_bytes:
+                self._dropped(seen)
+                raise _TooLarge(
+                    f"the MCP server's answer was over the cap of {self._max_bytes:,} bytes "
+                    "(tools.mcp.max_result_bytes); it was dropped"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _CappedTransport(httpx2.AsyncBaseTransport):
+    """A JSON answer over ``max_bytes`` fails while it is read, never held whole (an event
+    stream is left to the SDK's per-event cap)."""
+
+    def __init__(self, max_bytes: int, dropped: Callable[[int], None]) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._max_bytes, self._dropped = max_bytes, dropped
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            return response
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = _CappedBody(response.stream, self._max_bytes, self._dropped)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 @contextlib.asynccontextmanager
 async def _stdio(
-    params: StdioServerParameters, stderr: StderrTail, lost: Callable[[], None]
+    spawn: tuple[str, list[str], dict[str, str]],
+    stderr: StderrTail,
+    lost: Callable[[], None],
+    limit: tuple[int, Callable[[int], None]],
 ) -> AsyncGenerator[Any]:
-    """``stdio_client`` with the child's stderr read into ``stderr`` and ``lost`` called when
-    its stdout ends (the child exited or closed it)."""
+    """The child's transport (``stdio_transport``, capped) with its stderr read into
+    ``stderr`` and ``lost`` called when its stdout ends (the child exited or closed it)."""
     loop = asyncio.get_running_loop()
     read_end, write_end = os.pipe()
     errlog = os.fdopen(write_end, "w")
     pipe: asyncio.BaseTransport | None = None
     try:
         pipe, _ = await loop.connect_read_pipe(lambda: stderr, os.fdopen(read_end, "rb"))
-        async with stdio_client(params, errlog=errlog) as (read, write):
+        command, args, env = spawn
+        max_bytes, dropped = limit
+        async with stdio_transport(
+            command, args, env, errlog, max_bytes=max_bytes, dropped=dropped
+        ) as (read, write):
             errlog.close()  # the child holds its own copy
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 

@@ -5,18 +5,24 @@ while it is down).
 ``start`` begins every enabled server at once and waits until each has connected or failed
 once, bounded by the longest ``connect_timeout``; a server still down then keeps retrying in
 the background and its tools appear when it comes up. ``aclose`` stops them all.
+
+What a server may offer is capped (``tools.mcp``): a tool whose input schema is over
+``max_schema_bytes`` is dropped, and past ``max_tools_per_server`` of one server or
+``max_tools`` in all (the built-ins counted) the rest are; each kind of drop is logged once
+per server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from iris.agent.mcp.connection import McpConnection, Note
-from iris.agent.mcp.naming import chosen, tool_name
+from iris.agent.mcp.naming import chosen, tool_names
 from iris.agent.mcp.results import parameters
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
 from iris.config import Config
@@ -39,6 +45,7 @@ class McpServers:
                 terminal_env=config.tools.terminal.env,
                 output_limit=config.tools.terminal.output_limit,
                 on_change=self._changed,
+                max_result_bytes=config.tools.mcp.max_result_bytes,
             )
             for name, server in config.mcp_servers.items()
             if server.enabled
@@ -94,7 +101,10 @@ class McpServers:
             self._registry.remove(name)
         servers = list(self._config.mcp_servers)
         server = connection.config
+        limits = self._config.tools.mcp
+        room = min(limits.max_tools_per_server, limits.max_tools - len(self._registry.names()))
         offered: list[str] = []
+        names = tool_names(connection.name, [tool.name for tool in connection.tools])
         for tool in connection.tools:
             if not chosen(
                 connection.name,
@@ -105,12 +115,36 @@ class McpServers:
                 servers,
             ):
                 continue
-            name = tool_name(connection.name, tool.name)
+            name = names[tool.name]
             if self._registry.get(name) is not None:
                 log.warning(
                     "MCP server %s: tool %r is offered already; skipped", connection.name, name
                 )
                 continue
+            size = len(json.dumps(tool.input_schema, ensure_ascii=False).encode())
+            if size > limits.max_schema_bytes:
+                connection.once(
+                    "schema",
+                    "MCP server %s: tool %r has an input schema of %d bytes, over "
+                    "tools.mcp.max_schema_bytes (%d): not offered (logged once)",
+                    connection.name,
+                    tool.name,
+                    size,
+                    limits.max_schema_bytes,
+                )
+                continue
+            if len(offered) >= room:
+                connection.once(
+                    "tools",
+                    "MCP server %s lists more tools than fit tools.mcp.max_tools_per_server "
+                    "(%d) or max_tools (%d in all): %r and the rest are not offered (logged "
+                    "once)",
+                    connection.name,
+                    limits.max_tools_per_server,
+                    limits.max_tools,
+                    tool.name,
+                )
+                break
             description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION]
             run = _runner(connection, tool.name)
             # Every progress notification is shown (the connection bounds them per call).

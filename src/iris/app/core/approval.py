@@ -6,7 +6,9 @@ made it; also ``timeout`` and ``cancelled``), and an ``error`` frame coded ``app
 or ``approval_unknown`` answers this device's late press. Until it is decided the card offers
 the three answers (:data:`DECISIONS`) and counts down to ``expires_at`` (Unix seconds, so the
 clock handed in is the wall clock). The command and arguments are shown whole, a long one in a
-collapsed block (:func:`is_long`), never cut while the buttons are live.
+collapsed block (:func:`is_long`), never cut while the buttons are live, and drawn as the shell
+reads them (:mod:`iris.formats.visible`: an invisible or control character as ``⟨U+XXXX⟩``,
+with a warning line above).
 
 The twin of ``src/iris/web/js/approval.js``: the same frames give the same cards
 (``state()``; ``tests/web`` compares the two).
@@ -18,6 +20,8 @@ import json
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from iris.formats import visible
 
 Answer = Literal["once", "chat", "deny"]
 """What a person may send (``approval.respond``'s ``decision``)."""
@@ -83,6 +87,14 @@ class ApprovalCard:
     def args_text(self) -> str:
         """The arguments as a person reads them: indented JSON (as ``JSON.stringify`` indents)."""
         return json.dumps(self.args, indent=2, ensure_ascii=False)
+
+    @property
+    def shown(self) -> tuple[str, str, str]:
+        """What the card draws: the command, the arguments (invisible characters as
+        ``⟨U+XXXX⟩``), and the warning line ("" when nothing was hidden)."""
+        preview, args = self.preview, self.args_text
+        alarm = visible.warning(preview) or visible.warning(args)
+        return visible.shown(preview), visible.shown(args), alarm
 
     def state(self, now: float) -> list[object]:
         """What the card holds and says at ``now``, as ``cardState`` in approval.js gives it."""

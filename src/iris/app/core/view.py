@@ -482,6 +482,9 @@ class ChatView:
             bubble.stopped = True
             self._finalize(bubble, message)
             self._add(bubble)
+        # Requests still waiting for a yes, whose frames the log no longer holds.
+        for open_ in frame.get("approvals", []):
+            self._approval({"type": "approval.request", **open_})
         seq = frame.get("seq")
         if seq is not None:
             self.last_seq = max(self.last_seq, seq)

@@ -48,6 +48,7 @@ class ApprovalPanel(Vertical):
     ApprovalPanel .approval-outcome.allowed { color: $text-success; }
     ApprovalPanel .approval-outcome.refused { color: $text-error; }
     ApprovalPanel .approval-note { color: $text-muted; }
+    ApprovalPanel .approval-warning { color: $text-warning; text-style: bold; }
     """
 
     class Decided(Message):
@@ -78,13 +79,12 @@ class ApprovalPanel(Vertical):
         self._head.update(self._head_text())
         yield self._head
         folded = self._collapsed
-        if card.preview:
-            yield _block(
-                card.preview, "Show the full command", "command", folded.get("command", True)
-            )
-        yield _block(
-            card.args_text, "Arguments", "args", folded.get("args", bool(card.preview)), titled=True
-        )
+        command, args, alarm = card.shown
+        if alarm:
+            yield Static(alarm, classes="approval-warning", markup=False)
+        if command:
+            yield _block(command, "Show the full command", "command", folded.get("command", True))
+        yield _block(args, "Arguments", "args", folded.get("args", bool(command)), titled=True)
         if card.pending:
             yield Horizontal(
                 *(

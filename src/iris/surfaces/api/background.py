@@ -30,6 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from starlette.responses import Response
@@ -41,7 +42,7 @@ from iris.events import Event, TurnFailed
 from iris.state.background import CANCEL_POLL, RunPublisher, SharedRuns
 from iris.state.lease import Lease
 from iris.state.redis_store import stop_if_cancelled
-from iris.surfaces.api.exchange import SSE_HEADERS, TurnExchange, while_connected
+from iris.surfaces.api.exchange import SSE_HEADERS, Running, TurnExchange, while_connected
 from iris.surfaces.api.responses_encoder import failed_elsewhere
 from iris.surfaces.api.sse import DONE, named_frames
 from iris.tasks import OpenGroup, logged
@@ -80,8 +81,10 @@ class BackgroundRun:
         release: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
         shared: SharedRuns | None = None,
+        source: AbstractAsyncContextManager[Running] | None = None,
     ) -> None:
         self.id = response_id
+        self._source = source  # the events to run from (a held turn's leg); else a new turn
         self.events: list[Json] = []  # every wire event so far; events[n]["sequence_number"] == n
         self.ended_at: float | None = None  # clock time the run ended
         self._agent = agent
@@ -151,7 +154,7 @@ class BackgroundRun:
     async def _run(self) -> None:
         try:
             try:
-                async with self._agent.run(self._request) as turn:
+                async with self._source or self._agent.run(self._request) as turn:
                     async for event in turn:
                         self._add(self._wire.feed(event))
             except asyncio.CancelledError:

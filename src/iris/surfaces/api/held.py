@@ -11,11 +11,16 @@ any other — or with the next ``mcp_approval_request``.
 A ``HeldTurn`` runs its turn in a task of this process's ``HeldTurns`` group (not in one HTTP
 exchange's), and hands its events to one exchange at a time (a ``Leg``). A leg ends after its
 ``ApprovalRequested`` (the turn is parked: registered under the request's id) or the turn's
-terminal event; a client that leaves mid-leg interrupts the turn, as on any response. A parked
-turn nobody answers goes on at the approval's timeout (the model is told nobody approved) and
-is kept ``KEPT_S`` seconds for a late answer, whose response shows the rest of it; a held turn
-is process-local, so the answer must reach the process that holds it (with several
-processes, route a client's requests to one, as for a streamed response).
+terminal event; a client that leaves mid-leg interrupts the turn, as on any response.
+
+Limits (finding 2 of the third hardening pass: held turns escaped them): a held turn starts
+only once admitted under ``max_concurrent`` / ``server.max_turns``, and its first leg holds
+those slots; parked, it gives them back (it waits on a person, not on the model) and takes
+them again before it goes on, so an answer that finds none is a 429 and the turn stays parked.
+At most ``max_held_turns`` are held at once (429 ``too_many_held_turns`` past it). A parked
+turn nobody answers ends at the approval's timeout (``TurnRequest.unanswered_ends``): nobody
+is attached to see the model told so, so it is not called again, and a late answer is told
+the request ended (``approval_decided``).
 """
 
 from __future__ import annotations
@@ -23,14 +28,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 
 from iris.agent.core import Agent, Turn, TurnRequest
-from iris.events import ApprovalRequested, Event, TurnEnded, TurnFailed, TurnStarted
+from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
 from iris.observability import TurnWatch
 from iris.surfaces.api.bodies import ResponsesCall
 from iris.surfaces.api.problems import bad_request
@@ -38,7 +49,6 @@ from iris.tasks import OpenGroup
 
 log = logging.getLogger("iris.api")
 
-KEPT_S = 600.0  # seconds a turn that ended unanswered waits for its late answer
 APPROVED_BY = "api"  # who answered, in ApprovalResolved: the API's (authenticated) caller
 Json = dict[str, Any]
 
@@ -125,6 +135,7 @@ class HeldTurn:
         self.turn: Turn = agent.run(request)
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self.parked: Parked | None = None
+        self.attached = False  # a leg of this process answers the request it is parked on
         self.ended = False
         self._task = turns.group.create_task(self._pump(), name=f"held {self.turn.turn_id}")
 
@@ -132,10 +143,23 @@ class HeldTurn:
         try:
             async with self.turn as turn:
                 async for event in turn:
+                    if self._answered_elsewhere(event):
+                        self.attached = True
+                        self._turns.elsewhere(self)  # a leg for that answer, followed there
                     self._events.put_nowait(event)
         finally:
             self.ended = True
             self._turns.forget(self)
+
+    def _answered_elsewhere(self, event: Event) -> bool:
+        """Parked, the turn goes on though no leg here took the answer: another process
+        answered (``store.url``)."""
+        return (
+            self.parked is not None
+            and not self.attached
+            and isinstance(event, ApprovalResolved)
+            and event.decision in ("once", "chat", "deny")
+        )
 
     def leg(self, response_id: str) -> Leg:
         """The part of the turn one response shows (``response_id``: that response's)."""
@@ -189,6 +213,7 @@ class Leg:
             event = await held.next_event()
             if isinstance(event, ApprovalRequested):
                 held.parked = Parked(self.response_id, event)
+                held.attached = False
                 held._turns.park(event.approval_id, held)  # pyright: ignore[reportPrivateUsage]
                 self._done = True
                 yield event
@@ -203,10 +228,16 @@ class Leg:
 class HeldTurns:
     """This process's held Responses turns, by the approval request each is parked on."""
 
-    def __init__(self) -> None:
+    def __init__(self, elsewhere: Callable[[HeldTurn], None] | None = None) -> None:
         self.group = OpenGroup()
         self._parked: dict[str, HeldTurn] = {}
         self._all: set[HeldTurn] = set()
+        # A parked turn another process answered: it goes on here, its leg followed there.
+        self._elsewhere = elsewhere
+
+    def elsewhere(self, held: HeldTurn) -> None:
+        if self._elsewhere is not None:
+            self._elsewhere(held)
 
     async def start(self) -> None:
         await self.group.open()
@@ -229,18 +260,19 @@ class HeldTurns:
         self._parked[approval_id] = held
 
     def take(self, approval_id: str) -> HeldTurn | None:
-        """The turn parked on ``approval_id`` (it is no longer parked on it). A turn that went
-        on without the answer (its request timed out) is still there for a while, so a late
-        answer gets the rest of it: the refusal the model was told about, and its reply."""
+        """The turn parked on ``approval_id`` (it is no longer parked on it)."""
         self._prune()
         return self._parked.pop(approval_id, None)
 
     def forget(self, held: HeldTurn) -> None:
         self._all.discard(held)
 
+    @property
+    def count(self) -> int:
+        """Held turns not ended yet (running a leg, or parked on a request)."""
+        return len(self._all)
+
     def _prune(self) -> None:
-        now = time.time()
         for approval_id, held in list(self._parked.items()):
-            parked = held.parked
-            if held.ended and (parked is None or parked.request.expires_at + KEPT_S < now):
+            if held.ended:  # ended at its timeout: the broker tells a late answer so
                 del self._parked[approval_id]

@@ -47,6 +47,7 @@ from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.runtime import Runtime
 from iris.state.background import SharedRuns
 from iris.state.conversations import Conversations, conversations_for
+from iris.state.redis_store import translated
 from iris.state.responses import Responses
 from iris.surfaces.api.background import (
     BackgroundRun,
@@ -64,7 +65,14 @@ from iris.surfaces.api.bodies import (
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.conversations import ConversationRoutes
 from iris.surfaces.api.exchange import TurnExchange, Wire
-from iris.surfaces.api.held import APPROVED_BY, ApprovalAnswer, HeldTurns, Leg, approval_answer
+from iris.surfaces.api.held import (
+    APPROVED_BY,
+    ApprovalAnswer,
+    HeldTurn,
+    HeldTurns,
+    Leg,
+    approval_answer,
+)
 from iris.surfaces.api.items import input_items, page
 from iris.surfaces.api.offering import ServedModel, resolve_model, served_models
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
@@ -72,6 +80,7 @@ from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.sse import data_frames, named_frames
 from iris.surfaces.numbers import MAX_SEQUENCE, ascii_count
 from iris.surfaces.origin import SiteGuard
+from iris.tasks import logged
 
 Json = dict[str, Any]
 
@@ -225,7 +234,9 @@ class ApiSurface:
             self.settings.max_conversation_bytes,
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
-        self.held = HeldTurns()  # Responses turns waiting for an approval between requests
+        # Responses turns waiting for an approval between requests; one another process
+        # answered goes on here, followed there (``store.url``).
+        self.held = HeldTurns(self._answered_elsewhere)
         self._active = 0  # admitted turns, held until their exchange ends
         self._key = (self.settings.api_key or "").encode()
         self.site = SiteGuard(runtime.config.server)
@@ -354,19 +365,30 @@ class ApiSurface:
         if call.background:
             return await self._start_background(call, wire)
         if call.turn.agent_tools and not call.turn.client_tools:
-            # A tool that asks holds the turn until the client answers (``held``).
+            # A tool that asks holds the turn until the client answers (``held``). It starts
+            # only once admitted: a 429 leaves nothing running.
+            limit = self.settings.max_held_turns
+            if self.held.count >= limit:
+                raise ApiError(
+                    429,
+                    f"Too many turns wait for an approval: this server holds at most {limit}.",
+                    code="too_many_held_turns",
+                    headers={"retry-after": "1"},
+                )
+            release = self._admit()
             call.turn.approvals = self.runtime.approvals
             call.turn.chat_id = f"api:{wire.encoder.response_id}"
+            call.turn.unanswered_ends = True  # its client is gone once the request is asked
             held = self.held.run(self.runtime.agent, call.turn, call)
             leg = held.leg(wire.encoder.response_id)
-            return self._exchange(call.turn, wire, stream=call.stream, source=leg)
+            return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
         return self._exchange(call.turn, wire, stream=call.stream)
 
     async def _answer_approval(self, answer: ApprovalAnswer) -> Response:
         """The client's ``mcp_approval_response``: the held turn goes on in this response."""
         held = self.held.take(answer.approval_id)
         parked = held.parked if held is not None else None
-        if held is None or parked is None:
+        if held is None or parked is None or held.ended:
             found = await self.runtime.approvals.resolution(answer.approval_id)
             if found is not None:
                 raise bad_request(
@@ -375,6 +397,18 @@ class ApiSurface:
                     param="input",
                     code="approval_decided",
                 )
+            if held is None and self.background.shared is not None:
+                chat = await self.runtime.approvals.chat_of(answer.approval_id)
+                asked_in = f"api:{answer.previous_response_id}"
+                if chat == asked_in:
+                    return await self._answer_elsewhere(answer, asked_in, self.background.shared)
+                if chat is not None and chat.startswith("api:"):
+                    raise bad_request(
+                        f"approval request {answer.approval_id!r} belongs to response "
+                        f"{chat[4:]!r}: send that as 'previous_response_id'",
+                        param="previous_response_id",
+                        code="invalid_value",
+                    )
             raise ApiError(
                 404,
                 f"No approval request {answer.approval_id!r} is waiting on this server.",
@@ -389,14 +423,115 @@ class ApiSurface:
                 param="previous_response_id",
                 code="invalid_value",
             )
+        # The turn gave its slots back while it waited: it takes them again before it goes on
+        # (a 429 leaves it parked, for the client to answer again).
+        try:
+            release = self._admit()
+        except ApiError:
+            self.held.park(answer.approval_id, held)
+            raise
         decision: Decision = "once" if answer.approve else "deny"
-        await self.runtime.approvals.respond(answer.approval_id, decision, APPROVED_BY)
+        held.attached = True  # before the answer: the turn's next event is this leg's
+        try:
+            await self.runtime.approvals.respond(answer.approval_id, decision, APPROVED_BY)
+        except BaseException:
+            release()
+            held.attached = False
+            self.held.park(answer.approval_id, held)
+            raise
         echo = {**held.call.echo, "previous_response_id": answer.previous_response_id}
         call = dataclasses.replace(held.call, stream=answer.stream, echo=echo)
         inputs = [answer.item]
         wire = ResponsesWire(call, self.responses, inputs, self.conversations.store)
         leg = held.leg(wire.encoder.response_id)
-        return self._exchange(call.turn, wire, stream=call.stream, source=leg)
+        return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
+
+    async def _answer_elsewhere(
+        self, answer: ApprovalAnswer, chat: str, shared: SharedRuns
+    ) -> Response:
+        """The turn is held by another process (``store.url``): the answer is recorded in the
+        shared broker, that process goes on with the turn as a run every process can follow
+        (``_answered_elsewhere``), and this response follows it, under this process's slots."""
+        release = self._admit()
+        try:
+            decision: Decision = "once" if answer.approve else "deny"
+            approvals = self.runtime.approvals
+            if await approvals.respond(answer.approval_id, decision, APPROVED_BY, chat_id=chat) != (
+                "decided"
+            ):
+                found = await approvals.resolution(answer.approval_id)
+                said = f": {found.decision} by {found.by}" if found is not None else ""
+                raise bad_request(
+                    f"approval request {answer.approval_id!r} already ended{said}",
+                    param="input",
+                    code="approval_decided",
+                )
+            response_id = await self._continued(shared, answer.approval_id)
+        except BaseException:
+            release()
+            raise
+        if answer.stream:
+            return _Following(shared, response_id, release)
+        try:
+            return JSONResponse(await _followed_to_the_end(shared, response_id))
+        finally:
+            release()
+
+    def _continued_key(self, shared: SharedRuns, approval_id: str) -> str:
+        return shared.store.tagged_key(f"approval:{approval_id}", "continued")
+
+    async def _continued(self, shared: SharedRuns, approval_id: str) -> str:
+        """The response the holding process continues the turn in, once it took the answer."""
+        key = self._continued_key(shared, approval_id)
+        deadline = time.monotonic() + CONTINUE_WAIT
+        while time.monotonic() < deadline:
+            with translated(shared.store.url):
+                found = await shared.store.aio.get(key)
+            if isinstance(found, str):
+                return found
+            await asyncio.sleep(POLL)
+        raise ApiError(
+            502,
+            "The server holding this turn did not take the answer (it stopped?).",
+            code="owner_lost",
+        )
+
+    def _answered_elsewhere(self, held: HeldTurn) -> None:
+        """A parked turn of this process was answered through another one: the rest of the
+        turn runs here as a shared run (``iris.state.background``) that process follows."""
+        self.held.group.create_task(
+            logged(self._continue_held(held), "continuing a held turn answered elsewhere")
+        )
+
+    async def _continue_held(self, held: HeldTurn) -> None:
+        parked, shared = held.parked, self.background.shared
+        if parked is None or shared is None:
+            held.interrupt()  # nobody can follow it: it ends, as a leg's client that left
+            return
+        approval_id = parked.request.approval_id
+        echo = {**held.call.echo, "previous_response_id": parked.response_id}
+        call = dataclasses.replace(held.call, stream=True, echo=echo)
+        item = {"type": "mcp_approval_response", "approval_request_id": approval_id}
+        wire = ResponsesWire(call, self.responses, [item], self.conversations.store)
+        leg = held.leg(wire.encoder.response_id)
+        run = BackgroundRun(
+            wire.encoder.response_id,
+            self.runtime.agent,
+            call.turn,
+            wire,
+            release=lambda: None,  # the slots are the following process's
+            shared=shared,
+            source=leg,
+        )
+        try:
+            lease = await shared.announce(run.id, run.snapshot(), call.conversation)
+            self.background.launch(run, lease)
+            with translated(shared.store.url):
+                key = self._continued_key(shared, approval_id)
+                await shared.store.aio.set(key, run.id, ex=int(KEPT_S))
+        except StoreUnavailable:
+            held.interrupt()
+            raise
 
     async def _start_background(self, call: ResponsesCall, wire: ResponsesWire) -> Response:
         release = self._admit()  # a background turn holds its slots while it runs
@@ -630,9 +765,17 @@ class ApiSurface:
         return release
 
     def _exchange(
-        self, request: TurnRequest, wire: Wire, *, stream: bool, source: Leg | None = None
+        self,
+        request: TurnRequest,
+        wire: Wire,
+        *,
+        stream: bool,
+        source: Leg | None = None,
+        release: Callable[[], None] | None = None,
     ) -> Response:
-        release = self._admit()
+        """The exchange of one turn (or one leg of a held one) under its slots: ``release``
+        when taken already, else taken here (or a 429)."""
+        release = release or self._admit()
         return TurnExchange(
             self.runtime.agent,
             request,
@@ -642,6 +785,40 @@ class ApiSurface:
             release=release,
             source=source,
         )
+
+
+CONTINUE_WAIT = 10.0  # seconds the holding process has to take an answer given here
+POLL = 0.05
+KEPT_S = 600.0  # seconds the response a held turn goes on in is findable by its request
+
+
+class _Following(RemoteRunStream):
+    """The rest of a held turn another process runs, followed under this process's slots."""
+
+    def __init__(self, runs: SharedRuns, response_id: str, release: Callable[[], None]) -> None:
+        super().__init__(runs, response_id, -1)
+        self._free = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._free()
+
+
+async def _followed_to_the_end(runs: SharedRuns, response_id: str) -> dict[str, Any]:
+    """The response another process runs, once it ended (for a request without ``stream``)."""
+    cursor = "0-0"
+    while True:
+        entries, ended = await runs.read(response_id, cursor, block=TurnExchange.heartbeat)
+        if entries:
+            cursor = entries[-1][0]
+        if ended or (not entries and await runs.state(response_id) is None):
+            break
+    state = await runs.state(response_id)
+    if state is None:
+        raise ApiError(502, "The server running this response stopped.", code="owner_lost")
+    return state[0]
 
 
 _JSON_TYPES = ("application/json",)

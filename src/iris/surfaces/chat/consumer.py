@@ -33,6 +33,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import assert_never
 
 from iris.config import ResolvedDisplay
+from iris.errors import StoreUnavailable
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -247,6 +248,8 @@ class StreamConsumer:
             self.throttle.succeeded()
             self.prompts.landed(prompt, message_id)
             status = "ok"
+            if isinstance(prompt, SendPrompt) and self.prompts.prompts is not None:
+                await self._share(self.prompts.prompts, prompt.approval_id)
         except PlatformRateLimited as exc:
             status = "rate_limited"
             metrics.chat_rate_limited(name, exc.scope)
@@ -263,6 +266,14 @@ class StreamConsumer:
             self.prompts.failed(prompt, retry=False)
         finally:
             metrics.chat_call(name, method, status)
+
+    async def _share(self, prompts: Prompts, approval_id: str) -> None:
+        """Let a press that reaches another process answer the prompt (``store.url``); if the
+        store is away, a press here still does."""
+        try:
+            await prompts.shown(approval_id)
+        except StoreUnavailable as exc:
+            log.warning("approval prompt in %s kept here only: %s", self.chat_id, exc.message)
 
     async def _execute(self, action: Action) -> None:
         try:

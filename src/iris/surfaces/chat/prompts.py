@@ -4,37 +4,42 @@ A tool call that waits for a person's yes (``iris.agent.approvals``) is shown in
 message with three buttons, **Allow once**, **Allow in this chat** and **Deny**; the message
 carries the whole command (or arguments) while its buttons are live: one that does not fit
 goes first as plain messages, in parts that re-join to the whole, and the message with the
-buttons says so. Once the request ends (an answer, the timeout, an interrupt) the message is
+buttons says so; each part is marked ``⟨cut⟩`` where it was cut (at its end and at the start of
+the next), so a space at a cut is seen. The command is drawn as the shell reads it
+(:mod:`iris.formats.visible`: an invisible or control character as ``⟨U+XXXX⟩``, with a warning
+line). Once the request ends (an answer, the timeout, an interrupt) the message is
 edited: the buttons go, and it says what was decided and by whom.
 
 A button hands back ``iris-approval:<o|c|d>:<token>`` (Telegram ``callback_data`` takes 64
 bytes at most, Discord ``custom_id`` 100): the token is random, and ``Prompts`` maps it to the
-request, so a button of an earlier process never answers a request of this one.
+request, so a button of an earlier process never answers a request of this one. With a shared
+store the registry also keeps each prompt shown there (``iris.state.prompts``), so a press
+that reaches another process answers it too.
 
 A reply without buttons (a consumer built without ``Prompts``) says in plain messages that a
 request waits and how it ended; the runner asks nobody on a platform without buttons
 (WhatsApp): a tool that asks is refused there at once.
 
 Pure: rendering, the registry, and ``ReplyPrompts`` (the approval messages of one reply, in
-the order they go out); the platform calls are the adapters', the pacing the consumer's. The
-one exception is a press (``Prompts.answer``): it answers the broker and tells the presser.
+the order they go out); the platform calls are the adapters', the pacing the consumer's.
 """
 
 from __future__ import annotations
 
-import logging
+import json
 import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
-from iris.agent.approvals import Approvals, Decision, Outcome
-from iris.errors import StoreUnavailable
+from iris.agent.approvals import Decision, Outcome
 from iris.events import ApprovalRequested, ApprovalResolved
-from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError
+from iris.formats import visible
 from iris.surfaces.chat.splitter import Unit, measure, split
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from iris.state.prompts import SharedPrompts
 
 PREFIX = "iris-approval"
 _CODES: dict[str, Decision] = {"o": "once", "c": "chat", "d": "deny"}
@@ -102,22 +107,36 @@ def parse_press(data: str) -> tuple[str, Decision] | None:
 
 def render(name: str, body: str, seconds: float, token: str, *, limit: int, unit: Unit) -> Rendered:
     """The messages showing request ``token`` for tool ``name`` with ``body`` (its preview or
-    arguments), which expires in ``seconds``; every message fits ``limit``."""
-    head = f"⚠️ Approve {name}?"
+    arguments, drawn as the shell reads it), which expires in ``seconds``; every message fits
+    ``limit``."""
+    alarm = visible.warning(body)
+    body = visible.shown(body)
+    head = f"⚠️ Approve {name}?" + (f"\n{alarm}" if alarm else "")
     tail = f"Not run unless allowed within {_duration(seconds)}."
     whole = f"{head}\n\n{body}\n\n{tail}"
     if measure(whole, unit) <= limit:
         return Rendered((), Prompt(whole, buttons(token)), f"{name}: {body}")
-    parts = tuple(_parts(body, limit, unit))
+    parts = _marked(_parts(body, limit - measure(visible.CUT * 2, unit), unit))
     where = "the message above" if len(parts) == 1 else f"the {len(parts)} messages above"
-    text = f"{head}\nIts full input is in {where}.\n\n{tail}"
+    cut = f", cut at {visible.CUT}" if len(parts) > 1 else ""
+    text = f"{head}\nIts full input is in {where}{cut}.\n\n{tail}"
     return Rendered(parts, Prompt(text, buttons(token)), f"{name}: its input is in {where}")
+
+
+def _marked(parts: list[str]) -> tuple[str, ...]:
+    """Each cut marked on both sides: a space at the end of one part or the start of the next
+    is seen (a platform draws none at a message's edge)."""
+    last = len(parts) - 1
+    return tuple(
+        (visible.CUT if i else "") + part + (visible.CUT if i < last else "")
+        for i, part in enumerate(parts)
+    )
 
 
 def _parts(body: str, limit: int, unit: Unit) -> list[str]:
     """``body`` in slices that fit ``limit`` and join to it exactly (no fence repair, unlike a
     reply's split: a command is shown as it will run), cut at a line break or a space in the
-    last half of a window where there is one."""
+    last half of a window where there is one, never inside a ``⟨U+XXXX⟩`` marker."""
     parts: list[str] = []
     start = 0
     while start < len(body):
@@ -131,6 +150,9 @@ def _parts(body: str, limit: int, unit: Unit) -> list[str]:
             cut = max(window.rfind("\n"), window.rfind(" ")) + 1
             if cut > len(window) // 2:
                 end = start + cut
+            opened = body.rfind(visible.OPEN, start, end)
+            if opened > start and body.find(visible.CLOSE, opened, end) < 0:
+                end = opened  # the marker goes whole into the next part
         parts.append(body[start:end])
         start = end
     return parts
@@ -180,14 +202,45 @@ class OpenPrompt:
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
     gist: str = ""
     message_id: str | None = None  # the message with the buttons, once it landed
+    expires_at: float = 0.0
+
+    def fields(self) -> dict[str, str]:
+        """As the shared store keeps it (``iris.state.prompts``)."""
+        return {
+            "approval_id": self.approval_id,
+            "name": self.name,
+            "platform": self.platform,
+            "chat_id": self.chat_id,
+            "session": self.session,
+            "thread": json.dumps(dict(self.thread)),
+            "gist": self.gist,
+            "message_id": self.message_id or "",
+            "expires_at": repr(self.expires_at),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> OpenPrompt:
+        return cls(
+            fields["approval_id"],
+            fields["name"],
+            fields["platform"],
+            fields["chat_id"],
+            fields["session"],
+            cast(dict[str, str], json.loads(fields.get("thread") or "{}")),
+            fields.get("gist", ""),
+            fields.get("message_id") or None,
+            float(fields.get("expires_at") or 0.0),
+        )
 
 
 class Prompts:
-    """The open approval prompts of one chat surface, by button token and by request."""
+    """The open approval prompts of one chat surface, by button token and by request; with
+    ``shared``, also those any process shows (a press may reach another process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: SharedPrompts | None = None) -> None:
         self._by_token: dict[str, OpenPrompt] = {}
         self._tokens: dict[str, str] = {}  # approval id -> token
+        self.shared = shared
 
     def open(self, prompt: OpenPrompt) -> str:
         token = secrets.token_hex(8)
@@ -210,54 +263,23 @@ class Prompts:
         token = self._tokens.get(approval_id)
         return None if token is None else self._by_token.get(token)
 
-    async def answer(
-        self, approvals: Approvals, platform: str, message: IncomingMessage, allowed: bool
-    ) -> None:
-        """A press of a prompt's button (``message.press``): the answer, if it counts (on the
-        very message that shows the request's buttons, by a user ``allowed`` in); the presser
-        is told the outcome where only they see it (every press is answered once)."""
-        press = message.press
-        assert press is not None
-        parsed = parse_press(press.data)
-        prompt = self.get(parsed[0]) if parsed is not None else None
-        note, refused = NOT_OPEN, True
-        shown = (platform, message.message_id)
-        if prompt is None or parsed is None or (prompt.platform, prompt.message_id) != shown:
-            pass
-        elif not allowed:
-            log.warning(
-                "approval press by %s user %s (%s) refused: not allowed",
-                platform,
-                message.user_id,
-                message.user_name,
-            )
-            note = NOT_ALLOWED
-        else:
-            by = message.user_name or message.user_id
-            note, refused = await _respond(approvals, prompt, parsed[1], by)
-        try:
-            await press.answer(note, refused)
-        except PlatformError as exc:
-            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
+    async def shown(self, approval_id: str) -> None:
+        """The request's prompt landed in its chat: with a shared store, any process that a
+        press of it reaches finds it (raises ``StoreUnavailable``)."""
+        token = self._tokens.get(approval_id)
+        prompt = None if token is None else self._by_token.get(token)
+        if self.shared is None or token is None or prompt is None:
+            return
+        await self.shared.shown(token, prompt.fields(), prompt.expires_at)
 
-
-async def _respond(
-    approvals: Approvals, prompt: OpenPrompt, decision: Decision, by: str
-) -> tuple[str, bool]:
-    """Answer the request; what the presser is told, and whether nothing changed."""
-    try:
-        match await approvals.respond(prompt.approval_id, decision, by, chat_id=prompt.session):
-            case "decided":
-                return f"{LABELS[decision]}: {prompt.name}", False
-            case "already_decided":
-                resolution = await approvals.resolution(prompt.approval_id)
-                if resolution is None:
-                    return "Already decided.", True
-                return f"Already decided: {resolution.decision} by {resolution.by}.", True
-            case "unknown":
-                return NOT_OPEN, True
-    except StoreUnavailable as exc:  # the shared store: the answer was not recorded
-        return f"Not recorded, please try again: {exc.message}", True
+    async def lookup(self, token: str) -> OpenPrompt | None:
+        """The prompt behind a pressed button's ``token``: this process's, or with a shared
+        store one another process shows (raises ``StoreUnavailable``)."""
+        prompt = self._by_token.get(token)
+        if prompt is not None or self.shared is None:
+            return prompt
+        found = await self.shared.find(token)
+        return None if found is None else OpenPrompt.from_fields(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +354,8 @@ class ReplyPrompts:
         body = event.preview or event.args
         seconds = event.expires_at - now
         if self.prompts is None:
+            alarm = visible.warning(body)
+            body = visible.shown(body) + (f"\n\n{alarm}" if alarm else "")
             note = f"⚠️ {event.name} waits for approval:\n\n{body}\n\n{NO_BUTTONS}"
             for part in split(note, self.limit, self.unit):
                 self._queue.append(SendPart(part.text))
@@ -353,6 +377,7 @@ class ReplyPrompts:
             self.chat_id,
             self.session,
             self.thread,
+            expires_at=event.expires_at,
         )
 
     def resolved(self, event: ApprovalResolved) -> None:

@@ -65,6 +65,7 @@ from typing import Any, Literal, cast
 
 from starlette.routing import BaseRoute
 
+from iris.agent.approvals import Decision
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.config import Config, Surface
@@ -73,6 +74,8 @@ from iris.events import Event, TurnFailed
 from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.state.controls import Controls
+from iris.state.prompts import SharedPrompts
+from iris.state.threads import threads_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.chat.admission import Refusals, addressed, allowed, too_long
 from iris.surfaces.chat.attachments import gather
@@ -88,7 +91,12 @@ from iris.surfaces.chat.platforms.base import (
 )
 from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.prompts import (
+    LABELS,
+    NOT_ALLOWED,
+    NOT_OPEN,
+    OpenPrompt,
     Prompts,
+    parse_press,
 )
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
@@ -187,7 +195,11 @@ class ChatSurface:
         # With a shared store: one poller per platform, receiving while it holds the bot's lease.
         self._pollers: list[BotPoller] = []
         self._poller_tasks: set[asyncio.Task[None]] = set()
-        self.prompts = Prompts()  # the approval prompts open in every chat
+        # The approval prompts open in every chat (with a shared store: in every process).
+        shared = runtime.shared
+        self.prompts = Prompts(None if shared is None else SharedPrompts(shared))
+        # Which threads the bot answered in, kept across restarts and processes.
+        self.threads = runtime.threads or threads_for(runtime.store, runtime.shared)
         # Per platform: the messages waiting for a turn slot (platforms.<name>.queue_size).
         self._lines = {
             p.name: Line(runtime.turns, getattr(runtime.config.platforms, p.name).queue_size)
@@ -306,6 +318,11 @@ class ChatSurface:
         settings = getattr(self.runtime.config.platforms, platform.name)
         known = self._conversations.get(conversation_key(message))
         if not addressed(settings, message, known is not None and known.answered):
+            if self._follow_up(platform.name, message):
+                # A thread this process has not seen the bot answer in: the store may know
+                # (answered before a restart, or through another process).
+                self._spawn(self._recall_thread(platform, message))
+                return
             log.debug("%s: not addressed to the bot in %s: ignored", platform.name, message.chat_id)
             return
         if not allowed(settings, message):
@@ -352,16 +369,101 @@ class ChatSurface:
         turn.interrupt()
 
     async def _press(self, platform: ChatPlatform, message: IncomingMessage) -> None:
-        """A press of an approval prompt's button (``Prompts.answer``)."""
-        settings = getattr(self.runtime.config.platforms, platform.name)
-        await self.prompts.answer(
-            self.runtime.approvals, platform.name, message, allowed(settings, message)
-        )
+        """A press of an approval prompt's button: the answer, if it counts; the presser is
+        told the outcome where only they see it (every press is answered once)."""
+        press = message.press
+        assert press is not None
+        parsed = parse_press(press.data)
+        note, refused = NOT_OPEN, True
+        try:
+            prompt = await self.prompts.lookup(parsed[0]) if parsed is not None else None
+        except StoreUnavailable as exc:
+            prompt, note = None, f"Not recorded, please try again: {exc.message}"
+        # The press must be on the very message that shows the request's buttons, in its chat
+        # (Telegram numbers messages per chat: an id alone names one in every chat).
+        shown = (platform.name, message.chat_id, message.message_id)
+        if prompt is None or (prompt.platform, prompt.chat_id, prompt.message_id) != shown:
+            pass
+        elif not allowed(getattr(self.runtime.config.platforms, platform.name), message):
+            log.warning(
+                "approval press by %s user %s (%s) refused: not allowed",
+                platform.name,
+                message.user_id,
+                message.user_name,
+            )
+            note = NOT_ALLOWED
+        else:
+            assert parsed is not None
+            decision = parsed[1]
+            by = message.user_name or message.user_id
+            # In a group, "allow in this chat" holds for the presser's own turns
+            # (``tools.approval.group_allow``), not every member's.
+            scoped = self.runtime.config.tools.approval.group_allow == "person"
+            person = message.user_id if message.is_group and scoped else ""
+            note, refused = await self._respond(prompt, decision, by, person)
+        try:
+            await press.answer(note, refused)
+        except PlatformError as exc:
+            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
+
+    async def _respond(
+        self, prompt: OpenPrompt, decision: Decision, by: str, person: str = ""
+    ) -> tuple[str, bool]:
+        """Answer the request; what the presser is told, and whether nothing changed."""
+        approvals = self.runtime.approvals
+        try:
+            match await approvals.respond(
+                prompt.approval_id, decision, by, chat_id=prompt.session, person=person
+            ):
+                case "decided":
+                    return f"{LABELS[decision]}: {prompt.name}", False
+                case "already_decided":
+                    resolution = await approvals.resolution(prompt.approval_id)
+                    if resolution is None:
+                        return "Already decided.", True
+                    return f"Already decided: {resolution.decision} by {resolution.by}.", True
+                case "unknown":
+                    return NOT_OPEN, True
+        except StoreUnavailable as exc:  # the shared store: the answer was not recorded
+            return f"Not recorded, please try again: {exc.message}", True
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self._group.create_task(logged(work, "handling a chat message"))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _follow_up(self, name: str, message: IncomingMessage) -> bool:
+        """Could an unaddressed message be a follow-up in a thread the bot answered in, which
+        only the store remembers (``threads``)?"""
+        groups = getattr(getattr(self.runtime.config.platforms, name), "groups", None)
+        if groups is None or groups.strict_mention or not message.thread:
+            return False
+        conversation = self._conversations.get(conversation_key(message))
+        return conversation is None or not conversation.answered
+
+    async def _recall_thread(self, platform: ChatPlatform, message: IncomingMessage) -> None:
+        key = conversation_key(message)
+        try:
+            answered = await self.threads.answered(key)
+        except StoreUnavailable as exc:
+            log.warning("%s: whether the bot answered in a thread is unknown: %s", key, exc.message)
+            return
+        if not answered:
+            log.debug("%s: not addressed to the bot in %s: ignored", platform.name, message.chat_id)
+            return
+        self._conversation(message).answered = True
+        self.receive(platform, message)
+
+    async def _answered(self, conversation: _Conversation, message: IncomingMessage) -> None:
+        """The bot answered in this conversation: a thread's is kept, so that a follow-up there
+        needs no mention after a restart or on another process either."""
+        conversation.answered = True
+        if not message.thread:
+            return
+        try:
+            await self.threads.mark(conversation.chat.session)
+        except StoreUnavailable as exc:
+            log.warning("%s: not kept as answered: %s", conversation.chat.session, exc.message)
 
     async def _refuse(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         refusal = self._refusals.due(platform.name, message.user_id, time.monotonic())
@@ -417,7 +519,7 @@ class ChatSurface:
                 log.exception("chat turn crashed in %s", chat.session)
             finally:
                 slot.release()
-            conversation.answered = True
+            await self._answered(conversation, message)
 
     async def _turn_slot(
         self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
@@ -490,7 +592,7 @@ class ChatSurface:
             await self._send_once(platform, message, conversation, answer)
         except PlatformError as exc:
             log.info("answer to /%s not delivered: %s", command.name, exc)
-        conversation.answered = True
+        await self._answered(conversation, message)
 
     def _conversation(self, message: IncomingMessage) -> _Conversation:
         """The conversation ``message`` belongs to, made on its first message."""

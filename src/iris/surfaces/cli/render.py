@@ -34,6 +34,7 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
+from iris.formats import visible
 from iris.formats.tool_summary import summarize
 from iris.segments import (
     Item,
@@ -315,10 +316,15 @@ class ReplyRenderer:
         self._tool_shown = False
 
     def _approval_asked(self, event: ApprovalRequested) -> None:
-        # The whole command, every line: the person answers for what will run (the prompt
-        # itself is the screen's status line, so the reply's box is never broken).
+        # The whole command, every line, drawn as the shell reads it (a backspace or a carriage
+        # return would make the terminal overwrite what it showed): the person answers for
+        # what will run (the prompt itself is the screen's status line, so the reply's box is
+        # never broken).
         self._commit(("class:approval", f"┊ ⚠ {event.name} waits for your approval:"), ("", "\n"))
-        for line in event.preview.splitlines() or [""]:
+        alarm = visible.warning(event.preview)
+        if alarm:
+            self._commit(("class:approval", f"┊ {alarm}"), ("", "\n"))
+        for line in visible.shown(event.preview).split("\n"):
             self._commit(("class:tool.detail", f"┊   │ {line}"), ("", "\n"))
         self._dirty = True
 

@@ -133,7 +133,9 @@ class Chat:
         self.controls = MemoryControls()
         # The REPL's own approvals: asked in the status line while a turn runs (a screen
         # that reads no keys asks nobody, so a tool that asks is refused there).
-        self.approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
+        self.approvals = Approvals(
+            ApprovalPolicy.configured(config.tools.approval, config.mcp_servers)
+        )
         self.user = _user_name()
         self.staged = Staged(config.attachments.max_bytes)  # files for the next message
         self._answering = Supervisor()  # the screen's answers to approval prompts

@@ -44,8 +44,11 @@ from iris.tasks import task_group
 
 Interrupt = Callable[[], None]
 Answer = Callable[[Decision], None]  # a person's answer to the approval being asked
-# Keys of the approval prompt: y once, c this chat, n or Enter deny.
+# Keys of the approval prompt: y once, c this chat (then c again to confirm), n or Enter deny.
 APPROVAL_KEYS: dict[str, Decision] = {"y": "once", "c": "chat", "n": "deny", "\r": "deny"}
+# Seconds the keyboard must be quiet before the prompt takes a key: keys typed as it appeared
+# (a sentence begun before it, "can you…") are dropped, each one restarting the wait.
+ARM_AFTER = 0.6
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _SPIN_INTERVAL = 0.1  # seconds; the status line is the only thing redrawn on this timer
@@ -104,11 +107,31 @@ class LiveScreen:
         self._typed = ""
         self._app: Application[None] | None = None
         self._asking: tuple[ApprovalRequested, Answer] | None = None
+        self.arm_after = ARM_AFTER
+        self.clock: Callable[[], float] = time.monotonic
+        self._quiet_since = 0.0  # the last key (or the prompt appearing), while asking
+        self._ignored = 0  # keys dropped by the prompt not armed yet
+        self._confirming = False  # "c" was pressed: "c" again allows the tool in this chat
 
     def ask(self, request: ApprovalRequested, answer: Answer) -> None:
         self._asking = (request, answer)
+        self._quiet_since, self._ignored, self._confirming = self.clock(), 0, False
         if self._app is not None:
             self._app.invalidate()
+
+    @property
+    def ignored(self) -> int:
+        """Keys the approval being asked dropped (typed before it was armed)."""
+        return self._ignored
+
+    @property
+    def confirming(self) -> bool:
+        """ "c" was pressed: the prompt asks to confirm "allow in this chat"."""
+        return self._asking is not None and self._confirming
+
+    def armed(self) -> bool:
+        """The approval being asked takes keys now (the keyboard was quiet long enough)."""
+        return self._asking is not None and self.clock() - self._quiet_since >= self.arm_after
 
     def asked(self, approval_id: str) -> None:
         if self._asking is not None and self._asking[0].approval_id == approval_id:
@@ -117,15 +140,27 @@ class LiveScreen:
             self._app.invalidate()
 
     def _answer(self, key: str) -> bool:
-        """A key pressed while an approval is asked: True when it was the prompt's."""
+        """A key pressed while an approval is asked: True when it was the prompt's (while
+        asking, no key is typed ahead). A key before the prompt is armed is dropped; "c"
+        asks to confirm, and only a second "c" allows the tool for the rest of the chat."""
         if self._asking is None:
             return False
+        armed = self.armed()
+        self._quiet_since = self.clock()
+        if not armed:
+            self._ignored += 1
+            return True
         decision = APPROVAL_KEYS.get(key.lower())
+        if self._confirming or decision == "chat":
+            confirmed = self._confirming and decision == "chat"
+            self._confirming = not self._confirming
+            if not confirmed:
+                return True
         if decision is not None:
             answer = self._asking[1]
             self._asking = None
             answer(decision)
-        return True  # while asking, other keys are not typed ahead
+        return True
 
     def width(self) -> int:
         return max(20, min(self.output.get_size().columns, 100))
@@ -177,10 +212,24 @@ class LiveScreen:
             if self._asking is not None:
                 request = self._asking[0]
                 left = max(0.0, request.expires_at - time.time())
+                tail = ("class:footer", f" · {left:.0f} s left · Ctrl-C to interrupt")
+                if not self.armed():
+                    ignored = f" ({self._ignored} ignored)" if self._ignored else ""
+                    return [
+                        ("class:approval", f"{spin} run {request.name}? "),
+                        ("class:footer", f"keys typed before this are ignored{ignored}"),
+                        tail,
+                    ]
+                if self._confirming:
+                    return [
+                        ("class:approval", f"{spin} allow {request.name} in this chat? "),
+                        ("class:approval.prompt", "c again to confirm · any other key: back"),
+                        tail,
+                    ]
                 return [
                     ("class:approval", f"{spin} run {request.name}? "),
                     ("class:approval.prompt", "y once · c this chat · n/Enter deny"),
-                    ("class:footer", f" · {left:.0f} s left · Ctrl-C to interrupt"),
+                    tail,
                 ]
             shown = self._typed[-40:].replace(EOF, "^D").replace("\n", " ⏎ ")
             typed = f" · next: {shown}" if self._typed else ""

@@ -44,6 +44,7 @@ from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import RedisFrameLog, frame_log_for
 from iris.fanout.hub import Hub
+from iris.fanout.rules import Frame
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
 from iris.observability import metrics
@@ -51,6 +52,7 @@ from iris.protocol import inbound
 from iris.protocol import types as protocol
 from iris.protocol.appends import FEATURE as APPEND
 from iris.protocol.appends import AppendWriter
+from iris.protocol.frames import approval_request
 from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
 from iris.state.devices import Check
@@ -105,6 +107,7 @@ class IrisSurface:
             max_age=settings.log_max_age,
         )
         self.hub = Hub(log, queue_size=settings.queue_size)
+        self.hub.open_approvals = self._open_approvals
         self.tailer: Tailer | None = None
         if isinstance(log, RedisFrameLog) and runtime.shared is not None:
             self.tailer = Tailer(runtime.shared, log, self.hub)
@@ -124,6 +127,13 @@ class IrisSurface:
         # The rooms' turns and the revocation watch, from start to stop (one task: the
         # server's lifespan).
         self._tasks = OpenGroup()
+
+    def _open_approvals(self, chat_id: str) -> list[Frame]:
+        """The chat's approval requests still open, for a ``sync``: a device that resumes past
+        the log's reach still sees what waits for its yes (on any process: the broker's)."""
+        requests = self.runtime.approvals.pending_now(chats.session_key(chat_id))
+        frames = (approval_request(request) for request in requests)
+        return [{k: v for k, v in f.items() if k != "type"} for f in frames]
 
     def routes(self) -> list[BaseRoute]:
         return [

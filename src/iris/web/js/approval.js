@@ -3,7 +3,11 @@
 // src/iris/app/core/approval.py. The chat's view model keeps one card per approval_id (a
 // bubble of kind "approval" under the turn); this module owns what a card holds, how the
 // frames change it, and how it is drawn. The model's text in a card (the tool's name, its
-// command and arguments) is untrusted: it only ever reaches the page as textContent.
+// command and arguments) is untrusted: it only ever reaches the page as textContent, and is
+// drawn as the shell reads it (visible.js: an invisible or control character as ⟨U+XXXX⟩, with
+// a warning line above).
+
+import { shown, warning } from "./visible.js";
 
 /** @typedef {import("./view.js").Frame} Frame */
 /**
@@ -76,6 +80,13 @@ export class ApprovalCard {
 
   /** The arguments as a person reads them: indented JSON. */
   get argsText() { return JSON.stringify(this.args, null, 2); }
+
+  /** What the card draws: the command, the arguments (invisible characters as ⟨U+XXXX⟩),
+   * and the warning line ("" when nothing was hidden). @returns {[string, string, string]} */
+  get shown() {
+    const args = this.argsText;
+    return [shown(this.preview), shown(args), warning(this.preview) || warning(args)];
+  }
 }
 
 /** An error frame answering this device's approval.respond. @param {Frame} frame */
@@ -170,11 +181,13 @@ export function approvalCard(card, options, previous = null) {
     head.append(countdown);
   }
   node.append(head);
-  if (card.preview) node.append(block(card.preview, "Show the full command", "command"));
+  const [command, argsText, alarm] = card.shown;
+  if (alarm) node.append(el("p", "approval-warning", alarm));
+  if (command) node.append(block(command, "Show the full command", "command"));
   const args = el("details", "approval-args");
   args.dataset.block = "args";
-  args.open = !card.preview; // without a preview the arguments are the command
-  args.append(el("summary", "", "Arguments"), el("pre", "approval-text", card.argsText));
+  args.open = !command; // without a preview the arguments are the command
+  args.append(el("summary", "", "Arguments"), el("pre", "approval-text", argsText));
   node.append(args);
   for (const before of previous?.querySelectorAll("details[data-block]") || []) {
     if (!(before instanceof HTMLDetailsElement)) continue;

@@ -418,6 +418,39 @@ export const READING = {
    ],
    "type": "object"
   },
+  "OpenApproval": {
+   "properties": {
+    "approval_id": {
+     "pattern": "^appr_[0-9a-f]{1,64}$",
+     "type": "string"
+    },
+    "index": {
+     "minimum": 1,
+     "type": "integer"
+    },
+    "name": {
+     "type": "string"
+    },
+    "args": {
+     "type": "object"
+    },
+    "preview": {
+     "type": "string"
+    },
+    "expires_at": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "approval_id",
+    "index",
+    "name",
+    "args",
+    "preview",
+    "expires_at"
+   ],
+   "type": "object"
+  },
   "Pong": {
    "properties": {
     "chat_id": {
@@ -491,6 +524,12 @@ export const READING = {
     },
     "epoch": {
      "type": "string"
+    },
+    "approvals": {
+     "items": {
+      "$ref": "#/$defs/OpenApproval"
+     },
+     "type": "array"
     }
    },
    "required": [

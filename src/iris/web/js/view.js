@@ -520,6 +520,10 @@ export class ChatView {
       this.finalize(bubble, message);
       this.add(bubble);
     }
+    // Requests still waiting for a yes, whose frames the log no longer holds.
+    for (const open of Array.isArray(frame.approvals) ? frame.approvals : []) {
+      if (open && typeof open === "object") this.approval({ ...open, type: "approval.request" });
+    }
     if (Number.isInteger(frame.seq)) this.lastSeq = Math.max(this.lastSeq, frame.seq);
     this.epoch += 1;
   }
