@@ -10,6 +10,7 @@ that is a module, else ``package``.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,6 +66,16 @@ def _type_checking(test: ast.expr) -> bool:
     )
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    # CPython 3.11.7 sometimes fails a parse with "AST constructor recursion depth mismatch"
+    # (gh-106905, fixed in 3.11.8) under the suite's workers: the same source parses again.
+    try:
+        return ast.parse(path.read_text())
+    except SystemError:
+        return ast.parse(path.read_text())
+
+
 def imports(path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
     """The ``iris`` modules ``path`` imports at run time, with the line of each import."""
     found: list[tuple[str, int]] = []
@@ -87,7 +98,7 @@ def imports(path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
                 sub = f"{node.module}.{alias.name}"
                 found.append((sub if sub in known else node.module, node.lineno))
 
-    Visitor().visit(ast.parse(path.read_text()))
+    Visitor().visit(_parsed(path))
     return iter([(name, line) for name, line in found if name.split(".")[0] == "iris"])
 
 
