@@ -87,20 +87,20 @@ from iris.config import (
     WhatsAppConfig,  # noqa: E402
 )
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded  # noqa: E402
+from iris.surfaces.chat.budget import RateBudget
 from iris.surfaces.chat.consumer import StreamConsumer  # noqa: E402
-from iris.surfaces.chat.discord import DiscordPlatform  # noqa: E402
-from iris.surfaces.chat.platform import (  # noqa: E402
+from iris.surfaces.chat.platforms.base import (  # noqa: E402
     Capabilities,
     ChatPlatform,
     IncomingMessage,
-    RateBudget,
 )
+from iris.surfaces.chat.platforms.discord import DiscordPlatform  # noqa: E402
+from iris.surfaces.chat.platforms.slack import SlackPlatform  # noqa: E402
+from iris.surfaces.chat.platforms.telegram import TelegramPlatform  # noqa: E402
+from iris.surfaces.chat.platforms.whatsapp import WhatsAppPlatform  # noqa: E402
 from iris.surfaces.chat.reply import CURSOR  # noqa: E402
-from iris.surfaces.chat.slack import SlackPlatform  # noqa: E402
-from iris.surfaces.chat.telegram import TelegramPlatform  # noqa: E402
 from iris.surfaces.chat.throttle import Throttle  # noqa: E402
 from iris.surfaces.chat.transport import choose  # noqa: E402
-from iris.surfaces.chat.whatsapp import WhatsAppPlatform  # noqa: E402
 
 
 @dataclass(frozen=True)

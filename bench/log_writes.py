@@ -1,6 +1,6 @@
 """Bytes a streamed reply writes to the frame log, per reply character; ``/health`` meanwhile.
 
-The server (``iris.server.build_app`` on uvicorn) runs in a child process with the scripted agent
+The server (``iris.server.asgi.build_app`` on uvicorn) runs in a child process with the scripted agent
 of ``bench/ws_fanout.py`` (4-character text deltas at ``--rate`` per second); one device (the
 ``append`` feature) sends a message and reads the reply; a thread asks ``/health`` every 10 ms.
 The frame log is SQLite (the bytes the server process handed to ``write(2)``, from
@@ -49,7 +49,7 @@ def serve(port: int, deltas: int, rate: float, times: str, db: str, redis_url: s
 
     from iris.config import config_from_dict
     from iris.runtime import Runtime
-    from iris.server import UVICORN_WS_OPTIONS, build_app
+    from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
 
     store: dict[str, Any] = {"path": db}
     if redis_url:

@@ -1,6 +1,6 @@
 """Fan-out of one chat to many devices over the iris WebSocket: bytes, delay, memory.
 
-The server (``iris.server.build_app`` on uvicorn, SQLite frame log) runs in a child process with
+The server (``iris.server.asgi.build_app`` on uvicorn, SQLite frame log) runs in a child process with
 a scripted agent that emits a reply of N text deltas at a steady rate and records, for each
 event, the ``time.monotonic()`` at which it handed it to the surface. This process connects
 the devices with the ``websockets`` client, sends one message and receives everything.
@@ -123,7 +123,7 @@ def serve(
 
     from iris.config import config_from_dict
     from iris.runtime import Runtime
-    from iris.server import UVICORN_WS_OPTIONS, build_app
+    from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
 
     # No --threshold: the config sets none, so the server's own default is what is measured.
     iris_display = {} if threshold is None else {"buffer_threshold": threshold}

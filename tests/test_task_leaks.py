@@ -3,7 +3,11 @@ tasks passes."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+
+from iris.tasks import Supervisor
 
 PROBE = """
 import asyncio
@@ -38,3 +42,27 @@ def test_a_test_that_leaves_a_task_pending_fails(pytester: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(
         ["*ERROR at teardown of test_leaks*", "*left 1 asyncio task(s) pending*sleep*"]
     )
+
+
+async def test_a_supervisor_ends_and_awaits_every_task_it_holds() -> None:
+    """The owners whose tasks span two calls (MCP servers, the tailer's slot reads, the local
+    model's launch, the REPL's approval answers): a task's failure ends no other, and
+    ``close`` leaves nothing pending (the conftest's guard fails the test otherwise)."""
+    supervisor = Supervisor()
+    started = asyncio.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    async def broken() -> None:
+        raise RuntimeError("one task's bug")
+
+    running = supervisor.create_task(forever())
+    failed = supervisor.create_task(broken())
+    await started.wait()
+    await asyncio.wait([failed])
+    assert not running.done() and len(supervisor) == 1
+    await supervisor.close(grace=0.01)
+    assert running.cancelled() and len(supervisor) == 0
+    assert isinstance(failed.exception(), RuntimeError)

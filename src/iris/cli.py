@@ -98,11 +98,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_devices(config, args)
     if args.command == "serve":
         if args.workers > 1:
-            from iris.workers import serve_workers
+            from iris.server.workers import serve_workers
 
             serve_workers(config, args.workers)
             return 0
-        from iris.server import serve
+        from iris.server.asgi import serve
 
         serve(config)
         return 0

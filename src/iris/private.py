@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -53,6 +54,19 @@ def write_private_bytes(path: Path, data: bytes) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     with os.fdopen(descriptor, "wb") as handle:
         handle.write(data)
+
+
+def private_key(path: Path, size: int = 32) -> bytes:
+    """A random key kept in ``path``: made once, 0600 from its first byte; every later caller
+    (another process on the same store included) reads the one that is there."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return path.read_bytes()
+    key = secrets.token_bytes(size)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(key)
+    return key
 
 
 def database_files(database: Path) -> list[Path]:

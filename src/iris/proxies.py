@@ -1,7 +1,7 @@
 """Who the client is behind a reverse proxy: ``server.trusted_proxies``.
 
 Behind nginx, Caddy or a load balancer every connection's peer is the proxy, so the
-auth-failure throttle (``iris.guard``) would count every user as one address and ten wrong
+auth-failure throttle (``iris.auth_throttle``) would count every user as one address and ten wrong
 guesses from one attacker would lock out all of them. ``ForwardedClient`` rewrites the ASGI
 scope's ``client`` (and ``scheme``) from the proxy's headers, with uvicorn's
 ``forwarded_allow_ips`` semantics:

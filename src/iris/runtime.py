@@ -14,18 +14,19 @@ from starlette.routing import BaseRoute
 
 from iris.agent import Agent
 from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.auth_throttle import AuthThrottle
 from iris.config import Config
-from iris.guard import AuthThrottle
-from iris.limits import TurnLimiter
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.conversations import Conversations, conversations_for
 from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
-from iris.state.redis_store import RedisStore, shared_store
+from iris.state.fingerprint import shared_store
+from iris.state.redis_store import RedisStore
 from iris.state.responses import Responses, responses_for
 from iris.state.sessions import Sessions, sessions_for
 from iris.state.sqlite import Store
 from iris.state.threads import Threads, threads_for
+from iris.turn_slots import TurnLimiter
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Runtime:
     deliveries: Deliveries = field(default_factory=MemoryDeliveries)
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
-    # Failed authentications per client address, every surface (``iris.guard``).
+    # Failed authentications per client address, every surface (``iris.auth_throttle``).
     guard: AuthThrottle = field(default_factory=AuthThrottle)
     # Tool calls waiting for a person's yes (``tools.approval``), shared through ``shared``.
     approvals: Approvals = field(init=False)

@@ -6,6 +6,10 @@ is still running, so nothing outlives its owner. ``task_group`` is that group, w
 added: a group that failed for a single reason raises that exception itself, not an
 ``ExceptionGroup`` of one, so callers keep catching ``StoreUnavailable`` or a provider error as
 before.
+
+Where an owner's work does not fit one block (started by one call and ended by another, or a
+task that must outlive a cancelled caller), a ``Supervisor`` owns the tasks instead: it holds
+each until it ends, and its owner's ``close`` ends and awaits every one still running.
 """
 
 from __future__ import annotations
@@ -75,3 +79,42 @@ class OpenGroup:
         held, self._held, self._group = self._held, None, None
         if held is not None:
             await held.__aexit__(exc_type, exc, tb)
+
+
+class Supervisor:
+    """The tasks of one owner whose lifetime is not one block, held until each ends.
+
+    Unlike a task group, a task's failure ends nothing else (its owner reads its result, or
+    ``close`` collects it), and tasks may start in one task and be awaited in another."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def create_task(
+        self, work: Coroutine[Any, Any, _T], *, name: str | None = None
+    ) -> asyncio.Task[_T]:
+        task = asyncio.create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def wait(self) -> None:
+        """Until every task running now has ended."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    async def close(self, grace: float = 0.0) -> None:
+        """End every task: those still running after ``grace`` seconds are cancelled; all are
+        awaited, their failures collected (each owner logs its own)."""
+        tasks = set(self._tasks)
+        if not tasks:
+            return
+        late = tasks
+        if grace > 0:
+            _, late = await asyncio.wait(tasks, timeout=grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

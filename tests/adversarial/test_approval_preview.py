@@ -23,7 +23,7 @@ from iris.surfaces.chat.prompts import render
 from iris.surfaces.chat.splitter import measure
 from tests.chat import test_approvals_e2e as e2e
 from tests.chat.test_approvals_e2e import USERS, Chat, closed, ran, the_prompt
-from tests.cli.test_repl import chat_on_terminal, streaming
+from tests.cli.repl_session import chat_on_terminal, streaming
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 

@@ -25,8 +25,8 @@ import pytest
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import connect
 
-from iris.surfaces.chat.whatsapp import WEBHOOK_PATH
-from tests.adversarial.test_http_edge import closed
+from iris.surfaces.chat.platforms.whatsapp import WEBHOOK_PATH
+from tests.adversarial.connections import closed
 from tests.fakes.served import Served, serve
 from tests.fakes.upstream import FakeUpstream
 from tests.fakes.whatsapp_api import WhatsAppAPI

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from tests.adversarial.conftest import StartServed
-from tests.adversarial.test_iris_socket import IRIS, assert_no_traceback, device, recv
+from tests.adversarial.iris_socket import IRIS, assert_no_traceback, device, recv
 from tests.fakes.long_chat import LongChat, is_summary_request
 from tests.fakes.upstream import FakeUpstream
 

@@ -11,8 +11,7 @@ import pytest
 
 from tests.chat.attachments import texts_in, user_content
 from tests.chat.harness import running
-from tests.chat.test_attachments_telegram import config
-from tests.chat.test_telegram import CHAT, OWNER
+from tests.chat.telegram.harness import CHAT, OWNER, config
 from tests.conftest import MakeConfig
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text

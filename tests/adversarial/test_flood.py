@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from iris.surfaces.chat.platform import IncomingMessage
+from iris.surfaces.chat.platforms.base import IncomingMessage
 from tests.chat.conftest import Gateway, gateway  # noqa: F401  (fixture)
 from tests.conftest import MakeConfig  # noqa: F401
 from tests.fakes.upstream import FakeUpstream, text

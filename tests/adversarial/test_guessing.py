@@ -15,9 +15,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from iris.guard import FIRST_DELAY, LIMIT, AuthThrottle
+from iris.auth_throttle import FIRST_DELAY, LIMIT, AuthThrottle
 from tests.adversarial.conftest import StartServed
-from tests.fakes.served import Served, free_port, write_config
+from tests.adversarial.guessing import start_failure
 
 KEY = "sk-adversarial-guessing-0123456789"
 TOKEN = "device-token-guessing-0123456789"
@@ -91,16 +91,6 @@ def test_the_delay_grows_while_the_guessing_goes_on() -> None:
     assert guard.refused("10.0.0.9", "api") == pytest.approx(2 * FIRST_DELAY)
     assert counted.count(("api", "failed")) == LIMIT + 1
     assert ("api", "throttled") in counted
-
-
-def start_failure(tmp_path: Path, **sections: object) -> str:
-    config = write_config(tmp_path, "http://127.0.0.1:9/v1", free_port(), **sections)
-    server = Served(config)
-    try:
-        assert server.process.wait(30) != 0
-    finally:
-        server.stop()
-    return "".join(server.drain())
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.adversarial.conftest import StartServed
+from tests.adversarial.connections import closed
 from tests.fakes.upstream import FakeUpstream, hold, text, tool_call
 
 pytestmark = pytest.mark.timeout(90)
@@ -95,16 +96,6 @@ def test_without_a_key_the_api_offers_no_agent_tools(
     status, _ = raw_request(url, head)
     assert status == 200
     assert not upstream.requests[0].body.get("tools")
-
-
-def closed(sock: socket.socket) -> bool:
-    """Has the server closed this socket (EOF or reset)? Never blocks."""
-    try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
 
 
 @contextlib.contextmanager

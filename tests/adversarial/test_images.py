@@ -14,7 +14,7 @@ import zlib
 from PIL import Image
 
 from iris.agent.attachments import File, prepare
-from tests.agent.test_attachments import vision
+from tests.agent.images import vision
 from tests.chat.attachments import images_in
 from tests.conftest import MakeConfig
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_repl import chat_on_terminal
-from tests.cli.test_repl_approvals import asking, call, runs
+from tests.cli.approvals import asking, call, runs
+from tests.cli.repl_session import chat_on_terminal
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,12 +17,18 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.adversarial.conftest import StartServed
+from tests.adversarial.iris_socket import (
+    IRIS,
+    TOKEN,
+    WAIT,
+    _open,
+    assert_no_traceback,
+    device,
+    recv,
+)
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text
 
-TOKEN = "adversary-token-0123"
-IRIS = {"platforms": {"iris": {"enabled": True, "tokens": [TOKEN]}}}
-WAIT = 10.0
 MIB = 1024 * 1024
 
 
@@ -35,9 +40,6 @@ def status_kib(server: Served, field: str) -> int:
     raise AssertionError(f"no {field} for the server process")
 
 
-_open: list[ClientConnection] = []
-
-
 @pytest.fixture(autouse=True)
 async def close_devices() -> AsyncIterator[None]:
     """Close every device a test opened (a connection left open breaks later tests' loops)."""
@@ -47,34 +49,6 @@ async def close_devices() -> AsyncIterator[None]:
         ws.transport.abort()
         with contextlib.suppress(Exception):
             await ws.wait_closed()
-
-
-async def device(
-    base: str, *, query: str = "", hello: bool = True, receive_buffer: int | None = None
-) -> ClientConnection:
-    """A device on ``iris serve``; with ``hello`` it authenticated and read ``ready``.
-
-    ``receive_buffer`` shrinks its socket's kernel buffer so that a device that stops reading
-    pushes back on the server after kilobytes."""
-    sock = None
-    if receive_buffer is not None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-        sock.setblocking(False)
-        port = int(base.rsplit(":", 1)[1])
-        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-    url = base.replace("http://", "ws://") + "/iris/ws" + query
-    ws = await connect(url, open_timeout=WAIT, sock=sock, compression=None, max_size=None)
-    _open.append(ws)
-    if hello:
-        await ws.send(json.dumps({"type": "hello", "token": TOKEN}))
-        assert json.loads(await ws.recv())["type"] == "ready"
-    return ws
-
-
-async def recv(ws: ClientConnection) -> dict[str, Any]:
-    async with asyncio.timeout(WAIT):
-        return json.loads(await ws.recv())
 
 
 async def until_closed(ws: ClientConnection, within: float = 60.0) -> list[dict[str, Any]]:
@@ -108,11 +82,6 @@ async def a_long_conversation(base: str, upstream: FakeUpstream, turns: int) -> 
         last = frame["seq"]
     await ws.close()
     return last
-
-
-def assert_no_traceback(server: Served) -> None:
-    log = "".join(server.drain())
-    assert "Traceback" not in log, log
 
 
 async def test_resumes_past_the_end_on_a_socket_that_never_reads_keep_memory_bounded(

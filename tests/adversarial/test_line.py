@@ -8,7 +8,7 @@ import asyncio
 
 from iris.surfaces.chat.runner import BUSY
 from tests.chat.conftest import Gateway, gateway  # noqa: F401  (fixture)
-from tests.chat.test_runner import message
+from tests.chat.messages import message
 from tests.conftest import MakeConfig  # noqa: F401
 from tests.fakes.upstream import FakeUpstream, hold, text
 

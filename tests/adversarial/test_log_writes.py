@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from iris.fanout.framelog import RedisFrameLog, SqliteFrameLog
 from iris.fanout.hub import Hub
 from iris.protocol.types import RULES
-from iris.state.framelog import RedisFrameLog, SqliteFrameLog
 from iris.state.redis_store import RedisStore
 from iris.state.sqlite import Store
 from tests.scale.conftest import RedisServer, redis_server  # noqa: F401  (fixture)

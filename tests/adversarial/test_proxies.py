@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from starlette.types import Message, Scope
 
-from iris.guard import LIMIT
+from iris.auth_throttle import LIMIT
 from iris.proxies import ForwardedClient, TrustedProxies, parse_forwarded
 from tests.adversarial.conftest import StartServed
-from tests.adversarial.test_guessing import start_failure
+from tests.adversarial.guessing import start_failure
 
 KEY = "sk-adversarial-proxies-0123456789"
 RIGHT = {"authorization": f"Bearer {KEY}"}

@@ -13,12 +13,12 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from iris.fanout.framelog import RedisFrameLog, SqliteFrameLog
 from iris.fanout.hub import Hub
 from iris.protocol.types import RULES
-from iris.state.framelog import RedisFrameLog, SqliteFrameLog
 from iris.state.redis_store import RedisStore
 from iris.state.sqlite import Store
-from iris.surfaces.chat.platform import IncomingMessage
+from iris.surfaces.chat.platforms.base import IncomingMessage
 from tests.adversarial.conftest import StartServed
 from tests.chat.conftest import Gateway, gateway  # noqa: F401  (fixture)
 from tests.conftest import MakeConfig  # noqa: F401

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from iris.surfaces.chat.whatsapp import WEBHOOK_PATH
+from iris.surfaces.chat.platforms.whatsapp import WEBHOOK_PATH
 from tests.fakes.served import Served, serve
 from tests.fakes.upstream import FakeUpstream, text
 from tests.fakes.whatsapp_api import WhatsAppAPI

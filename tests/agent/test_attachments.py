@@ -6,27 +6,23 @@ from __future__ import annotations
 import base64
 import io
 import warnings
-from typing import Any
 
 import pytest
 from PIL import Image
 
 from iris.agent.attachments import File, image_url, prepare, without_old_images
 from iris.agent.context import IMAGE_CHARS, message_chars, transcript
-from iris.config import Config, ModelEndpoint
+from iris.config import ModelEndpoint
 from iris.llm.base import ProviderRequest
 from iris.llm.chat_completions import ChatCompletionsProvider
 from iris.llm.responses_api import ResponsesProvider
+from tests.agent.images import vision
 from tests.chat.attachments import images_in, photo
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text
 
 DOT = "data:image/png;base64," + base64.b64encode(photo(4, 4, "PNG")).decode()
 PARTS = [{"type": "text", "text": "what is it?"}, {"type": "image_url", "image_url": {"url": DOT}}]
-
-
-def vision(make_config: MakeConfig, **attachments: Any) -> Config:
-    return make_config("http://127.0.0.1:9/v1", model={"vision": True}, attachments=attachments)
 
 
 async def test_chat_completions_sends_image_url_parts(upstream: FakeUpstream) -> None:

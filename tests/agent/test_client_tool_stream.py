@@ -7,7 +7,7 @@ import pytest
 
 from iris.agent import TurnRequest
 from iris.events import ToolCallDelta, TurnEnded, TurnFailed
-from tests.agent.test_upstream_faults import PROVIDERS, make_agent, run_turn
+from tests.agent.providers import PROVIDERS, make_agent, run_turn
 from tests.agent.turns import USER, collect
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text, tool_call, tool_calls

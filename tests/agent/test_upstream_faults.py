@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from iris.agent import Agent, TurnRequest
-from iris.events import Event, ReasoningDelta, TextDelta, TurnEnded, TurnFailed
+from iris.agent import TurnRequest
+from iris.events import ReasoningDelta, TextDelta, TurnEnded, TurnFailed
+from tests.agent.providers import PROVIDERS, make_agent, run_turn
 from tests.agent.turns import USER, collect
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import (
@@ -29,31 +30,6 @@ from tests.fakes.upstream import (
 )
 
 pytestmark = pytest.mark.timeout(30)
-
-PROVIDERS = ["chat_completions", "responses"]
-
-
-async def run_turn(
-    make_config: MakeConfig,
-    upstream: FakeUpstream,
-    provider: str,
-    request: TurnRequest,
-    **model: object,
-) -> list[Event]:
-    """One turn on a fresh agent for ``provider``; its events."""
-    agent = make_agent(make_config, upstream, provider, **model)
-    try:
-        return await collect(agent, request)
-    finally:
-        await agent.aclose()
-
-
-def make_agent(
-    make_config: MakeConfig, upstream: FakeUpstream, provider: str, **model: object
-) -> Agent:
-    return Agent(
-        make_config(upstream.base_url, model={"provider": provider, **model}, tools={"enabled": []})
-    )
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from iris.config import Config
-from iris.server import build_app
+from iris.server.asgi import build_app
 from tests.conftest import MakeConfig
 from tests.fakes import loopback
 from tests.fakes.upstream import FakeUpstream

@@ -4,8 +4,7 @@ without its client, polled, followed and resumed from a sequence number, and can
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, cast
 
 import httpx
@@ -13,8 +12,9 @@ import pytest
 from openai import BadRequestError, NotFoundError, OpenAI, RateLimitError
 
 from iris.surfaces.api.background import BackgroundRun, BackgroundRuns
+from tests.api.background_runs import payload, until
 from tests.api.conftest import IrisServer, StartIris
-from tests.api.openresponses import valid_event, valid_response
+from tests.api.openresponses import valid_response
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, gated, hold, text
 
@@ -34,23 +34,6 @@ def connect(server: IrisServer) -> OpenAI:
 def client(server: IrisServer) -> Iterator[OpenAI]:
     with connect(server) as c:
         yield c
-
-
-def until(check: Callable[[], Any], what: str, within: float = 5.0) -> Any:
-    """Poll ``check`` (a GET, as a client polls) until it returns something truthy."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def payload(event: Any) -> dict[str, Any]:
-    data: dict[str, Any] = event.to_dict(exclude_unset=False)
-    valid_event(data)
-    return data
 
 
 def test_create_returns_at_once_and_polling_sees_it_through(

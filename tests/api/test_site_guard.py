@@ -13,7 +13,7 @@ import pytest
 from openai import NotFoundError, OpenAI
 
 from iris.config import config_from_dict
-from iris.server import build_app
+from iris.server.asgi import build_app
 from tests.api.conftest import IrisServer, StartIris
 from tests.fakes.upstream import FakeUpstream, text
 

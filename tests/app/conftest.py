@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iris.server import UVICORN_WS_OPTIONS, build_app
+from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
 from tests.conftest import MakeConfig
 from tests.fakes import loopback
 from tests.fakes.iris_server import FakeIrisServer

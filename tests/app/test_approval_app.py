@@ -18,7 +18,7 @@ from iris.app.app import IrisApp
 from iris.app.settings import Settings
 from iris.app.widgets.approval import ApprovalPanel
 from iris.app.widgets.toolcard import ToolCard
-from iris.server import UVICORN_WS_OPTIONS, build_app
+from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
 from tests.conftest import MakeConfig
 from tests.fakes import loopback
 from tests.fakes.iris_server import FakeIrisServer

@@ -16,7 +16,7 @@ from textual.widgets import DirectoryTree, Input
 from iris.app.app import IrisApp
 from iris.app.attach_screen import AttachScreen
 from iris.app.core.attach import MAX_EDGE, MAX_FILES, MAX_FRAME_B64, Attachments
-from tests.agent.test_attachments import photo
+from tests.chat.attachments import photo
 from tests.fakes.iris_server import FakeIrisServer
 from tests.fakes.upstream import FakeUpstream, text
 

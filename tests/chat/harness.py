@@ -8,7 +8,7 @@ from typing import Any
 
 from iris.config import Config
 from iris.runtime import Runtime
-from iris.surfaces.chat.platform import ChatPlatform
+from iris.surfaces.chat.platforms.base import ChatPlatform
 from iris.surfaces.chat.runner import ChatSurface
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream

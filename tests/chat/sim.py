@@ -15,14 +15,15 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 from iris.config import ResolvedDisplay
-from iris.events import Event
+from iris.events import Event, TurnFailed
+from iris.segments import SegmentClosed, segment_items
+from iris.surfaces.chat.budget import RateBudget
 from iris.surfaces.chat.consumer import StreamConsumer
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Capabilities,
     OnMessage,
     PlatformError,
     PlatformRateLimited,
-    RateBudget,
 )
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.throttle import Throttle
@@ -217,3 +218,24 @@ class SimPlatform:
 
 def visible(text: str) -> str:
     return text.removesuffix(CURSOR)
+
+
+EMPTY = "…"  # what a message shows once its segment's final text no longer needs it
+
+
+def final_texts(events: list[Event]) -> list[str]:
+    return [i.text for i in segment_items(events) if isinstance(i, SegmentClosed) and i.text]
+
+
+def shown_texts(chat: list[str], events: list[Event]) -> list[str]:
+    """The chat's messages as text: without placeholders, and without the failure notice."""
+    end = events[-1]
+    notice = f"⚠️ {end.message}" if isinstance(end, TurnFailed) else None
+    texts: list[str] = []
+    for message in chat:
+        if message in (EMPTY, notice):
+            continue
+        if notice is not None and message.endswith(f"\n\n{notice}"):
+            message = message.removesuffix(f"\n\n{notice}")
+        texts.append(message)
+    return texts

@@ -9,7 +9,7 @@ from telegram import Bot, Message
 
 from iris.config import config_from_dict
 from iris.errors import ConfigError
-from iris.surfaces.chat.telegram import _addressing  # pyright: ignore[reportPrivateUsage]
+from iris.surfaces.chat.platforms.telegram import _addressing  # pyright: ignore[reportPrivateUsage]
 from tests.fakes.telegram_api import _entities  # pyright: ignore[reportPrivateUsage]
 
 BOT_ID = 123

@@ -23,7 +23,8 @@ from iris.events import (
 )
 from iris.formats.fences import fence_after
 from iris.surfaces.chat.blocks import CORRECTION, INTERRUPTED, block_end
-from iris.surfaces.chat.platform import Capabilities, RateBudget
+from iris.surfaces.chat.budget import RateBudget
+from iris.surfaces.chat.platforms.base import Capabilities
 from iris.surfaces.chat.splitter import rejoin
 from tests.chat.sim import Failed, Outcome, RateLimited, SimResult, display, simulate
 

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from iris.config import config_from_dict
 from iris.errors import ConfigError
 from iris.events import Event, SegmentEnded, TextDelta, TurnEnded
-from iris.surfaces.chat.budget import STALE, Limit, Priority, Seat, SharedBudget
-from iris.surfaces.chat.discord import DiscordPlatform
-from iris.surfaces.chat.platform import Capabilities, RateBudget
+from iris.surfaces.chat.budget import STALE, Limit, Priority, RateBudget, Seat, SharedBudget
+from iris.surfaces.chat.platforms.base import Capabilities
+from iris.surfaces.chat.platforms.discord import DiscordPlatform
+from iris.surfaces.chat.platforms.slack import SlackPlatform
+from iris.surfaces.chat.platforms.telegram import TelegramPlatform
 from iris.surfaces.chat.reply import Edit, Reply, Send
-from iris.surfaces.chat.slack import SlackPlatform
-from iris.surfaces.chat.telegram import TelegramPlatform
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import StreamTransport
 from tests.chat.sim import display

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from iris.config import BUDGET_MARGIN
 from iris.events import SegmentEnded, TurnEnded
-from iris.surfaces.chat.platform import RateBudget
+from iris.surfaces.chat.budget import RateBudget
 from tests.chat.sim import TELEGRAM, Delay, deltas, display, simulate
 
 WORDS = [f"word{i:05d} " for i in range(500)]  # 5 000 characters: two Telegram messages

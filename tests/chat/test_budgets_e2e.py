@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from iris.surfaces.chat.admission import REFUSAL
 from iris.surfaces.chat.reply import CURSOR
-from iris.surfaces.chat.runner import REFUSAL
 from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.discord_api import DiscordAPI

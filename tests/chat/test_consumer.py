@@ -18,8 +18,9 @@ from iris.events import (
     ToolStarted,
     TurnEnded,
 )
+from iris.surfaces.chat.budget import RateBudget
 from iris.surfaces.chat.consumer import StreamConsumer
-from iris.surfaces.chat.platform import PlatformError, PlatformRateLimited, RateBudget
+from iris.surfaces.chat.platforms.base import PlatformError, PlatformRateLimited
 from iris.surfaces.chat.prompts import NO_BUTTONS, Prompts
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.throttle import Throttle

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from iris.agent.conversation import Exchange
 from iris.agent.core import Turn
 from iris.events import Event, TextDelta
-from iris.surfaces.chat.platform import IncomingMessage
+from iris.surfaces.chat.platforms.base import IncomingMessage
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.conftest import Gateway
 from tests.fakes.recording_platform import RecordingPlatform
@@ -102,7 +103,7 @@ async def test_a_turn_that_crashed_keeps_its_question(
         raise RuntimeError("a bug after the reply")
 
     with monkeypatch.context() as patch:
-        patch.setattr(surface, "_keep_compaction", broken)
+        patch.setattr(Exchange, "keep", broken)
         await say(surface, platform, "sky?")
     await say(surface, platform, "sure?")
     assert sent(upstream) == [("user", "sky?"), ("user", "sure?")]

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from iris.limits import TurnLimiter, TurnSlot
 from iris.surfaces.chat.line import Line, Place
+from iris.turn_slots import TurnLimiter, TurnSlot
 
 pytestmark = pytest.mark.timeout(5)
 

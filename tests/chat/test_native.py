@@ -16,9 +16,9 @@ import pytest
 
 from iris.events import Event, SegmentEnded, StreamReset, TextDelta, TurnEnded
 from iris.surfaces.chat.consumer import StreamConsumer
-from iris.surfaces.chat.platform import IncomingMessage, Native
+from iris.surfaces.chat.platforms.base import IncomingMessage, Native
+from iris.surfaces.chat.platforms.slack import SlackPlatform
 from iris.surfaces.chat.reply import CURSOR
-from iris.surfaces.chat.slack import SlackPlatform
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
 from tests.chat.harness import platform_config, running

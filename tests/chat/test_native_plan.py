@@ -23,20 +23,18 @@ from iris.events import (
     ToolStarted,
     TurnEnded,
 )
-from iris.surfaces.chat.budget import CallKind, Draws, Limit, Seat, SharedBudget, kinds
+from iris.surfaces.chat.budget import CallKind, Draws, Limit, RateBudget, Seat, SharedBudget, kinds
 from iris.surfaces.chat.consumer import StreamConsumer
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Capabilities,
     Native,
     NativeKind,
     PlatformError,
     PlatformRateLimited,
-    RateBudget,
 )
 from iris.surfaces.chat.reply import DRAFT_REFRESH, PREVIEW_ATTEMPTS, Draft, Reply, Send
 from iris.surfaces.chat.throttle import Throttle
-from tests.chat.sim import TELEGRAM, display, visible
-from tests.chat.test_reply_segments import final_texts, shown_texts
+from tests.chat.sim import TELEGRAM, display, final_texts, shown_texts, visible
 from tests.fakes.native_platform import NativePlatform
 from tests.strategies import ScriptedTurn, turns
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from iris.surfaces.chat.budget import Limit, SharedBudget
+from iris.surfaces.chat.budget import Limit, RateBudget, SharedBudget
 from iris.surfaces.chat.oneoff import send_once
-from iris.surfaces.chat.platform import PlatformRateLimited, RateBudget
+from iris.surfaces.chat.platforms.base import PlatformRateLimited
 from iris.surfaces.chat.throttle import Throttle
 from tests.fakes.recording_platform import RecordingPlatform
 from tests.fakes.virtual_time import run_virtual

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from iris.events import ApprovalRequested, ApprovalResolved
 from iris.formats.visible import CUT, read_back, shown
-from iris.surfaces.chat.platform import IncomingMessage
+from iris.surfaces.chat.platforms.base import IncomingMessage
 from iris.surfaces.chat.prompts import (
     ATTEMPTS,
     NO_BUTTONS,

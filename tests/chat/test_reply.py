@@ -18,7 +18,8 @@ from iris.events import (
     TurnEnded,
     TurnFailed,
 )
-from iris.surfaces.chat.platform import Capabilities, RateBudget
+from iris.surfaces.chat.budget import RateBudget
+from iris.surfaces.chat.platforms.base import Capabilities
 from iris.surfaces.chat.reply import CURSOR
 from iris.surfaces.chat.splitter import measure
 from tests.chat.sim import (

@@ -15,31 +15,9 @@ from iris.events import (
     ToolEnded,
     ToolStarted,
     TurnEnded,
-    TurnFailed,
 )
-from iris.segments import SegmentClosed, segment_items
-from tests.chat.sim import display, simulate, visible
+from tests.chat.sim import EMPTY, display, final_texts, shown_texts, simulate, visible
 from tests.strategies import ScriptedTurn, turns
-
-EMPTY = "…"  # what a message shows once its segment's final text no longer needs it
-
-
-def final_texts(events: list[Event]) -> list[str]:
-    return [i.text for i in segment_items(events) if isinstance(i, SegmentClosed) and i.text]
-
-
-def shown_texts(chat: list[str], events: list[Event]) -> list[str]:
-    """The chat's messages as text: without placeholders, and without the failure notice."""
-    end = events[-1]
-    notice = f"⚠️ {end.message}" if isinstance(end, TurnFailed) else None
-    texts: list[str] = []
-    for message in chat:
-        if message in (EMPTY, notice):
-            continue
-        if notice is not None and message.endswith(f"\n\n{notice}"):
-            message = message.removesuffix(f"\n\n{notice}")
-        texts.append(message)
-    return texts
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,18 +10,15 @@ from typing import Any
 import pytest
 
 from iris.runtime import Runtime
-from iris.surfaces.chat.platform import IncomingMessage, PlatformError
+from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError
 from iris.surfaces.chat.runner import BUSY, PLATFORMS, QUEUED, ChatSurface, build_platforms
 from tests.chat.conftest import Gateway
+from tests.chat.messages import message
 from tests.conftest import MakeConfig
 from tests.fakes.recording_platform import RecordingPlatform
 from tests.fakes.upstream import FakeUpstream, error, hold, text, tool_call
 
 pytestmark = pytest.mark.timeout(20)
-
-
-def message(text_: str, *, user: str = "7", chat: str = "c1", name: str = "") -> IncomingMessage:
-    return IncomingMessage("telegram", chat, user, text_, user_name=name)
 
 
 async def test_an_empty_allow_list_lets_nobody_reach_the_agent(

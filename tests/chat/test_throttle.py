@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iris.surfaces.chat.platform import RateBudget
+from iris.surfaces.chat.budget import RateBudget
 from iris.surfaces.chat.throttle import Throttle
 
 

@@ -4,19 +4,15 @@ the scripted fake upstream over HTTP."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import re
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 from typing import Any
 
-from prompt_toolkit.input import create_pipe_input
-
-from iris.config import Config, config_from_dict
-from iris.surfaces.cli.repl import Chat, LinePrompt, history_path, terminal_chat
+from iris.config import config_from_dict
+from iris.surfaces.cli.repl import Chat, LinePrompt, history_path
 from iris.surfaces.cli.screen import PlainScreen
-from tests.cli.terminal import Terminal, strip_ansi
+from tests.cli.repl_session import chat_on_terminal, streaming
+from tests.cli.terminal import strip_ansi
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import (
     FakeUpstream,
@@ -29,49 +25,6 @@ from tests.fakes.upstream import (
 )
 
 FOOTER = "fake-model · 10 in · 5 out tokens"
-
-
-@dataclass
-class Session:
-    term: Terminal
-    chat: Chat
-    task: asyncio.Task[int]
-
-    def type(self, keys: str) -> None:
-        self.term.type(keys)
-
-    async def see(self, check: Any, within: float = 15.0) -> str:
-        return await self.term.out.wait_for(check, within)
-
-    async def replies(self, count: int) -> str:
-        """Wait until ``count`` turns have printed their footer."""
-        return await self.see(lambda t: t.count(" out tokens") + t.count("⏹") >= count)
-
-    async def exit_code(self) -> int:
-        return await asyncio.wait_for(self.task, 5)
-
-
-@contextlib.asynccontextmanager
-async def chat_on_terminal(config: Config) -> AsyncGenerator[Session]:
-    with create_pipe_input() as pipe:
-        term = Terminal(pipe)
-        chat = terminal_chat(config, pipe, term.output)
-        session = Session(term, chat, asyncio.create_task(chat.run()))
-        try:
-            await session.see("/help for commands")
-            yield session
-        except BaseException:
-            session.task.cancel()
-            with contextlib.suppress(BaseException):
-                await session.task
-            raise
-        if not session.task.done():
-            session.type("\x04")  # Ctrl-D
-            await asyncio.wait_for(session.task, 5)
-
-
-def streaming(make_config: MakeConfig, up: FakeUpstream, on: bool = True, **more: Any) -> Config:
-    return make_config(up.base_url, streaming={"cli": on}, **more)
 
 
 async def test_the_box_opens_with_the_first_token_and_closes_after_the_reply(

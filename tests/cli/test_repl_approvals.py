@@ -7,33 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_repl import chat_on_terminal, streaming
-from tests.conftest import MakeConfig, shared_workspace
-from tests.fakes.upstream import FakeUpstream, text, tool_call
+from tests.cli.approvals import asking, call, runs
+from tests.cli.repl_session import chat_on_terminal
+from tests.conftest import MakeConfig
+from tests.fakes.upstream import FakeUpstream, text
 
 pytestmark = pytest.mark.timeout(30)
 
 PROMPT = "y once · c this chat · n/Enter deny"
-
-
-def asking(make_config: MakeConfig, upstream: FakeUpstream, tmp_path: Path, timeout: float = 30):
-    return streaming(
-        make_config,
-        upstream,
-        tools={
-            "terminal": shared_workspace(tmp_path),
-            "approval": {"mode": "ask", "timeout": timeout},
-        },
-    )
-
-
-def call(command: str = "echo ran >> runs.txt"):
-    return tool_call("terminal", [f'{{"command": "{command}"}}'], content="Checking.")
-
-
-def runs(tmp_path: Path) -> int:
-    marker = tmp_path / "ws" / "runs.txt"
-    return marker.read_text().count("ran") if marker.exists() else 0
 
 
 def told(upstream: FakeUpstream) -> str:

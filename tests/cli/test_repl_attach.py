@@ -16,8 +16,8 @@ from iris.protocol.types import MAX_ATTACHMENTS
 from iris.surfaces.cli.attach import path_of, split_paths
 from iris.surfaces.cli.repl import Chat, LinePrompt
 from iris.surfaces.cli.screen import PlainScreen
-from tests.agent.test_attachments import photo
-from tests.cli.test_repl import chat_on_terminal, streaming
+from tests.chat.attachments import photo
+from tests.cli.repl_session import chat_on_terminal, streaming
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text
 

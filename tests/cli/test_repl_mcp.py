@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_repl import chat_on_terminal, streaming
+from tests.cli.repl_session import chat_on_terminal, streaming
 from tests.conftest import MakeConfig
 from tests.fakes.mcp_launch import stdio
 from tests.fakes.upstream import FakeUpstream, text, tool_call

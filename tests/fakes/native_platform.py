@@ -14,15 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from iris.surfaces.chat.budget import SharedBudget
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.budget import RateBudget, SharedBudget
+from iris.surfaces.chat.platforms.base import (
     Capabilities,
     IncomingMessage,
     Native,
     NativeKind,
     OnMessage,
     PlatformError,
-    RateBudget,
     Task,
 )
 

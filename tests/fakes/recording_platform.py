@@ -13,13 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from iris.surfaces.chat.budget import SharedBudget
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.budget import RateBudget, SharedBudget
+from iris.surfaces.chat.platforms.base import (
     Capabilities,
     IncomingMessage,
     OnMessage,
     PlatformError,
-    RateBudget,
 )
 
 CallKind = Literal["send", "edit", "typing"]

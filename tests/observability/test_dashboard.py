@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from iris.observability import metrics
-from iris.observability.endpoints import STATUS_ROOT
+from iris.server.endpoints import STATUS_ROOT
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"\biris_[a-z_]+")

@@ -16,7 +16,7 @@ from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, gated, text, tool_call
 from tests.observability.helpers import METRICS, TOKEN, log_lines, scrape
 from tests.scale.conftest import socket_url
-from tests.scale.test_fanout_two_processes import device
+from tests.scale.devices import device
 from tests.socket.conftest import TOKEN as DEVICE_TOKEN
 
 pytestmark = pytest.mark.timeout(90)
@@ -196,7 +196,7 @@ def test_metrics_need_the_token_and_are_off_by_default(
 def test_metrics_without_a_token_refuse_a_public_bind(tmp_path: Path) -> None:
     from iris.config import config_from_dict
     from iris.errors import ConfigError
-    from iris.server import check_bind_safety
+    from iris.server.asgi import check_bind_safety
 
     config = config_from_dict(
         {

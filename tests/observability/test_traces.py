@@ -26,7 +26,7 @@ from iris.observability import tracing
 from tests.fakes.served import serve
 from tests.fakes.upstream import FakeUpstream, error, text, tool_call
 from tests.observability.helpers import log_lines
-from tests.scale.test_workers import ask
+from tests.scale.workers import ask
 
 pytestmark = pytest.mark.timeout(60)
 

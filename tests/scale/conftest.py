@@ -16,6 +16,8 @@ import pytest
 import redis
 
 from tests.fakes.served import Served, free_port, serve
+from tests.fakes.upstream import FakeUpstream
+from tests.scale.processes import TOKEN, Process
 
 REDIS_SERVER = shutil.which("redis-server")
 
@@ -135,3 +137,22 @@ def serve_on_redis(
 def socket_url(url: str) -> str:
     """The iris socket of a server's base URL."""
     return url.replace("http://", "ws://") + "/iris/ws"
+
+
+@pytest.fixture
+def processes(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> Iterator[tuple[Process, Process]]:
+    with serve_on_redis(
+        tmp_path,
+        upstream.base_url,
+        redis_server,
+        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
+    ) as running:
+        started = [
+            Process(served, url, tmp_path / f"{name}.yaml")
+            for name, (served, url) in zip(("a", "b"), running, strict=True)
+        ]
+        for process in started:
+            process.config.chmod(0o600)
+        yield started[0], started[1]

@@ -17,7 +17,7 @@ from iris.events import ApprovalRequested
 from iris.state.redis_store import RedisStore
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.scale.test_fanout_two_processes import device
+from tests.scale.devices import device
 from tests.socket.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(60)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from iris.runtime import Runtime
-from iris.surfaces.chat.platform import IncomingMessage
+from iris.surfaces.chat.platforms.base import IncomingMessage
 from iris.surfaces.chat.prompts import Press, parse_press
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import STREAMING, running

@@ -1,14 +1,12 @@
 """Iris on a real Redis Cluster (3 primaries, 3 replicas, started once for this module): every
 store operation runs with no ``CROSSSLOT``, the tailer reads chats on every shard in order
-and follows a failover, two ``iris serve`` processes share chats, stored responses and
-background runs through it, and a store of the wrong kind is one line at start."""
+and follows a failover, a failover mid-turn ends the turn cleanly, and a store of the wrong
+kind is one line at start. What two processes share through it: ``test_topologies.py``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from iris.errors import StoreUnavailable
+from iris.fanout.framelog import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.hub import Hub
 from iris.fanout.tailer import Tailer
 from iris.protocol.types import RULES
@@ -25,7 +24,6 @@ from iris.state.background import SharedRuns
 from iris.state.controls import Controls, RedisControls
 from iris.state.conversations import RedisConversations
 from iris.state.devices import RedisDevices
-from iris.state.framelog import PRUNE_EVERY, RedisFrameLog
 from iris.state.lease import Lease, LeaseLost
 from iris.state.redis_store import RedisStore
 from iris.state.responses import RedisResponses
@@ -33,17 +31,13 @@ from iris.state.sessions import RedisSessions
 from iris.surfaces.socket.owners import Owners
 from tests.fakes.served import Served, free_port
 from tests.fakes.upstream import FakeUpstream, gated
-from tests.scale import (
-    across,
-    test_fanout_two_processes,
-    test_turns_processes,
-)
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.scale.test_data_processes import Process
-from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
-from tests.scale.test_framelog_redis import check_two_hubs, plans, typing, update
+from tests.scale.devices import STREAMING, chat_frames, device, increasing
+from tests.scale.framelog_plans import check_two_hubs, plans, typing
+from tests.scale.refusals import refusal
 from tests.scale.topologies import REDIS_CLI, REDIS_SERVER, Cluster
 from tests.socket.conftest import TOKEN
+from tests.socket.fanout_plans import update
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -206,7 +200,7 @@ async def data_operations(store: RedisStore) -> None:
         await sessions.append(name, [{"role": "user", "content": f"hello {name}"}])
     await sessions.append("iris:a", [{"role": "assistant", "content": "hi"}])
     await sessions.cut("iris:a", "summary")
-    assert (await sessions.transcript("iris:a")).messages[0]["content"].endswith("summary")
+    assert (await sessions.transcript("iris:a")).summary == "summary"
     assert await sessions.last("iris:a") == {"role": "assistant", "content": "hi"}
     found = await sessions.summaries("iris:", 10)
     assert {s.session for s in found} == {"iris:a", "iris:b", "iris:c"}
@@ -358,40 +352,6 @@ def two_sockets(
         yield [(server, socket_url(url)) for server, url in running]
 
 
-async def test_two_processes_on_a_cluster_send_the_same_frames_under_the_same_seqs(
-    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    urls = (two_sockets[0][1], two_sockets[1][1])
-    await test_fanout_two_processes.test_devices_on_both_processes_see_one_log(urls, upstream)
-    for server, _ in two_sockets:
-        assert not any("Traceback" in line or "CROSSSLOT" in line for line in server.drain())
-
-
-async def test_a_device_resumes_on_the_other_process_on_a_cluster(
-    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    urls = (two_sockets[0][1], two_sockets[1][1])
-    await test_fanout_two_processes.test_a_device_resumes_on_the_other_process_without_gap_or_duplicate(
-        urls, upstream
-    )
-
-
-async def test_a_stop_on_the_other_process_reaches_the_owner_on_a_cluster(
-    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    await test_turns_processes.test_one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner(
-        two_sockets, upstream
-    )
-
-
-async def test_a_killed_owners_turn_is_closed_by_the_survivor_on_a_cluster(
-    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    await test_turns_processes.test_a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease(
-        two_sockets, upstream
-    )
-
-
 async def test_a_failover_mid_turn_ends_the_turn_cleanly_and_the_next_message_works(
     two_sockets: list[tuple[Served, str]],
     cluster: Cluster,
@@ -420,48 +380,6 @@ async def test_a_failover_mid_turn_ends_the_turn_cleanly_and_the_next_message_wo
     assert after_a[-1]["seq"] == after_b[-1]["seq"] > b_turn[-1]["seq"]
     await on_a.close()
     await on_b.close()
-
-
-@pytest.fixture
-def processes(
-    tmp_path: Path, cluster: Cluster, cluster_store: dict[str, Any], upstream: FakeUpstream
-) -> Iterator[tuple[Process, Process]]:
-    with across.data_processes(tmp_path, upstream, cluster, cluster_store) as both:
-        yield both
-
-
-async def test_stored_responses_background_runs_and_devices_across_processes_on_a_cluster(
-    upstream: FakeUpstream, processes: tuple[Process, Process]
-) -> None:
-    await across.data_across_processes(upstream, processes)
-
-
-async def test_two_pollers_for_one_bot_on_a_cluster_one_polls_and_the_standby_takes_over(
-    tmp_path: Path, cluster: Cluster, cluster_store: dict[str, Any], upstream: FakeUpstream
-) -> None:
-    await across.standby_poller_takes_over(tmp_path, upstream, cluster, cluster_store)
-
-
-# -- a store of the wrong kind: one line at start --------------------------------------------------
-def refusal(tmp_path: Path, store: dict[str, Any]) -> str:
-    """The one line ``iris serve`` refuses to start with (exit code not 0)."""
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "platforms: {iris: {enabled: false}}\n"
-        f"server: {{port: {free_port()}}}\n"
-        f"store: {{path: {tmp_path / 'iris.db'}, {', '.join(f'{k}: {v}' for k, v in store.items())}}}\n"
-    )
-    config.chmod(0o600)
-    done = subprocess.run(
-        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 def test_a_cluster_node_in_single_mode_is_one_line_naming_store_mode(

@@ -20,8 +20,8 @@ from tests.fakes.served import Served, serve
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, reasoning, text
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.scale.test_fanout_two_processes import STREAMING, device
-from tests.scale.test_pollers import CHAT, USER, said, telegram
+from tests.scale.devices import STREAMING, device
+from tests.scale.pollers import CHAT, USER, said, telegram
 from tests.socket.conftest import TOKEN, Device
 
 pytestmark = pytest.mark.timeout(90)

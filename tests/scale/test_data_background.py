@@ -17,92 +17,18 @@ from openai import OpenAI
 
 from iris.state.background import SharedRuns
 from iris.state.redis_store import RedisStore
+from tests.api.background_runs import payload, until
 from tests.api.openresponses import valid_response
-from tests.api.test_background import payload, until
 from tests.fakes.upstream import FakeUpstream, gated, hold, text
+from tests.scale.across import (
+    a_run_on_a_is_cancelled_through_b,
+    a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate,
+    take_until_text,
+)
 from tests.scale.conftest import RedisServer, serve_on_redis
-from tests.scale.test_data_processes import Process, processes
+from tests.scale.processes import Process
 
 pytestmark = pytest.mark.timeout(90)
-
-__all__ = ["processes"]  # the fixture, shared with the other data tests
-
-
-def test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate(
-    upstream: FakeUpstream, processes: tuple[Process, Process]
-) -> None:
-    a, b = processes
-    upstream.script(gated("Hel", "lo", " there", after=1))
-    with a.client() as on_a, b.client() as on_b:
-        first: list[dict[str, Any]] = []
-        stream = on_a.responses.create(model="fake-model", input="hi", background=True, stream=True)
-        for event in stream:
-            first.append(payload(event))
-            if event.type == "response.created":
-                # Through B at once: every process knows the run before its client does.
-                found = on_b.responses.retrieve(event.response.id)
-                assert found.status in ("queued", "in_progress")
-            if event.type == "response.output_item.added":
-                break
-        stream.close()  # the client drops; the turn waits at the upstream's gate, on A
-        response_id = first[0]["response"]["id"]
-        so_far = until(  # polled on B: the output so far, as A shared it
-            lambda: (r := on_b.responses.retrieve(response_id)).output_text == "Hel" and r,
-            "the first text on B",
-        )
-        valid_response(so_far)
-        assert so_far.status == "in_progress"
-
-        last = first[-1]["sequence_number"]
-        rest: list[dict[str, Any]] = []
-        for event in on_b.responses.retrieve(response_id, stream=True, starting_after=last):
-            rest.append(payload(event))
-            if event.type == "response.output_text.delta":
-                upstream.release()  # "Hel" was replayed; what follows is live, run on A
-        numbers = [e["sequence_number"] for e in first + rest]
-        assert numbers == list(range(len(numbers))), "no gap, no duplicate"
-        assert rest[-1]["type"] == "response.completed"
-        deltas = [e["delta"] for e in first + rest if e["type"] == "response.output_text.delta"]
-        assert "".join(deltas) == "Hello there"
-        for client in (on_a, on_b):
-            assert client.responses.retrieve(response_id).output_text == "Hello there"
-        # The whole stream again, from either process, is the same events.
-        on_a_again = [payload(e) for e in on_a.responses.retrieve(response_id, stream=True)]
-        on_b_again = [payload(e) for e in on_b.responses.retrieve(response_id, stream=True)]
-        assert on_a_again == on_b_again == first + rest
-
-
-def take_until_text(client: OpenAI) -> list[Any]:
-    """A streamed background run's events up to its first text; then the client drops."""
-    taken: list[Any] = []
-    with client.responses.create(
-        model="fake-model", input="hi", background=True, stream=True
-    ) as stream:
-        for event in stream:
-            taken.append(event)
-            if event.type == "response.output_text.delta":
-                break
-    return taken
-
-
-def test_a_run_on_a_is_cancelled_through_b(
-    upstream: FakeUpstream, processes: tuple[Process, Process]
-) -> None:
-    a, b = processes
-    upstream.script(hold("Hel"))
-    with a.client() as on_a, b.client() as on_b:
-        events = [payload(e) for e in take_until_text(on_a)]
-        response_id = events[0]["response"]["id"]
-        following = on_b.responses.retrieve(response_id, stream=True)
-        cancelled = on_b.responses.cancel(response_id)
-        valid_response(cancelled)
-        assert cancelled.status == "cancelled" and cancelled.output_text == "Hel"
-        assert upstream.disconnected.wait(5), "the upstream request on A stayed open"
-        events = [payload(e) for e in following]  # B's follower gets the end too
-        assert events[-1]["type"] == "response.incomplete"
-        assert events[-1]["response"]["status"] == "cancelled"
-        assert on_a.responses.retrieve(response_id).status == "cancelled"
-        assert on_b.responses.cancel(response_id).status == "cancelled", "idempotent"
 
 
 async def test_a_runs_events_while_redis_was_away_are_shared_once_it_is_back(
@@ -319,3 +245,15 @@ def test_a_process_that_loses_a_runs_lease_while_alive_keeps_nothing_over_the_su
             polled = client.responses.retrieve(response_id)
             assert polled.status == "failed"
             assert polled.error is not None and polled.error.code == "owner_lost"
+
+
+def test_a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate(
+    upstream: FakeUpstream, processes: tuple[Process, Process]
+) -> None:
+    a_run_on_a_is_polled_and_resumed_through_b_with_no_gap_and_no_duplicate(upstream, processes)
+
+
+def test_a_run_on_a_is_cancelled_through_b(
+    upstream: FakeUpstream, processes: tuple[Process, Process]
+) -> None:
+    a_run_on_a_is_cancelled_through_b(upstream, processes)

@@ -7,98 +7,22 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import yaml
-from openai import OpenAI
-from websockets.asyncio.client import connect
 
 from iris.private import write_private
-from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text
-from tests.scale.conftest import RedisServer, serve_on_redis
-from tests.socket.conftest import Device
-from tests.socket.test_devices import iris, pair
+from tests.scale.across import (
+    a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_both,
+    a_response_stored_through_a_is_continued_through_b,
+    sent,
+)
+from tests.scale.processes import TOKEN, Process
 
 pytestmark = pytest.mark.timeout(90)
-
-TOKEN = "config-token-0123456789"
-
-
-@dataclass
-class Process:
-    served: Served
-    url: str
-    config: Path
-
-    @property
-    def ws(self) -> str:
-        return self.url.replace("http://", "ws://") + "/iris/ws"
-
-    def client(self) -> OpenAI:
-        return OpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0, timeout=10)
-
-    async def device(self, token: str, *, chat_id: str | None = None, ready: bool = True) -> Device:
-        device = Device(await connect(self.ws, open_timeout=10))
-        hello: dict[str, Any] = {"type": "hello", "token": token}
-        if chat_id is not None:
-            hello["chat_id"] = chat_id
-        await device.send(hello)
-        if ready:
-            frame = await device.recv()
-            assert frame["type"] == "ready", frame
-        return device
-
-
-@pytest.fixture
-def processes(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
-) -> Iterator[tuple[Process, Process]]:
-    with serve_on_redis(
-        tmp_path,
-        upstream.base_url,
-        redis_server,
-        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-    ) as running:
-        started = [
-            Process(served, url, tmp_path / f"{name}.yaml")
-            for name, (served, url) in zip(("a", "b"), running, strict=True)
-        ]
-        for process in started:
-            process.config.chmod(0o600)
-        yield started[0], started[1]
-
-
-def sent(upstream: FakeUpstream) -> list[tuple[str, Any]]:
-    return [(m["role"], m["content"]) for m in upstream.requests[-1].body["messages"]]
-
-
-def test_a_response_stored_through_a_is_continued_through_b(
-    upstream: FakeUpstream, processes: tuple[Process, Process]
-) -> None:
-    a, b = processes
-    upstream.script(text("Blue."), text("Yes, blue."))
-    with a.client() as on_a, b.client() as on_b:
-        first = on_a.responses.create(model="fake-model", input="sky?")
-        assert on_b.responses.retrieve(first.id).output_text == "Blue."
-        second = on_b.responses.create(
-            model="fake-model", input="sure?", previous_response_id=first.id
-        )
-        assert sent(upstream) == [("user", "sky?"), ("assistant", "Blue."), ("user", "sure?")]
-        assert on_a.responses.retrieve(second.id).output_text == "Yes, blue."
-        # An output item made on A is referenced on B.
-        upstream.script(text("Noted."))
-        message = first.output[0]
-        referenced: Any = [{"type": "item_reference", "id": message.id}]
-        on_b.responses.create(
-            model="fake-model", input=[*referenced, {"role": "user", "content": "ok"}]
-        )
-        assert sent(upstream) == [("assistant", "Blue."), ("user", "ok")]
 
 
 async def test_a_chats_history_written_on_a_is_read_on_b(
@@ -129,32 +53,6 @@ async def test_a_chats_history_written_on_a_is_read_on_b(
     await on_b.close()
 
 
-async def test_a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_both(
-    processes: tuple[Process, Process],
-) -> None:
-    a, b = processes
-    token = await pair(a.config, "phone")
-
-    connected = [await a.device(token), await b.device(token)]
-    for device in connected:
-        await device.send({"type": "ping"})
-        assert (await device.recv())["type"] == "pong"
-    listed = await iris(b.config, "devices", "list")  # b's config: the same Redis
-    assert listed.code == 0 and listed.out.splitlines()[1].split()[0] == "phone"
-    assert not listed.out.splitlines()[1].endswith("never")  # seen by a server
-
-    revoked = await iris(b.config, "devices", "revoke", "phone")
-    assert revoked.code == 0, revoked.err
-    # Each process finds the revocation by itself (REVOCATION_POLL, 5 s): a hang guard here.
-    for device in connected:
-        assert await device.closed(within=20) == 4401
-        assert device.ws.close_reason == "revoked"
-    for process in (a, b):
-        refused = await process.device(token, ready=False)
-        assert await refused.closed() == 4401 and refused.ws.close_reason == "revoked"
-    assert "phone" not in (await iris(a.config, "devices", "list")).out
-
-
 def test_iris_devices_with_an_unreachable_redis_says_so_in_one_line(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     store = {"path": str(tmp_path / "iris.db"), "url": "redis://127.0.0.1:1/0"}
@@ -168,3 +66,15 @@ def test_iris_devices_with_an_unreachable_redis_says_so_in_one_line(tmp_path: Pa
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the store" in lines[0], done.stderr
+
+
+def test_a_response_stored_through_a_is_continued_through_b(
+    upstream: FakeUpstream, processes: tuple[Process, Process]
+) -> None:
+    a_response_stored_through_a_is_continued_through_b(upstream, processes)
+
+
+async def test_a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_both(
+    processes: tuple[Process, Process],
+) -> None:
+    await a_device_paired_once_is_accepted_by_both_and_a_revoke_reaches_both(processes)

@@ -3,21 +3,21 @@ process sees the same frames under the same seqs, and a device may come back on 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from websockets.asyncio.client import connect
 
 from tests.fakes.upstream import FakeUpstream, gated
+from tests.scale.across import (
+    a_device_resumes_on_the_other_process_without_gap_or_duplicate,
+    devices_on_both_processes_see_one_log,
+)
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.socket.conftest import TOKEN, WAIT, Device
+from tests.scale.devices import STREAMING, chat_frames, device, essential, increasing
+from tests.socket.conftest import TOKEN
 
 RECONNECT_WAIT = 20.0  # seconds a device waits for a turn that follows a Redis restart
-
-STREAMING: dict[str, Any] = {"enabled": True}
 
 
 @pytest.fixture
@@ -35,86 +35,6 @@ def two(
         display={"platforms": {"iris": {"buffer_threshold": 1}}},
     ) as running:
         yield socket_url(running[0][1]), socket_url(running[1][1])
-
-
-async def device(url: str, after_seq: int | None = None) -> Device:
-    ws = await connect(url, open_timeout=WAIT)
-    dev = Device(ws)
-    hello: dict[str, Any] = {"type": "hello", "token": TOKEN}
-    if after_seq is not None:
-        hello["after_seq"] = after_seq
-    await dev.send(hello)
-    assert (await dev.recv())["type"] == "ready"
-    return dev
-
-
-def chat_frames(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The chat-scoped frames (connection-scoped ones repeat the last seq)."""
-    return [f for f in frames if f["type"] not in ("ready", "pong", "sync", "command")]
-
-
-def increasing(frames: list[dict[str, Any]]) -> bool:
-    return all(a["seq"] < b["seq"] for a, b in itertools.pairwise(frames))
-
-
-def essential(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What no device may miss: everything but superseded snapshots."""
-    return [f for f in frames if f["type"] != "message.update"]
-
-
-async def test_devices_on_both_processes_see_one_log(
-    two: tuple[str, str], upstream: FakeUpstream
-) -> None:
-    upstream.script(gated("one ", "two ", "three ", "four", after=2))
-    a_url, b_url = two
-    on_a, on_b = await device(a_url), await device(b_url)
-    await on_a.send({"type": "message.send", "text": "count"})
-    # The turn runs on A; B's device sees the reply stream while the upstream still holds it.
-    early = await on_b.until("message.update", text="one two ")
-    assert not upstream.finished.is_set()
-    assert [f["type"] for f in essential(early)] == ["message", "typing", "message.start"]
-    assert early[0]["text"] == "count"
-    upstream.release()
-    a_got, b_got = await on_a.turn(), await on_b.turn()
-    b_all = early + b_got
-    assert increasing(a_got) and increasing(b_all)
-    # Same seqs, same frames: the user's own echo is the only frame A's sender is not sent.
-    assert essential(b_all)[1:] == essential(a_got)
-    by_seq = {f["seq"]: f for f in a_got}
-    assert all(by_seq[f["seq"]] == f for f in b_all if f["seq"] in by_seq)
-    assert a_got[-2]["type"] == "message.stop" and a_got[-2]["final_text"] == "one two three four"
-    await on_a.close()
-    await on_b.close()
-
-
-async def test_a_device_resumes_on_the_other_process_without_gap_or_duplicate(
-    two: tuple[str, str], upstream: FakeUpstream
-) -> None:
-    upstream.script(gated("one ", "two ", "three ", "four", after=2))
-    a_url, b_url = two
-    stays, moves = await device(a_url), await device(a_url)
-    await stays.send({"type": "message.send", "text": "count"})
-    await moves.until("message.update", text="one two ")
-    seen = moves.max_seq
-    await moves.close()  # the device loses A mid-reply ...
-    upstream.release()
-    whole = await stays.turn()
-    back = await device(b_url, after_seq=seen)  # ... and comes back through B
-    assert back.frames[0]["seq"] == seen  # ready: the position it resumes from
-    rest = chat_frames(await back.turn())
-    assert all(f["seq"] > seen for f in rest) and increasing(rest)
-    missed = [f for f in whole if f["seq"] > seen]
-    # Nothing essential missed or repeated; an update superseded before it was read may be gone.
-    assert essential(rest) == essential(missed)
-    assert rest[-2]["final_text"] == "one two three four"
-    await stays.send({"type": "message.send", "text": "again"})
-    upstream.script(gated("more", after=1))
-    upstream.release()
-    await stays.turn()
-    live = chat_frames(await back.turn())  # and B's device follows A's next turn live
-    assert live[0]["seq"] == rest[-1]["seq"] + 1 and live[0]["text"] == "again"
-    await stays.close()
-    await back.close()
 
 
 async def test_a_device_moving_to_the_other_process_mid_reply_follows_the_turn_there(
@@ -167,3 +87,15 @@ async def test_devices_keep_following_the_other_process_after_redis_restarts(
     assert after[-2]["final_text"] == "after"
     await on_a.close()
     await on_b.close()
+
+
+async def test_devices_on_both_processes_see_one_log(
+    two: tuple[str, str], upstream: FakeUpstream
+) -> None:
+    await devices_on_both_processes_see_one_log(two, upstream)
+
+
+async def test_a_device_resumes_on_the_other_process_without_gap_or_duplicate(
+    two: tuple[str, str], upstream: FakeUpstream
+) -> None:
+    await a_device_resumes_on_the_other_process_without_gap_or_duplicate(two, upstream)

@@ -5,9 +5,7 @@ answers the next message. Against the Telegram Bot API fake over real sockets.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,74 +14,18 @@ import pytest
 
 from iris.runtime import Runtime
 from iris.state.redis_store import RedisStore
-from iris.surfaces.chat.platform import OnMessage
+from iris.surfaces.chat.platforms.base import OnMessage
 from iris.surfaces.chat.poller import bot_token, poller_key
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import platform_config
 from tests.conftest import MakeConfig
 from tests.fakes.recording_platform import RecordingPlatform
-from tests.fakes.served import Served, serve
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text
-from tests.scale.conftest import RedisServer, Shared
+from tests.scale.conftest import RedisServer
+from tests.scale.pollers import CHAT, USER, bot_servers, said
 
 pytestmark = pytest.mark.timeout(90)
-
-CHAT, USER = 42, 7
-
-
-def telegram(api: FakeBotApi, via: str) -> dict[str, Any]:
-    return {
-        "telegram": {
-            "enabled": True,
-            "token": api.token,
-            "base_url": api.base_url_for(via),
-            "allowed_users": [USER],
-            "poll_timeout": 1,
-        }
-    }
-
-
-def said(api: FakeBotApi, words: str) -> bool:
-    return any(words in message for message in api.chat(CHAT))
-
-
-@contextlib.asynccontextmanager
-async def bot_servers(
-    tmp_path: Path,
-    upstream: FakeUpstream,
-    redis_server: Shared,
-    api: FakeBotApi,
-    lease: int,
-    store_keys: dict[str, Any] | None = None,
-) -> AsyncGenerator[Callable[[str], Awaitable[Served]]]:
-    """``start(name)`` runs an ``iris serve`` for the bot, reaching the fake as ``name``
-    (``store_keys``: more ``store`` keys, e.g. ``mode``)."""
-    servers: list[Served] = []
-
-    async def start(name: str) -> Served:
-        store = {
-            "url": redis_server.url,
-            "path": str(tmp_path / f"{name}.db"),
-            "lease": lease,
-            **(store_keys or {}),
-        }
-        server, _ = await asyncio.to_thread(
-            serve,
-            tmp_path,
-            upstream.base_url,
-            name=f"{name}.yaml",
-            store=store,
-            platforms=telegram(api, name),
-        )
-        servers.append(server)
-        return server
-
-    try:
-        yield start
-    finally:
-        for server in servers:
-            server.stop()
 
 
 async def test_one_bot_is_polled_by_one_process_and_a_standby_takes_over_when_it_dies(

@@ -1,7 +1,8 @@
 """Iris through Redis Sentinel (a primary, its replica and three Sentinels, started once for
-this module): two ``iris serve`` processes share chats through the primary the Sentinels name,
-the primary killed mid-turn ends that turn cleanly (or lets it finish) and the next message
-works on the promoted replica, and a Sentinel or an unknown primary name is one line at start."""
+this module): the store is the primary the Sentinels name, the primary killed mid-turn ends
+that turn cleanly (or lets it finish) and the next message works on the promoted replica, and
+a Sentinel or an unknown primary name is one line at start. What two processes share through
+it: ``test_topologies.py``."""
 
 from __future__ import annotations
 
@@ -15,15 +16,9 @@ import pytest
 from iris.state.redis_store import RedisStore
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, gated
-from tests.scale import (
-    across,
-    test_fanout_two_processes,
-    test_turns_processes,
-)
 from tests.scale.conftest import serve_on_redis, socket_url
-from tests.scale.test_cluster import refusal
-from tests.scale.test_data_processes import Process
-from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
+from tests.scale.devices import STREAMING, chat_frames, device, increasing
+from tests.scale.refusals import refusal
 from tests.scale.topologies import REDIS_SERVER, SentinelSetup
 from tests.socket.conftest import TOKEN
 
@@ -86,58 +81,6 @@ def test_the_store_is_the_primary_the_sentinels_name(sentinel: SentinelSetup) ->
     assert primary.get("iris:probe") == "1"
     primary.close()
     store.close()
-
-
-async def test_two_processes_through_sentinel_send_the_same_frames_under_the_same_seqs(
-    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    urls = (two_sockets[0][1], two_sockets[1][1])
-    await test_fanout_two_processes.test_devices_on_both_processes_see_one_log(urls, upstream)
-
-
-async def test_a_device_resumes_on_the_other_process_through_sentinel(
-    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    urls = (two_sockets[0][1], two_sockets[1][1])
-    await test_fanout_two_processes.test_a_device_resumes_on_the_other_process_without_gap_or_duplicate(
-        urls, upstream
-    )
-
-
-async def test_a_stop_on_the_other_process_reaches_the_owner_through_sentinel(
-    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    await test_turns_processes.test_one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner(
-        two_sockets, upstream
-    )
-
-
-async def test_a_killed_owners_turn_is_closed_by_the_survivor_through_sentinel(
-    two_sockets: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    await test_turns_processes.test_a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease(
-        two_sockets, upstream
-    )
-
-
-@pytest.fixture
-def processes(
-    tmp_path: Path, sentinel: SentinelSetup, sentinel_store: dict[str, Any], upstream: FakeUpstream
-) -> Iterator[tuple[Process, Process]]:
-    with across.data_processes(tmp_path, upstream, sentinel, sentinel_store) as both:
-        yield both
-
-
-async def test_stored_responses_background_runs_and_devices_across_processes_through_sentinel(
-    upstream: FakeUpstream, processes: tuple[Process, Process]
-) -> None:
-    await across.data_across_processes(upstream, processes)
-
-
-async def test_two_pollers_for_one_bot_through_sentinel_one_polls_and_the_standby_takes_over(
-    tmp_path: Path, sentinel: SentinelSetup, sentinel_store: dict[str, Any], upstream: FakeUpstream
-) -> None:
-    await across.standby_poller_takes_over(tmp_path, upstream, sentinel, sentinel_store)
 
 
 # Last in the module: the primary it kills stays dead (the replica serves from then on).

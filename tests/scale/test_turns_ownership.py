@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from iris.fanout.framelog import RedisFrameLog
 from iris.fanout.hub import Hub
 from iris.protocol.types import RULES
-from iris.state.framelog import RedisFrameLog
 from iris.state.lease import holder_process
 from iris.state.redis_store import RedisStore
 from iris.surfaces.socket.owners import Owners, orphaned
@@ -21,7 +21,7 @@ from tests.fakes.upstream import FakeUpstream, text
 from tests.scale.conftest import RedisServer
 from tests.socket import conftest as iris_conftest
 from tests.socket.conftest import IrisServer, StartServer
-from tests.socket.test_crash_history import CUT_TURN
+from tests.socket.cut_turns import CUT_TURN
 
 iris_server = iris_conftest.iris_server  # the in-process iris servers, here on one Redis
 

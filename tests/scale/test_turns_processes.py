@@ -14,13 +14,17 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, gated, text
+from tests.scale.across import (
+    LEASE,
+    a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease,
+    closing,
+    one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner,
+)
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.scale.test_fanout_two_processes import STREAMING, chat_frames, device, increasing
-from tests.socket.conftest import TOKEN, Device
+from tests.scale.devices import STREAMING, device
+from tests.socket.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(60)
-
-LEASE = 2  # seconds: a dead owner's turn is closed within this (and a reaper round)
 
 
 @pytest.fixture
@@ -38,90 +42,6 @@ def two(
         display={"platforms": {"iris": {"buffer_threshold": 1}}},
     ) as running:
         yield [(server, socket_url(url)) for server, url in running]
-
-
-def closing(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A turn's closing frames in the log: ``message.stop``, ``error``, ``typing {on:false}``."""
-    kinds = ("message.stop", "error", "typing")
-    return [f for f in frames if f["type"] in kinds and "seq" in f and f.get("on") is not True]
-
-
-async def nothing_more(dev: Device) -> None:
-    """A round trip shows no chat frame was waiting (nothing duplicated after the end)."""
-    await dev.send({"type": "ping"})
-    assert [f["type"] for f in await dev.until("pong")] == ["pong"]
-
-
-async def test_one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner(
-    two: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    (_, a_url), (_, b_url) = two
-    upstream.script(gated("one ", "two ", "three", after=2), gated("fo", "ur", after=1))
-    on_a, on_b = await device(a_url), await device(b_url)
-    await on_a.send({"type": "message.send", "text": "count"})
-    await on_b.until("message.update", text="one two ")
-
-    # A plain message on B while A runs the turn: the same answer as on A.
-    await on_b.send({"type": "message.send", "text": "and me"})
-    refused = await on_b.until("error")
-    assert refused[-1]["code"] == "turn_active"
-    await on_a.send({"type": "message.send", "text": "and me"})
-    assert (await on_a.until("error"))[-1]["code"] == "turn_active"
-
-    # /stop on B interrupts the turn running on A; its closing frames reach both through the log.
-    await on_b.send({"type": "message.send", "text": "/stop"})
-    answer = await on_b.until("command")
-    assert answer[-1]["text"] == "stopped"
-    ended_a, ended_b = closing(await on_a.turn()), closing(await on_b.turn())
-    assert ended_a == ended_b
-    assert [f["type"] for f in ended_a] == ["message.stop", "typing"]
-    assert ended_a[0]["final_text"] == "one two"  # where it was (an interrupted reply is trimmed)
-    assert await asyncio.to_thread(upstream.disconnected.wait, 5)
-
-    # The chat is free on either process; turn.cancel from A stops B's turn the same way.
-    upstream.reset_gate()
-    await on_b.send({"type": "message.send", "text": "go on"})
-    await on_a.until("message.update", text="fo")
-    await asyncio.to_thread(upstream.gate_reached.wait, 5)
-    await on_a.send({"type": "turn.cancel"})
-    ended_a, ended_b = closing(await on_a.turn()), closing(await on_b.turn())
-    assert ended_a == ended_b
-    assert [f["type"] for f in ended_a] == ["message.stop", "typing"]
-    assert ended_a[0]["final_text"] == "fo"
-    assert not any(f.get("code") == "no_turn" for f in on_a.frames)
-    await nothing_more(on_a)
-    await nothing_more(on_b)
-    for dev in (on_a, on_b):
-        await dev.close()
-
-
-async def test_a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease(
-    two: list[tuple[Served, str]], upstream: FakeUpstream
-) -> None:
-    (owner, a_url), (_, b_url) = two
-    upstream.script(gated("The sky ", "is ", "blue", after=2), text("Still blue."))
-    on_a, on_b = await device(a_url), await device(b_url)
-    await on_a.send({"type": "message.send", "text": "what colour is the sky?"})
-    seen = await on_b.until("message.update", text="The sky is ")
-    owner.process.kill()  # kill -9 mid-reply
-    owner.process.wait(10)
-
-    frames = await on_b.turn(within=LEASE + 8)
-    ended = closing(frames)
-    assert [f["type"] for f in ended] == ["message.stop", "error", "typing"]
-    assert ended[0]["final_text"] == "The sky is "  # the text devices were shown
-    assert ended[1]["code"] == "owner_lost"
-    everything = chat_frames(seen + frames)
-    assert increasing(everything)
-    assert sum(f["type"] == "message.stop" for f in everything) == 1
-    await nothing_more(on_b)
-
-    # The survivor runs the chat from here.
-    await on_b.send({"type": "message.send", "text": "sure?"})
-    after = closing(await on_b.turn())
-    assert after[0]["final_text"] == "Still blue."
-    await on_b.close()
-    await on_a.closed()  # its server is gone
 
 
 async def follow(url: str, after_seq: int, within: float) -> list[dict[str, Any]]:
@@ -178,3 +98,15 @@ async def test_redis_restarted_mid_turn_the_turn_ends_and_the_chat_works_again(
     frames = closing(await on_b.turn())
     assert frames[0]["final_text"] == "four"
     await on_b.close()
+
+
+async def test_one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner(
+    two: list[tuple[Served, str]], upstream: FakeUpstream
+) -> None:
+    await one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner(two, upstream)
+
+
+async def test_a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease(
+    two: list[tuple[Served, str]], upstream: FakeUpstream
+) -> None:
+    await a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease(two, upstream)

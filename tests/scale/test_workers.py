@@ -3,38 +3,22 @@ with the SQLite store it refuses in one line."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from openai import OpenAI
 
 from tests.fakes.served import free_port, serve
 from tests.fakes.upstream import FakeUpstream, text
 from tests.scale.conftest import RedisServer
+from tests.scale.workers import ask, sockets, until, workers_of
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def workers_of(parent: int) -> list[int]:
-    """The worker processes of ``iris serve --workers`` (not multiprocessing's helpers)."""
-    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
-    found: list[int] = []
-    for pid in map(int, children):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue  # gone meanwhile
-        if b"multiprocessing.spawn" in command and b"resource_tracker" not in command:
-            found.append(pid)
-    return found
 
 
 def alive(pid: int) -> bool:
@@ -43,31 +27,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
-
-
-def sockets(pid: int, port: int, state: str) -> int:
-    """Sockets of the process ``pid`` on local ``port`` in ``state`` (Linux /proc/net/tcp:
-    "01" established, "0A" listening)."""
-    mine: set[str] = set()
-    with contextlib.suppress(OSError):
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            with contextlib.suppress(OSError):
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    mine.add(target[8:-1])
-    count = 0
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, found, inode = fields[1], fields[3], fields[9]
-        if int(local.split(":")[1], 16) == port and found == state and inode in mine:
-            count += 1
-    return count
-
-
-def until(condition: Callable[[], bool], within: float = 10) -> None:
-    deadline = time.monotonic() + within
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 def refusal(config: Path) -> str:
@@ -82,14 +41,6 @@ def refusal(config: Path) -> str:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     return lines[0]
-
-
-def ask(url: str, prompt: str) -> str:
-    with OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=15) as client:
-        reply = client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": prompt}]
-        )
-    return reply.choices[0].message.content or ""
 
 
 def test_workers_refuse_the_sqlite_store_in_one_line(tmp_path: Path) -> None:

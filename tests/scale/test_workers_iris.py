@@ -11,8 +11,8 @@ import pytest
 from tests.fakes.served import Served, serve
 from tests.fakes.upstream import FakeUpstream, text
 from tests.scale.conftest import RedisServer
-from tests.scale.test_fanout_two_processes import device, essential, increasing
-from tests.scale.test_workers import sockets, until, workers_of
+from tests.scale.devices import device, essential, increasing
+from tests.scale.workers import sockets, until, workers_of
 from tests.socket.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(90)

@@ -17,7 +17,7 @@ from tests.fakes.served import Served, free_port, write_config
 from tests.fakes.upstream import FakeUpstream, text
 from tests.observability.helpers import METRICS, scrape
 from tests.scale.conftest import RedisServer
-from tests.scale.test_workers import ask, sockets, until, workers_of
+from tests.scale.workers import ask, sockets, until, workers_of
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -22,7 +22,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from iris.config import Config
-from iris.server import UVICORN_WS_OPTIONS, build_app
+from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
 from iris.surfaces.socket.endpoint import IrisSurface
 from tests.conftest import MakeConfig
 from tests.fakes import loopback

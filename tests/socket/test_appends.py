@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
+from iris.fanout.framelog import SqliteFrameLog
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import encode_frame
 from iris.protocol import inbound
 from iris.protocol.appends import AppendWriter, Held, extended, held, utf16_len
 from iris.protocol.types import RULES
-from iris.state.framelog import SqliteFrameLog
 from iris.state.sqlite import Store
 from tests.socket.conftest import SERVER_FRAME
-from tests.socket.test_fanout import drain, update
+from tests.socket.fanout_plans import drain, update
 
 # What a browser's ``"…".length`` says for each (UTF-16 code units).
 JS_LENGTH = [

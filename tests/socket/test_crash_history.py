@@ -5,39 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from iris.fanout.hub import Hub
-from iris.protocol.types import RULES
-from iris.state.framelog import SqliteFrameLog
-from iris.state.sessions import SqliteSessions
-from iris.state.sqlite import Store
 from tests.fakes.upstream import FakeUpstream, text
 from tests.socket.conftest import StartServer
+from tests.socket.cut_turns import leave_a_cut_turn
 
 pytestmark = pytest.mark.timeout(30)
 
 STREAMING = {"enabled": True}
-CUT_TURN: list[dict[str, Any]] = [
-    {"type": "message", "message_id": "u1", "role": "user", "text": "what colour is the sky?"},
-    {"type": "typing", "on": True},
-    {"type": "message.start", "message_id": "m1", "role": "assistant"},
-    {"type": "message.update", "message_id": "m1", "text": "The sky is bl"},
-]
-
-
-async def leave_a_cut_turn(path: Path, *, question_saved: bool) -> None:
-    """What a server killed mid-reply leaves: the frames devices saw, and a history that has
-    the question (this server saves it when the turn begins) or nothing (an older one)."""
-    store = Store(path)
-    if question_saved:
-        await SqliteSessions(store).append(
-            "iris:main", [{"role": "user", "content": "what colour is the sky?"}]
-        )
-    Hub(SqliteFrameLog(store, rules=RULES)).publish_all("main", CUT_TURN)
-    store.close()
 
 
 @pytest.mark.parametrize("question_saved", [True, False])

@@ -4,11 +4,8 @@ socket and ``GET /iris/chats``, and revocation seen by a running server."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -23,16 +20,8 @@ from iris.surfaces.socket.chats import TITLE_CHARS, title
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text
 from tests.socket.conftest import TOKEN, WAIT, IrisServer, StartServer
-from tests.socket.test_faults import locked
-
-URL = re.compile(r"^  (http\S+/#token=(\S+))$", re.MULTILINE)
-
-
-@dataclass
-class Ran:
-    code: int
-    out: str
-    err: str
+from tests.socket.locks import locked
+from tests.socket.pairing import URL, iris, pair
 
 
 @pytest.fixture
@@ -41,32 +30,6 @@ def config_file(tmp_path: Path) -> Path:
     path = tmp_path / "config.yaml"
     write_private(path, f"store: {{path: {tmp_path / 'iris.db'}}}\n")  # 0600: no warning
     return path
-
-
-async def iris(config: Path, *args: str) -> Ran:
-    """``iris <args> --config <config>``, the real command in its own process."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "iris.cli",
-        *args,
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(30):
-        out, err = await process.communicate()
-    assert process.returncode is not None
-    return Ran(process.returncode, out.decode(), err.decode())
-
-
-async def pair(config: Path, name: str) -> str:
-    added = await iris(config, "devices", "add", name)
-    assert added.code == 0, added.err
-    found = URL.search(added.out)
-    assert found is not None, added.out
-    return found.group(2)
 
 
 def database_bytes(folder: Path) -> bytes:

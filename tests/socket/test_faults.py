@@ -3,33 +3,18 @@ The device always gets an ``error`` frame and the turn always ends (``typing {on
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tests.fakes.upstream import FakeUpstream, gated, text
-from tests.socket.conftest import IrisServer, StartServer
+from tests.socket.conftest import StartServer
+from tests.socket.locks import locked
 
 STREAMING = {"enabled": True}
 
 
 def types(frames: list[dict[str, Any]]) -> list[str]:
     return [f["type"] for f in frames]
-
-
-@contextlib.contextmanager
-def locked(server: IrisServer, path: Path) -> Iterator[None]:
-    """Another process's write lock on the server's database (readers still get through)."""
-    server.surface.runtime.store.execute("PRAGMA busy_timeout=100")  # fail in 0.1 s, not 5 s
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
 
 
 async def test_a_message_the_log_cannot_take_gets_store_unavailable(

@@ -13,7 +13,7 @@ from iris.state.sessions import SqliteSessions
 from iris.state.sqlite import Store
 from tests.fakes.upstream import FakeUpstream, hold, stream_error, text, tool_call
 from tests.socket.conftest import Device, StartServer
-from tests.socket.test_crash_history import leave_a_cut_turn
+from tests.socket.cut_turns import leave_a_cut_turn
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from iris.fanout.subscription import Subscription
-from iris.surfaces.socket.flood import Budget
+from iris.surfaces.socket.flood import FrameBucket
 from tests.fakes.upstream import FakeUpstream, gated, text
 from tests.socket.conftest import Device, IrisServer, StartServer
 
@@ -128,7 +128,7 @@ async def test_a_flood_gets_one_rate_limited_error_then_4029(iris_server: StartS
 
 
 def test_the_budget_allows_a_burst_then_its_rate() -> None:
-    budget = Budget(rate=20.0, burst=100)
+    budget = FrameBucket(rate=20.0, burst=100)
     assert all(budget.take(0.0) for _ in range(100))
     assert not budget.take(0.0) and not budget.take(0.01) and budget.over == 2
     assert budget.take(0.05) and budget.over == 0  # 1/20 s later: one more frame

@@ -8,9 +8,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from iris.fanout.framelog import SqliteFrameLog
 from iris.fanout.hub import Hub
 from iris.protocol.types import RULES
-from iris.state.framelog import SqliteFrameLog
 from iris.state.sqlite import Store
 from tests.conftest import shared_workspace
 from tests.fakes.upstream import FakeUpstream, error, gated, hold, reasoning, text, tool_call

@@ -7,7 +7,7 @@ import re
 
 import httpx
 
-from iris.server import build_app
+from iris.server.asgi import build_app
 from tests.conftest import MakeConfig
 
 

@@ -44,11 +44,12 @@ from iris.agent.scrubber import finalize
 from iris.config import Config
 from iris.errors import ProviderError, ProviderHTTPError
 from iris.llm.base import Provider, ProviderRequest, RawText
+from iris.llm.local import LOCAL_WINDOW
+from iris.state.sessions import Transcript
 
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW = 32_768
-LOCAL_WINDOW = 2_048
 DEFAULT_RESERVE = 4_096
 DEFAULT_CHARS_PER_TOKEN = 3.0
 RATIO_RANGE = (1.5, 6.0)
@@ -291,6 +292,13 @@ async def summarize(
 
 def summary_message(summary: str) -> dict[str, Any]:
     return {"role": "system", "content": SUMMARY_PREFIX + summary}
+
+
+def history(transcript: Transcript) -> list[dict[str, Any]]:
+    """The history the model sees of a stored transcript: the cut's summary, worded as a
+    message, then the messages kept after it."""
+    head = [summary_message(transcript.summary)] if transcript.summary else []
+    return [*head, *transcript.messages]
 
 
 @dataclass(frozen=True, slots=True)

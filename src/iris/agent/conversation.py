@@ -53,7 +53,7 @@ from typing import Any
 
 from iris.agent.approvals import Approvals
 from iris.agent.attachments import Prepared, without_old_images
-from iris.agent.context import Compaction
+from iris.agent.context import Compaction, history
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
@@ -157,7 +157,7 @@ class Conversation:
         await self.sessions.append(self.session, [user.kept()])
         request = TurnRequest(
             # A burst's messages keep their images until a reply answers them; older ones go.
-            messages=[*without_old_images(transcript.messages), user.message()],
+            messages=[*without_old_images(history(transcript)), user.message()],
             stream=options.stream,
             model=controls.model,
             fit_context=True,
@@ -214,7 +214,7 @@ class Conversation:
         controls = await self.controls()
         head = _head(self.agent)
         _, compaction = await self.agent.compact(
-            [*head, *transcript.messages],
+            [*head, *history(transcript)],
             self.agent.tools.schemas(),
             model=controls.model,
             force=True,
@@ -230,7 +230,7 @@ class Conversation:
         transcript = await self.sessions.transcript(self.session)
         controls = await self.controls()
         budget = self.agent.budget(controls.model)
-        messages = [*_head(self.agent), *transcript.messages]
+        messages = [*_head(self.agent), *history(transcript)]
         used = await budget.count(messages, self.agent.tools.schemas())
         return ContextUse(budget.model, used, budget.window, budget.reserve, controls.last_usage)
 
@@ -245,16 +245,26 @@ class Exchange:
         self.controls = controls  # the chat's, as the turn began
         self.transcript = transcript  # the history the turn was sent, before its question
         self.turn = turn
+        self.unkept: StoreUnavailable | None = None  # why ``keep`` could not keep the reply
 
-    async def keep(self, end: TerminalEvent | None, shown: str = "") -> None:
+    async def keep(self, end: TerminalEvent | None, shown: str = "") -> bool:
         """Keep what the turn left: the cut its compaction made, the messages it added after
-        its question (``kept(end, shown)``), its usage. Raises ``StoreUnavailable`` (logged
-        here) when the reply could not be kept; the other two are logged only."""
-        await self.keep_cut()
-        await self.keep_reply(end, shown)
-        await self.keep_usage(end)
+        its question (``kept(end, shown)``), its usage. Returns whether the reply was kept:
+        when the store refused it, that is logged here (once, as an error), the failure is
+        ``unkept`` and the usage is not recorded; the cut's and the usage's failures are
+        logged only. Every surface calls it once, after the turn."""
+        await self._keep_cut()
+        chat = self.chat
+        try:
+            await chat.sessions.append(chat.session, kept(end, shown))
+        except StoreUnavailable as exc:
+            log.error("reply of %s not kept: %s", chat.session, exc.message)
+            self.unkept = exc
+            return False
+        await self._keep_usage(end)
+        return True
 
-    async def keep_cut(self) -> None:
+    async def _keep_cut(self) -> None:
         """Record what the turn's compaction replaced, so the next turn starts from it."""
         compaction = self.turn.compaction
         if compaction is None:
@@ -266,16 +276,7 @@ class Exchange:
         except StoreUnavailable as exc:  # the next turn compacts again: nothing is lost
             log.warning("compaction of %s not kept: %s", chat.session, exc.message)
 
-    async def keep_reply(self, end: TerminalEvent | None, shown: str = "") -> None:
-        """Add the turn's messages after its question (raises ``StoreUnavailable``)."""
-        chat = self.chat
-        try:
-            await chat.sessions.append(chat.session, kept(end, shown))
-        except StoreUnavailable as exc:
-            log.error("reply of %s not kept: %s", chat.session, exc.message)
-            raise
-
-    async def keep_usage(self, end: TerminalEvent | None) -> None:
+    async def _keep_usage(self, end: TerminalEvent | None) -> None:
         """Record the usage of a finished turn, for ``/status``."""
         if not isinstance(end, TurnEnded):
             return

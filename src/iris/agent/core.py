@@ -62,7 +62,6 @@ from iris.agent.context import (
 from iris.agent.history import MARK
 from iris.agent.round import CallStream, RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
-from iris.agent.surrogates import clean_value
 from iris.agent.tools import (
     CALL_CHAT,
     ToolRegistry,
@@ -95,6 +94,7 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
+from iris.formats.surrogates import clean_value
 from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
 from iris.observability import TurnWatch
 from iris.tasks import OpenGroup

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from iris.agent.scrubber import ThinkScrubber
-from iris.agent.surrogates import SurrogateMender, clean
 from iris.events import Event, ReasoningDelta, TextDelta, ToolCallDelta
+from iris.formats.surrogates import SurrogateMender, clean
 from iris.llm.base import RawDelta, RawLimit, RawReasoning, RawText, RawToolCall, RawUsage
 
 

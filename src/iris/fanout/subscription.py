@@ -36,8 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from iris.agent.surrogates import clean
 from iris.fanout.rules import Body, DeviceWriter, Frame, FrameRules
+from iris.formats.surrogates import clean
 from iris.observability import metrics
 
 if TYPE_CHECKING:

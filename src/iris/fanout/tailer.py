@@ -34,9 +34,10 @@ from typing import cast
 from redis.crc import key_slot
 
 from iris.errors import StoreUnavailable
+from iris.fanout.framelog import Entry, RedisFrameLog
 from iris.fanout.hub import Hub
-from iris.state.framelog import Entry, RedisFrameLog
 from iris.state.redis_store import RedisStore, Retry, stop_if_cancelled, translated
+from iris.tasks import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class Tailer:
         self.per_slot = store.mode == "cluster"
         # Cluster: slot -> its group's read; ``_changed`` wakes the loop that starts them.
         self._groups: dict[int, _SlotGroup] = {}
+        self._reads = Supervisor()  # the groups' reads, ended with the tailer's run
         self._slots: dict[str, int] = {}
         self._changed = asyncio.Event()
         hub.on_follow = self._follow
@@ -115,14 +117,11 @@ class Tailer:
                     if slot not in self._groups:
                         group = _SlotGroup(self, slot, chat_id)
                         self._groups[slot] = group
-                        group.task = asyncio.create_task(group.run(), name=f"iris-tailer-{slot}")
+                        self._reads.create_task(group.run(), name=f"iris-tailer-{slot}")
                 await self._changed.wait()
         finally:
-            tasks = [g.task for g in self._groups.values() if g.task is not None]
             self._groups.clear()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._reads.close()
 
     def _ended(self, group: _SlotGroup) -> None:
         if self._groups.get(group.slot) is group:
@@ -162,7 +161,6 @@ class _SlotGroup:
         # Named after the chat that opened the group: its tag puts the key in this slot.
         self.wake_key = tailer.log.key(first_chat, f"wake:{tailer.store.process_id}")
         self.wake_id = "0-0"
-        self.task: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         tailer = self.tailer

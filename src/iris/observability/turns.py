@@ -26,7 +26,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from iris.errors import ProviderHTTPError, ProviderTimeout, StreamingRejected
 from iris.events import Event, ToolEnded, ToolStarted, TurnEnded, TurnFailed
 from iris.observability import metrics, tracing
+from iris.private import private_key
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -50,17 +50,9 @@ KEY_FILE = "log-hash.key"
 def use_hash_key(directory: Path) -> None:
     """Hash ids under the key in ``directory`` (made once, private), shared by every process
     that keeps its store there."""
-    path = directory / KEY_FILE
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            key = path.read_bytes()
-        else:
-            key = secrets.token_bytes(32)
-            with os.fdopen(fd, "wb") as file:
-                file.write(key)
+        key = private_key(directory / KEY_FILE)
     except OSError as exc:
         log.warning("log ids hash under a key of this process only: %s", exc)
         return

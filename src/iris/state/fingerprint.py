@@ -64,3 +64,20 @@ def check_fingerprint(store: RedisStore, config: Config) -> None:
             f"{', '.join(differ)} differ; give this one its own store.prefix, or the same "
             f"settings (after changing them on every process, DEL {key})"
         )
+
+
+def shared_store(config: Config) -> RedisStore | None:
+    """The Redis every process shares (``store.url`` / ``store.mode``), checked; None
+    without one."""
+    if not config.store.shared:
+        return None
+    shared = None
+    try:
+        shared = RedisStore.configured(config.store)
+        shared.check()  # unusable: one line and a non-zero exit, before serving anything
+        check_fingerprint(shared, config)  # one deployment per prefix
+    except BaseException:
+        if shared is not None:
+            shared.close()
+        raise
+    return shared

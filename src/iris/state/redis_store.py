@@ -47,7 +47,7 @@ from iris.errors import StoreUnavailable
 from iris.observability import metrics
 
 if TYPE_CHECKING:
-    from iris.config import Config, StoreConfig
+    from iris.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -409,25 +409,6 @@ def _blocking_client(url: str, timeout: float, most: int) -> redis.asyncio.Redis
             url, **_bounded(timeout, read=None, most=most)
         )
     )
-
-
-def shared_store(config: Config) -> RedisStore | None:
-    """The Redis every process shares (``store.url`` / ``store.mode``), checked; None
-    without one."""
-    if not config.store.shared:
-        return None
-    from iris.state.fingerprint import check_fingerprint  # it imports this module
-
-    shared = None
-    try:
-        shared = RedisStore.configured(config.store)
-        shared.check()  # unusable: one line and a non-zero exit, before serving anything
-        check_fingerprint(shared, config)  # one deployment per prefix
-    except BaseException:
-        if shared is not None:
-            shared.close()
-        raise
-    return shared
 
 
 @contextlib.contextmanager

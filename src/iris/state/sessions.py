@@ -37,7 +37,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from iris.agent.context import summary_message
 from iris.state.redis_store import RedisStore, translated
 from iris.state.sqlite import Store, transaction
 
@@ -61,16 +60,20 @@ CREATE INDEX IF NOT EXISTS session_cuts_by_session ON session_cuts (session);
 
 @dataclass
 class Transcript:
-    """The history the model sees, with where each message sits in the store."""
+    """The history after the last cut: the cut's summary (its text; the agent words the
+    message the model sees, ``agent.context.history``) and the messages kept after it, with
+    where each sits in the store."""
 
     messages: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    positions: list[int | None] = field(default_factory=list[int | None])  # None: the summary
+    positions: list[int] = field(default_factory=list[int])
     start: int = 0  # the cut it starts after
+    summary: str = ""  # the cut's summary of what came before it (empty: none)
 
     def cut_after(self, replaced: int) -> int:
-        """The store position that ends the first ``replaced`` messages."""
-        kept = [p for p in self.positions[:replaced] if p is not None]
-        return max([self.start, *kept])
+        """The store position that ends the first ``replaced`` messages of the history the
+        model saw (the summary's message first, when there is a summary)."""
+        kept = self.positions[: replaced - 1] if self.summary else self.positions[:replaced]
+        return max([self.start, *kept]) if replaced > 0 else self.start
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +110,7 @@ def assembled(start: int, summary: str, pairs: list[tuple[int, dict[str, Any]]])
     # Never start a history in the middle of a tool exchange.
     while pairs and pairs[0][1].get("role") == "tool":
         pairs = pairs[1:]
-    transcript = Transcript(start=start)
-    if summary:
-        transcript.messages.append(summary_message(summary))
-        transcript.positions.append(None)
+    transcript = Transcript(start=start, summary=summary)
     transcript.messages += [message for _, message in pairs]
     transcript.positions += [pos for pos, _ in pairs]
     return transcript

@@ -30,6 +30,7 @@ from iris.agent.mcp.results import parameters
 from iris.agent.sandbox import Unavailable, Workspaces, prepare
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
 from iris.config import Config, McpServerConfig
+from iris.tasks import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +58,17 @@ class McpServers:
             if server.enabled
         }
         self._offered: dict[str, list[str]] = {}  # server → its tools' names in the registry
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = Supervisor()  # each connection's run, from start to aclose
+        self._started = False
         self._change = asyncio.Event()  # set (and replaced) whenever a server changed
 
     async def start(self) -> None:
         """Start every server; return once each connected or failed once (bounded)."""
-        if self._tasks or not self.connections:
+        if self._started or not self.connections:
             return
+        self._started = True
         for name, connection in self.connections.items():
-            self._tasks.append(asyncio.create_task(connection.run(), name=f"mcp {name}"))
+            self._tasks.create_task(connection.run(), name=f"mcp {name}")
         bound = max(c.config.connect_timeout for c in self.connections.values()) + 1.0
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(bound):
@@ -73,15 +76,10 @@ class McpServers:
                     await connection.attempted.wait()
 
     async def aclose(self) -> None:
-        tasks, self._tasks = self._tasks, []
+        self._started = False
         for connection in self.connections.values():
             connection.stop()
-        if not tasks:
-            return
-        _, late = await asyncio.wait(tasks, timeout=STOP_WAIT)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close(STOP_WAIT)
 
     async def wait_until(self, ready: Callable[[], bool]) -> None:
         """Until ``ready()`` holds, checked after each change of a server (state, tools)."""

@@ -41,9 +41,9 @@ from starlette.types import Message, Receive, Scope, Send
 from iris.agent.approvals import Decision
 from iris.agent.core import TurnRequest
 from iris.agent.history import kept
+from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
-from iris.guard import client_address
 from iris.runtime import Runtime
 from iris.state.background import SharedRuns
 from iris.state.conversations import Conversations, conversations_for
@@ -695,7 +695,7 @@ class ApiSurface:
             return
         guard, address = self.runtime.guard, client_address(request.scope)
         wait = guard.refused(address, "api")
-        if wait is not None:  # guessing: too many wrong keys from this address (iris.guard)
+        if wait is not None:  # guessing: too many wrong keys from this address (iris.auth_throttle)
             raise ApiError(
                 429,
                 "Too many failed authentications from this address; retry later.",

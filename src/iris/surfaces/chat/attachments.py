@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from iris.agent.attachments import File, Transcriber, prepare
 from iris.agent.conversation import UserMessage
 from iris.config import Config
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     Attachment,
     ChatPlatform,
     FilePlatform,

@@ -50,8 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from iris.config import Rate
-from iris.surfaces.chat.platform import RateBudget
+from iris.config import BUDGET_MARGIN, Rate
 
 Priority = Literal["final", "first", "preview"]
 # What a call does, as the adapter's ``draws`` knows it: a new message, an edit, a typing
@@ -88,6 +87,35 @@ def whole_chat(chat_id: str, thread: Mapping[str, str]) -> str:
 def kinds(draws: CallKind | Draws) -> Draws:
     """One kind or several, as a tuple."""
     return draws if isinstance(draws, tuple) else (draws,)
+
+
+@dataclass(frozen=True, slots=True)
+class RateBudget:
+    """A platform's budget: at most ``capacity`` calls in any ``per_seconds`` window.
+
+    Per chat/channel, sends and edits share it (``throttle.Throttle`` enforces it as a token
+    bucket refilled evenly at ``capacity / (per_seconds + margin)``); a bot-wide one is a
+    ``budget.Limit``. ``margin`` widens the window Iris paces by: the platform counts calls
+    when they arrive, and a call can take longer to arrive than the one after it."""
+
+    capacity: int
+    per_seconds: float
+    margin: float = BUDGET_MARGIN
+
+    @property
+    def window(self) -> float:
+        """The window Iris counts calls in: the platform's, plus the margin."""
+        return self.per_seconds + self.margin
+
+    @property
+    def spacing(self) -> float:
+        """Seconds between two calls sent at the budget's pace (margin included)."""
+        return self.window / self.capacity
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two calls as the platform counts them (no margin)."""
+        return self.per_seconds / self.capacity
 
 
 def rate_budget(rate: Rate) -> RateBudget:

@@ -27,7 +27,6 @@ that edits too. A chat the platform closed (``ChatClosed``) gets nothing more of
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
@@ -44,7 +43,7 @@ from iris.events import (
     TurnFailed,
 )
 from iris.observability import metrics
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     ChatClosed,
     ChatPlatform,
     Native,
@@ -61,17 +60,9 @@ from iris.surfaces.chat.prompts import (
     SendPart,
     SendPrompt,
 )
-from iris.surfaces.chat.reply import Action, Delete, Draft, Edit, Reply, Send
+from iris.surfaces.chat.reply import Action, Delete, Draft, Edit, Send
 from iris.surfaces.chat.throttle import Throttle
-from iris.surfaces.chat.transport import (
-    STREAM_APPEND_MAX,
-    DraftTransport,
-    EditTransport,
-    StreamTransport,
-    Transport,
-    can_delete,
-    unquoted,
-)
+from iris.surfaces.chat.transport import StreamTransport, plan_for, unquoted
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.driver import Clock, Sleep, drive, loop_clock
 
@@ -107,38 +98,17 @@ class StreamConsumer:
         self.clock = clock
         self.sleep = sleep
         self._drafts_refused = False
-        caps = platform.capabilities
-        self.transport: Transport
-        match None if native is None else native.kind:
-            case "draft":
-                self.transport = DraftTransport(
-                    platform, chat_id, self.thread, can_stop=display.can_stop
-                )
-                self.reply = Reply(
-                    caps,
-                    display,
-                    preview=streaming,
-                    mode="draft",
-                    draws=self.transport.draws,
-                    first_draft=first_draft,
-                )
-            case "stream":
-                self.transport = StreamTransport(platform, chat_id, self.thread)
-                caps = dataclasses.replace(caps, max_length=min(caps.max_length, STREAM_APPEND_MAX))
-                self.reply = Reply(
-                    caps, display, preview=streaming, mode="stream", draws=self.transport.draws
-                )
-            case None if blocks(caps.can_edit, display) and streaming:
-                self.transport = EditTransport(platform, chat_id, self.thread, quote or unquoted)
-                self.reply = Reply(caps, display, preview=True, mode="blocks")
-            case None:
-                self.transport = EditTransport(platform, chat_id, self.thread, quote or unquoted)
-                streaming = streaming and display.transport != "final"
-                deletes = can_delete(platform)
-                fresh = display.fresh_final_after if deletes else 0.0
-                self.reply = Reply(
-                    caps, display, preview=streaming, fresh_after=fresh, deletes=deletes
-                )
+        self.transport, self.reply = plan_for(
+            platform,
+            chat_id,
+            self.thread,
+            display=display,
+            streaming=streaming,
+            native=native,
+            first_draft=first_draft,
+            quote=quote or unquoted,
+        )
+        caps = self.reply.caps
         self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )
@@ -313,25 +283,31 @@ class StreamConsumer:
                 # Answered, failed or timed out: the call's slot also counts from now.
                 self.throttle.answered(self.clock())
 
+    async def _deliver(self, action: Action) -> None:
+        """Make ``action``'s platform call; the reply hears that it landed."""
+        reply, throttle = self.reply, self.throttle
+        match action:
+            case Send():
+                message_id = await self.transport.send(action)
+                reply.landed(action, throttle, message_id)
+            case Edit():
+                await self.transport.edit(action)
+                reply.landed(action, throttle)
+            case Draft():
+                await self.transport.draft(action)
+                reply.landed(action, throttle)
+            case Delete():
+                await self.transport.delete(action)
+                reply.landed(action, throttle)
+            case _:
+                assert_never(action)
+
     async def _call(self, action: Action) -> None:
+        """``_deliver``, with the platform's answer told to the reply whatever it is."""
         reply, throttle = self.reply, self.throttle
         status = "cancelled"  # of this call, for iris_chat_platform_calls
         try:
-            match action:
-                case Send():
-                    message_id = await self.transport.send(action)
-                    reply.landed(action, throttle, message_id)
-                case Edit():
-                    await self.transport.edit(action)
-                    reply.landed(action, throttle)
-                case Draft():
-                    await self.transport.draft(action)
-                    reply.landed(action, throttle)
-                case Delete():
-                    await self.transport.delete(action)
-                    reply.landed(action, throttle)
-                case _:
-                    assert_never(action)
+            await self._deliver(action)
             status = "ok"
         except ChatClosed as exc:
             status = "closed"
@@ -376,11 +352,3 @@ class StreamConsumer:
             reply.failed(action, throttle, self.clock(), maybe_landed=False)
         finally:
             metrics.chat_call(self.platform.name, type(action).__name__.lower(), status)
-
-
-def blocks(can_edit: bool, display: ResolvedDisplay) -> bool:
-    """Does a streamed reply go out in blocks? Where the platform cannot edit, unless the
-    transport says ``final``; anywhere it says ``blocks``."""
-    if display.transport == "blocks":
-        return True
-    return not can_edit and display.transport != "final"

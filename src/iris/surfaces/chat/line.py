@@ -19,7 +19,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from iris.limits import TurnLimiter, TurnSlot
+from iris.turn_slots import TurnLimiter, TurnSlot
 
 
 class Place:

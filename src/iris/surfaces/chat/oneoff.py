@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Mapping
 
 from iris.observability import metrics
-from iris.surfaces.chat.platform import ChatPlatform, PlatformRateLimited
+from iris.surfaces.chat.platforms.base import ChatPlatform, PlatformRateLimited
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.driver import Clock, Sleep, loop_clock
 

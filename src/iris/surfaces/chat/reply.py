@@ -96,7 +96,7 @@ from iris.segments import (
 )
 from iris.surfaces.chat.blocks import CORRECTION, INTERRUPTED, block_end
 from iris.surfaces.chat.budget import Draws, Priority
-from iris.surfaces.chat.platform import Capabilities, Task
+from iris.surfaces.chat.platforms.base import Capabilities, Task
 from iris.surfaces.chat.progress import ToolLines
 from iris.surfaces.chat.splitter import measure, split
 from iris.surfaces.chat.throttle import CallKind, Throttle

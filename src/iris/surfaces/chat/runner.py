@@ -2,14 +2,15 @@
 
 ``ChatSurface`` connects every enabled platform and handles its messages:
 
-- in a group, channel or thread only a message addressed to the bot counts
-  (``platforms.<name>.groups``, ``_addressed``): one that mentions it, replies to one of its
+- admission (``admission``): in a group, channel or thread only a message addressed to the
+  bot counts (``platforms.<name>.groups``): one that mentions it, replies to one of its
   messages or is a command with its name, or any follow-up in a thread the bot answered in
   (unless ``strict_mention``); ``respond: all`` and ``free_channels`` answer everything.
   Anything else is ignored, strangers included. Private chats always answer.
 - only ``platforms.<name>.allowed_users`` reach the agent (by user id, or by user name with or
   without ``@``); anyone else gets a short refusal, at most once per ``REFUSAL_EVERY`` seconds,
-  and nothing else happens. An empty list allows nobody.
+  and nothing else happens. An empty list allows nobody. A message over ``max_text`` is
+  refused whole, with a note.
 - one session per conversation: a chat, or a thread within it (Telegram forum topic, Slack
   thread, Discord thread: ``conversation_key``); a new thread starts empty, ``/new`` in a
   thread resets that thread only, and every call of its reply carries its thread.
@@ -65,23 +66,23 @@ from typing import Any, Literal, cast
 from starlette.routing import BaseRoute
 
 from iris.agent.approvals import Decision
-from iris.agent.conversation import Conversation, Exchange, TurnOptions, UserMessage
+from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
-from iris.limits import TurnSlot
 from iris.observability import metrics
 from iris.runtime import Runtime
 from iris.state.controls import Controls
 from iris.state.prompts import SharedPrompts
 from iris.state.threads import threads_for
 from iris.surfaces.actions import CommandTarget, execute
+from iris.surfaces.chat.admission import Refusals, addressed, allowed, too_long
 from iris.surfaces.chat.attachments import gather
 from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.line import Line, Place
 from iris.surfaces.chat.oneoff import send_once
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
     IncomingMessage,
     PlatformError,
@@ -102,19 +103,16 @@ from iris.surfaces.chat.transport import choose
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
 from iris.tasks import OpenGroup, logged
+from iris.turn_slots import TurnSlot
 
 log = logging.getLogger(__name__)
 
 PlatformFactory = Callable[[Config], ChatPlatform]
 
-REFUSAL = "Sorry, this bot is private. Your user id is {user_id}."
-REFUSAL_EVERY = 600.0
 BUSY = "Busy right now, please try again in a moment."
 QUEUED = "⏳ Queued ({ahead} ahead of you): I'll answer as soon as it's your turn."
 # Seconds a message waits in line (typing shown) before the queued note.
 QUEUED_AFTER = 3.0
-TOO_LONG = "⚠️ That message is {length} characters; the limit is {most}. Please send less."
-_REFUSED_MEMORY = 10_000
 # Throttles of chats kept at most, by seat (the least recently used go first: by then their
 # budget has long refilled; a conversation keeps its own).
 _THROTTLES_KEPT = 10_000
@@ -127,7 +125,7 @@ _STOP_GRACE = 5.0
 def _adapter(module: str, cls: str) -> PlatformFactory:
     # Imported when enabled only: each adapter pulls in its platform's client library.
     def build(config: Config) -> ChatPlatform:
-        adapter = getattr(importlib.import_module(f"iris.surfaces.chat.{module}"), cls)
+        adapter = getattr(importlib.import_module(f"iris.surfaces.chat.platforms.{module}"), cls)
         return cast(ChatPlatform, adapter(getattr(config.platforms, module)))
 
     return build
@@ -185,12 +183,12 @@ class ChatSurface:
         self.runtime = runtime
         self.platforms = platforms if platforms is not None else build_platforms(runtime.config)
         for platform in self.platforms:
-            if hasattr(platform, "deliveries"):  # a redelivery is answered once, by any process
-                cast(WebhookPlatform, platform).deliveries = runtime.deliveries
+            if isinstance(platform, WebhookPlatform):  # a redelivery is answered once, anywhere
+                platform.deliveries = runtime.deliveries
         self._conversations: dict[str, _Conversation] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
         self._group = OpenGroup()  # from start to stop
-        self._refused: dict[tuple[str, str], float] = {}
+        self._refusals = Refusals()
         # (platform, seat) -> the throttle of a chat that has no conversation (yet).
         self._throttles: OrderedDict[tuple[str, str], Throttle] = OrderedDict()
         self._connected: list[ChatPlatform] = []
@@ -214,16 +212,14 @@ class ChatSurface:
         """The webhooks of the platforms that receive by webhook (WhatsApp)."""
         routes: list[BaseRoute] = []
         for platform in self.platforms:
-            webhook = getattr(platform, "routes", None)
-            if callable(webhook):
-                routes.extend(cast(Callable[[], list[BaseRoute]], webhook)())
+            if isinstance(platform, WebhookPlatform):
+                routes.extend(platform.routes())
         return routes
 
     async def start(self) -> None:
         await self._group.open()
         for platform in self.platforms:
-            webhook = callable(getattr(platform, "routes", None))
-            if self.runtime.shared is None or webhook:
+            if self.runtime.shared is None or isinstance(platform, WebhookPlatform):
                 await self._connect(platform)
             else:
                 await self._poll(platform)
@@ -319,7 +315,9 @@ class ChatSurface:
             return
         if not message.text.strip() and not message.attachments:
             return
-        if not self._addressed(platform.name, message):
+        settings = getattr(self.runtime.config.platforms, platform.name)
+        known = self._conversations.get(conversation_key(message))
+        if not addressed(settings, message, known is not None and known.answered):
             if self._follow_up(platform.name, message):
                 # A thread this process has not seen the bot answer in: the store may know
                 # (answered before a restart, or through another process).
@@ -327,7 +325,7 @@ class ChatSurface:
                 return
             log.debug("%s: not addressed to the bot in %s: ignored", platform.name, message.chat_id)
             return
-        if not self._allowed(platform.name, message):
+        if not allowed(settings, message):
             self._spawn(self._refuse(platform, message))
             return
         conversation = self._conversation(message)
@@ -335,9 +333,8 @@ class ChatSurface:
         if command is not None:
             self._spawn(self._command(platform, message, conversation, command))
             return
-        most = getattr(self.runtime.config.platforms, platform.name).max_text
-        if len(message.text) > most:  # refused whole, as the iris socket does: no model call
-            note = TOO_LONG.format(length=len(message.text), most=most)
+        note = too_long(settings, message)
+        if note is not None:  # refused whole, as the iris socket does: no model call
             self._spawn(self._send_once(platform, message, conversation, note))
             return
         conversation.latest += 1
@@ -346,7 +343,7 @@ class ChatSurface:
         # the others in its history (finding 3 of the second hardening pass: a flood made one
         # model request per message). A message in a quiet chat runs at once.
         now = time.monotonic()
-        debounce = getattr(self.runtime.config.platforms, platform.name).debounce
+        debounce = settings.debounce
         settle = debounce > 0 and (
             now - conversation.arrived < debounce or conversation.turn is not None
         )
@@ -387,7 +384,7 @@ class ChatSurface:
         shown = (platform.name, message.chat_id, message.message_id)
         if prompt is None or (prompt.platform, prompt.chat_id, prompt.message_id) != shown:
             pass
-        elif not self._allowed(platform.name, message):
+        elif not allowed(getattr(self.runtime.config.platforms, platform.name), message):
             log.warning(
                 "approval press by %s user %s (%s) refused: not allowed",
                 platform.name,
@@ -435,22 +432,6 @@ class ChatSurface:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _addressed(self, name: str, message: IncomingMessage) -> bool:
-        """Is the message for the bot (``platforms.<name>.groups``)? Private chats always are.
-
-        A follow-up in a thread the bot answered in (or that hangs from one of its messages)
-        needs no mention unless ``strict_mention``: several bots in one thread each see only
-        what names them."""
-        groups = getattr(getattr(self.runtime.config.platforms, name), "groups", None)
-        if not message.is_group or message.addressed or groups is None:  # WhatsApp: no groups
-            return True
-        if groups.respond == "all" or message.chat_id in groups.free_channels:
-            return True
-        if groups.strict_mention or not message.thread:
-            return False
-        conversation = self._conversations.get(conversation_key(message))
-        return message.bot_thread or (conversation is not None and conversation.answered)
-
     def _follow_up(self, name: str, message: IncomingMessage) -> bool:
         """Could an unaddressed message be a follow-up in a thread the bot answered in, which
         only the store remembers (``threads``)?"""
@@ -484,33 +465,13 @@ class ChatSurface:
         except StoreUnavailable as exc:
             log.warning("%s: not kept as answered: %s", conversation.chat.session, exc.message)
 
-    def _allowed(self, name: str, message: IncomingMessage) -> bool:
-        """By user id; by user name (``@`` optional, any case) only with ``match_usernames``:
-        a name can be given up and taken by someone else, an id cannot."""
-        settings = getattr(self.runtime.config.platforms, name)
-        allowed: list[str | int] = settings.allowed_users
-        # WhatsApp has no ``match_usernames``: its profile names are anyone's to choose.
-        by_name = bool(getattr(settings, "match_usernames", False))
-        handle = message.user_name.lstrip("@").lower() if by_name else ""
-        for entry in allowed:
-            text = str(entry)
-            if text == message.user_id or (handle and text.lstrip("@").lower() == handle):
-                return True
-        return False
-
     async def _refuse(self, platform: ChatPlatform, message: IncomingMessage) -> None:
-        key = (platform.name, message.user_id)
-        now = time.monotonic()
-        if now - self._refused.get(key, float("-inf")) < REFUSAL_EVERY:
+        refusal = self._refusals.due(platform.name, message.user_id, time.monotonic())
+        if refusal is None:
             return
-        if len(self._refused) > _REFUSED_MEMORY:
-            # Strangers are unbounded; only the recent ones need remembering.
-            self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSAL_EVERY}
-        self._refused[key] = now
         log.warning("refused %s user %s (%s)", platform.name, message.user_id, message.user_name)
         # In a group the chat may have a conversation of allowed users: share its budget.
         conversation = self._conversations.get(conversation_key(message))
-        refusal = REFUSAL.format(user_id=message.user_id)
         await self._say(platform, message, conversation, refusal, "refusal")
 
     async def _handle(
@@ -711,38 +672,15 @@ class ChatSurface:
         sequence: int,
     ) -> None:
         """Run the turn for ``user`` and deliver it; keep what it leaves in the history."""
-        config = self.runtime.config
         name = cast(Surface, platform.name)
-        display = config.display_for(name)
         refused: StoreUnavailable | None = None
         try:  # the chat's /model and /reasoning, wherever they were sent (a shared store)
             controls = await chat.controls()
         except StoreUnavailable as exc:  # the turn cannot start: said below, like any failure
             controls, refused = Controls(), exc
-        display = display.model_copy(
-            update={"show_reasoning": controls.reasoning(display.show_reasoning)}
-        )
-        streaming = config.streams(name)
-        throttle = self._throttle(platform, message, conversation)
-        native = None
-        if streaming and not conversation.native_refused:
-            native = choose(platform, message, display.transport)
-        consumer = StreamConsumer(
-            platform,
-            message.chat_id,
-            display=display,
-            streaming=streaming,
-            throttle=throttle,
-            thread=message.thread,
-            native=native,
-            first_draft=conversation.next_draft,
-            # Once a newer message overtook this one, the reply's messages say what they answer.
-            quote=lambda: message.message_id if sequence != conversation.latest else "",
-            prompts=self.prompts,
-            session=chat.session,
-        )
+        consumer = self._consumer(platform, message, conversation, chat, controls, sequence)
         options = TurnOptions(
-            stream=streaming,
+            stream=self.runtime.config.streams(name),
             metadata={
                 "surface": "chat",
                 "platform": name,
@@ -770,18 +708,45 @@ class ChatSurface:
             conversation.turn = conversation.consumer = None
             conversation.next_draft = consumer.next_draft
             conversation.native_refused |= consumer.native_refused
-        await self._keep_compaction(exchange)
-        try:
-            # A turn whose stream broke has no record of its own: the reply as the user saw it.
-            await exchange.keep_reply(outcome, consumer.reply.cut_text)
-        except StoreUnavailable:  # logged by the conversation; the reply was delivered
-            return
-        await exchange.keep_usage(outcome)
+        # A turn whose stream broke has no record of its own: the reply as the user saw it.
+        # One not kept is logged by the conversation; the user has it in the chat already.
+        await exchange.keep(outcome, consumer.reply.cut_text)
 
-    async def _keep_compaction(self, exchange: Exchange) -> None:
-        """The turn's first keep: the cut its compaction made (``Exchange.keep_cut``); if this
-        breaks, the turn crashed, and its history keeps the question alone."""
-        await exchange.keep_cut()
+    def _consumer(
+        self,
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        conversation: _Conversation,
+        chat: Conversation,
+        controls: Controls,
+        sequence: int,
+    ) -> StreamConsumer:
+        """What writes the turn's reply in the chat, as the platform's display settings and
+        the chat's controls say."""
+        config = self.runtime.config
+        name = cast(Surface, platform.name)
+        display = config.display_for(name)
+        display = display.model_copy(
+            update={"show_reasoning": controls.reasoning(display.show_reasoning)}
+        )
+        streaming = config.streams(name)
+        native = None
+        if streaming and not conversation.native_refused:
+            native = choose(platform, message, display.transport)
+        return StreamConsumer(
+            platform,
+            message.chat_id,
+            display=display,
+            streaming=streaming,
+            throttle=self._throttle(platform, message, conversation),
+            thread=message.thread,
+            native=native,
+            first_draft=conversation.next_draft,
+            # Once a newer message overtook this one, the reply's messages say what they answer.
+            quote=lambda: message.message_id if sequence != conversation.latest else "",
+            prompts=self.prompts,
+            session=chat.session,
+        )
 
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:

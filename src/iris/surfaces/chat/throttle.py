@@ -31,8 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from iris.surfaces.chat.budget import Draws, Priority, Seat
-from iris.surfaces.chat.platform import RateBudget
+from iris.surfaces.chat.budget import Draws, Priority, RateBudget, Seat
 
 CallKind = Literal["send", "edit"]
 

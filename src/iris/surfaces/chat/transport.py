@@ -29,14 +29,16 @@ start, append or stop on the stream methods' budget, a message that left streami
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
+from iris.config import ResolvedDisplay
 from iris.config import Transport as TransportSetting
 from iris.surfaces.chat.budget import Draws
-from iris.surfaces.chat.platform import (
+from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
     DraftPlatform,
     IncomingMessage,
@@ -48,7 +50,7 @@ from iris.surfaces.chat.platform import (
     StreamPlatform,
     Task,
 )
-from iris.surfaces.chat.reply import Delete, Draft, Edit, Send, plain_draws
+from iris.surfaces.chat.reply import Delete, Draft, Edit, Reply, Send, plain_draws
 
 log = logging.getLogger(__name__)
 
@@ -277,3 +279,58 @@ def _statuses(tasks: tuple[Task, ...] | list[Task]) -> dict[str, tuple[str, str]
 def _shown(task: Task) -> tuple[str, str]:
     """What a timeline shows of a task: a new status or progress note is a change."""
     return task.status, task.details
+
+
+def blocks(can_edit: bool, display: ResolvedDisplay) -> bool:
+    """Does a streamed reply go out in blocks? Where the platform cannot edit, unless the
+    transport says ``final``; anywhere it says ``blocks``."""
+    if display.transport == "blocks":
+        return True
+    return not can_edit and display.transport != "final"
+
+
+def plan_for(
+    platform: ChatPlatform,
+    chat_id: str,
+    thread: Mapping[str, str],
+    *,
+    display: ResolvedDisplay,
+    streaming: bool,
+    native: Native | None = None,
+    first_draft: int = 1,
+    quote: Callable[[], str] = unquoted,
+) -> tuple[Transport, Reply]:
+    """The transport and the reply plan for one reply in one chat, chosen once from the
+    platform's capabilities, the chat's native kind (``choose``) and the display settings:
+    a Telegram draft, a Slack stream, blocks where the platform cannot edit (or
+    ``transport: blocks``), else edits (a preview growing in place, unless streaming is off
+    or ``transport: final``; fresh final and deletes where the platform deletes)."""
+    caps = platform.capabilities
+    match None if native is None else native.kind:
+        case "draft":
+            transport = DraftTransport(platform, chat_id, thread, can_stop=display.can_stop)
+            reply = Reply(
+                caps,
+                display,
+                preview=streaming,
+                mode="draft",
+                draws=transport.draws,
+                first_draft=first_draft,
+            )
+            return transport, reply
+        case "stream":
+            stream = StreamTransport(platform, chat_id, thread)
+            caps = dataclasses.replace(caps, max_length=min(caps.max_length, STREAM_APPEND_MAX))
+            return stream, Reply(
+                caps, display, preview=streaming, mode="stream", draws=stream.draws
+            )
+        case None if blocks(caps.can_edit, display) and streaming:
+            edits = EditTransport(platform, chat_id, thread, quote)
+            return edits, Reply(caps, display, preview=True, mode="blocks")
+        case None:
+            edits = EditTransport(platform, chat_id, thread, quote)
+            streaming = streaming and display.transport != "final"
+            deletes = can_delete(platform)
+            fresh = display.fresh_final_after if deletes else 0.0
+            reply = Reply(caps, display, preview=streaming, fresh_after=fresh, deletes=deletes)
+            return edits, reply

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from types import TracebackType
 
 from iris.observability import metrics
-from iris.surfaces.chat.platform import ChatPlatform, PlatformError, PlatformRateLimited
+from iris.surfaces.chat.platforms.base import ChatPlatform, PlatformError, PlatformRateLimited
 from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)

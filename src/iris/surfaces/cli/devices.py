@@ -23,7 +23,7 @@ from qrcode.constants import ERROR_CORRECT_L
 from iris.config import Config
 from iris.errors import DeviceError
 from iris.state.devices import Devices, devices_for
-from iris.state.redis_store import shared_store
+from iris.state.fingerprint import shared_store
 from iris.state.sqlite import Store
 from iris.surfaces.origin import is_loopback
 from iris.surfaces.socket.access import REVOCATION_POLL

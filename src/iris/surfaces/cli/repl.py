@@ -17,7 +17,7 @@ import getpass
 import sys
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import create_app_session
@@ -43,6 +43,7 @@ from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.theme import STYLE
+from iris.tasks import Supervisor
 
 SESSION = "cli"  # the key of the REPL's one conversation in its memory stores
 
@@ -137,7 +138,7 @@ class Chat:
         )
         self.user = _user_name()
         self.staged = Staged(config.attachments.max_bytes)  # files for the next message
-        self._answering: set[asyncio.Task[Any]] = set()
+        self._answering = Supervisor()  # the screen's answers to approval prompts
         asking = self.approvals if screen.asks else None
         self.conversation = Conversation(
             self.agent, MemorySessions(), self.controls, SESSION, asking
@@ -235,10 +236,11 @@ class Chat:
         )
         async with exchange.turn as turn, self.screen.running(turn.interrupt):
             end = await show_turn(self._asking(turn), renderer, self.screen)
-        if self._answering:
-            await asyncio.wait(self._answering)
+        await self._answering.wait()
         # A failed or interrupted reply stays in the conversation as far as it was shown.
-        await exchange.keep(end)
+        if not await exchange.keep(end):
+            assert exchange.unkept is not None
+            raise exchange.unkept
 
     async def _asking(self, events: AsyncIterable[Event]) -> AsyncIterator[Event]:
         """The turn's events, with its approval requests asked on the screen."""
@@ -250,9 +252,7 @@ class Chat:
             yield event
 
     def _answer(self, approval_id: str, decision: Decision) -> None:
-        task = asyncio.create_task(self.approvals.respond(approval_id, decision, self.user))
-        self._answering.add(task)
-        task.add_done_callback(self._answering.discard)
+        self._answering.create_task(self.approvals.respond(approval_id, decision, self.user))
 
     async def _follow_settings(self) -> None:
         """The chat's controls take the model ``/model`` chose (the REPL's own settings)."""

@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from iris.auth_throttle import AuthThrottle, client_address
 from iris.errors import StoreUnavailable
-from iris.guard import AuthThrottle, client_address
 from iris.state.sessions import Sessions, SessionSummary
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.origin import SiteGuard

@@ -40,12 +40,13 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.approvals import Decision
+from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
+from iris.fanout.framelog import RedisFrameLog, frame_log_for
 from iris.fanout.hub import Hub
 from iris.fanout.rules import Frame
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
-from iris.guard import client_address
 from iris.observability import metrics
 from iris.protocol import inbound
 from iris.protocol import types as protocol
@@ -55,13 +56,12 @@ from iris.protocol.frames import approval_request
 from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
 from iris.state.devices import Check
-from iris.state.framelog import RedisFrameLog, frame_log_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
-from iris.surfaces.socket.flood import Budget
+from iris.surfaces.socket.flood import FrameBucket
 from iris.surfaces.socket.owners import Owners
 from iris.surfaces.socket.room import INTERRUPTED, OWNER_LOST, ChatRoom, encoder_settings
 from iris.tasks import OpenGroup, logged, task_group
@@ -75,7 +75,7 @@ INBOUND_RATE = 20.0  # frames a second a device may send, sustained
 INBOUND_BURST = 100  # ... and at once
 CLOSE_UNAUTHORIZED = 4401
 HOUSEKEEPING_EVERY = 60.0  # seconds between two trims of idle chats' logs
-CLOSE_THROTTLED = 4429  # too many failed authentications from the address (iris.guard)
+CLOSE_THROTTLED = 4429  # too many failed authentications from the address (iris.auth_throttle)
 CLOSE_BAD_REQUEST = 4400  # a malformed query parameter on an authenticated connection
 CLOSE_TOO_SLOW = 4008  # over its queue bound with frames that cannot be re-read later
 CLOSE_RATE_LIMITED = 4029  # kept sending far over its inbound budget
@@ -243,7 +243,9 @@ class IrisSurface:
     async def _serve(self, ws: WebSocket) -> None:
         guard, address = self.runtime.guard, client_address(ws.scope)
         wait = guard.refused(address, "iris")
-        if wait is not None:  # guessing: too many wrong tokens from this address (iris.guard)
+        if (
+            wait is not None
+        ):  # guessing: too many wrong tokens from this address (iris.auth_throttle)
             await _close(
                 ws,
                 CLOSE_THROTTLED,
@@ -357,7 +359,7 @@ class _Connection:
         self.room = room
         self.subscription = subscription
         self._bad: deque[float] = deque()
-        self._budget = Budget(INBOUND_RATE, INBOUND_BURST)
+        self._budget = FrameBucket(INBOUND_RATE, INBOUND_BURST)
         self._sender: asyncio.Task[None] | None = None
         self._group: asyncio.TaskGroup | None = None  # the connection's tasks
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass
-class Budget:
+class FrameBucket:
     rate: float  # frames a second, sustained
     burst: int  # frames at once
     over: int = 0  # frames refused since the last one allowed

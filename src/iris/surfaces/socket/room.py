@@ -37,7 +37,6 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
-from iris.limits import TurnSlot
 from iris.protocol import inbound
 from iris.protocol.frames import EncoderSettings, FrameEncoder, new_message_id
 from iris.protocol.types import Message, SentFile, ServerFrame
@@ -48,6 +47,7 @@ from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.socket.chats import session_key
 from iris.surfaces.socket.owners import Owners
 from iris.tasks import OpenGroup, logged
+from iris.turn_slots import TurnSlot
 
 log = logging.getLogger(__name__)
 
@@ -363,8 +363,9 @@ class ChatRoom:
                 # Kept before the turn's last frames go out: a device may act on them (the
                 # next message, /new) at once. A turn that lost its lease keeps nothing: the
                 # new owner repairs the history with the text devices saw.
-                if self._still_owner():
-                    await exchange.keep(end)
+                if self._still_owner() and not await exchange.keep(end):
+                    assert exchange.unkept is not None
+                    raise exchange.unkept  # the turn ends with the store's failure
                 self._finishing = True
 
             await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
