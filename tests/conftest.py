@@ -99,6 +99,12 @@ def shared_workspace(tmp_path: Path) -> dict[str, str]:
     return {"workspace": str(tmp_path / "ws"), "workspace_scope": "shared"}
 
 
+def anywhere(folder: Path, name: str) -> bool:
+    """A file called ``name`` somewhere under ``folder``: a test's store folder holds every
+    sandbox workspace of its chats, so a command that ran left its file here."""
+    return any(folder.rglob(name))
+
+
 @pytest.fixture
 def make_config(tmp_path: Path) -> MakeConfig:
     """``make_config(base_url, **sections)``: a config pointing at a (fake) provider.

@@ -24,7 +24,7 @@ from iris.surfaces.chat.splitter import measure
 from tests.chat import test_approvals_e2e as e2e
 from tests.chat.test_approvals_e2e import USERS, Chat, closed, ran, the_prompt
 from tests.cli.repl_session import chat_on_terminal, streaming
-from tests.conftest import MakeConfig
+from tests.conftest import MakeConfig, anywhere
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 pytestmark = [
@@ -104,7 +104,9 @@ async def test_a_space_at_a_cut_between_two_messages_is_seen(
     assert len(parts) >= 2 and "cut at ⟨cut⟩" in prompt.text
     # The first part ends at a space: the mark shows it ("w… ⟨cut⟩"), the next starts on it.
     assert parts[0].endswith(f" {CUT}") and parts[1].startswith(CUT)
-    assert "".join(parts).replace(CUT, "").endswith("echo ran >> approved")
+    # The parts, marks taken out, are the exact preview: the command, then how it runs.
+    runs_in = f"(runs in the sandbox: workspace {tmp_path / 'ws'}, no network)"
+    assert "".join(parts).replace(CUT, "") == f"{command}\n\n{runs_in}"
     await chat.press(prompt.message_id, prompt.buttons["Deny"], owner)
     await closed(chat, prompt)
 
@@ -139,4 +141,4 @@ async def test_iris_chat_shows_what_the_shell_reads_before_y(
         assert "safe\b" not in raw and "\u200b" not in raw, "nothing hidden reached the terminal"
         s.type("n")
         await s.replies(1)
-    assert not (tmp_path / "runs.txt").exists() and not (tmp_path / "approved").exists()
+    assert not anywhere(tmp_path, "runs.txt") and not anywhere(tmp_path, "approved")

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.adversarial.conftest import StartServed
+from tests.conftest import shared_workspace
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
@@ -31,10 +32,11 @@ KEY = "sk-adversarial-held-turns-0123456789"  # agent tools run for a client wit
 
 
 def asking(tmp_path: Path, timeout: float, **api: Any) -> dict[str, Any]:
-    work = tmp_path / "work"
-    work.mkdir(exist_ok=True)
     return {
-        "tools": {"terminal": {"cwd": str(work)}, "approval": {"mode": "ask", "timeout": timeout}},
+        "tools": {
+            "terminal": shared_workspace(tmp_path),
+            "approval": {"mode": "ask", "timeout": timeout},
+        },
         "platforms": {"iris": {"enabled": False}, "api_server": {"api_key": KEY, **api}},
     }
 
@@ -94,7 +96,7 @@ def test_thirty_held_turns_see_at_most_max_concurrent_upstream_calls(
     # Nobody answers: each held turn ends at its timeout, and the model is not called again.
     turn_ends(server, 2)
     assert len(upstream.requests) == 2, [r.body.get("messages") for r in upstream.requests]
-    assert not (tmp_path / "work" / "runs.txt").exists()
+    assert not (tmp_path / "ws" / "runs.txt").exists()
 
 
 def test_held_turns_are_bounded_and_an_answer_takes_its_slot_again(
@@ -123,7 +125,7 @@ def test_held_turns_are_bounded_and_an_answer_takes_its_slot_again(
     upstream.script(text("It ran."), text("Not run."))
     assert said(answer(url, first)) == "It ran."
     assert said(answer(url, second, approve=False)) == "Not run."
-    assert (tmp_path / "work" / "runs.txt").read_text().count("ran") == 1
+    assert (tmp_path / "ws" / "runs.txt").read_text().count("ran") == 1
     upstream.script(CALL)
     assert asked_of(create(url, {"input": "e"}))  # room again for a held turn
     assert upstream.unexpected == []

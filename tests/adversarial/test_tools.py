@@ -13,6 +13,7 @@ import pytest
 from openai import OpenAI
 
 from tests.adversarial.conftest import StartServed
+from tests.conftest import anywhere
 from tests.fakes.upstream import FakeUpstream, text, tool_call, tool_calls
 
 pytestmark = pytest.mark.timeout(60)
@@ -45,12 +46,11 @@ def test_tool_choice_none_the_models_terminal_call_does_not_run(
         platforms={"api_server": {"api_key": KEY}, "iris": {"enabled": False}},
         tools={"terminal": {"cwd": str(tmp_path)}},
     )
-    marker = tmp_path / "pwned"
-    upstream.script(tool_call("terminal", [json.dumps({"command": f"touch {marker}"})]), text("ok"))
+    upstream.script(tool_call("terminal", [json.dumps({"command": "touch pwned"})]), text("ok"))
     with client(url) as api:
         reply = api.chat.completions.create(model="iris-agent", messages=USER, tool_choice="none")
     assert upstream.requests[0].body.get("tools") in (None, [])
-    assert not marker.exists()
+    assert not anywhere(tmp_path, "pwned")
     assert reply.choices[0].message.content == "ok"
     assert "not offered" in tool_messages(upstream, 1)[0]
 
@@ -62,11 +62,10 @@ def test_tool_choice_none_on_responses_does_not_run_either(
         platforms={"api_server": {"api_key": KEY}, "iris": {"enabled": False}},
         tools={"terminal": {"cwd": str(tmp_path)}},
     )
-    marker = tmp_path / "pwned"
-    upstream.script(tool_call("terminal", [json.dumps({"command": f"touch {marker}"})]), text("ok"))
+    upstream.script(tool_call("terminal", [json.dumps({"command": "touch pwned"})]), text("ok"))
     with client(url) as api:
         response = api.responses.create(model="iris-agent", input="hi", tool_choice="none")
-    assert not marker.exists()
+    assert not anywhere(tmp_path, "pwned")
     assert response.output_text == "ok"
 
 
@@ -80,12 +79,11 @@ def test_agent_tools_off_the_models_terminal_call_does_not_run(
         },
         tools={"terminal": {"cwd": str(tmp_path)}},
     )
-    marker = tmp_path / "pwned"
-    upstream.script(tool_call("terminal", [json.dumps({"command": f"touch {marker}"})]), text("ok"))
+    upstream.script(tool_call("terminal", [json.dumps({"command": "touch pwned"})]), text("ok"))
     with client(url) as api:
         chunks = list(api.chat.completions.create(model="fake-model", messages=USER, stream=True))
     assert upstream.requests[0].body.get("tools") in (None, [])
-    assert not marker.exists()
+    assert not anywhere(tmp_path, "pwned")
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "ok"
 
 

@@ -10,7 +10,7 @@ import pytest
 from iris.agent import Agent, TurnRequest
 from iris.events import ToolEnded, TurnEnded
 from tests.agent.turns import USER, collect
-from tests.conftest import MakeConfig
+from tests.conftest import MakeConfig, anywhere
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 pytestmark = pytest.mark.timeout(20)
@@ -34,7 +34,7 @@ async def test_agent_tools_off_a_terminal_call_is_refused_not_run(
     upstream.script(tool_call("terminal", ['{"command": "touch pwned"}']), text("ok"))
     events = await collect(agent, TurnRequest(messages=USER, agent_tools=False))
     assert offered(upstream, 0) == []
-    assert not (tmp_path / "pwned").exists()
+    assert not anywhere(tmp_path, "pwned")
     ended = next(e for e in events if isinstance(e, ToolEnded))
     assert not ended.ok and "not offered" in ended.output_preview
     # The model read the refusal and answered.
@@ -75,7 +75,7 @@ async def test_a_tool_left_out_of_the_config_is_not_run(
     events = await collect(agent, TurnRequest(messages=USER))
     await agent.aclose()
     assert offered(upstream, 0) == ["read_file"]
-    assert not (tmp_path / "pwned").exists()
+    assert not anywhere(tmp_path, "pwned")
     ended = next(e for e in events if isinstance(e, ToolEnded))
     assert not ended.ok and "not offered" in ended.output_preview
 
@@ -86,6 +86,6 @@ async def test_a_user_who_is_not_allowed_never_gets_terminal(
     upstream.script(tool_call("terminal", ['{"command": "touch pwned"}']), text("ok"))
     events = await collect(agent, TurnRequest(messages=USER, allow_terminal=False))
     assert offered(upstream, 0) == ["read_file"]
-    assert not (tmp_path / "pwned").exists()
+    assert not anywhere(tmp_path, "pwned")
     ended = next(e for e in events if isinstance(e, ToolEnded))
     assert not ended.ok and "not allowed" in ended.output_preview

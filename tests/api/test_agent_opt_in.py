@@ -16,6 +16,7 @@ from openai import NotFoundError, OpenAI
 from iris.config import config_from_dict
 from iris.surfaces.api.bodies import parse_chat
 from tests.api.conftest import IrisServer, StartIris
+from tests.conftest import anywhere
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 pytestmark = pytest.mark.timeout(30)
@@ -50,12 +51,11 @@ def test_the_plain_model_is_the_model_alone_and_a_tool_call_it_invents_never_run
     server = iris_server(
         platforms={"api_server": {"api_key": KEY}}, tools={"terminal": {"cwd": str(tmp_path)}}
     )
-    marker = tmp_path / "pwned"
-    command = json.dumps({"command": f"touch {marker}"})
+    command = json.dumps({"command": "touch pwned"})
     upstream.script(tool_call("terminal", [command]), text("done"))
     with client_for(server) as client:
         reply = client.chat.completions.create(model="fake-model", messages=USER)  # pyright: ignore[reportArgumentType]
-    assert offered(upstream) == [] and not marker.exists()
+    assert offered(upstream) == [] and not anywhere(tmp_path, "pwned")
     assert reply.choices[0].message.content == "done"
     refusal = upstream.requests[1].body["messages"][-1]
     assert refusal["role"] == "tool" and "not offered" in refusal["content"]

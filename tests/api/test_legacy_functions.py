@@ -13,6 +13,7 @@ import pytest
 from openai import BadRequestError, OpenAI
 
 from tests.api.conftest import StartIris
+from tests.conftest import anywhere
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
 pytestmark = pytest.mark.timeout(30)
@@ -36,7 +37,7 @@ def test_functions_only_never_offer_or_run_the_agent_tools(
     server = iris_server(
         platforms={"api_server": {"api_key": KEY}}, tools={"terminal": {"cwd": str(tmp_path)}}
     )
-    command = '{"command": "touch ' + str(tmp_path / "pwned") + '"}'
+    command = '{"command": "touch pwned"}'
     upstream.script(tool_call("terminal", [command]))
     with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
         reply = client.chat.completions.create(
@@ -45,7 +46,7 @@ def test_functions_only_never_offer_or_run_the_agent_tools(
             functions=[WEATHER],
         )
     assert offered(upstream) == ["get_weather"]
-    assert not (tmp_path / "pwned").exists()
+    assert not anywhere(tmp_path, "pwned")
     # The model's call is the client's to run (or refuse), never Iris's.
     assert reply.choices[0].finish_reason == "function_call"
     assert reply.choices[0].message.function_call is not None

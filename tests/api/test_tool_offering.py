@@ -9,6 +9,7 @@ import pytest
 from openai import BadRequestError, OpenAI
 
 from tests.api.conftest import StartIris
+from tests.conftest import anywhere
 from tests.fakes.upstream import FakeUpstream, text, tool_call, tool_calls
 
 pytestmark = pytest.mark.timeout(30)
@@ -18,7 +19,7 @@ KEY = "sk-iris-test"
 
 
 def touch(tmp_path: Path) -> str:
-    return '{"command": "touch ' + str(tmp_path / "pwned") + '"}'
+    return '{"command": "touch pwned"}'
 
 
 def test_tool_choice_none_never_runs_a_tool(
@@ -33,7 +34,7 @@ def test_tool_choice_none_never_runs_a_tool(
             model="iris-agent", messages=USER, tool_choice="none"
         )
     assert upstream.requests[0].body.get("tools") in (None, [])
-    assert not (tmp_path / "pwned").exists()
+    assert not anywhere(tmp_path, "pwned")
     assert reply.choices[0].message.content == "done"
     refusal = upstream.requests[1].body["messages"][-1]
     assert refusal["role"] == "tool" and "not offered" in refusal["content"]
@@ -52,7 +53,7 @@ def test_agent_tools_off_never_runs_a_tool(
             client.chat.completions.create(model="fake-model", messages=USER, stream=True)
         )
     assert upstream.requests[0].body.get("tools") in (None, [])
-    assert not (tmp_path / "pwned").exists()
+    assert not anywhere(tmp_path, "pwned")
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert content == "done"
 

@@ -19,7 +19,7 @@ from iris.app.settings import Settings
 from iris.app.widgets.approval import ApprovalPanel
 from iris.app.widgets.toolcard import ToolCard
 from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
-from tests.conftest import MakeConfig
+from tests.conftest import MakeConfig, anywhere
 from tests.fakes import loopback
 from tests.fakes.iris_server import FakeIrisServer
 from tests.fakes.upstream import FakeUpstream, text, tool_call
@@ -64,11 +64,6 @@ def app_for(server: FakeIrisServer, clock: FakeClock) -> IrisApp:
     return IrisApp(
         settings, wall_clock=clock, retry_min=0.05, settings_file=Path.home() / ".iris" / "app.json"
     )
-
-
-def anywhere(folder: Path, name: str) -> bool:
-    """A file called ``name`` somewhere under ``folder`` (a command's workspace included)."""
-    return any(folder.rglob(name))
 
 
 async def test_the_card_shows_the_whole_command_and_sends_the_press(

@@ -21,7 +21,7 @@ from iris.surfaces.chat.platforms.base import IncomingMessage
 from iris.surfaces.chat.prompts import Press, parse_press
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import STREAMING, running
-from tests.conftest import MakeConfig
+from tests.conftest import MakeConfig, shared_workspace
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.scale.conftest import RedisServer
@@ -76,7 +76,7 @@ async def test_a_press_that_reaches_the_other_process_answers_the_turn_where_it_
             },
             tools={
                 "enabled": ["terminal"],
-                "terminal": {"cwd": str(tmp_path)},
+                "terminal": shared_workspace(tmp_path),
                 "approval": {"mode": "ask", "timeout": 60},
             },
             display={"platforms": {"telegram": {"transport": "edit"}}},
@@ -121,7 +121,7 @@ async def test_a_press_that_reaches_the_other_process_answers_the_turn_where_it_
             await a.idle()
             await b.idle()
     assert answers == [("Allow once: terminal", False)]
-    assert (tmp_path / "approved").read_text() == "ran\n"
+    assert (tmp_path / "ws" / "approved").read_text() == "ran\n"
     # A closed the prompt: the buttons went and it says who decided.
     assert api.keyboard(CHAT, message_id) == []
     assert f"by {OWNER}" in api.messages[CHAT][message_id]
