@@ -199,6 +199,9 @@ def test_the_view_follows_the_reply_only_while_at_the_bottom(app: Web) -> None:
     assert page.evaluate(at_end)  # followed the reply so far
     page.evaluate("document.querySelector('#log').scrollTop = 0")  # the reader scrolls up
     page.wait_for_function("() => document.querySelector('#log').scrollTop === 0")
+    # The page learns of the scroll from its scroll event, fired at the next rendering step:
+    # two animation frames later it has run, as it has for a person's scroll before more text.
+    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
     app.upstream.release()
     settled(page, 2)
     assert page.evaluate("document.querySelector('#log').scrollTop") == 0  # left where it was
