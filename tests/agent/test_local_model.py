@@ -153,9 +153,22 @@ async def test_the_budget_counts_with_the_models_own_tokenizer(agent: Agent) -> 
             pass
 
 
+async def applied_to(agent: Agent, params: dict[str, Any]) -> dict[str, Any]:
+    """The sampling settings llama.cpp's slot runs a 12-token counting turn with, read while
+    it runs."""
+    provider = local_provider(agent)
+    seen: list[dict[str, Any]] = []
+    request = TurnRequest(messages=ask(COUNTING), max_tokens=12, params=params)
+    async with agent.run(request) as turn:
+        async for event in turn:
+            if isinstance(event, TextDelta) and not seen:
+                seen = [s for s in await provider.slots() if s["is_processing"]]
+    [slot] = seen
+    return slot["params"]
+
+
 async def test_extension_parameters_reach_the_model_under_llama_cpp_names(agent: Agent) -> None:
     """What vLLM calls repetition_penalty is llama.cpp's repeat_penalty; the rest keep theirs."""
-    provider = local_provider(agent)
     params = {
         "top_k": 7,
         "min_p": 0.2,
@@ -164,21 +177,13 @@ async def test_extension_parameters_reach_the_model_under_llama_cpp_names(agent:
         "repeat_last_n": 32,
         "mirostat": 0,
     }
-    seen: list[dict[str, Any]] = []
-    request = TurnRequest(messages=ask(COUNTING), max_tokens=12, params=params)
-    async with agent.run(request) as turn:
-        async for event in turn:
-            if isinstance(event, TextDelta) and not seen:
-                seen = [s for s in await provider.slots() if s["is_processing"]]
-    [slot] = seen
-    applied = slot["params"]
+    applied = await applied_to(agent, params)
     assert applied["top_k"] == 7 and applied["repeat_last_n"] == 32
     assert applied["min_p"] == pytest.approx(0.2) and applied["typical_p"] == pytest.approx(0.9)
     assert applied["repeat_penalty"] == pytest.approx(1.3) and applied["mirostat"] == 0
 
 
 async def test_sampling_parameters_reach_the_model(agent: Agent) -> None:
-    provider = local_provider(agent)
     params = {
         "temperature": 0.1,
         "top_p": 0.5,
@@ -186,14 +191,7 @@ async def test_sampling_parameters_reach_the_model(agent: Agent) -> None:
         "presence_penalty": 0.3,
         "frequency_penalty": 0.2,
     }
-    seen: list[dict[str, Any]] = []
-    request = TurnRequest(messages=ask(COUNTING), max_tokens=12, params=params)
-    async with agent.run(request) as turn:
-        async for event in turn:
-            if isinstance(event, TextDelta) and not seen:
-                seen = [s for s in await provider.slots() if s["is_processing"]]
-    [slot] = seen  # what llama.cpp's slot runs with, while it runs
-    applied = slot["params"]
+    applied = await applied_to(agent, params)
     assert applied["temperature"] == pytest.approx(0.1) and applied["top_p"] == pytest.approx(0.5)
     assert applied["seed"] == 42 and applied["n_predict"] == 12
     assert applied["presence_penalty"] == pytest.approx(0.3)
