@@ -163,6 +163,8 @@ class McpServers:
                     run,
                     progress_every=0.0,
                     where=_where(connection),
+                    server=connection.name,
+                    remote=tool.name,
                 )
             )
             offered.append(name)
