@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute
 
 from iris.agent import Agent
 from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.agent.elicitation import Elicitations
 from iris.auth_throttle import AuthThrottle
 from iris.config import Config
 from iris.state.controls import ChatControls, MemoryControls, controls_for
@@ -53,8 +54,11 @@ class Runtime:
     guard: AuthThrottle = field(default_factory=AuthThrottle)
     # Tool calls waiting for a person's yes (``tools.approval``), shared through ``shared``.
     approvals: Approvals = field(init=False)
+    # MCP servers' requests for the person's input (``iris.agent.elicitation``), this process's.
+    elicitations: Elicitations = field(init=False)
 
     def __post_init__(self) -> None:
+        self.elicitations = Elicitations(self.config.tools.approval.timeout)
         self.turns = TurnLimiter(self.config.server.max_turns)
         policy = ApprovalPolicy.configured(self.config.tools.approval, self.config.mcp_servers)
         self.approvals = Approvals(policy, self.shared)

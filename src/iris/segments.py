@@ -49,6 +49,8 @@ from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
     Commentary,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     SegmentEnded,
@@ -137,6 +139,8 @@ Passed = (
     | ToolCallDelta
     | ApprovalRequested
     | ApprovalResolved
+    | ElicitationRequested
+    | ElicitationResolved
     | TurnEnded
     | TurnFailed
 )
@@ -306,7 +310,12 @@ class Segments:
             case ToolStarted() | ToolProgress() | ToolEnded():
                 # Text still open when tools run accompanied their calls.
                 return [*self._close("", "commentary"), event]
-            case ApprovalRequested() | ApprovalResolved():
+            case (
+                ApprovalRequested()
+                | ApprovalResolved()
+                | ElicitationRequested()
+                | ElicitationResolved()
+            ):
                 return [event]  # they follow the call's ToolStarted: the segment is closed
             case TurnStarted() | ReasoningDelta() | ToolCallDelta():
                 # A client tool call forming leaves the segment open: the turn's end closes

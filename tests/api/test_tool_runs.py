@@ -170,3 +170,16 @@ def test_a_client_that_sends_the_output_back_as_input_is_understood(
     assert second.output_text == "Still here."
     sent = upstream.requests[-1].body["messages"]
     assert [m["role"] for m in sent if m["role"] != "system"] == ["user", "assistant", "user"]
+
+
+def test_a_server_that_asks_the_person_is_declined_with_the_reason_shown(
+    upstream: FakeUpstream, client: OpenAI
+) -> None:
+    """OpenAI defines no pause for an MCP server's elicitation: on the API it is declined at
+    once, and the mcp_call's progress says why."""
+    upstream.script(tool_call("mcp_fake_delete", ['{"path": "a.txt"}']), text("Not deleted."))
+    events, final = streamed(client, input="delete a.txt")
+    (run,) = [item for item in final.output if item.type == "mcp_call"]
+    assert run.output == "not deleted (decline)"
+    notes = [getattr(e, "note", "") for e in events if e.type == "response.mcp_call.in_progress"]
+    assert any("declined: this surface cannot ask the person" in n for n in notes if n)

@@ -14,6 +14,9 @@ written to PORTFILE once it listens). Its tools:
   "cancelled" to the file ``marker``.
 - ``pictures()``: a text part, an image part and structured content.
 - ``refuse()``: an ``isError`` result.
+- ``delete(path)``: asks the person to confirm (elicitation, a boolean), then says what it did.
+- ``paint()``: asks the person for a colour (an enum) and a count (a required integer).
+- ``visit()``: asks the person to open a link (URL-mode elicitation).
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, Field
 
 server = MCPServer("iris-fake")
 
@@ -117,6 +121,40 @@ def refuse() -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text="no such record")], is_error=True
     )
+
+
+class Confirm(BaseModel):
+    sure: bool = Field(description="Really delete it?")
+
+
+class Paint(BaseModel):
+    color: Literal["red", "green", "blue"] = Field(description="The colour")
+    coats: int = Field(ge=1, le=5, description="How many coats")
+
+
+@server.tool()
+async def delete(ctx: Context, path: str) -> str:
+    """Delete a file, once the person confirmed."""
+    answer = await ctx.elicit(f"Delete {path}?", schema=Confirm)
+    if answer.action == "accept":
+        return f"deleted {path}" if answer.data.sure else f"kept {path}"
+    return f"not deleted ({answer.action})"
+
+
+@server.tool()
+async def paint(ctx: Context) -> str:
+    """Paint, in the colour the person picks."""
+    answer = await ctx.elicit("Which colour?", schema=Paint)
+    if answer.action == "accept":
+        return f"painted {answer.data.color} x{answer.data.coats}"
+    return f"no paint ({answer.action})"
+
+
+@server.tool()
+async def visit(ctx: Context) -> str:
+    """Send the person to a page."""
+    answer = await ctx.elicit_url("Sign in to the printer", "https://printer.test/in", "e1")
+    return f"visit: {answer.action}"
 
 
 def _serve_http(port_file: str) -> None:

@@ -59,6 +59,7 @@ from iris.agent.context import (
     is_overflow,
     request_chars,
 )
+from iris.agent.elicitation import ASKER, Asker, Elicitations
 from iris.agent.history import MARK
 from iris.agent.round import CallStream, RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
@@ -139,6 +140,9 @@ class TurnRequest:
     # Tools that ask on this surface besides those ``tools.approval`` asks for (unless its
     # ``auto`` lists them): the API asks for read_file too.
     ask_also: tuple[str, ...] = ()
+    # Who answers an MCP server's elicitation (``iris.agent.elicitation``): the broker, on a
+    # surface that can ask the person. None: such a request is declined at once.
+    elicitations: Elicitations | None = None
 
 
 class Agent:
@@ -704,6 +708,7 @@ class Turn:
                 last_note = now
                 self._emit(ToolProgress(index, call.name, note))
 
+        ASKER.set(Asker(self.request.chat_id, self._emit, progress, self.request.elicitations))
         try:
             result = await tool.run(args, progress)
         except asyncio.CancelledError:

@@ -43,6 +43,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from iris import __version__
+from iris.agent.mcp.callers import Callers
 from iris.agent.mcp.results import progress_note, result
 from iris.agent.mcp.stdio import stdio_transport
 from iris.agent.reach import command_env
@@ -137,6 +138,7 @@ class McpConnection:
         self.backoff = Backoff(clock)
         self.attempts = 0  # connection attempts so far
         self._said: set[str] = set()  # what was dropped and logged already (once each)
+        self.callers = Callers(name)  # the calls in flight: where an elicitation goes
 
     # -- the connection's life -------------------------------------------------------------------
     async def run(self) -> None:
@@ -198,6 +200,7 @@ class McpConnection:
             self._transport(),
             mode="legacy",  # the initialize handshake every deployed server speaks
             message_handler=self._message,
+            elicitation_callback=self._elicited,
             client_info=types.Implementation(name="iris", version=__version__),
             cache=None,
         )
@@ -289,9 +292,13 @@ class McpConnection:
             if notes <= MAX_NOTES:
                 note(progress_note(progress, total, message))
 
+        def hold(asking: bool) -> None:
+            limit.reschedule(cap if asking else min(loop.time() + idle, cap))
+
         try:
-            async with limit:
-                answer = await client.call_tool(tool, args, progress_callback=progress)
+            with self.callers.calling(hold):
+                async with limit:
+                    answer = await client.call_tool(tool, args, progress_callback=progress)
         except TimeoutError:
             if not limit.expired():
                 raise
@@ -319,6 +326,12 @@ class McpConnection:
         finally:
             finished = True
         return result(answer, self._output_limit)
+
+    async def _elicited(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        del context  # the request names no call: ``Callers`` finds the one in flight
+        return await self.callers.elicited(params)
 
     def _closed_note(self) -> str:
         tail = self._stderr.text()[-500:]

@@ -26,6 +26,8 @@ from typing import Any, assert_never
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -125,7 +127,12 @@ class ChatEncoder:
                 self._thinking.restart()
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._thinking = Track()
-            case ApprovalRequested() | ApprovalResolved():
+            case (
+                ApprovalRequested()
+                | ApprovalResolved()
+                | ElicitationRequested()
+                | ElicitationResolved()
+            ):
                 pass  # chat completions cannot ask: such a call is refused in its tool result
             case ToolCallDelta(index=index, arguments=arguments, call_id=call_id, name=name):
                 self._role(out)

@@ -44,6 +44,8 @@ from typing import Any, assert_never
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -322,6 +324,8 @@ class ResponsesEncoder:
                 self._call_delta(out, item)
             case ApprovalRequested():
                 self._approval_request(out, item)
+            case ElicitationRequested() | ElicitationResolved():
+                pass  # the API cannot ask: such a request is declined before it is one
             case ApprovalResolved():
                 # The next response (the client's answer) goes on from here.
                 self._approved(out, item)

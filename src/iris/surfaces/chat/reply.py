@@ -72,6 +72,8 @@ from iris.config import ResolvedDisplay
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -317,7 +319,12 @@ class Reply:
                 self._tool(item)
             case ToolCallDelta():
                 pass  # client-defined tools are an API matter; a chat offers none
-            case ApprovalRequested() | ApprovalResolved():
+            case (
+                ApprovalRequested()
+                | ApprovalResolved()
+                | ElicitationRequested()
+                | ElicitationResolved()
+            ):
                 pass  # the platform's approval prompt is its own message, not the reply's
             case TurnEnded():
                 self._end(item)

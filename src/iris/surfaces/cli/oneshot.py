@@ -16,6 +16,8 @@ from iris.config import Config
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -95,7 +97,12 @@ class Printer:
         match item:
             case TurnStarted() | SegmentOpened() | StreamReset() | ToolProgress() | ToolCallDelta():
                 pass
-            case ApprovalRequested() | ApprovalResolved():
+            case (
+                ApprovalRequested()
+                | ApprovalResolved()
+                | ElicitationRequested()
+                | ElicitationResolved()
+            ):
                 pass  # a one-shot asks nobody: a tool that asks is refused (tools.approval)
             case SegmentGrown(delta=delta):
                 if self.stream:

@@ -40,6 +40,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.approvals import Decision
+from iris.agent.elicitation import Action, ElicitationError
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import RedisFrameLog, frame_log_for
@@ -479,8 +480,24 @@ class _Connection:
             case inbound.ApprovalRespond(approval_id=approval_id, decision=decision):
                 assert self._group is not None  # frames are handled inside run()
                 self._group.create_task(self._respond(approval_id, decision))
+            case inbound.ElicitationRespond(
+                elicitation_id=elicitation_id, action=action, content=content
+            ):
+                self._elicitation_answer(elicitation_id, action, content)
             case _:
                 assert_never(request)
+
+    def _elicitation_answer(
+        self, elicitation_id: str, action: Action, content: dict[str, Any] | None
+    ) -> None:
+        """An answer to an MCP server's request for input; a wrong one is told why (an
+        invalid form stays open, to be answered again)."""
+        try:
+            self.surface.runtime.elicitations.respond(
+                elicitation_id, action, content, chat_id=self.room.session, by=self.device
+            )
+        except ElicitationError as exc:
+            self._error(exc.code, exc.message)
 
     async def _respond(self, approval_id: str, decision: Decision) -> None:
         """An approval answer from this device; a late or unknown one is told why."""
