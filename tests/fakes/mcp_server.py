@@ -17,6 +17,8 @@ written to PORTFILE once it listens). Its tools:
 - ``delete(path)``: asks the person to confirm (elicitation, a boolean), then says what it did.
 - ``paint()``: asks the person for a colour (an enum) and a count (a required integer).
 - ``visit()``: asks the person to open a link (URL-mode elicitation).
+- ``ask_model(question)``: asks the client's model (sampling), says what it answered or why
+  it was refused.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Literal
 
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field
 
 server = MCPServer("iris-fake")
@@ -155,6 +158,22 @@ async def visit(ctx: Context) -> str:
     """Send the person to a page."""
     answer = await ctx.elicit_url("Sign in to the printer", "https://printer.test/in", "e1")
     return f"visit: {answer.action}"
+
+
+@server.tool()
+async def ask_model(ctx: Context, question: str) -> str:
+    """Ask the client's model a question."""
+    message = types.SamplingMessage(
+        role="user", content=types.TextContent(type="text", text=question)
+    )
+    try:
+        answer = await ctx.session.create_message(  # pyright: ignore[reportDeprecated]
+            [message], max_tokens=50, system_prompt="Answer in one word."
+        )
+    except MCPError as exc:
+        return f"refused: {exc.message}"
+    content = answer.content
+    return f"the model said: {content.text if isinstance(content, types.TextContent) else '?'}"
 
 
 def _serve_http(port_file: str) -> None:

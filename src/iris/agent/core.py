@@ -168,7 +168,9 @@ class Agent:
         if config.mcp_servers:
             from iris.agent.mcp import McpServers
 
-            self.mcp = McpServers(config, self.tools, _private(config))
+            self.mcp = McpServers(
+                config, self.tools, _private(config), lambda: (self.provider(0), self.model_name)
+            )
 
     @property
     def model_name(self) -> str:
@@ -708,7 +710,11 @@ class Turn:
                 last_note = now
                 self._emit(ToolProgress(index, call.name, note))
 
-        ASKER.set(Asker(self.request.chat_id, self._emit, progress, self.request.elicitations))
+        ASKER.set(
+            Asker(
+                self.request.chat_id, self._emit, progress, self.request.elicitations, self._spend
+            )
+        )
         try:
             result = await tool.run(args, progress)
         except asyncio.CancelledError:
@@ -748,6 +754,12 @@ class Turn:
         if resolution.decision == "timeout" and self.request.unanswered_ends:
             raise _Unanswered
         return refusal(resolution.decision, resolution.by)
+
+    def _spend(self, input_tokens: int, output_tokens: int) -> None:
+        """An MCP server's request for the model ran during a call: its tokens are the turn's."""
+        self._usage["input_tokens"] += input_tokens
+        self._usage["output_tokens"] += output_tokens
+        self._usage["total_tokens"] = self._usage["input_tokens"] + self._usage["output_tokens"]
 
     def _tool_ended(
         self, index: int, call: ToolCall, result: ToolResult, started: float

@@ -64,6 +64,8 @@ class Asker:
     emit: Emit
     note: Callable[[str], None]
     broker: Elicitations | None
+    # Tokens a server's request for the model used (``sampling``), added to the turn's usage.
+    spend: Callable[[int, int], None] | None = None
 
 
 # The asker of the tool call running in this task (set by the turn around each call).

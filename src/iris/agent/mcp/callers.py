@@ -45,6 +45,11 @@ class Callers:
             if call.asker is not None and call.asker.broker is not None:
                 call.asker.broker.cancel(call.asker)
 
+    def asker(self) -> Asker | None:
+        """The turn of the one call in flight (None: none, or calls of several turns)."""
+        askers = {id(c.asker): c.asker for c in self._calls}
+        return next(iter(askers.values())) if len(askers) == 1 else None
+
     async def elicited(self, params: types.ElicitRequestParams) -> types.ElicitResult:
         """The answer to the server's request (``elicitation_callback``)."""
         turns = {id(c.asker) for c in self._calls}

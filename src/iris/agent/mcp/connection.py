@@ -45,6 +45,7 @@ from mcp.shared.message import SessionMessage
 from iris import __version__
 from iris.agent.mcp.callers import Callers
 from iris.agent.mcp.results import progress_note, result
+from iris.agent.mcp.sampling import Sampler
 from iris.agent.mcp.stdio import stdio_transport
 from iris.agent.reach import command_env
 from iris.agent.sandbox import UID, Sandbox, Workspaces
@@ -116,6 +117,7 @@ class McpConnection:
         max_result_bytes: int = 4_194_304,
         clock: Callable[[], float] = time.monotonic,
         sandbox: Confined | str | None = None,
+        sampler: Sampler | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -139,6 +141,7 @@ class McpConnection:
         self.attempts = 0  # connection attempts so far
         self._said: set[str] = set()  # what was dropped and logged already (once each)
         self.callers = Callers(name)  # the calls in flight: where an elicitation goes
+        self.sampler = sampler  # a request for the model (``sampling``); None: refused
 
     # -- the connection's life -------------------------------------------------------------------
     async def run(self) -> None:
@@ -201,6 +204,7 @@ class McpConnection:
             mode="legacy",  # the initialize handshake every deployed server speaks
             message_handler=self._message,
             elicitation_callback=self._elicited,
+            sampling_callback=self._sampled,
             client_info=types.Implementation(name="iris", version=__version__),
             cache=None,
         )
@@ -332,6 +336,14 @@ class McpConnection:
     ) -> types.ElicitResult | types.ErrorData:
         del context  # the request names no call: ``Callers`` finds the one in flight
         return await self.callers.elicited(params)
+
+    async def _sampled(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        del context
+        if self.sampler is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="Iris refused: no model")
+        return await self.sampler.sample(params, self.callers.asker())
 
     def _closed_note(self) -> str:
         tail = self._stderr.text()[-500:]

@@ -27,9 +27,11 @@ from urllib.parse import urlsplit
 from iris.agent.mcp.connection import Confined, McpConnection, Note
 from iris.agent.mcp.naming import chosen, tool_names
 from iris.agent.mcp.results import parameters
+from iris.agent.mcp.sampling import Sampler
 from iris.agent.sandbox import Unavailable, Workspaces, prepare
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
 from iris.config import Config, McpServerConfig
+from iris.llm.base import Provider
 from iris.tasks import Supervisor
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,11 @@ MAX_DESCRIPTION = 2000
 
 class McpServers:
     def __init__(
-        self, config: Config, registry: ToolRegistry, private: Sequence[Path] = ()
+        self,
+        config: Config,
+        registry: ToolRegistry,
+        private: Sequence[Path] = (),
+        model: Callable[[], tuple[Provider, str]] | None = None,
     ) -> None:
         self._config = config
         self._registry = registry
@@ -53,6 +59,7 @@ class McpServers:
                 on_change=self._changed,
                 max_result_bytes=config.tools.mcp.max_result_bytes,
                 sandbox=_sandbox(config, name, server, private) if server.sandbox else None,
+                sampler=Sampler(name, server.sampling, model),
             )
             for name, server in config.mcp_servers.items()
             if server.enabled
