@@ -345,3 +345,20 @@ async def test_sampling_is_off_by_default_and_refused_with_the_reason(
     assert result.startswith("refused: Iris refused: sampling is off for this server")
     assert "mcp_servers.fake.sampling.enabled" in result
     assert len(upstream.requests) == 2  # the model was never asked for the server
+
+
+async def test_the_model_lists_and_reads_a_servers_resources(
+    started: Any, upstream: FakeUpstream
+) -> None:
+    agent = await started({"fake": stdio()})
+    upstream.script(
+        call("mcp_fake_resources_list", {}),
+        call("mcp_fake_resources_read", {"uri": "notes://today"}),
+        text("Buy milk."),
+    )
+    await collect(agent, TurnRequest(messages=USER))
+    assert {"mcp_fake_resources_list", "mcp_fake_resources_read"} <= set(offered(upstream, 0))
+    listed = tool_result(upstream, 1)
+    assert listed.startswith("notes://today — today — text/plain")
+    told = [m for m in upstream.requests[2].body["messages"] if m["role"] == "tool"]
+    assert told[-1]["content"] == "buy milk"

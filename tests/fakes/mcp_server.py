@@ -17,6 +17,7 @@ written to PORTFILE once it listens). Its tools:
 - ``delete(path)``: asks the person to confirm (elicitation, a boolean), then says what it did.
 - ``paint()``: asks the person for a colour (an enum) and a count (a required integer).
 - ``visit()``: asks the person to open a link (URL-mode elicitation).
+- a resource ``notes://today`` ("buy milk") and a prompt ``review(topic)``.
 - ``ask_model(question)``: asks the client's model (sampling), says what it answered or why
   it was refused.
 """
@@ -158,6 +159,18 @@ async def visit(ctx: Context) -> str:
     """Send the person to a page."""
     answer = await ctx.elicit_url("Sign in to the printer", "https://printer.test/in", "e1")
     return f"visit: {answer.action}"
+
+
+@server.resource("notes://today", name="today", mime_type="text/plain")
+def today() -> str:
+    """Today's notes."""
+    return "buy milk"
+
+
+@server.prompt()
+def review(topic: str) -> str:
+    """Ask for a review of a topic."""
+    return f"Please review {topic} carefully."
 
 
 @server.tool()

@@ -126,6 +126,7 @@ class McpConnection:
         self.state: State = "starting"
         self.error = ""  # why it is down, for /status and the log
         self.tools: list[types.Tool] = []
+        self.has_resources = False  # it offers resources: the model may list and read them
         self.attempted = asyncio.Event()  # the first attempt ended (connected or not)
         self._terminal_env = list(terminal_env)
         self._output_limit = output_limit
@@ -227,7 +228,7 @@ class McpConnection:
                         continue
                     await self._wait()
             finally:
-                self._client, self.tools = None, []
+                self._client, self.tools, self.has_resources = None, [], False
                 self._on_change(self)
 
     async def _list(self, client: Client) -> None:
@@ -242,6 +243,7 @@ class McpConnection:
         if len(tools) > MAX_LISTED or cursor is not None:
             self.once("listed", "MCP server %s lists more than %d tools", self.name, MAX_LISTED)
         self.tools = tools[:MAX_LISTED]
+        self.has_resources = client.server_capabilities.resources is not None
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -344,6 +346,40 @@ class McpConnection:
         if self.sampler is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message="Iris refused: no model")
         return await self.sampler.sample(params, self.callers.asker())
+
+    async def resources(self) -> ToolResult:
+        """The server's resources, one line each (``uri``, name, type, description)."""
+        client = self._client
+        if client is None:
+            return ToolResult(False, f"error: MCP server '{self.name}' is not connected")
+        try:
+            listed = await client.list_resources()
+        except MCPError as exc:
+            return ToolResult(False, f"error: {exc.message}")
+        lines = [
+            " — ".join(
+                part for part in (r.uri, r.name, r.mime_type or "", r.description or "") if part
+            )
+            for r in listed.resources[:MAX_LISTED]
+        ]
+        return ToolResult(True, "\n".join(lines) or "(no resources)")
+
+    async def read(self, uri: str) -> ToolResult:
+        """One resource's text (a binary part is named with its type and size, not sent)."""
+        client = self._client
+        if client is None:
+            return ToolResult(False, f"error: MCP server '{self.name}' is not connected")
+        try:
+            answer = await client.read_resource(uri)
+        except MCPError as exc:
+            return ToolResult(False, f"error: {exc.message}")
+        parts = [
+            c.text
+            if isinstance(c, types.TextResourceContents)
+            else f"[{c.mime_type or 'binary'} resource, {len(c.blob) * 3 // 4} bytes]"
+            for c in answer.contents
+        ]
+        return ToolResult(True, "\n".join(parts)[-self._output_limit :])
 
     def _closed_note(self) -> str:
         tail = self._stderr.text()[-500:]
