@@ -381,6 +381,31 @@ class McpConnection:
         ]
         return ToolResult(True, "\n".join(parts)[-self._output_limit :])
 
+    async def prompts(self) -> list[str]:
+        """The server's prompts, one line each: name, arguments (``*`` required), description."""
+        client = self._client
+        if client is None or client.server_capabilities.prompts is None:
+            return []
+        listed = await client.list_prompts()
+        lines: list[str] = []
+        for prompt in listed.prompts[:MAX_LISTED]:
+            args = " ".join(f"{a.name}{'*' if a.required else ''}" for a in prompt.arguments or [])
+            lines.append(" ".join(p for p in (prompt.name, args, prompt.description or "") if p))
+        return lines
+
+    async def prompt(self, name: str, args: dict[str, str]) -> str:
+        """The text of prompt ``name`` with ``args`` (its messages' text, joined); raises
+        ``LookupError`` with the server's reason when it cannot be had."""
+        client = self._client
+        if client is None:
+            raise LookupError(f"MCP server '{self.name}' is not connected")
+        try:
+            got = await client.get_prompt(name, args)
+        except MCPError as exc:
+            raise LookupError(exc.message) from None
+        texts = [m.content.text for m in got.messages if isinstance(m.content, types.TextContent)]
+        return "\n\n".join(texts)
+
     def _closed_note(self) -> str:
         tail = self._stderr.text()[-500:]
         said = f"; its stderr ends: {tail}" if tail else ""

@@ -60,6 +60,7 @@ from iris.state.devices import Check
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
+from iris.surfaces.prompts_command import fetched, wants_run
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.socket.flood import FrameBucket
@@ -463,6 +464,9 @@ class _Connection:
                 command = parse(text)
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
+                elif command is not None and command.name == "prompt" and wants_run(command.arg):
+                    assert self._group is not None  # frames are handled inside run()
+                    self._group.create_task(self._run_prompt(command.arg))
                 elif command is not None:
                     assert self._group is not None  # frames are handled inside run()
                     self._group.create_task(self._command(command))
@@ -535,6 +539,17 @@ class _Connection:
             return
         frame: protocol.Command = {"type": "command", "command": command.name, "text": answer}
         self.subscription.send_local(frame)
+
+    async def _run_prompt(self, arg: str) -> None:
+        """``/prompt SERVER NAME [k=v]``: the prompt's text goes to the model as this
+        device's message (``iris.surfaces.prompts_command``)."""
+        run = await fetched(self.surface.runtime.agent, arg)
+        if run.problem:
+            self._error("prompt_failed", run.problem)
+        elif self.room.busy:
+            self._error("turn_active", "a turn is running; cancel it or wait for it")
+        else:
+            self._start(run.text, ())
 
     def _start(self, text: str, files: Sequence[protocol.SentFile]) -> None:
         settings = self.surface.settings
