@@ -6,7 +6,7 @@
   (``next_action``) and when to ask again (``due``), given the chat's ``Throttle`` and a
   ``now`` from the caller's clock. It never sleeps and never calls a platform;
   ``consumer.StreamConsumer`` does that.
-- ``actions``: what the core hands the transport (``Send``, ``Edit``, ``Delete``, ``Draft``)
+- ``calls``: what the core hands the transport (``Send``, ``Edit``, ``Delete``, ``Draft``)
   and keeps of each message (``Slot``).
 - one layout per mode, chosen once when the reply is made (``plan.layout_for``, the mode from
   ``transport.plan_for``): ``layout.Layout`` is the base (text split over messages that grow in
@@ -36,7 +36,8 @@ only the transport knows (a Slack stream's edit is an append, or, once the strea
 ``chat.update``): ``draws`` (the transport's, a pure look at its state) names them.
 """
 
-from iris.surfaces.chat.reply.actions import (
+from iris.surfaces.chat.reply.blocks import CORRECTION, INTERRUPTED, BlocksLayout, block_end
+from iris.surfaces.chat.reply.calls import (
     FINAL_ATTEMPTS,
     PREVIEW_ATTEMPTS,
     Action,
@@ -47,7 +48,6 @@ from iris.surfaces.chat.reply.actions import (
     Slot,
     plain_draws,
 )
-from iris.surfaces.chat.reply.blocks import CORRECTION, INTERRUPTED, BlocksLayout, block_end
 from iris.surfaces.chat.reply.draft import DRAFT_REFRESH, DraftLayout
 from iris.surfaces.chat.reply.edit import EditLayout
 from iris.surfaces.chat.reply.layout import CURSOR, EMPTY, Layout

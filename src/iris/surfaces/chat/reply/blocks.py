@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from iris.formats.fences import Fence, after_line, opens
 from iris.formats.reasoning import with_reasoning
 from iris.segments import common_prefix
-from iris.surfaces.chat.reply.actions import Slot
+from iris.surfaces.chat.reply.calls import Slot
 from iris.surfaces.chat.reply.layout import Layout
 from iris.surfaces.chat.splitter import Unit, fence_at, measure, split
 from iris.surfaces.chat.throttle import Throttle

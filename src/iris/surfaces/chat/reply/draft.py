@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from iris.surfaces.chat.reply.actions import Action, Delete, Draft, waiting
+from iris.surfaces.chat.reply.calls import Action, Delete, Draft, waiting
 from iris.surfaces.chat.reply.edit import EditLayout
 from iris.surfaces.chat.reply.layout import Layout
 from iris.surfaces.chat.splitter import split

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from iris.surfaces.chat.budget import Draws
-from iris.surfaces.chat.reply.actions import FINAL_ATTEMPTS, Action, Delete, Draft, Slot
+from iris.surfaces.chat.reply.calls import FINAL_ATTEMPTS, Action, Delete, Draft, Slot
 from iris.surfaces.chat.reply.layout import EMPTY, Layout
 from iris.surfaces.chat.throttle import Throttle
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from iris.events import ToolEnded, ToolProgress, ToolStarted
 from iris.segments import common_prefix
 from iris.surfaces.chat.platforms.base import Task
-from iris.surfaces.chat.reply.actions import Action, Delete, Draft, Edit, Slot
+from iris.surfaces.chat.reply.calls import Action, Delete, Draft, Edit, Slot
 from iris.surfaces.chat.splitter import split
 from iris.surfaces.chat.throttle import Throttle
 

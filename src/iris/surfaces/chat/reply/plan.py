@@ -42,7 +42,8 @@ from iris.segments import (
 from iris.surfaces.chat.budget import Draws, Priority
 from iris.surfaces.chat.platforms.base import Capabilities
 from iris.surfaces.chat.progress import ToolLines
-from iris.surfaces.chat.reply.actions import (
+from iris.surfaces.chat.reply.blocks import BlocksLayout
+from iris.surfaces.chat.reply.calls import (
     FINAL_ATTEMPTS,
     PREVIEW_ATTEMPTS,
     Action,
@@ -54,7 +55,6 @@ from iris.surfaces.chat.reply.actions import (
     plain_draws,
     waiting,
 )
-from iris.surfaces.chat.reply.blocks import BlocksLayout
 from iris.surfaces.chat.reply.draft import DraftLayout
 from iris.surfaces.chat.reply.edit import EditLayout
 from iris.surfaces.chat.reply.layout import Layout

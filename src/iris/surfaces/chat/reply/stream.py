@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from iris.events import ToolEnded, ToolProgress, ToolStarted
 from iris.formats.tool_summary import summarize
 from iris.surfaces.chat.platforms.base import Task
-from iris.surfaces.chat.reply.actions import Edit, Slot
+from iris.surfaces.chat.reply.calls import Edit, Slot
 from iris.surfaces.chat.reply.layout import Layout
 
 if TYPE_CHECKING:

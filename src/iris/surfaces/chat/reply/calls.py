@@ -1,6 +1,5 @@
-"""The messages one reply occupies and the calls that change them: what a plan hands its
-transport (``Send``, ``Edit``, ``Delete``, ``Draft``) and what it keeps of each message
-(``Slot``). Plain data."""
+"""The calls a reply's plan hands its transport (``Send``, ``Edit``, ``Delete``, ``Draft``) and
+what it keeps of each message they change (``Slot``). Plain data."""
 
 from __future__ import annotations
 
