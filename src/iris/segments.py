@@ -310,13 +310,10 @@ class Segments:
             case ToolStarted() | ToolProgress() | ToolEnded():
                 # Text still open when tools run accompanied their calls.
                 return [*self._close("", "commentary"), event]
-            case (
-                ApprovalRequested()
-                | ApprovalResolved()
-                | ElicitationRequested()
-                | ElicitationResolved()
-            ):
+            case ApprovalRequested() | ApprovalResolved():
                 return [event]  # they follow the call's ToolStarted: the segment is closed
+            case ElicitationRequested() | ElicitationResolved():
+                return [event]  # during a call's run: the segment is closed
             case TurnStarted() | ReasoningDelta() | ToolCallDelta():
                 # A client tool call forming leaves the segment open: the turn's end closes
                 # it as commentary.

@@ -710,11 +710,7 @@ class Turn:
                 last_note = now
                 self._emit(ToolProgress(index, call.name, note))
 
-        ASKER.set(
-            Asker(
-                self.request.chat_id, self._emit, progress, self.request.elicitations, self._spend
-            )
-        )
+        ASKER.set(self._asker(progress))
         try:
             result = await tool.run(args, progress)
         except asyncio.CancelledError:
@@ -754,6 +750,11 @@ class Turn:
         if resolution.decision == "timeout" and self.request.unanswered_ends:
             raise _Unanswered
         return refusal(resolution.decision, resolution.by)
+
+    def _asker(self, progress: Callable[[str], None]) -> Asker:
+        """The turn, for an MCP server that asks during the call (``iris.agent.elicitation``)."""
+        request = self.request
+        return Asker(request.chat_id, self._emit, progress, request.elicitations, self._spend)
 
     def _spend(self, input_tokens: int, output_tokens: int) -> None:
         """An MCP server's request for the model ran during a call: its tokens are the turn's."""

@@ -127,13 +127,10 @@ class ChatEncoder:
                 self._thinking.restart()
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._thinking = Track()
-            case (
-                ApprovalRequested()
-                | ApprovalResolved()
-                | ElicitationRequested()
-                | ElicitationResolved()
-            ):
+            case ApprovalRequested() | ApprovalResolved():
                 pass  # chat completions cannot ask: such a call is refused in its tool result
+            case ElicitationRequested() | ElicitationResolved():
+                pass  # nor is a server's request for input: it is declined
             case ToolCallDelta(index=index, arguments=arguments, call_id=call_id, name=name):
                 self._role(out)
                 if call_id:  # the call's head: id, type and name once

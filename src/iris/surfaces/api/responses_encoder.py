@@ -297,8 +297,8 @@ class ResponsesEncoder:
 
     def _item(self, out: list[Payload], item: Item) -> None:
         match item:
-            case TurnStarted() | SegmentOpened():
-                pass
+            case TurnStarted() | SegmentOpened() | ElicitationRequested() | ElicitationResolved():
+                pass  # an elicitation: the API cannot ask, so it is declined before it is one
             case ReasoningDelta(text=text, summary=summary):
                 self._reasoning(out, text, summary=summary)
             case SegmentGrown() | SegmentReset():
@@ -311,23 +311,14 @@ class ResponsesEncoder:
                         self._open.summary.restart()
             case SegmentClosed():
                 self._close_message(out, item)
-            case ToolStarted():
+            case ToolStarted() | ToolProgress() | ToolEnded():
                 self._close(out, "completed")
-                self._tool_started(out, item)
-            case ToolProgress():
-                self._close(out, "completed")
-                self._tool_note(out, item)
-            case ToolEnded():
-                self._close(out, "completed")
-                self._tool_ended(out, item)
+                self._tool_event(out, item)
             case ToolCallDelta():
                 self._call_delta(out, item)
             case ApprovalRequested():
                 self._approval_request(out, item)
-            case ElicitationRequested() | ElicitationResolved():
-                pass  # the API cannot ask: such a request is declined before it is one
             case ApprovalResolved():
-                # The next response (the client's answer) goes on from here.
                 self._approved(out, item)
             case TurnEnded():
                 # The output cap cut the answer: OpenAI's word is an incomplete response.
@@ -379,6 +370,16 @@ class ResponsesEncoder:
         self._event(out, "response.completed", response=self.response)
 
     # -- the agent's own tool runs (``mcp_call``) --------------------------------------------
+    def _tool_event(
+        self, out: list[Payload], event: ToolStarted | ToolProgress | ToolEnded
+    ) -> None:
+        if isinstance(event, ToolStarted):
+            self._tool_started(out, event)
+        elif isinstance(event, ToolProgress):
+            self._tool_note(out, event)
+        else:
+            self._tool_ended(out, event)
+
     def _tool_started(self, out: list[Payload], started: ToolStarted) -> None:
         if self._tools.asks(started.name):
             self._waiting[started.index] = started  # its next event says whether it waits
@@ -386,6 +387,8 @@ class ResponsesEncoder:
         self._open_run(out, started.index, started.name, call_arguments(started.args))
 
     def _approved(self, out: list[Payload], resolved: ApprovalResolved) -> None:
+        """The answer to an approval: the response that carries the call on (the client's
+        answer) shows it, from here."""
         asked = self._tools.answered
         if asked is None or asked.approval_id != resolved.approval_id:
             return

@@ -372,10 +372,7 @@ class ApiSurface:
             conversation_items=lambda conversation_id: past if conversation_id == named else None,
         )
         inputs = input_items(raw_input, found)
-        view = None
-        if call.turn.agent_tools and not call.turn.client_tools:
-            seen = listed_before(self.responses, call.echo.get("previous_response_id"), past)
-            view = await self._tool_view(call.turn, seen)
+        view = await self._first_view(call, past)
         wire = ResponsesWire(call, self.responses, inputs, self.conversations.store, view)
         if call.background:
             return await self._start_background(call, wire)
@@ -398,6 +395,13 @@ class ApiSurface:
             leg = held.leg(wire.encoder.response_id)
             return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
         return self._exchange(call.turn, wire, stream=call.stream)
+
+    async def _first_view(self, call: ResponsesCall, past: list[Json] | None) -> ToolView | None:
+        """How a new request's tool runs show; None where the agent's tools are off."""
+        if not call.turn.agent_tools or call.turn.client_tools:
+            return None
+        seen = listed_before(self.responses, call.echo.get("previous_response_id"), past)
+        return await self._tool_view(call.turn, seen)
 
     async def _tool_view(
         self,

@@ -97,13 +97,10 @@ class Printer:
         match item:
             case TurnStarted() | SegmentOpened() | StreamReset() | ToolProgress() | ToolCallDelta():
                 pass
-            case (
-                ApprovalRequested()
-                | ApprovalResolved()
-                | ElicitationRequested()
-                | ElicitationResolved()
-            ):
+            case ApprovalRequested() | ApprovalResolved():
                 pass  # a one-shot asks nobody: a tool that asks is refused (tools.approval)
+            case ElicitationRequested() | ElicitationResolved():
+                pass  # asked of nobody here: declined before it is an event
             case SegmentGrown(delta=delta):
                 if self.stream:
                     self._write(delta)

@@ -161,13 +161,10 @@ class Reply:
                 # A reset of the text comes as a SegmentReset, where it diverged; client-defined
                 # tools are an API matter: a chat offers none.
                 pass
-            case (
-                ApprovalRequested()
-                | ApprovalResolved()
-                | ElicitationRequested()
-                | ElicitationResolved()
-            ):
+            case ApprovalRequested() | ApprovalResolved():
                 pass  # the platform's approval prompt is its own message, not the reply's
+            case ElicitationRequested() | ElicitationResolved():
+                pass  # asked of the person on their own surface, not in the text
             case ReasoningDelta(text=text):
                 self.reasoning.append(text)  # shown only at the end, if at all
             case SegmentOpened() | SegmentGrown() | SegmentReset() | SegmentClosed():
