@@ -89,7 +89,8 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 
         surfaces.append(IrisSurface(runtime))
     p = config.platforms
-    if p.telegram.enabled or p.discord.enabled or p.slack.enabled or p.whatsapp.enabled:
+    chats = (p.telegram, p.discord, p.slack, p.whatsapp, p.matrix)
+    if any(section.enabled for section in chats):
         from iris.surfaces.chat.runner import ChatSurface
 
         surfaces.append(ChatSurface(runtime))
