@@ -159,7 +159,7 @@ class Synapse:
         answer = httpx.post(endpoint, json=body, timeout=30).json()
         return answer["user_id"], answer["access_token"]
 
-    def limit(self, admin_token: str, user_id: str, per_second: float, burst: int) -> None:
+    def limit(self, admin_token: str, user_id: str, per_second: int, burst: int) -> None:
         """Tight ``rc_message`` for one user (``override_ratelimit``)."""
         path = f"/_synapse/admin/v1/users/{quoted(user_id)}/override_ratelimit"
         body = {"messages_per_second": per_second, "burst_count": burst}
