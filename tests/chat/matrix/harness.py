@@ -10,7 +10,7 @@ from iris.config import Config
 from iris.surfaces.chat.platforms.matrix import MatrixPlatform
 from iris.surfaces.chat.platforms.matrix_api import JSON
 from iris.surfaces.chat.runner import ChatSurface
-from tests.chat.harness import platform_config, running
+from tests.chat.harness import STREAMING, running
 from tests.chat.matrix.synapse import Person, Synapse
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream
@@ -36,8 +36,13 @@ def matrix_config(
         "budgets": BUDGETS,
         **extra.pop("matrix", {}),
     }
-    display = extra.pop("display", {"platforms": {"matrix": {"transport": "edit"}}})
-    return platform_config(make_config, upstream, "matrix", settings, display=display, **extra)
+    extra.setdefault("display", {"platforms": {"matrix": {"transport": "edit"}}})
+    extra.setdefault("tools", {"enabled": []})
+    extra.setdefault("streaming", STREAMING)
+    platforms = {"api_server": {"enabled": False}, "iris": {"enabled": False}}
+    return make_config(
+        upstream.base_url, platforms={**platforms, "matrix": {"enabled": True, **settings}}, **extra
+    )
 
 
 @contextlib.asynccontextmanager

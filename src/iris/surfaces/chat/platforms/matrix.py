@@ -234,10 +234,10 @@ class MatrixPlatform:
         for room_id, joined in _mapping(rooms.get("join")).items():
             room = _mapping(joined)
             self._sized(room_id, _mapping(room.get("summary")))
-            timeline = _mapping(room.get("timeline")).get("events")
-            for event in cast(list[Any], timeline) if isinstance(timeline, list) else []:
-                if isinstance(event, dict):
-                    await self._event(room_id, cast(JSON, event), on_message, history=history)
+            if any(e.get("type") == "m.room.encryption" for e in _events(room, "state")):
+                await self._encrypted(room_id)
+            for event in _events(room, "timeline"):
+                await self._event(room_id, event, on_message, history=history)
 
     def _sized(self, room_id: str, summary: JSON) -> None:
         joined, invited = (
@@ -271,8 +271,8 @@ class MatrixPlatform:
             self._sizes.pop(room_id, None)  # counted again when next needed
         elif read.kind == "encrypted":
             await self._encrypted(room_id)
-        elif history:
-            return
+        elif history or room_id in self._told():
+            return  # said before the bot started, or in a room it cannot read
         elif read.kind == "reaction":
             await self._reacted(room_id, read, on_message)
         elif read.kind == "message":
@@ -284,7 +284,7 @@ class MatrixPlatform:
 
     async def _encrypted(self, room_id: str) -> None:
         """Say once in an encrypted room that the bot cannot read it."""
-        told: list[str] = list(self.kept.get("encrypted_told") or [])
+        told = self._told()
         if room_id in told:
             return
         self.kept.put("encrypted_told", [*told, room_id])
@@ -293,6 +293,10 @@ class MatrixPlatform:
             await self.api.send_event(room_id, "m.room.message", events.message(ENCRYPTED))
         except PlatformError as exc:
             log.info("matrix: the note in encrypted room %s was not sent: %s", room_id, exc)
+
+    def _told(self) -> list[str]:
+        """The encrypted rooms, told so."""
+        return [str(room) for room in self.kept.get("encrypted_told") or []]
 
     async def _incoming(self, room_id: str, read: events.Seen) -> IncomingMessage:
         group = await self._members(room_id) > 2
@@ -441,3 +445,10 @@ class MatrixPlatform:
 
 def _mapping(value: object) -> JSON:
     return cast(JSON, value) if isinstance(value, dict) else {}
+
+
+def _events(room: JSON, section: str) -> list[JSON]:
+    """The events of a joined room's ``state`` or ``timeline`` in a sync answer."""
+    found = _mapping(room.get(section)).get("events")
+    listed = cast(list[Any], found) if isinstance(found, list) else []
+    return [cast(JSON, event) for event in listed if isinstance(event, dict)]
