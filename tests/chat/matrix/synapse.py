@@ -96,8 +96,11 @@ disable_existing_loggers: false
 class Synapse:
     """One Synapse process; ``url`` once started."""
 
-    def __init__(self, python: Path, folder: Path) -> None:
+    def __init__(self, python: Path, folder: Path, *, default_rc_message: bool = False) -> None:
+        """``default_rc_message``: Synapse's own message limit (0.2 a second, bursts of 10),
+        as a homeserver ships; else loose."""
         self.python, self.folder = python, folder
+        self.default_rc_message = default_rc_message
         with loopback.bind() as sock:  # a free port (Synapse binds it itself a moment later)
             self.port = int(sock.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
@@ -108,10 +111,11 @@ class Synapse:
     def start(self) -> None:
         config = self.folder / "homeserver.yaml"
         loose = "{per_second: 1000, burst_count: 1000}"
+        text = _CONFIG
+        if self.default_rc_message:
+            text = text.replace("rc_message: {loose}\n", "")
         config.write_text(
-            _CONFIG.format(
-                server=SERVER, dir=self.folder, port=self.port, secret=SECRET, loose=loose
-            )
+            text.format(server=SERVER, dir=self.folder, port=self.port, secret=SECRET, loose=loose)
         )
         (self.folder / "log.yaml").write_text(_LOG.replace("LOG", str(self.folder / "synapse.log")))
         command = [str(self.python), "-m", "synapse.app.homeserver", "-c", str(config)]
@@ -282,13 +286,13 @@ def shown(events: list[JSON]) -> list[str]:
 
 
 @contextlib.contextmanager
-def running(folder: Path) -> Generator[Synapse | None]:
+def running(folder: Path, *, default_rc_message: bool = False) -> Generator[Synapse | None]:
     """A started Synapse, or None where it is not installed."""
     found = python()
     if found is None:
         yield None
         return
-    synapse = Synapse(found, folder)
+    synapse = Synapse(found, folder, default_rc_message=default_rc_message)
     synapse.start()
     try:
         yield synapse

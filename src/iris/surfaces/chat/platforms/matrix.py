@@ -137,9 +137,11 @@ class MatrixPlatform:
         self.capabilities = Capabilities(
             can_edit=True, max_length=MAX_TEXT, length_unit="chars", rate=rate_budget(budgets.room)
         )
-        # Synapse's rc_message counts every event the bot sends, in any room.
+        # Synapse's rc_message counts every event the bot sends, in any room; it is a bucket
+        # that takes bursts (burst_count), so a first text or a final goes at once where the
+        # window has room, and previews are paced.
         self.budget = SharedBudget(
-            [Limit("bot", rate_budget(budgets.bot))],
+            [Limit("bot", rate_budget(budgets.bot), burst=True)],
             {"send": ["bot"], "edit": ["bot"], "delete": ["bot"]},
             scope=whole_chat,  # a room's threads are one room to the homeserver
         )
