@@ -238,8 +238,24 @@ class MatrixPlatform:
             self._sized(room_id, _mapping(room.get("summary")))
             if any(e.get("type") == "m.room.encryption" for e in _events(room, "state")):
                 await self._encrypted(room_id)
-            for event in _events(room, "timeline"):
+            for event in self._since_joined(_events(room, "timeline")):
                 await self._event(room_id, event, on_message, history=history)
+
+    def _since_joined(self, timeline: list[JSON]) -> list[JSON]:
+        """The events from the bot's own join on, where it joined in this batch: what was said
+        in a room before the bot came in is its history, not questions to it."""
+        for index in range(len(timeline) - 1, -1, -1):
+            event = timeline[index]
+            content = _mapping(event.get("content"))
+            before = _mapping(_mapping(event.get("unsigned")).get("prev_content"))
+            if (
+                event.get("type") == "m.room.member"
+                and event.get("state_key") == self.me
+                and content.get("membership") == "join"
+                and before.get("membership") != "join"  # not a change of its profile
+            ):
+                return timeline[index:]
+        return timeline
 
     def _sized(self, room_id: str, summary: JSON) -> None:
         joined, invited = (
