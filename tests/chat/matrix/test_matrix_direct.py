@@ -127,3 +127,30 @@ async def test_a_refused_token_is_one_line_and_the_gateway_stays_up(
         "chat platform matrix not started: matrix: the homeserver refused the login: "
         "matrix: M_UNKNOWN_TOKEN: Invalid access token passed."
     ]
+
+
+async def test_a_fresh_final_is_a_new_message_and_the_preview_is_redacted(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    synapse: Synapse,
+    bot: tuple[str, str],
+    alice: Person,
+) -> None:
+    room = await alice.room(bot[0], direct=True)
+    display = {"platforms": {"matrix": {"transport": "edit", "fresh_final_after": 0.1}}}
+    config = matrix_config(make_config, upstream, synapse, bot, [alice.user_id], display=display)
+    upstream.script(gated(*CHUNKS, after=10))
+    async with gateway(config) as (surface, _):
+        await joined(alice, room, bot[0])
+        await alice.say(room, "notify me")
+        await alice.wait_until(lambda: shown(messages(alice, room, bot[0])))
+        upstream.release()
+        await alice.wait_until(
+            lambda: any(e.get("type") == "m.room.redaction" for e in alice.from_user(bot[0], room))
+        )
+        await surface.idle()
+    sent = messages(alice, room, bot[0])
+    news = [e for e in sent if "m.new_content" not in e["content"]]
+    assert len(news) == 2 and news[-1]["content"]["body"] == REPLY, "the answer came anew"
+    (redaction,) = [e for e in alice.from_user(bot[0], room) if e["type"] == "m.room.redaction"]
+    assert redaction.get("redacts", redaction["content"].get("redacts")) == news[0]["event_id"]
