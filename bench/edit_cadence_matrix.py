@@ -11,12 +11,14 @@ waited out), then with the bot's limit lifted (the admin API's
 
 Prints per run: edits per reply (p50/max), ``M_LIMIT_EXCEEDED`` answers the bot met, the first
 visible text after the person asked (p50/max, seen on the person's own ``/sync``), and replies
-whole (the last edit's text is the reply) and in one message.
+whole (the last edit's text is the reply) and in one message. Then one ``/stop``: the seconds
+from the person's message to the model's stream being cut (target under a second).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import tempfile
 import time
@@ -26,7 +28,7 @@ from typing import Any
 
 from tests.chat.matrix.harness import joined, messages
 from tests.chat.matrix.synapse import Person, Synapse, running, shown
-from tests.fakes.upstream import FakeUpstream, responder, text
+from tests.fakes.upstream import FakeUpstream, hold, responder, text
 
 from iris.config import config_from_dict
 from iris.runtime import Runtime
@@ -144,6 +146,31 @@ async def run_once(
     return Run(label, edits, limited, first, whole, len(people))
 
 
+async def stop_latency(synapse: Synapse, args: argparse.Namespace) -> float:
+    """Seconds from a person's ``/stop`` to the model's stream being cut (the default limit)."""
+    bot = synapse.register("iris")
+    ((person, room),) = await _people(synapse, 1, bot[0])
+    with FakeUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
+        upstream.script(hold(*(f"w{i} " for i in range(40))))
+        config = _config(upstream, synapse, bot, f"{tmp}/iris.db", [person.user_id], None)
+        runtime = Runtime.create(config)
+        surface = ChatSurface(runtime)
+        await surface.start()
+        await joined(person, room, bot[0])
+        await person.say(room, "go")
+        await person.wait_until(lambda: shown(messages(person, room, bot[0])), 60)
+        asked = time.monotonic()
+        await person.say(room, "/stop")
+        await asyncio.to_thread(upstream.disconnected.wait, 30)
+        cut = (upstream.disconnected_at or float("nan")) - asked
+        await surface.idle()
+        await surface.stop()
+        await runtime.agent.aclose()
+        runtime.store.close()
+    await person.stop_sync()
+    return cut
+
+
 async def matrix(args: argparse.Namespace) -> None:
     with (
         tempfile.TemporaryDirectory() as folder,
@@ -163,6 +190,7 @@ async def matrix(args: argparse.Namespace) -> None:
                 synapse, args, "bot's limit lifted, budgets 20/s", lifted=True, fast=True
             ),
         ]
+        stopped = await stop_latency(synapse, args)
     print(
         f"\nmatrix: {args.matrix_rooms} direct rooms at once on a real Synapse, replies of"
         f" {args.matrix_seconds:.0f} s at {args.rate:.0f} deltas/s"
@@ -176,6 +204,7 @@ async def matrix(args: argparse.Namespace) -> None:
             f"{run.limited:>6}{statistics.median(run.first):>10.2f}s{max(run.first):>6.2f}s"
             f"{f'{run.whole}/{run.rooms}':>7}"
         )
+    print(f"/stop: the model's stream cut {stopped:.2f} s after the person sent it (target < 1 s)")
     print(
         "target: every reply whole in one message; 429s (M_LIMIT_EXCEEDED) waited out, few where"
         " the budgets match the homeserver's limit; first visible text within ~2 x edit_interval"
