@@ -833,7 +833,7 @@ TEMPLATE = """\
 
 streaming:
   enabled: true                    # master switch (the code default is false)
-  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, whatsapp, api_server, iris
+  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, whatsapp, matrix, api_server, iris
   # edit_interval: 1.5             # seconds between message edits on chat platforms
   # min_tokens: 20                 # deltas before the first visible message on chat platforms
 
