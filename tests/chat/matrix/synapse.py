@@ -254,7 +254,7 @@ class Person:
                     self.timeline.append(Seen(room_id, event, now))
             self._arrived.set()
 
-    async def wait_until(self, check: Callable[[], object], within: float = 20.0) -> None:
+    async def wait_until(self, check: Callable[[], object], within: float = 30.0) -> None:
         """Until ``check()`` holds of what this person's sync saw."""
         async with asyncio.timeout(within):
             while not check():

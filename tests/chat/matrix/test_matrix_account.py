@@ -14,7 +14,7 @@ from tests.chat.matrix.synapse import Person, Synapse, shown
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(150)
 
 
 async def test_a_password_login_is_made_once_and_its_token_kept_private(

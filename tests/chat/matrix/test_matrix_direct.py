@@ -16,7 +16,7 @@ from tests.chat.matrix.synapse import Person, Synapse, shown
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, gated, text
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(150)
 
 CHUNKS = [f"**word{i}** <b>x</b> " for i in range(30)]
 REPLY = "".join(CHUNKS).strip()

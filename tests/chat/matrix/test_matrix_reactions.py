@@ -20,7 +20,7 @@ from tests.chat.matrix.synapse import Person, Synapse, shown
 from tests.conftest import MakeConfig, shared_workspace
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(150)
 
 COMMAND = "echo ran >> approved; echo done-running"
 
@@ -93,7 +93,12 @@ async def test_only_an_allowed_persons_reaction_on_the_prompt_answers_it(
         await bob.react(room, prompt["event_id"], "✅")
         await alice.react(room, asked, "✅")
         await alice.react(room, prompt["event_id"], key)
-        await alice.wait_until(lambda: "Finished." in shown(messages(alice, room, bot[0])))
+        await alice.wait_until(
+            lambda: (
+                "Finished." in (texts := shown(messages(alice, room, bot[0])))
+                and any(t.startswith(outcome) for t in texts)
+            )
+        )
         await surface.idle()
     closed = next(t for t in shown(messages(alice, room, bot[0])) if t.startswith(outcome))
     assert closed.startswith(f"{outcome} {alice.user_id}") and COMMAND in closed, closed

@@ -15,7 +15,7 @@ from tests.conftest import MakeConfig
 from tests.fakes.scenarios import Received
 from tests.fakes.upstream import FakeUpstream, gated, hold, responder, text
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(150)
 
 
 def asked(upstream: FakeUpstream) -> list[str]:

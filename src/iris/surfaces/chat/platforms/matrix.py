@@ -236,9 +236,11 @@ class MatrixPlatform:
         for room_id, joined in _mapping(rooms.get("join")).items():
             room = _mapping(joined)
             self._sized(room_id, _mapping(room.get("summary")))
-            if any(e.get("type") == "m.room.encryption" for e in _events(room, "state")):
+            timeline = _events(room, "timeline")
+            # Encrypted since before the bot came in: its state says so, not the events it reads.
+            if any(e.get("type") == "m.room.encryption" for e in _events(room, "state") + timeline):
                 await self._encrypted(room_id)
-            for event in self._since_joined(_events(room, "timeline")):
+            for event in self._since_joined(timeline):
                 await self._event(room_id, event, on_message, history=history)
 
     def _since_joined(self, timeline: list[JSON]) -> list[JSON]:
