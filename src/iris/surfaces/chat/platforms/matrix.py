@@ -39,7 +39,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -152,6 +152,7 @@ class MatrixPlatform:
         self._syncer: asyncio.Task[None] | None = None
         self._syncing = OpenGroup()
         self.synced = asyncio.Event()  # the first sync is done (tests, the bench)
+        self.pause: Callable[[float], Awaitable[None]] = asyncio.sleep  # between failed syncs
 
     # -- connecting ---------------------------------------------------------------------------
     async def connect(self, on_message: OnMessage) -> None:
@@ -212,11 +213,11 @@ class MatrixPlatform:
             try:
                 body = await self.api.call("GET", "/sync", params=params, read_for=self._poll())
             except PlatformRateLimited as exc:
-                await asyncio.sleep(exc.retry_after)
+                await self.pause(exc.retry_after)
                 continue
             except PlatformError as exc:
                 log.warning("matrix: sync failed: %s (retrying in %.0fs)", exc, backoff)
-                await asyncio.sleep(backoff)
+                await self.pause(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX)
                 continue
             backoff = 1.0

@@ -59,10 +59,19 @@ def _retry_after(answer: JSON, headers: httpx.Headers) -> float:
 class MatrixApi:
     """One bot's calls to one homeserver, with its access token."""
 
-    def __init__(self, homeserver: str, token: str = "", *, timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        homeserver: str,
+        token: str = "",
+        *,
+        timeout: float = 15.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.base_url = homeserver.rstrip("/")
         self.token = token
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5.0))
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout, connect=5.0), transport=transport
+        )
         self._txn = itertools.count()
         self.limited = 0  # M_LIMIT_EXCEEDED answers met so far
 
