@@ -192,11 +192,13 @@ class Person:
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _syncer: asyncio.Task[None] | None = None
 
-    async def room(self, *invite: str, direct: bool = False, encrypted: bool = False) -> str:
+    async def room(
+        self, *invite: str, direct: bool = False, encrypted: bool = False, public: bool = False
+    ) -> str:
         body: dict[str, Any] = {
             "invite": list(invite),
             "is_direct": direct,
-            "preset": "private_chat",
+            "preset": "public_chat" if public else "private_chat",
         }
         if encrypted:
             state = {

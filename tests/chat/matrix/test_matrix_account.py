@@ -70,3 +70,22 @@ async def test_only_an_allowed_persons_invite_is_taken_and_earlier_talk_is_not_a
     assert [r.body["messages"][-1]["content"] for r in upstream.requests] == ["now?"]
     members = await bob.api.call("GET", f"/rooms/{quoted(strangers)}/joined_members")
     assert bot[0] not in members["joined"], "a stranger's invite is left alone"
+
+
+async def test_the_rooms_configured_are_joined_at_start(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    synapse: Synapse,
+    bot: tuple[str, str],
+    alice: Person,
+) -> None:
+    room = await alice.room(public=True)  # nobody invited: the config names it
+    config = matrix_config(
+        make_config, upstream, synapse, bot, [alice.user_id], matrix={"rooms": [room]}
+    )
+    upstream.script(text("Joined."))
+    async with gateway(config) as (surface, _):
+        await joined(alice, room, bot[0])
+        await alice.say(room, "anyone?")
+        await alice.wait_until(lambda: shown(messages(alice, room, bot[0])) == ["Joined."])
+        await surface.idle()
