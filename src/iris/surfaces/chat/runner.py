@@ -136,6 +136,7 @@ PLATFORMS: dict[str, PlatformFactory] = {
     "discord": _adapter("discord", "DiscordPlatform"),
     "slack": _adapter("slack", "SlackPlatform"),
     "whatsapp": _adapter("whatsapp", "WhatsAppPlatform"),
+    "homeassistant": _adapter("homeassistant", "HomeAssistantPlatform"),
 }
 
 

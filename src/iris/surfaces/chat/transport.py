@@ -23,6 +23,11 @@ so the planner waits for the shared budget of the method that actually goes out:
 start, append or stop on the stream methods' budget, a message that left streaming on
 ``chat.update``'s (Slack limits each method per workspace on its own).
 
+- ``WholeTransport``: a platform whose answers go out whole (``capabilities.whole``: Home
+  Assistant notifications). The plan sends settled text only, once; each message of the reply
+  goes out as the reply so far, under the one id the platform keeps per conversation, so
+  what stays is the whole answer, never a half one, and no tool progress is planned at all.
+
 ``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``
 (``blocks`` and ``final`` are plain sends: ``EditTransport``).
 """
@@ -152,6 +157,18 @@ class DraftTransport(EditTransport):
         await drafts.send_draft(
             self.chat_id, action.draft_id, action.text, thread=self.thread, can_stop=self.can_stop
         )
+
+
+@dataclass
+class WholeTransport(EditTransport):
+    _parts: list[str] = field(default_factory=list[str])
+
+    async def send(self, action: Send) -> str:
+        # The platform replaces its notification by id: each send is the whole reply so far.
+        whole = "\n\n".join([*self._parts, action.text])
+        message_id = await self.platform.send(self.chat_id, whole, thread=self.thread)
+        self._parts.append(action.text)
+        return message_id
 
 
 @dataclass
@@ -306,6 +323,9 @@ def plan_for(
     ``transport: blocks``), else edits (a preview growing in place, unless streaming is off
     or ``transport: final``; fresh final and deletes where the platform deletes)."""
     caps = platform.capabilities
+    if caps.whole:
+        quiet = display.model_copy(update={"tool_progress": "off", "show_reasoning": False})
+        return WholeTransport(platform, chat_id, thread), Reply(caps, quiet, preview=False)
     match None if native is None else native.kind:
         case "draft":
             transport = DraftTransport(platform, chat_id, thread, can_stop=display.can_stop)
