@@ -59,7 +59,7 @@ import importlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -233,6 +233,9 @@ class ChatSurface:
             log.error("chat platform %s not started: %s", platform.name, exc)
             return False
         self._connected.append(platform)
+        announce = getattr(platform, "announce", None)
+        if callable(announce):  # Home Assistant: where a voice turn's later answer goes
+            self.runtime.announce = cast(Callable[[str], Awaitable[None]], announce)
         log.info("chat platform %s connected", platform.name)
         return True
 

@@ -58,6 +58,7 @@ from iris.tasks import logged
 log = logging.getLogger(__name__)
 
 HOME_CHAT = "home"
+VOICE_CHAT = "voice"  # the notification id of voice answers that came later: iris_voice
 BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # seconds between reconnects, then the last
 NOTIFY_BACKOFF = (0.5, 1.0, 2.0, 4.0)  # seconds between tries of a notification
 _MAX_FRAME = 16 * 1024 * 1024  # get_states of a large house is megabytes
@@ -379,6 +380,10 @@ class HomeAssistantPlatform:
             raise _Retry(f"HTTP {answer.status}")
         if answer.status >= 400:
             raise PlatformError(f"homeassistant: {path} refused: HTTP {answer.status} {body[:200]}")
+
+    async def announce(self, text: str) -> None:
+        """The answer of a voice turn that outlived its spoken acknowledgement."""
+        await self.send(VOICE_CHAT, text)
 
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
