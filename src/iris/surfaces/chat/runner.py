@@ -68,6 +68,7 @@ from starlette.routing import BaseRoute
 from iris.agent.approvals import Decision
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
+from iris.agent.tools import Tool
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
@@ -236,6 +237,10 @@ class ChatSurface:
         announce = getattr(platform, "announce", None)
         if callable(announce):  # Home Assistant: where a voice turn's later answer goes
             self.runtime.announce = cast(Callable[[str], Awaitable[None]], announce)
+        tools = getattr(platform, "tools", None)
+        if callable(tools):  # Home Assistant: the house tools, over its connection
+            for tool in cast(Callable[[], list[Tool]], tools)():
+                self.runtime.agent.tools.add(tool)
         log.info("chat platform %s connected", platform.name)
         return True
 

@@ -44,6 +44,7 @@ from typing import Any, cast
 
 import aiohttp
 
+from iris.agent.tools import Tool
 from iris.config import HOUSE_USER, HomeAssistantConfig, Rate
 from iris.surfaces.chat.budget import SharedBudget, rate_budget
 from iris.surfaces.chat.platforms.base import (
@@ -380,6 +381,12 @@ class HomeAssistantPlatform:
             raise _Retry(f"HTTP {answer.status}")
         if answer.status >= 400:
             raise PlatformError(f"homeassistant: {path} refused: HTTP {answer.status} {body[:200]}")
+
+    def tools(self) -> list[Tool]:
+        """The agent's house tools over this connection (``house_tools``)."""
+        from iris.surfaces.chat.platforms.house_tools import house_tools
+
+        return house_tools(self)
 
     async def announce(self, text: str) -> None:
         """The answer of a voice turn that outlived its spoken acknowledgement."""
