@@ -587,7 +587,7 @@ class ReadFileTool(_Section):
 class ApprovalConfig(_Section):
     """``tools.approval``: which tool calls wait for a person's yes (``iris.agent.approvals``).
 
-    ``ask``: ``terminal`` and every MCP tool (``mcp_*``) wait, unless ``auto`` names them (a
+    ``ask``: ``terminal``, every MCP tool (``mcp_*``) and ``ha_call_service`` wait, unless ``auto`` names them (a
     name or a glob); ``off``: nothing is asked. ``timeout``: seconds a request waits before it
     counts as refused. ``allow_ttl`` and ``group_allow``: how long and for whom "allow in this
     chat" holds."""

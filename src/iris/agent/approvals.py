@@ -1,7 +1,7 @@
 """Ask before acting: which tool calls wait for a person's yes, and the broker they wait on.
 
-``ApprovalPolicy`` (``tools.approval``) says whether a tool asks: in mode ``ask``, ``terminal``
-and every MCP tool (``mcp_*``) do unless ``auto`` names them (names or globs); built-ins that
+``ApprovalPolicy`` (``tools.approval``) says whether a tool asks: in mode ``ask``, ``terminal``,
+every MCP tool (``mcp_*``) and Home Assistant's ``ha_call_service`` do unless ``auto`` names them (names or globs); built-ins that
 only read (``read_file``) never do; in mode ``off`` nothing asks. An ``auto`` entry that starts
 with a server's ``mcp_<server>_`` belongs to that server (the owner rule of ``tools.enabled``,
 ``iris.agent.mcp.naming.owner``) and matches only its tools: ``mcp_search_*`` never approves a
