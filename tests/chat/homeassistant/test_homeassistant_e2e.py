@@ -22,7 +22,7 @@ from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import platform_config, running
 from tests.conftest import MakeConfig
 from tests.fakes.homeassistant import HomeAssistant
-from tests.fakes.upstream import FakeUpstream, text, tool_call
+from tests.fakes.upstream import FakeUpstream, drop, text, tool_call
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -229,3 +229,15 @@ async def test_a_notify_service_gets_the_tag_and_tool_progress_never_shows(
 
 async def _nothing(message: object) -> None:
     return None
+
+
+async def test_an_answer_that_breaks_midway_never_arrives_half(
+    house: tuple[ChatSurface, HomeAssistantPlatform], ha: HomeAssistant, upstream: FakeUpstream
+) -> None:
+    surface, _ = house
+    upstream.script(drop("The front door ", "is open and the"))
+    await ha.set_state("binary_sensor.front_door", "on")
+    await ha.wait_until(lambda: ha.notifications)
+    await surface.idle()
+    [note] = ha.notifications  # the failure, said once; none of the text so far
+    assert "is open and the" not in note.message and "⚠️" in note.message

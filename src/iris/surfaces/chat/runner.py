@@ -100,7 +100,7 @@ from iris.surfaces.chat.prompts import (
     parse_press,
 )
 from iris.surfaces.chat.throttle import Throttle
-from iris.surfaces.chat.transport import choose
+from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
 from iris.tasks import OpenGroup, logged
@@ -712,7 +712,8 @@ class ChatSurface:
                 conversation.turn, conversation.consumer = turn, consumer
                 if sequence != conversation.latest:
                     turn.interrupt()  # overtaken while it was being set up
-                outcome = await consumer.consume(turn)
+                events = whole(turn) if platform.capabilities.whole else turn
+                outcome = await consumer.consume(events)
         finally:
             conversation.turn = conversation.consumer = None
             conversation.next_draft = consumer.next_draft

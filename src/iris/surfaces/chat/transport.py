@@ -27,6 +27,8 @@ start, append or stop on the stream methods' budget, a message that left streami
   Assistant notifications). The plan sends settled text only, once; each message of the reply
   goes out as the reply so far, under the one id the platform keeps per conversation, so
   what stays is the whole answer, never a half one, and no tool progress is planned at all.
+  ``whole`` holds such a turn's events until it ends: one that failed shows its failure
+  without the text so far, one cut short (a newer message came) shows nothing.
 
 ``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``
 (``blocks`` and ``final`` are plain sends: ``EditTransport``).
@@ -36,12 +38,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from iris.config import ResolvedDisplay
 from iris.config import Transport as TransportSetting
+from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
 from iris.surfaces.chat.budget import Draws
 from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
@@ -296,6 +299,32 @@ def _statuses(tasks: tuple[Task, ...] | list[Task]) -> dict[str, tuple[str, str]
 def _shown(task: Task) -> tuple[str, str]:
     """What a timeline shows of a task: a new status or progress note is a change."""
     return task.status, task.details
+
+
+async def whole(events: AsyncIterable[Event]) -> AsyncIterator[Event]:
+    """A turn for a platform that shows answers whole: nothing until it ended; then all of it,
+    or, when it failed or was cut short, its start and its end without its text (never half
+    an answer)."""
+    held: list[Event] = []
+    async for event in events:
+        match event:
+            case TurnFailed():
+                end: Event = dataclasses.replace(event, partial_text="")
+            case TurnEnded(reason="interrupted"):
+                end = dataclasses.replace(event, text="")
+            case TurnEnded():
+                held.append(event)
+                for kept in held:
+                    yield kept
+                return
+            case _:
+                held.append(event)
+                continue
+        for kept in held[:1]:
+            if isinstance(kept, TurnStarted):
+                yield kept
+        yield end
+        return
 
 
 def blocks(can_edit: bool, display: ResolvedDisplay) -> bool:
