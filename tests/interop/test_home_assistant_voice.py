@@ -131,3 +131,22 @@ def test_the_responses_api_refuses_the_voice_model_with_a_code(
     assert getattr(refused.value, "status_code", None) == 400
     assert refused.value.code == "model_not_supported"
     assert upstream.requests == []
+
+
+def test_a_tool_call_comes_back_whole_to_a_request_that_does_not_stream(
+    start_iris: StartIris, upstream: FakeUpstream
+) -> None:
+    server = start_iris(platforms={"api_server": {"api_key": KEY}})
+    upstream.script(tool_call("HassTurnOff", ['{"name": ', '"hall light"}'], call_id="call_h"))
+    tool = {"type": "function", "function": {"name": "HassTurnOff", "parameters": {}}}
+    with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
+        answer = client.chat.completions.create(
+            model=VOICE,
+            messages=[{"role": "user", "content": "Hall light off"}],
+            tools=[tool],  # pyright: ignore[reportArgumentType]
+            stream=False,
+        )
+    [call] = answer.choices[0].message.tool_calls or []
+    assert answer.choices[0].finish_reason == "tool_calls"
+    assert call.id == "call_h" and call.function.name == "HassTurnOff"  # pyright: ignore[reportAttributeAccessIssue]
+    assert json.loads(call.function.arguments) == {"name": "hall light"}  # pyright: ignore[reportAttributeAccessIssue]

@@ -241,3 +241,22 @@ async def test_an_answer_that_breaks_midway_never_arrives_half(
     await surface.idle()
     [note] = ha.notifications  # the failure, said once; none of the text so far
     assert "is open and the" not in note.message and "⚠️" in note.message
+
+
+async def test_a_refused_token_from_the_environment_names_token_env(
+    ha: HomeAssistant,
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HASS_TOKEN", "revoked")
+    config = platform_config(make_config, upstream, "homeassistant", settings(ha, token=""))
+    platform = HomeAssistantPlatform(config.platforms.homeassistant)
+    with pytest.raises(PlatformError) as refused:
+        await platform.connect(_nothing)
+    assert str(refused.value) == (
+        "homeassistant: platforms.homeassistant.token_env ($HASS_TOKEN) was refused: "
+        "Invalid access token"
+    )
+    assert ha.connections == 0
+    await platform.disconnect()

@@ -190,9 +190,13 @@ class HomeAssistantPlatform:
                     first = await ws.receive_json()
         except (TimeoutError, aiohttp.ClientError, TypeError, ValueError) as exc:
             raise PlatformError(f"homeassistant: no auth handshake: {exc!r}") from None
+        if not isinstance(first, dict):
+            raise PlatformError("homeassistant: the auth handshake was not an object")
+        first = cast(dict[str, Any], first)
         if first.get("type") == "auth_invalid":
-            where = f"${self.settings.token_env}" if self.settings.token_env else "token"
-            name = "platforms.homeassistant.token" if self.settings.token else where
+            name = "platforms.homeassistant.token"
+            if not self.settings.token and self.settings.token_env:
+                name = f"platforms.homeassistant.token_env (${self.settings.token_env})"
             why = first.get("message") or "invalid access token"
             raise AuthRefused(f"homeassistant: {name} was refused: {why}")
         if first.get("type") != "auth_ok":
@@ -303,12 +307,15 @@ class HomeAssistantPlatform:
                 return
 
     async def _reconnect(self) -> list[State]:
+        refused = False
         for attempt in itertools.count():
             await asyncio.sleep(self.backoff[min(attempt, len(self.backoff) - 1)])
             try:
                 return await self._open()
             except AuthRefused as exc:
-                log.error("%s; retrying", exc)
+                if not refused:  # a revoked token: said once, tried again with backoff
+                    log.error("%s; retrying", exc)
+                refused = True
             except PlatformError as exc:
                 log.info("homeassistant: reconnect failed: %s", exc)
         raise AssertionError("unreachable")
