@@ -130,10 +130,10 @@ class Spoken:
             case TextDelta(text=text):
                 return self._text(self._speech.feed(text))
             case SegmentEnded() | Commentary():
-                rest = self._close()
-                return [*rest, dataclasses.replace(event, text=self._last)]
+                rest, said = self._close()
+                return [*rest, dataclasses.replace(event, text=said)]
             case TurnEnded():
-                rest = self._close()
+                rest, _ = self._close()
                 return [*rest, dataclasses.replace(event, text=self._last)]
             case StreamReset():
                 self._speech, self._segment = Speech(), ""
@@ -151,12 +151,14 @@ class Spoken:
         self._segment += text
         return [TextDelta(text)]
 
-    def _close(self) -> list[Event]:
+    def _close(self) -> tuple[list[Event], str]:
+        """The rest of the open segment, and all that was said of it."""
         rest = self._text(self._speech.end())
-        if self._segment:
-            self._last = self._segment
+        said = self._segment
+        if said:
+            self._last = said  # the answer: the last segment that said something
         self._segment, self._speech = "", Speech()
-        return rest
+        return rest, said
 
 
 @dataclasses.dataclass
