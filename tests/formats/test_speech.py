@@ -38,8 +38,9 @@ def test_any_cut_of_the_deltas_speaks_the_same_and_never_splits_a_word(
     said = 0
     for delta in deltas:
         said += len(delta)
-        # Where a delta stops, the next character is a space or nothing: a word is whole.
-        assert said == len(whole) or whole[said].isspace() or not delta
+        # Where a delta stops there is a space on one side or the other: no word is cut.
+        at_edge = said == len(whole) or not delta
+        assert at_edge or whole[said].isspace() or whole[said - 1].isspace()
 
 
 def spoken_raw(text: str) -> str:
