@@ -4,6 +4,7 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.socket.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
+- ``iris.surfaces.mcp_server.endpoint.McpSurface`` /mcp (MCP server mode, beside the socket)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp gateway runners
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
@@ -85,9 +86,12 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 
         surfaces.append(ApiSurface(runtime))
     if config.platforms.iris.enabled:
+        from iris.surfaces.mcp_server.endpoint import McpSurface
         from iris.surfaces.socket.endpoint import IrisSurface
 
-        surfaces.append(IrisSurface(runtime))
+        iris = IrisSurface(runtime)
+        surfaces.append(iris)
+        surfaces.append(McpSurface(iris))  # MCP server mode: the same chats, the same tokens
     p = config.platforms
     if p.telegram.enabled or p.discord.enabled or p.slack.enabled or p.whatsapp.enabled:
         from iris.surfaces.chat.runner import ChatSurface
