@@ -5,6 +5,7 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.socket.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
 - ``iris.surfaces.mcp_server.endpoint.McpSurface`` /mcp (MCP server mode, beside the socket)
+- ``iris.surfaces.a2a.endpoint.A2aSurface``     /a2a, the agent card (``platforms.a2a``)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp gateway runners
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
@@ -92,6 +93,10 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
         iris = IrisSurface(runtime)
         surfaces.append(iris)
         surfaces.append(McpSurface(iris))  # MCP server mode: the same chats, the same tokens
+        if config.platforms.a2a.enabled:
+            from iris.surfaces.a2a.endpoint import A2aSurface
+
+            surfaces.append(A2aSurface(iris))  # its tasks are turns in iris chats
     p = config.platforms
     if p.telegram.enabled or p.discord.enabled or p.slack.enabled or p.whatsapp.enabled:
         from iris.surfaces.chat.runner import ChatSurface

@@ -20,6 +20,7 @@ class Waiting:
 
     approval_id: str
     name: str
+    args: dict[str, Any]
     preview: str
     expires_at: float
 
@@ -55,6 +56,7 @@ class ReplyFold:
             return Waiting(
                 str(frame["approval_id"]),
                 str(frame["name"]),
+                dict(frame.get("args") or {}),
                 str(frame.get("preview", "")),
                 float(frame.get("expires_at", 0.0)),
             )
