@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,13 +21,26 @@ from a2a.types.a2a_pb2 import (
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Value
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
+from iris.surfaces.a2a.push import signature
+from tests.conftest import anywhere, shared_workspace
+from tests.fakes import loopback
 from tests.fakes.scenarios import gated, hold
-from tests.fakes.upstream import FakeUpstream, text
+from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.socket.conftest import IrisServer, StartServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -178,3 +193,128 @@ async def test_a_wrong_key_is_refused(iris_server: StartServer) -> None:
             headers={"Authorization": "Bearer wrong"},
         )
     assert answer.status_code == 401 and answer.json()["error"]["code"] == "unauthorized"
+
+
+async def test_a_dropped_stream_resumes_by_resubscribing_without_a_gap_or_a_repeat(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(gated("First", " second", " third", after=1))
+    server = await a2a_server(iris_server)
+    async with a2a_client(server) as client:
+        task_id = ""
+        async for event in client.send_message(user("go on")):
+            if event.HasField("artifact_update"):
+                task_id = event.artifact_update.task_id
+                break  # the connection drops after the first chunk
+        resumed: list[StreamResponse] = []
+        stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
+        async for event in stream:
+            resumed.append(event)
+            if len(resumed) == 1:
+                upstream.release()  # the rest is made only once the client is back
+            if event.HasField("status_update") and event.status_update.status.state == (
+                TaskState.TASK_STATE_COMPLETED
+            ):
+                break
+    snapshot = resumed[0].task
+    assert snapshot.id == task_id
+    after = [e.artifact_update for e in resumed if e.HasField("artifact_update")]
+    assert reply_text(snapshot) + "".join(c.artifact.parts[0].text for c in after) == (
+        "First second third"
+    )
+    assert all(c.append for c in after)
+
+
+async def test_input_required_while_a_tool_waits_then_the_answer_continues_the_task(
+    iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    command = "echo ran >> runs.txt"
+    upstream.script(
+        tool_call("terminal", [json.dumps({"command": command})], content="Checking."),
+        text("It ran."),
+    )
+    server = await iris_server(
+        streaming={"enabled": True},
+        a2a={"enabled": True, "api_key": KEY},
+        tools={"terminal": shared_workspace(tmp_path), "approval": {"mode": "ask", "timeout": 30}},
+    )
+    async with a2a_client(server, streaming=False) as client:
+        asked = [a async for a in client.send_message(user("run it", context_id="ap"))][-1].task
+        assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        data = MessageToDict(asked.status.message.parts[1].data)
+        assert data["name"] == "terminal" and data["args"] == {"command": command}
+        assert data["decisions"] == ["once", "chat", "deny"]
+        answer = user("yes", context_id="ap", task_id=asked.id)
+        done = [a async for a in client.send_message(answer)][-1].task
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert reply_text(done).endswith("It ran.")
+    assert anywhere(tmp_path, "runs.txt")
+
+
+async def test_files_and_data_parts_reach_the_model_as_attachments(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(text("Read them."))
+    server = await a2a_server(iris_server)
+    message = Message(
+        message_id=uuid.uuid4().hex,
+        role=Role.ROLE_USER,
+        parts=[
+            Part(text="what do these say?"),
+            Part(raw=b"the notes say hello", filename="notes.txt", media_type="text/plain"),
+            Part(data=ParseDict({"order": 42}, Value())),
+        ],
+    )
+    async with a2a_client(server, streaming=False) as client:
+        task = [a async for a in client.send_message(SendMessageRequest(message=message))][-1].task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    sent = json.dumps(upstream.requests[0].body["messages"][-1])
+    assert "what do these say?" in sent
+    assert "the notes say hello" in sent and '\\"order\\": 42' in sent
+
+
+async def test_push_callbacks_are_signed_retried_and_a_private_address_is_refused(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(text("Pushed."))
+    server = await a2a_server(iris_server)
+    received: list[tuple[bytes, dict[str, str]]] = []
+    done = asyncio.Event()
+
+    async def callback(request: Request) -> Response:
+        body = await request.body()
+        received.append((body, dict(request.headers)))
+        if len(received) == 1:
+            return Response(status_code=503)  # the receiver is briefly down: tried again
+        if b"TASK_STATE_COMPLETED" in body:
+            done.set()
+        return Response(status_code=204)
+
+    sock = loopback.bind()
+    hook = await loopback.start(
+        Starlette(routes=[Route("/hook", callback, methods=["POST"])]), sock
+    )
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
+    try:
+        async with a2a_client(server, streaming=False) as client:
+            request = user("push me")
+            request.configuration.CopyFrom(
+                SendMessageConfiguration(
+                    task_push_notification_config=TaskPushNotificationConfig(url=url, token="tok-1")
+                )
+            )
+            [a async for a in client.send_message(request)]
+            async with asyncio.timeout(10):
+                await done.wait()
+            refused = user("push elsewhere")
+            refused.configuration.task_push_notification_config.url = "http://10.1.2.3/hook"
+            with pytest.raises(A2AError):
+                [a async for a in client.send_message(refused)]
+    finally:
+        await loopback.stop(hook)
+    for body, headers in received:
+        stamp = headers["x-iris-timestamp"]
+        assert headers["x-iris-signature"] == signature("tok-1", stamp, body)
+        assert headers["x-a2a-notification-token"] == "tok-1"
+    assert any(b"Pushed." in body for body, _ in received)
+    assert received[0][0] == received[1][0]  # the refused delivery came again, first

@@ -56,6 +56,7 @@ def check_bind_safety(config: Config) -> None:
         (f"platforms.iris.tokens[{i}]", t) for i, t in enumerate(config.platforms.iris.tokens)
     ]
     secrets.append(("server.metrics.token", config.server.metrics.token or ""))
+    secrets.append(("platforms.a2a.api_key", config.platforms.a2a.api_key or ""))
     for key, secret in secrets:
         if secret and len(secret) < least:
             where = "" if least == MIN_SECRET else f" to bind {host}"
@@ -70,6 +71,12 @@ def check_bind_safety(config: Config) -> None:
         raise ConfigError(
             f"refusing to bind {host}: the API server has no key; set "
             "platforms.api_server.api_key or bind 127.0.0.1"
+        )
+    a2a = config.platforms.a2a
+    if a2a.enabled and not (a2a.api_key or api.api_key):
+        raise ConfigError(
+            f"refusing to bind {host}: the A2A server has no key; set "
+            "platforms.a2a.api_key (or platforms.api_server.api_key) or bind 127.0.0.1"
         )
     metrics = config.server.metrics
     if metrics.enabled and not metrics.token:
