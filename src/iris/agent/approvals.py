@@ -54,7 +54,7 @@ Outcome = Literal["once", "chat", "deny", "timeout", "cancelled"]  # how a reque
 RespondResult = Literal["decided", "already_decided", "unknown"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
 
-ASKED_BY_DEFAULT = ("terminal", "mcp_*")  # tools that act on the world
+ASKED_BY_DEFAULT = ("terminal", "mcp_*", "a2a_*")  # tools that act on the world
 POLL = 0.2  # seconds between two reads of a shared request's resolution
 KEPT = 1024  # resolved requests a process remembers (for "already decided by …")
 KEPT_S = 3600  # seconds a shared request outlives its expiry
