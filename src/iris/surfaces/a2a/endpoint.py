@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
-import math
-from typing import Any
 
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -37,7 +35,7 @@ from iris.surfaces.a2a.card import PATH, agent_card
 from iris.surfaces.a2a.executor import IrisExecutor
 from iris.surfaces.a2a.push import SignedPushSender
 from iris.surfaces.a2a.stores import StoredPushConfigs, StoredTasks
-from iris.surfaces.api.problems import error_body
+from iris.surfaces.refusals import refusal, throttled, unauthorized
 from iris.surfaces.socket.access import bearer
 from iris.surfaces.socket.endpoint import IrisSurface
 from iris.tasks import OpenGroup
@@ -104,29 +102,19 @@ class A2aSurface:
         scope = request.scope
         site = self.iris.site.refusal(request.headers, scope.get("server"), scope["scheme"])
         if site is not None:
-            return _error(403, site.message, site.code, "permission_error")
+            return refusal(403, site.message, site.code, "permission_error")
         if self._key is None:
             return None
         guard, address = self.runtime.guard, client_address(scope)
         wait = guard.refused(address, SURFACE)
         if wait is not None:
-            return _error(
-                429,
-                "Too many failed authentications from this address; retry later.",
-                "too_many_failed_authentications",
-                "rate_limit_error",
-                {"retry-after": str(math.ceil(wait))},
-            )
+            return throttled(wait)
         token = bearer(request.headers.get("authorization", "")) or ""
         if hmac.compare_digest(token.encode(), self._key):
             return None
         guard.failed(address, SURFACE)
-        return _error(
-            401,
-            "Send 'Authorization: Bearer <key>' (platforms.a2a.api_key).",
-            "unauthorized",
-            "authentication_error",
-            {"www-authenticate": "Bearer"},
+        return unauthorized(
+            "unauthorized", "Send 'Authorization: Bearer <key>' (platforms.a2a.api_key)."
         )
 
 
@@ -138,12 +126,3 @@ def _stop_sse_watcher() -> None:
     for task in asyncio.all_tasks():
         if getattr(task.get_coro(), "__qualname__", "") == "_shutdown_watcher":
             task.cancel()
-
-
-def _error(
-    status: int, message: str, code: str, type: str, headers: dict[str, Any] | None = None
-) -> JSONResponse:
-    body = error_body(message, type=type, code=code)
-    return JSONResponse(
-        body, status_code=status, headers={"cache-control": "no-store", **(headers or {})}
-    )

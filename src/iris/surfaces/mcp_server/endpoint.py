@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import math
 from urllib.parse import quote
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -28,15 +27,14 @@ from starlette.types import Receive, Scope, Send
 
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
-from iris.surfaces.api.problems import error_body
 from iris.surfaces.mcp_server.desk import Caller, ChatDesk
 from iris.surfaces.mcp_server.tools import CALLER_HEADER, build_server
+from iris.surfaces.refusals import refusal, throttled, unauthorized
 from iris.surfaces.socket.access import bearer
 from iris.surfaces.socket.endpoint import IrisSurface
 
 PATH = "/mcp"
 SURFACE = "mcp"  # the throttle's name for this surface
-_PRIVATE = {"cache-control": "no-store"}
 
 
 class McpSurface:
@@ -79,23 +77,17 @@ class McpSurface:
     async def _refusal(self, scope: Scope) -> Caller | JSONResponse:
         """The request's caller, or the answer that refuses it."""
         headers = Headers(scope=scope)
-        refusal = self.iris.site.refusal(headers, scope.get("server"), scope["scheme"])
-        if refusal is not None:
-            return _error(403, refusal.message, refusal.code, "permission_error")
+        site = self.iris.site.refusal(headers, scope.get("server"), scope["scheme"])
+        if site is not None:
+            return refusal(403, site.message, site.code, "permission_error")
         guard, address = self.runtime.guard, client_address(scope)
         wait = guard.refused(address, SURFACE)
         if wait is not None:
-            return _error(
-                429,
-                "Too many failed authentications from this address; retry later.",
-                "too_many_failed_authentications",
-                "rate_limit_error",
-                {"retry-after": str(math.ceil(wait))},
-            )
+            return throttled(wait)
         try:
             caller = await self._caller(bearer(headers.get("authorization", "")) or "")
         except StoreUnavailable as exc:
-            return _error(503, exc.message, exc.code, "server_error")
+            return refusal(503, exc.message, exc.code, "server_error")
         if isinstance(caller, Caller):
             return caller
         guard.failed(address, SURFACE)
@@ -104,7 +96,7 @@ class McpSurface:
             if caller == "revoked"
             else "Send 'Authorization: Bearer <token>' with the API key or a device token."
         )
-        return _error(401, message, caller, "authentication_error", {"www-authenticate": "Bearer"})
+        return unauthorized(caller, message)
 
     async def _caller(self, token: str) -> Caller | str:
         """Who ``token`` is: the API key's holder, a device; else why not."""
@@ -115,10 +107,3 @@ class McpSurface:
             return "revoked" if check.status == "revoked" else "unauthorized"
         name = check.name or "device"
         return Caller(name, f"mcp:{name}")
-
-
-def _error(
-    status: int, message: str, code: str, type: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    body = error_body(message, type=type, code=code)
-    return JSONResponse(body, status_code=status, headers={**_PRIVATE, **(headers or {})})

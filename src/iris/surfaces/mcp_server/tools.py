@@ -10,6 +10,7 @@ header of that name is dropped first); on stdio, the local user.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import unquote
@@ -53,9 +54,17 @@ async def answered(call: Awaitable[T]) -> T:
 
 
 def build_server(desk: ChatDesk) -> MCPServer:
-    server: MCPServer = MCPServer(
-        "iris", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
-    )
+    # MCPServer() calls logging.basicConfig with a Rich handler, which would reformat (and
+    # wrap) every log line of the process; a root that has a handler makes that a no-op.
+    root = logging.getLogger()
+    placeholder = None if root.handlers else logging.NullHandler()
+    if placeholder is not None:
+        root.addHandler(placeholder)
+    try:
+        server: MCPServer = MCPServer("iris", instructions=INSTRUCTIONS, version=__version__)
+    finally:
+        if placeholder is not None:
+            root.removeHandler(placeholder)
     _read_tools(server, desk)
     _act_tools(server, desk)
     return server
