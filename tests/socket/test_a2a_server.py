@@ -318,3 +318,30 @@ async def test_push_callbacks_are_signed_retried_and_a_private_address_is_refuse
         assert headers["x-a2a-notification-token"] == "tok-1"
     assert any(b"Pushed." in body for body, _ in received)
     assert received[0][0] == received[1][0]  # the refused delivery came again, first
+
+
+async def test_an_approval_answered_on_a_device_lets_the_next_message_continue_the_task(
+    iris_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    upstream.script(
+        tool_call("terminal", [json.dumps({"command": "echo ran >> runs.txt"})]),
+        text("Done."),
+    )
+    server = await iris_server(
+        streaming={"enabled": True},
+        a2a={"enabled": True, "api_key": KEY},
+        tools={"terminal": shared_workspace(tmp_path), "approval": {"mode": "ask", "timeout": 30}},
+    )
+    device = await server.connect(chat_id="a2a-dev")
+    async with a2a_client(server, streaming=False) as client:
+        asked = [a async for a in client.send_message(user("run", context_id="dev"))][-1].task
+        assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        request = (await device.until("approval.request"))[-1]
+        await device.send(
+            {"type": "approval.respond", "approval_id": request["approval_id"], "decision": "once"}
+        )
+        await device.until("approval.resolved")
+        going = user("go on", context_id="dev", task_id=asked.id)
+        done = [a async for a in client.send_message(going)][-1].task
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert reply_text(done) == "Done."

@@ -61,8 +61,9 @@ class A2aSurface:
         configs = StoredPushConfigs(tasks)
         allow = [ipaddress.ip_network(n, strict=False) for n in self.settings.push_allow]
         self.push = SignedPushSender(configs, allow, self._pushing)
+        self.executor = IrisExecutor(iris)
         self.handler = DefaultRequestHandler(
-            agent_executor=IrisExecutor(iris),
+            agent_executor=self.executor,
             task_store=StoredTasks(tasks),
             agent_card=agent_card(self.settings, "http://127.0.0.1", self._key is not None),
             push_config_store=configs,
@@ -84,6 +85,7 @@ class A2aSurface:
         try:
             await self.handler.aclose()
         finally:
+            self.executor.close()
             await self._pushing.close()
             await self.push.aclose()
             _stop_sse_watcher()

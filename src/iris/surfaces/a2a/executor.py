@@ -34,7 +34,7 @@ from iris.agent.approvals import DECISIONS
 from iris.fanout.subscription import Subscription
 from iris.protocol import inbound
 from iris.surfaces.a2a.content import Content, ContentError, content, decision
-from iris.surfaces.mcp_server.reply import ReplyFold, Waiting
+from iris.surfaces.mcp_server.reply import ReplyFold, Waiting, growth
 from iris.surfaces.socket.endpoint import IrisSurface
 from iris.surfaces.socket.room import ChatRoom
 
@@ -102,6 +102,12 @@ class IrisExecutor(AgentExecutor):
         self.iris.room(chat_for(context_id)).cancel()
         await TaskUpdater(event_queue, task_id, context_id).cancel()
 
+    def close(self) -> None:
+        """Let go of the turns of tasks still waiting for input (the server stops)."""
+        for following in self._following.values():
+            self.iris.hub.unsubscribe(following.subscription)
+        self._following.clear()
+
     def _start(self, chat_id: str, said: Content) -> _Following | None:
         """The turn started in ``chat_id``; None when the chat is busy or no slot is free."""
         room = self.iris.room(chat_id)
@@ -124,13 +130,20 @@ class IrisExecutor(AgentExecutor):
         """The client's answer to the approval the task waits for; the task goes on."""
         waiting = following.waiting
         assert waiting is not None
+        approvals = self.runtime.approvals
+        if await approvals.resolution(waiting.approval_id) is not None:
+            # Answered meanwhile (a device, the timeout): any message goes on with the task.
+            following.waiting = None
+            await updater.start_work()
+            await self._follow(updater.task_id, following, updater)
+            return
         said = decision(message)
         if said is None:
             self._following[updater.task_id] = following
             await updater.requires_input(_asking(updater, waiting, "Answer once, chat or deny."))
             return
         session = following.room.session
-        await self.runtime.approvals.respond(waiting.approval_id, said, "a2a", chat_id=session)
+        await approvals.respond(waiting.approval_id, said, "a2a", chat_id=session)
         following.waiting = None
         await updater.start_work()
         await self._follow(updater.task_id, following, updater)
@@ -159,14 +172,13 @@ class IrisExecutor(AgentExecutor):
 
     async def _stream(self, following: _Following, updater: TaskUpdater, *, last: bool) -> None:
         """What the reply's text grew by, as an artifact update (all of it when rewritten)."""
-        text, before = following.fold.text, following.streamed
-        grew = text.startswith(before)
-        delta = text[len(before) :] if grew else text
-        if not delta and not last:
+        before, text = following.streamed, following.fold.text
+        piece, grew = growth(before, text)
+        if not piece and not last:
             return
         following.streamed = text
         await updater.add_artifact(
-            [Part(text=delta)],
+            [Part(text=piece)],
             artifact_id=ARTIFACT,
             name=ARTIFACT,
             append=grew and bool(before),

@@ -76,3 +76,11 @@ class ReplyFold:
             return None
         self.segments[message_id] = text
         return self.text
+
+
+def growth(before: str, text: str) -> tuple[str, bool]:
+    """What a reader who has ``before`` needs to have ``text``: the piece to append (``True``),
+    or, when ``text`` does not extend ``before`` (a rewrite), all of it to replace (``False``)."""
+    if text.startswith(before):
+        return text[len(before) :], True
+    return text, False
