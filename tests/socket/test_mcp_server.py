@@ -260,3 +260,29 @@ async def test_iris_mcp_serve_answers_on_stdio_with_the_reply_as_progress(
     assert sent["reply"] == "Hello over stdio" and sent["chat_id"].startswith("mcp-")
     assert grown and grown[-1] == "Hello over stdio"
     assert [c["chat_id"] for c in chats["chats"]] == [sent["chat_id"]]
+
+
+async def test_a_cancelled_chat_send_stops_the_turn(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Started"))
+    server = await iris_server(streaming={"enabled": True})
+    device = await server.connect(chat_id="c")
+    first = asyncio.Event()
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        first.set()
+
+    async with mcp_client(server) as client:
+        call = asyncio.ensure_future(
+            client.call_tool(
+                "chat_send", {"chat_id": "c", "text": "go"}, progress_callback=progress
+            )
+        )
+        async with asyncio.timeout(10):
+            await first.wait()
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        frames = await device.turn()  # the turn ended for the device: nobody waits for it now
+    assert next(f for f in frames if f["type"] == "message.stop")["final_text"] == "Started"
