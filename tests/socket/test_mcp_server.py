@@ -256,7 +256,11 @@ async def test_iris_mcp_serve_answers_on_stdio_with_the_reply_as_progress(
             await client.call_tool("chat_send", {"text": "hi"}, progress_callback=progress)
         )
         chats = answer(await client.call_tool("chats_list", {}))
+        read = answer(await client.call_tool("chat_read", {"chat_id": sent["chat_id"]}))
+        waiting = answer(await client.call_tool("approvals_list", {}))
     assert {t.name for t in listed.tools} == TOOLS
+    assert [m["text"] for m in read["messages"]] == ["hi", "Hello over stdio"]
+    assert waiting == {"approvals": []}
     assert sent["reply"] == "Hello over stdio" and sent["chat_id"].startswith("mcp-")
     assert grown and grown[-1] == "Hello over stdio"
     assert [c["chat_id"] for c in chats["chats"]] == [sent["chat_id"]]

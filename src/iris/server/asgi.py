@@ -104,6 +104,10 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
             from iris.surfaces.a2a.endpoint import A2aSurface
 
             surfaces.append(A2aSurface(iris))  # its tasks are turns in iris chats
+    elif config.platforms.a2a.enabled:
+        raise ConfigError(
+            "platforms.a2a needs platforms.iris enabled: an A2A task is a turn in an iris chat"
+        )
     p = config.platforms
     if p.telegram.enabled or p.discord.enabled or p.slack.enabled or p.whatsapp.enabled:
         from iris.surfaces.chat.runner import ChatSurface

@@ -1,4 +1,5 @@
-"""Where an A2A push callback may go, and how it is signed: the pure policy, fed addresses."""
+"""Where an A2A push callback may go and how it is signed (the pure policy, fed addresses); when
+the A2A server may start at all."""
 
 from __future__ import annotations
 
@@ -67,3 +68,13 @@ def test_an_a2a_server_beyond_loopback_needs_a_key() -> None:
         check_bind_safety(config_from_dict(open_a2a, env={}))
     open_a2a["platforms"]["a2a"]["api_key"] = "k" * 32
     check_bind_safety(config_from_dict(open_a2a, env={}))
+
+
+def test_the_a2a_server_without_the_iris_chats_is_a_config_error() -> None:
+    from iris.server.asgi import build_app
+
+    config = config_from_dict(
+        {"platforms": {"a2a": {"enabled": True}, "iris": {"enabled": False}}}, env={}
+    )
+    with pytest.raises(ConfigError, match="needs platforms.iris"):
+        build_app(config)
