@@ -345,3 +345,33 @@ async def test_an_approval_answered_on_a_device_lets_the_next_message_continue_t
         done = [a async for a in client.send_message(going)][-1].task
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert reply_text(done) == "Done."
+
+
+async def test_the_v0_3_method_names_answer_too(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(text("Old", " client"))
+    server = await a2a_server(iris_server)
+    message = {
+        "role": "user",
+        "parts": [{"kind": "text", "text": "hi"}],
+        "messageId": uuid.uuid4().hex,
+    }
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as http:
+        sent = await http.post(
+            base_url(server) + "/a2a",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "message/send",
+                "params": {"message": message},
+            },
+        )
+        task = sent.json()["result"]
+        got = await http.post(
+            base_url(server) + "/a2a",
+            json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}},
+        )
+    assert task["status"]["state"] == "completed"
+    parts = got.json()["result"]["artifacts"][0]["parts"]  # each appended chunk is a part
+    assert "".join(p["text"] for p in parts) == "Old client"
