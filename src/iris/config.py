@@ -505,9 +505,60 @@ class HomeAssistantConfig(_ChatPlatformConfig):
         return os.environ.get(self.token_env, "") if self.token_env else ""
 
 
+class A2aSkill(_Section):
+    """One skill the agent card names (``platforms.a2a.skills``)."""
+
+    id: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=128)
+    description: str = ""
+    tags: list[str] = Field(default_factory=list[str])
+    examples: list[str] = Field(default_factory=list[str])
+
+
+class A2aConfig(_Section):
+    """The A2A server (``/.well-known/agent-card.json``, ``POST /a2a``)."""
+
+    enabled: bool = False
+    # The bearer key A2A clients send; None: the API server's key (platforms.api_server).
+    api_key: str | None = None
+    name: str = "Iris"
+    description: str = "A streaming-first AI agent with tools."
+    # The address clients reach this server at (the card's URL); None: server.host:port.
+    url: str | None = None
+    skills: list[A2aSkill] = Field(default_factory=list[A2aSkill])
+    # Push callbacks go to HTTPS URLs on public addresses or to loopback; a private network
+    # address only when it falls in one of these (CIDRs, e.g. 10.0.0.0/8).
+    push_allow: list[str] = Field(default_factory=list[str])
+
+    @field_validator("push_allow")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for entry in value:
+            ipaddress.ip_network(entry, strict=False)  # a ValueError names the bad entry
+        return value
+
+
+class A2aAgentConfig(_Section):
+    """A remote A2A agent offered to the model as the tool ``a2a_<name>``."""
+
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict[str, str])
+    timeout: float = Field(default=600.0, gt=0)  # seconds one call may run at most
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("url must be an http:// or https:// URL")
+        return value
+
+
 class PlatformsConfig(_Section):
     api_server: ApiServerConfig = Field(default_factory=ApiServerConfig)
     iris: SocketConfig = Field(default_factory=SocketConfig)
+    a2a: A2aConfig = Field(default_factory=A2aConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
@@ -796,6 +847,10 @@ class Config(_Section):
     attachments: AttachmentsConfig = Field(default_factory=AttachmentsConfig)
     mcp_servers: dict[McpServerName, McpServerConfig] = Field(
         default_factory=dict[McpServerName, McpServerConfig]
+    )
+    # Remote A2A agents, each offered to the model as the tool ``a2a_<name>``.
+    a2a_agents: dict[McpServerName, A2aAgentConfig] = Field(
+        default_factory=dict[McpServerName, A2aAgentConfig]
     )
     # Where this config came from (None: defaults and environment only).
     source: str | None = Field(default=None, exclude=True)

@@ -54,8 +54,9 @@ Outcome = Literal["once", "chat", "deny", "timeout", "cancelled"]  # how a reque
 RespondResult = Literal["decided", "already_decided", "unknown"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
 
-# Tools that act on the world (``ha_call_service``: Home Assistant's services, ``house_tools``).
-ASKED_BY_DEFAULT = ("terminal", "mcp_*", "ha_call_service")
+# Tools that act on the world (``ha_call_service``: Home Assistant's services, ``house_tools``;
+# ``a2a_*``: remote agents).
+ASKED_BY_DEFAULT = ("terminal", "mcp_*", "a2a_*", "ha_call_service")
 POLL = 0.2  # seconds between two reads of a shared request's resolution
 KEPT = 1024  # resolved requests a process remembers (for "already decided by …")
 KEPT_S = 3600  # seconds a shared request outlives its expiry
