@@ -109,7 +109,7 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
             "platforms.a2a needs platforms.iris enabled: an A2A task is a turn in an iris chat"
         )
     p = config.platforms
-    chats = (p.telegram, p.discord, p.slack, p.whatsapp, p.homeassistant)
+    chats = (p.telegram, p.discord, p.slack, p.whatsapp, p.matrix, p.homeassistant)
     if any(section.enabled for section in chats):
         from iris.surfaces.chat.runner import ChatSurface
 
