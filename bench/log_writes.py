@@ -186,6 +186,7 @@ def main() -> None:
         try:
             for size in (int(s) for s in args.sizes.split(",")):
                 per_char, samples = bench(size, args.rate, kind, redis)
+                samples = samples or [float("nan")]  # a reply shorter than the first poll
                 print(
                     f"{kind:6} {size:>7} chars: {per_char:8.1f} bytes written per character; "
                     f"/health {len(samples)} answers, p50 {percentile(samples, 50) * 1000:.1f} ms,"
