@@ -143,7 +143,7 @@ async def test_held_updates_reach_the_file_without_another_frame(tmp_path: Path)
         for text in ("one", "one two", "one two three"):
             hub.publish("c", {"type": "message.update", "message_id": "m", "text": text})
         stored = ""
-        for _ in range(500):  # up to ~5 s: the hold is 0.25 s
+        for _ in range(500):  # up to ~5 s: the hold is 0.5 s
             rows = other.execute(
                 "SELECT text FROM iris_live_text WHERE chat_id='c' ORDER BY part"
             ).fetchall()

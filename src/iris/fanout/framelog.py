@@ -137,11 +137,12 @@ TRANSCRIPT_LIMIT = 500  # messages kept per chat for sync
 READ_WAIT = 2.0
 MAX_PENDING = 20_000  # frames kept for a retry while the store is locked
 # A live message's snapshots are written at most this often, or once its text grew by
-# HOLD_CHARS: each write is a transaction that rewrites whole pages (about 280 bytes to disk
-# per reply character when every update was written), and a kill -9 loses at most that much
-# of the live text (any other frame, and every read, writes what is held at once).
-HOLD_SECONDS = 0.25
-HOLD_CHARS = 2048
+# HOLD_CHARS: each write is a transaction that rewrites whole pages (240-350 bytes to disk per
+# reply character when every update was written; 46 held 250 ms, 36-39 held 500 ms:
+# bench/log_writes.py --rate 1000), and a kill -9 loses at most that much of the live text
+# (any other frame, and every read, writes what is held at once).
+HOLD_SECONDS = 0.5
+HOLD_CHARS = 4096
 
 
 class SqliteFrameLog:
