@@ -101,6 +101,7 @@ from iris.tasks import OpenGroup, Silence
 
 if TYPE_CHECKING:
     from iris.agent.mcp import McpServers
+    from iris.agent.peers import Peers
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,12 @@ class Agent:
             from iris.agent.mcp import McpServers
 
             self.mcp = McpServers(config, self.tools, _private(config))
+        # Remote A2A agents (``a2a_agents:``), each the tool ``a2a_<name>``.
+        self.peers: Peers | None = None
+        if config.a2a_agents:
+            from iris.agent.peers import Peers
+
+            self.peers = Peers(config, self.tools)
 
     @property
     def model_name(self) -> str:
@@ -245,6 +252,8 @@ class Agent:
     async def aclose(self) -> None:
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.peers is not None:
+            await self.peers.aclose()
         providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             with contextlib.suppress(Exception):
