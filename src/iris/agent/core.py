@@ -97,7 +97,7 @@ from iris.events import (
 from iris.formats.surrogates import clean_value
 from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
 from iris.observability import TurnWatch
-from iris.tasks import OpenGroup
+from iris.tasks import OpenGroup, Silence
 
 if TYPE_CHECKING:
     from iris.agent.mcp import McpServers
@@ -612,23 +612,18 @@ class Turn:
         the first delta or between two) end it with ``ProviderTimeout``."""
         builder = self._builder = RoundBuilder(stream_calls=self._calls)
         self._segment_open = True
-        loop = asyncio.get_running_loop()
-
-        def cutoff() -> float | None:
-            return None if deadline is None else loop.time() + deadline
-
         cap = self.agent.config.model.max_output_chars
         # What this round may still add before the cap: visible text and reasoning count over
         # the whole turn, tool arguments per round (all of them are held in memory).
         text_room = cap - self._shown_chars
         thought_room = cap - sum(map(len, self._reasoning))
         arguments_room = cap
-        silence = asyncio.timeout_at(cutoff())
+        silence = Silence(deadline)
         async with contextlib.aclosing(deltas):
             try:
                 async with silence:
                     async for raw in deltas:
-                        silence.reschedule(cutoff())
+                        silence.seen()
                         if isinstance(raw, RawToolCall):
                             arguments_room -= len(raw.arguments)
                             if arguments_room < 0:
