@@ -7,6 +7,7 @@ chats' controls, the webhook deliveries taken).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -56,6 +57,9 @@ class Runtime:
     approvals: Approvals = field(init=False)
     # MCP servers' requests for the person's input (``iris.agent.elicitation``), this process's.
     elicitations: Elicitations = field(init=False)
+    # Delivers a text to the house as a notification (the Home Assistant platform sets it
+    # once connected): the answer of a voice turn that outlived its spoken acknowledgement.
+    announce: Callable[[str], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         self.elicitations = Elicitations(self.config.tools.approval.timeout)
