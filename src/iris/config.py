@@ -739,6 +739,15 @@ MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 _MCP_TOOL = re.compile(r"^mcp_[A-Za-z0-9][A-Za-z0-9_-]*(\*)?$")
 
 
+class McpSampling(_Section):
+    """Whether a server may ask Iris's model (MCP ``sampling/createMessage``): off by default;
+    at most ``max_per_minute`` requests; ``model`` (default: ``model.name``), without tools."""
+
+    enabled: bool = False
+    max_per_minute: int = Field(default=10, ge=1)
+    model: str | None = None
+
+
 class McpServerConfig(_Section):
     """One MCP server: a command Iris starts (stdio) or a Streamable HTTP ``url``."""
 
@@ -762,6 +771,7 @@ class McpServerConfig(_Section):
     sandbox: bool = False
     binds: list[Bind] = Field(default_factory=list[Bind])
     network: bool = False
+    sampling: McpSampling = Field(default_factory=McpSampling)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

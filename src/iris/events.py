@@ -153,6 +153,34 @@ class ApprovalResolved:
 
 
 @dataclass(frozen=True, slots=True)
+class ElicitationRequested:
+    """An MCP server asks the person for input in the middle of a tool call
+    (``elicitation/create``, ``iris.agent.elicitation``): ``message``, and either ``schema``
+    (a form: a flat JSON object schema of primitive fields) or ``url`` (a link to open).
+    ``expires_at``: Unix seconds when it counts as declined. Always followed by
+    ``ElicitationResolved`` with the same ``elicitation_id``."""
+
+    elicitation_id: str
+    server: str
+    message: str
+    schema: dict[str, Any]
+    expires_at: float
+    url: str = ""
+    kind: Literal["elicitation_requested"] = "elicitation_requested"
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationResolved:
+    """How an elicitation ended: ``accept``, ``decline``, ``cancel`` (the person's answer),
+    or ``timeout`` (declined). ``by``: who answered, ``timeout`` or ``interrupt``."""
+
+    elicitation_id: str
+    action: Literal["accept", "decline", "cancel", "timeout"]
+    by: str
+    kind: Literal["elicitation_resolved"] = "elicitation_resolved"
+
+
+@dataclass(frozen=True, slots=True)
 class StreamReset:
     """A retry or fallback restarted the current segment: forget its streamed text."""
 
@@ -212,6 +240,8 @@ Event = (
     | ToolCallDelta
     | ApprovalRequested
     | ApprovalResolved
+    | ElicitationRequested
+    | ElicitationResolved
     | StreamReset
     | TurnEnded
     | TurnFailed

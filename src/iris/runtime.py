@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute
 
 from iris.agent import Agent
 from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.agent.elicitation import Elicitations
 from iris.auth_throttle import AuthThrottle
 from iris.config import Config
 from iris.state.controls import ChatControls, MemoryControls, controls_for
@@ -54,11 +55,14 @@ class Runtime:
     guard: AuthThrottle = field(default_factory=AuthThrottle)
     # Tool calls waiting for a person's yes (``tools.approval``), shared through ``shared``.
     approvals: Approvals = field(init=False)
+    # MCP servers' requests for the person's input (``iris.agent.elicitation``), this process's.
+    elicitations: Elicitations = field(init=False)
     # Delivers a text to the house as a notification (the Home Assistant platform sets it
     # once connected): the answer of a voice turn that outlived its spoken acknowledgement.
     announce: Callable[[str], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
+        self.elicitations = Elicitations(self.config.tools.approval.timeout)
         self.turns = TurnLimiter(self.config.server.max_turns)
         policy = ApprovalPolicy.configured(self.config.tools.approval, self.config.mcp_servers)
         self.approvals = Approvals(policy, self.shared)

@@ -49,6 +49,8 @@ from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
     Commentary,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     SegmentEnded,
@@ -137,6 +139,8 @@ Passed = (
     | ToolCallDelta
     | ApprovalRequested
     | ApprovalResolved
+    | ElicitationRequested
+    | ElicitationResolved
     | TurnEnded
     | TurnFailed
 )
@@ -308,6 +312,8 @@ class Segments:
                 return [*self._close("", "commentary"), event]
             case ApprovalRequested() | ApprovalResolved():
                 return [event]  # they follow the call's ToolStarted: the segment is closed
+            case ElicitationRequested() | ElicitationResolved():
+                return [event]  # during a call's run: the segment is closed
             case TurnStarted() | ReasoningDelta() | ToolCallDelta():
                 # A client tool call forming leaves the segment open: the turn's end closes
                 # it as commentary.

@@ -21,6 +21,10 @@ SAMPLES: list[ev.Event] = [
     ev.ToolCallDelta(0, '.txt"}'),
     ev.ApprovalRequested(1, "terminal", '{"command": "rm -rf b"}', "rm -rf b", "appr_1", 1.5),
     ev.ApprovalResolved("appr_1", "chat", "phone"),
+    ev.ElicitationRequested(
+        "elic_1", "files", "Sure?", {"type": "object", "properties": {}}, 1.5, "https://x.test"
+    ),
+    ev.ElicitationResolved("elic_1", "timeout", "timeout"),
     ev.StreamReset("fallback", "backup"),
     ev.TurnEnded(
         "Answer",

@@ -306,3 +306,59 @@ async def test_servers_that_never_answer_are_given_up_on_after_connect_timeout(
     events = await collect(agent, TurnRequest(messages=USER))
     end = events[-1]
     assert isinstance(end, TurnEnded) and end.text == "still here"
+
+
+async def test_sampling_on_runs_the_servers_request_on_the_model_without_tools(
+    started: Any, upstream: FakeUpstream
+) -> None:
+    agent = await started({"fake": stdio(sampling={"enabled": True, "max_per_minute": 1})})
+    upstream.script(
+        call("mcp_fake_ask_model", {"question": "Capital of France?"}),
+        text("Paris"),  # the server's request for the model
+        text("It says Paris."),
+    )
+    events = await collect(agent, TurnRequest(messages=USER))
+    assert tool_result(upstream, 2) == "the model said: Paris"
+    asked = upstream.requests[1].body
+    assert "tools" not in asked or not asked["tools"]
+    assert asked["messages"] == [
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "Capital of France?"},
+    ]
+    end = events[-1]
+    assert isinstance(end, TurnEnded)
+    # Three model requests, each 10 in / 5 out on the fake upstream: the server's counts too.
+    assert end.usage["input_tokens"] == 30 and end.usage["output_tokens"] == 15
+    # Past max_per_minute the next request is refused with the reason.
+    upstream.script(call("mcp_fake_ask_model", {"question": "Again?"}), text("ok"))
+    await collect(agent, TurnRequest(messages=USER))
+    assert "max_per_minute (1)" in tool_result(upstream, 4)
+
+
+async def test_sampling_is_off_by_default_and_refused_with_the_reason(
+    started: Any, upstream: FakeUpstream
+) -> None:
+    agent = await started({"fake": stdio()})
+    upstream.script(call("mcp_fake_ask_model", {"question": "Hi?"}), text("ok"))
+    await collect(agent, TurnRequest(messages=USER))
+    result = tool_result(upstream, 1)
+    assert result.startswith("refused: Iris refused: sampling is off for this server")
+    assert "mcp_servers.fake.sampling.enabled" in result
+    assert len(upstream.requests) == 2  # the model was never asked for the server
+
+
+async def test_the_model_lists_and_reads_a_servers_resources(
+    started: Any, upstream: FakeUpstream
+) -> None:
+    agent = await started({"fake": stdio()})
+    upstream.script(
+        call("mcp_fake_resources_list", {}),
+        call("mcp_fake_resources_read", {"uri": "notes://today"}),
+        text("Buy milk."),
+    )
+    await collect(agent, TurnRequest(messages=USER))
+    assert {"mcp_fake_resources_list", "mcp_fake_resources_read"} <= set(offered(upstream, 0))
+    listed = tool_result(upstream, 1)
+    assert listed.startswith("notes://today — today — text/plain")
+    told = [m for m in upstream.requests[2].body["messages"] if m["role"] == "tool"]
+    assert told[-1]["content"] == "buy milk"

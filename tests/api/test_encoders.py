@@ -20,6 +20,7 @@ from iris.events import (
     TextDelta,
     ToolCallDelta,
     ToolEnded,
+    ToolProgress,
     ToolStarted,
     TurnEnded,
     TurnFailed,
@@ -195,9 +196,10 @@ def test_responses_items_for_a_tool_using_turn() -> None:
     encoder, _ = responses(AGENT_TOOL_TURN)
     assert encoder.response is not None
     output = encoder.response["output"]
-    assert [item["type"] for item in output] == ["reasoning", "message", "message"]
-    assert output[1]["phase"] == "commentary" and "phase" not in output[2]
-    assert output[2]["content"][0]["text"] == "It is 42."
+    # The agent's own tool run shows as an mcp_call between the commentary and the answer.
+    assert [item["type"] for item in output] == ["reasoning", "message", "mcp_call", "message"]
+    assert output[1]["phase"] == "commentary" and "phase" not in output[3]
+    assert output[3]["content"][0]["text"] == "It is 42."
     assert encoder.response["usage"]["total_tokens"] == 15
 
 
@@ -545,3 +547,23 @@ def test_responses_a_cut_short_message_is_incomplete_however_it_was_closed() -> 
         )
         assert encoder.response is not None
         assert encoder.response["output"][0]["status"] == "incomplete"
+
+
+def test_a_tool_run_cut_by_the_turns_end_closes_as_an_incomplete_mcp_call() -> None:
+    encoder = ResponsesEncoder("resp_1", "m", 0, {"tools": []})
+    events: list[Event] = [
+        TurnStarted("t1", "m"),
+        ToolStarted(1, "terminal", {"command": "sleep 60"}, "c1"),
+        ToolProgress(1, "terminal", "still sleeping"),
+    ]
+    payloads = [payload for event in events for payload in encoder.feed(event)]
+    snapshot = encoder.snapshot()
+    assert snapshot["output"][-1]["status"] == "in_progress"
+    payloads += encoder.stop("cancelled", "cancelled")
+    valid_events(payloads)
+    run = payloads[-1]["response"]["output"][-1]
+    assert (run["type"], run["status"], run["output"]) == ("mcp_call", "incomplete", None)
+    types = [p["type"] for p in payloads]
+    assert "response.mcp_call.completed" not in types and "response.mcp_call.failed" not in types
+    note = [p for p in payloads if p["type"] == "response.mcp_call.in_progress"][-1]
+    assert note["note"] == "still sleeping"

@@ -321,7 +321,9 @@ def test_agent_tools_run_inside_and_commentary_is_its_own_message(
     messages = [item for item in final.output if item.type == "message"]
     assert [m.phase for m in messages] == ["commentary", None]
     assert final.output_text == "Let me look.It is 42."  # the SDK joins message texts as-is
-    assert [item.type for item in final.output] == ["message", "message"], "no tool items"
+    # The tool run shows as an mcp_call between the two (tests/api/test_tool_runs.py).
+    kinds = [item.type for item in final.output]
+    assert kinds == ["mcp_list_tools", "message", "mcp_call", "message"]
     assert "the secret is 42" in upstream.requests[1].body["messages"][-1]["content"]
 
 

@@ -14,6 +14,12 @@ written to PORTFILE once it listens). Its tools:
   "cancelled" to the file ``marker``.
 - ``pictures()``: a text part, an image part and structured content.
 - ``refuse()``: an ``isError`` result.
+- ``delete(path)``: asks the person to confirm (elicitation, a boolean), then says what it did.
+- ``paint()``: asks the person for a colour (an enum) and a count (a required integer).
+- ``visit()``: asks the person to open a link (URL-mode elicitation).
+- a resource ``notes://today`` ("buy milk") and a prompt ``review(topic)``.
+- ``ask_model(question)``: asks the client's model (sampling), says what it answered or why
+  it was refused.
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, Field
 
 server = MCPServer("iris-fake")
 
@@ -117,6 +125,68 @@ def refuse() -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text="no such record")], is_error=True
     )
+
+
+class Confirm(BaseModel):
+    sure: bool = Field(description="Really delete it?")
+
+
+class Paint(BaseModel):
+    color: Literal["red", "green", "blue"] = Field(description="The colour")
+    coats: int = Field(ge=1, le=5, description="How many coats")
+
+
+@server.tool()
+async def delete(ctx: Context, path: str) -> str:
+    """Delete a file, once the person confirmed."""
+    answer = await ctx.elicit(f"Delete {path}?", schema=Confirm)
+    if answer.action == "accept":
+        return f"deleted {path}" if answer.data.sure else f"kept {path}"
+    return f"not deleted ({answer.action})"
+
+
+@server.tool()
+async def paint(ctx: Context) -> str:
+    """Paint, in the colour the person picks."""
+    answer = await ctx.elicit("Which colour?", schema=Paint)
+    if answer.action == "accept":
+        return f"painted {answer.data.color} x{answer.data.coats}"
+    return f"no paint ({answer.action})"
+
+
+@server.tool()
+async def visit(ctx: Context) -> str:
+    """Send the person to a page."""
+    answer = await ctx.elicit_url("Sign in to the printer", "https://printer.test/in", "e1")
+    return f"visit: {answer.action}"
+
+
+@server.resource("notes://today", name="today", mime_type="text/plain")
+def today() -> str:
+    """Today's notes."""
+    return "buy milk"
+
+
+@server.prompt()
+def review(topic: str) -> str:
+    """Ask for a review of a topic."""
+    return f"Please review {topic} carefully."
+
+
+@server.tool()
+async def ask_model(ctx: Context, question: str) -> str:
+    """Ask the client's model a question."""
+    message = types.SamplingMessage(
+        role="user", content=types.TextContent(type="text", text=question)
+    )
+    try:
+        answer = await ctx.session.create_message(  # pyright: ignore[reportDeprecated]
+            [message], max_tokens=50, system_prompt="Answer in one word."
+        )
+    except MCPError as exc:
+        return f"refused: {exc.message}"
+    content = answer.content
+    return f"the model said: {content.text if isinstance(content, types.TextContent) else '?'}"
 
 
 def _serve_http(port_file: str) -> None:

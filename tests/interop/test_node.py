@@ -20,7 +20,7 @@ import pytest
 
 from tests.api.conftest import IrisServer
 from tests.fakes.upstream import FakeUpstream, Scenario, text, tool_call
-from tests.interop.conftest import upstream_bodies
+from tests.interop.conftest import StartIris, upstream_bodies
 
 SCRIPTS = Path(__file__).parent / "node"
 # The AI SDK 7 needs Node 22 or newer: ``npm ci`` there installs one (the npm package ``node``,
@@ -311,3 +311,36 @@ def test_node_client(upstream: FakeUpstream, iris: IrisServer, case: Case) -> No
             "Hi Ada.",
             "What is my name?",
         ]
+
+
+def test_the_ai_sdk_sees_the_agents_own_tool_runs(
+    upstream: FakeUpstream, start_iris: StartIris, tmp_path: Path
+) -> None:
+    """``iris-agent``'s tool runs are ``mcp_call`` items: the AI SDK shows each as a tool call
+    the provider ran and its result, and the answer as before."""
+    (tmp_path / "notes.txt").write_text("buy milk")
+    server = start_iris(
+        tools={"enabled": ["read_file"], "terminal": {"cwd": str(tmp_path)}},
+        platforms={"api_server": {"api_key": "sk-agent"}},
+    )
+    upstream.script(
+        tool_call("read_file", ['{"path": "notes.txt"}'], content="Reading."),
+        text("They say: buy milk."),
+    )
+    assert NODE is not None
+    done = subprocess.run(
+        [NODE, "ai_sdk.mjs", "openai-agent"],
+        cwd=SCRIPTS,
+        env={**os.environ, "IRIS_BASE_URL": server.base_url, "IRIS_API_KEY": "sk-agent"},
+        capture_output=True,
+        text=True,
+        timeout=45,
+    )
+    assert done.returncode == 0, done.stderr[:3000]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["text"] == "Reading.They say: buy milk."
+    assert seen["finishReason"] == "stop"
+    assert seen["tools"] == [
+        ["call", "mcp.read_file", True],
+        ["result", "mcp.read_file", "buy milk"],
+    ]

@@ -4,6 +4,7 @@ with both model classes and a function tool that really runs."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from agents import (
@@ -19,7 +20,7 @@ from openai import AsyncOpenAI
 
 from tests.api.conftest import IrisServer
 from tests.fakes.upstream import FakeUpstream, text, tool_call
-from tests.interop.conftest import upstream_bodies
+from tests.interop.conftest import StartIris, upstream_bodies
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -175,3 +176,41 @@ async def test_run_streamed_shows_a_tool_call_before_the_model_finished_it(
     assert fragments == ['{"city":', '"Paris"}']
     assert cities == ["Paris"]
     assert result.final_output == "Sunny, 21 °C."
+
+
+async def test_an_mcp_call_item_reads_as_a_hosted_tool_call_and_replays_as_input(
+    upstream: FakeUpstream, start_iris: StartIris
+) -> None:
+    """openai-agents sends ``tools: []`` (so Iris's own tools stay off for it); a tool the
+    model calls anyway is refused, and the refusal is an ``mcp_call`` item like any tool run
+    of the agent: openai-agents reads it as a hosted MCP call, and a second run that sends the
+    first's items back as input works."""
+    server = start_iris(platforms={"api_server": {"api_key": "sk-agents"}})
+    upstream.script(
+        tool_call("read_file", ['{"path": "notes.txt"}'], content="Reading."),
+        text("I cannot read it."),
+        text("Still cannot."),
+    )
+    async with AsyncOpenAI(base_url=server.base_url, api_key="sk-agents", max_retries=0) as c:
+        agent = Agent(name="iris", model=OpenAIResponsesModel("iris-agent", c))
+        result = Runner.run_streamed(agent, "What do my notes say?")
+        raw: list[str] = []
+        async for event in result.stream_events():
+            if event.type == "raw_response_event":
+                raw.append(event.data.type)
+        assert result.final_output == "I cannot read it."
+        assert "response.mcp_call.failed" in raw
+        calls = [item.raw_item for item in result.new_items if item.type == "tool_call_item"]
+        seen = [(call.type, call.name, call.server_label, call.status) for call in calls]  # type: ignore[union-attr]
+        assert seen == [("mcp_call", "read_file", "iris", "failed")]
+        again = await Runner.run(agent, [*result.to_input_list(), user("And so?")])
+    assert again.final_output == "Still cannot."
+    sent = upstream_bodies(upstream)[-1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == [
+        "What do my notes say?",
+        "And so?",
+    ]
+
+
+def user(content: str) -> Any:
+    return {"role": "user", "content": content}

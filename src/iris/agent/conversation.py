@@ -55,6 +55,7 @@ from iris.agent.approvals import Approvals
 from iris.agent.attachments import Prepared, without_old_images
 from iris.agent.context import Compaction, history
 from iris.agent.core import Agent, Turn, TurnRequest
+from iris.agent.elicitation import Elicitations
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
 from iris.events import TerminalEvent, TurnEnded
@@ -125,6 +126,7 @@ class Conversation:
         controls: ChatControls,
         session: str,
         approvals: Approvals | None = None,
+        elicitations: Elicitations | None = None,
     ) -> None:
         self.agent = agent
         self.sessions = sessions
@@ -133,6 +135,8 @@ class Conversation:
         # Who approves the chat's tools that ask (``tools.approval``), for this session: None
         # where nobody can be asked, so such a tool is refused.
         self.approvals = approvals
+        # Who answers an MCP server's request for input: None where nobody can be asked.
+        self.elicitations = elicitations
 
     # -- controls ----------------------------------------------------------------------------
     async def controls(self) -> Controls:
@@ -165,6 +169,7 @@ class Conversation:
             show_compaction=options.show_compaction,
             metadata=dict(options.metadata),
             approvals=self.approvals,
+            elicitations=self.elicitations,
             chat_id=self.session,
         )
         return Exchange(self, controls, transcript, self.agent.run(request))

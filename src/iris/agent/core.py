@@ -59,6 +59,7 @@ from iris.agent.context import (
     is_overflow,
     request_chars,
 )
+from iris.agent.elicitation import ASKER, Asker, Elicitations
 from iris.agent.history import MARK
 from iris.agent.round import CallStream, RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
@@ -140,6 +141,9 @@ class TurnRequest:
     # Tools that ask on this surface besides those ``tools.approval`` asks for (unless its
     # ``auto`` lists them): the API asks for read_file too.
     ask_also: tuple[str, ...] = ()
+    # Who answers an MCP server's elicitation (``iris.agent.elicitation``): the broker, on a
+    # surface that can ask the person. None: such a request is declined at once.
+    elicitations: Elicitations | None = None
 
 
 class Agent:
@@ -165,7 +169,9 @@ class Agent:
         if config.mcp_servers:
             from iris.agent.mcp import McpServers
 
-            self.mcp = McpServers(config, self.tools, _private(config))
+            self.mcp = McpServers(
+                config, self.tools, _private(config), lambda: (self.provider(0), self.model_name)
+            )
         # Remote A2A agents (``a2a_agents:``), each the tool ``a2a_<name>``.
         self.peers: Peers | None = None
         if config.a2a_agents:
@@ -708,6 +714,7 @@ class Turn:
                 last_note = now
                 self._emit(ToolProgress(index, call.name, note))
 
+        ASKER.set(self._asker(progress))
         try:
             result = await tool.run(args, progress)
         except asyncio.CancelledError:
@@ -747,6 +754,17 @@ class Turn:
         if resolution.decision == "timeout" and self.request.unanswered_ends:
             raise _Unanswered
         return refusal(resolution.decision, resolution.by)
+
+    def _asker(self, progress: Callable[[str], None]) -> Asker:
+        """The turn, for an MCP server that asks during the call (``iris.agent.elicitation``)."""
+        request = self.request
+        return Asker(request.chat_id, self._emit, progress, request.elicitations, self._spend)
+
+    def _spend(self, input_tokens: int, output_tokens: int) -> None:
+        """An MCP server's request for the model ran during a call: its tokens are the turn's."""
+        self._usage["input_tokens"] += input_tokens
+        self._usage["output_tokens"] += output_tokens
+        self._usage["total_tokens"] = self._usage["input_tokens"] + self._usage["output_tokens"]
 
     def _tool_ended(
         self, index: int, call: ToolCall, result: ToolResult, started: float

@@ -57,6 +57,10 @@ class Tool:
     progress_every: float = PROGRESS_EVERY
     # How a call runs, for a chat id: the line the person approving it reads (None: no line).
     where: Callable[[str], str] | None = None
+    # Where the tool lives, for API clients (``mcp_call.server_label`` / ``name``): an MCP
+    # server's name and the tool's own name there; "" for the built-ins.
+    server: str = ""
+    remote: str = ""
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI chat-format function tool."""

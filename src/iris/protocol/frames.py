@@ -38,6 +38,8 @@ from typing import Any, assert_never, cast
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -55,6 +57,7 @@ from iris.formats.tool_summary import summarize
 from iris.protocol.types import (
     OUTPUT_PREVIEW_CHARS,
     ApprovalRequest,
+    ElicitationRequest,
     Message,
     MessageStop,
     MessageUpdate,
@@ -220,6 +223,17 @@ class FrameEncoder:
                         "by": by,
                     }
                 )
+            case ElicitationRequested():
+                out.append(elicitation_request(item))
+            case ElicitationResolved(elicitation_id=elicitation_id, action=action, by=by):
+                out.append(
+                    {
+                        "type": "elicitation.resolved",
+                        "elicitation_id": elicitation_id,
+                        "action": action,
+                        "by": by,
+                    }
+                )
             case TurnFailed(code=code, message=message):
                 out.append({"type": "error", "code": code, "message": message})
                 out += self._finish()
@@ -324,6 +338,21 @@ def approval_request(request: ApprovalRequested) -> ApprovalRequest:
         "preview": request.preview,
         "expires_at": request.expires_at,
     }
+
+
+def elicitation_request(request: ElicitationRequested) -> ElicitationRequest:
+    """The ``elicitation.request`` frame of a request."""
+    frame: ElicitationRequest = {
+        "type": "elicitation.request",
+        "elicitation_id": request.elicitation_id,
+        "server": request.server,
+        "message": request.message,
+        "schema": request.schema,
+        "expires_at": request.expires_at,
+    }
+    if request.url:
+        frame["url"] = request.url
+    return frame
 
 
 def arguments(text: str) -> dict[str, Any]:

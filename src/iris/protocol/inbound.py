@@ -36,6 +36,7 @@ from iris.protocol.types import (
     ApprovalRespond,
     CancelTurn,
     ClientFrame,
+    ElicitationRespond,
     Hello,
     Ping,
     Resume,
@@ -47,6 +48,7 @@ __all__ = [
     "ApprovalRespond",
     "BadFrame",
     "CancelTurn",
+    "ElicitationRespond",
     "Hello",
     "Ping",
     "Request",
@@ -70,6 +72,9 @@ _BAD_FIELD = {
     f"{{kind: image|audio|file, name (at most {MAX_FILE_NAME}), mime, data_b64}}",
     "approval_id": "'approval_id' must be an approval.request's approval_id",
     "decision": "'decision' must be once, chat or deny",
+    "elicitation_id": "'elicitation_id' must be an elicitation.request's elicitation_id",
+    "action": "'action' must be accept, decline or cancel",
+    "content": "'content' must be an object of the form's fields",
 }
 _LONE_SURROGATE = {"text": "'text' holds a lone surrogate (not valid Unicode)"}
 _MISSING = {"text": "message.send needs 'text'", "after_seq": "'after_seq' is required"}

@@ -70,6 +70,7 @@ MessageId = Annotated[str, StringConstraints(min_length=1)]
 Tokens = Annotated[int, Field(ge=0)]
 ToolIndex = Annotated[int, Field(ge=1)]
 ApprovalId = Annotated[str, StringConstraints(strict=True, pattern=r"^appr_[0-9a-f]{1,64}$")]
+ElicitationId = Annotated[str, StringConstraints(strict=True, pattern=r"^elic_[0-9a-f]{1,64}$")]
 Feature = Annotated[
     str,
     StringConstraints(strict=True, min_length=1, max_length=MAX_FEATURE_NAME),
@@ -239,6 +240,34 @@ class OpenApproval(TypedDict):
 
 
 @with_config(_CONFIG)
+class ElicitationRequest(_Stamped):
+    """Chat-scoped. An MCP server (server) asks the person for input in the middle of a tool
+    call: message, and a form in schema (a JSON object schema of primitive fields: string,
+    number, integer, boolean, enum as choices; required lists the fields that must be
+    answered), or url (a link to open; schema is then empty). Answer with
+    elicitation.respond before expires_at (Unix seconds); unanswered, it is declined."""
+
+    type: Literal["elicitation.request"]
+    elicitation_id: ElicitationId
+    server: str
+    message: str
+    schema: dict[str, Any]
+    expires_at: float
+    url: NotRequired[str]
+
+
+@with_config(_CONFIG)
+class ElicitationResolvedFrame(_Stamped):
+    """Chat-scoped. How an elicitation ended: accept, decline, cancel, or timeout (declined);
+    by names who answered, or is timeout / interrupt."""
+
+    type: Literal["elicitation.resolved"]
+    elicitation_id: ElicitationId
+    action: Literal["accept", "decline", "cancel", "timeout"]
+    by: str
+
+
+@with_config(_CONFIG)
 class ApprovalResolvedFrame(_Stamped):
     """Chat-scoped. How an approval request ended: once, chat (this tool unasked for the rest
     of the chat's session), deny, timeout or cancelled (the turn was interrupted); by names
@@ -354,6 +383,8 @@ ServerFrame = (
     | ToolEnd
     | ApprovalRequest
     | ApprovalResolvedFrame
+    | ElicitationRequest
+    | ElicitationResolvedFrame
     | Commentary
     | Error
     | Pong
@@ -376,6 +407,8 @@ SERVER: TypeAdapter[ServerFrame] = TypeAdapter(
         | Annotated[ToolEnd, Tag("tool.end")]
         | Annotated[ApprovalRequest, Tag("approval.request")]
         | Annotated[ApprovalResolvedFrame, Tag("approval.resolved")]
+        | Annotated[ElicitationRequest, Tag("elicitation.request")]
+        | Annotated[ElicitationResolvedFrame, Tag("elicitation.resolved")]
         | Annotated[Commentary, Tag("commentary")]
         | Annotated[Error, Tag("error")]
         | Annotated[Pong, Tag("pong")]
@@ -478,7 +511,23 @@ class ApprovalRespond:
     type: Literal["approval.respond"] = "approval.respond"
 
 
-ClientFrame = Hello | SendMessage | CancelTurn | Resume | Ping | ApprovalRespond
+@with_config(_CONFIG)
+@dataclass(frozen=True, slots=True)
+class ElicitationRespond:
+    """Answer an elicitation.request of the connection's chat: accept with content (the
+    form's fields; it must fit the schema, else an error frame elicitation_invalid says why
+    and the request stays open, to be answered again), decline or cancel (no content). An id
+    the chat is not waiting on gets elicitation_unknown."""
+
+    elicitation_id: ElicitationId
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+    type: Literal["elicitation.respond"] = "elicitation.respond"
+
+
+ClientFrame = (
+    Hello | SendMessage | CancelTurn | Resume | Ping | ApprovalRespond | ElicitationRespond
+)
 
 CLIENT: TypeAdapter[ClientFrame] = TypeAdapter(Annotated[ClientFrame, Field(discriminator="type")])
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from iris.agent.context import NOTE, Compaction
 from iris.agent.conversation import Conversation
 from iris.surfaces.commands import Command, help_text
+from iris.surfaces.prompts_command import answer as prompt_answer
 
 BUSY = "a reply is being written: /stop it first"
 
@@ -73,6 +74,8 @@ async def execute(command: Command, chat: CommandTarget) -> str:
             return compacted(await conversation.compact())
         case "status":
             return await _status(chat)
+        case "prompt":
+            return await prompt_answer(conversation.agent, command.arg)
         case "help":
             return "commands:\n" + help_text()
         case _:

@@ -34,6 +34,7 @@ CHAT_COMMANDS: dict[str, Spec] = {
     "reasoning": Spec("/reasoning on|off", "show or hide the model's reasoning"),
     "compact": Spec("/compact", "summarize the earlier conversation now"),
     "status": Spec("/status", "model, context used of the window, tokens of the last reply"),
+    "prompt": Spec("/prompt [SERVER NAME [k=v]]", "list MCP servers' prompts, or run one"),
     "help": Spec("/help", "this list"),
 }
 ALIASES = {"reset": "new", "clear": "new"}

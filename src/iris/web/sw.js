@@ -1,11 +1,11 @@
 // The service worker: caches the app's shell only (never the socket, the API or chat data),
 // network first, so an upgraded Iris reaches the browser and the shell still opens offline.
 
-const CACHE = "iris-shell-v5"; // bump with the file list
+const CACHE = "iris-shell-v6"; // bump with the file list
 const SHELL = [
   "./", "app.css", "icons/icon-192.png", "icons/icon-512.png", "index.html", "js/approval.js",
   "js/artifact.js", "js/attach.js",
-  "js/chats.js", "js/connection.js", "js/frames.js", "js/graphemes.js", "js/heal.js", "js/main.js",
+  "js/chats.js", "js/connection.js", "js/elicitation.js", "js/frames.js", "js/graphemes.js", "js/heal.js", "js/main.js",
   "js/markdown.js", "js/mdstream.js", "js/reading.js", "js/reveal.js", "js/settings.js", "js/view.js",
   "js/visible.js", "js/widgets.js", "manifest.webmanifest", "sandbox.html", "vendor/dompurify/purify.mjs",
   "vendor/highlight/core.mjs", "vendor/highlight/github-dark.css", "vendor/highlight/github.css",

@@ -137,7 +137,24 @@ async function conversation() {
   return { first: first.text, second: second.text, items: items.data.map((i) => i.role) };
 }
 
+// Iris's own agent (`iris-agent`, behind the API key): its tool runs arrive as `mcp_call`
+// items, which the AI SDK reports as provider-executed tool calls and results.
+async function agent() {
+  const apiKey = process.env.IRIS_API_KEY;
+  const model = createOpenAI({ baseURL, apiKey })("iris-agent");
+  const result = streamText({ ...settings, model, prompt: "What do my notes say?" });
+  const deltas = [];
+  const tools = [];
+  for await (const part of result.fullStream) {
+    if (part.type === "text-delta") deltas.push(part.text);
+    if (part.type === "tool-call") tools.push(["call", part.toolName, part.providerExecuted]);
+    if (part.type === "tool-result") tools.push(["result", part.toolName, part.output.output]);
+  }
+  return { text: deltas.join(""), tools, finishReason: await result.finishReason };
+}
+
 await main({
+  "openai-agent": agent,
   ...cases("openai", providers.openai),
   ...cases("compatible", providers.compatible),
   ...cases("responses", providers.responses),

@@ -43,7 +43,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from iris import __version__
+from iris.agent.mcp.callers import Callers
 from iris.agent.mcp.results import progress_note, result
+from iris.agent.mcp.sampling import Sampler
 from iris.agent.mcp.stdio import stdio_transport
 from iris.agent.reach import command_env
 from iris.agent.sandbox import UID, Sandbox, Workspaces
@@ -115,6 +117,7 @@ class McpConnection:
         max_result_bytes: int = 4_194_304,
         clock: Callable[[], float] = time.monotonic,
         sandbox: Confined | str | None = None,
+        sampler: Sampler | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -123,6 +126,7 @@ class McpConnection:
         self.state: State = "starting"
         self.error = ""  # why it is down, for /status and the log
         self.tools: list[types.Tool] = []
+        self.has_resources = False  # it offers resources: the model may list and read them
         self.attempted = asyncio.Event()  # the first attempt ended (connected or not)
         self._terminal_env = list(terminal_env)
         self._output_limit = output_limit
@@ -137,6 +141,8 @@ class McpConnection:
         self.backoff = Backoff(clock)
         self.attempts = 0  # connection attempts so far
         self._said: set[str] = set()  # what was dropped and logged already (once each)
+        self.callers = Callers(name)  # the calls in flight: where an elicitation goes
+        self.sampler = sampler  # a request for the model (``sampling``); None: refused
 
     # -- the connection's life -------------------------------------------------------------------
     async def run(self) -> None:
@@ -198,6 +204,8 @@ class McpConnection:
             self._transport(),
             mode="legacy",  # the initialize handshake every deployed server speaks
             message_handler=self._message,
+            elicitation_callback=self._elicited,
+            sampling_callback=self._sampled,
             client_info=types.Implementation(name="iris", version=__version__),
             cache=None,
         )
@@ -220,7 +228,7 @@ class McpConnection:
                         continue
                     await self._wait()
             finally:
-                self._client, self.tools = None, []
+                self._client, self.tools, self.has_resources = None, [], False
                 self._on_change(self)
 
     async def _list(self, client: Client) -> None:
@@ -235,6 +243,7 @@ class McpConnection:
         if len(tools) > MAX_LISTED or cursor is not None:
             self.once("listed", "MCP server %s lists more than %d tools", self.name, MAX_LISTED)
         self.tools = tools[:MAX_LISTED]
+        self.has_resources = client.server_capabilities.resources is not None
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -289,9 +298,13 @@ class McpConnection:
             if notes <= MAX_NOTES:
                 note(progress_note(progress, total, message))
 
+        def hold(asking: bool) -> None:
+            limit.reschedule(cap if asking else min(loop.time() + idle, cap))
+
         try:
-            async with limit:
-                answer = await client.call_tool(tool, args, progress_callback=progress)
+            with self.callers.calling(hold):
+                async with limit:
+                    answer = await client.call_tool(tool, args, progress_callback=progress)
         except TimeoutError:
             if not limit.expired():
                 raise
@@ -319,6 +332,79 @@ class McpConnection:
         finally:
             finished = True
         return result(answer, self._output_limit)
+
+    async def _elicited(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        del context  # the request names no call: ``Callers`` finds the one in flight
+        return await self.callers.elicited(params)
+
+    async def _sampled(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        del context
+        if self.sampler is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="Iris refused: no model")
+        return await self.sampler.sample(params, self.callers.asker())
+
+    async def resources(self) -> ToolResult:
+        """The server's resources, one line each (``uri``, name, type, description)."""
+        client = self._client
+        if client is None:
+            return ToolResult(False, f"error: MCP server '{self.name}' is not connected")
+        try:
+            listed = await client.list_resources()
+        except MCPError as exc:
+            return ToolResult(False, f"error: {exc.message}")
+        lines = [
+            " — ".join(
+                part for part in (r.uri, r.name, r.mime_type or "", r.description or "") if part
+            )
+            for r in listed.resources[:MAX_LISTED]
+        ]
+        return ToolResult(True, "\n".join(lines) or "(no resources)")
+
+    async def read(self, uri: str) -> ToolResult:
+        """One resource's text (a binary part is named with its type and size, not sent)."""
+        client = self._client
+        if client is None:
+            return ToolResult(False, f"error: MCP server '{self.name}' is not connected")
+        try:
+            answer = await client.read_resource(uri)
+        except MCPError as exc:
+            return ToolResult(False, f"error: {exc.message}")
+        parts = [
+            c.text
+            if isinstance(c, types.TextResourceContents)
+            else f"[{c.mime_type or 'binary'} resource, {len(c.blob) * 3 // 4} bytes]"
+            for c in answer.contents
+        ]
+        return ToolResult(True, "\n".join(parts)[-self._output_limit :])
+
+    async def prompts(self) -> list[str]:
+        """The server's prompts, one line each: name, arguments (``*`` required), description."""
+        client = self._client
+        if client is None or client.server_capabilities.prompts is None:
+            return []
+        listed = await client.list_prompts()
+        lines: list[str] = []
+        for prompt in listed.prompts[:MAX_LISTED]:
+            args = " ".join(f"{a.name}{'*' if a.required else ''}" for a in prompt.arguments or [])
+            lines.append(" ".join(p for p in (prompt.name, args, prompt.description or "") if p))
+        return lines
+
+    async def prompt(self, name: str, args: dict[str, str]) -> str:
+        """The text of prompt ``name`` with ``args`` (its messages' text, joined); raises
+        ``LookupError`` with the server's reason when it cannot be had."""
+        client = self._client
+        if client is None:
+            raise LookupError(f"MCP server '{self.name}' is not connected")
+        try:
+            got = await client.get_prompt(name, args)
+        except MCPError as exc:
+            raise LookupError(exc.message) from None
+        texts = [m.content.text for m in got.messages if isinstance(m.content, types.TextContent)]
+        return "\n\n".join(texts)
 
     def _closed_note(self) -> str:
         tail = self._stderr.text()[-500:]

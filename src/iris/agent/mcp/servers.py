@@ -25,11 +25,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from iris.agent.mcp.connection import Confined, McpConnection, Note
-from iris.agent.mcp.naming import chosen, tool_names
+from iris.agent.mcp.naming import chosen, tool_name, tool_names
 from iris.agent.mcp.results import parameters
+from iris.agent.mcp.sampling import Sampler
 from iris.agent.sandbox import Unavailable, Workspaces, prepare
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
 from iris.config import Config, McpServerConfig
+from iris.llm.base import Provider
 from iris.tasks import Supervisor
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,11 @@ MAX_DESCRIPTION = 2000
 
 class McpServers:
     def __init__(
-        self, config: Config, registry: ToolRegistry, private: Sequence[Path] = ()
+        self,
+        config: Config,
+        registry: ToolRegistry,
+        private: Sequence[Path] = (),
+        model: Callable[[], tuple[Provider, str]] | None = None,
     ) -> None:
         self._config = config
         self._registry = registry
@@ -53,6 +59,7 @@ class McpServers:
                 on_change=self._changed,
                 max_result_bytes=config.tools.mcp.max_result_bytes,
                 sandbox=_sandbox(config, name, server, private) if server.sandbox else None,
+                sampler=Sampler(name, server.sampling, model),
             )
             for name, server in config.mcp_servers.items()
             if server.enabled
@@ -163,12 +170,61 @@ class McpServers:
                     run,
                     progress_every=0.0,
                     where=_where(connection),
+                    server=connection.name,
+                    remote=tool.name,
                 )
             )
             offered.append(name)
+        offered += self._resource_tools(connection)
         self._offered[connection.name] = offered
         self._change.set()
         self._change = asyncio.Event()
+
+    def _resource_tools(self, connection: McpConnection) -> list[str]:
+        """``mcp_<server>_resources_list`` / ``_read`` for a server that offers resources
+        (chosen as its tools are, and unless a tool of its own has the name already)."""
+        if not connection.has_resources:
+            return []
+        server = connection.name
+        added: list[str] = []
+        config, servers = connection.config, list(self._config.mcp_servers)
+        enabled = self._config.tools.enabled
+        for tool in _resource_tools(connection):
+            own = tool.name.removeprefix(f"mcp_{server}_")
+            if not chosen(server, own, config.include, config.exclude, enabled, servers):
+                continue  # include / exclude / tools.enabled choose these as the server's own
+            if self._registry.get(tool.name) is None:
+                self._registry.add(replace(tool, where=_where(connection), server=server))
+                added.append(tool.name)
+        return added
+
+
+def _resource_tools(connection: McpConnection) -> list[Tool]:
+    server = connection.name
+
+    async def listed(_args: dict[str, Any], _progress: Note) -> ToolResult:
+        return await connection.resources()
+
+    async def read(args: dict[str, Any], _progress: Note) -> ToolResult:
+        return await connection.read(str(args.get("uri", "")))
+
+    uri = {"type": "string", "description": "The resource's URI, as the list gives it"}
+    return [
+        Tool(
+            tool_name(server, "resources_list"),
+            f"List the resources (files, records, documents) the MCP server {server} offers.",
+            {"type": "object", "properties": {}},
+            listed,
+            remote="resources/list",
+        ),
+        Tool(
+            tool_name(server, "resources_read"),
+            f"Read one resource of the MCP server {server} by its URI.",
+            {"type": "object", "properties": {"uri": uri}, "required": ["uri"]},
+            read,
+            remote="resources/read",
+        ),
+    ]
 
 
 def _sandbox(

@@ -576,8 +576,10 @@ def _add_input_item(messages: list[Json], item: Json, where: str) -> None:
         if not isinstance(output, str):
             raise bad_request(f"'{where}.output' must be a string", param=f"{where}.output")
         messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
-    elif kind == "reasoning":
-        return  # the agent keeps no reasoning across turns
+    elif kind in ("reasoning", "mcp_call", "mcp_list_tools", "mcp_approval_request"):
+        # The agent keeps no reasoning across turns; its own tool runs are its record of
+        # what it did (a client that sends a response's output back sends them too).
+        return
     else:
         raise bad_request(
             f"'{where}.type' {kind!r} is not supported",

@@ -26,6 +26,8 @@ from typing import Any, assert_never
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -127,6 +129,8 @@ class ChatEncoder:
                 self._thinking = Track()
             case ApprovalRequested() | ApprovalResolved():
                 pass  # chat completions cannot ask: such a call is refused in its tool result
+            case ElicitationRequested() | ElicitationResolved():
+                pass  # nor is a server's request for input: it is declined
             case ToolCallDelta(index=index, arguments=arguments, call_id=call_id, name=name):
                 self._role(out)
                 if call_id:  # the call's head: id, type and name once

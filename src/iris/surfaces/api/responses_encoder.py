@@ -13,6 +13,10 @@ helper enforces::
         message:      content_part.added, output_text.delta* (logprobs: []),
                       output_text.done, content_part.done
         function_call: function_call_arguments.delta*, function_call_arguments.done
+        mcp_call:     mcp_call.in_progress, mcp_call_arguments.delta, mcp_call_arguments.done,
+                      mcp_call.in_progress* (one per progress note, in its ``note``),
+                      mcp_call.completed | mcp_call.failed (none when the turn stopped)
+        mcp_list_tools: mcp_list_tools.in_progress, mcp_list_tools.completed
                       response.output_item.done
     response.completed (the whole response)  |  error, response.failed
                                               |  response.incomplete (cancelled, interrupted,
@@ -22,7 +26,10 @@ helper enforces::
 Every event carries a monotonic ``sequence_number``. Each text segment of the turn is its own
 message item; one that accompanied tool calls has ``phase: "commentary"``. Every output item
 has an id (``msg_…``, ``rs_…``, ``fc_…``) that a later request can name in an
-``item_reference``. The agent's own tools run inside Iris and produce no items; client-defined
+``item_reference``. Each tool the agent runs itself is an ``mcp_call`` item
+(``iris.surfaces.api.tool_runs``), added when the call starts — or, for a call that waits for an
+approval, in the response that carries the approved call on — and done when it ends;
+``mcp_list_tools`` items open the response that first offers a server's tools. Client-defined
 tool calls become ``function_call`` items, streamed as they form (``ToolCallDelta``): the item
 is added with the call's id and name, each argument fragment is a delta, and the item is done
 when the turn ends (or earlier, when other output follows it). A message open when a call
@@ -37,6 +44,8 @@ from typing import Any, assert_never
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -58,6 +67,7 @@ from iris.segments import (
     Track,
     appended,
 )
+from iris.surfaces.api.tool_runs import Run, ToolView, call_arguments, list_item
 
 Payload = dict[str, Any]
 
@@ -200,8 +210,13 @@ class ResponsesEncoder:
         echo: dict[str, Any] | None = None,
         *,
         clock: Callable[[], float] | None = None,
+        tools: ToolView | None = None,
     ) -> None:
         self._clock = clock
+        self._tools = tools or ToolView()
+        self._run: Run | None = None  # the mcp_call item open (the agent runs one at a time)
+        self._run_index = 0  # the call (``ToolStarted.index``) the open mcp_call shows
+        self._waiting: dict[int, ToolStarted] = {}  # calls that may wait for an approval
         self.response_id = response_id
         self.model = model
         self.created_at = created_at
@@ -251,6 +266,8 @@ class ResponsesEncoder:
         if self._open is not None:
             current["output"].append(_item_payload(self._open, "in_progress", ""))
         current["output"].extend(call.payload("in_progress", call.sent) for call in self._calls)
+        if self._run is not None:
+            current["output"].append(self._run.payload("in_progress"))
         return current
 
     def stop(self, status: str, reason: str) -> list[Payload]:
@@ -263,6 +280,7 @@ class ResponsesEncoder:
         self._start(out)
         self._close(out, "incomplete")
         self._close_calls(out, "incomplete")
+        self._run_done(out, "incomplete")
         completed_at = int(self._clock()) if self._clock else self.created_at
         self.response = self._snapshot(status, usage=None, completed_at=completed_at)
         self.response["incomplete_details"] = {"reason": reason}
@@ -279,8 +297,8 @@ class ResponsesEncoder:
 
     def _item(self, out: list[Payload], item: Item) -> None:
         match item:
-            case TurnStarted() | SegmentOpened():
-                pass
+            case TurnStarted() | SegmentOpened() | ElicitationRequested() | ElicitationResolved():
+                pass  # an elicitation: the API cannot ask, so it is declined before it is one
             case ReasoningDelta(text=text, summary=summary):
                 self._reasoning(out, text, summary=summary)
             case SegmentGrown() | SegmentReset():
@@ -295,16 +313,18 @@ class ResponsesEncoder:
                 self._close_message(out, item)
             case ToolStarted() | ToolProgress() | ToolEnded():
                 self._close(out, "completed")
+                self._tool_event(out, item)
             case ToolCallDelta():
                 self._call_delta(out, item)
             case ApprovalRequested():
                 self._approval_request(out, item)
             case ApprovalResolved():
-                pass  # the next response (the client's answer) goes on from here
+                self._approved(out, item)
             case TurnEnded():
                 # The output cap cut the answer: OpenAI's word is an incomplete response.
                 status = "incomplete" if item.reason == "length" else "completed"
                 self._close(out, status)
+                self._run_done(out, "incomplete")
                 if item.reason == "tool_calls":
                     for position, call in enumerate(item.tool_calls):
                         self._function_call(out, position, call)
@@ -317,6 +337,7 @@ class ResponsesEncoder:
             case TurnFailed():
                 self._close(out, "incomplete")
                 self._close_calls(out, "incomplete")
+                self._run_done(out, "incomplete")
                 self.failure = item
                 error = {"code": item.code, "message": item.message}
                 self._event(out, "error", **error_fields(error))
@@ -331,6 +352,8 @@ class ResponsesEncoder:
         (``iris.surfaces.api.held``)."""
         self._close(out, "completed")
         self._close_calls(out, "incomplete")
+        self._waiting.pop(event.index, None)  # its mcp_call comes once it is approved
+        self._run_done(out, "incomplete")
         item: Payload = {
             "id": event.approval_id,
             "type": "mcp_approval_request",
@@ -346,6 +369,104 @@ class ResponsesEncoder:
         self.response = self._snapshot("completed", usage=None, completed_at=completed_at)
         self._event(out, "response.completed", response=self.response)
 
+    # -- the agent's own tool runs (``mcp_call``) --------------------------------------------
+    def _tool_event(
+        self, out: list[Payload], event: ToolStarted | ToolProgress | ToolEnded
+    ) -> None:
+        if isinstance(event, ToolStarted):
+            self._tool_started(out, event)
+        elif isinstance(event, ToolProgress):
+            self._tool_note(out, event)
+        else:
+            self._tool_ended(out, event)
+
+    def _tool_started(self, out: list[Payload], started: ToolStarted) -> None:
+        if self._tools.asks(started.name):
+            self._waiting[started.index] = started  # its next event says whether it waits
+            return
+        self._open_run(out, started.index, started.name, call_arguments(started.args))
+
+    def _approved(self, out: list[Payload], resolved: ApprovalResolved) -> None:
+        """The answer to an approval: the response that carries the call on (the client's
+        answer) shows it, from here."""
+        asked = self._tools.answered
+        if asked is None or asked.approval_id != resolved.approval_id:
+            return
+        if resolved.decision in ("once", "chat"):  # a refused call never ran: no item
+            self._open_run(out, asked.index, asked.name, asked.args, asked.approval_id)
+
+    def _running(self, out: list[Payload], index: int) -> Run | None:
+        """The open ``mcp_call`` of call ``index``: a call that did not wait opens now."""
+        started = self._waiting.pop(index, None)
+        if started is not None:
+            self._open_run(out, index, started.name, call_arguments(started.args))
+        run = self._run
+        return run if run is not None and self._run_index == index else None
+
+    def _open_run(
+        self, out: list[Payload], index: int, name: str, arguments: str, approval: str = ""
+    ) -> None:
+        self._run_done(out, "incomplete")
+        server_label, tool = self._tools.label(name)
+        position = len(self.output) + len(self._calls)
+        run = Run(self._next_id("mcp"), position, server_label, tool, "", approval or None)
+        self._run, self._run_index = run, index
+        at = {"item_id": run.id, "output_index": position}
+        self._event(
+            out,
+            "response.output_item.added",
+            output_index=position,
+            item=run.payload("in_progress"),
+        )
+        self._event(out, "response.mcp_call.in_progress", **at)
+        run.arguments = arguments
+        self._event(out, "response.mcp_call_arguments.delta", **at, delta=arguments)
+        self._event(out, "response.mcp_call_arguments.done", **at, arguments=arguments)
+
+    def _tool_note(self, out: list[Payload], progress: ToolProgress) -> None:
+        run = self._running(out, progress.index)
+        if run is not None:
+            run.notes.append(progress.note)
+            at = {"item_id": run.id, "output_index": run.index}
+            self._event(out, "response.mcp_call.in_progress", **at, note=progress.note)
+
+    def _tool_ended(self, out: list[Payload], ended: ToolEnded) -> None:
+        run = self._running(out, ended.index)
+        if run is None:
+            return
+        if ended.ok:
+            self._run_done(out, "completed", output=ended.output_preview)
+        else:
+            self._run_done(out, "failed", error=ended.output_preview)
+
+    def _run_done(
+        self, out: list[Payload], status: str, output: str | None = None, error: str | None = None
+    ) -> None:
+        """Close the open ``mcp_call``: ``completed`` / ``failed`` with their events, or
+        ``incomplete`` (the turn stopped in the middle of it) with none."""
+        self._waiting.clear()
+        run, self._run = self._run, None
+        if run is None:
+            return
+        at = {"item_id": run.id, "output_index": run.index}
+        if status != "incomplete":
+            self._event(out, f"response.mcp_call.{status}", **at)
+        done = run.payload(status, output, error)
+        self.output.append(done)
+        self._event(out, "response.output_item.done", output_index=run.index, item=done)
+
+    def _listing(self, out: list[Payload], server_label: str, tools: list[Payload]) -> None:
+        index = len(self.output)
+        item = list_item(self._next_id("mcpl"), server_label, tools)
+        at = {"item_id": item["id"], "output_index": index}
+        self._event(
+            out, "response.output_item.added", output_index=index, item={**item, "tools": []}
+        )
+        self._event(out, "response.mcp_list_tools.in_progress", **at)
+        self._event(out, "response.mcp_list_tools.completed", **at)
+        self.output.append(item)
+        self._event(out, "response.output_item.done", output_index=index, item=item)
+
     def _start(self, out: list[Payload]) -> None:
         if self._started:
             return
@@ -353,6 +474,8 @@ class ResponsesEncoder:
         created = self._snapshot("in_progress", usage=None)
         self._event(out, "response.created", response=created)
         self._event(out, "response.in_progress", response=created)
+        for server_label, tools in self._tools.listings:
+            self._listing(out, server_label, tools)
 
     def _open_item(self, out: list[Payload], kind: str, segment: int = -1) -> _Item:
         if self._open is not None and self._open.kind == kind and self._open.segment == segment:

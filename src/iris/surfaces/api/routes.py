@@ -44,7 +44,7 @@ from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
-from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.events import ApprovalRequested, Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.runtime import Runtime
 from iris.state.background import SharedRuns
 from iris.state.conversations import Conversations, conversations_for
@@ -78,6 +78,7 @@ from iris.surfaces.api.offering import ServedModel, resolve_model, served_models
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.sse import data_frames, named_frames
+from iris.surfaces.api.tool_runs import ToolView, listed_before, tool_view
 from iris.surfaces.api.voice import VoiceTurns, for_speech
 from iris.surfaces.numbers import MAX_SEQUENCE, ascii_count
 from iris.surfaces.origin import SiteGuard
@@ -116,13 +117,19 @@ class ResponsesWire:
         store: Responses,
         inputs: list[Json] | None = None,
         conversations: Conversations | None = None,
+        tools: ToolView | None = None,
     ) -> None:
         self.call = call
         self.store = store
         self.inputs = inputs  # the request's input items, as listed by input_items
         self.conversations = conversations  # where ``call.conversation_id`` lives
         self.encoder = ResponsesEncoder(
-            f"resp_{uuid.uuid4().hex}", call.model, int(time.time()), call.echo, clock=time.time
+            f"resp_{uuid.uuid4().hex}",
+            call.model,
+            int(time.time()),
+            call.echo,
+            clock=time.time,
+            tools=tools,
         )
         self._end: TerminalEvent | None = None  # the turn's last event, once it came
 
@@ -167,6 +174,10 @@ class ResponsesWire:
     def _turn_messages(self) -> list[Json]:
         """What this turn added to the conversation, for ``previous_response_id``."""
         return kept(self._end, shown_text(self.encoder.output))
+
+
+async def _nothing_seen() -> None:
+    """A response that carries a held turn on lists no tools (its turn's first did)."""
 
 
 def _model_object(model: ServedModel, created: int) -> Json:
@@ -368,7 +379,8 @@ class ApiSurface:
             conversation_items=lambda conversation_id: past if conversation_id == named else None,
         )
         inputs = input_items(raw_input, found)
-        wire = ResponsesWire(call, self.responses, inputs, self.conversations.store)
+        view = await self._first_view(call, past)
+        wire = ResponsesWire(call, self.responses, inputs, self.conversations.store, view)
         if call.background:
             return await self._start_background(call, wire)
         if call.turn.agent_tools and not call.turn.client_tools:
@@ -390,6 +402,26 @@ class ApiSurface:
             leg = held.leg(wire.encoder.response_id)
             return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
         return self._exchange(call.turn, wire, stream=call.stream)
+
+    async def _first_view(self, call: ResponsesCall, past: list[Json] | None) -> ToolView | None:
+        """How a new request's tool runs show; None where the agent's tools are off."""
+        if not call.turn.agent_tools or call.turn.client_tools:
+            return None
+        seen = listed_before(self.responses, call.echo.get("previous_response_id"), past)
+        return await self._tool_view(call.turn, seen)
+
+    async def _tool_view(
+        self,
+        turn: TurnRequest,
+        seen: Awaitable[set[str] | None],
+        answered: ApprovalRequested | None = None,
+    ) -> ToolView:
+        """How this turn's tool runs show (``tool_runs``): ``seen``, the servers listed in
+        the conversation already; ``answered``, the approval the request answers."""
+        agent, policy = self.runtime.agent, self.runtime.approvals.policy
+        offered = [n for n in agent.tools.names() if n != "terminal" or turn.allow_terminal]
+        view = await tool_view(agent.tools, lambda n: policy.asks(n, turn.ask_also), offered, seen)
+        return dataclasses.replace(view, answered=answered)
 
     async def _answer_approval(self, answer: ApprovalAnswer) -> Response:
         """The client's ``mcp_approval_response``: the held turn goes on in this response."""
@@ -449,7 +481,8 @@ class ApiSurface:
         echo = {**held.call.echo, "previous_response_id": answer.previous_response_id}
         call = dataclasses.replace(held.call, stream=answer.stream, echo=echo)
         inputs = [answer.item]
-        wire = ResponsesWire(call, self.responses, inputs, self.conversations.store)
+        view = await self._tool_view(call.turn, _nothing_seen(), parked.request)
+        wire = ResponsesWire(call, self.responses, inputs, self.conversations.store, view)
         leg = held.leg(wire.encoder.response_id)
         return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
 
@@ -519,7 +552,8 @@ class ApiSurface:
         echo = {**held.call.echo, "previous_response_id": parked.response_id}
         call = dataclasses.replace(held.call, stream=True, echo=echo)
         item = {"type": "mcp_approval_response", "approval_request_id": approval_id}
-        wire = ResponsesWire(call, self.responses, [item], self.conversations.store)
+        view = await self._tool_view(call.turn, _nothing_seen(), parked.request)
+        wire = ResponsesWire(call, self.responses, [item], self.conversations.store, view)
         leg = held.leg(wire.encoder.response_id)
         run = BackgroundRun(
             wire.encoder.response_id,

@@ -16,6 +16,8 @@ from iris.config import Config
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -97,6 +99,8 @@ class Printer:
                 pass
             case ApprovalRequested() | ApprovalResolved():
                 pass  # a one-shot asks nobody: a tool that asks is refused (tools.approval)
+            case ElicitationRequested() | ElicitationResolved():
+                pass  # asked of nobody here: declined before it is an event
             case SegmentGrown(delta=delta):
                 if self.stream:
                     self._write(delta)

@@ -23,6 +23,8 @@ from iris.config import ToolProgressMode
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -132,6 +134,8 @@ class ReplyRenderer:
                 self._approval_asked(item)
             case ApprovalResolved():
                 self._approval_resolved(item)
+            case ElicitationRequested() | ElicitationResolved():
+                pass  # the terminal chat does not ask yet: such a request is declined
             case TurnEnded():
                 self._turn_ended(item)
             case TurnFailed(message=message):

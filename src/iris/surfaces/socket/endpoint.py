@@ -40,6 +40,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.approvals import Decision
+from iris.agent.elicitation import Action, ElicitationError
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import RedisFrameLog, frame_log_for
@@ -59,6 +60,7 @@ from iris.state.devices import Check
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
+from iris.surfaces.prompts_command import fetched, wants_run
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.socket.flood import FrameBucket
@@ -462,6 +464,9 @@ class _Connection:
                 command = parse(text)
                 if chat_id is not None and chat_id != self.room.chat_id:
                     self._error("wrong_chat", f"this connection is on chat {self.room.chat_id!r}")
+                elif command is not None and command.name == "prompt" and wants_run(command.arg):
+                    assert self._group is not None  # frames are handled inside run()
+                    self._group.create_task(self._run_prompt(command.arg))
                 elif command is not None:
                     assert self._group is not None  # frames are handled inside run()
                     self._group.create_task(self._command(command))
@@ -479,8 +484,24 @@ class _Connection:
             case inbound.ApprovalRespond(approval_id=approval_id, decision=decision):
                 assert self._group is not None  # frames are handled inside run()
                 self._group.create_task(self._respond(approval_id, decision))
+            case inbound.ElicitationRespond(
+                elicitation_id=elicitation_id, action=action, content=content
+            ):
+                self._elicitation_answer(elicitation_id, action, content)
             case _:
                 assert_never(request)
+
+    def _elicitation_answer(
+        self, elicitation_id: str, action: Action, content: dict[str, Any] | None
+    ) -> None:
+        """An answer to an MCP server's request for input; a wrong one is told why (an
+        invalid form stays open, to be answered again)."""
+        try:
+            self.surface.runtime.elicitations.respond(
+                elicitation_id, action, content, chat_id=self.room.session, by=self.device
+            )
+        except ElicitationError as exc:
+            self._error(exc.code, exc.message)
 
     async def _respond(self, approval_id: str, decision: Decision) -> None:
         """An approval answer from this device; a late or unknown one is told why."""
@@ -518,6 +539,17 @@ class _Connection:
             return
         frame: protocol.Command = {"type": "command", "command": command.name, "text": answer}
         self.subscription.send_local(frame)
+
+    async def _run_prompt(self, arg: str) -> None:
+        """``/prompt SERVER NAME [k=v]``: the prompt's text goes to the model as this
+        device's message (``iris.surfaces.prompts_command``)."""
+        run = await fetched(self.surface.runtime.agent, arg)
+        if run.problem:
+            self._error("prompt_failed", run.problem)
+        elif self.room.busy:
+            self._error("turn_active", "a turn is running; cancel it or wait for it")
+        else:
+            self._start(run.text, ())
 
     def _start(self, text: str, files: Sequence[protocol.SentFile]) -> None:
         settings = self.surface.settings

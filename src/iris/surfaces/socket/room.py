@@ -109,7 +109,12 @@ class ChatRoom:
         self._left_open: tuple[str, str] | None = None  # why, for whoever closes it here
         self.session = session_key(chat_id)
         self.conversation = Conversation(
-            runtime.agent, runtime.sessions, runtime.controls, self.session, runtime.approvals
+            runtime.agent,
+            runtime.sessions,
+            runtime.controls,
+            self.session,
+            runtime.approvals,
+            runtime.elicitations,
         )
         self._task: asyncio.Task[None] | None = None
         self._turn: Turn | None = None

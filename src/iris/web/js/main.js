@@ -102,6 +102,8 @@ function onFrame(frame) {
     app.turnActive = Boolean(frame.on);
   } else if (frame.type === "approval.request") {
     announce(`Iris asks to run ${frame.name}: allow or deny`);
+  } else if (frame.type === "elicitation.request") {
+    announce(`${frame.server} asks: ${frame.message}`);
   } else if (frame.type === "ready" && frame.chat_id) {
     const first = app.view.bubbles.find((b) => b.role === "user");
     rememberChat(frame.chat_id, first?.text.slice(0, 60));
@@ -138,7 +140,7 @@ function openChat(chatId) {
   localStorage.setItem(CHAT, chatId);
   const view = new ChatView(clock, settings);
   app.view = view;
-  app.log = new ChatLog(log, { settings, openArtifact, respond, wallClock, force: false });
+  app.log = new ChatLog(log, { settings, openArtifact, respond, elicit, wallClock, force: false });
   app.turnActive = false;
   app.atBottom = true;
   $("#chat-title").textContent = chatId === "main" ? "Iris" : chatId;
@@ -217,6 +219,15 @@ function respond(approvalId, decision) {
 }
 
 setInterval(() => tickCountdowns(log, wallClock()), 1000);
+
+/** An answer to an MCP server's request for input (the card stays until it is resolved).
+ * @param {string} id @param {string} action @param {Record<string, any> | null} content */
+function elicit(id, action, content) {
+  /** @type {Record<string, any>} */
+  const frame = { type: "elicitation.respond", elicitation_id: id, action };
+  if (content) frame.content = content;
+  app.connection?.send(frame);
+}
 
 // -- the artifact sandbox ----------------------------------------------------------------------
 

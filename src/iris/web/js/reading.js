@@ -7,6 +7,8 @@ export const READING = {
   "approval.resolved": "ApprovalResolvedFrame",
   "command": "Command",
   "commentary": "Commentary",
+  "elicitation.request": "ElicitationRequest",
+  "elicitation.resolved": "ElicitationResolvedFrame",
   "error": "Error",
   "message": "Message",
   "message.append": "MessageAppend",
@@ -164,6 +166,89 @@ export const READING = {
     "type",
     "message_id",
     "text"
+   ],
+   "type": "object"
+  },
+  "ElicitationRequest": {
+   "properties": {
+    "chat_id": {
+     "pattern": "^[A-Za-z0-9._:@-]{1,128}$",
+     "type": "string"
+    },
+    "seq": {
+     "minimum": 0,
+     "type": "integer"
+    },
+    "type": {
+     "const": "elicitation.request",
+     "type": "string"
+    },
+    "elicitation_id": {
+     "pattern": "^elic_[0-9a-f]{1,64}$",
+     "type": "string"
+    },
+    "server": {
+     "type": "string"
+    },
+    "message": {
+     "type": "string"
+    },
+    "schema": {
+     "type": "object"
+    },
+    "expires_at": {
+     "type": "number"
+    },
+    "url": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "type",
+    "elicitation_id",
+    "server",
+    "message",
+    "schema",
+    "expires_at"
+   ],
+   "type": "object"
+  },
+  "ElicitationResolvedFrame": {
+   "properties": {
+    "chat_id": {
+     "pattern": "^[A-Za-z0-9._:@-]{1,128}$",
+     "type": "string"
+    },
+    "seq": {
+     "minimum": 0,
+     "type": "integer"
+    },
+    "type": {
+     "const": "elicitation.resolved",
+     "type": "string"
+    },
+    "elicitation_id": {
+     "pattern": "^elic_[0-9a-f]{1,64}$",
+     "type": "string"
+    },
+    "action": {
+     "enum": [
+      "accept",
+      "decline",
+      "cancel",
+      "timeout"
+     ],
+     "type": "string"
+    },
+    "by": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "type",
+    "elicitation_id",
+    "action",
+    "by"
    ],
    "type": "object"
   },

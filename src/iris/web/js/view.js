@@ -12,12 +12,13 @@ import { readFrame } from "./frames.js";
 import { Reveal } from "./reveal.js";
 import { findHtml } from "./artifact.js";
 import { ApprovalCard, isApprovalError } from "./approval.js";
+import { ElicitationCard } from "./elicitation.js";
 
 /**
  * A server frame: parsed off the socket and accepted whole by frames.js's readFrame.
  * @typedef {Record<string, any>} Frame
  */
-/** @typedef {"message" | "commentary" | "tools" | "error" | "command" | "approval"} Kind */
+/** @typedef {"message" | "commentary" | "tools" | "error" | "command" | "approval" | "elicitation"} Kind */
 /**
  * @typedef {object} ToolCall
  * @property {number} index
@@ -35,6 +36,7 @@ import { ApprovalCard, isApprovalError } from "./approval.js";
 export const CHAT_SCOPED = new Set([
   "typing", "message.start", "message.update", "message.append", "message.stop", "message",
   "tool.start", "tool.progress", "tool.end", "commentary", "approval.request", "approval.resolved",
+  "elicitation.request", "elicitation.resolved",
 ]);
 const WIRE_KINDS = new Set([
   "message.start", "message.update", "message.append", "message.stop", "message", "commentary",
@@ -65,6 +67,8 @@ export class Bubble {
     this.tools = [];
     /** @type {ApprovalCard | null} on a bubble of kind approval */
     this.approval = null;
+    /** @type {ElicitationCard | null} on a bubble of kind elicitation */
+    this.elicitation = null;
     this.version = 0;
   }
 
@@ -207,7 +211,11 @@ export class ChatView {
       case "approval.request": case "approval.resolved":
         this.approval(frame);
         break;
+      case "elicitation.request": case "elicitation.resolved":
+        this.elicitation(frame);
+        break;
       case "error": {
+        if (String(frame.code).startsWith("elicitation_")) { this.elicitationRefused(frame); break; }
         if (isApprovalError(frame)) { this.approvalsDo((card) => card.refused(frame), true); break; }
         this.typing = false;
         const text = `${frame.code || "error"}: ${frame.message || ""}`;
@@ -445,7 +453,7 @@ export class ChatView {
     for (let i = this.bubbles.length - 1; i >= 0; i--) {
       const bubble = this.bubbles[i];
       if (bubble.role === "user") break;
-      if (bubble.kind !== "error" && bubble.kind !== "approval") return bubble;
+      if (!["error", "approval", "elicitation"].includes(bubble.kind)) return bubble;
     }
     return this.add(new Bubble(`tools-${this.bubbles.length}`, "assistant", "tools"));
   }
@@ -478,6 +486,34 @@ export class ChatView {
       return; // the request was before what this device holds
     }
     bubble.version += 1;
+  }
+
+  /** elicitation.request makes a form card under the turn; elicitation.resolved ends it.
+   * @param {Frame} frame */
+  elicitation(frame) {
+    const id = `elicitation-${frame.elicitation_id}`;
+    let bubble = this.byId.get(id);
+    if (frame.type === "elicitation.request") {
+      bubble ||= this.add(new Bubble(id, "system", "elicitation"));
+      bubble.elicitation = new ElicitationCard(frame);
+    } else if (bubble?.elicitation) {
+      bubble.elicitation.resolve(frame);
+    } else {
+      return;
+    }
+    bubble.version += 1;
+  }
+
+  /** The server refused this device's answer: the latest open form says why (it stays open).
+   * @param {Frame} frame */
+  elicitationRefused(frame) {
+    for (let i = this.bubbles.length - 1; i >= 0; i--) {
+      const bubble = this.bubbles[i];
+      if (!bubble.elicitation?.pending) continue;
+      bubble.elicitation.note = String(frame.message || frame.code);
+      bubble.version += 1;
+      return;
+    }
   }
 
   /** This device sent an answer (main.js, once it went out).

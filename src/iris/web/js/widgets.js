@@ -7,6 +7,7 @@ import { MarkdownSplitter } from "./mdstream.js";
 import { heal } from "./heal.js";
 import { md, renderBlock, renderTail } from "./markdown.js";
 import { approvalCard } from "./approval.js";
+import { elicitationCard } from "./elicitation.js";
 
 /** @typedef {import("./view.js").Bubble} Bubble */
 /** @typedef {import("./view.js").ChatView} ChatView */
@@ -18,6 +19,8 @@ import { approvalCard } from "./approval.js";
  * @property {import("./settings.js").Settings} settings
  * @property {(html: string, card: HTMLElement) => void} openArtifact
  * @property {(approvalId: string, decision: string) => void} respond send an approval answer
+ * @property {(id: string, action: string, content: Record<string, any> | null) => void} elicit
+ *   send an answer to an MCP server's request for input
  * @property {() => number} wallClock Unix seconds (approval countdowns)
  * @property {boolean} force redraw a bubble even when its version did not change
  */
@@ -159,6 +162,10 @@ export class BubbleView {
     if (bubble.approval) {
       const before = /** @type {HTMLElement | null} */ (this.body.firstElementChild);
       this.body.replaceChildren(approvalCard(bubble.approval, this.options, before));
+      return true;
+    }
+    if (bubble.elicitation) {
+      this.body.replaceChildren(elicitationCard(bubble.elicitation, this.options));
       return true;
     }
     if (bubble.role === "user" || bubble.kind === "error" || bubble.kind === "command") {

@@ -19,6 +19,8 @@ from iris.config import ResolvedDisplay
 from iris.events import (
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
     Event,
     ReasoningDelta,
     StreamReset,
@@ -161,6 +163,8 @@ class Reply:
                 pass
             case ApprovalRequested() | ApprovalResolved():
                 pass  # the platform's approval prompt is its own message, not the reply's
+            case ElicitationRequested() | ElicitationResolved():
+                pass  # asked of the person on their own surface, not in the text
             case ReasoningDelta(text=text):
                 self.reasoning.append(text)  # shown only at the end, if at all
             case SegmentOpened() | SegmentGrown() | SegmentReset() | SegmentClosed():
