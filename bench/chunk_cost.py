@@ -197,9 +197,7 @@ def start_server(
     if metrics:
         sections["server"] = {"metrics": {"enabled": True, "token": KEY}}
     launch = (__file__, "--serve-loop", args.loop) if args.loop else ()
-    return start_iris(
-        up_port, workdir, max(args.streams), name=name, launcher=launch, **sections
-    )
+    return start_iris(up_port, workdir, max(args.streams), name=name, launcher=launch, **sections)
 
 
 async def one_path(
@@ -255,13 +253,19 @@ async def profile(up_port: int, workdir: Path, args: argparse.Namespace) -> None
     stats.sort_stats("tottime").print_stats(15)
 
 
-async def run(args: argparse.Namespace) -> None:
+def start_upstream(args: argparse.Namespace) -> tuple[int, subprocess.Popen[bytes]]:
+    """The fake upstream in its own process, so its CPU is not the server's."""
     up_port = free_port()
     upstream = subprocess.Popen(
         [sys.executable, __file__, "--upstream", str(up_port), "--chunks", str(args.chunks)]
         + ["--rate", str(args.rate)]
     )
     wait_port(up_port, upstream)
+    return up_port, upstream
+
+
+async def run(args: argparse.Namespace) -> None:
+    up_port, upstream = start_upstream(args)
     print(f"{args.chunks} chunks per stream at {args.rate:g} chunks/s; loop {args.loop or 'auto'}")
     print(f"  {'path':<12} {'kind':<5} {'streams':>7} {'µs/chunk':>11} {'delivered':>9}  errors")
     try:
