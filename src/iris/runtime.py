@@ -13,9 +13,10 @@ from typing import Protocol
 from starlette.routing import BaseRoute
 
 from iris.agent import Agent
-from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.agent.approvals import ApprovalPolicy
 from iris.auth_throttle import AuthThrottle
 from iris.config import Config
+from iris.state.approvals import Approvals, approvals_for
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.conversations import Conversations, conversations_for
 from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
@@ -57,7 +58,7 @@ class Runtime:
     def __post_init__(self) -> None:
         self.turns = TurnLimiter(self.config.server.max_turns)
         policy = ApprovalPolicy.configured(self.config.tools.approval, self.config.mcp_servers)
-        self.approvals = Approvals(policy, self.shared)
+        self.approvals = approvals_for(policy, self.shared)
 
     @classmethod
     def create(

@@ -51,13 +51,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from iris.agent.approvals import Approvals
 from iris.agent.attachments import Prepared, without_old_images
 from iris.agent.context import Compaction, history
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
 from iris.events import TerminalEvent, TurnEnded
+from iris.state.approvals import Approvals
 from iris.state.controls import ChatControls, Controls, Field
 from iris.state.sessions import Sessions, Transcript
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from iris.agent.approvals import ApprovalPolicy, Approvals, refusal, unaskable
+from iris.agent.approvals import ApprovalPolicy, refusal, unaskable
 from iris.agent.context import (
     NOTE,
     Budget,
@@ -97,6 +97,7 @@ from iris.events import (
 from iris.formats.surrogates import clean_value
 from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
 from iris.observability import TurnWatch
+from iris.state.approvals import Approvals
 from iris.tasks import OpenGroup
 
 if TYPE_CHECKING:

@@ -38,13 +38,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from iris.agent.approvals import Decision
 from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.events import Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.runtime import Runtime
+from iris.state.approvals import Decision
 from iris.state.background import SharedRuns
 from iris.state.conversations import Conversations, conversations_for
 from iris.state.redis_store import translated

@@ -1,6 +1,6 @@
 """Approval prompts on the chat platforms: what the message with the buttons says, and which are open.
 
-A tool call that waits for a person's yes (``iris.agent.approvals``) is shown in the chat as a
+A tool call that waits for a person's yes (``iris.state.approvals``) is shown in the chat as a
 message with three buttons, **Allow once**, **Allow in this chat** and **Deny**; the message
 carries the whole command (or arguments) while its buttons are live: one that does not fit
 goes first as plain messages, in parts that re-join to the whole, and the message with the
@@ -33,9 +33,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from iris.agent.approvals import Decision, Outcome
 from iris.events import ApprovalRequested, ApprovalResolved
 from iris.formats import visible
+from iris.state.approvals import Decision, Outcome
 from iris.surfaces.chat.splitter import Unit, measure, split
 
 if TYPE_CHECKING:

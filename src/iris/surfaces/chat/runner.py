@@ -65,7 +65,6 @@ from typing import Any, Literal, cast
 
 from starlette.routing import BaseRoute
 
-from iris.agent.approvals import Decision
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.config import Config, Surface
@@ -73,6 +72,7 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
 from iris.observability import metrics
 from iris.runtime import Runtime
+from iris.state.approvals import Decision
 from iris.state.controls import Controls
 from iris.state.prompts import SharedPrompts
 from iris.state.threads import threads_for

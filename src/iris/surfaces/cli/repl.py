@@ -28,13 +28,14 @@ from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from iris.agent import Agent
-from iris.agent.approvals import ApprovalPolicy, Approvals, Decision
+from iris.agent.approvals import ApprovalPolicy
 from iris.agent.attachments import prepare
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.config import Config
 from iris.events import ApprovalRequested, ApprovalResolved, Event
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
+from iris.state.approvals import Decision, MemoryApprovals
 from iris.state.controls import Controls, MemoryControls
 from iris.state.sessions import MemorySessions
 from iris.surfaces.actions import compacted, status
@@ -133,7 +134,7 @@ class Chat:
         self.controls = MemoryControls()
         # The REPL's own approvals: asked in the status line while a turn runs (a screen
         # that reads no keys asks nobody, so a tool that asks is refused there).
-        self.approvals = Approvals(
+        self.approvals = MemoryApprovals(
             ApprovalPolicy.configured(config.tools.approval, config.mcp_servers)
         )
         self.user = _user_name()

@@ -35,8 +35,8 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.renderer import print_formatted_text
 from prompt_toolkit.styles import BaseStyle
 
-from iris.agent.approvals import Decision
 from iris.events import ApprovalRequested, Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.state.approvals import Decision
 from iris.surfaces.cli.markdown import Piece
 from iris.surfaces.cli.render import Frame, ReplyRenderer
 from iris.surfaces.driver import drive

@@ -39,7 +39,6 @@ from typing import Any, assert_never
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from iris.agent.approvals import Decision
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import RedisFrameLog, frame_log_for
@@ -55,6 +54,7 @@ from iris.protocol.appends import AppendWriter
 from iris.protocol.frames import approval_request
 from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
+from iris.state.approvals import Decision
 from iris.state.devices import Check
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
