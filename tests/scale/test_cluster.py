@@ -28,7 +28,7 @@ from iris.state.lease import Lease, LeaseLost
 from iris.state.redis_store import RedisStore
 from iris.state.responses import RedisResponses
 from iris.state.sessions import RedisSessions
-from iris.surfaces.socket.owners import Owners
+from iris.state.turn_owners import TurnOwners
 from tests.fakes.served import Served, free_port
 from tests.fakes.upstream import FakeUpstream, gated
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
@@ -122,7 +122,7 @@ async def frame_log_operations(store: RedisStore, chats: list[str]) -> None:
 
 async def ownership_operations(store: RedisStore, chats: list[str]) -> None:
     other = RedisStore(store.url, mode="cluster", prefix=store.prefix)
-    mine, theirs = Owners(store, 5), Owners(other, 5)
+    mine, theirs = TurnOwners(store, 5), TurnOwners(other, 5)
     asked: list[tuple[str, str]] = []
     heard = asyncio.Event()
 

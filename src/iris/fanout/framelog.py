@@ -65,7 +65,7 @@ keys share a Redis Cluster slot): ``log`` (stream), ``seq``, ``floor``, ``transc
 ``live`` (hash: ``o:<message_id>`` the seq that opened a live message, ``s:<message_id>`` the
 seq of its one snapshot), ``turn_open`` (``1`` while the chat's turn is open), ``epoch``
 (changes when the seqs restart), ``text:<message_id>`` (a live message's text), ``turn`` (the
-turn lease, ``iris.surfaces.socket.owners``); and ``<prefix>:chats:turn_open`` (set of chat ids,
+turn lease, ``iris.state.turn_owners``); and ``<prefix>:chats:turn_open`` (set of chat ids,
 touched alone).
 """
 

@@ -56,13 +56,13 @@ from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
 from iris.state.approvals import Decision
 from iris.state.devices import Check
+from iris.state.turn_owners import turn_owners_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.socket.flood import FrameBucket
-from iris.surfaces.socket.owners import Owners
 from iris.surfaces.socket.room import INTERRUPTED, OWNER_LOST, ChatRoom, encoder_settings
 from iris.tasks import OpenGroup, logged, task_group
 
@@ -113,9 +113,7 @@ class IrisSurface:
             self.tailer = Tailer(runtime.shared, log, self.hub)
         self.rooms: dict[str, ChatRoom] = {}
         # With a shared store: who runs each chat's turn across processes (None: this one).
-        self.owners = (
-            None if runtime.shared is None else Owners(runtime.shared, runtime.config.store.lease)
-        )
+        self.owners = turn_owners_for(runtime.shared, runtime.config.store.lease)
         self._ownership: list[asyncio.Task[None]] = []  # its inbox reader and reaper
         self.site = SiteGuard(runtime.config.server)
         self.gate = TokenGate(self.settings.tokens, runtime.devices)
