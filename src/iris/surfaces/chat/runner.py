@@ -72,7 +72,6 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
 from iris.observability import metrics
 from iris.runtime import Runtime
-from iris.state.approvals import Decision
 from iris.state.controls import Controls
 from iris.state.prompts import SharedPrompts
 from iris.state.threads import threads_for
@@ -90,14 +89,7 @@ from iris.surfaces.chat.platforms.base import (
     approval_platform,
 )
 from iris.surfaces.chat.poller import BotPoller, bot_token
-from iris.surfaces.chat.prompts import (
-    LABELS,
-    NOT_ALLOWED,
-    NOT_OPEN,
-    OpenPrompt,
-    Prompts,
-    parse_press,
-)
+from iris.surfaces.chat.prompts import Prompts
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose
 from iris.surfaces.chat.typing_lease import TypingLease
@@ -307,15 +299,25 @@ class ChatSurface:
 
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
+        settings = getattr(self.runtime.config.platforms, platform.name)
         if message.press is not None:
-            self._spawn(self._press(platform, message))
+            # In a group, "allow in this chat" holds for the presser's own turns
+            # (``tools.approval.group_allow``), not every member's.
+            per_person = self.runtime.config.tools.approval.group_allow == "person"
+            answer = self.prompts.press(
+                platform.name,
+                message,
+                self.runtime.approvals,
+                allowed(settings, message),
+                per_person=per_person,
+            )
+            self._spawn(answer)
             return
         if message.stop:
             self._stop_button(message)
             return
         if not message.text.strip() and not message.attachments:
             return
-        settings = getattr(self.runtime.config.platforms, platform.name)
         known = self._conversations.get(conversation_key(message))
         if not addressed(settings, message, known is not None and known.answered):
             if self._follow_up(platform.name, message):
@@ -367,65 +369,6 @@ class ChatSurface:
             log.debug("stop button in %s (draft %s) is stale: ignored", message.chat_id, draft)
             return
         turn.interrupt()
-
-    async def _press(self, platform: ChatPlatform, message: IncomingMessage) -> None:
-        """A press of an approval prompt's button: the answer, if it counts; the presser is
-        told the outcome where only they see it (every press is answered once)."""
-        press = message.press
-        assert press is not None
-        parsed = parse_press(press.data)
-        note, refused = NOT_OPEN, True
-        try:
-            prompt = await self.prompts.lookup(parsed[0]) if parsed is not None else None
-        except StoreUnavailable as exc:
-            prompt, note = None, f"Not recorded, please try again: {exc.message}"
-        # The press must be on the very message that shows the request's buttons, in its chat
-        # (Telegram numbers messages per chat: an id alone names one in every chat).
-        shown = (platform.name, message.chat_id, message.message_id)
-        if prompt is None or (prompt.platform, prompt.chat_id, prompt.message_id) != shown:
-            pass
-        elif not allowed(getattr(self.runtime.config.platforms, platform.name), message):
-            log.warning(
-                "approval press by %s user %s (%s) refused: not allowed",
-                platform.name,
-                message.user_id,
-                message.user_name,
-            )
-            note = NOT_ALLOWED
-        else:
-            assert parsed is not None
-            decision = parsed[1]
-            by = message.user_name or message.user_id
-            # In a group, "allow in this chat" holds for the presser's own turns
-            # (``tools.approval.group_allow``), not every member's.
-            scoped = self.runtime.config.tools.approval.group_allow == "person"
-            person = message.user_id if message.is_group and scoped else ""
-            note, refused = await self._respond(prompt, decision, by, person)
-        try:
-            await press.answer(note, refused)
-        except PlatformError as exc:
-            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
-
-    async def _respond(
-        self, prompt: OpenPrompt, decision: Decision, by: str, person: str = ""
-    ) -> tuple[str, bool]:
-        """Answer the request; what the presser is told, and whether nothing changed."""
-        approvals = self.runtime.approvals
-        try:
-            match await approvals.respond(
-                prompt.approval_id, decision, by, chat_id=prompt.session, person=person
-            ):
-                case "decided":
-                    return f"{LABELS[decision]}: {prompt.name}", False
-                case "already_decided":
-                    resolution = await approvals.resolution(prompt.approval_id)
-                    if resolution is None:
-                        return "Already decided.", True
-                    return f"Already decided: {resolution.decision} by {resolution.by}.", True
-                case "unknown":
-                    return NOT_OPEN, True
-        except StoreUnavailable as exc:  # the shared store: the answer was not recorded
-            return f"Not recorded, please try again: {exc.message}", True
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self._group.create_task(logged(work, "handling a chat message"))
