@@ -18,10 +18,10 @@ from iris.auth_throttle import AuthThrottle
 from iris.config import Config
 from iris.state.approvals import Approvals, approvals_for
 from iris.state.controls import ChatControls, MemoryControls, controls_for
-from iris.state.conversations import Conversations, conversations_for
 from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
 from iris.state.fingerprint import shared_store
+from iris.state.item_lists import ItemLists, item_lists_for
 from iris.state.redis_store import RedisStore
 from iris.state.responses import Responses, responses_for
 from iris.state.sessions import Sessions, sessions_for
@@ -42,8 +42,8 @@ class Runtime:
     shared: RedisStore | None = None
     # What each chat's commands set (``/model``, ``/reasoning``) and its last reply's usage.
     controls: ChatControls = field(default_factory=MemoryControls)
-    # Stored conversations (``/v1/conversations``): SQLite, or Redis with ``store.url``.
-    conversations: Conversations | None = None
+    # The Conversations API's item lists (``/v1/conversations``): SQLite, or Redis with ``store.url``.
+    item_lists: ItemLists | None = None
     # Chat threads the bot answered in (a follow-up needs no mention): SQLite or Redis.
     threads: Threads | None = None
     # Webhook deliveries taken already (a platform's redelivery is answered once).
@@ -75,7 +75,7 @@ class Runtime:
             devices=devices_for(store, shared),
             shared=shared,
             controls=controls_for(shared),
-            conversations=conversations_for(store, shared),
+            item_lists=item_lists_for(store, shared),
             threads=threads_for(store, shared),
             deliveries=deliveries_for(store, shared),
         )

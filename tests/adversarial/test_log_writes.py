@@ -63,8 +63,8 @@ def test_sqlite_log_writes_grow_linearly_with_the_reply(tmp_path: Path) -> None:
         assert store.query("PRAGMA auto_vacuum")[0][0] == 2  # incremental
         assert pages < 8, pages
         # What a resume and a sync read is unchanged: the closed message, whole.
-        assert log.conversation("chat-20000")[-1]["text"].startswith("lorem ipsum")
-        assert len(log.conversation("chat-20000")[-1]["text"]) == 20_000
+        assert log.messages("chat-20000")[-1]["text"].startswith("lorem ipsum")
+        assert len(log.messages("chat-20000")[-1]["text"]) == 20_000
     finally:
         store.close()
 

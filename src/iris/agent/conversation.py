@@ -229,10 +229,10 @@ class Conversation:
         """What the next request would take of the model's window (``/status``)."""
         transcript = await self.sessions.transcript(self.session)
         controls = await self.controls()
-        budget = self.agent.budget(controls.model)
+        fit = self.agent.context_window(controls.model)
         messages = [*_head(self.agent), *history(transcript)]
-        used = await budget.count(messages, self.agent.tools.schemas())
-        return ContextUse(budget.model, used, budget.window, budget.reserve, controls.last_usage)
+        used = await fit.count(messages, self.agent.tools.schemas())
+        return ContextUse(fit.model, used, fit.window, fit.reserve, controls.last_usage)
 
 
 class Exchange:

@@ -345,9 +345,9 @@ class SqliteFrameLog:
             ]
         )
 
-    def conversation(self, chat_id: str) -> list[dict[str, Any]]:
+    def messages(self, chat_id: str) -> list[dict[str, Any]]:
         """The chat as a list of messages: closed ones, then any reply still streaming."""
-        return self._read(lambda conn: self._conversation(conn, chat_id))
+        return self._read(lambda conn: self._messages(conn, chat_id))
 
     def open_messages(self, chat_id: str) -> dict[str, str]:
         """Messages started and not closed, with their latest snapshot, oldest first."""
@@ -445,7 +445,7 @@ class SqliteFrameLog:
             frame = self.rules.snapshot_with(frame, text)
         return frame
 
-    def _conversation(self, conn: sqlite3.Connection, chat_id: str) -> list[dict[str, Any]]:
+    def _messages(self, conn: sqlite3.Connection, chat_id: str) -> list[dict[str, Any]]:
         rows = conn.execute(
             "SELECT message FROM iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT ?",
             (chat_id, TRANSCRIPT_LIMIT),
@@ -865,7 +865,7 @@ class RedisFrameLog:
                 frame.update(self.rules.snapshot_with(frame, found))
         return [frame for frame in frames if id(frame) not in stale]
 
-    def conversation(self, chat_id: str) -> list[dict[str, Any]]:
+    def messages(self, chat_id: str) -> list[dict[str, Any]]:
         """The chat as a list of messages: closed ones, then any reply still streaming."""
         with translated(self.store.url, "the frame log failed"):
             rows = cast(

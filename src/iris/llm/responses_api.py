@@ -15,7 +15,7 @@ import openai
 from openai.types.responses import Response, ResponseStreamEvent
 
 from iris.errors import ProviderConnectionError, ProviderError
-from iris.llm.base import (
+from iris.llm.provider import (
     ProviderRequest,
     RawDelta,
     RawReasoning,

@@ -3,7 +3,7 @@
 Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime``):
 
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
-- ``iris.surfaces.socket.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
+- ``iris.surfaces.socket.endpoint.SocketSurface``  GET /iris/ws (WebSocket)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp gateway runners
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
@@ -85,9 +85,9 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 
         surfaces.append(ApiSurface(runtime))
     if config.platforms.iris.enabled:
-        from iris.surfaces.socket.endpoint import IrisSurface
+        from iris.surfaces.socket.endpoint import SocketSurface
 
-        surfaces.append(IrisSurface(runtime))
+        surfaces.append(SocketSurface(runtime))
     p = config.platforms
     if p.telegram.enabled or p.discord.enabled or p.slack.enabled or p.whatsapp.enabled:
         from iris.surfaces.chat.runner import ChatSurface

@@ -208,7 +208,7 @@ class OpenPrompt:
     name: str
     platform: str
     chat_id: str  # the platform's
-    session: str  # the conversation (``runner.conversation_key``): the chat the broker asks in
+    session: str  # the conversation (``runner.session_key``): the chat the broker asks in
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
     gist: str = ""
     message_id: str | None = None  # the message with the buttons, once it landed

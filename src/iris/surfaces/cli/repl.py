@@ -39,10 +39,10 @@ from iris.state.approvals import Decision, MemoryApprovals
 from iris.state.controls import Controls, MemoryControls
 from iris.state.sessions import MemorySessions
 from iris.surfaces.actions import compacted, status
-from iris.surfaces.cli.attach import Staged, path_of, split_paths
-from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
+from iris.surfaces.cli.repl_commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
+from iris.surfaces.cli.staged import Staged, path_of, split_paths
 from iris.surfaces.cli.theme import STYLE
 from iris.tasks import Supervisor
 

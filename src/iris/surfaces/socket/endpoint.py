@@ -92,7 +92,11 @@ class _Refusal:
     reason: str
 
 
-class IrisSurface:
+class SocketSurface:
+    """The iris socket (``/iris/ws``): the surface the web app, the terminal app and the
+    devices talk to. Its config section is ``platforms.iris`` (a section is named for what it
+    configures from the user's side; the code calls the surface by its transport)."""
+
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = runtime.config.platforms.iris
@@ -342,7 +346,7 @@ class IrisSurface:
 class _Connection:
     def __init__(
         self,
-        surface: IrisSurface,
+        surface: SocketSurface,
         ws: WebSocket,
         room: ChatRoom,
         subscription: Subscription,

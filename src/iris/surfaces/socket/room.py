@@ -261,7 +261,7 @@ class ChatRoom:
     def _close_open(self, reason: tuple[str, str]) -> None:
         log = self.hub.log
         open_messages = log.open_messages(self.chat_id)
-        conversation = log.conversation(self.chat_id)
+        conversation = log.messages(self.chat_id)
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
         shown = "\n\n".join(text for text in open_messages.values() if text)
         repair = logged(self.conversation.repair(user, shown), f"history repair of {self.chat_id}")
