@@ -20,8 +20,8 @@ from iris.agent.approvals import ApprovalPolicy
 from iris.state.approvals import Approvals, MemoryApprovals, RedisApprovals
 from iris.state.redis_store import RedisStore
 from iris.surfaces.chat.prompts import NOT_OPEN
-from tests.chat import test_approvals_e2e as e2e
-from tests.chat.test_approvals_e2e import (
+from tests.chat import approval_chats as e2e
+from tests.chat.approval_chats import (
     COMMAND,
     USERS,
     Chat,
