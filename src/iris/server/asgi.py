@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import FrameType
 from typing import Any
 
@@ -99,6 +99,31 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     runtime = runtime or Runtime.create(config)
     surfaces = build_surfaces(runtime)
+    routes: list[BaseRoute] = [Route("/health", _health(runtime), methods=["GET"])]
+    for surface in surfaces:
+        routes.extend(surface.routes())
+    if config.platforms.iris.enabled:
+        from iris.surfaces.web import web_routes
+
+        routes.extend(web_routes())
+    routes.extend(metrics_routes(config))  # GET /metrics, /status: only when enabled
+    app = Starlette(
+        routes=routes,
+        lifespan=_lifespan(config, runtime, surfaces),
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        middleware=[
+            Middleware(ForwardedClient, trusted=config.server.trusted_proxies),
+            Middleware(NoSniff),
+            Middleware(BodyGuard, timeout=config.server.timeout_body, cap_for=body_caps(config)),
+        ],
+    )
+    app.state.runtime = runtime
+    app.state.surfaces = surfaces
+    return app
+
+
+def _health(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """``GET /health``: ok, the version and the model; with a shared store, whether it answers."""
 
     async def health(_: Request) -> JSONResponse:
         body: dict[str, Any] = {
@@ -115,14 +140,13 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
             return JSONResponse(body)
         return JSONResponse({**body, "status": "unavailable"}, status_code=503)
 
-    routes: list[BaseRoute] = [Route("/health", health, methods=["GET"])]
-    for surface in surfaces:
-        routes.extend(surface.routes())
-    if config.platforms.iris.enabled:
-        from iris.surfaces.web import web_routes
+    return health
 
-        routes.extend(web_routes())
-    routes.extend(metrics_routes(config))  # GET /metrics, /status: only when enabled
+
+def _lifespan(
+    config: Config, runtime: Runtime, surfaces: list[ServerSurface]
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's life: the tools and every surface started in order, stopped in reverse."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:
@@ -145,19 +169,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
                 await runtime.shared.aclose()
             observability.stop()
 
-    app = Starlette(
-        routes=routes,
-        lifespan=lifespan,
-        exception_handlers={HTTPException: _http_error, Exception: _server_error},
-        middleware=[
-            Middleware(ForwardedClient, trusted=config.server.trusted_proxies),
-            Middleware(NoSniff),
-            Middleware(BodyGuard, timeout=config.server.timeout_body, cap_for=body_caps(config)),
-        ],
-    )
-    app.state.runtime = runtime
-    app.state.surfaces = surfaces
-    return app
+    return lifespan
 
 
 # A route that names no cap of its own takes bodies up to this (the API's is

@@ -397,29 +397,17 @@ def parse_responses(
     data = unpack_extra_body(_object(body))
     refuse_unhandled(data, RESPONSES_HANDLED | extension_names(config), RESPONSES_IGNORED)
     model = _model(data, models, config)
-    if "input" not in data or data["input"] is None:
-        raise bad_request("'input' is required", param="input", code="missing_required_parameter")
-    if isinstance(data["input"], list):
-        _check_count(len(data["input"]), config, "input")  # type: ignore[arg-type]
-    new_messages = input_messages(data["input"], stored.items.get)
+    new_messages = _input(data, config, stored)
     instructions = _typed(data, "instructions", str, "a string")
     named = references(data, config)
     conversation = [*_past(named, stored), *new_messages]
     stream = _typed(data, "stream", bool, "a boolean")
-    store = _typed(data, "store", bool, "a boolean")
-    background = _typed(data, "background", bool, "a boolean") is True
-    if background and store is False:
-        # As on OpenAI: a background response is polled and resumed from the store.
-        raise bad_request(
-            "background responses must be stored; drop 'store': false",
-            param="background",
-            code="invalid_value",
-        )
+    store, background = _kept(data)
     tools = _function_tools(data.get("tools"))
     client_tools, agent_tools = _tool_policy(data, tools, model, conversation, config)
     params = responses_params(data, client_tools, extension_names(config) - RESPONSES_HANDLED)
     check_honoured(params, config, names=RESPONSES_NAMES)
-    settings = {"instructions": instructions, "store": store is not False, "background": background}
+    settings = {"instructions": instructions, "store": store, "background": background}
     echo = _responses_echo(data, named, tools, settings, responses_echo(params))
     _check_count(len(conversation), config, "input")
     _check_chars(conversation, instructions, config)
@@ -439,12 +427,35 @@ def parse_responses(
         turn=turn,
         model=model,
         stream=stream is True,
-        store=store is not False,
+        store=store,
         echo=echo,
         history=conversation,
         background=background,
         conversation_id=named.conversation_id,
     )
+
+
+def _input(data: Json, config: Config, stored: Stored) -> list[Json]:
+    """The request's ``input`` as chat-format messages (its references looked up)."""
+    if "input" not in data or data["input"] is None:
+        raise bad_request("'input' is required", param="input", code="missing_required_parameter")
+    if isinstance(data["input"], list):
+        _check_count(len(data["input"]), config, "input")  # type: ignore[arg-type]
+    return input_messages(data["input"], stored.items.get)
+
+
+def _kept(data: Json) -> tuple[bool, bool]:
+    """``store`` (on unless ``false``) and ``background``: a background response is kept."""
+    store = _typed(data, "store", bool, "a boolean") is not False
+    background = _typed(data, "background", bool, "a boolean") is True
+    if background and not store:
+        # As on OpenAI: a background response is polled and resumed from the store.
+        raise bad_request(
+            "background responses must be stored; drop 'store': false",
+            param="background",
+            code="invalid_value",
+        )
+    return store, background
 
 
 def _past(named: References, stored: Stored) -> list[Json]:

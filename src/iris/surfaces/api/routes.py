@@ -388,32 +388,7 @@ class ApiSurface:
         held = self.held.take(answer.approval_id)
         parked = held.parked if held is not None else None
         if held is None or parked is None or held.ended:
-            found = await self.runtime.approvals.resolution(answer.approval_id)
-            if found is not None:
-                raise bad_request(
-                    f"approval request {answer.approval_id!r} already ended: {found.decision}"
-                    f" by {found.by}",
-                    param="input",
-                    code="approval_decided",
-                )
-            if held is None and self.background.shared is not None:
-                chat = await self.runtime.approvals.chat_of(answer.approval_id)
-                asked_in = f"api:{answer.previous_response_id}"
-                if chat == asked_in:
-                    return await self._answer_elsewhere(answer, asked_in, self.background.shared)
-                if chat is not None and chat.startswith("api:"):
-                    raise bad_request(
-                        f"approval request {answer.approval_id!r} belongs to response "
-                        f"{chat[4:]!r}: send that as 'previous_response_id'",
-                        param="previous_response_id",
-                        code="invalid_value",
-                    )
-            raise ApiError(
-                404,
-                f"No approval request {answer.approval_id!r} is waiting on this server.",
-                param="input",
-                code="approval_unknown",
-            )
+            return await self._not_held(answer, gone=held is not None)
         if answer.previous_response_id != parked.response_id:
             self.held.park(answer.approval_id, held)
             raise bad_request(
@@ -444,6 +419,37 @@ class ApiSurface:
         wire = ResponsesWire(call, self.responses, inputs, self.conversations.store)
         leg = held.leg(wire.encoder.response_id)
         return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
+
+    async def _not_held(self, answer: ApprovalAnswer, *, gone: bool) -> Response:
+        """An answer to a request no turn of this process holds (``gone``: its turn ended):
+        a 400 if it was decided, the holding process's turn (``store.url``) if the response
+        it names asked it, else a 404."""
+        found = await self.runtime.approvals.resolution(answer.approval_id)
+        if found is not None:
+            raise bad_request(
+                f"approval request {answer.approval_id!r} already ended: {found.decision}"
+                f" by {found.by}",
+                param="input",
+                code="approval_decided",
+            )
+        if not gone and self.background.shared is not None:
+            chat = await self.runtime.approvals.chat_of(answer.approval_id)
+            asked_in = f"api:{answer.previous_response_id}"
+            if chat == asked_in:
+                return await self._answer_elsewhere(answer, asked_in, self.background.shared)
+            if chat is not None and chat.startswith("api:"):
+                raise bad_request(
+                    f"approval request {answer.approval_id!r} belongs to response "
+                    f"{chat[4:]!r}: send that as 'previous_response_id'",
+                    param="previous_response_id",
+                    code="invalid_value",
+                )
+        raise ApiError(
+            404,
+            f"No approval request {answer.approval_id!r} is waiting on this server.",
+            param="input",
+            code="approval_unknown",
+        )
 
     async def _answer_elsewhere(
         self, answer: ApprovalAnswer, chat: str, shared: SharedRuns
