@@ -33,7 +33,9 @@ from iris.errors import ConfigError
 from iris.private import private_dir, write_private
 from iris.proxies import parse_networks
 
-Surface = Literal["cli", "telegram", "discord", "slack", "whatsapp", "api_server", "iris"]
+Surface = Literal[
+    "cli", "telegram", "discord", "slack", "whatsapp", "homeassistant", "api_server", "iris"
+]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
 ReasoningStyle = Literal["code", "blockquote", "subtext"]
 # How a chat reply is shown while it streams: the platform's native preview (Telegram drafts in
@@ -126,6 +128,7 @@ class StreamingConfig(_Section):
     discord: bool | None = None
     slack: bool | None = None
     whatsapp: bool | None = None
+    homeassistant: bool | None = None  # never streams: its answers go out whole
     api_server: bool | None = None
     iris: bool | None = None
     edit_interval: float = Field(default=1.5, gt=0)
@@ -441,6 +444,67 @@ class WhatsAppConfig(_ChatPlatformConfig):
         return os.environ.get(self.app_secret_env, "") if self.app_secret_env else ""
 
 
+class HomeAssistantWatch(_Section):
+    """``platforms.homeassistant.watch``: the state changes that become messages to the agent.
+
+    An entity is watched when ``entities`` (ids or globs: ``binary_sensor.front_*``) or
+    ``domains`` name it and ``ignore`` (ids or globs) does not; both empty: nothing is."""
+
+    entities: list[str] = Field(default_factory=list[str])
+    domains: list[str] = Field(default_factory=list[str])
+    ignore: list[str] = Field(default_factory=list[str])
+    # Seconds after a message about an entity before the next one about it (changes in
+    # between are one message: the first old state, the newest new one).
+    cooldown: float = Field(default=30.0, ge=0)
+    attributes: bool = False  # an attribute change alone (the state the same) counts
+
+
+class HomeAssistantVoice(_Section):
+    """``platforms.homeassistant.voice``: Assist's conversation agent on the API server."""
+
+    model: str = "iris-voice"  # the model id /v1/models lists for speech
+    # Seconds without an answer begun before the spoken reply says it will come later.
+    ack_after: float = Field(default=8.0, gt=0)
+    # The iris chat whose devices show a voice turn's approvals (None: such a tool is refused).
+    owner_chat: str | None = None
+
+
+# The one user the house is: every message of the platform comes from it.
+HOUSE_USER = "homeassistant"
+
+
+class HomeAssistantConfig(_ChatPlatformConfig):
+    """Home Assistant: state changes in over its WebSocket API, answers out as notifications."""
+
+    url: str = "http://homeassistant.local:8123"
+    token: str = ""  # a long-lived access token (Home Assistant: your profile, Security)
+    token_env: str | None = "HASS_TOKEN"
+    watch: HomeAssistantWatch = Field(default_factory=HomeAssistantWatch)
+    # ``persistent_notification`` or a ``notify.<service>`` (``notify.mobile_app_pixel``).
+    notify: str = "persistent_notification"
+    title: str = "Iris"  # the notifications' title
+    # Entities (ids or globs) and domains the agent's house tools may read and act on.
+    expose: list[str] = Field(default_factory=list[str])
+    voice: HomeAssistantVoice = Field(default_factory=HomeAssistantVoice)
+
+    @field_validator("notify")
+    @classmethod
+    def _service(cls, value: str) -> str:
+        if value != "persistent_notification" and not re.fullmatch(r"notify\.[a-z0-9_]+", value):
+            raise ValueError("must be persistent_notification or notify.<service>")
+        return value
+
+    @property
+    def allowed_users(self) -> list[str]:
+        """The house is one user: its messages are always let in."""
+        return [HOUSE_USER]
+
+    def resolved_token(self) -> str:
+        if self.token:
+            return self.token
+        return os.environ.get(self.token_env, "") if self.token_env else ""
+
+
 class PlatformsConfig(_Section):
     api_server: ApiServerConfig = Field(default_factory=ApiServerConfig)
     iris: SocketConfig = Field(default_factory=SocketConfig)
@@ -448,6 +512,7 @@ class PlatformsConfig(_Section):
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
     whatsapp: WhatsAppConfig = Field(default_factory=WhatsAppConfig)
+    homeassistant: HomeAssistantConfig = Field(default_factory=HomeAssistantConfig)
 
 
 # What the terminal tool's commands see of Iris's environment: enough for a shell to work.
@@ -522,7 +587,7 @@ class ReadFileTool(_Section):
 class ApprovalConfig(_Section):
     """``tools.approval``: which tool calls wait for a person's yes (``iris.agent.approvals``).
 
-    ``ask``: ``terminal`` and every MCP tool (``mcp_*``) wait, unless ``auto`` names them (a
+    ``ask``: ``terminal``, every MCP tool (``mcp_*``) and ``ha_call_service`` wait, unless ``auto`` names them (a
     name or a glob); ``off``: nothing is asked. ``timeout``: seconds a request waits before it
     counts as refused. ``allow_ttl`` and ``group_allow``: how long and for whom "allow in this
     chat" holds."""

@@ -1,12 +1,13 @@
 """Ask before acting: which tool calls wait for a person's yes, and what the model is told when
 one was not approved.
 
-``ApprovalPolicy`` (``tools.approval``) says whether a tool asks: in mode ``ask``, ``terminal``
-and every MCP tool (``mcp_*``) do unless ``auto`` names them (names or globs); built-ins that
-only read (``read_file``) never do; in mode ``off`` nothing asks. An ``auto`` entry that starts
-with a server's ``mcp_<server>_`` belongs to that server (the owner rule of ``tools.enabled``,
-``iris.agent.mcp.naming.owner``) and matches only its tools: ``mcp_search_*`` never approves a
-tool of a server ``search_admin`` (server names like these are a config error besides).
+``ApprovalPolicy`` (``tools.approval``) says whether a tool asks: in mode ``ask``, ``terminal``,
+every MCP tool (``mcp_*``) and Home Assistant's ``ha_call_service`` do unless ``auto`` names
+them (names or globs); built-ins that only read (``read_file``) never do; in mode ``off``
+nothing asks. An ``auto`` entry that starts with a server's ``mcp_<server>_`` belongs to that
+server (the owner rule of ``tools.enabled``, ``iris.agent.mcp.naming.owner``) and matches only
+its tools: ``mcp_search_*`` never approves a tool of a server ``search_admin`` (server names
+like these are a config error besides).
 
 The broker the turns wait on, its requests, answers and allowances, is state
 (``iris.state.approvals``: ``Approvals``, ``MemoryApprovals``, ``RedisApprovals``,
@@ -47,7 +48,8 @@ __all__ = [
     "unaskable",
 ]
 
-ASKED_BY_DEFAULT = ("terminal", "mcp_*")  # tools that act on the world
+# Tools that act on the world (``ha_call_service``: Home Assistant's services, ``house_tools``).
+ASKED_BY_DEFAULT = ("terminal", "mcp_*", "ha_call_service")
 
 
 def refusal(outcome: Outcome, by: str) -> str:

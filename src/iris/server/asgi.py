@@ -4,7 +4,7 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.socket.endpoint.SocketSurface``  GET /iris/ws (WebSocket)
-- ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp gateway runners
+- ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp, Home Assistant
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
 Any error that escapes a handler is a JSON 500 without the traceback, and Starlette's own
@@ -89,7 +89,8 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 
         surfaces.append(SocketSurface(runtime))
     p = config.platforms
-    if p.telegram.enabled or p.discord.enabled or p.slack.enabled or p.whatsapp.enabled:
+    chats = (p.telegram, p.discord, p.slack, p.whatsapp, p.homeassistant)
+    if any(section.enabled for section in chats):
         from iris.surfaces.chat.runner import ChatSurface
 
         surfaces.append(ChatSurface(runtime))

@@ -72,7 +72,21 @@ def preview(name: str, args: dict[str, Any]) -> str:
     command = args.get("command")
     if name == "terminal" and isinstance(command, str):
         return command
+    if name == "ha_call_service":
+        return _service_call(args)
     return json.dumps(args, indent=2, ensure_ascii=False)
+
+
+def _service_call(args: dict[str, Any]) -> str:
+    """A Home Assistant service call as its approver reads it: service, targets, data."""
+    target = args.get("entity_id")
+    items = cast(list[object], target) if isinstance(target, list) else [target]
+    targets = ", ".join(str(t) for t in items if t) or "(no target)"
+    head = f"{args.get('domain')}.{args.get('service')} → {targets}"
+    data = args.get("data")
+    if isinstance(data, dict) and data:
+        return f"{head}\n{json.dumps(data, indent=2, ensure_ascii=False)}"
+    return head
 
 
 @dataclass(frozen=True, slots=True)

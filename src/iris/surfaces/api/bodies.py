@@ -47,8 +47,9 @@ from iris.surfaces.api.generation import (
     unpack_extra_body,
 )
 from iris.surfaces.api.items import history_items
-from iris.surfaces.api.offering import agent_tools_for, resolve_model
+from iris.surfaces.api.offering import agent_tools_for, resolve_model, voice_model
 from iris.surfaces.api.problems import ApiError, bad_request
+from iris.surfaces.api.voice import voice_request
 
 Json = dict[str, Any]
 
@@ -230,6 +231,8 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         metadata={"surface": "api"},
         ask_also=API_ASKS,
     )
+    if model == voice_model(config):
+        turn = voice_request(turn)
     return ChatCall(
         turn=turn,
         model=model,
@@ -396,7 +399,7 @@ def parse_responses(
     stored = stored or Stored()
     data = unpack_extra_body(_object(body))
     refuse_unhandled(data, RESPONSES_HANDLED | extension_names(config), RESPONSES_IGNORED)
-    model = _model(data, models, config)
+    model = _responses_model(data, models, config)
     new_messages = _input(data, config, stored)
     instructions = _typed(data, "instructions", str, "a string")
     named = references(data, config)
@@ -433,6 +436,18 @@ def parse_responses(
         background=background,
         conversation_id=named.conversation_id,
     )
+
+
+def _responses_model(data: Json, models: Sequence[str], config: Config) -> str:
+    """The model a Responses request names: any served one but the voice profile's."""
+    model = _model(data, models, config)
+    if model == voice_model(config):
+        raise bad_request(
+            f"'{model}' answers Chat Completions only (/v1/chat/completions)",
+            param="model",
+            code="model_not_supported",
+        )
+    return model
 
 
 def _input(data: Json, config: Config, stored: Stored) -> list[Json]:

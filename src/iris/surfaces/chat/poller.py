@@ -40,7 +40,9 @@ _RETRY = 1.0
 def bot_token(config: Config, platform: str) -> str:
     """The token that identifies ``platform``'s bot (Slack: the bot token, not the app's)."""
     section = getattr(config.platforms, platform)
-    return str(getattr(section, "bot_token", None) or getattr(section, "token", ""))
+    resolved = getattr(section, "resolved_token", None)  # Home Assistant: token or token_env
+    token = resolved() if callable(resolved) else getattr(section, "token", "")
+    return str(getattr(section, "bot_token", None) or token)
 
 
 def poller_key(store: RedisStore, platform: str, token: str) -> str:

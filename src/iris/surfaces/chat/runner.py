@@ -59,7 +59,7 @@ import importlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -67,6 +67,7 @@ from starlette.routing import BaseRoute
 
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
+from iris.agent.tools import Tool
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
@@ -91,7 +92,7 @@ from iris.surfaces.chat.platforms.base import (
 from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.prompts import Prompts
 from iris.surfaces.chat.throttle import Throttle
-from iris.surfaces.chat.transport import choose
+from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
 from iris.tasks import OpenGroup, logged
@@ -128,6 +129,7 @@ PLATFORMS: dict[str, PlatformFactory] = {
     "discord": _adapter("discord", "DiscordPlatform"),
     "slack": _adapter("slack", "SlackPlatform"),
     "whatsapp": _adapter("whatsapp", "WhatsAppPlatform"),
+    "homeassistant": _adapter("homeassistant", "HomeAssistantPlatform"),
 }
 
 
@@ -224,6 +226,13 @@ class ChatSurface:
             log.error("chat platform %s not started: %s", platform.name, exc)
             return False
         self._connected.append(platform)
+        announce = getattr(platform, "announce", None)
+        if callable(announce):  # Home Assistant: where a voice turn's later answer goes
+            self.runtime.announce = cast(Callable[[str], Awaitable[None]], announce)
+        tools = getattr(platform, "tools", None)
+        if callable(tools):  # Home Assistant: the house tools, over its connection
+            for tool in cast(Callable[[], list[Tool]], tools)():
+                self.runtime.agent.tools.add(tool)
         log.info("chat platform %s connected", platform.name)
         return True
 
@@ -645,7 +654,8 @@ class ChatSurface:
                 session.turn, session.consumer = turn, consumer
                 if sequence != session.latest:
                     turn.interrupt()  # overtaken while it was being set up
-                outcome = await consumer.consume(turn)
+                events = whole(turn) if platform.capabilities.whole else turn
+                outcome = await consumer.consume(events)
         finally:
             session.turn = session.consumer = None
             session.next_draft = consumer.next_draft
