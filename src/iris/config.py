@@ -34,7 +34,15 @@ from iris.private import private_dir, write_private
 from iris.proxies import parse_networks
 
 Surface = Literal[
-    "cli", "telegram", "discord", "slack", "whatsapp", "homeassistant", "api_server", "iris"
+    "cli",
+    "telegram",
+    "discord",
+    "slack",
+    "whatsapp",
+    "matrix",
+    "homeassistant",
+    "api_server",
+    "iris",
 ]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
 ReasoningStyle = Literal["code", "blockquote", "subtext"]
@@ -128,6 +136,7 @@ class StreamingConfig(_Section):
     discord: bool | None = None
     slack: bool | None = None
     whatsapp: bool | None = None
+    matrix: bool | None = None
     homeassistant: bool | None = None  # never streams: its answers go out whole
     api_server: bool | None = None
     iris: bool | None = None
@@ -444,6 +453,43 @@ class WhatsAppConfig(_ChatPlatformConfig):
         return os.environ.get(self.app_secret_env, "") if self.app_secret_env else ""
 
 
+class MatrixBudgets(_Section):
+    # Synapse's default ``rc_message``: 0.2 events a second with a burst of 10, per user (the
+    # bot), edits and reactions included; a homeserver that lifts the bot's limit
+    # (``override_ratelimit``) lets these go higher.
+    bot: Rate = Field(default_factory=lambda: Rate(calls=10, per=50.0))
+    # per room: about one event a second, as people read it
+    room: Rate = Field(default_factory=lambda: Rate(calls=1, per=1.0))
+
+
+class MatrixConfig(_GroupPlatformConfig):
+    """A Matrix bot account on any homeserver (Synapse, Conduit/continuwuity, matrix.org): the
+    client-server API over long-polled ``/sync``. Encrypted rooms are not read."""
+
+    homeserver: str = "http://127.0.0.1:8008"
+    user_id: str = ""  # @iris:example.org
+    access_token: str = ""
+    access_token_env: str | None = "MATRIX_TOKEN"
+    # Without a token: logged in once with the password, the token kept in Iris's private files.
+    password: str = ""
+    password_env: str | None = None
+    allowed_users: list[str] = Field(default_factory=list[str])  # Matrix ids, exact
+    rooms: list[str] = Field(default_factory=list[str])  # joined at start (ids or aliases)
+    auto_join: bool = True  # join a room an allowed user invites the bot to
+    sync_timeout: float = Field(default=30.0, ge=0, le=300)  # seconds a /sync long-polls
+    budgets: MatrixBudgets = Field(default_factory=MatrixBudgets)
+
+    def resolved_access_token(self) -> str:
+        if self.access_token:
+            return self.access_token
+        return os.environ.get(self.access_token_env, "") if self.access_token_env else ""
+
+    def resolved_password(self) -> str:
+        if self.password:
+            return self.password
+        return os.environ.get(self.password_env, "") if self.password_env else ""
+
+
 class HomeAssistantWatch(_Section):
     """``platforms.homeassistant.watch``: the state changes that become messages to the agent.
 
@@ -505,13 +551,65 @@ class HomeAssistantConfig(_ChatPlatformConfig):
         return os.environ.get(self.token_env, "") if self.token_env else ""
 
 
+class A2aSkill(_Section):
+    """One skill the agent card names (``platforms.a2a.skills``)."""
+
+    id: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=128)
+    description: str = ""
+    tags: list[str] = Field(default_factory=list[str])
+    examples: list[str] = Field(default_factory=list[str])
+
+
+class A2aConfig(_Section):
+    """The A2A server (``/.well-known/agent-card.json``, ``POST /a2a``)."""
+
+    enabled: bool = False
+    # The bearer key A2A clients send; None: the API server's key (platforms.api_server).
+    api_key: str | None = None
+    name: str = "Iris"
+    description: str = "A streaming-first AI agent with tools."
+    # The address clients reach this server at (the card's URL); None: server.host:port.
+    url: str | None = None
+    skills: list[A2aSkill] = Field(default_factory=list[A2aSkill])
+    # Push callbacks go to HTTPS URLs on public addresses or to loopback; a private network
+    # address only when it falls in one of these (CIDRs, e.g. 10.0.0.0/8).
+    push_allow: list[str] = Field(default_factory=list[str])
+
+    @field_validator("push_allow")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for entry in value:
+            ipaddress.ip_network(entry, strict=False)  # a ValueError names the bad entry
+        return value
+
+
+class A2aAgentConfig(_Section):
+    """A remote A2A agent offered to the model as the tool ``a2a_<name>``."""
+
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict[str, str])
+    timeout: float = Field(default=600.0, gt=0)  # seconds one call may run at most
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("url must be an http:// or https:// URL")
+        return value
+
+
 class PlatformsConfig(_Section):
     api_server: ApiServerConfig = Field(default_factory=ApiServerConfig)
     iris: SocketConfig = Field(default_factory=SocketConfig)
+    a2a: A2aConfig = Field(default_factory=A2aConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
     whatsapp: WhatsAppConfig = Field(default_factory=WhatsAppConfig)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
     homeassistant: HomeAssistantConfig = Field(default_factory=HomeAssistantConfig)
 
 
@@ -797,6 +895,10 @@ class Config(_Section):
     mcp_servers: dict[McpServerName, McpServerConfig] = Field(
         default_factory=dict[McpServerName, McpServerConfig]
     )
+    # Remote A2A agents, each offered to the model as the tool ``a2a_<name>``.
+    a2a_agents: dict[McpServerName, A2aAgentConfig] = Field(
+        default_factory=dict[McpServerName, A2aAgentConfig]
+    )
     # Where this config came from (None: defaults and environment only).
     source: str | None = Field(default=None, exclude=True)
 
@@ -859,7 +961,7 @@ TEMPLATE = """\
 
 streaming:
   enabled: true                    # master switch (the code default is false)
-  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, whatsapp, api_server, iris
+  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, whatsapp, matrix, api_server, iris
   # edit_interval: 1.5             # seconds between message edits on chat platforms
   # min_tokens: 20                 # deltas before the first visible message on chat platforms
 

@@ -48,8 +48,9 @@ __all__ = [
     "unaskable",
 ]
 
-# Tools that act on the world (``ha_call_service``: Home Assistant's services, ``house_tools``).
-ASKED_BY_DEFAULT = ("terminal", "mcp_*", "ha_call_service")
+# Tools that act on the world (``ha_call_service``: Home Assistant's services, ``house_tools``;
+# ``a2a_*``: remote agents).
+ASKED_BY_DEFAULT = ("terminal", "mcp_*", "a2a_*", "ha_call_service")
 
 
 def refusal(outcome: Outcome, by: str) -> str:

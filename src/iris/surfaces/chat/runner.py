@@ -124,11 +124,20 @@ def _adapter(module: str, cls: str) -> PlatformFactory:
     return build
 
 
+def _matrix(config: Config) -> ChatPlatform:
+    # Its sync token is kept beside the database, in Iris's private files.
+    from iris.surfaces.chat.platforms.matrix import MatrixPlatform
+
+    folder = config.store.resolved_path().parent / "matrix"
+    return cast(ChatPlatform, MatrixPlatform(config.platforms.matrix, folder))
+
+
 PLATFORMS: dict[str, PlatformFactory] = {
     "telegram": _adapter("telegram", "TelegramPlatform"),
     "discord": _adapter("discord", "DiscordPlatform"),
     "slack": _adapter("slack", "SlackPlatform"),
     "whatsapp": _adapter("whatsapp", "WhatsAppPlatform"),
+    "matrix": _matrix,
     "homeassistant": _adapter("homeassistant", "HomeAssistantPlatform"),
 }
 
