@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from iris.config import config_from_dict  # noqa: E402
-from iris.llm.base import ProviderRequest, RawText, RawUsage  # noqa: E402
 from iris.llm.local import LocalProvider, usable_cores  # noqa: E402
+from iris.llm.provider import ProviderRequest, RawText, RawUsage  # noqa: E402
 
 PROMPT = "Count from one to five hundred: 1, 2, 3, 4, 5, 6, 7, 8,"
 

@@ -123,7 +123,7 @@ class ToolCallDelta:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequested:
-    """Tool call ``index`` waits for a person's yes (``iris.agent.approvals``).
+    """Tool call ``index`` waits for a person's yes (the broker: ``iris.state.approvals``).
 
     ``args``: the call's full JSON arguments; ``preview``: a human rendering of them (for
     ``terminal`` the whole command, never cut); ``expires_at``: Unix seconds when the request

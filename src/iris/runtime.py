@@ -14,15 +14,16 @@ from typing import Protocol
 from starlette.routing import BaseRoute
 
 from iris.agent import Agent
-from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.agent.approvals import ApprovalPolicy
 from iris.agent.elicitation import Elicitations
 from iris.auth_throttle import AuthThrottle
 from iris.config import Config
+from iris.state.approvals import Approvals, approvals_for
 from iris.state.controls import ChatControls, MemoryControls, controls_for
-from iris.state.conversations import Conversations, conversations_for
 from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
 from iris.state.fingerprint import shared_store
+from iris.state.item_lists import ItemLists, item_lists_for
 from iris.state.redis_store import RedisStore
 from iris.state.responses import Responses, responses_for
 from iris.state.sessions import Sessions, sessions_for
@@ -43,8 +44,8 @@ class Runtime:
     shared: RedisStore | None = None
     # What each chat's commands set (``/model``, ``/reasoning``) and its last reply's usage.
     controls: ChatControls = field(default_factory=MemoryControls)
-    # Stored conversations (``/v1/conversations``): SQLite, or Redis with ``store.url``.
-    conversations: Conversations | None = None
+    # The Conversations API's item lists (``/v1/conversations``): SQLite, or Redis with ``store.url``.
+    item_lists: ItemLists | None = None
     # Chat threads the bot answered in (a follow-up needs no mention): SQLite or Redis.
     threads: Threads | None = None
     # Webhook deliveries taken already (a platform's redelivery is answered once).
@@ -65,7 +66,7 @@ class Runtime:
         self.elicitations = Elicitations(self.config.tools.approval.timeout)
         self.turns = TurnLimiter(self.config.server.max_turns)
         policy = ApprovalPolicy.configured(self.config.tools.approval, self.config.mcp_servers)
-        self.approvals = Approvals(policy, self.shared)
+        self.approvals = approvals_for(policy, self.shared)
 
     @classmethod
     def create(
@@ -82,7 +83,7 @@ class Runtime:
             devices=devices_for(store, shared),
             shared=shared,
             controls=controls_for(shared),
-            conversations=conversations_for(store, shared),
+            item_lists=item_lists_for(store, shared),
             threads=threads_for(store, shared),
             deliveries=deliveries_for(store, shared),
         )

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.agent.approvals import ApprovalPolicy
+from iris.state.approvals import Approvals, MemoryApprovals, RedisApprovals
 from iris.state.redis_store import RedisStore
 from iris.surfaces.chat.prompts import NOT_OPEN
-from tests.chat import test_approvals_e2e as e2e
-from tests.chat.test_approvals_e2e import (
+from tests.chat import approval_chats as e2e
+from tests.chat.approval_chats import (
     COMMAND,
     USERS,
     Chat,
@@ -130,7 +131,7 @@ async def test_an_allowance_expires_and_the_redis_set_has_an_expiry(
     redis_server: RedisServer,  # noqa: F811
 ) -> None:
     now = [1_000_000.0]
-    memory = Approvals(ApprovalPolicy(allow_ttl=600), clock=lambda: now[0])
+    memory = MemoryApprovals(ApprovalPolicy(allow_ttl=600), clock=lambda: now[0])
     await allowed(memory, "c")
     assert not await memory.asks("c", "terminal")
     now[0] += 601
@@ -138,7 +139,7 @@ async def test_an_allowance_expires_and_the_redis_set_has_an_expiry(
 
     store = RedisStore(redis_server.url)
     try:
-        shared = Approvals(ApprovalPolicy(allow_ttl=600), store)
+        shared = RedisApprovals(ApprovalPolicy(allow_ttl=600), store)
         await allowed(shared, "c")
         assert not await shared.asks("c", "terminal")
         ttl = await store.aio.ttl(store.chat_key("c", "approved"))
@@ -148,7 +149,7 @@ async def test_an_allowance_expires_and_the_redis_set_has_an_expiry(
 
 
 async def test_a_persons_allowance_is_theirs_and_the_chats_is_everyones() -> None:
-    approvals = Approvals(ApprovalPolicy())
+    approvals = MemoryApprovals(ApprovalPolicy())
     request = approvals.request(0, "terminal", {"command": "ls"})
     waiting = asyncio.create_task(approvals.wait("group", request))
     answer = approvals.respond(request.approval_id, "chat", "ada", person="7")

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from iris.formats.visible import CUT, hidden, read_back, shown, warning
 from iris.surfaces.chat.prompts import render
 from iris.surfaces.chat.splitter import measure
-from tests.chat import test_approvals_e2e as e2e
-from tests.chat.test_approvals_e2e import USERS, Chat, closed, ran, the_prompt
+from tests.chat import approval_chats as e2e
+from tests.chat.approval_chats import USERS, Chat, closed, ran, the_prompt
 from tests.cli.repl_session import chat_on_terminal, streaming
 from tests.conftest import MakeConfig, anywhere
 from tests.fakes.upstream import FakeUpstream, text, tool_call

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from openai import BadRequestError, OpenAI
 
-from iris.state.conversations import RedisConversations, SqliteConversations
+from iris.state.item_lists import RedisItemLists, SqliteItemLists
 from iris.state.redis_store import RedisStore
 from iris.state.sqlite import Store
 from iris.surfaces.api.items import page
@@ -70,7 +70,7 @@ async def test_a_page_is_read_alone_and_matches_the_whole_list(
 ) -> None:
     store = Store(tmp_path / "iris.db")
     shared = RedisStore(redis_server.url) if backend == "redis" else None
-    conversations = SqliteConversations(store) if shared is None else RedisConversations(shared)
+    conversations = SqliteItemLists(store) if shared is None else RedisItemLists(shared)
     items = [{"id": f"msg_{n}", "type": "message", "n": n} for n in range(250)]
     await conversations.create({"id": "conv_1", "object": "conversation"}, items[:20])
     for start in range(20, 250, 20):

@@ -65,8 +65,8 @@ def test_sqlite_log_writes_grow_linearly_with_the_reply(tmp_path: Path) -> None:
         assert store.query("PRAGMA auto_vacuum")[0][0] == 2  # incremental
         assert pages < 8, pages
         # What a resume and a sync read is unchanged: the closed message, whole.
-        assert log.conversation("chat-20000")[-1]["text"].startswith("lorem ipsum")
-        assert len(log.conversation("chat-20000")[-1]["text"]) == 20_000
+        assert log.messages("chat-20000")[-1]["text"].startswith("lorem ipsum")
+        assert len(log.messages("chat-20000")[-1]["text"]) == 20_000
     finally:
         store.close()
 
@@ -125,7 +125,7 @@ async def test_a_live_reply_writes_at_most_40_bytes_per_character_to_sqlite(
             hub.publish("c", {"type": "message.update", "message_id": "m", "text": text})
             await asyncio.sleep(0.002)  # the gateway's cadence, faster than any real one
         hub.publish("c", {"type": "message.stop", "message_id": "m", "final_text": text})
-        assert log.conversation("c")[-1]["text"] == text
+        assert log.messages("c")[-1]["text"] == text
         assert (written() - before) / len(text) <= 40
     finally:
         store.close()

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iris.agent import Agent, TurnRequest
-from iris.agent.approvals import ApprovalPolicy, Approvals, Decision, RespondResult
+from iris.agent.approvals import ApprovalPolicy
 from iris.config import ConfigError, config_from_dict
 from iris.events import (
     ApprovalRequested,
@@ -23,6 +23,7 @@ from iris.events import (
     ToolStarted,
     TurnEnded,
 )
+from iris.state.approvals import Approvals, Decision, MemoryApprovals, RespondResult
 from tests.agent.turns import USER
 from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text, tool_call
@@ -73,7 +74,7 @@ async def turn_answered(
 
 def broker(agent: Agent, **changes: Any) -> Approvals:
     config = agent.config.tools.approval.model_copy(update=changes)
-    return Approvals(ApprovalPolicy.configured(config))
+    return MemoryApprovals(ApprovalPolicy.configured(config))
 
 
 def tool_result(upstream: FakeUpstream) -> str:
@@ -272,7 +273,7 @@ async def test_an_mcp_tool_asks_too_and_runs_only_once_approved(
     agent = Agent(config)
     try:
         await agent.start_tools()
-        approvals = Approvals(ApprovalPolicy.configured(config.tools.approval))
+        approvals = MemoryApprovals(ApprovalPolicy.configured(config.tools.approval))
         step = tool_call("mcp_fake_steps", ['{"n": 1, "seconds": 0.1}'])
         upstream.script(step, text("denied"), step, text("ran"))
         denied = await turn_answered(agent, approvals, answering("deny"))

@@ -13,8 +13,8 @@ from PIL import Image
 from iris.agent.attachments import File, image_url, prepare, without_old_images
 from iris.agent.context import IMAGE_CHARS, message_chars, transcript
 from iris.config import ModelEndpoint
-from iris.llm.base import ProviderRequest
 from iris.llm.chat_completions import ChatCompletionsProvider
+from iris.llm.provider import ProviderRequest
 from iris.llm.responses_api import ResponsesProvider
 from tests.agent.images import vision
 from tests.chat.attachments import images_in, photo

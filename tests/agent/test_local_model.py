@@ -23,8 +23,8 @@ from iris.agent import Agent, TurnRequest
 from iris.config import Config, config_from_dict
 from iris.errors import ProviderError
 from iris.events import Event, TextDelta, TurnEnded, TurnFailed, TurnStarted
-from iris.llm.base import ProviderRequest, RawText, RawUsage
 from iris.llm.local import LocalProvider, build_prompt
+from iris.llm.provider import ProviderRequest, RawText, RawUsage
 from tests.agent.gguf_files import header, string_kv, with_string_key
 
 # One event loop for the module, so that most tests share one model process (``agent``):
@@ -119,11 +119,11 @@ async def test_embedded_model_streams_tokens(agent: Agent) -> None:
 
 
 async def test_the_budget_counts_with_the_models_own_tokenizer(agent: Agent) -> None:
-    budget = agent.budget()
-    assert budget.window == 2048  # each llama.cpp slot's context
+    fit = agent.context_window()
+    assert fit.window == 2048  # each llama.cpp slot's context
     words = " ".join(["colour"] * 300)
     messages = ask(words)
-    counted = await budget.count(messages, [])  # starts the model
+    counted = await fit.count(messages, [])  # starts the model
     assert counted < len(words) // 2  # tokens, not characters
     # Exactly what llama.cpp evaluates for that prompt, as the turn's usage reports it.
     usage = [

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iris.config import config_from_dict
-from iris.surfaces.api.bodies import input_messages, parse_chat, parse_responses
+from iris.surfaces.api.bodies import Stored, input_messages, parse_chat, parse_responses, references
 from iris.surfaces.api.problems import ApiError
 
 CONFIG = config_from_dict({}, env={})
@@ -87,12 +87,14 @@ def test_any_chat_body_parses_or_is_a_4xx(body: Any) -> None:
 @given(responses_bodies | json_values)
 def test_any_responses_body_parses_or_is_a_4xx(body: Any) -> None:
     try:
-        call = parse_responses(body, models=MODELS, config=CONFIG, history=history)
+        named = references(body, CONFIG)
+        stored = Stored(history(named.previous_response_id or ""), None)
+        call = parse_responses(body, models=MODELS, config=CONFIG, stored=stored)
     except ApiError as error:
         assert 400 <= error.status < 500
         assert error.message
     else:
-        assert call.turn.messages == call.conversation
+        assert call.turn.messages == call.history
 
 
 def test_client_tools_switch_the_agent_tools_off() -> None:
@@ -118,7 +120,7 @@ def test_client_tools_switch_the_agent_tools_off() -> None:
 
 def test_responses_flat_tools_become_chat_tools() -> None:
     body = {"input": "x", "tools": [{"type": "function", "name": "f", "parameters": {}}]}
-    call = parse_responses(body, models=MODELS, config=CONFIG, history=history)
+    call = parse_responses(body, models=MODELS, config=CONFIG)
     assert call.turn.client_tools == [
         {"type": "function", "function": {"name": "f", "parameters": {}}}
     ]

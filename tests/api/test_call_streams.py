@@ -19,7 +19,7 @@ from openai.types.responses import ResponseStreamEvent
 
 from iris.agent.round import CallStream, RoundBuilder
 from iris.events import Event, TextDelta, ToolCallDelta, TurnEnded, TurnStarted
-from iris.llm.base import RawDelta, RawText, RawToolCall
+from iris.llm.provider import RawDelta, RawText, RawToolCall
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from tests.strategies import split_deltas

@@ -245,9 +245,7 @@ def test_every_known_extension_is_taken_or_refused_by_name(pairs: list[tuple[str
     others = {name: value for name, value in fields.items() if name != "reasoning"}
     if others:
         with pytest.raises(ApiError) as caught:
-            parse_responses(
-                {"input": "hi", **others}, models=["m"], config=RESPONSES, history=lambda _: None
-            )
+            parse_responses({"input": "hi", **others}, models=["m"], config=RESPONSES)
         assert caught.value.status == 400 and caught.value.param in others
     refused = [name for name in fields if name not in LOCAL_EXTENSIONS]
     if refused:

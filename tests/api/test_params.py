@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from iris.config import Config, config_from_dict
-from iris.surfaces.api.bodies import parse_chat, parse_responses
+from iris.surfaces.api.bodies import Stored, parse_chat, parse_responses
 from iris.surfaces.api.problems import ApiError
 
 MODELS = ["m"]
@@ -24,19 +24,13 @@ def config(provider: str = "chat_completions", **api_server: Any) -> Config:
     return config_from_dict(data, env={})
 
 
-def no_history(_: str) -> None:
-    return None
-
-
 def chat(body: dict[str, Any], cfg: Config | None = None) -> dict[str, Any]:
     call = parse_chat({"messages": USER, **body}, models=MODELS, config=cfg or config())
     return call.turn.params
 
 
 def responses(body: dict[str, Any], cfg: Config | None = None) -> dict[str, Any]:
-    call = parse_responses(
-        {"input": "x", **body}, models=MODELS, config=cfg or config(), history=no_history
-    )
+    call = parse_responses({"input": "x", **body}, models=MODELS, config=cfg or config())
     return call.turn.params
 
 
@@ -154,23 +148,19 @@ def test_the_response_echoes_what_was_applied() -> None:
         },
         models=MODELS,
         config=config("responses"),
-        history=no_history,
     )
     echo = call.echo
     assert echo["temperature"] == 0.5
     assert echo["text"] == {"format": {"type": "json_object"}}
     assert echo["reasoning"] == {"effort": "low", "summary": "auto"}
     assert echo["tool_choice"] == "required"
-    off = parse_responses(
-        {"input": "x", "tool_choice": "none"}, models=MODELS, config=config(), history=no_history
-    )
+    off = parse_responses({"input": "x", "tool_choice": "none"}, models=MODELS, config=config())
     assert off.echo["tool_choice"] == "none" and off.turn.agent_tools is False
     # Nothing echoed that was not applied: defaults stay the encoder's.
     plain = parse_responses(
         {"input": "x", "include": ["reasoning.encrypted_content"]},
         models=MODELS,
         config=config(),
-        history=no_history,
     )
     assert "text" not in plain.echo and "temperature" not in plain.echo
 
@@ -205,6 +195,6 @@ def test_the_previous_conversation_counts_toward_the_caps() -> None:
             {"input": "x", "previous_response_id": "r"},
             models=MODELS,
             config=cfg,
-            history=lambda _: USER * 3,
+            stored=Stored(history=USER * 3),
         )
     assert caught.value.param == "input"

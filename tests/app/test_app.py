@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from iris.app.widgets.bubble import MessageBubble
-from iris.app.widgets.reasoning import ReasoningBlock
+from iris.app.widgets.reasoning_block import ReasoningBlock
 from iris.app.widgets.toolcard import ToolCard
 from tests.fakes.iris_server import FakeIrisServer, full_turn
 

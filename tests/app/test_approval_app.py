@@ -16,7 +16,7 @@ from textual.widgets import Button, Collapsible
 
 from iris.app.app import IrisApp
 from iris.app.settings import Settings
-from iris.app.widgets.approval import ApprovalPanel
+from iris.app.widgets.approval_panel import ApprovalPanel
 from iris.app.widgets.toolcard import ToolCard
 from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
 from tests.conftest import MakeConfig, anywhere

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from iris.app.app import IrisApp
-from iris.app.widgets.reasoning import ReasoningBlock
+from iris.app.widgets.reasoning_block import ReasoningBlock
 from iris.app.widgets.toolcard import ToolCard
 from tests.fakes.upstream import FakeUpstream, reasoning, text, tool_call
 

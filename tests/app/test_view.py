@@ -8,8 +8,8 @@ from pathlib import Path
 
 from textual.containers import VerticalScroll
 
-from iris.app.widgets.artifact import ArtifactCard, artifact_path
-from iris.app.widgets.reasoning import ReasoningBlock
+from iris.app.widgets.artifact_card import ArtifactCard, artifact_path
+from iris.app.widgets.reasoning_block import ReasoningBlock
 from tests.fakes.iris_server import FakeIrisServer
 
 from .driver import SIZE, bubbles, make_app, screen_text, settled, until

@@ -13,9 +13,9 @@ import pytest
 
 from iris.agent.attachments import placeholder
 from iris.protocol.types import MAX_ATTACHMENTS
-from iris.surfaces.cli.attach import path_of, split_paths
 from iris.surfaces.cli.repl import Chat, LinePrompt
 from iris.surfaces.cli.screen import PlainScreen
+from iris.surfaces.cli.staged import path_of, split_paths
 from tests.chat.attachments import photo
 from tests.cli.repl_session import chat_on_terminal, streaming
 from tests.conftest import MakeConfig

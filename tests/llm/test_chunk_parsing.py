@@ -18,8 +18,15 @@ from iris.agent.round import RoundBuilder
 from iris.config import ModelEndpoint
 from iris.errors import ProviderBadResponse, ProviderConnectionError, ProviderError
 from iris.events import ReasoningDelta, TextDelta
-from iris.llm.base import ProviderRequest, RawDelta, RawReasoning, RawText, RawToolCall, RawUsage
 from iris.llm.chat_completions import ChatCompletionsProvider
+from iris.llm.provider import (
+    ProviderRequest,
+    RawDelta,
+    RawReasoning,
+    RawText,
+    RawToolCall,
+    RawUsage,
+)
 from iris.llm.responses_api import ResponsesProvider
 
 try:  # the transport library of the installed SDK: httpx2 for newer ones, httpx before

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from iris.llm.base import ProviderRequest
 from iris.llm.chat_completions import request_body as chat_body
 from iris.llm.local import completion_body
 from iris.llm.params import ALL, HONOURED
+from iris.llm.provider import ProviderRequest
 from iris.llm.responses_api import request_body as responses_body
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]

@@ -26,7 +26,7 @@ def redis_log(hub: Hub) -> RedisFrameLog:
 
 @contextlib.asynccontextmanager
 async def tailing(hub: Hub) -> AsyncGenerator[Tailer]:
-    """The hub's tailer running, as ``IrisSurface`` runs it."""
+    """The hub's tailer running, as ``SocketSurface`` runs it."""
     log = redis_log(hub)
     tailer = Tailer(log.store, log, hub)
     task = asyncio.create_task(tailer.run())

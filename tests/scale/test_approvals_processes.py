@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from openai import BadRequestError, OpenAI
 
-from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.agent.approvals import ApprovalPolicy
 from iris.events import ApprovalRequested
+from iris.state.approvals import RedisApprovals
 from iris.state.redis_store import RedisStore
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
@@ -132,7 +133,7 @@ async def test_the_first_answer_wins_atomically_among_many_brokers(
     stores = [RedisStore(redis_server.url, prefix="t") for _ in range(9)]
     try:
         policy = ApprovalPolicy("ask", (), 30.0)
-        asking, *others = [Approvals(policy, store) for store in stores]
+        asking, *others = [RedisApprovals(policy, store) for store in stores]
         request = asking.request(1, "terminal", {"command": "ls"})
         assert isinstance(request, ApprovalRequested)
         waiting = asyncio.create_task(asking.wait("chat:x", request))

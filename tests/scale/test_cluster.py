@@ -22,13 +22,13 @@ from iris.fanout.tailer import Tailer
 from iris.protocol.types import RULES
 from iris.state.background import SharedRuns
 from iris.state.controls import Controls, RedisControls
-from iris.state.conversations import RedisConversations
 from iris.state.devices import RedisDevices
+from iris.state.item_lists import RedisItemLists
 from iris.state.lease import Lease, LeaseLost
 from iris.state.redis_store import RedisStore
 from iris.state.responses import RedisResponses
 from iris.state.sessions import RedisSessions
-from iris.surfaces.socket.owners import Owners
+from iris.state.turn_owners import TurnOwners
 from tests.fakes.served import Served, free_port
 from tests.fakes.upstream import FakeUpstream, gated
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
@@ -94,13 +94,13 @@ async def frame_log_operations(store: RedisStore, chats: list[str]) -> None:
         log.sequence(chat, update("m", "hello"), 3)
         assert log.turn_open(chat)
         assert log.open_messages(chat) == {"m": "hello"}
-        assert log.conversation(chat)[-1]["text"] == "hello"
+        assert log.messages(chat)[-1]["text"] == "hello"
         log.sequence(chat, {"type": "message.stop", "message_id": "m", "final_text": "hello"}, 4)
         log.sequence(chat, typing(False), 5)
         assert not log.turn_open(chat)
         assert log.last_seq(chat) == 6
         assert [f["seq"] for f in log.after(chat, 2, 10)] == [5, 6]  # snapshots superseded
-        assert log.conversation(chat)[-1]["text"] == "hello"
+        assert log.messages(chat)[-1]["text"] == "hello"
     log.sequence(chats[0], typing(True), None)
     assert await log.open_turns() == [chats[0]]
     for n in range(PRUNE_EVERY):  # the trim script's round, with the floor
@@ -122,7 +122,7 @@ async def frame_log_operations(store: RedisStore, chats: list[str]) -> None:
 
 async def ownership_operations(store: RedisStore, chats: list[str]) -> None:
     other = RedisStore(store.url, mode="cluster", prefix=store.prefix)
-    mine, theirs = Owners(store, 5), Owners(other, 5)
+    mine, theirs = TurnOwners(store, 5), TurnOwners(other, 5)
     asked: list[tuple[str, str]] = []
     heard = asyncio.Event()
 
@@ -211,7 +211,7 @@ async def data_operations(store: RedisStore) -> None:
     items = [{"id": f"msg_{n}", "type": "message"} for n in range(6)]  # keys on every shard
     await responses.save({"id": "resp_1", "output": items}, [{"role": "user", "content": "q"}])
     assert await responses.response("resp_1") == {"id": "resp_1", "output": items}
-    assert await responses.conversation("resp_1") == [{"role": "user", "content": "q"}]
+    assert await responses.history("resp_1") == [{"role": "user", "content": "q"}]
     assert await responses.items([i["id"] for i in items] + ["msg_none"]) == {
         i["id"]: i for i in items
     }
@@ -223,7 +223,7 @@ async def data_operations(store: RedisStore) -> None:
     assert await responses.delete("resp_2")
     assert await responses.response("resp_2") is None
     assert await responses.items([i["id"] for i in others]) == {}  # its items went with it
-    conversations = RedisConversations(store)
+    conversations = RedisItemLists(store)
     for n in range(4):  # conversation ids on several shards
         conversation = {"id": f"conv_{n}", "object": "conversation", "metadata": {}}
         await conversations.create(conversation, [{"id": f"msg_c{n}", "type": "message"}])

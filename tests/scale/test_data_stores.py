@@ -165,7 +165,7 @@ async def test_a_stored_response_its_conversation_and_its_items(backend: Backend
     conversation = [say("user", "hello"), say("assistant", "hi")]
     await responses.save(response, conversation)
     assert await responses.response("resp_1") == response
-    assert await responses.conversation("resp_1") == conversation
+    assert await responses.history("resp_1") == conversation
     assert await responses.items(["fc_1", "nope", "msg_1", "fc_1"]) == {
         "fc_1": call,
         "msg_1": message,
@@ -173,7 +173,7 @@ async def test_a_stored_response_its_conversation_and_its_items(backend: Backend
     assert await responses.items([]) == {}
     for unknown in ("resp_2", "item:fc_1", ""):  # a path a client typed is never a 500
         assert await responses.response(unknown) is None
-        assert await responses.conversation(unknown) is None
+        assert await responses.history(unknown) is None
     # Saving again (a background response's final state) replaces it.
     done = {**response, "status": "completed"}
     await responses.save(done, conversation)
@@ -199,7 +199,7 @@ async def test_input_items_and_deleting_a_response(backend: Backend) -> None:
 
 
 async def test_conversations_keep_their_items_in_order(backend: Backend) -> None:
-    store = backend.runtime.conversations
+    store = backend.runtime.item_lists
     assert store is not None
     conversation = {"id": "conv_a", "object": "conversation", "created_at": 1, "metadata": {}}
     first = {"id": "msg_1", "type": "message", "role": "user", "content": []}

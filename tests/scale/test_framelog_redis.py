@@ -66,7 +66,7 @@ async def test_a_live_message_keeps_one_snapshot_and_none_once_closed(make: Make
     hub.publish("c", {"type": "message.stop", "message_id": "m1", "final_text": "done"})
     assert [f["type"] for f in hub.log.after("c", 0, 100)] == ["message.start", "message.stop"]
     assert hub.log.open_messages("c") == {}
-    assert hub.log.conversation("c") == [{"message_id": "m1", "role": "assistant", "text": "done"}]
+    assert hub.log.messages("c") == [{"message_id": "m1", "role": "assistant", "text": "done"}]
 
 
 async def test_open_messages_oldest_first_and_turns_open_on_any_process(make: Make) -> None:
@@ -76,7 +76,7 @@ async def test_open_messages_oldest_first_and_turns_open_on_any_process(make: Ma
     b.publish("c", {"type": "message.start", "message_id": "m1", "role": "assistant"})
     b.publish("c", update("m1", "one"))
     assert a.log.open_messages("c") == {"m2": "", "m1": "one"}
-    conversation = a.log.conversation("c")
+    conversation = a.log.messages("c")
     assert [m["message_id"] for m in conversation] == ["m2", "m1"]
     assert b.log.turn_open("c") and await b.log.open_turns() == ["c"]
     a.publish("c", typing(False))

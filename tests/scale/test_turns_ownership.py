@@ -16,7 +16,7 @@ from iris.fanout.hub import Hub
 from iris.protocol.types import RULES
 from iris.state.lease import holder_process
 from iris.state.redis_store import RedisStore
-from iris.surfaces.socket.owners import Owners, orphaned
+from iris.state.turn_owners import TurnOwners, orphaned
 from tests.fakes.upstream import FakeUpstream, text
 from tests.scale.conftest import RedisServer
 from tests.socket import conftest as iris_conftest
@@ -53,7 +53,7 @@ async def stores(redis_server: RedisServer) -> Any:
 async def test_one_process_holds_a_chats_turn_and_the_registry_names_it(
     stores: tuple[RedisStore, RedisStore], redis_server: RedisServer
 ) -> None:
-    a, b = Owners(stores[0], 5), Owners(stores[1], 5)
+    a, b = TurnOwners(stores[0], 5), TurnOwners(stores[1], 5)
     lease = a.claim("c1")
     assert lease is not None
     assert b.claim("c1") is None
@@ -74,7 +74,7 @@ async def test_one_process_holds_a_chats_turn_and_the_registry_names_it(
 async def test_a_turn_not_closed_stays_registered_after_its_lease_is_released(
     stores: tuple[RedisStore, RedisStore], redis_server: RedisServer
 ) -> None:
-    a = Owners(stores[0], 5)
+    a = TurnOwners(stores[0], 5)
     lease = a.claim("c1")
     assert lease is not None
     a.release("c1", lease, done=False)
@@ -90,9 +90,9 @@ async def test_a_turn_not_closed_stays_registered_after_its_lease_is_released(
 async def test_the_reaper_hands_over_a_chat_whose_owner_stopped_renewing(
     stores: tuple[RedisStore, RedisStore],
 ) -> None:
-    dead, survivor = Owners(stores[0], 1), Owners(stores[1], 1)
+    dead, survivor = TurnOwners(stores[0], 1), TurnOwners(stores[1], 1)
     assert dead.claim("c1") is not None  # and never renewed: its process was killed
-    assert Owners(stores[1], 30).claim("c2") is not None  # a live turn: never handed over
+    assert TurnOwners(stores[1], 30).claim("c2") is not None  # a live turn: never handed over
     handed = asyncio.Event()
     seen: list[str] = []
 
@@ -112,7 +112,7 @@ async def test_the_reaper_hands_over_a_chat_whose_owner_stopped_renewing(
 async def test_a_cancel_reaches_the_owners_inbox_with_the_lease_it_was_for(
     stores: tuple[RedisStore, RedisStore],
 ) -> None:
-    owner, other = Owners(stores[0], 5), Owners(stores[1], 5)
+    owner, other = TurnOwners(stores[0], 5), TurnOwners(stores[1], 5)
     lease = owner.claim("c1")
     assert lease is not None
     got: asyncio.Queue[tuple[str, str]] = asyncio.Queue()

@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed
 
 from iris.config import Config
 from iris.server.asgi import UVICORN_WS_OPTIONS, build_app
-from iris.surfaces.socket.endpoint import IrisSurface
+from iris.surfaces.socket.endpoint import SocketSurface
 from tests.conftest import MakeConfig
 from tests.fakes import loopback
 from tests.fakes.upstream import FakeUpstream
@@ -90,7 +90,7 @@ class Device:
 class IrisServer:
     config: Config
     url: str
-    surface: IrisSurface
+    surface: SocketSurface
     uvicorn: uvicorn.Server
     devices: list[Device] = field(default_factory=list[Device])
     stopped: bool = False
@@ -172,7 +172,7 @@ async def iris_server(
         sock = loopback.bind()
         server = await loopback.start(app, sock, **UVICORN_WS_OPTIONS)
         port = sock.getsockname()[1]
-        surface = next(s for s in _surfaces(app) if isinstance(s, IrisSurface))
+        surface = next(s for s in _surfaces(app) if isinstance(s, SocketSurface))
         handle = IrisServer(config, f"ws://127.0.0.1:{port}/iris/ws", surface, server)
         running.append(handle)
         return handle

@@ -251,7 +251,7 @@ async def test_the_fan_out_follows_the_protocols_marks_whatever_its_frames_are_c
     hub.publish("c", {"type": "done", "message_id": "a", "body": "final"})
     hub.publish("c", {"type": "busy", "on": False})
     assert [f["type"] for f in hub.log.after("c", 0, 10)] == ["busy", "hi", "done", "busy"]
-    assert hub.log.conversation("c") == [{"message_id": "a", "role": "assistant", "text": "final"}]
+    assert hub.log.messages("c") == [{"message_id": "a", "role": "assistant", "text": "final"}]
     assert not hub.log.turn_open("c")
     sub.resume(99)  # past the end: the protocol's own catch-up frame, in place of the rest
     [catch_up] = await drain(sub)

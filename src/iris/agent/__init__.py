@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from iris.agent.approvals import ApprovalPolicy, Approvals
+from iris.agent.approvals import ApprovalPolicy, Approvals, approvals_for
 from iris.agent.core import Agent, Turn, TurnRequest, run_with_callback
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ __all__ = [
     "TurnOptions",
     "TurnRequest",
     "UserMessage",
+    "approvals_for",
     "run_with_callback",
 ]
 

@@ -1,6 +1,6 @@
 """The context budget of one turn: token estimates, where a history may be cut, compaction.
 
-Budget: a turn's request fits the model's window less the reply's reserve. The window is
+The context window: a turn's request fits the model's window less the reply's reserve. The window is
 what the provider's model listing says (``GET /models``: ``context_length``,
 ``max_model_len``…; at most ``model.context_window`` when that is set), else
 ``model.context_window``, else ``LOCAL_WINDOW`` for the embedded model (its llama.cpp context
@@ -43,8 +43,8 @@ from typing import Any, Protocol, cast, runtime_checkable
 from iris.agent.scrubber import finalize
 from iris.config import Config
 from iris.errors import ProviderError, ProviderHTTPError
-from iris.llm.base import Provider, ProviderRequest, RawText
 from iris.llm.local import LOCAL_WINDOW
+from iris.llm.provider import Provider, ProviderRequest, RawText
 from iris.state.sessions import Transcript
 
 log = logging.getLogger(__name__)
@@ -311,7 +311,7 @@ class Compaction:
 
 
 @dataclass
-class Budget:
+class ContextWindow:
     """The room of one model's window, how its requests are counted, and who summarizes."""
 
     window: int
@@ -328,7 +328,7 @@ class Budget:
 
 
 async def compact(
-    budget: Budget,
+    fit: ContextWindow,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     *,
@@ -336,19 +336,19 @@ async def compact(
     force: bool = False,
     head: int = 0,
 ) -> tuple[list[dict[str, Any]], Compaction | None]:
-    """Fit a chat history (the question last) into ``budget``: the leading messages that do
+    """Fit a chat history (the question last) into ``fit``: the leading messages that do
     not fit become a summary (``summarizing``), or go.
 
     ``head``: leading messages that always stay (the system prompt). ``force``: compact even
     if the estimate says it fits (the provider said otherwise, or the user asked). Returns the
     new messages and what was replaced (None: nothing)."""
     body = messages[head:]
-    total = await budget.count(messages, tools)
-    if total <= budget.room and not force:
+    total = await fit.count(messages, tools)
+    if total <= fit.room and not force:
         return messages, None
-    sizes = await budget.sizes(body)
-    summary_tokens = min(1024, budget.room // 8) if summarizing else 0
-    room = int((budget.room - (total - sum(sizes)) - summary_tokens) * KEEP_SHARE)
+    sizes = await fit.sizes(body)
+    summary_tokens = min(1024, fit.room // 8) if summarizing else 0
+    room = int((fit.room - (total - sum(sizes)) - summary_tokens) * KEEP_SHARE)
     cut = cut_index(body, sizes, max(room, 0))
     if cut == 0 and force:
         # The estimate says it fits: cut at the first whole exchange all the same.
@@ -359,11 +359,11 @@ async def compact(
     if summarizing:
         try:
             summary = await summarize(
-                budget.provider,
-                budget.model,
+                fit.provider,
+                fit.model,
                 body[:cut],
                 max_tokens=summary_tokens,
-                max_chars=max(int((budget.room - 2 * summary_tokens) * budget.ratio), 1000),
+                max_chars=max(int((fit.room - 2 * summary_tokens) * fit.ratio), 1000),
             )
         except ProviderError as exc:  # a summary is a nicety: the chat must go on
             log.warning("summary failed (%s); older turns are dropped", exc.message)
@@ -371,7 +371,9 @@ async def compact(
     return [*messages[:head], *kept, *body[cut:]], Compaction(summary, cut)
 
 
-def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> Budget:
+def context_window_for(
+    config: Config, gauge: Gauge, provider: Provider, model: str
+) -> ContextWindow:
     """How requests to ``model`` (served by ``provider``) are counted against its window."""
     window = gauge.window(model, window_of(config, gauge.listed(model)))
     reserve = reserve_of(config, window)
@@ -387,7 +389,9 @@ def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> 
             counted = await asyncio.gather(*(counter.count_tokens([m]) for m in messages))
             return [max(n - frame, 1) for n in counted]
 
-        return Budget(window, reserve, count, sizes, provider, model, DEFAULT_CHARS_PER_TOKEN)
+        return ContextWindow(
+            window, reserve, count, sizes, provider, model, DEFAULT_CHARS_PER_TOKEN
+        )
 
     async def estimate(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         return gauge.tokens(model, messages, tools)
@@ -395,4 +399,6 @@ def budget_for(config: Config, gauge: Gauge, provider: Provider, model: str) -> 
     async def estimate_sizes(messages: list[dict[str, Any]]) -> list[int]:
         return gauge.sizes(model, messages)
 
-    return Budget(window, reserve, estimate, estimate_sizes, provider, model, gauge.ratio(model))
+    return ContextWindow(
+        window, reserve, estimate, estimate_sizes, provider, model, gauge.ratio(model)
+    )

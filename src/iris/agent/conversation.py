@@ -51,7 +51,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from iris.agent.approvals import Approvals
 from iris.agent.attachments import Prepared, without_old_images
 from iris.agent.context import Compaction, history
 from iris.agent.core import Agent, Turn, TurnRequest
@@ -59,6 +58,7 @@ from iris.agent.elicitation import Elicitations
 from iris.agent.history import kept
 from iris.errors import StoreUnavailable
 from iris.events import TerminalEvent, TurnEnded
+from iris.state.approvals import Approvals
 from iris.state.controls import ChatControls, Controls, Field
 from iris.state.sessions import Sessions, Transcript
 
@@ -234,10 +234,10 @@ class Conversation:
         """What the next request would take of the model's window (``/status``)."""
         transcript = await self.sessions.transcript(self.session)
         controls = await self.controls()
-        budget = self.agent.budget(controls.model)
+        fit = self.agent.context_window(controls.model)
         messages = [*_head(self.agent), *history(transcript)]
-        used = await budget.count(messages, self.agent.tools.schemas())
-        return ContextUse(budget.model, used, budget.window, budget.reserve, controls.last_usage)
+        used = await fit.count(messages, self.agent.tools.schemas())
+        return ContextUse(fit.model, used, fit.window, fit.reserve, controls.last_usage)
 
 
 class Exchange:

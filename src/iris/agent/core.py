@@ -48,14 +48,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from iris.agent.approvals import ApprovalPolicy, Approvals, refusal, unaskable
+from iris.agent.approvals import ApprovalPolicy, refusal, unaskable
 from iris.agent.context import (
     NOTE,
-    Budget,
     Compaction,
+    ContextWindow,
     Gauge,
-    budget_for,
     compact,
+    context_window_for,
     is_overflow,
     request_chars,
 )
@@ -96,8 +96,9 @@ from iris.events import (
     TurnStarted,
 )
 from iris.formats.surrogates import clean_value
-from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
+from iris.llm.provider import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
 from iris.observability import TurnWatch
+from iris.state.approvals import Approvals
 from iris.tasks import OpenGroup, Silence
 
 if TYPE_CHECKING:
@@ -234,10 +235,10 @@ class Agent:
         """Read ``model``'s window from its provider's model listing (once per model)."""
         await self.gauge.learn(*self._serving(model))
 
-    def budget(self, model: str | None = None) -> Budget:
+    def context_window(self, model: str | None = None) -> ContextWindow:
         """The window of ``model`` (a name from ``model_names``; None: the main model), how
         its requests are counted, and the provider that serves it."""
-        return budget_for(self.config, self.gauge, *self._serving(model))
+        return context_window_for(self.config, self.gauge, *self._serving(model))
 
     async def compact(
         self,
@@ -250,10 +251,8 @@ class Agent:
     ) -> tuple[list[dict[str, Any]], Compaction | None]:
         """``iris.agent.context.compact`` for ``model``'s window, as ``model.compaction`` says."""
         summarizing = self.config.model.compaction == "summarize"
-        budget = self.budget(model)
-        return await compact(
-            budget, messages, tools, summarizing=summarizing, force=force, head=head
-        )
+        fit = self.context_window(model)
+        return await compact(fit, messages, tools, summarizing=summarizing, force=force, head=head)
 
     async def aclose(self) -> None:
         if self.mcp is not None:
@@ -437,21 +436,21 @@ class Turn:
         else:
             tools = []
         limit = self.agent.config.tools.max_iterations
-        budget = request.max_tool_calls
+        most_calls = request.max_tool_calls
         index = 0
         text = ""
         for iteration in range(limit):
-            last = iteration == limit - 1 or (budget is not None and index >= budget)
+            last = iteration == limit - 1 or (most_calls is not None and index >= most_calls)
             # The last round gets no agent tools, so the model has to answer.
             round_tools = tools if client_tools or not last else []
             if client_tools and round_tools:
-                self._calls = CallStream(self._call_id, budget)
+                self._calls = CallStream(self._call_id, most_calls)
             builder = await self._fitted_round(messages, round_tools)
             self._segment_open = False
             text = finalize("".join(builder.raw_text))
             calls = builder.tool_calls()
-            if client_tools and budget is not None:
-                calls = calls[:budget]
+            if client_tools and most_calls is not None:
+                calls = calls[:most_calls]
             if not calls:
                 if text:
                     self._emit(SegmentEnded(text))
@@ -486,8 +485,10 @@ class Turn:
             self._unanswered = list(calls)
             offered = _names(round_tools)
             for call in calls:
-                if budget is not None and index >= budget:
-                    output = f"error: max_tool_calls ({budget}) reached; '{call.name}' was not run"
+                if most_calls is not None and index >= most_calls:
+                    output = (
+                        f"error: max_tool_calls ({most_calls}) reached; '{call.name}' was not run"
+                    )
                 else:
                     index += 1
                     output = (await self._run_tool(index, call, offered)).output
@@ -524,8 +525,8 @@ class Turn:
             if not (self.request.fit_context and is_overflow(exc)) or self._overflow_retried:
                 raise
             self._overflow_retried = True
-            budget = self.agent.budget(self.request.model)
-            self.agent.gauge.overflowed(budget.model, await budget.count(messages, tools))
+            fit = self.agent.context_window(self.request.model)
+            self.agent.gauge.overflowed(fit.model, await fit.count(messages, tools))
             log.warning("the provider found the request too long (%s); compacting", exc.message)
             await self._fit(messages, tools, force=True)
             builder = await self._round(messages, tools)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from iris.agent.scrubber import ThinkScrubber
 from iris.events import Event, ReasoningDelta, TextDelta, ToolCallDelta
 from iris.formats.surrogates import SurrogateMender, clean
-from iris.llm.base import RawDelta, RawLimit, RawReasoning, RawText, RawToolCall, RawUsage
+from iris.llm.provider import RawDelta, RawLimit, RawReasoning, RawText, RawToolCall, RawUsage
 
 
 @dataclass

@@ -25,7 +25,7 @@ from iris.app.core.attach import Attachments
 from iris.app.core.view import ChatView
 from iris.app.settings import Settings, save_settings
 from iris.app.settings_screen import SettingsScreen
-from iris.app.widgets.approval import ApprovalPanel
+from iris.app.widgets.approval_panel import ApprovalPanel
 from iris.app.widgets.bubble import MessageBubble
 from iris.app.widgets.lines import warm_up_highlighting
 from iris.app.widgets.typing_indicator import TypingIndicator

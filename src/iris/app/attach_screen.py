@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DirectoryTree, Input, Label
 
-from iris.surfaces.cli.attach import path_of
+from iris.surfaces.cli.staged import path_of
 
 
 class AttachScreen(ModalScreen[Path | None]):

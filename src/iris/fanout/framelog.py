@@ -65,7 +65,7 @@ keys share a Redis Cluster slot): ``log`` (stream), ``seq``, ``floor``, ``transc
 ``live`` (hash: ``o:<message_id>`` the seq that opened a live message, ``s:<message_id>`` the
 seq of its one snapshot), ``turn_open`` (``1`` while the chat's turn is open), ``epoch``
 (changes when the seqs restart), ``text:<message_id>`` (a live message's text), ``turn`` (the
-turn lease, ``iris.surfaces.socket.owners``); and ``<prefix>:chats:turn_open`` (set of chat ids,
+turn lease, ``iris.state.turn_owners``); and ``<prefix>:chats:turn_open`` (set of chat ids,
 touched alone).
 """
 
@@ -86,7 +86,7 @@ from redis.commands.core import Script
 
 from iris.errors import StoreUnavailable
 from iris.fanout.hub import LogRestarted
-from iris.fanout.rules import Body, Frame, FrameRules
+from iris.fanout.rules import Body, Frame, FrameRules, Traits
 from iris.fanout.subscription import encode_frame
 from iris.formats.surrogates import clean
 from iris.state.lease import LeaseLost
@@ -95,6 +95,9 @@ from iris.state.sqlite import Store, transaction
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+# The append script's keys, in its order (``text:<message_id>`` goes in at index 6).
+_SCRIPT_KEYS = ("log", "seq", "floor", "transcript", "live", "turn_open", "epoch")
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS iris_frames (
@@ -383,9 +386,9 @@ class SqliteFrameLog:
             ]
         )
 
-    def conversation(self, chat_id: str) -> list[dict[str, Any]]:
+    def messages(self, chat_id: str) -> list[dict[str, Any]]:
         """The chat as a list of messages: closed ones, then any reply still streaming."""
-        return self._read(lambda conn: self._conversation(conn, chat_id))
+        return self._read(lambda conn: self._messages(conn, chat_id))
 
     def open_messages(self, chat_id: str) -> dict[str, str]:
         """Messages started and not closed, with their latest snapshot, oldest first."""
@@ -483,7 +486,7 @@ class SqliteFrameLog:
             frame = self.rules.snapshot_with(frame, text)
         return frame
 
-    def _conversation(self, conn: sqlite3.Connection, chat_id: str) -> list[dict[str, Any]]:
+    def _messages(self, conn: sqlite3.Connection, chat_id: str) -> list[dict[str, Any]]:
         rows = conn.execute(
             "SELECT message FROM iris_transcript WHERE chat_id=? ORDER BY seq DESC LIMIT ?",
             (chat_id, TRANSCRIPT_LIMIT),
@@ -724,38 +727,15 @@ class RedisFrameLog:
         order: those other processes appended after ``delivered`` (None: none wanted), then
         this one. Raises ``StoreUnavailable`` (``LeaseLost`` when fenced out)."""
         traits = self.rules.traits(body["type"])
-        flags = "".join(
-            letter
-            for letter, on in (("s", traits.snapshot), ("o", traits.opens), ("c", traits.closes))
-            if on
-        )
-        if traits.turn:
-            flags += "T" if self.rules.turn_open(dict(body)) else "F"
+        flags = self._flags(body, traits)
         message_id = body.get("message_id")
         mid = message_id if isinstance(message_id, str) else ""
+        shell, text, offset = self._encoded(chat_id, mid, body, traits)
         entry = self.rules.transcript_entry(dict(body))
-        text, offset = b"", 0
-        if not (mid and traits.snapshot):
-            shell = encode_frame(dict(body))
-        else:
-            shell = encode_frame(self.rules.snapshot_with(dict(body), ""))
-            # The text as UTF-8 the way a frame's JSON is (a lone surrogate becomes U+FFFD).
-            said = self.rules.snapshot_text(dict(body))
-            text = (said if said.isascii() else clean(said)).encode()
-            stored = self._texts.get((chat_id, mid))
-            if stored is not None and text.startswith(stored):
-                offset = len(stored)
-        keys = [
-            self.key(chat_id, "log"),
-            self.key(chat_id, "seq"),
-            self.key(chat_id, "floor"),
-            self.key(chat_id, "transcript"),
-            self.key(chat_id, "live"),
-            self.key(chat_id, "turn_open"),
-            self.key(chat_id, f"text:{mid}"),
-            self.key(chat_id, "epoch"),
-        ]
+        keys = [self.key(chat_id, part) for part in _SCRIPT_KEYS]
+        keys.insert(6, self.key(chat_id, f"text:{mid}"))
         now = self._clock()
+        fence = self._fences.get(chat_id)
         args: list[str | int | float | bytes] = [
             shell,
             repr(now),
@@ -768,13 +748,58 @@ class RedisFrameLog:
             repr(now - self.max_age),
             PRUNE_EVERY,
             TRANSCRIPT_LIMIT,
+            fence[1] if fence is not None else "",
+            offset,
+            text[offset:],
+            uuid.uuid4().hex[:16],
+            self._epochs.get(chat_id, ""),
         ]
-        fence = self._fences.get(chat_id)
-        known = self._epochs.get(chat_id, "")
-        args += [fence[1] if fence is not None else "", offset, text[offset:]]
-        args += [uuid.uuid4().hex[:16], known]
         if fence is not None:
             keys.append(fence[0])
+        seq, missed = self._appended(chat_id, flags, keys, args, text)
+        if mid and traits.snapshot:
+            self._texts[(chat_id, mid)] = text
+        elif mid and traits.closes:
+            self._texts.pop((chat_id, mid), None)
+        frames = self._frames(chat_id, [_entry(item) for item in missed])
+        frame = {**body, "chat_id": chat_id, "seq": seq}
+        out: list[tuple[Frame, str | None]] = [(f, None) for f in frames]
+        # A snapshot is not encoded whole here (the hub encodes what devices need).
+        return [*out, (frame, None if traits.snapshot else encode_frame(frame))]
+
+    def _flags(self, body: Body, traits: Traits) -> str:
+        """What the append script does besides appending: ``s`` a snapshot, ``o`` it opens a
+        message, ``c`` it closes one; ``T``/``F`` the turn opens or closes."""
+        pairs = (("s", traits.snapshot), ("o", traits.opens), ("c", traits.closes))
+        flags = "".join(letter for letter, on in pairs if on)
+        if traits.turn:
+            flags += "T" if self.rules.turn_open(dict(body)) else "F"
+        return flags
+
+    def _encoded(
+        self, chat_id: str, mid: str, body: Body, traits: Traits
+    ) -> tuple[str, bytes, int]:
+        """The frame's JSON (a snapshot's without its text), the snapshot's text as UTF-8, and
+        how much of it the log holds already (only the rest is sent)."""
+        if not (mid and traits.snapshot):
+            return encode_frame(dict(body)), b"", 0
+        shell = encode_frame(self.rules.snapshot_with(dict(body), ""))
+        # The text as UTF-8 the way a frame's JSON is (a lone surrogate becomes U+FFFD).
+        said = self.rules.snapshot_text(dict(body))
+        text = (said if said.isascii() else clean(said)).encode()
+        stored = self._texts.get((chat_id, mid))
+        return shell, text, len(stored) if stored is not None and text.startswith(stored) else 0
+
+    def _appended(
+        self,
+        chat_id: str,
+        flags: str,
+        keys: list[str],
+        args: list[str | int | float | bytes],
+        text: bytes,
+    ) -> tuple[int, list[Any]]:
+        """Run the append script: the frame's seq and the entries other processes appended
+        after the delivered seq. Raises ``LogRestarted``, ``LeaseLost``, ``StoreUnavailable``."""
         with translated(self.store.url, "the frame log failed"):
             if "T" in flags:  # listed before it opens: a crash after leaves no turn unlisted
                 self.store.sync.sadd(self._open_set, chat_id)
@@ -789,17 +814,9 @@ class RedisFrameLog:
             raise LogRestarted(chat_id, str(reply[1]))
         if reply is None:
             raise LeaseLost(f"chat {chat_id}: this process no longer holds its turn")
-        if mid and traits.snapshot:
-            self._texts[(chat_id, mid)] = text
-        elif mid and traits.closes:
-            self._texts.pop((chat_id, mid), None)
         seq, missed, epoch = cast("tuple[int, list[Any], str]", reply)
         self._epochs[chat_id] = str(epoch)
-        frames = self._frames(chat_id, [_entry(item) for item in missed])
-        frame = {**body, "chat_id": chat_id, "seq": int(seq)}
-        out: list[tuple[Frame, str | None]] = [(f, None) for f in frames]
-        # A snapshot is not encoded whole here (the hub encodes what devices need).
-        return [*out, (frame, None if traits.snapshot else encode_frame(frame))]
+        return int(seq), missed
 
     def prune(self, chat_id: str) -> None:
         """Apply the count and age bounds now; a failure is logged (the log just stays longer)."""
@@ -903,7 +920,7 @@ class RedisFrameLog:
                 frame.update(self.rules.snapshot_with(frame, found))
         return [frame for frame in frames if id(frame) not in stale]
 
-    def conversation(self, chat_id: str) -> list[dict[str, Any]]:
+    def messages(self, chat_id: str) -> list[dict[str, Any]]:
         """The chat as a list of messages: closed ones, then any reply still streaming."""
         with translated(self.store.url, "the frame log failed"):
             rows = cast(

@@ -139,7 +139,7 @@ class Subscription:
         if after_seq > latest:  # it may have seen what this process has yet to deliver (a
             latest = max(latest, self._hub.log.last_seq(self.chat_id))  # shared log)
         past_reach = after_seq > latest or after_seq < self._hub.log.floor(self.chat_id)
-        messages = self._hub.log.conversation(self.chat_id) if past_reach else []
+        messages = self._hub.log.messages(self.chat_id) if past_reach else []
         self._drop_chat_frames()
         if self._writer is not None:
             self._writer.forget()  # the replay (or sync) brings each open message whole
@@ -199,7 +199,7 @@ class Subscription:
         latest = self._hub.latest(chat)
         if self.position < log.floor(chat):
             # The bounds moved past us while we were catching up.
-            self._sync(latest, log.conversation(chat))
+            self._sync(latest, log.messages(chat))
             return
         page = log.after(chat, self.position, self.capacity)
         if not page:
@@ -251,7 +251,7 @@ class Subscription:
         self._catching_up = False
         if self._writer is not None:
             self._writer.forget()
-        self._sync(0, self._hub.log.conversation(self.chat_id))
+        self._sync(0, self._hub.log.messages(self.chat_id))
         self._restamp()
         self._wake.set()
 

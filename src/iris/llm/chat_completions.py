@@ -10,7 +10,7 @@ from openai.types.chat import ChatCompletion
 
 from iris.config import ModelEndpoint
 from iris.errors import ProviderConnectionError, ProviderError, ProviderHTTPError
-from iris.llm.base import (
+from iris.llm.provider import (
     ProviderRequest,
     RawDelta,
     RawReasoning,

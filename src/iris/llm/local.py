@@ -37,8 +37,8 @@ import httpx
 from iris.config import ModelConfig
 from iris.errors import LocalModelCrashed, ProviderError
 from iris.llm import gguf
-from iris.llm.base import ProviderRequest, RawDelta, RawLimit, RawText, RawUsage
 from iris.llm.params import LOCAL_EXTENSIONS
+from iris.llm.provider import ProviderRequest, RawDelta, RawLimit, RawText, RawUsage
 from iris.tasks import Supervisor
 
 log = logging.getLogger(__name__)

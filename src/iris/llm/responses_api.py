@@ -14,7 +14,7 @@ from typing import Any, cast
 from openai.types.responses import Response
 
 from iris.errors import ProviderConnectionError, ProviderError
-from iris.llm.base import (
+from iris.llm.provider import (
     ProviderRequest,
     RawDelta,
     RawReasoning,

@@ -162,13 +162,7 @@ class FrameEncoder:
 
     def _item(self, item: Item, now: float, streamed: bool) -> list[ServerFrame]:
         if isinstance(item, TurnEnded):
-            self.model = item.model or self.model
-            out = self._flush(_tokens(item.usage), item.reasoning)
-            if item.reason == "length":
-                # The shown text stays; the device learns why the answer stops there.
-                message = "the answer was cut at the server's output limit"
-                out.append({"type": "error", "code": "output_too_long", "message": message})
-            return [*out, *self._finish()]
+            return self._ended(item)
         out = self._flush()
         match item:
             case SegmentOpened():
@@ -187,42 +181,14 @@ class FrameEncoder:
                 # The restarted round's reasoning replaces the old; its text comes as facts.
                 self.model = model or self.model
                 self._round_reasoning = ""
-            case ToolStarted(index=index, name=name, args=args):
-                out.append(
-                    {
-                        "type": "tool.start",
-                        "index": index,
-                        "name": name,
-                        "preview": tool_preview(args),
-                        "args": args,
-                    }
-                )
-            case ToolProgress(index=index, name=name, note=note):
-                out.append({"type": "tool.progress", "index": index, "name": name, "note": note})
-            case ToolEnded(index=index, name=name, ok=ok, duration=duration, output_preview=tail):
-                out.append(
-                    {
-                        "type": "tool.end",
-                        "index": index,
-                        "name": name,
-                        "ok": ok,
-                        "duration": duration,
-                        "output_preview": tail[-OUTPUT_PREVIEW_CHARS:],
-                    }
-                )
+            case ToolStarted() | ToolProgress() | ToolEnded():
+                out.append(tool_frame(item))
             case ToolCallDelta():
                 pass  # the iris socket offers the agent's own tools only, never a client's
             case ApprovalRequested():
                 out.append(approval_request(item))
-            case ApprovalResolved(approval_id=approval_id, decision=decision, by=by):
-                out.append(
-                    {
-                        "type": "approval.resolved",
-                        "approval_id": approval_id,
-                        "decision": decision,
-                        "by": by,
-                    }
-                )
+            case ApprovalResolved():
+                out.append(approval_resolved(item))
             case ElicitationRequested():
                 out.append(elicitation_request(item))
             case ElicitationResolved(elicitation_id=elicitation_id, action=action, by=by):
@@ -240,6 +206,15 @@ class FrameEncoder:
             case _:
                 assert_never(item)
         return out
+
+    def _ended(self, item: TurnEnded) -> list[ServerFrame]:
+        self.model = item.model or self.model
+        out = self._flush(_tokens(item.usage), item.reasoning)
+        if item.reason == "length":
+            # The shown text stays; the device learns why the answer stops there.
+            message = "the answer was cut at the server's output limit"
+            out.append({"type": "error", "code": "output_too_long", "message": message})
+        return [*out, *self._finish()]
 
     def _finish(self) -> list[ServerFrame]:
         self.finished = True
@@ -325,6 +300,41 @@ class FrameEncoder:
         if tokens is not None:
             frame["tokens"] = tokens
         return frame
+
+
+def tool_frame(item: ToolStarted | ToolProgress | ToolEnded) -> ServerFrame:
+    """The ``tool.start``, ``tool.progress`` or ``tool.end`` frame of a tool event."""
+    match item:
+        case ToolStarted(index=index, name=name, args=args):
+            preview = tool_preview(args)
+            return {
+                "type": "tool.start",
+                "index": index,
+                "name": name,
+                "preview": preview,
+                "args": args,
+            }
+        case ToolProgress(index=index, name=name, note=note):
+            return {"type": "tool.progress", "index": index, "name": name, "note": note}
+        case ToolEnded(index=index, name=name, ok=ok, duration=duration, output_preview=tail):
+            return {
+                "type": "tool.end",
+                "index": index,
+                "name": name,
+                "ok": ok,
+                "duration": duration,
+                "output_preview": tail[-OUTPUT_PREVIEW_CHARS:],
+            }
+
+
+def approval_resolved(item: ApprovalResolved) -> ServerFrame:
+    """The ``approval.resolved`` frame: how a request ended, and who ended it."""
+    return {
+        "type": "approval.resolved",
+        "approval_id": item.approval_id,
+        "decision": item.decision,
+        "by": item.by,
+    }
 
 
 def approval_request(request: ApprovalRequested) -> ApprovalRequest:

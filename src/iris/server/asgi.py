@@ -3,7 +3,7 @@
 Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime``):
 
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
-- ``iris.surfaces.socket.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
+- ``iris.surfaces.socket.endpoint.SocketSurface``  GET /iris/ws (WebSocket)
 - ``iris.surfaces.mcp_server.endpoint.McpSurface`` /mcp (MCP server mode, beside the socket)
 - ``iris.surfaces.a2a.endpoint.A2aSurface``     /a2a, the agent card (``platforms.a2a``)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp, Home Assistant
@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import gc
 import signal
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import FrameType
 from typing import Any
 
@@ -96,9 +96,9 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
         surfaces.append(ApiSurface(runtime))
     if config.platforms.iris.enabled:
         from iris.surfaces.mcp_server.endpoint import McpSurface
-        from iris.surfaces.socket.endpoint import IrisSurface
+        from iris.surfaces.socket.endpoint import SocketSurface
 
-        iris = IrisSurface(runtime)
+        iris = SocketSurface(runtime)
         surfaces.append(iris)
         surfaces.append(McpSurface(iris))  # MCP server mode: the same chats, the same tokens
         if config.platforms.a2a.enabled:
@@ -121,6 +121,31 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     runtime = runtime or Runtime.create(config)
     surfaces = build_surfaces(runtime)
+    routes: list[BaseRoute] = [Route("/health", _health(runtime), methods=["GET"])]
+    for surface in surfaces:
+        routes.extend(surface.routes())
+    if config.platforms.iris.enabled:
+        from iris.surfaces.web import web_routes
+
+        routes.extend(web_routes())
+    routes.extend(metrics_routes(config))  # GET /metrics, /status: only when enabled
+    app = Starlette(
+        routes=routes,
+        lifespan=_lifespan(config, runtime, surfaces),
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        middleware=[
+            Middleware(ForwardedClient, trusted=config.server.trusted_proxies),
+            Middleware(NoSniff),
+            Middleware(BodyGuard, timeout=config.server.timeout_body, cap_for=body_caps(config)),
+        ],
+    )
+    app.state.runtime = runtime
+    app.state.surfaces = surfaces
+    return app
+
+
+def _health(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """``GET /health``: ok, the version and the model; with a shared store, whether it answers."""
 
     async def health(_: Request) -> JSONResponse:
         body: dict[str, Any] = {
@@ -137,14 +162,13 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
             return JSONResponse(body)
         return JSONResponse({**body, "status": "unavailable"}, status_code=503)
 
-    routes: list[BaseRoute] = [Route("/health", health, methods=["GET"])]
-    for surface in surfaces:
-        routes.extend(surface.routes())
-    if config.platforms.iris.enabled:
-        from iris.surfaces.web import web_routes
+    return health
 
-        routes.extend(web_routes())
-    routes.extend(metrics_routes(config))  # GET /metrics, /status: only when enabled
+
+def _lifespan(
+    config: Config, runtime: Runtime, surfaces: list[ServerSurface]
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's life: the tools and every surface started in order, stopped in reverse."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:
@@ -167,19 +191,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
                 await runtime.shared.aclose()
             observability.stop()
 
-    app = Starlette(
-        routes=routes,
-        lifespan=lifespan,
-        exception_handlers={HTTPException: _http_error, Exception: _server_error},
-        middleware=[
-            Middleware(ForwardedClient, trusted=config.server.trusted_proxies),
-            Middleware(NoSniff),
-            Middleware(BodyGuard, timeout=config.server.timeout_body, cap_for=body_caps(config)),
-        ],
-    )
-    app.state.runtime = runtime
-    app.state.surfaces = surfaces
-    return app
+    return lifespan
 
 
 # A route that names no cap of its own takes bodies up to this (the API's is

@@ -68,75 +68,84 @@ def connection_cap(wanted: int) -> int:
     return wanted
 
 
+_AUTO: Any = AutoHTTPProtocol  # httptools, else h11: untyped
+
+
+class GuardedHTTPProtocol(_AUTO):
+    """uvicorn's HTTP protocol with a deadline for a request's head (``head_timeout``) and a
+    cap on open connections (``max_connections``: past it, the one longest in its head goes)."""
+
+    head_timeout: float = 0.0
+    max_connections: int = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_since = 0.0
+        self._head_bytes = 0
+        self._cycle_seen: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._arm()
+        if len(self.connections) > self.max_connections:
+            self._evict()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.transport.get_protocol() is not self:
+            self._disarm()  # upgraded to a WebSocket: not ours to time any more
+        elif self.cycle is not self._cycle_seen:
+            self._cycle_seen = self.cycle  # a head is complete: its request runs
+            self._disarm()
+        elif self.cycle is None or self.cycle.response_complete:
+            self._arm()  # bytes of a next request's head on a kept-alive connection
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._head_timed_out()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def sending_request(self) -> bool:
+        """Still sending its request's head, or the body of one whose head is in."""
+        if self._head_timer is not None:
+            return True
+        cycle = self.cycle
+        return cycle is not None and cycle.more_body and not cycle.response_complete
+
+    def _arm(self) -> None:
+        if self._head_timer is None:
+            self._head_since = time.monotonic()
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _disarm(self) -> None:
+        self._head_bytes = 0
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _evict(self) -> None:
+        waiting = [
+            c
+            for c in self.connections
+            if isinstance(c, GuardedHTTPProtocol) and c.sending_request() and c is not self
+        ]
+        victim = min(waiting, key=lambda c: c._head_since) if waiting else self
+        victim._disarm()
+        victim.transport.close()
+
+
 def guarded_protocol(head_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol (httptools, else h11) with a head deadline and a connection cap."""
-    base: Any = AutoHTTPProtocol
-
-    class GuardedHTTPProtocol(base):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._head_timer: asyncio.TimerHandle | None = None
-            self._head_since = 0.0
-            self._head_bytes = 0
-            self._cycle_seen: Any = None
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self._arm()
-            if len(self.connections) > max_connections:
-                self._evict()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self.transport.get_protocol() is not self:
-                self._disarm()  # upgraded to a WebSocket: not ours to time any more
-            elif self.cycle is not self._cycle_seen:
-                self._cycle_seen = self.cycle  # a head is complete: its request runs
-                self._disarm()
-            elif self.cycle is None or self.cycle.response_complete:
-                self._arm()  # bytes of a next request's head on a kept-alive connection
-                self._head_bytes += len(data)
-                if self._head_bytes > MAX_HEAD_BYTES:
-                    self._head_timed_out()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def sending_request(self) -> bool:
-            """Still sending its request's head, or the body of one whose head is in."""
-            if self._head_timer is not None:
-                return True
-            cycle = self.cycle
-            return cycle is not None and cycle.more_body and not cycle.response_complete
-
-        def _arm(self) -> None:
-            if self._head_timer is None:
-                self._head_since = time.monotonic()
-                self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
-
-        def _disarm(self) -> None:
-            self._head_bytes = 0
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if not self.transport.is_closing():
-                self.transport.close()
-
-        def _evict(self) -> None:
-            waiting = [
-                c
-                for c in self.connections
-                if isinstance(c, GuardedHTTPProtocol) and c.sending_request() and c is not self
-            ]
-            victim = min(waiting, key=lambda c: c._head_since) if waiting else self
-            victim._disarm()
-            victim.transport.close()
-
-    return GuardedHTTPProtocol
+    settings = {"head_timeout": head_timeout, "max_connections": max_connections}
+    return type("GuardedHTTPProtocol", (GuardedHTTPProtocol,), settings)
 
 
 class BodyRefused(Exception):

@@ -6,6 +6,8 @@ by side, and one factory per kind that ``store.url`` decides.
 - ``sessions``, ``responses``, ``conversations``, ``devices``, ``controls``, ``framelog``: a
   Protocol (``Sessions``, ``Responses``, ...), its SQLite or memory implementation and its Redis
   twin (``SqliteSessions``/``RedisSessions``, ...), and ``<kind>_for(...)`` choosing one;
+- ``approvals``: the approvals broker (``MemoryApprovals``/``RedisApprovals``,
+  ``approvals_for``): tool calls waiting for a person's yes, the answers, the allowances;
 - ``background``: background responses copied to Redis; ``lease``: a lease one process holds at
   a time; ``fingerprint``: the config a shared store was started with.
 

@@ -4,7 +4,7 @@ A chat platform's approval prompt is sent by the process whose turn asks, and it
 carry a random token that process maps to the request (``iris.surfaces.chat.prompts``). With
 several processes a press may reach another one (a bot's poller lease moved, a webhook behind
 a load balancer); that one finds the prompt here, answers the request through the shared
-broker (``iris.agent.approvals``), and the turn goes on in the process that runs it, which
+broker (``iris.state.approvals``), and the turn goes on in the process that runs it, which
 sees the answer and closes the prompt. Each prompt shown is the hash
 ``<prefix>{prompt:<token>}:open`` (the prompt's fields), kept until a minute past the request's
 expiry; an answer given after the request ended is told who decided, as on the process itself.

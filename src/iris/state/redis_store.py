@@ -135,61 +135,51 @@ class RedisStore:
             "socket_connect_timeout": timeout,
             **_credentials(url),
         }
+        self._options = options
+        self._readers: dict[str, redis.asyncio.Redis] = {}  # cluster: node -> blocking reads
         # A pooled connection to a server that restarted fails on its first use: one
         # immediate retry on a fresh connection, so the first request after Redis comes back
         # is served (a server still down is refused again at once). Not on timeouts.
-        self._options = options
-        self._readers: dict[str, redis.asyncio.Redis] = {}  # cluster: node -> blocking reads
         once = redis.asyncio.retry.Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
-        # The cluster clients offer the same commands as ``redis.Redis``: typed as it.
         if mode == "cluster":
-            self.sync = cast("redis.Redis", self._cluster_sync(url, options))
-            self.aio = cast(
-                "redis.asyncio.Redis",
-                self._cluster_aio(url, {**options, "socket_timeout": timeout}),
-            )
-            # Blocking reads (XREAD BLOCK) wait longer than any socket timeout.
-            self.blocking = cast(
-                "redis.asyncio.Redis", self._cluster_aio(url, {**options, "socket_timeout": None})
-            )
-            self.following = self.blocking  # blocking reads go to the slot owners' readers
+            clients = self._cluster_clients(url, options)
         elif mode == "sentinel":
             assert sentinel_master is not None
-            ask = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-            sync = redis.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
-            aio = redis.asyncio.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
-            self._sentinel = sync
-            primary: dict[str, Any] = {"health_check_interval": 30, **options}
-            self.sync = sync.master_for(sentinel_master, socket_timeout=timeout, **primary)
-            self.aio = aio.master_for(
-                sentinel_master, socket_timeout=timeout, retry=once, **primary
-            )
-            # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: clients of their
-            # own, as with one primary.
-            self.blocking = aio.master_for(sentinel_master, socket_timeout=None, **primary)
-            self.following = aio.master_for(sentinel_master, socket_timeout=None, **primary)
+            clients = self._sentinel_clients(sentinel_master, options, once)
         else:
             assert url is not None
-            # Every pool is bounded (finding 7 of the second hardening pass: 300 background
-            # followers opened 195 connections, 138 left open): past its bound a caller waits
-            # for a connection (up to ``timeout``; a blocking read's pool without a limit on
-            # the wait), so one process holds at most ``MAX_CONNECTIONS`` connections to Redis.
-            self.sync = redis.Redis.from_pool(
-                redis.BlockingConnectionPool.from_url(
-                    url, **_bounded(timeout, read=timeout, most=SYNC_CONNECTIONS)
-                )
-            )
-            self.aio = redis.asyncio.Redis.from_pool(
-                redis.asyncio.BlockingConnectionPool.from_url(
-                    url, retry=once, **_bounded(timeout, read=timeout, most=AIO_CONNECTIONS)
-                )
-            )
-            # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own
-            # clients, one for this process's own readers (the tailer, the turn inbox) and one
-            # for the followers of background responses, so many followers never delay the
-            # tailer.
-            self.blocking = _blocking_client(url, timeout, BLOCKING_CONNECTIONS)
-            self.following = _blocking_client(url, timeout, FOLLOWING_CONNECTIONS)
+            clients = _single_clients(url, timeout, once)
+        # ``following``: the followers of background responses, so many of them never delay
+        # the tailer or the turn inbox on ``blocking``.
+        self.sync, self.aio, self.blocking, self.following = clients
+
+    def _cluster_clients(self, url: str | None, options: dict[str, Any]) -> _Clients:
+        # The cluster clients offer the same commands as ``redis.Redis``: typed as them.
+        sync = cast("redis.Redis", self._cluster_sync(url, options))
+        aio = self._cluster_aio(url, {**options, "socket_timeout": self.timeout})
+        # Blocking reads (XREAD BLOCK) wait longer than any socket timeout; they go to the slot
+        # owners' readers (``slot_reader``), followers' too.
+        blocking = self._cluster_aio(url, {**options, "socket_timeout": None})
+        aio_, blocking_ = cast("redis.asyncio.Redis", aio), cast("redis.asyncio.Redis", blocking)
+        return sync, aio_, blocking_, blocking_
+
+    def _sentinel_clients(
+        self, master: str, options: dict[str, Any], once: redis.asyncio.retry.Retry
+    ) -> _Clients:
+        timeout = self.timeout
+        ask = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+        sync = redis.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
+        aio = redis.asyncio.sentinel.Sentinel(self.sentinels, sentinel_kwargs=ask)
+        self._sentinel = sync
+        primary: dict[str, Any] = {"health_check_interval": 30, **options}
+        return (
+            sync.master_for(master, socket_timeout=timeout, **primary),
+            aio.master_for(master, socket_timeout=timeout, retry=once, **primary),
+            # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: clients of
+            # their own, as with one primary.
+            aio.master_for(master, socket_timeout=None, **primary),
+            aio.master_for(master, socket_timeout=None, **primary),
+        )
 
     def slot_reader(self, key: str) -> redis.asyncio.Redis:
         """Cluster: a blocking client to the primary that serves ``key``'s slot now (one per
@@ -401,6 +391,29 @@ def _bounded(timeout: float, *, read: float | None, most: int) -> dict[str, Any]
         "max_connections": most,
         "timeout": read,
     }
+
+
+_Clients = tuple["redis.Redis", "redis.asyncio.Redis", "redis.asyncio.Redis", "redis.asyncio.Redis"]
+
+
+def _single_clients(url: str, timeout: float, once: redis.asyncio.retry.Retry) -> _Clients:
+    """One primary's clients. Every pool is bounded (finding 7 of the second hardening pass:
+    300 background followers opened 195 connections, 138 left open): past its bound a caller
+    waits for a connection (up to ``timeout``; a blocking read's pool without a limit on the
+    wait), so one process holds at most ``MAX_CONNECTIONS`` connections to Redis."""
+    sync = redis.Redis.from_pool(
+        redis.BlockingConnectionPool.from_url(
+            url, **_bounded(timeout, read=timeout, most=SYNC_CONNECTIONS)
+        )
+    )
+    aio = redis.asyncio.Redis.from_pool(
+        redis.asyncio.BlockingConnectionPool.from_url(
+            url, retry=once, **_bounded(timeout, read=timeout, most=AIO_CONNECTIONS)
+        )
+    )
+    # Blocking reads (XREAD BLOCK) wait longer than any socket timeout: their own clients.
+    blocking = _blocking_client(url, timeout, BLOCKING_CONNECTIONS)
+    return sync, aio, blocking, _blocking_client(url, timeout, FOLLOWING_CONNECTIONS)
 
 
 def _blocking_client(url: str, timeout: float, most: int) -> redis.asyncio.Redis:

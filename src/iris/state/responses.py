@@ -71,7 +71,7 @@ class Responses(Protocol):
 
     async def delete(self, response_id: str) -> bool: ...
 
-    async def conversation(self, response_id: str) -> list[Json] | None: ...
+    async def history(self, response_id: str) -> list[Json] | None: ...
 
     async def items(self, item_ids: list[str]) -> dict[str, Json]: ...
 
@@ -143,7 +143,7 @@ class SqliteResponses:
     async def response(self, response_id: str) -> Json | None:
         return await self._column("response", response_id)
 
-    async def conversation(self, response_id: str) -> list[Json] | None:
+    async def history(self, response_id: str) -> list[Json] | None:
         return await self._column("conversation", response_id)
 
     async def _column(self, column: str, response_id: str) -> Any:
@@ -202,7 +202,7 @@ class RedisResponses:
     async def response(self, response_id: str) -> Json | None:
         return await self._field("response", response_id)
 
-    async def conversation(self, response_id: str) -> list[Json] | None:
+    async def history(self, response_id: str) -> list[Json] | None:
         return await self._field("conversation", response_id)
 
     async def input_items(self, response_id: str) -> list[Json] | None:

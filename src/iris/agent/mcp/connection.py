@@ -314,24 +314,28 @@ class McpConnection:
                 why = f"sent neither a result nor progress for {idle:g} s"
             return ToolResult(False, f"error: the MCP tool {why}; it was cancelled")
         except MCPError as exc:
-            if exc.code != types.CONNECTION_CLOSED:
-                return ToolResult(False, f"error: {exc.message}")
-            self._poke(lost=True)
-            if "byte limit" in exc.message:  # the SDK's cap on one SSE event: ours
-                self._transport_limit()[1](self._max_result_bytes + 1)
-                return ToolResult(
-                    False,
-                    f"error: the MCP server's answer was over the cap of "
-                    f"{self._max_result_bytes:,} bytes (tools.mcp.max_result_bytes); it was "
-                    "dropped",
-                )
-            return ToolResult(False, self._closed_note())
+            return self._failed(exc)
         except (OSError, httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._poke(lost=True)
             return ToolResult(False, self._closed_note())
         finally:
             finished = True
         return result(answer, self._output_limit)
+
+    def _failed(self, exc: MCPError) -> ToolResult:
+        """A call the server answered with an error, or whose connection closed under it."""
+        if exc.code != types.CONNECTION_CLOSED:
+            return ToolResult(False, f"error: {exc.message}")
+        self._poke(lost=True)
+        if "byte limit" in exc.message:  # the SDK's cap on one SSE event: ours
+            self._transport_limit()[1](self._max_result_bytes + 1)
+            return ToolResult(
+                False,
+                f"error: the MCP server's answer was over the cap of "
+                f"{self._max_result_bytes:,} bytes (tools.mcp.max_result_bytes); it was "
+                "dropped",
+            )
+        return ToolResult(False, self._closed_note())
 
     async def _elicited(
         self, context: Any, params: types.ElicitRequestParams

@@ -20,7 +20,7 @@ from mcp import types
 
 from iris.agent.elicitation import Asker
 from iris.config import McpSampling
-from iris.llm.base import Provider, ProviderRequest, RawText, RawUsage
+from iris.llm.provider import Provider, ProviderRequest, RawText, RawUsage
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from iris.agent.mcp.connection import Confined, McpConnection, Note
@@ -31,8 +31,11 @@ from iris.agent.mcp.sampling import Sampler
 from iris.agent.sandbox import Unavailable, Workspaces, prepare
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
 from iris.config import Config, McpServerConfig
-from iris.llm.base import Provider
+from iris.llm.provider import Provider
 from iris.tasks import Supervisor
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 log = logging.getLogger(__name__)
 
@@ -113,39 +116,13 @@ class McpServers:
         """The server's listing changed (or it went down): replace its tools in the registry."""
         for name in self._offered.pop(connection.name, []):
             self._registry.remove(name)
-        servers = list(self._config.mcp_servers)
-        server = connection.config
         limits = self._config.tools.mcp
         room = min(limits.max_tools_per_server, limits.max_tools - len(self._registry.names()))
         offered: list[str] = []
         names = tool_names(connection.name, [tool.name for tool in connection.tools])
         for tool in connection.tools:
-            if not chosen(
-                connection.name,
-                tool.name,
-                server.include,
-                server.exclude,
-                self._config.tools.enabled,
-                servers,
-            ):
-                continue
             name = names[tool.name]
-            if self._registry.get(name) is not None:
-                log.warning(
-                    "MCP server %s: tool %r is offered already; skipped", connection.name, name
-                )
-                continue
-            size = len(json.dumps(tool.input_schema, ensure_ascii=False).encode())
-            if size > limits.max_schema_bytes:
-                connection.once(
-                    "schema",
-                    "MCP server %s: tool %r has an input schema of %d bytes, over "
-                    "tools.mcp.max_schema_bytes (%d): not offered (logged once)",
-                    connection.name,
-                    tool.name,
-                    size,
-                    limits.max_schema_bytes,
-                )
+            if not self._offerable(connection, tool, name):
                 continue
             if len(offered) >= room:
                 connection.once(
@@ -162,14 +139,16 @@ class McpServers:
             description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION]
             run = _runner(connection, tool.name)
             # Every progress notification is shown (the connection bounds them per call).
+            where = _where(connection)
+            schema = parameters(tool.input_schema)
             self._registry.add(
                 Tool(
                     name,
                     description,
-                    parameters(tool.input_schema),
+                    schema,
                     run,
                     progress_every=0.0,
-                    where=_where(connection),
+                    where=where,
                     server=connection.name,
                     remote=tool.name,
                 )
@@ -179,6 +158,32 @@ class McpServers:
         self._offered[connection.name] = offered
         self._change.set()
         self._change = asyncio.Event()
+
+    def _offerable(self, connection: McpConnection, tool: types.Tool, name: str) -> bool:
+        """Is the server's ``tool`` (as ``name``) offered: chosen by the config, not a name
+        taken already, its input schema within ``tools.mcp.max_schema_bytes``."""
+        server, enabled = connection.config, self._config.tools.enabled
+        servers = list(self._config.mcp_servers)
+        include, exclude = server.include, server.exclude
+        if not chosen(connection.name, tool.name, include, exclude, enabled, servers):
+            return False
+        if self._registry.get(name) is not None:
+            log.warning("MCP server %s: tool %r is offered already; skipped", connection.name, name)
+            return False
+        size = len(json.dumps(tool.input_schema, ensure_ascii=False).encode())
+        most = self._config.tools.mcp.max_schema_bytes
+        if size > most:
+            connection.once(
+                "schema",
+                "MCP server %s: tool %r has an input schema of %d bytes, over "
+                "tools.mcp.max_schema_bytes (%d): not offered (logged once)",
+                connection.name,
+                tool.name,
+                size,
+                most,
+            )
+            return False
+        return True
 
     def _resource_tools(self, connection: McpConnection) -> list[str]:
         """``mcp_<server>_resources_list`` / ``_read`` for a server that offers resources

@@ -25,6 +25,7 @@ import anyio
 import anyio.lowlevel
 import mcp_types as types
 from anyio.abc import Process
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
@@ -100,56 +101,10 @@ async def stdio_transport(
     )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    waiting: set[int | str] = set()  # ids of our requests not answered yet
-
-    async def answered(message: types.JSONRPCMessage) -> None:
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            waiting.discard(message.id)  # pyright: ignore[reportArgumentType]
-        await read_writer.send(SessionMessage(message))
-
-    async def reader() -> None:
-        assert process.stdout is not None
-        lines = Lines(max_bytes)
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            async with read_writer:
-                async for chunk in process.stdout:
-                    # A read that finds data waiting does not yield: a server writing fast
-                    # would hold the loop for the whole of a large answer.
-                    await anyio.lowlevel.checkpoint()
-                    for line, size in lines.feed(chunk):
-                        if size is None:
-                            await _deliver(line, read_writer, answered)
-                            continue
-                        dropped(size)
-                        found = oversized_id(line)
-                        if found is None and len(waiting) == 1:
-                            found = next(iter(waiting))
-                        if found is not None:
-                            error = types.ErrorData(
-                                code=OVERSIZED,
-                                message=(
-                                    f"the MCP server's answer was {size:,} bytes, over the "
-                                    f"cap of {max_bytes:,} (tools.mcp.max_result_bytes); "
-                                    "it was dropped"
-                                ),
-                            )
-                            await answered(types.JSONRPCError(jsonrpc="2.0", id=found, error=error))
-
-    async def writer() -> None:
-        assert process.stdin is not None
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async with write_reader:
-                async for item in write_reader:
-                    message = item.message
-                    if isinstance(message, types.JSONRPCRequest):
-                        waiting.add(message.id)
-                    data = message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(data.encode() + b"\n")
-        await read_writer.aclose()  # the child stopped reading: the session sees the end
-
+    pipes = _Pipes(process, read_writer, write_reader, max_bytes, dropped)
     async with anyio.create_task_group() as group:
-        group.start_soon(reader)
-        group.start_soon(writer)
+        group.start_soon(pipes.read)
+        group.start_soon(pipes.write)
         try:
             yield read_stream, write_stream
         finally:
@@ -158,6 +113,75 @@ async def stdio_transport(
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
             group.cancel_scope.cancel()
+
+
+class _Pipes:
+    """The child's stdout read as messages into the session, and the session's messages
+    written to its stdin; an answer over ``max_bytes`` is dropped, and the request it answers
+    gets an error in its place."""
+
+    def __init__(
+        self,
+        process: Process,
+        read_writer: MemoryObjectSendStream[SessionMessage | Exception],
+        write_reader: MemoryObjectReceiveStream[SessionMessage],
+        max_bytes: int,
+        dropped: Callable[[int], None],
+    ) -> None:
+        self.process = process
+        self.read_writer, self.write_reader = read_writer, write_reader
+        self.max_bytes, self.dropped = max_bytes, dropped
+        self.waiting: set[int | str] = set()  # ids of our requests not answered yet
+
+    async def answered(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self.waiting.discard(message.id)  # pyright: ignore[reportArgumentType]
+        await self.read_writer.send(SessionMessage(message))
+
+    async def read(self) -> None:
+        assert self.process.stdout is not None
+        lines = Lines(self.max_bytes)
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async with self.read_writer:
+                async for chunk in self.process.stdout:
+                    # A read that finds data waiting does not yield: a server writing fast
+                    # would hold the loop for the whole of a large answer.
+                    await anyio.lowlevel.checkpoint()
+                    for line, size in lines.feed(chunk):
+                        if size is None:
+                            await _deliver(line, self.read_writer, self.answered)
+                        else:
+                            await self._oversized(line, size)
+
+    async def _oversized(self, line: bytes, size: int) -> None:
+        """A message over the cap: dropped; the request it answers (named in its head, or
+        the only one waiting) is answered with an error instead."""
+        self.dropped(size)
+        found = oversized_id(line)
+        if found is None and len(self.waiting) == 1:
+            found = next(iter(self.waiting))
+        if found is None:
+            return
+        error = types.ErrorData(
+            code=OVERSIZED,
+            message=(
+                f"the MCP server's answer was {size:,} bytes, over the cap of "
+                f"{self.max_bytes:,} (tools.mcp.max_result_bytes); it was dropped"
+            ),
+        )
+        await self.answered(types.JSONRPCError(jsonrpc="2.0", id=found, error=error))
+
+    async def write(self) -> None:
+        assert self.process.stdin is not None
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            async with self.write_reader:
+                async for item in self.write_reader:
+                    message = item.message
+                    if isinstance(message, types.JSONRPCRequest):
+                        self.waiting.add(message.id)
+                    data = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await self.process.stdin.send(data.encode() + b"\n")
+        await self.read_writer.aclose()  # the child stopped reading: the session sees the end
 
 
 async def _deliver(

@@ -13,9 +13,9 @@ from textual.widgets import Static
 
 from iris.app.core.view import Bubble
 from iris.app.settings import ToolDetail
-from iris.app.widgets.artifact import ArtifactCard
+from iris.app.widgets.artifact_card import ArtifactCard
 from iris.app.widgets.body import MarkdownBody
-from iris.app.widgets.reasoning import ReasoningBlock
+from iris.app.widgets.reasoning_block import ReasoningBlock
 from iris.app.widgets.toolcard import ToolCard
 
 

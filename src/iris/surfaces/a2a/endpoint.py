@@ -37,7 +37,7 @@ from iris.surfaces.a2a.push import SignedPushSender
 from iris.surfaces.a2a.stores import StoredPushConfigs, StoredTasks
 from iris.surfaces.refusals import refusal, throttled, unauthorized
 from iris.surfaces.socket.access import bearer
-from iris.surfaces.socket.endpoint import IrisSurface
+from iris.surfaces.socket.endpoint import SocketSurface
 from iris.tasks import OpenGroup
 
 SURFACE = "a2a"  # the throttle's name for this surface
@@ -49,7 +49,7 @@ def a2a_key(config: Config) -> str | None:
 
 
 class A2aSurface:
-    def __init__(self, iris: IrisSurface) -> None:
+    def __init__(self, iris: SocketSurface) -> None:
         self.iris = iris
         self.runtime = iris.runtime
         config = self.runtime.config

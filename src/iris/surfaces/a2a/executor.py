@@ -35,7 +35,7 @@ from iris.fanout.subscription import Subscription
 from iris.protocol import inbound
 from iris.surfaces.a2a.content import Content, ContentError, content, decision
 from iris.surfaces.mcp_server.reply import ReplyFold, Waiting, growth
-from iris.surfaces.socket.endpoint import IrisSurface
+from iris.surfaces.socket.endpoint import SocketSurface
 from iris.surfaces.socket.room import ChatRoom
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class _Following:
 
 
 class IrisExecutor(AgentExecutor):
-    def __init__(self, iris: IrisSurface) -> None:
+    def __init__(self, iris: SocketSurface) -> None:
         self.iris = iris
         self.runtime = iris.runtime
         self._following: dict[str, _Following] = {}  # task id -> its turn

@@ -21,8 +21,8 @@ caps (``max_messages``, ``max_input_chars``) are checked before any other work.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from iris.agent.core import TurnRequest
@@ -35,9 +35,7 @@ from iris.surfaces.api.fields import (
     refuse_unhandled,
 )
 from iris.surfaces.api.functions import answer_function_results, legacy_call, legacy_request
-from iris.surfaces.api.items import history_items
-from iris.surfaces.api.offering import agent_tools_for, resolve_model, voice_model
-from iris.surfaces.api.params import (
+from iris.surfaces.api.generation import (
     CHAT_NAMES,
     RESPONSES_NAMES,
     chat_params,
@@ -48,6 +46,8 @@ from iris.surfaces.api.params import (
     typed,
     unpack_extra_body,
 )
+from iris.surfaces.api.items import history_items
+from iris.surfaces.api.offering import agent_tools_for, resolve_model, voice_model
 from iris.surfaces.api.problems import ApiError, bad_request
 from iris.surfaces.api.voice import voice_request
 
@@ -70,7 +70,7 @@ class ResponsesCall:
     stream: bool
     store: bool
     echo: Json  # the request settings the response object repeats
-    conversation: list[Json]  # chat-format history + this input (instructions excluded)
+    history: list[Json]  # chat-format history + this input (instructions excluded)
     background: bool = False  # run without a client (see ``background``)
     conversation_id: str | None = None  # the stored conversation the turn reads and extends
 
@@ -350,102 +350,68 @@ def _assistant_call(call_id: str, name: str, arguments: Any) -> Json:
 # -- responses --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class References:
+    """What a Responses request names in the stores, checked: the route reads them off the
+    loop (``Stored``) before the request is parsed, and the parser only looks them up."""
+
+    previous_response_id: str | None = None
+    conversation_id: str | None = None
+    item_ids: tuple[str, ...] = ()  # its ``item_reference`` items (none past the count cap)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What the stores hold of a request's ``References`` (None: not found)."""
+
+    history: list[Json] | None = None  # the previous response's conversation
+    conversation: list[Json] | None = None  # the named conversation's items
+    items: Mapping[str, Json] = field(default_factory=dict[str, Json])  # output items by id
+
+
+def references(body: object, config: Config) -> References:
+    """The ids a Responses body names; a 400 for one of the wrong type, or for both a previous
+    response and a conversation (they are two ways to continue)."""
+    data = unpack_extra_body(_object(body))
+    previous_id = _typed(data, "previous_response_id", str, "a string")
+    conversation_id = _conversation_id(data.get("conversation"))
+    if conversation_id is not None and previous_id is not None:
+        raise bad_request(
+            "send 'conversation' or 'previous_response_id', not both",
+            param="conversation",
+            code="invalid_value",
+        )
+    raw = data.get("input")
+    within_cap = not isinstance(raw, list) or len(raw) <= config.platforms.api_server.max_messages
+    item_ids = tuple(referenced_ids(raw)) if within_cap else ()
+    return References(previous_id, conversation_id, item_ids)
+
+
 def parse_responses(
     body: object,
     *,
     models: Sequence[str],
     config: Config,
-    history: Callable[[str], list[Json] | None],
-    items: Callable[[str], Json | None] | None = None,
-    conversation_items: Callable[[str], list[Json] | None] | None = None,
+    stored: Stored | None = None,
 ) -> ResponsesCall:
-    """``history(response_id)``: the stored conversation of a response, or None;
-    ``items(item_id)``: a stored output item, or None; ``conversation(conversation_id)``: the
-    items of a stored conversation (Conversations API), or None (``conversation_items``)."""
+    """A Responses request as a turn, with what it continues (``stored``: read beforehand for
+    its ``references``)."""
+    stored = stored or Stored()
     data = unpack_extra_body(_object(body))
     refuse_unhandled(data, RESPONSES_HANDLED | extension_names(config), RESPONSES_IGNORED)
-    model = _model(data, models, config)
-    if "input" not in data or data["input"] is None:
-        raise bad_request("'input' is required", param="input", code="missing_required_parameter")
-    if isinstance(data["input"], list):
-        _check_count(len(data["input"]), config, "input")  # type: ignore[arg-type]
-    new_messages = input_messages(data["input"], items)
+    model = _responses_model(data, models, config)
+    new_messages = _input(data, config, stored)
     instructions = _typed(data, "instructions", str, "a string")
-    previous_id = _typed(data, "previous_response_id", str, "a string")
-    past: list[Json] = []
-    if previous_id is not None:
-        found = history(previous_id)
-        if found is None:
-            raise ApiError(
-                404,
-                f"Previous response with id '{previous_id}' not found.",
-                param="previous_response_id",
-                code="previous_response_not_found",
-            )
-        past = found
-    conversation_id = _conversation_id(data.get("conversation"))
-    if conversation_id is not None:
-        if previous_id is not None:
-            raise bad_request(
-                "send 'conversation' or 'previous_response_id', not both",
-                param="conversation",
-                code="invalid_value",
-            )
-        stored = conversation_items(conversation_id) if conversation_items else None
-        if stored is None:
-            raise ApiError(
-                404,
-                f"Conversation with id '{conversation_id}' not found.",
-                param="conversation",
-                code="conversation_not_found",
-            )
-        past = input_messages(history_items(stored)) if history_items(stored) else []
+    named = references(data, config)
+    conversation = [*_past(named, stored), *new_messages]
     stream = _typed(data, "stream", bool, "a boolean")
-    store = _typed(data, "store", bool, "a boolean")
-    background = _typed(data, "background", bool, "a boolean") is True
-    if background and store is False:
-        # As on OpenAI: a background response is polled and resumed from the store.
-        raise bad_request(
-            "background responses must be stored; drop 'store': false",
-            param="background",
-            code="invalid_value",
-        )
-    if model == voice_model(config):
-        raise bad_request(
-            f"'{model}' answers Chat Completions only (/v1/chat/completions)",
-            param="model",
-            code="model_not_supported",
-        )
-    raw_tools = data.get("tools")
-    tools = _function_tools(raw_tools)
-    everything = [*past, *new_messages]
-    client_tools, agent_tools = _tool_policy(data, tools, model, everything, config)
+    store, background = _kept(data)
+    tools = _function_tools(data.get("tools"))
+    client_tools, agent_tools = _tool_policy(data, tools, model, conversation, config)
     params = responses_params(data, client_tools, extension_names(config) - RESPONSES_HANDLED)
     check_honoured(params, config, names=RESPONSES_NAMES)
-    echo: Json = {
-        "previous_response_id": previous_id,
-        "instructions": instructions,
-        "tools": [_flat_tool(t) for t in tools or []],
-        "store": store is not False,
-        "background": background,
-        **({"conversation": {"id": conversation_id}} if conversation_id is not None else {}),
-        **responses_echo(params),
-    }
-    for key in ("max_output_tokens", "max_tool_calls"):
-        echo[key] = _positive_int(data, key)
-    if (truncation := _typed(data, "truncation", str, "a string")) is not None:
-        if truncation != "disabled":
-            # Iris sends the whole conversation; it never drops items to fit a window.
-            raise bad_request(
-                f"'truncation: {truncation}' is not supported; Iris sends the conversation "
-                "whole ('disabled')",
-                param="truncation",
-                code="unsupported_parameter",
-            )
-        echo["truncation"] = truncation
-    if data.get("tool_choice") == "none":
-        echo["tool_choice"] = "none"  # applied by sending no tools at all
-    conversation = [*past, *new_messages]
+    settings = {"instructions": instructions, "store": store, "background": background}
+    echo = _responses_echo(data, named, tools, settings, responses_echo(params))
     _check_count(len(conversation), config, "input")
     _check_chars(conversation, instructions, config)
     turn = TurnRequest(
@@ -464,12 +430,107 @@ def parse_responses(
         turn=turn,
         model=model,
         stream=stream is True,
-        store=store is not False,
+        store=store,
         echo=echo,
-        conversation=conversation,
+        history=conversation,
         background=background,
-        conversation_id=conversation_id,
+        conversation_id=named.conversation_id,
     )
+
+
+def _responses_model(data: Json, models: Sequence[str], config: Config) -> str:
+    """The model a Responses request names: any served one but the voice profile's."""
+    model = _model(data, models, config)
+    if model == voice_model(config):
+        raise bad_request(
+            f"'{model}' answers Chat Completions only (/v1/chat/completions)",
+            param="model",
+            code="model_not_supported",
+        )
+    return model
+
+
+def _input(data: Json, config: Config, stored: Stored) -> list[Json]:
+    """The request's ``input`` as chat-format messages (its references looked up)."""
+    if "input" not in data or data["input"] is None:
+        raise bad_request("'input' is required", param="input", code="missing_required_parameter")
+    if isinstance(data["input"], list):
+        _check_count(len(data["input"]), config, "input")  # type: ignore[arg-type]
+    return input_messages(data["input"], stored.items.get)
+
+
+def _kept(data: Json) -> tuple[bool, bool]:
+    """``store`` (on unless ``false``) and ``background``: a background response is kept."""
+    store = _typed(data, "store", bool, "a boolean") is not False
+    background = _typed(data, "background", bool, "a boolean") is True
+    if background and not store:
+        # As on OpenAI: a background response is polled and resumed from the store.
+        raise bad_request(
+            "background responses must be stored; drop 'store': false",
+            param="background",
+            code="invalid_value",
+        )
+    return store, background
+
+
+def _past(named: References, stored: Stored) -> list[Json]:
+    """The chat-format history a request continues: the previous response's, or the named
+    conversation's items; a 404 for one the stores do not hold."""
+    if named.previous_response_id is not None:
+        if stored.history is None:
+            raise ApiError(
+                404,
+                f"Previous response with id '{named.previous_response_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        return stored.history
+    if named.conversation_id is not None:
+        if stored.conversation is None:
+            raise ApiError(
+                404,
+                f"Conversation with id '{named.conversation_id}' not found.",
+                param="conversation",
+                code="conversation_not_found",
+            )
+        kept = history_items(stored.conversation)
+        return input_messages(kept) if kept else []
+    return []
+
+
+def _responses_echo(
+    data: Json, named: References, tools: list[Json] | None, settings: Json, params: Json
+) -> Json:
+    """The request settings the response object repeats: ``settings`` (instructions, store,
+    background) and ``params`` (the generation parameters applied) among them."""
+    echo: Json = {
+        "previous_response_id": named.previous_response_id,
+        "instructions": settings["instructions"],
+        "tools": [_flat_tool(t) for t in tools or []],
+        "store": settings["store"],
+        "background": settings["background"],
+        **(
+            {"conversation": {"id": named.conversation_id}}
+            if named.conversation_id is not None
+            else {}
+        ),
+        **params,
+    }
+    for key in ("max_output_tokens", "max_tool_calls"):
+        echo[key] = _positive_int(data, key)
+    if (truncation := _typed(data, "truncation", str, "a string")) is not None:
+        if truncation != "disabled":
+            # Iris sends the whole conversation; it never drops items to fit a window.
+            raise bad_request(
+                f"'truncation: {truncation}' is not supported; Iris sends the conversation "
+                "whole ('disabled')",
+                param="truncation",
+                code="unsupported_parameter",
+            )
+        echo["truncation"] = truncation
+    if data.get("tool_choice") == "none":
+        echo["tool_choice"] = "none"  # applied by sending no tools at all
+    return echo
 
 
 def _conversation_id(raw: Any) -> str | None:

@@ -131,36 +131,48 @@ class ChatEncoder:
                 pass  # chat completions cannot ask: such a call is refused in its tool result
             case ElicitationRequested() | ElicitationResolved():
                 pass  # nor is a server's request for input: it is declined
-            case ToolCallDelta(index=index, arguments=arguments, call_id=call_id, name=name):
+            case ToolCallDelta():
                 self._role(out)
-                if call_id:  # the call's head: id, type and name once
-                    self._calls_sent[index] = arguments
-                    function = {"name": name, "arguments": arguments}
-                    head = {"index": index, "id": call_id, "type": "function", "function": function}
-                    out.append(self._chunk(self._calls_delta(head)))
-                elif index in self._calls_sent and arguments:
-                    self._calls_sent[index] += arguments
-                    out.append(self._arguments_chunk(index, arguments))
+                out.extend(self._call_delta(item))
             case TurnEnded():
                 self._role(out)
-                self.usage = dict(item.usage)
-                if item.reason == "tool_calls":
-                    self.tool_calls = [dict(call) for call in item.tool_calls]
-                    for index, call in enumerate(self.tool_calls):
-                        out.extend(self._rest_of_call(index, call))
-                self.finish_reason = _FINISH.get(item.reason, "stop")
-                if item.reason == "tool_calls" and not self.tool_calls:
-                    self.finish_reason = "stop"
-                elif self.finish_reason == "tool_calls" and self.legacy:
-                    self.finish_reason = "function_call"
-                out.append(self._chunk({}, self.finish_reason))
-                if self.include_usage:
-                    out.append(self._usage_chunk())
+                out.extend(self._ended(item))
             case TurnFailed():
                 self.failure = item
                 out.append(failure_chunk(item))
             case _:
                 assert_never(item)
+
+    def _call_delta(self, delta: ToolCallDelta) -> list[Chunk]:
+        """A client tool call as it streams: its head (id, type, name) once, then arguments."""
+        index, arguments = delta.index, delta.arguments
+        if delta.call_id:
+            self._calls_sent[index] = arguments
+            function = {"name": delta.name, "arguments": arguments}
+            head = {"index": index, "id": delta.call_id, "type": "function", "function": function}
+            return [self._chunk(self._calls_delta(head))]
+        if index in self._calls_sent and arguments:
+            self._calls_sent[index] += arguments
+            return [self._arguments_chunk(index, arguments)]
+        return []
+
+    def _ended(self, item: TurnEnded) -> list[Chunk]:
+        """The rest of every client call, the finish reason, and the usage when asked for."""
+        out: list[Chunk] = []
+        self.usage = dict(item.usage)
+        if item.reason == "tool_calls":
+            self.tool_calls = [dict(call) for call in item.tool_calls]
+            for index, call in enumerate(self.tool_calls):
+                out.extend(self._rest_of_call(index, call))
+        self.finish_reason = _FINISH.get(item.reason, "stop")
+        if item.reason == "tool_calls" and not self.tool_calls:
+            self.finish_reason = "stop"
+        elif self.finish_reason == "tool_calls" and self.legacy:
+            self.finish_reason = "function_call"
+        out.append(self._chunk({}, self.finish_reason))
+        if self.include_usage:
+            out.append(self._usage_chunk())
+        return out
 
     def _role(self, out: list[Chunk]) -> None:
         if not self._role_sent:

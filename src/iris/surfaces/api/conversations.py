@@ -26,7 +26,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from iris.state.conversations import Conversations
+from iris.state.item_lists import ItemLists
 from iris.surfaces.api.bodies import input_messages
 from iris.surfaces.api.items import after_not_found, list_object, page_query, stored_item
 from iris.surfaces.api.problems import ApiError, bad_request
@@ -38,7 +38,7 @@ _METADATA_KEYS = 16
 
 
 class ConversationRoutes:
-    def __init__(self, store: Conversations, max_bytes: int) -> None:
+    def __init__(self, store: ItemLists, max_bytes: int) -> None:
         self.store = store
         # The most bytes a conversation's items may take (``max_conversation_bytes``): one
         # grew to 152 MB in 40 appends, and every turn on it read all of it.

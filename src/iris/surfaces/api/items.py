@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from iris.state.conversations import Order
+from iris.state.item_lists import Order
 from iris.surfaces.api.problems import ApiError, bad_request
 
 Json = dict[str, Any]

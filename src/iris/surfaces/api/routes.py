@@ -39,15 +39,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from iris.agent.approvals import Decision
 from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.events import ApprovalRequested, Event, TerminalEvent, TurnEnded, TurnFailed
 from iris.runtime import Runtime
+from iris.state.approvals import Decision
 from iris.state.background import SharedRuns
-from iris.state.conversations import Conversations, conversations_for
+from iris.state.item_lists import ItemLists, item_lists_for
 from iris.state.redis_store import translated
 from iris.state.responses import Responses
 from iris.surfaces.api.background import (
@@ -58,10 +58,12 @@ from iris.surfaces.api.background import (
 )
 from iris.surfaces.api.bodies import (
     ChatCall,
+    References,
     ResponsesCall,
+    Stored,
     parse_chat,
     parse_responses,
-    referenced_ids,
+    references,
 )
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.conversations import ConversationRoutes
@@ -116,7 +118,7 @@ class ResponsesWire:
         call: ResponsesCall,
         store: Responses,
         inputs: list[Json] | None = None,
-        conversations: Conversations | None = None,
+        conversations: ItemLists | None = None,
         tools: ToolView | None = None,
     ) -> None:
         self.call = call
@@ -157,7 +159,7 @@ class ResponsesWire:
     async def finished(self) -> None:
         response = self.encoder.response
         if response is not None and self.call.store:
-            conversation = [*self.call.conversation, *self._turn_messages()]
+            conversation = [*self.call.history, *self._turn_messages()]
             await self.store.save(response, conversation, self.inputs)
         conversation_id = self.call.conversation_id
         # The turn's input and output join the conversation, as OpenAI's do; a failed turn
@@ -242,7 +244,7 @@ class ApiSurface:
             save_lost=self._save_lost,
         )
         self.conversations = ConversationRoutes(
-            runtime.conversations or conversations_for(runtime.store, runtime.shared),
+            runtime.item_lists or item_lists_for(runtime.store, runtime.shared),
             self.settings.max_conversation_bytes,
         )
         self.exchanges: set[TurnExchange] = set()  # open, wound down on shutdown
@@ -353,33 +355,30 @@ class ApiSurface:
             return self._exchange(call.turn, ChatWire(call), stream=call.stream, source=source)
         return self._exchange(call.turn, ChatWire(call), stream=call.stream)
 
+    async def _referred(self, named: References) -> Stored:
+        """What a Responses request continues and refers to, read off the loop before it is
+        parsed (the parser only looks up); a conversation at its cap is a 400 before any work."""
+        previous, conversation = named.previous_response_id, named.conversation_id
+        if conversation is not None:
+            await self.conversations.check_room(conversation)
+        history = await self.responses.history(previous) if previous is not None else None
+        items = await self.conversations.store.items(conversation) if conversation else None
+        found = await self.responses.items(list(named.item_ids)) if named.item_ids else {}
+        return Stored(history, items, found)
+
     async def create_response(self, request: Request) -> Response:
         body = await self._json(request)
         answer = approval_answer(body)
         if answer is not None:
             return await self._answer_approval(answer)
-        # Read off the loop before parsing; the parser only looks it up.
-        previous = body.get("previous_response_id") if isinstance(body, dict) else None
-        stored = await self.responses.conversation(previous) if isinstance(previous, str) else None
-        raw_input = body.get("input") if isinstance(body, dict) else None
-        named = body.get("conversation") if isinstance(body, dict) else None
-        if isinstance(named, dict):
-            named = named.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(named, str):
-            await self.conversations.check_room(named)  # a 400 at the cap, before any work
-        past = await self.conversations.store.items(named) if isinstance(named, str) else None
-        within_cap = not isinstance(raw_input, list) or len(raw_input) <= self.settings.max_messages
-        found = await self.responses.items(referenced_ids(raw_input)) if within_cap else {}
+        named = references(body, self.runtime.config)
+        stored = await self._referred(named)
         call = parse_responses(
-            body,
-            models=self.model_names(),
-            config=self.runtime.config,
-            history=lambda response_id: stored if response_id == previous else None,
-            items=found.get,
-            conversation_items=lambda conversation_id: past if conversation_id == named else None,
+            body, models=self.model_names(), config=self.runtime.config, stored=stored
         )
-        inputs = input_items(raw_input, found)
-        view = await self._first_view(call, past)
+        raw_input = body.get("input") if isinstance(body, dict) else None
+        inputs = input_items(raw_input, stored.items)
+        view = await self._first_view(call, stored.conversation)
         wire = ResponsesWire(call, self.responses, inputs, self.conversations.store, view)
         if call.background:
             return await self._start_background(call, wire)
@@ -428,32 +427,7 @@ class ApiSurface:
         held = self.held.take(answer.approval_id)
         parked = held.parked if held is not None else None
         if held is None or parked is None or held.ended:
-            found = await self.runtime.approvals.resolution(answer.approval_id)
-            if found is not None:
-                raise bad_request(
-                    f"approval request {answer.approval_id!r} already ended: {found.decision}"
-                    f" by {found.by}",
-                    param="input",
-                    code="approval_decided",
-                )
-            if held is None and self.background.shared is not None:
-                chat = await self.runtime.approvals.chat_of(answer.approval_id)
-                asked_in = f"api:{answer.previous_response_id}"
-                if chat == asked_in:
-                    return await self._answer_elsewhere(answer, asked_in, self.background.shared)
-                if chat is not None and chat.startswith("api:"):
-                    raise bad_request(
-                        f"approval request {answer.approval_id!r} belongs to response "
-                        f"{chat[4:]!r}: send that as 'previous_response_id'",
-                        param="previous_response_id",
-                        code="invalid_value",
-                    )
-            raise ApiError(
-                404,
-                f"No approval request {answer.approval_id!r} is waiting on this server.",
-                param="input",
-                code="approval_unknown",
-            )
+            return await self._not_held(answer, gone=held is not None)
         if answer.previous_response_id != parked.response_id:
             self.held.park(answer.approval_id, held)
             raise bad_request(
@@ -485,6 +459,37 @@ class ApiSurface:
         wire = ResponsesWire(call, self.responses, inputs, self.conversations.store, view)
         leg = held.leg(wire.encoder.response_id)
         return self._exchange(call.turn, wire, stream=call.stream, source=leg, release=release)
+
+    async def _not_held(self, answer: ApprovalAnswer, *, gone: bool) -> Response:
+        """An answer to a request no turn of this process holds (``gone``: its turn ended):
+        a 400 if it was decided, the holding process's turn (``store.url``) if the response
+        it names asked it, else a 404."""
+        found = await self.runtime.approvals.resolution(answer.approval_id)
+        if found is not None:
+            raise bad_request(
+                f"approval request {answer.approval_id!r} already ended: {found.decision}"
+                f" by {found.by}",
+                param="input",
+                code="approval_decided",
+            )
+        if not gone and self.background.shared is not None:
+            chat = await self.runtime.approvals.chat_of(answer.approval_id)
+            asked_in = f"api:{answer.previous_response_id}"
+            if chat == asked_in:
+                return await self._answer_elsewhere(answer, asked_in, self.background.shared)
+            if chat is not None and chat.startswith("api:"):
+                raise bad_request(
+                    f"approval request {answer.approval_id!r} belongs to response "
+                    f"{chat[4:]!r}: send that as 'previous_response_id'",
+                    param="previous_response_id",
+                    code="invalid_value",
+                )
+        raise ApiError(
+            404,
+            f"No approval request {answer.approval_id!r} is waiting on this server.",
+            param="input",
+            code="approval_unknown",
+        )
 
     async def _answer_elsewhere(
         self, answer: ApprovalAnswer, chat: str, shared: SharedRuns
@@ -565,7 +570,7 @@ class ApiSurface:
             source=leg,
         )
         try:
-            lease = await shared.announce(run.id, run.snapshot(), call.conversation)
+            lease = await shared.announce(run.id, run.snapshot(), call.history)
             self.background.launch(run, lease)
             with translated(shared.store.url):
                 key = self._continued_key(shared, approval_id)
@@ -588,7 +593,7 @@ class ApiSurface:
         lease = None
         if shared is not None:
             # What a survivor stores the run with, should this process die mid-run.
-            conversation = call.conversation if call.store else None
+            conversation = call.history if call.store else None
             try:
                 # Known to every process before its client hears of it: a poll that lands
                 # on another process at once finds it.

@@ -1,6 +1,6 @@
 """Approval prompts on the chat platforms: what the message with the buttons says, and which are open.
 
-A tool call that waits for a person's yes (``iris.agent.approvals``) is shown in the chat as a
+A tool call that waits for a person's yes (``iris.state.approvals``) is shown in the chat as a
 message with three buttons, **Allow once**, **Allow in this chat** and **Deny**; the message
 carries the whole command (or arguments) while its buttons are live: one that does not fit
 goes first as plain messages, in parts that re-join to the whole, and the message with the
@@ -20,26 +20,36 @@ A reply without buttons (a consumer built without ``Prompts``) says in plain mes
 request waits and how it ended; the runner asks nobody on a platform without buttons
 (WhatsApp): a tool that asks is refused there at once.
 
-Pure: rendering, the registry, and ``ReplyPrompts`` (the approval messages of one reply, in
-the order they go out); the platform calls are the adapters', the pacing the consumer's.
+A press of a button (``Prompts.press``) counts only on the very message that shows the request's
+buttons, in its chat, from a person the platform's ``allowed_users`` lets in (the runner admits,
+this answers); the presser is told the outcome where only they see it.
+
+Pure: rendering and ``ReplyPrompts`` (the approval messages of one reply, in the order they go
+out); the platform calls are the adapters', the pacing the consumer's.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from iris.agent.approvals import Decision, Outcome
+from iris.errors import StoreUnavailable
 from iris.events import ApprovalRequested, ApprovalResolved
 from iris.formats import visible
+from iris.state.approvals import Approvals, Decision, Outcome
+from iris.surfaces.chat.platforms.base import PlatformError
 from iris.surfaces.chat.splitter import Unit, measure, split
 
 if TYPE_CHECKING:
     from iris.state.prompts import SharedPrompts
+    from iris.surfaces.chat.platforms.base import IncomingMessage
+
+log = logging.getLogger(__name__)
 
 PREFIX = "iris-approval"
 _CODES: dict[str, Decision] = {"o": "once", "c": "chat", "d": "deny"}
@@ -198,7 +208,7 @@ class OpenPrompt:
     name: str
     platform: str
     chat_id: str  # the platform's
-    session: str  # the conversation (``runner.conversation_key``): the chat the broker asks in
+    session: str  # the conversation (``runner.session_key``): the chat the broker asks in
     thread: Mapping[str, str] = field(default_factory=dict[str, str])
     gist: str = ""
     message_id: str | None = None  # the message with the buttons, once it landed
@@ -280,6 +290,82 @@ class Prompts:
             return prompt
         found = await self.shared.find(token)
         return None if found is None else OpenPrompt.from_fields(found)
+
+    async def press(
+        self,
+        platform: str,
+        message: IncomingMessage,
+        approvals: Approvals,
+        allowed: bool,
+        *,
+        per_person: bool,
+    ) -> None:
+        """A press of a prompt's button (``message.press``) on ``platform``: the answer, if it
+        counts (``allowed``: the presser may answer there); the presser is told the outcome
+        where only they see it (every press is answered once). ``per_person``: in a group, a
+        ``chat`` answer holds for the presser's turns only."""
+        press = message.press
+        assert press is not None
+        note, refused = await self._answer(platform, message, approvals, allowed, per_person)
+        try:
+            await press.answer(note, refused)
+        except PlatformError as exc:
+            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
+
+    async def _answer(
+        self,
+        platform: str,
+        message: IncomingMessage,
+        approvals: Approvals,
+        allowed: bool,
+        per_person: bool,
+    ) -> tuple[str, bool]:
+        """What the presser is told, and whether nothing changed."""
+        assert message.press is not None
+        parsed = parse_press(message.press.data)
+        try:
+            prompt = await self.lookup(parsed[0]) if parsed is not None else None
+        except StoreUnavailable as exc:
+            return f"Not recorded, please try again: {exc.message}", True
+        # The press must be on the very message that shows the request's buttons, in its chat
+        # (Telegram numbers messages per chat: an id alone names one in every chat).
+        shown = (platform, message.chat_id, message.message_id)
+        if parsed is None or prompt is None:
+            return NOT_OPEN, True
+        if (prompt.platform, prompt.chat_id, prompt.message_id) != shown:
+            return NOT_OPEN, True
+        if not allowed:
+            log.warning(
+                "approval press by %s user %s (%s) refused: not allowed",
+                platform,
+                message.user_id,
+                message.user_name,
+            )
+            return NOT_ALLOWED, True
+        by = message.user_name or message.user_id
+        person = message.user_id if message.is_group and per_person else ""
+        return await _respond(approvals, prompt, parsed[1], by, person)
+
+
+async def _respond(
+    approvals: Approvals, prompt: OpenPrompt, decision: Decision, by: str, person: str
+) -> tuple[str, bool]:
+    """Answer the request; what the presser is told, and whether nothing changed."""
+    try:
+        match await approvals.respond(
+            prompt.approval_id, decision, by, chat_id=prompt.session, person=person
+        ):
+            case "decided":
+                return f"{LABELS[decision]}: {prompt.name}", False
+            case "already_decided":
+                resolution = await approvals.resolution(prompt.approval_id)
+                if resolution is None:
+                    return "Already decided.", True
+                return f"Already decided: {resolution.decision} by {resolution.by}.", True
+            case "unknown":
+                return NOT_OPEN, True
+    except StoreUnavailable as exc:  # the shared store: the answer was not recorded
+        return f"Not recorded, please try again: {exc.message}", True
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@
   and nothing else happens. An empty list allows nobody. A message over ``max_text`` is
   refused whole, with a note.
 - one session per conversation: a chat, or a thread within it (Telegram forum topic, Slack
-  thread, Discord thread: ``conversation_key``); a new thread starts empty, ``/new`` in a
+  thread, Discord thread: ``session_key``); a new thread starts empty, ``/new`` in a
   thread resets that thread only, and every call of its reply carries its thread.
 - one active turn per conversation: a new message interrupts
   the turn that is streaming (its text is finalized without the cursor), then runs. A message
@@ -65,7 +65,6 @@ from typing import Any, Literal, cast
 
 from starlette.routing import BaseRoute
 
-from iris.agent.approvals import Decision
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.agent.tools import Tool
@@ -79,8 +78,8 @@ from iris.state.prompts import SharedPrompts
 from iris.state.threads import threads_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.chat.admission import Refusals, addressed, allowed, too_long
-from iris.surfaces.chat.attachments import gather
 from iris.surfaces.chat.consumer import StreamConsumer
+from iris.surfaces.chat.downloads import gather
 from iris.surfaces.chat.line import Line, Place
 from iris.surfaces.chat.oneoff import send_once
 from iris.surfaces.chat.platforms.base import (
@@ -91,14 +90,7 @@ from iris.surfaces.chat.platforms.base import (
     approval_platform,
 )
 from iris.surfaces.chat.poller import BotPoller, bot_token
-from iris.surfaces.chat.prompts import (
-    LABELS,
-    NOT_ALLOWED,
-    NOT_OPEN,
-    OpenPrompt,
-    Prompts,
-    parse_press,
-)
+from iris.surfaces.chat.prompts import Prompts
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
@@ -115,7 +107,7 @@ QUEUED = "⏳ Queued ({ahead} ahead of you): I'll answer as soon as it's your tu
 # Seconds a message waits in line (typing shown) before the queued note.
 QUEUED_AFTER = 3.0
 # Throttles of chats kept at most, by seat (the least recently used go first: by then their
-# budget has long refilled; a conversation keeps its own).
+# budget has long refilled; a session keeps its own).
 _THROTTLES_KEPT = 10_000
 # Commands that change the history: they wait for the turn that is saving its reply.
 HISTORY_COMMANDS = frozenset({"new", "compact"})
@@ -166,14 +158,14 @@ def build_platforms(config: Config) -> list[ChatPlatform]:
     return platforms
 
 
-def conversation_key(message: IncomingMessage) -> str:
+def session_key(message: IncomingMessage) -> str:
     thread = ":".join(message.thread[k] for k in sorted(message.thread))
     base = f"{message.platform}:{message.chat_id}"
     return f"{base}:{thread}" if thread else base
 
 
 @dataclass
-class _Conversation:
+class _Session:
     chat: Conversation  # its history and controls: every turn and command goes through it
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     turn: Turn | None = None
@@ -196,11 +188,11 @@ class ChatSurface:
         for platform in self.platforms:
             if isinstance(platform, WebhookPlatform):  # a redelivery is answered once, anywhere
                 platform.deliveries = runtime.deliveries
-        self._conversations: dict[str, _Conversation] = {}
+        self._sessions: dict[str, _Session] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # messages being handled, in _group
         self._group = OpenGroup()  # from start to stop
         self._refusals = Refusals()
-        # (platform, seat) -> the throttle of a chat that has no conversation (yet).
+        # (platform, seat) -> the throttle of a chat that has no session (yet).
         self._throttles: OrderedDict[tuple[str, str], Throttle] = OrderedDict()
         self._connected: list[ChatPlatform] = []
         # With a shared store: one poller per platform, receiving while it holds the bot's lease.
@@ -275,9 +267,9 @@ class ChatSurface:
         """Stop receiving on ``platform``; when its lease was ``lost``, another process may
         receive already: the replies being written here end now (their text so far stays)."""
         if lost:
-            for key, conversation in self._conversations.items():
-                if key.startswith(f"{platform.name}:") and conversation.turn is not None:
-                    conversation.turn.interrupt()
+            for key, session in self._sessions.items():
+                if key.startswith(f"{platform.name}:") and session.turn is not None:
+                    session.turn.interrupt()
             if self._tasks:
                 await asyncio.wait(set(self._tasks), timeout=_STOP_GRACE)
         if platform in self._connected:
@@ -286,9 +278,9 @@ class ChatSurface:
             await platform.disconnect()
 
     async def stop(self) -> None:
-        for conversation in self._conversations.values():
-            if conversation.turn is not None:
-                conversation.turn.interrupt()
+        for session in self._sessions.values():
+            if session.turn is not None:
+                session.turn.interrupt()
         if self._tasks:
             _, late = await asyncio.wait(set(self._tasks), timeout=_STOP_GRACE)
             for task in late:
@@ -305,8 +297,8 @@ class ChatSurface:
         self._connected.clear()
         for line in self._lines.values():
             line.close()
-        for conversation in self._conversations.values():
-            slot, conversation.handed = conversation.handed, None
+        for session in self._sessions.values():
+            slot, session.handed = session.handed, None
             if slot is not None:
                 slot.release()
         await self._group.close()
@@ -325,16 +317,16 @@ class ChatSurface:
 
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
+        settings = getattr(self.runtime.config.platforms, platform.name)
         if message.press is not None:
-            self._spawn(self._press(platform, message))
+            self._spawn(self._press(platform, message, allowed(settings, message)))
             return
         if message.stop:
             self._stop_button(message)
             return
         if not message.text.strip() and not message.attachments:
             return
-        settings = getattr(self.runtime.config.platforms, platform.name)
-        known = self._conversations.get(conversation_key(message))
+        known = self._sessions.get(session_key(message))
         if not addressed(settings, message, known is not None and known.answered):
             if self._follow_up(platform.name, message):
                 # A thread this process has not seen the bot answer in: the store may know
@@ -346,30 +338,39 @@ class ChatSurface:
         if not allowed(settings, message):
             self._spawn(self._refuse(platform, message))
             return
-        conversation = self._conversation(message)
+        session = self._session(message)
         command = parse(message.text)
         if command is not None:
-            self._spawn(self._command(platform, message, conversation, command))
+            self._spawn(self._command(platform, message, session, command))
             return
         note = too_long(settings, message)
         if note is not None:  # refused whole, as the iris socket does: no model call
-            self._spawn(self._send_once(platform, message, conversation, note))
+            self._spawn(self._send_once(platform, message, session, note))
             return
-        conversation.latest += 1
+        session.latest += 1
         # A burst (this message within ``debounce`` of the last, or one that interrupts a
         # turn) is one turn: it waits for that long a quiet, and the newest message runs with
         # the others in its history (finding 3 of the second hardening pass: a flood made one
         # model request per message). A message in a quiet chat runs at once.
         now = time.monotonic()
         debounce = settings.debounce
-        settle = debounce > 0 and (
-            now - conversation.arrived < debounce or conversation.turn is not None
-        )
-        conversation.arrived = now
-        if conversation.turn is not None:
-            conversation.turn.interrupt()  # finalized without the cursor, then this one runs
-        self._spawn(
-            self._handle(platform, message, conversation, conversation.latest, debounce * settle)
+        settle = debounce > 0 and (now - session.arrived < debounce or session.turn is not None)
+        session.arrived = now
+        if session.turn is not None:
+            session.turn.interrupt()  # finalized without the cursor, then this one runs
+        self._spawn(self._handle(platform, message, session, session.latest, debounce * settle))
+
+    def _press(
+        self, platform: ChatPlatform, message: IncomingMessage, admitted: bool
+    ) -> Coroutine[Any, Any, None]:
+        """A press of an approval prompt's button, for the prompts to answer: ``admitted``
+        says whether the presser may answer in that chat at all."""
+        # In a group, "allow in this chat" holds for the presser's own turns
+        # (``tools.approval.group_allow``), not every member's.
+        per_person = self.runtime.config.tools.approval.group_allow == "person"
+        approvals = self.runtime.approvals
+        return self.prompts.press(
+            platform.name, message, approvals, admitted, per_person=per_person
         )
 
     def _stop_button(self, message: IncomingMessage) -> None:
@@ -377,73 +378,14 @@ class ChatSurface:
         draft it was. The button is on a reply an allowed user asked for, in their private
         chat; a press that reaches us after that turn moved on (an older reply's draft, a turn
         that ended) stops nothing."""
-        conversation = self._conversations.get(conversation_key(message))
-        turn = conversation.turn if conversation is not None else None
-        consumer = conversation.consumer if conversation is not None else None
+        session = self._sessions.get(session_key(message))
+        turn = session.turn if session is not None else None
+        consumer = session.consumer if session is not None else None
         draft = message.draft_id
         if turn is None or consumer is None or draft is None or not consumer.shows_draft(draft):
             log.debug("stop button in %s (draft %s) is stale: ignored", message.chat_id, draft)
             return
         turn.interrupt()
-
-    async def _press(self, platform: ChatPlatform, message: IncomingMessage) -> None:
-        """A press of an approval prompt's button: the answer, if it counts; the presser is
-        told the outcome where only they see it (every press is answered once)."""
-        press = message.press
-        assert press is not None
-        parsed = parse_press(press.data)
-        note, refused = NOT_OPEN, True
-        try:
-            prompt = await self.prompts.lookup(parsed[0]) if parsed is not None else None
-        except StoreUnavailable as exc:
-            prompt, note = None, f"Not recorded, please try again: {exc.message}"
-        # The press must be on the very message that shows the request's buttons, in its chat
-        # (Telegram numbers messages per chat: an id alone names one in every chat).
-        shown = (platform.name, message.chat_id, message.message_id)
-        if prompt is None or (prompt.platform, prompt.chat_id, prompt.message_id) != shown:
-            pass
-        elif not allowed(getattr(self.runtime.config.platforms, platform.name), message):
-            log.warning(
-                "approval press by %s user %s (%s) refused: not allowed",
-                platform.name,
-                message.user_id,
-                message.user_name,
-            )
-            note = NOT_ALLOWED
-        else:
-            assert parsed is not None
-            decision = parsed[1]
-            by = message.user_name or message.user_id
-            # In a group, "allow in this chat" holds for the presser's own turns
-            # (``tools.approval.group_allow``), not every member's.
-            scoped = self.runtime.config.tools.approval.group_allow == "person"
-            person = message.user_id if message.is_group and scoped else ""
-            note, refused = await self._respond(prompt, decision, by, person)
-        try:
-            await press.answer(note, refused)
-        except PlatformError as exc:
-            log.info("answer to an approval press in %s not delivered: %s", message.chat_id, exc)
-
-    async def _respond(
-        self, prompt: OpenPrompt, decision: Decision, by: str, person: str = ""
-    ) -> tuple[str, bool]:
-        """Answer the request; what the presser is told, and whether nothing changed."""
-        approvals = self.runtime.approvals
-        try:
-            match await approvals.respond(
-                prompt.approval_id, decision, by, chat_id=prompt.session, person=person
-            ):
-                case "decided":
-                    return f"{LABELS[decision]}: {prompt.name}", False
-                case "already_decided":
-                    resolution = await approvals.resolution(prompt.approval_id)
-                    if resolution is None:
-                        return "Already decided.", True
-                    return f"Already decided: {resolution.decision} by {resolution.by}.", True
-                case "unknown":
-                    return NOT_OPEN, True
-        except StoreUnavailable as exc:  # the shared store: the answer was not recorded
-            return f"Not recorded, please try again: {exc.message}", True
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self._group.create_task(logged(work, "handling a chat message"))
@@ -456,11 +398,11 @@ class ChatSurface:
         groups = getattr(getattr(self.runtime.config.platforms, name), "groups", None)
         if groups is None or groups.strict_mention or not message.thread:
             return False
-        conversation = self._conversations.get(conversation_key(message))
-        return conversation is None or not conversation.answered
+        session = self._sessions.get(session_key(message))
+        return session is None or not session.answered
 
     async def _recall_thread(self, platform: ChatPlatform, message: IncomingMessage) -> None:
-        key = conversation_key(message)
+        key = session_key(message)
         try:
             answered = await self.threads.answered(key)
         except StoreUnavailable as exc:
@@ -469,78 +411,78 @@ class ChatSurface:
         if not answered:
             log.debug("%s: not addressed to the bot in %s: ignored", platform.name, message.chat_id)
             return
-        self._conversation(message).answered = True
+        self._session(message).answered = True
         self.receive(platform, message)
 
-    async def _answered(self, conversation: _Conversation, message: IncomingMessage) -> None:
-        """The bot answered in this conversation: a thread's is kept, so that a follow-up there
+    async def _answered(self, session: _Session, message: IncomingMessage) -> None:
+        """The bot answered in this session: a thread's is kept, so that a follow-up there
         needs no mention after a restart or on another process either."""
-        conversation.answered = True
+        session.answered = True
         if not message.thread:
             return
         try:
-            await self.threads.mark(conversation.chat.session)
+            await self.threads.mark(session.chat.session)
         except StoreUnavailable as exc:
-            log.warning("%s: not kept as answered: %s", conversation.chat.session, exc.message)
+            log.warning("%s: not kept as answered: %s", session.chat.session, exc.message)
 
     async def _refuse(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         refusal = self._refusals.due(platform.name, message.user_id, time.monotonic())
         if refusal is None:
             return
         log.warning("refused %s user %s (%s)", platform.name, message.user_id, message.user_name)
-        # In a group the chat may have a conversation of allowed users: share its budget.
-        conversation = self._conversations.get(conversation_key(message))
-        await self._say(platform, message, conversation, refusal, "refusal")
+        # In a group the chat may have a session of allowed users: share its budget.
+        session = self._sessions.get(session_key(message))
+        await self._say(platform, message, session, refusal, "refusal")
 
     async def _handle(
         self,
         platform: ChatPlatform,
         message: IncomingMessage,
-        conversation: _Conversation,
+        session: _Session,
         sequence: int,
         debounce: float = 0.0,
     ) -> None:
-        chat = conversation.chat
+        chat = session.chat
         # Its files are fetched while the burst settles; what the model will not get is said now.
         user = await gather(platform, message, self.runtime.config)
         if user.notes:
             notes = "\n".join(user.notes)
-            await self._say(platform, message, conversation, notes, "attachment note")
-        while debounce and sequence == conversation.latest:
-            quiet = conversation.arrived + debounce - time.monotonic()
+            await self._say(platform, message, session, notes, "attachment note")
+        while debounce and sequence == session.latest:
+            quiet = session.arrived + debounce - time.monotonic()
             if quiet <= 0:
                 break
             await asyncio.sleep(quiet)  # until the chat was quiet that long, or a newer one came
-        async with conversation.lock:
-            slot, conversation.handed = conversation.handed, None
-            if slot is None and sequence == conversation.latest:
-                got = await self._turn_slot(platform, message, conversation)
+        async with session.lock:
+            slot, session.handed = session.handed, None
+            if slot is None and sequence == session.latest:
+                got = await self._turn_slot(platform, message, session)
                 if got == "full":  # the line is full too: say so now
-                    await self._say(platform, message, conversation, BUSY, "busy note")
+                    await self._say(platform, message, session, BUSY, "busy note")
                     return
                 if got == "stopped":  # /stop while it waited: kept, not answered
                     await chat.remember(user)
                     return
                 slot = got
-            if sequence != conversation.latest:
+            if sequence != session.latest:
                 # A newer message arrived while this one waited: keep it as context only
                 # (whole: its images go with the newer message's turn, then no further); the
                 # slot it won in line is the newest one's (it waits on this lock).
-                conversation.handed = slot
+                session.handed = slot
                 metrics.chat_overtaken(platform.name)
                 await chat.remember(user)
                 return
             assert slot is not None
             try:
-                await self._run_turn(platform, message, conversation, chat, user, sequence)
+                await self._run_turn(platform, message, session, chat, user, sequence)
             except Exception:  # its question was kept when it began: only the reply is lost
                 log.exception("chat turn crashed in %s", chat.session)
             finally:
                 slot.release()
-            await self._answered(conversation, message)
+            await self._answered(session, message)
 
     async def _turn_slot(
-        self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation
+        self, platform: ChatPlatform, message: IncomingMessage, session: _Session
     ) -> TurnSlot | Literal["full", "stopped"]:
         """A turn slot for ``message``: at once, or after waiting in the platform's line
         (typing shown; after ``queued_after`` seconds one "queued" note); ``full`` when the
@@ -554,13 +496,13 @@ class ChatSurface:
         if not isinstance(got, Place):
             return got
         metrics.chat_queued(platform.name)
-        conversation.waiting = got
+        session.waiting = got
         try:
             async with TypingLease(platform, message.chat_id, thread=message.thread):
                 done, _ = await asyncio.wait({got.granted}, timeout=self.queued_after)
                 if not done:
                     note = QUEUED.format(ahead=got.ahead())
-                    await self._say(platform, message, conversation, note, "queued note")
+                    await self._say(platform, message, session, note, "queued note")
                 return await got.wait()
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -568,36 +510,36 @@ class ChatSurface:
                 return "stopped"  # /stop took it out of the line
             raise
         finally:
-            conversation.waiting = None
+            session.waiting = None
             got.leave()  # a slot granted but not taken (cancelled at shutdown) goes back
 
     async def _command(
         self,
         platform: ChatPlatform,
         message: IncomingMessage,
-        conversation: _Conversation,
+        session: _Session,
         command: Command,
     ) -> None:
         def stop() -> bool:
-            if conversation.waiting is not None:  # still in line: it leaves, unanswered
-                conversation.waiting.leave()
+            if session.waiting is not None:  # still in line: it leaves, unanswered
+                session.waiting.leave()
                 return True
-            if conversation.turn is None:
+            if session.turn is None:
                 return False
-            conversation.turn.interrupt()
+            session.turn.interrupt()
             return True
 
         display = self.runtime.config.display_for(cast(Surface, platform.name))
         target = CommandTarget(
-            conversation.chat,
-            busy=conversation.turn is not None,
+            session.chat,
+            busy=session.turn is not None,
             stop=stop,
             show_reasoning=display.show_reasoning,
         )
         try:
             if command.name in HISTORY_COMMANDS and not target.busy:
                 # A reply just delivered may not be in the history yet: wait until it is.
-                async with conversation.lock:
+                async with session.lock:
                     answer = await execute(command, target)
             else:
                 answer = await execute(command, target)
@@ -607,16 +549,16 @@ class ChatSurface:
             log.exception("/%s failed in %s", command.name, target.session)
             answer = f"/{command.name} failed: internal error"
         try:
-            await self._send_once(platform, message, conversation, answer)
+            await self._send_once(platform, message, session, answer)
         except PlatformError as exc:
             log.info("answer to /%s not delivered: %s", command.name, exc)
-        await self._answered(conversation, message)
+        await self._answered(session, message)
 
-    def _conversation(self, message: IncomingMessage) -> _Conversation:
-        """The conversation ``message`` belongs to, made on its first message."""
-        key = conversation_key(message)
-        conversation = self._conversations.get(key)
-        if conversation is None:
+    def _session(self, message: IncomingMessage) -> _Session:
+        """The session ``message`` belongs to, made on its first message."""
+        key = session_key(message)
+        session = self._sessions.get(key)
+        if session is None:
             runtime = self.runtime
             # Asked in the chat, with buttons (``prompts``); where the platform has none
             # (WhatsApp) nobody can be asked, so a tool that asks is refused, never run unasked.
@@ -627,20 +569,20 @@ class ChatSurface:
             chat = Conversation(
                 runtime.agent, runtime.sessions, runtime.controls, key, approvals=approvals
             )
-            conversation = self._conversations[key] = _Conversation(chat)
-        return conversation
+            session = self._sessions[key] = _Session(chat)
+        return session
 
     async def _say(
         self,
         platform: ChatPlatform,
         message: IncomingMessage,
-        conversation: _Conversation | None,
+        session: _Session | None,
         text: str,
         what: str,
     ) -> None:
         """``_send_once``, a failure only logged (``what``: the message, as the log names it)."""
         try:
-            await self._send_once(platform, message, conversation, text)
+            await self._send_once(platform, message, session, text)
         except PlatformError as exc:
             log.info("%s to %s not delivered: %s", what, message.user_id, exc)
 
@@ -648,22 +590,22 @@ class ChatSurface:
         self,
         platform: ChatPlatform,
         message: IncomingMessage,
-        conversation: _Conversation | None,
+        session: _Session | None,
         text: str,
     ) -> None:
         """A one-off message in the chat of ``message``, within the chat's and the bot's
         budgets (``conversation``: whose throttle it shares; None: a chat without one)."""
-        throttle = self._throttle(platform, message, conversation)
+        throttle = self._throttle(platform, message, session)
         await send_once(platform, message.chat_id, text, throttle=throttle, thread=message.thread)
 
     def _throttle(
-        self, platform: ChatPlatform, message: IncomingMessage, conversation: _Conversation | None
+        self, platform: ChatPlatform, message: IncomingMessage, session: _Session | None
     ) -> Throttle:
         """The chat's throttle, by its seat: made on first use, it outlives turns, and every
-        conversation of the seat shares it (two Telegram forum topics of one group draw on the
+        session of the seat shares it (two Telegram forum topics of one group draw on the
         group's budget; a Discord thread is a channel, a seat, of its own)."""
-        if conversation is not None and conversation.throttle is not None:
-            return conversation.throttle
+        if session is not None and session.throttle is not None:
+            return session.throttle
         # Its seat at the bot's shared budget: all chats of the bot take turns there.
         seat = platform.budget.seat(message.chat_id, message.thread)
         key = (platform.name, seat.key)
@@ -676,15 +618,15 @@ class ChatSurface:
             if len(self._throttles) > _THROTTLES_KEPT:
                 self._throttles.popitem(last=False)
         self._throttles.move_to_end(key)
-        if conversation is not None:
-            conversation.throttle = throttle  # the conversation's from now on
+        if session is not None:
+            session.throttle = throttle  # the conversation's from now on
         return throttle
 
     async def _run_turn(
         self,
         platform: ChatPlatform,
         message: IncomingMessage,
-        conversation: _Conversation,
+        session: _Session,
         chat: Conversation,
         user: UserMessage,
         sequence: int,
@@ -696,7 +638,7 @@ class ChatSurface:
             controls = await chat.controls()
         except StoreUnavailable as exc:  # the turn cannot start: said below, like any failure
             controls, refused = Controls(), exc
-        consumer = self._consumer(platform, message, conversation, chat, controls, sequence)
+        consumer = self._consumer(platform, message, session, chat, controls, sequence)
         options = TurnOptions(
             stream=self.runtime.config.streams(name),
             metadata={
@@ -718,15 +660,15 @@ class ChatSurface:
             return
         try:
             async with exchange.turn as turn:
-                conversation.turn, conversation.consumer = turn, consumer
-                if sequence != conversation.latest:
+                session.turn, session.consumer = turn, consumer
+                if sequence != session.latest:
                     turn.interrupt()  # overtaken while it was being set up
                 events = whole(turn) if platform.capabilities.whole else turn
                 outcome = await consumer.consume(events)
         finally:
-            conversation.turn = conversation.consumer = None
-            conversation.next_draft = consumer.next_draft
-            conversation.native_refused |= consumer.native_refused
+            session.turn = session.consumer = None
+            session.next_draft = consumer.next_draft
+            session.native_refused |= consumer.native_refused
         # A turn whose stream broke has no record of its own: the reply as the user saw it.
         # One not kept is logged by the conversation; the user has it in the chat already.
         await exchange.keep(outcome, consumer.reply.cut_text)
@@ -735,7 +677,7 @@ class ChatSurface:
         self,
         platform: ChatPlatform,
         message: IncomingMessage,
-        conversation: _Conversation,
+        session: _Session,
         chat: Conversation,
         controls: Controls,
         sequence: int,
@@ -750,19 +692,19 @@ class ChatSurface:
         )
         streaming = config.streams(name)
         native = None
-        if streaming and not conversation.native_refused:
+        if streaming and not session.native_refused:
             native = choose(platform, message, display.transport)
         return StreamConsumer(
             platform,
             message.chat_id,
             display=display,
             streaming=streaming,
-            throttle=self._throttle(platform, message, conversation),
+            throttle=self._throttle(platform, message, session),
             thread=message.thread,
             native=native,
-            first_draft=conversation.next_draft,
+            first_draft=session.next_draft,
             # Once a newer message overtook this one, the reply's messages say what they answer.
-            quote=lambda: message.message_id if sequence != conversation.latest else "",
+            quote=lambda: message.message_id if sequence != session.latest else "",
             prompts=self.prompts,
             session=chat.session,
         )

@@ -28,20 +28,21 @@ from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from iris.agent import Agent
-from iris.agent.approvals import ApprovalPolicy, Approvals, Decision
+from iris.agent.approvals import ApprovalPolicy
 from iris.agent.attachments import prepare
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.config import Config
 from iris.events import ApprovalRequested, ApprovalResolved, Event
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
+from iris.state.approvals import Decision, MemoryApprovals
 from iris.state.controls import Controls, MemoryControls
 from iris.state.sessions import MemorySessions
 from iris.surfaces.actions import compacted, status
-from iris.surfaces.cli.attach import Staged, path_of, split_paths
-from iris.surfaces.cli.commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
+from iris.surfaces.cli.repl_commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
+from iris.surfaces.cli.staged import Staged, path_of, split_paths
 from iris.surfaces.cli.theme import STYLE
 from iris.tasks import Supervisor
 
@@ -133,7 +134,7 @@ class Chat:
         self.controls = MemoryControls()
         # The REPL's own approvals: asked in the status line while a turn runs (a screen
         # that reads no keys asks nobody, so a tool that asks is refused there).
-        self.approvals = Approvals(
+        self.approvals = MemoryApprovals(
             ApprovalPolicy.configured(config.tools.approval, config.mcp_servers)
         )
         self.user = _user_name()

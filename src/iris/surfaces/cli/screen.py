@@ -35,8 +35,8 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.renderer import print_formatted_text
 from prompt_toolkit.styles import BaseStyle
 
-from iris.agent.approvals import Decision
 from iris.events import ApprovalRequested, Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.state.approvals import Decision
 from iris.surfaces.cli.markdown import Piece
 from iris.surfaces.cli.render import Frame, ReplyRenderer
 from iris.surfaces.driver import drive
@@ -169,6 +169,43 @@ class LiveScreen:
     async def running(self, on_interrupt: Interrupt) -> AsyncGenerator[None]:
         self._live, self._status = (), "Ctrl-C to interrupt"
         started_at = time.monotonic()
+        live = Window(
+            FormattedTextControl(lambda: list(self._live)), wrap_lines=True, dont_extend_height=True
+        )
+        status = Window(FormattedTextControl(lambda: self._status_line(started_at)), height=1)
+        app: Application[None] = Application(
+            layout=Layout(
+                HSplit([ConditionalContainer(live, Condition(lambda: bool(self._live))), status])
+            ),
+            key_bindings=self._bindings(on_interrupt),
+            style=self.style,
+            input=self.input,
+            output=self.output,
+            erase_when_done=True,
+            refresh_interval=_SPIN_INTERVAL,
+        )
+        started = asyncio.Event()
+        async with task_group() as group:
+            task = group.create_task(
+                app.run_async(pre_run=started.set, set_exception_handler=False)
+            )
+            # From pre_run to the first await, the app attaches the input synchronously.
+            await started.wait()
+            self._app = app
+            try:
+                yield
+            finally:
+                self._app = None
+                self._live = ()
+                self._asking = None
+                if not task.done():
+                    app.exit()
+                # Let it restore the terminal even when the turn was cancelled, not cut it off.
+                await asyncio.wait([task])
+
+    def _bindings(self, on_interrupt: Interrupt) -> KeyBindings:
+        """The keys while a reply streams: Ctrl-C interrupts, an approval's keys answer it,
+        anything else is typed ahead for the next prompt."""
         bindings = KeyBindings()
 
         @bindings.add("c-c")
@@ -205,73 +242,40 @@ class LiveScreen:
             if not self._typed.endswith("\n"):
                 self._typed = self._typed[:-1]
 
-        def status() -> StyleAndTextTuples:  # prompt_toolkit's own list type (invariant)
-            # A spinner and the time so far: a slow first token or a long tool is not a hang.
-            elapsed = time.monotonic() - started_at
-            spin = _SPINNER[int(elapsed * 10) % len(_SPINNER)]
-            if self._asking is not None:
-                request = self._asking[0]
-                left = max(0.0, request.expires_at - time.time())
-                tail = ("class:footer", f" · {left:.0f} s left · Ctrl-C to interrupt")
-                if not self.armed():
-                    ignored = f" ({self._ignored} ignored)" if self._ignored else ""
-                    return [
-                        ("class:approval", f"{spin} run {request.name}? "),
-                        ("class:footer", f"keys typed before this are ignored{ignored}"),
-                        tail,
-                    ]
-                if self._confirming:
-                    return [
-                        ("class:approval", f"{spin} allow {request.name} in this chat? "),
-                        ("class:approval.prompt", "c again to confirm · any other key: back"),
-                        tail,
-                    ]
-                return [
-                    ("class:approval", f"{spin} run {request.name}? "),
-                    ("class:approval.prompt", "y once · c this chat · n/Enter deny"),
-                    tail,
-                ]
-            shown = self._typed[-40:].replace(EOF, "^D").replace("\n", " ⏎ ")
-            typed = f" · next: {shown}" if self._typed else ""
-            return [("class:footer", f"{spin} {elapsed:.0f} s · {self._status}{typed}")]
+        return bindings
 
-        live = Window(
-            FormattedTextControl(lambda: list(self._live)), wrap_lines=True, dont_extend_height=True
-        )
-        app: Application[None] = Application(
-            layout=Layout(
-                HSplit(
-                    [
-                        ConditionalContainer(live, Condition(lambda: bool(self._live))),
-                        Window(FormattedTextControl(status), height=1),
-                    ]
-                )
-            ),
-            key_bindings=bindings,
-            style=self.style,
-            input=self.input,
-            output=self.output,
-            erase_when_done=True,
-            refresh_interval=_SPIN_INTERVAL,
-        )
-        started = asyncio.Event()
-        async with task_group() as group:
-            task = group.create_task(
-                app.run_async(pre_run=started.set, set_exception_handler=False)
-            )
-            # From pre_run to the first await, the app attaches the input synchronously.
-            await started.wait()
-            self._app = app
-            try:
-                yield
-            finally:
-                self._app = None
-                self._live = ()
-                self._asking = None
-                if not task.done():
-                    app.exit()
-                # Let it restore the terminal even when the turn was cancelled, not cut it off.
-                await asyncio.wait([task])
+    def _status_line(self, started_at: float) -> StyleAndTextTuples:
+        """A spinner and the time so far (a slow first token or a long tool is not a hang),
+        or the approval being asked."""
+        elapsed = time.monotonic() - started_at
+        spin = _SPINNER[int(elapsed * 10) % len(_SPINNER)]
+        if self._asking is not None:
+            return self._asking_line(self._asking[0], spin)
+        shown = self._typed[-40:].replace(EOF, "^D").replace("\n", " ⏎ ")
+        typed = f" · next: {shown}" if self._typed else ""
+        return [("class:footer", f"{spin} {elapsed:.0f} s · {self._status}{typed}")]
+
+    def _asking_line(self, request: ApprovalRequested, spin: str) -> StyleAndTextTuples:
+        left = max(0.0, request.expires_at - time.time())
+        tail = ("class:footer", f" · {left:.0f} s left · Ctrl-C to interrupt")
+        if not self.armed():
+            ignored = f" ({self._ignored} ignored)" if self._ignored else ""
+            return [
+                ("class:approval", f"{spin} run {request.name}? "),
+                ("class:footer", f"keys typed before this are ignored{ignored}"),
+                tail,
+            ]
+        if self._confirming:
+            return [
+                ("class:approval", f"{spin} allow {request.name} in this chat? "),
+                ("class:approval.prompt", "c again to confirm · any other key: back"),
+                tail,
+            ]
+        return [
+            ("class:approval", f"{spin} run {request.name}? "),
+            ("class:approval.prompt", "y once · c this chat · n/Enter deny"),
+            tail,
+        ]
 
     async def show(self, frame: Frame) -> None:
         if frame.commit:

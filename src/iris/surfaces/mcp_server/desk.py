@@ -26,7 +26,7 @@ from iris.protocol import inbound
 from iris.protocol.frames import approval_request
 from iris.surfaces.mcp_server.reply import ReplyFold, Waiting
 from iris.surfaces.socket import chats
-from iris.surfaces.socket.endpoint import IrisSurface
+from iris.surfaces.socket.endpoint import SocketSurface
 from iris.surfaces.socket.room import ChatRoom
 
 MAX_PAGE = 200  # messages one chat_read returns at most
@@ -55,7 +55,7 @@ Progress = Callable[[str], Awaitable[None]]
 
 
 class ChatDesk:
-    def __init__(self, surface: IrisSurface) -> None:
+    def __init__(self, surface: SocketSurface) -> None:
         self.surface = surface
         self.runtime = surface.runtime
 

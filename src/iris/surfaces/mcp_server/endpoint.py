@@ -31,7 +31,7 @@ from iris.surfaces.mcp_server.desk import Caller, ChatDesk
 from iris.surfaces.mcp_server.tools import CALLER_HEADER, build_server
 from iris.surfaces.refusals import refusal, throttled, unauthorized
 from iris.surfaces.socket.access import bearer
-from iris.surfaces.socket.endpoint import IrisSurface
+from iris.surfaces.socket.endpoint import SocketSurface
 
 PATH = "/mcp"
 SURFACE = "mcp"  # the throttle's name for this surface
@@ -40,7 +40,7 @@ SURFACE = "mcp"  # the throttle's name for this surface
 class McpSurface:
     """MCP server mode on the server: the route, and the SDK's transport from start to stop."""
 
-    def __init__(self, iris: IrisSurface) -> None:
+    def __init__(self, iris: SocketSurface) -> None:
         self.iris = iris
         self.runtime = iris.runtime
         server = build_server(ChatDesk(iris))

@@ -16,7 +16,7 @@ from iris.config import Config
 from iris.runtime import Runtime
 from iris.surfaces.mcp_server.desk import ChatDesk
 from iris.surfaces.mcp_server.tools import build_server
-from iris.surfaces.socket.endpoint import IrisSurface
+from iris.surfaces.socket.endpoint import SocketSurface
 
 
 def run_stdio(config: Config) -> int:
@@ -27,7 +27,7 @@ def run_stdio(config: Config) -> int:
 
 async def serve_stdio(config: Config) -> None:
     runtime = Runtime.create(config)
-    iris = IrisSurface(runtime)
+    iris = SocketSurface(runtime)
     runtime.agent.prepare()
     try:
         await runtime.agent.start_tools()

@@ -39,7 +39,6 @@ from typing import Any, assert_never
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from iris.agent.approvals import Decision
 from iris.agent.elicitation import Action, ElicitationError
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
@@ -56,7 +55,9 @@ from iris.protocol.appends import AppendWriter
 from iris.protocol.frames import approval_request
 from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
+from iris.state.approvals import Decision
 from iris.state.devices import Check
+from iris.state.turn_owners import turn_owners_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
@@ -64,7 +65,6 @@ from iris.surfaces.prompts_command import fetched, wants_run
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.socket.flood import FrameBucket
-from iris.surfaces.socket.owners import Owners
 from iris.surfaces.socket.room import INTERRUPTED, OWNER_LOST, ChatRoom, encoder_settings
 from iris.tasks import OpenGroup, logged, task_group
 
@@ -94,7 +94,11 @@ class _Refusal:
     reason: str
 
 
-class IrisSurface:
+class SocketSurface:
+    """The iris socket (``/iris/ws``): the surface the web app, the terminal app and the
+    devices talk to. Its config section is ``platforms.iris`` (a section is named for what it
+    configures from the user's side; the code calls the surface by its transport)."""
+
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = runtime.config.platforms.iris
@@ -115,9 +119,7 @@ class IrisSurface:
             self.tailer = Tailer(runtime.shared, log, self.hub)
         self.rooms: dict[str, ChatRoom] = {}
         # With a shared store: who runs each chat's turn across processes (None: this one).
-        self.owners = (
-            None if runtime.shared is None else Owners(runtime.shared, runtime.config.store.lease)
-        )
+        self.owners = turn_owners_for(runtime.shared, runtime.config.store.lease)
         self._ownership: list[asyncio.Task[None]] = []  # its inbox reader and reaper
         self.site = SiteGuard(runtime.config.server)
         self.gate = TokenGate(self.settings.tokens, runtime.devices)
@@ -346,7 +348,7 @@ class IrisSurface:
 class _Connection:
     def __init__(
         self,
-        surface: IrisSurface,
+        surface: SocketSurface,
         ws: WebSocket,
         room: ChatRoom,
         subscription: Subscription,

@@ -1,4 +1,4 @@
-"""The inbound budget of one connection: how fast a device may send frames. Pure.
+"""The inbound rate of one connection: how fast a device may send frames. Pure.
 
 A token bucket: ``burst`` frames at once, then ``rate`` a second. ``take(now)`` says whether
 one more frame fits; ``over`` counts the frames refused since the last one that fit, so the

@@ -17,7 +17,7 @@ and records its usage there when it ends: what the chat's commands set, on any p
 room's ``conversation`` (``iris.agent.conversation``) does that, saves the user's message as
 the turn begins and keeps what the turn leaves.
 
-With a shared store (``owners`` given, see ``iris.surfaces.socket.owners``) the room holds the
+With a shared store (``owners`` given, see ``iris.state.turn_owners``) the room holds the
 chat's turn lease from the user's echo until the turn's last frames are out, and its frames are
 fenced by it: a chat whose lease another process holds is busy here too, a cancel is passed to
 the owner, and a turn whose lease is lost stops publishing at once (the new owner closes it).
@@ -43,9 +43,9 @@ from iris.protocol.types import Message, SentFile, ServerFrame
 from iris.runtime import Runtime
 from iris.state.controls import Controls
 from iris.state.lease import Lease, LeaseLost
+from iris.state.turn_owners import TurnOwners
 from iris.surfaces.driver import drive, loop_clock
 from iris.surfaces.socket.chats import session_key
-from iris.surfaces.socket.owners import Owners
 from iris.tasks import OpenGroup, logged
 from iris.turn_slots import TurnSlot
 
@@ -95,7 +95,7 @@ class ChatRoom:
         hub: Hub,
         chat_id: str,
         tasks: OpenGroup,
-        owners: Owners | None = None,
+        owners: TurnOwners | None = None,
     ) -> None:
         self.runtime = runtime
         self.hub = hub
@@ -266,7 +266,7 @@ class ChatRoom:
     def _close_open(self, reason: tuple[str, str]) -> None:
         log = self.hub.log
         open_messages = log.open_messages(self.chat_id)
-        conversation = log.conversation(self.chat_id)
+        conversation = log.messages(self.chat_id)
         user = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), None)
         shown = "\n\n".join(text for text in open_messages.values() if text)
         repair = logged(self.conversation.repair(user, shown), f"history repair of {self.chat_id}")

@@ -95,7 +95,7 @@ class IncomingMessage:
     # on its draft ``draft_id`` (Telegram).
     stop: bool = False
     draft_id: int | None = None
-    # Photos, documents, voice notes sent with the text (``iris.surfaces.chat.attachments``).
+    # Photos, documents, voice notes sent with the text (``iris.surfaces.chat.downloads``).
     attachments: tuple[Attachment, ...] = ()
     # Not a message: the person pressed a button of an approval prompt (``prompts``).
     press: Press | None = None

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from iris import __version__
-from iris.surfaces.chat.attachments import read_capped
+from iris.surfaces.chat.downloads import read_capped
 from iris.surfaces.chat.platforms.base import PlatformError, PlatformRateLimited, aiohttp_failures
 
 # A reply must never ping @everyone, a role or a user: nothing in the text is parsed as a mention.

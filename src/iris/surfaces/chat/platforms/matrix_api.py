@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import httpx
 
-from iris.surfaces.chat.attachments import read_capped
+from iris.surfaces.chat.downloads import read_capped
 from iris.surfaces.chat.platforms.base import PlatformError, PlatformRateLimited
 
 _CLIENT = "/_matrix/client/v3"

@@ -53,8 +53,8 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from iris.config import SlackConfig
-from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import CallKind, Limit, SharedBudget, rate_budget, whole_chat
+from iris.surfaces.chat.downloads import read_capped
 from iris.surfaces.chat.platforms.base import (
     Attachment,
     Capabilities,

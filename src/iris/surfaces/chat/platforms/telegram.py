@@ -65,8 +65,8 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from iris.config import TelegramConfig
-from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget, whole_chat
+from iris.surfaces.chat.downloads import read_capped
 from iris.surfaces.chat.platforms.base import (
     Attachment,
     Capabilities,

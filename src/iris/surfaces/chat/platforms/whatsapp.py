@@ -69,8 +69,8 @@ from starlette.routing import BaseRoute, Route
 
 from iris.config import WhatsAppConfig
 from iris.state.deliveries import Deliveries, MemoryDeliveries
-from iris.surfaces.chat.attachments import read_capped
 from iris.surfaces.chat.budget import Limit, SharedBudget, rate_budget
+from iris.surfaces.chat.downloads import read_capped
 from iris.surfaces.chat.platforms.base import (
     Attachment,
     Capabilities,

@@ -1,14 +1,17 @@
-"""Stored conversations: the Conversations API's objects and their items, in order.
+"""Item lists: what the Conversations API stores (OpenAI's "conversations"), items in order.
+
+Iris's own ``Conversation`` is a chat's lifecycle (``iris.agent.conversation``); what OpenAI's
+Conversations API calls a conversation is an item list with metadata, kept here.
 
 A conversation is ``{"id": "conv_…", "object": "conversation", "created_at", "metadata"}``;
 its items are Responses-format items (messages, function calls and their outputs, reasoning),
 oldest first, each with its own id. ``/v1/responses`` with ``conversation`` reads them as the
 model's history and appends the turn's input and output items.
 
-``Conversations`` is what both stores offer: ``SqliteConversations`` in the SQLite file,
-``RedisConversations`` in the shared store (``store.url``); ``conversations_for`` picks one.
+``ItemLists`` is what both stores offer: ``SqliteItemLists`` in the SQLite file,
+``RedisItemLists`` in the shared store (``store.url``); ``item_lists_for`` picks one.
 
-**In Redis** (``RedisConversations``), per conversation, two keys (named by ``conversation_keys`` alone, so a rename is one edit; both
+**In Redis** (``RedisItemLists``), per conversation, two keys (named by ``conversation_keys`` alone, so a rename is one edit; both
 carry the conversation id as one hash tag, so a Redis Cluster keeps them in one slot for the
 ``MULTI`` that writes them together):
 
@@ -64,8 +67,8 @@ CREATE INDEX IF NOT EXISTS api_conversation_items_order
 """
 
 
-class Conversations(Protocol):
-    """``SqliteConversations`` (SQLite) or ``RedisConversations``."""
+class ItemLists(Protocol):
+    """``SqliteItemLists`` (SQLite) or ``RedisItemLists``."""
 
     async def create(self, conversation: Json, items: list[Json]) -> None: ...
 
@@ -103,7 +106,7 @@ class Conversations(Protocol):
         ...
 
 
-class SqliteConversations:
+class SqliteItemLists:
     """Every method runs on the store's thread; a locked or lost database raises
     ``StoreUnavailable`` (503)."""
 
@@ -264,7 +267,7 @@ def _encoded(items: list[Json]) -> list[str]:
     return [json.dumps(item) for item in items]
 
 
-class RedisConversations:
+class RedisItemLists:
     def __init__(self, store: RedisStore) -> None:
         self._store = store
 
@@ -406,6 +409,6 @@ def _bytes(rows: list[str]) -> int:
     return sum(len(row.encode()) for row in rows)
 
 
-def conversations_for(store: Store, shared: RedisStore | None) -> Conversations:
+def item_lists_for(store: Store, shared: RedisStore | None) -> ItemLists:
     """The SQLite store, or with a shared store (``store.url``) its Redis twin."""
-    return SqliteConversations(store) if shared is None else RedisConversations(shared)
+    return SqliteItemLists(store) if shared is None else RedisItemLists(shared)

@@ -1,4 +1,5 @@
-"""Who runs each chat's turn when several processes share a Redis store (``store.url``).
+"""Who runs each chat's turn when several processes share a Redis store (``store.url``): the
+registry of running turns and the processes' inboxes.
 
 One running turn per chat across every process: the room that starts a turn first takes the
 chat's turn lease (``iris{chat:<chat_id>}:turn``, a ``Lease`` renewed while the turn runs, in
@@ -23,6 +24,9 @@ survivor closes the turn) and closes it in the log, as after a crash.
 Claiming, releasing and the holder lookups use the ``sync`` client: a room decides "busy" and
 starts a turn in one step of the loop, as it reads the frame log. Every Redis failure is
 ``StoreUnavailable``.
+
+A process alone (no shared store) has nothing to share: its rooms run every turn of their chats
+and ``turn_owners_for`` gives None (the socket surface's rooms then own their turns outright).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ return 0
 """
 
 
-class Owners:
+class TurnOwners:
     """This process's side of turn ownership: claim, release, find and ask the owner."""
 
     def __init__(self, store: RedisStore, ttl: float) -> None:
@@ -184,6 +188,11 @@ class Owners:
                 log.exception("turn reaper failed")
                 continue
             failing = False
+
+
+def turn_owners_for(shared: RedisStore | None, ttl: float) -> TurnOwners | None:
+    """With a shared store, who owns each chat's turn across processes; alone, None."""
+    return None if shared is None else TurnOwners(shared, ttl)
 
 
 def orphaned(registry: Mapping[str, str], holders: Mapping[str, str | None]) -> dict[str, str]:
