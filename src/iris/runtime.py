@@ -7,6 +7,7 @@ chats' controls, the webhook deliveries taken).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -23,10 +24,15 @@ from iris.state.devices import Devices, devices_for
 from iris.state.fingerprint import shared_store
 from iris.state.redis_store import RedisStore
 from iris.state.responses import Responses, responses_for
+from iris.state.schedules import Schedules, schedules_for
 from iris.state.sessions import Sessions, sessions_for
 from iris.state.sqlite import Store
 from iris.state.threads import Threads, threads_for
 from iris.turn_slots import TurnLimiter
+
+
+def _nothing() -> None:
+    pass
 
 
 @dataclass
@@ -47,6 +53,10 @@ class Runtime:
     threads: Threads | None = None
     # Webhook deliveries taken already (a platform's redelivery is answered once).
     deliveries: Deliveries = field(default_factory=MemoryDeliveries)
+    # Scheduled runs (``/remind``, ``/every``): SQLite, or Redis with ``store.url``.
+    schedules: Schedules | None = None
+    # Called when a schedule was added or moved: the scheduler looks again at once.
+    schedule_added: Callable[[], None] = _nothing
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
     # Failed authentications per client address, every surface (``iris.auth_throttle``).
@@ -77,6 +87,7 @@ class Runtime:
             conversations=conversations_for(store, shared),
             threads=threads_for(store, shared),
             deliveries=deliveries_for(store, shared),
+            schedules=schedules_for(store, shared),
         )
 
 

@@ -112,6 +112,8 @@ class MessageStart(_Stamped):
     type: Literal["message.start"]
     message_id: MessageId
     role: Literal["assistant"]
+    # The reply of a scheduled run (``/remind``, ``/every``): the schedule's id.
+    schedule_id: NotRequired[str]
 
 
 @with_config(_CONFIG)

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo
 
 from starlette.routing import BaseRoute
@@ -63,8 +63,14 @@ class Delivery:
     reason: str = ""  # why it was not delivered, for the log and the chat's next delivery
 
 
+@runtime_checkable
 class RunSurface(Protocol):
     """A surface that runs scheduled runs in its chats (the chat platforms, the iris socket)."""
+
+    @property
+    def run_targets(self) -> tuple[str, ...]:
+        """The target surfaces it delivers to (``iris``, ``telegram``...)."""
+        ...
 
     def ready(self, target: Mapping[str, Any]) -> bool:
         """Can this process deliver to ``target`` now?"""

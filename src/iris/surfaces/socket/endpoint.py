@@ -32,7 +32,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -59,11 +59,19 @@ from iris.state.devices import Check
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
+from iris.surfaces.scheduler import Delivery, Run
+from iris.surfaces.schedules import Desk
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.socket.flood import FrameBucket
 from iris.surfaces.socket.owners import Owners
-from iris.surfaces.socket.room import INTERRUPTED, OWNER_LOST, ChatRoom, encoder_settings
+from iris.surfaces.socket.room import (
+    INTERRUPTED,
+    OWNER_LOST,
+    ChatRoom,
+    Scheduled,
+    encoder_settings,
+)
 from iris.tasks import OpenGroup, logged, task_group
 
 log = logging.getLogger(__name__)
@@ -213,6 +221,39 @@ class IrisSurface:
             room.recover(INTERRUPTED if self.owners is None else OWNER_LOST)
             self.rooms[chat_id] = room
         return self.rooms[chat_id]
+
+    # -- scheduled runs (iris.surfaces.scheduler) ---------------------------------------------
+    run_targets = ("iris",)
+
+    def ready(self, target: Mapping[str, Any]) -> bool:
+        """Any process can run an iris chat's scheduled run (its turn lease decides where)."""
+        return True
+
+    async def run(self, run: Run) -> Delivery:
+        """A scheduled run: a turn of the chat's room, its ``message.start`` marked with the
+        schedule's id, kept in the chat's log for every device (now or on its next resume)."""
+        chat_id = str(run.schedule.target["chat_id"])
+        try:
+            room = self.room(chat_id)
+            done = await room.run_scheduled(run.schedule.text, Scheduled(run.schedule.id, run.note))
+        except StoreUnavailable as exc:
+            return Delivery("undelivered", exc.message)
+        return Delivery("delivered") if done else Delivery("undelivered", "the turn was lost")
+
+    def desk(self, room: ChatRoom, device: str) -> Desk | None:
+        """A chat's schedules, for its commands (None: the store keeps none)."""
+        runtime = self.runtime
+        if runtime.schedules is None:
+            return None
+        target = {"surface": "iris", "chat_id": room.chat_id}
+        return Desk(
+            runtime.schedules,
+            runtime.config.schedules,
+            room.session,
+            f"iris:{device}",
+            target,
+            added=runtime.schedule_added,
+        )
 
     def _owner_lost(self, chat_id: str) -> None:
         """The reaper found the chat's turn owner gone: close its turn (if nobody has)."""
@@ -507,6 +548,7 @@ class _Connection:
                 busy=room.busy,  # with a shared store, a read of who holds the turn
                 stop=room.cancel,
                 show_reasoning=encoder_settings(self.surface.runtime).show_reasoning,
+                desk=self.surface.desk(room, self.device),
             )
             answer = await execute(command, target)
         except StoreUnavailable as exc:

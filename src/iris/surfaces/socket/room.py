@@ -68,6 +68,18 @@ STORE_LOST = ("store_unavailable", "the store was lost during this turn")
 LOG_LOST = ("store_lost", "the store lost this chat's data during this turn; the reply is cut here")
 
 
+# Seconds between two looks at a busy chat that a scheduled run waits to start in.
+SCHEDULED_WAIT = 0.5
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scheduled:
+    """A turn that is a scheduled run: its schedule (on ``message.start``) and its note."""
+
+    schedule_id: str
+    note: str = ""  # why it runs late ("was due at 08:00"), said before its reply
+
+
 def encoder_settings(runtime: Runtime) -> EncoderSettings:
     config = runtime.config
     display = config.display_for("iris")
@@ -158,10 +170,11 @@ class ChatRoom:
         origin: Subscription | None = None,
         slot: TurnSlot | None = None,
         files: Sequence[SentFile] = (),
+        scheduled: Scheduled | None = None,
     ) -> bool:
         """Start a turn for ``text`` (and the ``files`` sent with it); False if one is already
         running. The turn gives ``slot`` (its place under ``server.max_turns``) back when it
-        ends."""
+        ends. ``scheduled``: the turn is a scheduled run's."""
         if self.busy or not self._claim():
             return False
         echo: Message = {
@@ -184,7 +197,7 @@ class ChatRoom:
             File(f["kind"], f["name"], f["mime"], inbound.decoded(f)) for f in files
         ]  # checked by inbound.parse: valid base64 within the cap
         self._task = self.tasks.create_task(
-            self._run(text, previous, received), name=f"iris-turn-{self.chat_id}"
+            self._run(text, previous, received, scheduled), name=f"iris-turn-{self.chat_id}"
         )
         if slot is not None:
             self._task.add_done_callback(lambda _: slot.release())
@@ -305,8 +318,23 @@ class ChatRoom:
             stuck.cancel()
         await asyncio.wait([task])
 
+    async def run_scheduled(self, text: str, scheduled: Scheduled) -> bool:
+        """A scheduled run's turn, once the chat is free; whether its frames all went out."""
+        while True:
+            if self.send(text, scheduled=scheduled):
+                break
+            await asyncio.sleep(SCHEDULED_WAIT)  # a person's turn runs: the run comes after
+        task = self._task
+        assert task is not None
+        await asyncio.wait([task])
+        return not (self._lost or self._unclosed)
+
     async def _run(
-        self, text: str, previous: asyncio.Task[None] | None = None, files: Sequence[File] = ()
+        self,
+        text: str,
+        previous: asyncio.Task[None] | None = None,
+        files: Sequence[File] = (),
+        scheduled: Scheduled | None = None,
     ) -> None:
         if previous is not None:  # its history must be whole before this turn reads it
             await asyncio.wait([previous])
@@ -315,7 +343,12 @@ class ChatRoom:
         try:
             controls = await self.conversation.controls()
             shown = controls.reasoning(settings.show_reasoning)
-            encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
+            encoder = FrameEncoder(
+                dataclasses.replace(settings, show_reasoning=shown),
+                schedule_id=scheduled.schedule_id if scheduled else "",
+            )
+            if scheduled is not None and scheduled.note:
+                self._publish([_commentary(f"⏰ {scheduled.note}")])
             await self._stream(text, encoder, controls, files)
         except Exception as exc:  # a broken turn must still end with error + typing off
             if isinstance(exc, StoreUnavailable):
@@ -338,12 +371,7 @@ class ChatRoom:
         self._publish(encoder.begin())
         user = UserMessage(text, await prepare(self.runtime.config, text, files) if files else None)
         if user.notes:  # what the model did not get of the files, said to every device
-            note: ServerFrame = {
-                "type": "commentary",
-                "message_id": new_message_id(),
-                "text": "\n".join(user.notes),
-            }
-            self._publish([note])
+            self._publish([_commentary("\n".join(user.notes))])
         if self._repair is not None:
             # The history a crash left must be whole before it is read.
             repair, self._repair = self._repair, None
@@ -436,6 +464,10 @@ class ChatRoom:
         except Exception:  # the hub itself broke: nothing more a device can be told
             self._unclosed = True
             log.exception("iris turn in %s could not be closed", self.chat_id)
+
+
+def _commentary(text: str) -> ServerFrame:
+    return {"type": "commentary", "message_id": new_message_id(), "text": text}
 
 
 def _with_error(frames: list[ServerFrame], reason: tuple[str, str]) -> list[ServerFrame]:

@@ -297,6 +297,9 @@ export const READING = {
     "role": {
      "const": "assistant",
      "type": "string"
+    },
+    "schedule_id": {
+     "type": "string"
     }
    },
    "required": [
