@@ -22,6 +22,7 @@ from iris.state.conversations import Conversations, conversations_for
 from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
 from iris.state.fingerprint import shared_store
+from iris.state.push import PushSubscriptions, push_subscriptions_for
 from iris.state.redis_store import RedisStore
 from iris.state.responses import Responses, responses_for
 from iris.state.schedules import Schedules, schedules_for
@@ -55,6 +56,8 @@ class Runtime:
     deliveries: Deliveries = field(default_factory=MemoryDeliveries)
     # Scheduled runs (``/remind``, ``/every``): SQLite, or Redis with ``store.url``.
     schedules: Schedules | None = None
+    # The web app's Web Push subscriptions (``push.subscribe``): SQLite or Redis.
+    push: PushSubscriptions | None = None
     # Called when a schedule was added or moved: the scheduler looks again at once.
     schedule_added: Callable[[], None] = _nothing
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
@@ -88,6 +91,7 @@ class Runtime:
             threads=threads_for(store, shared),
             deliveries=deliveries_for(store, shared),
             schedules=schedules_for(store, shared),
+            push=push_subscriptions_for(store, shared),
         )
 
 

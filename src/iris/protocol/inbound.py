@@ -38,6 +38,7 @@ from iris.protocol.types import (
     ClientFrame,
     Hello,
     Ping,
+    PushSubscribe,
     Resume,
     SendMessage,
     SentFile,
@@ -49,6 +50,7 @@ __all__ = [
     "CancelTurn",
     "Hello",
     "Ping",
+    "PushSubscribe",
     "Request",
     "Resume",
     "SendMessage",
@@ -70,6 +72,7 @@ _BAD_FIELD = {
     f"{{kind: image|audio|file, name (at most {MAX_FILE_NAME}), mime, data_b64}}",
     "approval_id": "'approval_id' must be an approval.request's approval_id",
     "decision": "'decision' must be once, chat or deny",
+    "subscription": "'subscription' must be {endpoint, keys: {p256dh, auth}}",
 }
 _LONE_SURROGATE = {"text": "'text' holds a lone surrogate (not valid Unicode)"}
 _MISSING = {"text": "message.send needs 'text'", "after_seq": "'after_seq' is required"}

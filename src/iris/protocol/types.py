@@ -480,7 +480,36 @@ class ApprovalRespond:
     type: Literal["approval.respond"] = "approval.respond"
 
 
-ClientFrame = Hello | SendMessage | CancelTurn | Resume | Ping | ApprovalRespond
+@with_config(_CONFIG)
+@dataclass(frozen=True, slots=True)
+class PushKeys:
+    """A push subscription's keys, as the browser gives them (base64url)."""
+
+    p256dh: Annotated[str, Field(min_length=1, max_length=200)]
+    auth: Annotated[str, Field(min_length=1, max_length=100)]
+
+
+@with_config(_CONFIG)
+@dataclass(frozen=True, slots=True)
+class PushSubscriptionInfo:
+    """A browser's push subscription (``PushSubscription.toJSON()``)."""
+
+    endpoint: Annotated[str, Field(min_length=8, max_length=2048)]
+    keys: PushKeys
+    expirationTime: float | None = None  # noqa: N815 (the browser's name)
+
+
+@with_config(_CONFIG)
+@dataclass(frozen=True, slots=True)
+class PushSubscribe:
+    """Web Push: notify this browser of the connection's chat (a reply finished while no
+    device was connected, an approval waits, a scheduled run delivered)."""
+
+    subscription: PushSubscriptionInfo
+    type: Literal["push.subscribe"] = "push.subscribe"
+
+
+ClientFrame = Hello | SendMessage | CancelTurn | Resume | Ping | ApprovalRespond | PushSubscribe
 
 CLIENT: TypeAdapter[ClientFrame] = TypeAdapter(Annotated[ClientFrame, Field(discriminator="type")])
 

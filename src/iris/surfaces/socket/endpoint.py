@@ -28,15 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.approvals import Decision
@@ -56,6 +59,7 @@ from iris.protocol.frames import approval_request
 from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
 from iris.state.devices import Check
+from iris.state.push import new_subscription
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
@@ -64,6 +68,7 @@ from iris.surfaces.schedules import Desk
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.socket.flood import FrameBucket
+from iris.surfaces.socket.notifier import Notifier, allowed_endpoint, vapid_key
 from iris.surfaces.socket.owners import Owners
 from iris.surfaces.socket.room import (
     INTERRUPTED,
@@ -135,6 +140,7 @@ class IrisSurface:
         # The rooms' turns and the revocation watch, from start to stop (one task: the
         # server's lifespan).
         self._tasks = OpenGroup()
+        self.notifier: Notifier | None = None  # Web Push (platforms.iris.push), from start
 
     def _open_approvals(self, chat_id: str) -> list[Frame]:
         """The chat's approval requests still open, for a ``sync``: a device that resumes past
@@ -146,11 +152,31 @@ class IrisSurface:
     def routes(self) -> list[BaseRoute]:
         return [
             WebSocketRoute("/iris/ws", self._endpoint),
+            Route("/iris/push.json", self._push_key, methods=["GET"]),
             chats.route(self.runtime.sessions, self.gate, self.site, self.runtime.guard),
         ]
 
+    async def _push_key(self, _: Request) -> JSONResponse:
+        """The public VAPID key a browser subscribes with (nothing secret)."""
+        if self.notifier is None:
+            return JSONResponse({"enabled": False})
+        return JSONResponse({"enabled": True, "public_key": self.notifier.public_key})
+
+    def _notify(self, chat_id: str, kind: str, text: str, message_id: str) -> None:
+        """Web Push for what happened in a chat: a finished reply only when no device of the
+        chat is connected here; an approval that waits and a scheduled run always."""
+        notifier = self.notifier
+        if notifier is None or (kind == "reply" and self.hub.subscriptions(chat_id)):
+            return
+        title = {"approval": "Approval needed", "scheduled": "⏰ Scheduled run"}.get(kind, "Iris")
+        work = notifier.notify(chat_id, title, text, message_id)
+        self._tasks.create_task(logged(_pushed(work), f"push for {chat_id}"))
+
     async def start(self) -> None:
         await self._tasks.open()
+        if self.settings.push.enabled and self.runtime.push is not None:
+            folder = self.runtime.config.store.resolved_path().parent
+            self.notifier = Notifier(self.runtime.push, vapid_key(folder))
         # Turns a crash cut are closed now, on devices and in the model's history alike.
         for chat_id in await self.hub.log.open_turns():
             self.room(chat_id)
@@ -216,6 +242,7 @@ class IrisSurface:
         """The chat's room; raises ``StoreUnavailable`` if a new room cannot read its log."""
         if chat_id not in self.rooms:
             room = ChatRoom(self.runtime, self.hub, chat_id, self._tasks, self.owners)
+            room.notify = functools.partial(self._notify, chat_id)
             # Before it counts as open: a failed recovery is tried again. With a shared store a
             # turn left open had an owner whose lease ran out, whoever it was.
             room.recover(INTERRUPTED if self.owners is None else OWNER_LOST)
@@ -517,11 +544,32 @@ class _Connection:
                 self.subscription.resume(after_seq)
             case inbound.Hello():
                 self._error("unexpected_hello", "already authenticated")
+            case inbound.PushSubscribe(subscription=subscription):
+                assert self._group is not None  # frames are handled inside run()
+                self._group.create_task(self._subscribe(subscription))
             case inbound.ApprovalRespond(approval_id=approval_id, decision=decision):
                 assert self._group is not None  # frames are handled inside run()
                 self._group.create_task(self._respond(approval_id, decision))
             case _:
                 assert_never(request)
+
+    async def _subscribe(self, subscription: protocol.PushSubscriptionInfo) -> None:
+        """Keep this browser's push subscription for the connection's chat."""
+        subscriptions = self.surface.runtime.push
+        if self.surface.notifier is None or subscriptions is None:
+            self._error("push_disabled", "Web Push is off on this server (platforms.iris.push)")
+            return
+        if not allowed_endpoint(subscription.endpoint):
+            self._error("bad_field", "'subscription.endpoint' must be an https URL")
+            return
+        info = {
+            "endpoint": subscription.endpoint,
+            "keys": {"p256dh": subscription.keys.p256dh, "auth": subscription.keys.auth},
+        }
+        try:
+            await subscriptions.add(new_subscription(self.room.chat_id, self.device, info))
+        except StoreUnavailable as exc:
+            self._error(exc.code, exc.message)
 
     async def _respond(self, approval_id: str, decision: Decision) -> None:
         """An approval answer from this device; a late or unknown one is told why."""
@@ -588,6 +636,10 @@ class _Connection:
         while self._bad and self._bad[0] < now - 60.0:
             self._bad.popleft()
         return len(self._bad) > BAD_FRAMES_PER_MINUTE
+
+
+async def _pushed(work: Coroutine[Any, Any, int]) -> None:
+    await work
 
 
 def _ready(asked: tuple[str, ...] | None, epoch: str) -> Ready:

@@ -34,7 +34,7 @@ from iris.agent import Turn
 from iris.agent.attachments import File, prepare
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.errors import StoreUnavailable, user_message
-from iris.events import Event, TurnEnded, TurnFailed
+from iris.events import ApprovalRequested, Event, TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
 from iris.protocol import inbound
@@ -70,6 +70,11 @@ LOG_LOST = ("store_lost", "the store lost this chat's data during this turn; the
 
 # Seconds between two looks at a busy chat that a scheduled run waits to start in.
 SCHEDULED_WAIT = 0.5
+
+
+# What a room tells its surface (for Web Push): ("reply" | "scheduled" | "approval", the
+# text to show a line of, the message id to open).
+Notify = Callable[[str, str, str], None]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,6 +137,7 @@ class ChatRoom:
         # the task still keeps the history; the next turn waits for it.
         self._finishing = False
         self._epoch: str | None = None  # the log's epoch when the running turn started
+        self.notify: Notify | None = None  # the surface's Web Push, when it has one
 
     @property
     def running(self) -> bool:
@@ -396,7 +402,11 @@ class ChatRoom:
                     raise exchange.unkept  # the turn ends with the store's failure
                 self._finishing = True
 
-            await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
+            publishing = _Publishing(encoder, self._publish, keep, self._done, self.notify)
+            await drive(turn, publishing)
+        if self.notify is not None and publishing.reply is not None:
+            kind = "scheduled" if encoder.schedule_id else "reply"
+            self.notify(kind, publishing.reply[1], publishing.reply[0])
 
     def _still_owner(self) -> bool:
         """Whether this room may still act for the chat's turn (asked of the store, with a
@@ -491,15 +501,26 @@ class _Publishing:
         publish: Callable[[list[ServerFrame]], None],
         keep: Callable[[TurnEnded | TurnFailed], Awaitable[None]],
         done: Callable[[], None],
+        notify: Notify | None = None,
     ) -> None:
         self.encoder, self.publish, self.keep, self.done = encoder, publish, keep, done
+        self.notify = notify
         self.stalled = False  # the log refused a tick: the next event's frames end the turn
+        self.reply: tuple[str, str] | None = None  # (message id, text) of the last reply
 
     async def feed(self, event: Event) -> bool:
         last = isinstance(event, TurnEnded | TurnFailed)
         if last:
             await self.keep(event)
-        self.publish(self.encoder.feed(event, loop_clock()))
+        if isinstance(event, ApprovalRequested) and self.notify is not None:
+            self.notify("approval", f"{event.name} waits for your approval", "")
+        frames = self.encoder.feed(event, loop_clock())
+        self.publish(frames)
+        for frame in frames:
+            if frame["type"] == "message.stop" and frame.get("final_text"):
+                self.reply = (frame["message_id"], str(frame.get("final_text")))
+            elif frame["type"] == "message" and frame.get("role") == "assistant":
+                self.reply = (frame["message_id"], frame["text"])
         if last:
             self.done()
         return last
