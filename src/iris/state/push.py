@@ -20,11 +20,12 @@ from iris.state.sqlite import Store
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS iris_push (
-    endpoint TEXT PRIMARY KEY,
+    endpoint TEXT NOT NULL,
     chat TEXT NOT NULL,
     device TEXT NOT NULL,
     subscription TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    PRIMARY KEY (endpoint, chat)
 );
 CREATE INDEX IF NOT EXISTS iris_push_chat ON iris_push (chat);
 """
@@ -41,14 +42,16 @@ class PushSubscription:
 
 class PushSubscriptions(Protocol):
     async def add(self, subscription: PushSubscription) -> None:
-        """Keep it (a later one for the same endpoint replaces it)."""
+        """Keep it (a later one for the same browser and chat replaces it)."""
         ...
 
     async def of_chat(self, chat: str) -> list[PushSubscription]: ...
 
     async def listed(self) -> list[PushSubscription]: ...
 
-    async def remove(self, endpoint: str) -> bool: ...
+    async def remove(self, endpoint: str) -> bool:
+        """Drop the browser ``endpoint`` (or a ``short`` id) for every chat."""
+        ...
 
 
 def _row(row: tuple[Any, ...]) -> PushSubscription:
@@ -101,14 +104,16 @@ class RedisPushSubscriptions:
             "created": s.created,
         }
         with translated(self._store.url):
-            await self._store.aio.hset(self._key, s.endpoint, json.dumps(record))
+            await self._store.aio.hset(self._key, f"{s.chat} {s.endpoint}", json.dumps(record))
 
     async def listed(self) -> list[PushSubscription]:
         with translated(self._store.url):
             found = cast(dict[str, str], await self._store.aio.hgetall(self._key))
         subscriptions = [
-            PushSubscription(endpoint, r["chat"], r["device"], r["subscription"], r["created"])
-            for endpoint, r in ((e, json.loads(v)) for e, v in found.items())
+            PushSubscription(
+                name.split(" ", 1)[1], r["chat"], r["device"], r["subscription"], r["created"]
+            )
+            for name, r in ((n, json.loads(v)) for n, v in found.items())
         ]
         return sorted(subscriptions, key=lambda s: s.created)
 
@@ -116,7 +121,11 @@ class RedisPushSubscriptions:
         return [s for s in await self.listed() if s.chat == chat]
 
     async def remove(self, endpoint: str) -> bool:
-        names = [s.endpoint for s in await self.listed() if endpoint in (s.endpoint, short(s))]
+        names = [
+            f"{s.chat} {s.endpoint}"
+            for s in await self.listed()
+            if endpoint in (s.endpoint, short(s))
+        ]
         if not names:
             return False
         with translated(self._store.url):
