@@ -616,6 +616,8 @@ _PARTS = {
     "MessageStopAppend": "message_stop_append",
     "SentFile": "sent_file",
     "OpenApproval": "open_approval",
+    "PushKeys": "push_keys",
+    "PushSubscriptionInfo": "push_subscription",
 }
 
 
