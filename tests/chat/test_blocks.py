@@ -22,9 +22,9 @@ from iris.events import (
     TurnFailed,
 )
 from iris.formats.fences import fence_after
-from iris.surfaces.chat.blocks import CORRECTION, INTERRUPTED, block_end
 from iris.surfaces.chat.budget import RateBudget
 from iris.surfaces.chat.platforms.base import Capabilities
+from iris.surfaces.chat.reply import CORRECTION, INTERRUPTED, block_end
 from iris.surfaces.chat.splitter import rejoin
 from tests.chat.sim import Failed, Outcome, RateLimited, SimResult, display, simulate
 

@@ -21,8 +21,8 @@ import pytest
 
 from iris.runtime import Runtime
 from iris.server.asgi import build_app
-from iris.surfaces.chat.blocks import INTERRUPTED
 from iris.surfaces.chat.platforms.whatsapp import WEBHOOK_PATH
+from iris.surfaces.chat.reply import INTERRUPTED
 from iris.surfaces.chat.runner import ChatSurface
 from tests.chat.harness import platform_config
 from tests.conftest import MakeConfig

@@ -1,6 +1,6 @@
 """The one stream consumer of every chat platform: a turn's events in, sends and edits out.
 
-The decisions live in ``reply.Reply`` (what to show) and ``throttle.Throttle`` (when); this
+The decisions live in ``reply.Reply`` (what to show, laid out by its mode's layout) and ``throttle.Throttle`` (when); this
 module is the thin async transport around them, run by the surfaces' one driver
 (``surfaces.driver``): the turn's events are read as fast as they come, so a slow platform
 never slows the agent (text is coalesced: each edit shows the newest text), and one platform
@@ -9,9 +9,10 @@ event arrives. Clock and sleep are injected: tests/chat/sim.py runs this on virt
 
 The typing indicator is a lease held from the first event until the turn's last event.
 
-With a ``native`` transport (``transport.choose``) the same plan runs in the matching mode and
-its actions go out as Telegram drafts or Slack streams; a chat that refuses drafts switches
-this reply to edits (``native_refused`` tells the runner to use edits from then on).
+With a ``native`` transport (``transport.choose``) the same plan runs with the matching layout
+and its actions go out as Telegram drafts or Slack streams; a chat that refuses drafts hands
+this reply over to edits (``Reply.drafts_refused``; ``native_refused`` tells the runner to use
+edits from then on).
 
 Approval requests (``ApprovalRequested``) go out beside the reply as prompts with buttons
 (``prompts.ReplyPrompts``: the plan; ``platform.ApprovalPlatform``: the calls), through the
@@ -19,7 +20,7 @@ same throttle, one call at a time with the reply's, the reply's own call first w
 due; ``ApprovalResolved`` closes the prompt (an edit saying who decided what), and the reply is
 settled only once every prompt call went out.
 
-A platform that cannot edit streams in blocks (``reply`` mode ``blocks``) unless
+A platform that cannot edit streams in blocks (``reply.BlocksLayout``) unless
 ``display.platforms.<p>.transport`` is ``final``; ``blocks`` and ``final`` apply to a platform
 that edits too. A chat the platform closed (``ChatClosed``) gets nothing more of this reply.
 """
@@ -108,19 +109,23 @@ class StreamConsumer:
             first_draft=first_draft,
             quote=quote or unquoted,
         )
-        caps = self.reply.caps
         self.typing = TypingLease(
             platform, chat_id, thread=self.thread, every=typing_every, limit=typing_limit
         )
         # The approval prompts of this reply; plain notes where the platform has no buttons.
         self._buttons = approval_platform(platform) if prompts is not None else None
+        self.prompts = self._prompts(prompts if self._buttons is not None else None, session)
+
+    def _prompts(self, prompts: Prompts | None, session: str) -> ReplyPrompts:
+        """The plan of this reply's approval prompts, each held to what one message takes."""
+        caps = self.reply.caps
         limit = caps.max_length
         if self._buttons is not None:
             limit = min(limit, self._buttons.approval_limit)
-        self.prompts = ReplyPrompts(
-            prompts if self._buttons is not None else None,
-            platform=platform.name,
-            chat_id=chat_id,
+        return ReplyPrompts(
+            prompts,
+            platform=self.platform.name,
+            chat_id=self.chat_id,
             session=session,
             thread=self.thread,
             limit=limit,

@@ -122,36 +122,45 @@ def split(
     parts: list[Part] = []
     pos = start
     while pos < len(text):
-        prefix = fence.line + "\n" if fence else ""
-        if measure(prefix, unit) * 2 > limit:
-            prefix = ""  # an absurdly long info string: readability yields to fitting
         rest = text[pos:]
-        budget = limit - measure(prefix, unit)
-        end = _fit(rest, budget, unit)
-        if end < len(rest):
-            end = _off_fence_line(rest, _cut(rest[:end]) or end)
-        while True:
-            raw = rest[:end]
-            after = fence_after(raw, fence)
-            suffix = ""
-            if after is not None and (end < len(rest) or going_on):
-                suffix = ("" if raw.endswith("\n") else "\n") + after.marker
-            size = measure(prefix + raw + suffix, unit)
-            if size <= limit or not suffix:
-                break
-            # Make room for the closing fence; the state at the new cut is computed again.
-            shorter = _fit(raw, budget - measure(suffix, unit), unit)
-            if shorter <= 0:
-                suffix = ""
-                break
-            end = _off_fence_line(rest, _cut(raw[:shorter]) if shorter < len(raw) else shorter)
-        if end <= 0:
-            # Nothing fits beside the prefix: one bare character (fits any limit >= 2).
-            end, prefix, raw, suffix, after = 1, "", rest[:1], "", fence
-        parts.append(Part(raw, prefix, suffix))
-        fence = after if end < len(rest) else None
-        pos += end
+        part, after = _part(rest, fence, limit, unit, going_on=going_on)
+        parts.append(part)
+        fence = after if len(part.raw) < len(rest) else None
+        pos += len(part.raw)
     return parts
+
+
+def _part(
+    rest: str, fence: Fence | None, limit: int, unit: Unit, *, going_on: bool
+) -> tuple[Part, Fence | None]:
+    """The next part of ``rest`` (``fence``: the block open where it starts) and the block
+    open after its slice."""
+    prefix = fence.line + "\n" if fence else ""
+    if measure(prefix, unit) * 2 > limit:
+        prefix = ""  # an absurdly long info string: readability yields to fitting
+    budget = limit - measure(prefix, unit)
+    end = _fit(rest, budget, unit)
+    if end < len(rest):
+        end = _off_fence_line(rest, _cut(rest[:end]) or end)
+    while True:
+        raw = rest[:end]
+        after = fence_after(raw, fence)
+        suffix = ""
+        if after is not None and (end < len(rest) or going_on):
+            suffix = ("" if raw.endswith("\n") else "\n") + after.marker
+        size = measure(prefix + raw + suffix, unit)
+        if size <= limit or not suffix:
+            break
+        # Make room for the closing fence; the state at the new cut is computed again.
+        shorter = _fit(raw, budget - measure(suffix, unit), unit)
+        if shorter <= 0:
+            suffix = ""
+            break
+        end = _off_fence_line(rest, _cut(raw[:shorter]) if shorter < len(raw) else shorter)
+    if end <= 0:
+        # Nothing fits beside the prefix: one bare character (fits any limit >= 2).
+        return Part(rest[:1]), fence
+    return Part(raw, prefix, suffix), after
 
 
 def rejoin(texts: Sequence[str]) -> str:

@@ -1,9 +1,9 @@
 """How one reply's planned actions reach the platform: edits, Telegram drafts or Slack streams.
 
-``reply.Reply`` plans *what* is due; a transport turns each ``Send`` / ``Edit`` / ``Draft`` into
-the platform's calls. Every transport keeps the planner's contract: one action, one answer
-(landed, rate limited, failed, maybe landed), and text the platform already holds is never
-sent twice.
+``reply.Reply`` plans *what* is due (with one layout per mode, picked here by ``plan_for``); a
+transport turns each ``Send`` / ``Edit`` / ``Draft`` into the platform's calls. Every transport
+keeps the planner's contract: one action, one answer (landed, rate limited, failed, maybe
+landed), and text the platform already holds is never sent twice.
 
 - ``EditTransport``: ``send`` and ``edit_message``, as every platform has (and, where the
   runner asks for it and the platform can, a new message quoting the user's: ``quote``).
