@@ -56,6 +56,8 @@ CRONS = st.sampled_from(
 class Recorder:
     """A surface that delivers every run at once and records it."""
 
+    run_targets = ("test",)
+
     def __init__(self, clock: list[float]) -> None:
         self.clock = clock
         self.fired: list[tuple[str, float, float]] = []  # (schedule, due, delivered at)
