@@ -228,11 +228,13 @@ def start_iris(
     *,
     name: str = "iris",
     args: tuple[str, ...] = (),
+    launcher: tuple[str, ...] = (),
     **sections: dict[str, object],
 ) -> tuple[int, subprocess.Popen[bytes]]:
     """``iris serve`` whose turn limits admit ``streams`` at once (the bench measures delay,
     not the limiter's 429s). ``sections`` are merged over its config one level deep (e.g.
-    ``store={"url": ...}``); ``args`` go to ``iris serve`` (``--workers 2``)."""
+    ``store={"url": ...}``); ``args`` go to ``iris serve`` (``--workers 2``); ``launcher``
+    goes to Python before ``-m iris.cli`` (``-m cProfile -o FILE``)."""
     # Imported here, not at the top: the upstream subprocess runs this file too and stays light.
     from iris.config import ServerConfig
 
@@ -261,7 +263,7 @@ def start_iris(
     config.write_text(json.dumps(data))  # JSON is YAML
     env = {**os.environ, "HOME": str(workdir)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "iris.cli", "serve", "--config", str(config), *args],
+        [sys.executable, *launcher, "-m", "iris.cli", "serve", "--config", str(config), *args],
         env=env,
         stderr=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

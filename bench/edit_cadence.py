@@ -3,6 +3,11 @@
     python bench/edit_cadence.py [--seconds 30] [--rate 40] [--latency 0.05]
                                  [--chats 40] [--crowd-seconds 8] [--transports edit,native]
                                  [--split-chats 20] [--split-rounds 4] [--split-length 6000]
+                                 [--matrix-rooms 3] [--matrix-seconds 10] [--only-matrix]
+
+Matrix (``--matrix-rooms``, 0: none; ``bench/edit_cadence_matrix.py``): that many direct rooms
+on a real Synapse (the tests' side venv), the bot on Synapse's default limit and then with it
+lifted: edits per reply, ``M_LIMIT_EXCEEDED`` answers met, first visible text.
 
 For each platform budget (Telegram private and group, Discord, Slack) a reply of ``--seconds``
 at ``--rate`` deltas per second goes through ``StreamConsumer`` into a recording platform whose
@@ -853,7 +858,18 @@ async def main() -> None:
     )
     parser.add_argument("--split-rounds", type=int, default=4)
     parser.add_argument("--split-length", type=int, default=6000, help="characters per reply")
+    parser.add_argument(
+        "--matrix-rooms", type=int, default=3, help="Matrix rooms on a real Synapse (0: none)"
+    )
+    parser.add_argument("--matrix-seconds", type=float, default=10.0, help="each Matrix reply")
+    parser.add_argument("--only-matrix", action="store_true", help="only the Matrix run")
     args = parser.parse_args()
+    if args.only_matrix or args.matrix_rooms:
+        from edit_cadence_matrix import matrix  # beside this script (bench/)
+
+        await matrix(args)
+        if args.only_matrix:
+            return
     if args.only_blocks:
         await blocks(args)
         return

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from iris.config import config_from_dict  # noqa: E402
 from iris.llm.base import ProviderRequest, RawText, RawUsage  # noqa: E402
-from iris.llm.local import LocalProvider  # noqa: E402
+from iris.llm.local import LocalProvider, usable_cores  # noqa: E402
 
 PROMPT = "Count from one to five hundred: 1, 2, 3, 4, 5, 6, 7, 8,"
 
@@ -66,6 +66,7 @@ async def case(provider: LocalProvider, turns: int, tokens: int) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parallel", type=int, default=2, help="model.local.parallel")
+    parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: default)")
     parser.add_argument("--tokens", type=int, default=64, help="max tokens per turn")
     parser.add_argument("--rounds", type=int, default=2, help="measurements of each case")
     parser.add_argument("--model", default="", help="a GGUF (default: the packaged model)")
@@ -81,11 +82,12 @@ async def main() -> None:
         env={},
     )
     provider = LocalProvider(config.model)
+    provider.threads = args.threads or provider.threads
     started = time.perf_counter()
     await provider.count_tokens([])  # starts the process and loads the model
     print(
         f"embedded model: {provider.parallel} slot(s), {provider.threads} thread(s), "
-        f"{os.cpu_count()} core(s); process started and model loaded in "
+        f"{usable_cores()} usable core(s) of {os.cpu_count()}; process started and model loaded in "
         f"{time.perf_counter() - started:.1f} s"
     )
     try:

@@ -17,6 +17,10 @@ characters; ``/health`` p99 < 20 ms during the 200 000-character reply.
 Measured after the fix (``--rate 5000``, 2-core machine): SQLite 377 / 454 / 450 bytes per
 character at 2 000 / 20 000 / 200 000, Redis 28 / 21 / 21; ``/health`` p99 during the
 200 000-character reply 5.0 ms (SQLite) and 9.4 ms (Redis).
+
+With a live message's updates held 500 ms / 4 KB (issue 45; ``--rate 1000``, a shared machine
+at load 15): SQLite 62 / 36 / 39 bytes per character (243 / 301 / 348 before); Redis
+unchanged (~18-25). docs/performance.md has the table.
 """
 
 from __future__ import annotations
@@ -186,6 +190,7 @@ def main() -> None:
         try:
             for size in (int(s) for s in args.sizes.split(",")):
                 per_char, samples = bench(size, args.rate, kind, redis)
+                samples = samples or [float("nan")]  # a reply shorter than the first poll
                 print(
                     f"{kind:6} {size:>7} chars: {per_char:8.1f} bytes written per character; "
                     f"/health {len(samples)} answers, p50 {percentile(samples, 50) * 1000:.1f} ms,"

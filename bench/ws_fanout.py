@@ -109,6 +109,9 @@ class ScriptedAgent:
     def prepare(self) -> None:
         return None  # no SDK client to build ahead of the first turn
 
+    async def start_tools(self) -> None:
+        return None  # no MCP servers: the lifespan asks every agent to connect its own
+
     def run(self, request: Any) -> ScriptedTurn:
         return ScriptedTurn(*self._args)
 
@@ -242,7 +245,7 @@ def read_times(path: str) -> list[float] | None:
 async def wait_port(url: str) -> None:
     from websockets.asyncio.client import connect
 
-    for _ in range(200):
+    for _ in range(1200):  # a minute: start-up on a busy shared machine is slow
         try:
             ws = await connect(url, open_timeout=1)
             await ws.close()

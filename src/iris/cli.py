@@ -1,4 +1,4 @@
-"""The ``iris`` command: chat, serve, app, devices. Expected failures print one line and exit non-zero."""
+"""The ``iris`` command: chat, serve, app, devices, mcp. Expected failures print one line and exit non-zero."""
 
 from __future__ import annotations
 
@@ -49,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
         help="the address the device opens, e.g. https://iris.example.com behind a reverse proxy "
         "(default: http://server.host:server.port)",
     )
+    mcp = sub.add_parser("mcp", help="MCP server mode: Iris's chats as tools for other assistants")
+    modes = mcp.add_subparsers(dest="action", required=True)
+    mcp_serve = modes.add_parser("serve", help="serve MCP on stdin/stdout (no port, no token)")
+    mcp_serve.add_argument("--config", help="config file")
+
     listing = actions.add_parser("list", help="paired devices: name, created, last seen")
     revoke = actions.add_parser("revoke", help="refuse a device's token from now on")
     revoke.add_argument("name")
@@ -99,6 +104,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from iris.surfaces.cli.devices import run_devices
 
         return run_devices(config, args)
+    if args.command == "mcp":
+        from iris.surfaces.mcp_server.stdio import run_stdio
+
+        return run_stdio(config)
     if args.command == "serve":
         if args.workers > 1:
             from iris.server.workers import serve_workers

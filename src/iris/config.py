@@ -33,7 +33,17 @@ from iris.errors import ConfigError
 from iris.private import private_dir, write_private
 from iris.proxies import parse_networks
 
-Surface = Literal["cli", "telegram", "discord", "slack", "whatsapp", "api_server", "iris"]
+Surface = Literal[
+    "cli",
+    "telegram",
+    "discord",
+    "slack",
+    "whatsapp",
+    "matrix",
+    "homeassistant",
+    "api_server",
+    "iris",
+]
 ToolProgressMode = Literal["off", "new", "all", "verbose"]
 ReasoningStyle = Literal["code", "blockquote", "subtext"]
 # How a chat reply is shown while it streams: the platform's native preview (Telegram drafts in
@@ -126,6 +136,8 @@ class StreamingConfig(_Section):
     discord: bool | None = None
     slack: bool | None = None
     whatsapp: bool | None = None
+    matrix: bool | None = None
+    homeassistant: bool | None = None  # never streams: its answers go out whole
     api_server: bool | None = None
     iris: bool | None = None
     edit_interval: float = Field(default=1.5, gt=0)
@@ -448,13 +460,164 @@ class WhatsAppConfig(_ChatPlatformConfig):
         return os.environ.get(self.app_secret_env, "") if self.app_secret_env else ""
 
 
+class MatrixBudgets(_Section):
+    # Synapse's default ``rc_message``: 0.2 events a second with a burst of 10, per user (the
+    # bot), edits and reactions included; a homeserver that lifts the bot's limit
+    # (``override_ratelimit``) lets these go higher.
+    bot: Rate = Field(default_factory=lambda: Rate(calls=10, per=50.0))
+    # per room: about one event a second, as people read it
+    room: Rate = Field(default_factory=lambda: Rate(calls=1, per=1.0))
+
+
+class MatrixConfig(_GroupPlatformConfig):
+    """A Matrix bot account on any homeserver (Synapse, Conduit/continuwuity, matrix.org): the
+    client-server API over long-polled ``/sync``. Encrypted rooms are not read."""
+
+    homeserver: str = "http://127.0.0.1:8008"
+    user_id: str = ""  # @iris:example.org
+    access_token: str = ""
+    access_token_env: str | None = "MATRIX_TOKEN"
+    # Without a token: logged in once with the password, the token kept in Iris's private files.
+    password: str = ""
+    password_env: str | None = None
+    allowed_users: list[str] = Field(default_factory=list[str])  # Matrix ids, exact
+    rooms: list[str] = Field(default_factory=list[str])  # joined at start (ids or aliases)
+    auto_join: bool = True  # join a room an allowed user invites the bot to
+    sync_timeout: float = Field(default=30.0, ge=0, le=300)  # seconds a /sync long-polls
+    budgets: MatrixBudgets = Field(default_factory=MatrixBudgets)
+
+    def resolved_access_token(self) -> str:
+        if self.access_token:
+            return self.access_token
+        return os.environ.get(self.access_token_env, "") if self.access_token_env else ""
+
+    def resolved_password(self) -> str:
+        if self.password:
+            return self.password
+        return os.environ.get(self.password_env, "") if self.password_env else ""
+
+
+class HomeAssistantWatch(_Section):
+    """``platforms.homeassistant.watch``: the state changes that become messages to the agent.
+
+    An entity is watched when ``entities`` (ids or globs: ``binary_sensor.front_*``) or
+    ``domains`` name it and ``ignore`` (ids or globs) does not; both empty: nothing is."""
+
+    entities: list[str] = Field(default_factory=list[str])
+    domains: list[str] = Field(default_factory=list[str])
+    ignore: list[str] = Field(default_factory=list[str])
+    # Seconds after a message about an entity before the next one about it (changes in
+    # between are one message: the first old state, the newest new one).
+    cooldown: float = Field(default=30.0, ge=0)
+    attributes: bool = False  # an attribute change alone (the state the same) counts
+
+
+class HomeAssistantVoice(_Section):
+    """``platforms.homeassistant.voice``: Assist's conversation agent on the API server."""
+
+    model: str = "iris-voice"  # the model id /v1/models lists for speech
+    # Seconds without an answer begun before the spoken reply says it will come later.
+    ack_after: float = Field(default=8.0, gt=0)
+    # The iris chat whose devices show a voice turn's approvals (None: such a tool is refused).
+    owner_chat: str | None = None
+
+
+# The one user the house is: every message of the platform comes from it.
+HOUSE_USER = "homeassistant"
+
+
+class HomeAssistantConfig(_ChatPlatformConfig):
+    """Home Assistant: state changes in over its WebSocket API, answers out as notifications."""
+
+    url: str = "http://homeassistant.local:8123"
+    token: str = ""  # a long-lived access token (Home Assistant: your profile, Security)
+    token_env: str | None = "HASS_TOKEN"
+    watch: HomeAssistantWatch = Field(default_factory=HomeAssistantWatch)
+    # ``persistent_notification`` or a ``notify.<service>`` (``notify.mobile_app_pixel``).
+    notify: str = "persistent_notification"
+    title: str = "Iris"  # the notifications' title
+    # Entities (ids or globs) and domains the agent's house tools may read and act on.
+    expose: list[str] = Field(default_factory=list[str])
+    voice: HomeAssistantVoice = Field(default_factory=HomeAssistantVoice)
+
+    @field_validator("notify")
+    @classmethod
+    def _service(cls, value: str) -> str:
+        if value != "persistent_notification" and not re.fullmatch(r"notify\.[a-z0-9_]+", value):
+            raise ValueError("must be persistent_notification or notify.<service>")
+        return value
+
+    @property
+    def allowed_users(self) -> list[str]:
+        """The house is one user: its messages are always let in."""
+        return [HOUSE_USER]
+
+    def resolved_token(self) -> str:
+        if self.token:
+            return self.token
+        return os.environ.get(self.token_env, "") if self.token_env else ""
+
+
+class A2aSkill(_Section):
+    """One skill the agent card names (``platforms.a2a.skills``)."""
+
+    id: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=128)
+    description: str = ""
+    tags: list[str] = Field(default_factory=list[str])
+    examples: list[str] = Field(default_factory=list[str])
+
+
+class A2aConfig(_Section):
+    """The A2A server (``/.well-known/agent-card.json``, ``POST /a2a``)."""
+
+    enabled: bool = False
+    # The bearer key A2A clients send; None: the API server's key (platforms.api_server).
+    api_key: str | None = None
+    name: str = "Iris"
+    description: str = "A streaming-first AI agent with tools."
+    # The address clients reach this server at (the card's URL); None: server.host:port.
+    url: str | None = None
+    skills: list[A2aSkill] = Field(default_factory=list[A2aSkill])
+    # Push callbacks go to HTTPS URLs on public addresses or to loopback; a private network
+    # address only when it falls in one of these (CIDRs, e.g. 10.0.0.0/8).
+    push_allow: list[str] = Field(default_factory=list[str])
+
+    @field_validator("push_allow")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for entry in value:
+            ipaddress.ip_network(entry, strict=False)  # a ValueError names the bad entry
+        return value
+
+
+class A2aAgentConfig(_Section):
+    """A remote A2A agent offered to the model as the tool ``a2a_<name>``."""
+
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict[str, str])
+    timeout: float = Field(default=600.0, gt=0)  # seconds one call may run at most
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("url must be an http:// or https:// URL")
+        return value
+
+
 class PlatformsConfig(_Section):
     api_server: ApiServerConfig = Field(default_factory=ApiServerConfig)
     iris: SocketConfig = Field(default_factory=SocketConfig)
+    a2a: A2aConfig = Field(default_factory=A2aConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
     whatsapp: WhatsAppConfig = Field(default_factory=WhatsAppConfig)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
+    homeassistant: HomeAssistantConfig = Field(default_factory=HomeAssistantConfig)
 
 
 # What the terminal tool's commands see of Iris's environment: enough for a shell to work.
@@ -529,7 +692,7 @@ class ReadFileTool(_Section):
 class ApprovalConfig(_Section):
     """``tools.approval``: which tool calls wait for a person's yes (``iris.agent.approvals``).
 
-    ``ask``: ``terminal`` and every MCP tool (``mcp_*``) wait, unless ``auto`` names them (a
+    ``ask``: ``terminal``, every MCP tool (``mcp_*``) and ``ha_call_service`` wait, unless ``auto`` names them (a
     name or a glob); ``off``: nothing is asked. ``timeout``: seconds a request waits before it
     counts as refused. ``allow_ttl`` and ``group_allow``: how long and for whom "allow in this
     chat" holds."""
@@ -749,6 +912,10 @@ class Config(_Section):
     mcp_servers: dict[McpServerName, McpServerConfig] = Field(
         default_factory=dict[McpServerName, McpServerConfig]
     )
+    # Remote A2A agents, each offered to the model as the tool ``a2a_<name>``.
+    a2a_agents: dict[McpServerName, A2aAgentConfig] = Field(
+        default_factory=dict[McpServerName, A2aAgentConfig]
+    )
     # Where this config came from (None: defaults and environment only).
     source: str | None = Field(default=None, exclude=True)
 
@@ -811,7 +978,7 @@ TEMPLATE = """\
 
 streaming:
   enabled: true                    # master switch (the code default is false)
-  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, whatsapp, api_server, iris
+  # cli: true                      # per-surface overrides: cli, telegram, discord, slack, whatsapp, matrix, api_server, iris
   # edit_interval: 1.5             # seconds between message edits on chat platforms
   # min_tokens: 20                 # deltas before the first visible message on chat platforms
 

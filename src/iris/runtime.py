@@ -7,7 +7,7 @@ chats' controls, the webhook deliveries taken).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -66,6 +66,9 @@ class Runtime:
     guard: AuthThrottle = field(default_factory=AuthThrottle)
     # Tool calls waiting for a person's yes (``tools.approval``), shared through ``shared``.
     approvals: Approvals = field(init=False)
+    # Delivers a text to the house as a notification (the Home Assistant platform sets it
+    # once connected): the answer of a voice turn that outlived its spoken acknowledgement.
+    announce: Callable[[str], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         self.turns = TurnLimiter(self.config.server.max_turns)

@@ -118,3 +118,52 @@ class Supervisor:
         for task in late:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Silence:
+    """``asyncio.timeout`` for the gap between two events of a stream, cheap per event.
+
+    ``async with Silence(seconds) as silence:`` raises ``TimeoutError`` when ``seconds`` pass
+    without a ``silence.seen()`` (from entering, or from the last one). Rescheduling an
+    ``asyncio.timeout`` per event cancels a timer and makes a new one, for every chunk of
+    every stream; ``seen()`` stores the time instead, and the one timer, when it fires, moves
+    itself to the last event's deadline until that one passes. ``None``: no deadline."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self._seconds = seconds
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()
+        self._timeout = asyncio.timeout(None)
+        self._timer: asyncio.TimerHandle | None = None
+
+    def seen(self) -> None:
+        self._last = self._loop.time()
+
+    def expired(self) -> bool:
+        """The deadline passed (the ``TimeoutError`` is this one's, not an inner one's)."""
+        return self._timeout.expired()
+
+    async def __aenter__(self) -> Silence:
+        await self._timeout.__aenter__()
+        if self._seconds is not None:
+            self._timer = self._loop.call_at(self._last + self._seconds, self._check)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if self._timer is not None:
+            self._timer.cancel()
+        return await self._timeout.__aexit__(exc_type, exc, tb)
+
+    def _check(self) -> None:
+        assert self._seconds is not None
+        due, now = self._last + self._seconds, self._loop.time()
+        if now + 0.001 < due:  # timers may fire up to a millisecond early (uvloop)
+            self._timer = self._loop.call_at(due, self._check)
+        else:
+            self._timer = None
+            self._timeout.reschedule(now)  # due now: the task is cancelled, TimeoutError

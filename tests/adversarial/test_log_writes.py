@@ -5,6 +5,8 @@ is stored once, as it grows: the bytes written per reply character stay flat."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -101,4 +103,55 @@ def test_a_resume_mid_reply_gets_the_whole_text_so_far(tmp_path: Path) -> None:
         assert [u["text"] for u in updates] == ["rewritten again"]
         assert log.open_messages("c") == {"m": "rewritten again"}
     finally:
+        store.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+async def test_a_live_reply_writes_at_most_40_bytes_per_character_to_sqlite(
+    tmp_path: Path,
+) -> None:
+    """Issue 45: every update written as it came was ~280 bytes to disk per reply character
+    (a transaction rewrites whole pages); a live message's updates are now written at most
+    every ``HOLD_SECONDS`` (or ``HOLD_CHARS``), as a served process publishes them."""
+    store = Store(tmp_path / "iris.db")
+    log = SqliteFrameLog(store, rules=RULES)
+    hub = Hub(log)
+    try:
+        before = written()
+        hub.publish("c", {"type": "message.start", "message_id": "m", "role": "assistant"})
+        text = ""
+        while len(text) < 20_000:
+            text += ("lorem ipsum dolor sit amet " * 2)[:STEP]
+            hub.publish("c", {"type": "message.update", "message_id": "m", "text": text})
+            await asyncio.sleep(0.002)  # the gateway's cadence, faster than any real one
+        hub.publish("c", {"type": "message.stop", "message_id": "m", "final_text": text})
+        assert log.conversation("c")[-1]["text"] == text
+        assert (written() - before) / len(text) <= 40
+    finally:
+        store.close()
+
+
+async def test_held_updates_reach_the_file_without_another_frame(tmp_path: Path) -> None:
+    """What a kill -9 would lose is bounded: held updates are written by their timer, not
+    only by the next frame or read (checked from a second connection, as a restart reads)."""
+    store = Store(tmp_path / "iris.db")
+    log = SqliteFrameLog(store, rules=RULES)
+    hub = Hub(log)
+    other = sqlite3.connect(tmp_path / "iris.db")
+    try:
+        hub.publish("c", {"type": "message.start", "message_id": "m", "role": "assistant"})
+        for text in ("one", "one two", "one two three"):
+            hub.publish("c", {"type": "message.update", "message_id": "m", "text": text})
+        stored = ""
+        for _ in range(500):  # up to ~5 s: the hold is 0.5 s
+            rows = other.execute(
+                "SELECT text FROM iris_live_text WHERE chat_id='c' ORDER BY part"
+            ).fetchall()
+            stored = "".join(row[0] for row in rows)
+            if stored == "one two three":
+                break
+            await asyncio.sleep(0.01)
+        assert stored == "one two three"
+    finally:
+        other.close()
         store.close()

@@ -41,7 +41,7 @@ def test_models_lists_the_providers_model_first_and_the_agent_beside_it(
     with client_for(server) as client:
         listed = client.models.list().data
         agent = client.models.retrieve("iris-agent")
-    assert [model.id for model in listed] == ["fake-model", "iris-agent"]
+    assert [model.id for model in listed] == ["fake-model", "iris-agent", "iris-voice"]
     assert agent.id == "iris-agent" and "Iris's own tools" in str(agent.model_extra)
 
 
@@ -103,7 +103,7 @@ def test_never_lists_no_agent_and_asking_for_it_says_why(
 ) -> None:
     server = iris_server(platforms={"api_server": {"api_key": KEY, "agent_tools": "never"}})
     with client_for(server) as client:
-        assert [model.id for model in client.models.list()] == ["fake-model"]
+        assert [model.id for model in client.models.list()] == ["fake-model", "iris-voice"]
         with pytest.raises(NotFoundError, match="agent_tools") as caught:
             client.chat.completions.create(model="iris-agent", messages=USER)  # pyright: ignore[reportArgumentType]
     assert caught.value.code == "model_not_found" and upstream.requests == []
@@ -151,7 +151,7 @@ def test_the_embedded_model_is_listed_under_an_id_and_described_apart(
     embedded: IrisServer,
 ) -> None:
     listing = httpx.get(f"{embedded.base_url}/models", timeout=10).json()["data"]
-    assert [entry["id"] for entry in listing] == ["gemma-3-270m"]
+    assert [entry["id"] for entry in listing] == ["gemma-3-270m", "iris-voice"]
     assert " " not in listing[0]["id"]
     assert "embedded demo model" in listing[0]["description"]
     alias = httpx.get(f"{embedded.base_url}/models/local", timeout=10).json()

@@ -122,7 +122,7 @@ def test_body_over_the_limit_is_413(server: IrisServer, upstream: FakeUpstream) 
 
 def test_models_lists_the_configured_model(server: IrisServer) -> None:
     with OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=10) as client:
-        assert [m.id for m in client.models.list()] == ["fake-model"]
+        assert [m.id for m in client.models.list()] == ["fake-model", "iris-voice"]
 
 
 def test_api_key_is_required_when_configured(

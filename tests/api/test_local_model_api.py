@@ -29,7 +29,7 @@ def test_model_local_answers_and_takes_llama_cpp_sampling_fields(
         model={"provider": "local", "base_url": None, "name": "", "local_path": str(model_path)}
     )
     with OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=120) as client:
-        assert [m.id for m in client.models.list()] == ["gemma-3-270m"]
+        assert [m.id for m in client.models.list()] == ["gemma-3-270m", "iris-voice"]
         reply = client.chat.completions.create(
             model="local",
             messages=[{"role": "user", "content": "Count: 1, 2, 3,"}],

@@ -155,7 +155,7 @@ def test_without_an_api_key_the_agent_tools_are_not_offered(
             model="fake-model", messages=[{"role": "user", "content": "hi"}]
         )
         # The agent is not even listed; asking for it says what it needs.
-        assert [m.id for m in client.models.list()] == ["fake-model"]
+        assert [m.id for m in client.models.list()] == ["fake-model", "iris-voice"]
         with pytest.raises(NotFoundError, match="api_key"):
             client.chat.completions.create(
                 model="iris-agent", messages=[{"role": "user", "content": "hi"}]

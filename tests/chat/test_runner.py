@@ -91,7 +91,7 @@ async def test_streaming_off_for_the_platform_sends_the_reply_once(
 
 
 def test_the_registry_builds_only_enabled_platforms(make_config: MakeConfig) -> None:
-    assert set(PLATFORMS) == {"telegram", "discord", "slack", "whatsapp"}
+    assert set(PLATFORMS) == {"telegram", "discord", "slack", "whatsapp", "matrix", "homeassistant"}
     assert build_platforms(make_config()) == []
     config = make_config(platforms={"telegram": {"enabled": True, "token": "1:x"}})
     assert [p.name for p in build_platforms(config)] == ["telegram"]

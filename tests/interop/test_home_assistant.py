@@ -92,7 +92,8 @@ def test_setup_probes_control_and_structured_output_through_iris(
         model = recommended_model(listed)
         seen = run_steps(client, model)
     # Setup lists the models and picks the provider's (the first), not the agent.
-    assert seen["list_models"] == ["fake-model", "iris-agent"] and model == "fake-model"
+    assert seen["list_models"] == ["fake-model", "iris-agent", "iris-voice"]
+    assert model == "fake-model"
     assert seen["probe"][0] == "Paris" and seen["probe_streaming"][0] == "Paris"
     content, calls, finish = seen["control"]
     assert finish == "tool_calls" and calls[0].function.name == "HassTurnOn"

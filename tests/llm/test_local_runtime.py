@@ -4,6 +4,7 @@ gets, and ``model.local``."""
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from iris.config import config_from_dict
 from iris.errors import ConfigError, LocalModelCrashed, ProviderError, user_message
 from iris.llm import gguf
-from iris.llm.local import crash_cause, default_threads, template_messages
+from iris.llm.local import crash_cause, default_threads, template_messages, usable_cores
 from tests.agent.gguf_files import header, string_kv, token_array_kv, u32_kv
 
 TEMPLATE = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
@@ -79,6 +80,15 @@ def test_model_local_parallel() -> None:
     with pytest.raises(ConfigError, match=r"model\.local"):
         config_from_dict({"model": {"local": {"slots": 2}}}, env={})
     assert 1 <= default_threads() <= 4
+
+
+def test_threads_follow_the_cores_this_process_may_use() -> None:
+    """Half the usable cores (its CPU affinity, not the machine's count), 1 to 4: on 2 cores
+    a second spinning thread left tokens waiting on the server's core (bench/local_model.py:
+    7.5 tokens/s with 1 thread, 0.8 with 2, on a busy 2-core machine)."""
+    assert [default_threads(n) for n in (1, 2, 3, 4, 8, 64)] == [1, 1, 1, 2, 4, 4]
+    assert default_threads() == default_threads(usable_cores())
+    assert usable_cores() == len(os.sched_getaffinity(0))
 
 
 def test_a_chat_template_gets_the_text_turns() -> None:

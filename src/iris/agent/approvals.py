@@ -1,7 +1,7 @@
 """Ask before acting: which tool calls wait for a person's yes, and the broker they wait on.
 
-``ApprovalPolicy`` (``tools.approval``) says whether a tool asks: in mode ``ask``, ``terminal``
-and every MCP tool (``mcp_*``) do unless ``auto`` names them (names or globs); built-ins that
+``ApprovalPolicy`` (``tools.approval``) says whether a tool asks: in mode ``ask``, ``terminal``,
+every MCP tool (``mcp_*``) and Home Assistant's ``ha_call_service`` do unless ``auto`` names them (names or globs); built-ins that
 only read (``read_file``) never do; in mode ``off`` nothing asks. An ``auto`` entry that starts
 with a server's ``mcp_<server>_`` belongs to that server (the owner rule of ``tools.enabled``,
 ``iris.agent.mcp.naming.owner``) and matches only its tools: ``mcp_search_*`` never approves a
@@ -54,7 +54,9 @@ Outcome = Literal["once", "chat", "deny", "timeout", "cancelled"]  # how a reque
 RespondResult = Literal["decided", "already_decided", "unknown"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
 
-ASKED_BY_DEFAULT = ("terminal", "mcp_*")  # tools that act on the world
+# Tools that act on the world (``ha_call_service``: Home Assistant's services, ``house_tools``;
+# ``a2a_*``: remote agents).
+ASKED_BY_DEFAULT = ("terminal", "mcp_*", "a2a_*", "ha_call_service")
 POLL = 0.2  # seconds between two reads of a shared request's resolution
 KEPT = 1024  # resolved requests a process remembers (for "already decided by …")
 KEPT_S = 3600  # seconds a shared request outlives its expiry
@@ -89,7 +91,21 @@ def preview(name: str, args: dict[str, Any]) -> str:
     command = args.get("command")
     if name == "terminal" and isinstance(command, str):
         return command
+    if name == "ha_call_service":
+        return _service_call(args)
     return json.dumps(args, indent=2, ensure_ascii=False)
+
+
+def _service_call(args: dict[str, Any]) -> str:
+    """A Home Assistant service call as its approver reads it: service, targets, data."""
+    target = args.get("entity_id")
+    items = cast(list[object], target) if isinstance(target, list) else [target]
+    targets = ", ".join(str(t) for t in items if t) or "(no target)"
+    head = f"{args.get('domain')}.{args.get('service')} → {targets}"
+    data = args.get("data")
+    if isinstance(data, dict) and data:
+        return f"{head}\n{json.dumps(data, indent=2, ensure_ascii=False)}"
+    return head
 
 
 @dataclass(frozen=True, slots=True)

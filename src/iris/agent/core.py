@@ -97,10 +97,11 @@ from iris.events import (
 from iris.formats.surrogates import clean_value
 from iris.llm.base import Provider, ProviderRequest, RawDelta, RawToolCall, timed_out
 from iris.observability import TurnWatch
-from iris.tasks import OpenGroup
+from iris.tasks import OpenGroup, Silence
 
 if TYPE_CHECKING:
     from iris.agent.mcp import McpServers
+    from iris.agent.peers import Peers
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,12 @@ class Agent:
             from iris.agent.mcp import McpServers
 
             self.mcp = McpServers(config, self.tools, _private(config))
+        # Remote A2A agents (``a2a_agents:``), each the tool ``a2a_<name>``.
+        self.peers: Peers | None = None
+        if config.a2a_agents:
+            from iris.agent.peers import Peers
+
+            self.peers = Peers(config, self.tools)
 
     @property
     def model_name(self) -> str:
@@ -245,6 +252,8 @@ class Agent:
     async def aclose(self) -> None:
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.peers is not None:
+            await self.peers.aclose()
         providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             with contextlib.suppress(Exception):
@@ -603,23 +612,18 @@ class Turn:
         the first delta or between two) end it with ``ProviderTimeout``."""
         builder = self._builder = RoundBuilder(stream_calls=self._calls)
         self._segment_open = True
-        loop = asyncio.get_running_loop()
-
-        def cutoff() -> float | None:
-            return None if deadline is None else loop.time() + deadline
-
         cap = self.agent.config.model.max_output_chars
         # What this round may still add before the cap: visible text and reasoning count over
         # the whole turn, tool arguments per round (all of them are held in memory).
         text_room = cap - self._shown_chars
         thought_room = cap - sum(map(len, self._reasoning))
         arguments_room = cap
-        silence = asyncio.timeout_at(cutoff())
+        silence = Silence(deadline)
         async with contextlib.aclosing(deltas):
             try:
                 async with silence:
                     async for raw in deltas:
-                        silence.reschedule(cutoff())
+                        silence.seen()
                         if isinstance(raw, RawToolCall):
                             arguments_room -= len(raw.arguments)
                             if arguments_room < 0:

@@ -136,6 +136,13 @@ TRANSCRIPT_LIMIT = 500  # messages kept per chat for sync
 # holds the lock that is bounded here, then the read fails with StoreUnavailable.
 READ_WAIT = 2.0
 MAX_PENDING = 20_000  # frames kept for a retry while the store is locked
+# A live message's snapshots are written at most this often, or once its text grew by
+# HOLD_CHARS: each write is a transaction that rewrites whole pages (240-350 bytes to disk per
+# reply character when every update was written; 46 held 250 ms, 36-39 held 500 ms:
+# bench/log_writes.py --rate 1000), and a kill -9 loses at most that much of the live text
+# (any other frame, and every read, writes what is held at once).
+HOLD_SECONDS = 0.5
+HOLD_CHARS = 4096
 
 
 class SqliteFrameLog:
@@ -169,6 +176,11 @@ class SqliteFrameLog:
         # (frame, its JSON, created, prune after) waiting for the store's thread.
         self._pending: deque[tuple[Frame, str, float, bool]] = deque()
         self._scheduled = threading.Event()
+        # Snapshot holding (``_hold``): when the last write began, the text length of each
+        # message's first held snapshot, and the loop's timer for the held ones.
+        self._written = 0.0
+        self._held: dict[tuple[str, str], int] = {}
+        self._timer: asyncio.TimerHandle | None = None
         # (chat_id, message_id) -> (the live text stored, its parts): the store's thread's own.
         self._texts: dict[tuple[str, str], tuple[str, int] | None] = {}
         store.ensure_schema(_DDL)
@@ -210,14 +222,40 @@ class SqliteFrameLog:
         if text is None:  # a snapshot's is made on the store's thread, without its text
             text = "" if self.rules.traits(frame["type"]).snapshot else json.dumps(frame)
         self._pending.append((frame, text, self._clock(), count % _PRUNE_EVERY == 0))
+        if not self._hold(frame):
+            self._submit()
+
+    def _submit(self) -> None:
+        self._timer = None
         if not self._scheduled.is_set():
             self._scheduled.set()
             self._store.submit(self._flush)
+
+    def _hold(self, frame: Frame) -> bool:
+        """Whether this snapshot waits for the next write (``HOLD_SECONDS``/``HOLD_CHARS``)
+        rather than being written now; the write is then scheduled on the event loop."""
+        if not self.rules.traits(frame["type"]).snapshot or self._scheduled.is_set():
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False  # no loop to wait on (a synchronous caller): write now
+        key = (frame["chat_id"], str(frame.get("message_id")))
+        size = len(self.rules.snapshot_text(frame))
+        start = self._held.setdefault(key, size)
+        wait = self._written + HOLD_SECONDS - time.monotonic()
+        if wait <= 0 or size - start >= HOLD_CHARS or size < start:
+            return False
+        if self._timer is None:
+            self._timer = loop.call_later(wait, self._submit)
+        return True
 
     def _flush(self, conn: sqlite3.Connection) -> None:
         """Write every queued frame in one transaction (on the store's thread). On failure the
         batch stays queued for the next flush: a lock that clears loses nothing."""
         self._scheduled.clear()  # before taking the batch: a later append schedules again
+        self._written = time.monotonic()
+        self._held.clear()
         batch: list[tuple[Frame, str, float, bool]] = []
         while self._pending:
             batch.append(self._pending.popleft())

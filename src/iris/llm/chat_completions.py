@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
@@ -23,6 +22,7 @@ from iris.llm.base import (
     translate_errors,
 )
 from iris.llm.quirks import ModelQuirks
+from iris.llm.sse import line_batches, loads_object
 from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
 _STREAM = {"stream": True, "stream_options": {"include_usage": True}}
@@ -50,7 +50,9 @@ class ChatCompletionsProvider(SdkProvider):
             try:
                 with translate_errors(streaming=True):
                     async with post_raw_stream(self._client, "/chat/completions", body) as response:
-                        async for raw in _stream_deltas(response.iter_lines()):
+                        async for raw in _stream_deltas(
+                            line_batches(response.http_response.aiter_bytes())
+                        ):
                             started = True
                             yield raw
                 return
@@ -137,36 +139,32 @@ def _response_format(flat: dict[str, Any]) -> dict[str, Any]:
 _SSE_FIELDS = ("data", "event", "id", "retry", ":")
 
 
-async def _stream_deltas(lines: AsyncIterator[str]) -> AsyncGenerator[RawDelta]:
-    """Raw deltas of an SSE body. A body that is not SSE is a bad response; a stream that
-    stops without ``[DONE]`` or a ``finish_reason`` was cut, not finished."""
+async def _stream_deltas(batches: AsyncIterator[list[str]]) -> AsyncGenerator[RawDelta]:
+    """Raw deltas of an SSE body (its lines, a read's worth at a time). A body that is not
+    SSE is a bad response; a stream that stops without ``[DONE]`` or a ``finish_reason`` was
+    cut, not finished."""
     data: list[str] = []
     chunks = 0
     finished = False
     first = ""
-    async for line in lines:
-        first = first or line
-        if line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-            continue
-        if line and not chunks and not line.startswith(_SSE_FIELDS):
-            raise bad_response(describe_body(line))  # an HTML page, plain text...
-        if line or not data:
-            continue  # comments, other fields, keep-alives
-        payload, data = "\n".join(data), []
-        if payload == "[DONE]":
-            finished = True
-            break
-        try:
-            chunk: Any = json.loads(payload)
-        except ValueError:
-            raise ProviderError("the provider sent a malformed stream chunk") from None
-        if not isinstance(chunk, dict):
-            raise ProviderError("the provider sent a stream chunk that is not a JSON object")
-        chunks += 1
-        finished = finished or _finishes(cast(dict[str, Any], chunk))
-        for raw in _chunk_deltas(cast(dict[str, Any], chunk)):
-            yield raw
+    async for lines in batches:
+        first = first or next(filter(None, lines), "")
+        for line in lines:
+            if line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+                continue
+            if line and not chunks and not line.startswith(_SSE_FIELDS):
+                raise bad_response(describe_body(line))  # an HTML page, plain text...
+            if line or not data:
+                continue  # comments, other fields, keep-alives
+            payload, data = "\n".join(data), []
+            if payload == "[DONE]":
+                return
+            chunk = loads_object(payload)
+            chunks += 1
+            finished = finished or _finishes(chunk)
+            for raw in _chunk_deltas(chunk):
+                yield raw
     if finished:
         return
     if not chunks:

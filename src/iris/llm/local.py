@@ -132,10 +132,20 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     ]
 
 
-def default_threads() -> int:
-    """Half the cores (at most 4): llama.cpp's threads spin while they wait for each other, so
-    one per core of a busy machine makes every token wait for the slowest."""
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (what a container's cpuset or
+    ``taskset`` leaves it), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_threads(cores: int | None = None) -> int:
+    """Half the usable cores, at most 4, at least 1: llama.cpp's threads spin while they wait
+    for each other, so one per core of a machine that also serves makes every token wait
+    for the slowest (on 2 cores, 1: the other one runs the server and its clients)."""
+    return max(1, min(4, (usable_cores() if cores is None else cores) // 2))
 
 
 def crash_cause(returncode: int, last_line: str) -> str:

@@ -8,11 +8,10 @@ the Responses event stream back to raw deltas. The final tool calls are taken fr
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
-import openai
-from openai.types.responses import Response, ResponseStreamEvent
+from openai.types.responses import Response
 
 from iris.errors import ProviderConnectionError, ProviderError
 from iris.llm.base import (
@@ -26,7 +25,8 @@ from iris.llm.base import (
     describe_body,
     translate_errors,
 )
-from iris.llm.wire import SdkProvider, encode, post, post_events
+from iris.llm.sse import Event, line_batches, loads_object, parse_events
+from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
 
 def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -114,61 +114,19 @@ def _text_of(content: Any) -> str:
 
 class ResponsesProvider(SdkProvider):
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
-        streamed_text: set[int] = set()
-        streamed_reasoning: set[int] = set()
-        events = 0
-        finished = False  # response.completed / incomplete: the stream ended on purpose
+        state = _StreamState()
         body = await encode(lambda: {**request_body(request), "stream": True})
         with translate_errors(streaming=True):
-            stream = await post_events(
-                self._client, "/responses", body, openai.AsyncStream[ResponseStreamEvent]
-            )
-            async with stream:
-                async for event in stream:
-                    data: dict[str, Any] = event.model_dump()
-                    kind = data.get("type", "")
-                    events += 1
-                    index = int(data.get("output_index") or 0)
-                    if kind == "response.output_text.delta":
-                        streamed_text.add(index)
-                        yield RawText(data.get("delta", ""))
-                    elif kind in (
-                        "response.reasoning_summary_text.delta",
-                        "response.reasoning_text.delta",
-                    ):
-                        streamed_reasoning.add(index)
-                        summary = kind == "response.reasoning_summary_text.delta"
-                        yield RawReasoning(data.get("delta", ""), summary=summary)
-                    elif kind == "response.output_item.added":
-                        item = data.get("item") or {}
-                        if item.get("type") == "function_call":
-                            yield RawToolCall(index, item.get("call_id", ""), item.get("name", ""))
-                    elif kind == "response.function_call_arguments.delta":
-                        yield RawToolCall(index, arguments=data.get("delta", ""))
-                    elif kind == "response.output_item.done":
-                        for raw in _item_deltas(
-                            data.get("item") or {},
-                            index,
-                            with_text=index not in streamed_text,
-                            with_reasoning=index not in streamed_reasoning,
-                        ):
-                            yield raw
-                    elif kind in ("response.completed", "response.incomplete"):
-                        finished = True
-                        usage = (data.get("response") or {}).get("usage") or {}
-                        yield RawUsage(
-                            int(usage.get("input_tokens") or 0),
-                            int(usage.get("output_tokens") or 0),
-                        )
-                    elif kind in ("response.failed", "error"):
-                        raise ProviderError(f"provider error: {_failure_text(data)}")
-        if finished:
+            async with post_raw_stream(self._client, "/responses", body) as response:
+                async for payload in _payloads(response.http_response.aiter_bytes()):
+                    for raw in state.feed(_event_object(payload)):
+                        yield raw
+                content_type = response.http_response.headers.get("content-type")
+        if state.finished:
             return
-        if not events:
-            # The SDK's SSE reader skips what is not SSE: an HTML page reads as no events.
-            raise bad_response(
-                f"no events (content type {stream.response.headers.get('content-type')!r})"
-            )
+        if not state.events:
+            # What is not SSE reads as no events (an HTML page, plain text).
+            raise bad_response(f"no events (content type {content_type!r})")
         raise ProviderConnectionError(
             "connection to the provider lost mid-response (no response.completed)"
         )
@@ -253,3 +211,71 @@ def _failure_text(data: dict[str, Any]) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or data.get("message") or "the response failed")
     return str(data.get("message") or "the response failed")
+
+
+async def _payloads(body: AsyncIterator[bytes]) -> AsyncGenerator[str]:
+    """Each event's data, up to ``[DONE]`` (as the SDK's reader: nothing after it counts)."""
+    pending = Event()
+    async for lines in line_batches(body):
+        events, pending = parse_events(lines, pending)
+        for event in events:
+            if event.payload.startswith("[DONE]"):
+                return
+            yield event.payload
+
+
+def _event_object(payload: str) -> dict[str, Any]:
+    """One event's JSON; an ``error`` in it fails the stream, as the SDK's reader does."""
+    data = loads_object(payload)
+    error = data.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(message, str) or not message:
+            message = "An error occurred during streaming"
+        raise ProviderError(f"provider error: {message}")
+    return data
+
+
+class _StreamState:
+    """What a Responses event stream said so far, and the raw deltas of each next event."""
+
+    def __init__(self) -> None:
+        self.streamed_text: set[int] = set()
+        self.streamed_reasoning: set[int] = set()
+        self.events = 0
+        self.finished = False  # response.completed / incomplete: the stream ended on purpose
+
+    def feed(self, data: dict[str, Any]) -> list[RawDelta]:
+        kind = data.get("type", "")
+        self.events += 1
+        index = int(data.get("output_index") or 0)
+        if kind == "response.output_text.delta":
+            self.streamed_text.add(index)
+            return [RawText(data.get("delta", ""))]
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            self.streamed_reasoning.add(index)
+            summary = kind == "response.reasoning_summary_text.delta"
+            return [RawReasoning(data.get("delta", ""), summary=summary)]
+        if kind == "response.function_call_arguments.delta":
+            return [RawToolCall(index, arguments=data.get("delta", ""))]
+        if kind == "response.output_item.added":
+            item = data.get("item") or {}
+            if item.get("type") == "function_call":
+                return [RawToolCall(index, item.get("call_id", ""), item.get("name", ""))]
+            return []
+        if kind == "response.output_item.done":
+            return _item_deltas(
+                data.get("item") or {},
+                index,
+                with_text=index not in self.streamed_text,
+                with_reasoning=index not in self.streamed_reasoning,
+            )
+        if kind in ("response.completed", "response.incomplete"):
+            self.finished = True
+            usage = (data.get("response") or {}).get("usage") or {}
+            return [
+                RawUsage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
+            ]
+        if kind in ("response.failed", "error"):
+            raise ProviderError(f"provider error: {_failure_text(data)}")
+        return []

@@ -53,21 +53,11 @@ async def post(client: openai.AsyncOpenAI, path: str, body: bytes, cast_to: type
     return await client.post(path, cast_to=cast_to, **_send(body))
 
 
-async def post_events(
-    client: openai.AsyncOpenAI, path: str, body: bytes, stream_cls: type[openai.AsyncStream[T]]
-) -> openai.AsyncStream[T]:
-    """POST and read the answer as the SDK's typed SSE stream (events typed by
-    ``stream_cls``'s parameter, as the SDK's own ``create(stream=True)`` does)."""
-    return await client.post(
-        path, cast_to=object, stream=True, stream_cls=stream_cls, **_send(body)
-    )
-
-
 @contextlib.asynccontextmanager
 async def post_raw_stream(
     client: openai.AsyncOpenAI, path: str, body: bytes
 ) -> AsyncGenerator[openai.AsyncAPIResponse[object]]:
-    """POST and hand over the unread response (``iter_lines()``); closed on exit."""
+    """POST and hand over the unread response (its body: ``iris.llm.sse``); closed on exit."""
     response = cast(
         "openai.AsyncAPIResponse[object]",
         await client.post(path, cast_to=object, options={"headers": _RAW_STREAM}, **_send(body)),

@@ -185,7 +185,7 @@ STORE_ERRORS = _counter(
 _state = {"on": False}
 _CODE = re.compile(r"^[a-z0-9_]{1,40}$")
 SURFACES = frozenset({"api", "iris", "chat", "cli"})
-PLATFORMS = frozenset({"telegram", "discord", "slack", "whatsapp"})
+PLATFORMS = frozenset({"telegram", "discord", "slack", "whatsapp", "matrix", "homeassistant"})
 
 
 def enable(on: bool = True) -> None:

@@ -4,7 +4,9 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.socket.endpoint.IrisSurface``  GET /iris/ws (WebSocket)
-- ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp gateway runners
+- ``iris.surfaces.mcp_server.endpoint.McpSurface`` /mcp (MCP server mode, beside the socket)
+- ``iris.surfaces.a2a.endpoint.A2aSurface``     /a2a, the agent card (``platforms.a2a``)
+- ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp, Home Assistant
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
 Any error that escapes a handler is a JSON 500 without the traceback, and Starlette's own
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from collections.abc import AsyncGenerator, Callable
 from types import FrameType
@@ -54,6 +57,7 @@ def check_bind_safety(config: Config) -> None:
         (f"platforms.iris.tokens[{i}]", t) for i, t in enumerate(config.platforms.iris.tokens)
     ]
     secrets.append(("server.metrics.token", config.server.metrics.token or ""))
+    secrets.append(("platforms.a2a.api_key", config.platforms.a2a.api_key or ""))
     for key, secret in secrets:
         if secret and len(secret) < least:
             where = "" if least == MIN_SECRET else f" to bind {host}"
@@ -68,6 +72,12 @@ def check_bind_safety(config: Config) -> None:
         raise ConfigError(
             f"refusing to bind {host}: the API server has no key; set "
             "platforms.api_server.api_key or bind 127.0.0.1"
+        )
+    a2a = config.platforms.a2a
+    if a2a.enabled and not (a2a.api_key or api.api_key):
+        raise ConfigError(
+            f"refusing to bind {host}: the A2A server has no key; set "
+            "platforms.a2a.api_key (or platforms.api_server.api_key) or bind 127.0.0.1"
         )
     metrics = config.server.metrics
     if metrics.enabled and not metrics.token:
@@ -85,11 +95,23 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 
         surfaces.append(ApiSurface(runtime))
     if config.platforms.iris.enabled:
+        from iris.surfaces.mcp_server.endpoint import McpSurface
         from iris.surfaces.socket.endpoint import IrisSurface
 
-        surfaces.append(IrisSurface(runtime))
+        iris = IrisSurface(runtime)
+        surfaces.append(iris)
+        surfaces.append(McpSurface(iris))  # MCP server mode: the same chats, the same tokens
+        if config.platforms.a2a.enabled:
+            from iris.surfaces.a2a.endpoint import A2aSurface
+
+            surfaces.append(A2aSurface(iris))  # its tasks are turns in iris chats
+    elif config.platforms.a2a.enabled:
+        raise ConfigError(
+            "platforms.a2a needs platforms.iris enabled: an A2A task is a turn in an iris chat"
+        )
     p = config.platforms
-    if p.telegram.enabled or p.discord.enabled or p.slack.enabled or p.whatsapp.enabled:
+    chats = (p.telegram, p.discord, p.slack, p.whatsapp, p.matrix, p.homeassistant)
+    if any(section.enabled for section in chats):
         from iris.surfaces.chat.runner import ChatSurface
 
         surfaces.append(ChatSurface(runtime))
@@ -282,6 +304,7 @@ def serve(config: Config) -> None:
 
     check_bind_safety(config)
     app = build_app(config)
+    settle_heap()
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler it
     # found; with the default one that kills the process (exit 143) after a clean shutdown.
     previous = signal.signal(signal.SIGTERM, exit_cleanly)
@@ -291,6 +314,21 @@ def serve(config: Config) -> None:
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def settle_heap() -> None:
+    """Before serving: what start-up made (modules, the app, its config and schemas) leaves
+    the collector's view (``gc.freeze``), and young collections wait for more new objects.
+    Each chunk of each stream makes a few dozen short-lived containers; with CPython's
+    default threshold (700) the collector ran every few chunks (a tenth of a busy server's
+    samples in ``bench/chunk_cost.py``'s profile). Reference counting still frees nearly all
+    of it at once; cycles are still collected, less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(_GC_YOUNG, *gc.get_threshold()[1:])
+
+
+_GC_YOUNG = 20_000
 
 
 def exit_cleanly(signum: int, frame: FrameType | None) -> None:

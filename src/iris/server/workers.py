@@ -42,7 +42,13 @@ from types import FrameType
 from iris.config import Config
 from iris.errors import ConfigError, IrisError
 from iris.observability import metrics
-from iris.server.asgi import build_app, check_bind_safety, exit_cleanly, uvicorn_options
+from iris.server.asgi import (
+    build_app,
+    check_bind_safety,
+    exit_cleanly,
+    settle_heap,
+    uvicorn_options,
+)
 from iris.state.redis_store import RedisStore
 
 log = logging.getLogger("iris.server")
@@ -213,6 +219,7 @@ def _serve_worker(config: Config, port: int) -> None:
     except IrisError as exc:  # its store is unreachable now: one line; the parent retries
         print(f"iris: worker: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None
+    settle_heap()
     uvicorn.Server(uvicorn.Config(app, **uvicorn_options(config))).run(sockets=[sock])
 
 

@@ -36,7 +36,7 @@ from iris.surfaces.api.fields import (
 )
 from iris.surfaces.api.functions import answer_function_results, legacy_call, legacy_request
 from iris.surfaces.api.items import history_items
-from iris.surfaces.api.offering import agent_tools_for, resolve_model
+from iris.surfaces.api.offering import agent_tools_for, resolve_model, voice_model
 from iris.surfaces.api.params import (
     CHAT_NAMES,
     RESPONSES_NAMES,
@@ -49,6 +49,7 @@ from iris.surfaces.api.params import (
     unpack_extra_body,
 )
 from iris.surfaces.api.problems import ApiError, bad_request
+from iris.surfaces.api.voice import voice_request
 
 Json = dict[str, Any]
 
@@ -230,6 +231,8 @@ def parse_chat(body: object, *, models: Sequence[str], config: Config) -> ChatCa
         metadata={"surface": "api"},
         ask_also=API_ASKS,
     )
+    if model == voice_model(config):
+        turn = voice_request(turn)
     return ChatCall(
         turn=turn,
         model=model,
@@ -406,6 +409,12 @@ def parse_responses(
             "background responses must be stored; drop 'store': false",
             param="background",
             code="invalid_value",
+        )
+    if model == voice_model(config):
+        raise bad_request(
+            f"'{model}' answers Chat Completions only (/v1/chat/completions)",
+            param="model",
+            code="model_not_supported",
         )
     raw_tools = data.get("tools")
     tools = _function_tools(raw_tools)

@@ -3,7 +3,8 @@
 The models: the configured model first (apps that pick "the first model", Home Assistant's
 ``llama_cpp`` among them, pick it), then ``iris-agent`` — the same model with Iris's own tools
 (terminal, read_file, MCP) — while ``platforms.api_server.agent_tools`` lets anyone have them.
-The embedded model is listed under an id without spaces (``gemma-3-270m``, its description in a
+Then ``iris-voice`` (``platforms.homeassistant.voice.model``): the same model answered for a
+speaker, never with Iris's tools (``voice``). The embedded model is listed under an id without spaces (``gemma-3-270m``, its description in a
 field of its own) and answers to the alias ``local`` as well.
 
 A request gets the agent's tools only when all of these hold:
@@ -46,7 +47,14 @@ def served_models(config: Config, main: str, description: str = "") -> list[Serv
         models.append(
             ServedModel(AGENT_MODEL, f"{main or 'the model'} with Iris's own tools (the agent)")
         )
+    voice = voice_model(config)
+    models.append(ServedModel(voice, f"{main or 'the model'} answering for speech (Assist)"))
     return models
+
+
+def voice_model(config: Config) -> str:
+    """The id of the voice profile (``iris-voice``)."""
+    return config.platforms.homeassistant.voice.model
 
 
 def agent_available(config: Config) -> bool:
@@ -83,6 +91,8 @@ def agent_tools_for(body: Json, model: str, messages: list[Json], config: Config
         return False
     if settings.agent_tools == "on_request" and model != AGENT_MODEL:
         return False
+    if model == voice_model(config):
+        return False  # a speaker never gets Iris's tools
     if _asks_structure(body):
         return False
     return not is_app_task(messages)

@@ -31,6 +31,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -64,20 +65,20 @@ from iris.surfaces.api.bodies import (
 )
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.conversations import ConversationRoutes
-from iris.surfaces.api.exchange import TurnExchange, Wire
+from iris.surfaces.api.exchange import Running, TurnExchange, Wire
 from iris.surfaces.api.held import (
     APPROVED_BY,
     ApprovalAnswer,
     HeldTurn,
     HeldTurns,
-    Leg,
     approval_answer,
 )
 from iris.surfaces.api.items import input_items, page
-from iris.surfaces.api.offering import ServedModel, resolve_model, served_models
+from iris.surfaces.api.offering import ServedModel, resolve_model, served_models, voice_model
 from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.sse import data_frames, named_frames
+from iris.surfaces.api.voice import VoiceTurns, for_speech
 from iris.surfaces.numbers import MAX_SEQUENCE, ascii_count
 from iris.surfaces.origin import SiteGuard
 from iris.tasks import logged
@@ -237,6 +238,8 @@ class ApiSurface:
         # Responses turns waiting for an approval between requests; one another process
         # answered goes on here, followed there (``store.url``).
         self.held = HeldTurns(self._answered_elsewhere)
+        voice = runtime.config.platforms.homeassistant.voice
+        self.voice = VoiceTurns(runtime.agent, voice.ack_after, lambda: runtime.announce)
         self._active = 0  # admitted turns, held until their exchange ends
         self._key = (self.settings.api_key or "").encode()
         self.site = SiteGuard(runtime.config.server)
@@ -308,6 +311,7 @@ class ApiSurface:
                 for exchange in open_now:
                     await exchange.wait_closed()
         await self.held.stop()
+        await self.voice.stop()
 
     # -- endpoints ------------------------------------------------------------------------
     def served(self) -> list[ServedModel]:
@@ -333,6 +337,9 @@ class ApiSurface:
     async def chat(self, request: Request) -> Response:
         body = await self._json(request)
         call = parse_chat(body, models=self.model_names(), config=self.runtime.config)
+        if call.model == voice_model(self.runtime.config) and for_speech(call.turn):
+            source = self.voice.source(call.turn)
+            return self._exchange(call.turn, ChatWire(call), stream=call.stream, source=source)
         return self._exchange(call.turn, ChatWire(call), stream=call.stream)
 
     async def create_response(self, request: Request) -> Response:
@@ -770,7 +777,7 @@ class ApiSurface:
         wire: Wire,
         *,
         stream: bool,
-        source: Leg | None = None,
+        source: AbstractAsyncContextManager[Running] | None = None,
         release: Callable[[], None] | None = None,
     ) -> Response:
         """The exchange of one turn (or one leg of a held one) under its slots: ``release``

@@ -38,9 +38,13 @@ _RETRY = 1.0
 
 
 def bot_token(config: Config, platform: str) -> str:
-    """The token that identifies ``platform``'s bot (Slack: the bot token, not the app's)."""
+    """The token that identifies ``platform``'s bot (Slack: the bot token, not the app's;
+    Matrix: the bot's user id, whose token may be one a login got)."""
     section = getattr(config.platforms, platform)
-    return str(getattr(section, "bot_token", None) or getattr(section, "token", ""))
+    resolved = getattr(section, "resolved_token", None)  # Home Assistant: token or token_env
+    token = resolved() if callable(resolved) else getattr(section, "token", "")
+    named = getattr(section, "bot_token", None) or token
+    return str(named or getattr(section, "user_id", ""))
 
 
 def poller_key(store: RedisStore, platform: str, token: str) -> str:

@@ -59,7 +59,7 @@ import importlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -68,6 +68,7 @@ from starlette.routing import BaseRoute
 from iris.agent.approvals import Decision
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
+from iris.agent.tools import Tool
 from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
@@ -99,7 +100,7 @@ from iris.surfaces.chat.prompts import (
     parse_press,
 )
 from iris.surfaces.chat.throttle import Throttle
-from iris.surfaces.chat.transport import choose
+from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.scheduler import Delivery, Run
@@ -135,11 +136,21 @@ def _adapter(module: str, cls: str) -> PlatformFactory:
     return build
 
 
+def _matrix(config: Config) -> ChatPlatform:
+    # Its sync token is kept beside the database, in Iris's private files.
+    from iris.surfaces.chat.platforms.matrix import MatrixPlatform
+
+    folder = config.store.resolved_path().parent / "matrix"
+    return cast(ChatPlatform, MatrixPlatform(config.platforms.matrix, folder))
+
+
 PLATFORMS: dict[str, PlatformFactory] = {
     "telegram": _adapter("telegram", "TelegramPlatform"),
     "discord": _adapter("discord", "DiscordPlatform"),
     "slack": _adapter("slack", "SlackPlatform"),
     "whatsapp": _adapter("whatsapp", "WhatsAppPlatform"),
+    "matrix": _matrix,
+    "homeassistant": _adapter("homeassistant", "HomeAssistantPlatform"),
 }
 
 
@@ -239,6 +250,13 @@ class ChatSurface:
             log.error("chat platform %s not started: %s", platform.name, exc)
             return False
         self._connected.append(platform)
+        announce = getattr(platform, "announce", None)
+        if callable(announce):  # Home Assistant: where a voice turn's later answer goes
+            self.runtime.announce = cast(Callable[[str], Awaitable[None]], announce)
+        tools = getattr(platform, "tools", None)
+        if callable(tools):  # Home Assistant: the house tools, over its connection
+            for tool in cast(Callable[[], list[Tool]], tools)():
+                self.runtime.agent.tools.add(tool)
         log.info("chat platform %s connected", platform.name)
         return True
 
@@ -814,7 +832,8 @@ class ChatSurface:
                 conversation.turn, conversation.consumer = turn, consumer
                 if sequence != conversation.latest:
                     turn.interrupt()  # overtaken while it was being set up
-                outcome = await consumer.consume(turn)
+                events = whole(turn) if platform.capabilities.whole else turn
+                outcome = await consumer.consume(events)
         finally:
             conversation.turn = conversation.consumer = None
             conversation.next_draft = consumer.next_draft

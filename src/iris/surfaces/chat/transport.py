@@ -23,6 +23,13 @@ so the planner waits for the shared budget of the method that actually goes out:
 start, append or stop on the stream methods' budget, a message that left streaming on
 ``chat.update``'s (Slack limits each method per workspace on its own).
 
+- ``WholeTransport``: a platform whose answers go out whole (``capabilities.whole``: Home
+  Assistant notifications). The plan sends settled text only, once; each message of the reply
+  goes out as the reply so far, under the one id the platform keeps per conversation, so
+  what stays is the whole answer, never a half one, and no tool progress is planned at all.
+  ``whole`` holds such a turn's events until it ends: one that failed shows its failure
+  without the text so far, one cut short (a newer message came) shows nothing.
+
 ``choose`` picks the native kind for a chat from ``display.platforms.<p>.transport``
 (``blocks`` and ``final`` are plain sends: ``EditTransport``).
 """
@@ -31,12 +38,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from iris.config import ResolvedDisplay
 from iris.config import Transport as TransportSetting
+from iris.events import Event, TurnEnded, TurnFailed, TurnStarted
 from iris.surfaces.chat.budget import Draws
 from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
@@ -152,6 +160,18 @@ class DraftTransport(EditTransport):
         await drafts.send_draft(
             self.chat_id, action.draft_id, action.text, thread=self.thread, can_stop=self.can_stop
         )
+
+
+@dataclass
+class WholeTransport(EditTransport):
+    _parts: list[str] = field(default_factory=list[str])
+
+    async def send(self, action: Send) -> str:
+        # The platform replaces its notification by id: each send is the whole reply so far.
+        whole = "\n\n".join([*self._parts, action.text])
+        message_id = await self.platform.send(self.chat_id, whole, thread=self.thread)
+        self._parts.append(action.text)
+        return message_id
 
 
 @dataclass
@@ -281,6 +301,32 @@ def _shown(task: Task) -> tuple[str, str]:
     return task.status, task.details
 
 
+async def whole(events: AsyncIterable[Event]) -> AsyncIterator[Event]:
+    """A turn for a platform that shows answers whole: nothing until it ended; then all of it,
+    or, when it failed or was cut short, its start and its end without its text (never half
+    an answer)."""
+    held: list[Event] = []
+    async for event in events:
+        match event:
+            case TurnFailed():
+                end: Event = dataclasses.replace(event, partial_text="")
+            case TurnEnded(reason="interrupted"):
+                end = dataclasses.replace(event, text="")
+            case TurnEnded():
+                held.append(event)
+                for kept in held:
+                    yield kept
+                return
+            case _:
+                held.append(event)
+                continue
+        for kept in held[:1]:
+            if isinstance(kept, TurnStarted):
+                yield kept
+        yield end
+        return
+
+
 def blocks(can_edit: bool, display: ResolvedDisplay) -> bool:
     """Does a streamed reply go out in blocks? Where the platform cannot edit, unless the
     transport says ``final``; anywhere it says ``blocks``."""
@@ -306,6 +352,9 @@ def plan_for(
     ``transport: blocks``), else edits (a preview growing in place, unless streaming is off
     or ``transport: final``; fresh final and deletes where the platform deletes)."""
     caps = platform.capabilities
+    if caps.whole:
+        quiet = display.model_copy(update={"tool_progress": "off", "show_reasoning": False})
+        return WholeTransport(platform, chat_id, thread), Reply(caps, quiet, preview=False)
     match None if native is None else native.kind:
         case "draft":
             transport = DraftTransport(platform, chat_id, thread, can_stop=display.can_stop)

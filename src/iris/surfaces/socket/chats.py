@@ -11,7 +11,6 @@ guard, 503 ``store_unavailable``.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -22,15 +21,15 @@ from starlette.routing import Route
 from iris.auth_throttle import AuthThrottle, client_address
 from iris.errors import StoreUnavailable
 from iris.state.sessions import Sessions, SessionSummary
-from iris.surfaces.api.problems import error_body
 from iris.surfaces.origin import SiteGuard
+from iris.surfaces.refusals import PRIVATE, throttled, unauthorized
+from iris.surfaces.refusals import refusal as reject
 from iris.surfaces.socket.access import TokenGate, bearer
 
 SESSION_PREFIX = "iris:"
 TITLE_CHARS = 80
 MAX_CHATS = 200
 _SPACE = re.compile(r"\s+")
-_PRIVATE = {"cache-control": "no-store"}  # transcripts: no cache keeps a copy
 
 
 def session_key(chat_id: str) -> str:
@@ -71,41 +70,24 @@ def route(sessions: Sessions, gate: TokenGate, site: SiteGuard, guard: AuthThrot
         scope = request.scope
         refusal = site.refusal(request.headers, scope.get("server"), scope["scheme"])
         if refusal is not None:
-            return _error(403, refusal.message, refusal.code, "permission_error")
+            return reject(403, refusal.message, refusal.code, "permission_error")
         address = client_address(scope)
         wait = guard.refused(address, "iris_chats")
         if wait is not None:  # guessing: too many wrong tokens from this address
-            return _error(
-                429,
-                "Too many failed authentications from this address; retry later.",
-                "too_many_failed_authentications",
-                "rate_limit_error",
-                {"retry-after": str(math.ceil(wait))},
-            )
+            return throttled(wait)
         try:
             check = await gate.check(bearer(request.headers.get("authorization", "")) or "")
             if check.status != "ok":
                 guard.failed(address, "iris_chats")
             if check.status == "revoked":
-                return _unauthorized("revoked", "This device's token was revoked.")
+                return unauthorized("revoked", "This device's token was revoked.")
             if check.status != "ok":
-                return _unauthorized(
+                return unauthorized(
                     "unauthorized", "Send 'Authorization: Bearer <token>' with a device token."
                 )
             found = await sessions.summaries(SESSION_PREFIX, MAX_CHATS)
         except StoreUnavailable as exc:
-            return _error(503, exc.message, exc.code, "server_error")
-        return JSONResponse(listing(found), headers=_PRIVATE)
+            return reject(503, exc.message, exc.code, "server_error")
+        return JSONResponse(listing(found), headers=PRIVATE)
 
     return Route("/iris/chats", list_chats, methods=["GET"])
-
-
-def _unauthorized(code: str, message: str) -> JSONResponse:
-    return _error(401, message, code, "authentication_error", {"www-authenticate": "Bearer"})
-
-
-def _error(
-    status: int, message: str, code: str, type: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    body = error_body(message, type=type, code=code)
-    return JSONResponse(body, status_code=status, headers={**_PRIVATE, **(headers or {})})

@@ -54,6 +54,9 @@ class Capabilities:
     length_unit: Literal["utf16", "chars"]  # Telegram counts UTF-16 code units
     rate: RateBudget  # per private chat / channel
     group_rate: RateBudget | None = None  # per group chat, where stricter (Telegram: 20/min)
+    # Answers go out once, whole, whatever the streaming settings (Home Assistant
+    # notifications): no preview, no tool progress, never half an answer.
+    whole: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +175,7 @@ class Task:
 
 
 class ChatPlatform(Protocol):
-    name: str  # "telegram" | "discord" | "slack" | "whatsapp"
+    name: str  # "telegram" | "discord" | "slack" | "whatsapp" | "homeassistant"
     capabilities: Capabilities
     # The bot's limits shared by all its chats (bot-wide, global, per method): every chat's
     # throttle takes a seat at it. An empty budget limits nothing beyond each chat's own.

@@ -1,0 +1,333 @@
+"""CPU time an ``iris serve`` process spends per proxied chunk, from its own rusage.
+
+A raw-asyncio fake upstream (its own process) streams ``--chunks`` model-output events per
+request at ``--rate`` per second, in the official wire formats (the test fakes' encoders:
+``tests/fakes/scenarios.py``): Chat Completions chunks or Responses events, text deltas or
+tool-call argument deltas (the client sends a function, so Iris passes the call through). A
+light client (raw sockets, no SDK, no JSON parse) opens 1, 50 and 200 streams at once and
+counts the chunks that reach it. The figure is the server's user + system CPU time
+(``/proc/<pid>/stat``) over the run divided by the chunks delivered: what the process itself
+spent, whatever the neighbours on a shared machine do to wall-clock times. Each request's own
+cost (its head, the turn's start and end) is in it too, spread over ``--chunks`` chunks.
+
+Paths: ``chat`` is a client on ``/v1/chat/completions`` with a ``chat_completions`` provider,
+``responses`` a client on ``/v1/responses`` with a ``responses`` provider; each with
+``server.metrics`` off and on (``+m``). Then one more server runs under cProfile (50 streams,
+Chat Completions text) and the profile's top 15 functions by own time are printed.
+
+    python bench/chunk_cost.py [--chunks 200] [--rate 100] [--streams 1 50 200] [--no-profile]
+        [--only chat] [--loop asyncio|uvloop]
+
+Target: ≤ 50 µs per text chunk at 50 streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import pstats
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from api_overhead import free_port, start_iris, wait_port  # noqa: E402
+
+MODEL = "bench-model"
+KEY = "sk-bench-key-0123456789"
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a word up.",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+    },
+}
+
+
+# -- the fake upstream (its own process: ``--upstream PORT``) -----------------------------
+
+
+def upstream_events(path: str, body: dict[str, Any], chunks: int) -> list[bytes]:
+    """The SSE events of one answer, as the test fakes write them."""
+    from tests.fakes.scenarios import Received, text, tool_call
+
+    if body.get("tools"):
+        scenario = tool_call("lookup", ['{"q": "', *("ab" for _ in range(chunks - 2)), '"}'])
+    else:
+        scenario = text(*(f"tok{i} " for i in range(chunks)))
+    reply = scenario.reply(Received("POST", path, body, {}, time.monotonic()))
+    return [event.data for event in reply.events or ()]
+
+
+async def upstream_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chunks: int, rate: float
+) -> None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        body = json.loads(await reader.readexactly(length)) if length else {}
+        path = head.split(b" ", 2)[1].decode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        )
+        start, interval = time.monotonic(), 1.0 / rate
+        for i, data in enumerate(upstream_events(path, body, chunks)):
+            delay = start + i * interval - time.monotonic()  # an absolute schedule
+            if delay > 0:
+                await asyncio.sleep(delay)
+            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        writer.close()
+
+
+async def run_upstream(port: int, chunks: int, rate: float) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await upstream_connection(reader, writer, chunks, rate)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+# -- the light client ---------------------------------------------------------------------
+
+
+def request_bytes(port: int, api: str, tools: bool) -> bytes:
+    body: dict[str, Any] = {"model": MODEL, "stream": True}
+    if api == "chat":
+        path, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": "go"}]
+        if tools:
+            body["tools"] = [TOOL]
+    else:
+        path, body["input"] = "/v1/responses", "go"
+        if tools:
+            body["tools"] = [{"type": "function", **TOOL["function"]}]
+    data = json.dumps(body).encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"authorization: Bearer {KEY}\r\ncontent-length: {len(data)}\r\n"
+        "connection: close\r\n\r\n"
+    ).encode() + data
+
+
+# What marks one proxied model-output chunk in what the client reads.
+MARKS = {
+    ("chat", False): b'"content":"tok',
+    ("chat", True): b'"arguments":"',
+    ("responses", False): b"event: response.output_text.delta",
+    ("responses", True): b"event: response.function_call_arguments.delta",
+}
+
+
+async def read_stream(port: int, api: str, tools: bool) -> tuple[int, str | None]:
+    """(model-output chunks received, error or None). Reads to the end of the body."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError as exc:
+        return 0, f"connect: {exc}"
+    seen, tail, mark = 0, b"", MARKS[(api, tools)]
+    try:
+        writer.write(request_bytes(port, api, tools))
+        head = await reader.readuntil(b"\r\n\r\n")
+        if head.split(b" ", 2)[1] != b"200":
+            return 0, head.split(b"\r\n", 1)[0].decode()
+        while data := await reader.read(65536):
+            window = tail + data
+            seen += window.count(mark)
+            tail = data[-len(mark) + 1 :]  # a mark split between two reads counts once
+        return seen, None
+    except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+        return seen, f"{type(exc).__name__}: {exc}"
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+def cpu_ns(pid: int) -> int:
+    """The process's CPU time so far in ns, all its threads (``/proc/<pid>/task/*/schedstat``:
+    the scheduler's own count, finer than ``stat``'s clock ticks; ``stat``'s utime + stime
+    count the same time, 10 ms at a time)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
+async def measure(
+    pid: int, port: int, api: str, tools: bool, streams: int, chunks: int
+) -> tuple[float, int, list[str]]:
+    """(CPU µs per proxied chunk, chunks the client saw, errors) of ``streams`` at once."""
+    before = cpu_ns(pid)
+    results = await asyncio.gather(*(read_stream(port, api, tools) for _ in range(streams)))
+    used = cpu_ns(pid) - before
+    errors = [error for _, error in results if error]
+    return used / 1e3 / (streams * chunks), sum(count for count, _ in results), errors
+
+
+# -- the servers and the run --------------------------------------------------------------
+
+
+def start_server(
+    up_port: int, workdir: Path, args: argparse.Namespace, api: str, metrics: bool, name: str
+) -> tuple[int, subprocess.Popen[bytes]]:
+    sections: dict[str, dict[str, object]] = {
+        "model": {"provider": "chat_completions" if api == "chat" else "responses"}
+    }
+    if metrics:
+        sections["server"] = {"metrics": {"enabled": True, "token": KEY}}
+    launch = (__file__, "--serve-loop", args.loop) if args.loop else ()
+    return start_iris(
+        up_port, workdir, max(args.streams), name=name, launcher=launch, **sections
+    )
+
+
+async def one_path(
+    up_port: int, workdir: Path, args: argparse.Namespace, api: str, metrics: bool
+) -> None:
+    label = api + ("+m" if metrics else "")
+    port, server = start_server(up_port, workdir, args, api, metrics, label)
+    try:
+        for tools in (False, True):
+            await measure(server.pid, port, api, tools, 2, args.chunks)  # warm up
+            for streams in args.streams:
+                cost, seen, errors = await measure(
+                    server.pid, port, api, tools, streams, args.chunks
+                )
+                shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
+                kind = "tool" if tools else "text"
+                print(
+                    f"  {label:<12} {kind:<5} {streams:>7} {cost:>11.1f} {seen:>9}  {shown}",
+                    flush=True,
+                )
+    finally:
+        stop(server)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+async def profile(up_port: int, workdir: Path, args: argparse.Namespace) -> None:
+    """One more server, under cProfile for the measured run only (SIGUSR1 starts it, SIGUSR2
+    writes it): 50 Chat Completions text streams; its top 15."""
+    out = workdir / "serve.prof"
+    launch = (__file__, "--serve-profiled", str(out))
+    port, server = start_iris(up_port, workdir, 50, name="profiled", launcher=launch)
+    try:
+        await measure(server.pid, port, "chat", False, 2, args.chunks)  # warm up
+        server.send_signal(signal.SIGUSR1)
+        await measure(server.pid, port, "chat", False, 50, args.chunks)
+        server.send_signal(signal.SIGUSR2)
+        for _ in range(200):
+            if out.exists():
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        stop(server)
+    print("\nprofile (cProfile, 50 chat text streams; top 15 by own time)")
+    stats = pstats.Stats(str(out))
+    stats.sort_stats("tottime").print_stats(15)
+
+
+async def run(args: argparse.Namespace) -> None:
+    up_port = free_port()
+    upstream = subprocess.Popen(
+        [sys.executable, __file__, "--upstream", str(up_port), "--chunks", str(args.chunks)]
+        + ["--rate", str(args.rate)]
+    )
+    wait_port(up_port, upstream)
+    print(f"{args.chunks} chunks per stream at {args.rate:g} chunks/s; loop {args.loop or 'auto'}")
+    print(f"  {'path':<12} {'kind':<5} {'streams':>7} {'µs/chunk':>11} {'delivered':>9}  errors")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for api in args.only or ("chat", "responses"):
+                for metrics in (False, True):
+                    await one_path(up_port, Path(tmp), args, api, metrics)
+            if args.profile:
+                await profile(up_port, Path(tmp), args)
+    finally:
+        stop(upstream)
+
+
+def serve_on(loop: str, argv: list[str]) -> None:
+    """``iris serve`` (``argv``: ``-m iris.cli serve ...``) with uvicorn's ``loop`` forced."""
+    import functools
+
+    import uvicorn
+
+    from iris.cli import main as iris_main
+
+    uvicorn.run = functools.partial(uvicorn.run, loop=loop)
+    sys.argv = ["iris", *argv[2:]]
+    iris_main()
+
+
+def serve_profiled(out: str, argv: list[str]) -> None:
+    """``iris serve`` whose profiler runs from SIGUSR1 to SIGUSR2 (then written to ``out``)."""
+    import cProfile
+
+    from iris.cli import main as iris_main
+
+    profiler = cProfile.Profile()
+    signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())
+
+    def write(*_: object) -> None:
+        profiler.disable()
+        profiler.dump_stats(out)
+
+    signal.signal(signal.SIGUSR2, write)
+    sys.argv = ["iris", *argv[2:]]
+    iris_main()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--serve-loop"]:
+        serve_on(sys.argv[2], sys.argv[3:])
+        return
+    if sys.argv[1:2] == ["--serve-profiled"]:
+        serve_profiled(sys.argv[2], sys.argv[3:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=200, help="model-output chunks a stream")
+    parser.add_argument("--rate", type=float, default=100.0, help="chunks per second a stream")
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 50, 200])
+    parser.add_argument("--only", nargs="+", choices=("chat", "responses"), default=None)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default=None)
+    parser.add_argument("--no-profile", dest="profile", action="store_false")
+    parser.add_argument("--upstream", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.upstream is not None:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_upstream(args.upstream, args.chunks, args.rate))
+        return
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""An A2A task is an Iris turn in the iris chat of its ``contextId``.
+
+``IrisExecutor`` is the ``a2a-sdk``'s ``AgentExecutor``: a message starts a turn in the chat
+``a2a-<contextId>`` through that chat's room, as a device's ``message.send`` does (devices on
+the chat see it; one turn per chat; a slot under ``server.max_turns``). The task says
+``working`` at once, then the reply's text streams as the artifact ``reply`` (each update
+appends what the text grew by; a rewritten text replaces it), and the task ends
+``completed`` with the whole reply as its status message, or ``failed`` with the turn's error.
+
+A tool that needs approval puts the task in ``input-required``: its status message says what
+waits (text, and a data part ``{approval_id, name, args, preview, decisions}``), and the turn
+keeps waiting. The client's next message on the task answers (``once``/``chat``/``deny``, a
+yes or a no, or a data part ``{"decision": ...}``) and the task goes on from where it was: the
+frames the turn made meanwhile were kept for it. ``tasks/cancel`` interrupts the turn at once
+(its text so far stays in the chat) and the task ends ``canceled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import dataclass, field
+
+from a2a.helpers.proto_helpers import new_task
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events.event_queue import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types.a2a_pb2 import Message, Part, Role, TaskState
+from google.protobuf.json_format import ParseDict
+from google.protobuf.struct_pb2 import Value
+
+from iris.agent.approvals import DECISIONS
+from iris.fanout.subscription import Subscription
+from iris.protocol import inbound
+from iris.surfaces.a2a.content import Content, ContentError, content, decision
+from iris.surfaces.mcp_server.reply import ReplyFold, Waiting, growth
+from iris.surfaces.socket.endpoint import IrisSurface
+from iris.surfaces.socket.room import ChatRoom
+
+log = logging.getLogger(__name__)
+
+ARTIFACT = "reply"
+SLOT_KEY = "a2a"
+
+
+def chat_for(context_id: str) -> str:
+    """The iris chat of an A2A context (a digest when the id is not a valid chat id)."""
+    chat_id = f"a2a-{context_id}"
+    if inbound.valid_chat_id(chat_id):
+        return chat_id
+    return "a2a-" + hashlib.sha256(context_id.encode()).hexdigest()[:32]
+
+
+@dataclass
+class _Following:
+    """A turn an A2A task follows: its room, its frames, what was streamed of it."""
+
+    room: ChatRoom
+    subscription: Subscription
+    fold: ReplyFold = field(default_factory=ReplyFold)
+    streamed: str = ""  # the artifact's text so far
+    waiting: Waiting | None = None
+
+
+class IrisExecutor(AgentExecutor):
+    def __init__(self, iris: IrisSurface) -> None:
+        self.iris = iris
+        self.runtime = iris.runtime
+        self._following: dict[str, _Following] = {}  # task id -> its turn
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = str(context.task_id), str(context.context_id)
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        if context.current_task is None:  # a new task: the SDK wants the Task before updates
+            history = [context.message] if context.message is not None else []
+            task = new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+            await event_queue.enqueue_event(task)
+        following = self._following.pop(task_id, None)
+        if following is not None and following.waiting is not None:
+            await self._answer(following, context.message, updater)
+            return
+        try:
+            said = content(_message(context), self.runtime.config.attachments.max_bytes)
+        except ContentError as exc:
+            await updater.reject(_agent(updater, str(exc)))
+            return
+        following = self._start(chat_for(context_id), said)
+        if following is None:
+            await updater.reject(
+                _agent(updater, "a turn is running in this context; wait or cancel it")
+            )
+            return
+        await updater.start_work()
+        await self._follow(task_id, following, updater)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = str(context.task_id), str(context.context_id)
+        following = self._following.pop(task_id, None)
+        if following is not None:
+            self.iris.hub.unsubscribe(following.subscription)
+        self.iris.room(chat_for(context_id)).cancel()
+        await TaskUpdater(event_queue, task_id, context_id).cancel()
+
+    def close(self) -> None:
+        """Let go of the turns of tasks still waiting for input (the server stops)."""
+        for following in self._following.values():
+            self.iris.hub.unsubscribe(following.subscription)
+        self._following.clear()
+
+    def _start(self, chat_id: str, said: Content) -> _Following | None:
+        """The turn started in ``chat_id``; None when the chat is busy or no slot is free."""
+        room = self.iris.room(chat_id)
+        subscription = self.iris.hub.subscribe(chat_id)
+        slot = self.runtime.turns.acquire(SLOT_KEY, None)
+        started = False
+        try:
+            if slot is not None:
+                started = room.send(said.text, origin=subscription, slot=slot, files=said.files)
+        finally:
+            if not started:
+                if slot is not None:
+                    slot.release()
+                self.iris.hub.unsubscribe(subscription)
+        return _Following(room, subscription) if started else None
+
+    async def _answer(
+        self, following: _Following, message: Message | None, updater: TaskUpdater
+    ) -> None:
+        """The client's answer to the approval the task waits for; the task goes on."""
+        waiting = following.waiting
+        assert waiting is not None
+        approvals = self.runtime.approvals
+        if await approvals.resolution(waiting.approval_id) is not None:
+            # Answered meanwhile (a device, the timeout): any message goes on with the task.
+            following.waiting = None
+            await updater.start_work()
+            await self._follow(updater.task_id, following, updater)
+            return
+        said = decision(message)
+        if said is None:
+            self._following[updater.task_id] = following
+            await updater.requires_input(_asking(updater, waiting, "Answer once, chat or deny."))
+            return
+        session = following.room.session
+        await approvals.respond(waiting.approval_id, said, "a2a", chat_id=session)
+        following.waiting = None
+        await updater.start_work()
+        await self._follow(updater.task_id, following, updater)
+
+    async def _follow(self, task_id: str, following: _Following, updater: TaskUpdater) -> None:
+        """Stream the turn into the task until it ends or waits for an approval."""
+        parked = False
+        try:
+            while not following.fold.done:
+                told = following.fold.feed(await following.subscription.get())
+                if isinstance(told, Waiting):
+                    following.waiting, parked = told, True
+                    self._following[task_id] = following
+                    await updater.requires_input(_asking(updater, told))
+                    return
+                if told is not None:
+                    await self._stream(following, updater, last=False)
+            await self._stream(following, updater, last=True)
+            await self._end(following.fold, updater)
+        except asyncio.CancelledError:
+            following.room.cancel()  # tasks/cancel: the turn stops within a round of the loop
+            raise
+        finally:
+            if not parked:
+                self.iris.hub.unsubscribe(following.subscription)
+
+    async def _stream(self, following: _Following, updater: TaskUpdater, *, last: bool) -> None:
+        """What the reply's text grew by, as an artifact update (all of it when rewritten)."""
+        before, text = following.streamed, following.fold.text
+        piece, grew = growth(before, text)
+        if not piece and not last:
+            return
+        following.streamed = text
+        await updater.add_artifact(
+            [Part(text=piece)],
+            artifact_id=ARTIFACT,
+            name=ARTIFACT,
+            append=grew and bool(before),
+            last_chunk=last,
+        )
+
+    async def _end(self, fold: ReplyFold, updater: TaskUpdater) -> None:
+        if fold.error is not None:
+            code, message = fold.error
+            await updater.failed(_agent(updater, f"{code}: {message}"))
+        else:
+            await updater.complete(_agent(updater, fold.text))
+
+
+def _message(context: RequestContext) -> Message:
+    return context.message if context.message is not None else Message()
+
+
+def _agent(updater: TaskUpdater, text: str) -> Message:
+    return updater.new_agent_message([Part(text=text)])
+
+
+def _asking(updater: TaskUpdater, waiting: Waiting, more: str = "") -> Message:
+    """The ``input-required`` message: what waits, for a person and for a program."""
+    data = {
+        "approval_id": waiting.approval_id,
+        "name": waiting.name,
+        "args": waiting.args,
+        "preview": waiting.preview,
+        "expires_at": waiting.expires_at,
+        "decisions": list(DECISIONS),
+    }
+    text = f"Iris wants to run {waiting.name}: {waiting.preview}\nApprove? (once, chat or deny)"
+    parts = [Part(text=f"{text}\n{more}".strip()), Part(data=ParseDict(data, Value()))]
+    message = updater.new_agent_message(parts)
+    message.role = Role.ROLE_AGENT
+    return message

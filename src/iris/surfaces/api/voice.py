@@ -1,0 +1,220 @@
+"""The voice profile: Chat Completions answered for a speaker (Home Assistant's Assist).
+
+A request for the model ``platforms.homeassistant.voice.model`` (``iris-voice``) is a turn of
+the configured model with these differences, so what a person hears is an answer and nothing
+else:
+
+- an instruction asks for a short answer in plain spoken sentences;
+- Iris's own tools are never offered (``bodies``); the client's tools (Assist's ``HassTurnOn``
+  and friends) are passed back as client tool calls, streamed as they form;
+- ``content`` is the answer's text with its Markdown taken out as it streams, never half a
+  word at a time (``iris.formats.speech``); reasoning is never in it;
+- if nothing of an answer (text or a tool call) has started ``voice.ack_after`` seconds after
+  the request, the response is one short sentence saying the answer will follow (``ACK``) and
+  ends; the turn goes on, and its answer is delivered through the Home Assistant platform as
+  a notification (``Runtime.announce``; without that platform it is only logged).
+
+A client that leaves before the acknowledgement stops the turn, as any API client does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+
+from iris.agent.core import Agent, Turn, TurnRequest
+from iris.events import (
+    Commentary,
+    Event,
+    ReasoningDelta,
+    SegmentEnded,
+    StreamReset,
+    TextDelta,
+    ToolCallDelta,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
+from iris.formats.speech import Speech, spoken
+from iris.observability import TurnWatch
+from iris.tasks import logged
+
+log = logging.getLogger("iris.api")
+
+INSTRUCTIONS = (
+    "You are answering through a voice assistant: what you write is read aloud. Answer in one "
+    "to three short spoken sentences of plain text: no Markdown, no lists, no headings, no "
+    "code, no emoji, no links. Say what you did or found; do not describe your reasoning."
+)
+ACK = "That takes a little longer; I'll send you the answer as a notification."
+
+Announce = Callable[[str], Awaitable[None]]
+
+
+def voice_request(request: TurnRequest) -> TurnRequest:
+    """The turn a voice request runs: the instruction added, Iris's own tools off."""
+    extra = f"{request.instructions}\n\n{INSTRUCTIONS}" if request.instructions else INSTRUCTIONS
+    metadata = {**request.metadata, "profile": "voice"}
+    return dataclasses.replace(
+        request, instructions=extra, agent_tools=False, approvals=None, metadata=metadata
+    )
+
+
+def for_speech(request: TurnRequest) -> bool:
+    """Is the answer spoken? Structured output (``response_format``) is data: never rewritten."""
+    fmt = request.params.get("response_format")
+    return not (isinstance(fmt, dict) and fmt.get("type") not in (None, "text"))  # pyright: ignore[reportUnknownMemberType]
+
+
+class VoiceRun:
+    """The exchange's view of one voice turn: its events for speech, or the acknowledgement."""
+
+    def __init__(self, turn: Turn, ack_after: float) -> None:
+        self.turn = turn
+        self.ack_after = ack_after
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self.acked = False
+
+    @property
+    def watch(self) -> TurnWatch:
+        return self.turn.watch
+
+    def interrupt(self) -> None:
+        self.turn.interrupt()
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        spoken_so_far = Spoken()
+        deadline = asyncio.get_running_loop().time() + self.ack_after
+        started = False
+        while True:
+            try:
+                async with asyncio.timeout_at(None if started else deadline):
+                    event = await self.events.get()
+            except TimeoutError:
+                self.acked = True
+                for ack in _acknowledgement():
+                    yield ack
+                return
+            for out in spoken_so_far.feed(event):
+                started = started or _begun(out)
+                yield out
+            if isinstance(event, TurnEnded | TurnFailed):
+                return
+
+
+def _begun(event: Event) -> bool:
+    """Has an answer begun: text a person would hear, or a tool call?"""
+    if isinstance(event, TextDelta):
+        return bool(event.text.strip())
+    return isinstance(event, ToolCallDelta)
+
+
+def _acknowledgement() -> list[Event]:
+    return [TextDelta(ACK), SegmentEnded(ACK), TurnEnded(text=ACK, reason="stop")]
+
+
+class Spoken:
+    """A turn's events as a speaker gets them: text without Markdown (whole words), each
+    segment's closing text what was streamed of it, no reasoning, no agent tool events."""
+
+    def __init__(self) -> None:
+        self._speech = Speech()
+        self._segment = ""  # what was sent of the open segment
+        self._last = ""  # the last closed segment's text
+
+    def feed(self, event: Event) -> list[Event]:
+        match event:
+            case TextDelta(text=text):
+                return self._text(self._speech.feed(text))
+            case SegmentEnded() | Commentary():
+                rest, said = self._close()
+                return [*rest, dataclasses.replace(event, text=said)]
+            case TurnEnded():
+                rest, _ = self._close()
+                return [*rest, dataclasses.replace(event, text=self._last)]
+            case StreamReset():
+                self._speech, self._segment = Speech(), ""
+                return [event]
+            case ReasoningDelta():
+                return []
+            case TurnStarted() | ToolCallDelta() | TurnFailed():
+                return [event]
+            case _:
+                return []  # the agent's own tools and approvals: none are offered here
+
+    def _text(self, text: str) -> list[Event]:
+        if not text:
+            return []
+        self._segment += text
+        return [TextDelta(text)]
+
+    def _close(self) -> tuple[list[Event], str]:
+        """The rest of the open segment, and all that was said of it."""
+        rest = self._text(self._speech.end())
+        said = self._segment
+        if said:
+            self._last = said  # the answer: the last segment that said something
+        self._segment, self._speech = "", Speech()
+        return rest, said
+
+
+@dataclasses.dataclass
+class VoiceTurns:
+    """Runs voice turns; an acknowledged one goes on here until its answer is announced."""
+
+    agent: Agent
+    ack_after: float
+    announce: Callable[[], Announce | None]
+    _tasks: set[asyncio.Task[None]] = dataclasses.field(default_factory=set[asyncio.Task[None]])
+
+    @contextlib.asynccontextmanager
+    async def source(self, request: TurnRequest) -> AsyncGenerator[VoiceRun]:
+        """The exchange's ``source``: the turn runs in a task of its own, so it can outlive
+        the response once acknowledged."""
+        run = VoiceRun(self.agent.run(request), self.ack_after)
+        task = asyncio.get_running_loop().create_task(logged(self._drive(run), "voice turn"))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        try:
+            yield run
+        finally:
+            if not run.acked:
+                run.turn.interrupt()  # the client is done with it (or left)
+
+    async def _drive(self, run: VoiceRun) -> None:
+        final: Event | None = None
+        try:
+            async with run.turn as turn:
+                async for event in turn:
+                    run.events.put_nowait(event)
+                    final = event
+        except Exception:
+            log.exception("voice turn failed outside its events")
+            run.events.put_nowait(TurnFailed("internal_error", "The turn failed."))
+        if run.acked:
+            await self._later(final)
+
+    async def _later(self, final: Event | None) -> None:
+        """The acknowledged turn's answer, through Home Assistant."""
+        if not isinstance(final, TurnEnded) or not final.text.strip():
+            log.info("voice turn ended after its acknowledgement without an answer")
+            return
+        text = spoken(final.text)
+        announce = self.announce()
+        if announce is None:
+            log.warning("voice answer not delivered (no Home Assistant platform): %s", text)
+            return
+        try:
+            await announce(text)
+        except Exception as exc:
+            log.warning("voice answer not delivered: %s", exc)
+
+    async def stop(self) -> None:
+        tasks = set(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)

@@ -1,0 +1,1 @@
+"""MCP server mode: Iris's chats offered to other assistants as MCP tools (``/mcp``, stdio)."""

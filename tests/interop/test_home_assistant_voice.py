@@ -1,0 +1,152 @@
+"""Assist's conversation agent through ``iris-voice``: Home Assistant's ``llama_cpp`` integration,
+replayed from ``recordings/home_assistant_llama_cpp.json`` with the official openai SDK, against
+Iris's API on a real socket, with the model Home Assistant's user picks for speech.
+
+What a person at the speaker hears: plain sentences (the model's Markdown never read aloud), the
+light switched through Home Assistant's own tools (client tool calls, streamed as they form),
+never an Iris tool offered; a slow answer acknowledged in one sentence, and the answer itself
+later as a notification through the Home Assistant platform.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI, BadRequestError, OpenAI
+
+from iris.surfaces.api.voice import ACK, INSTRUCTIONS
+from iris.surfaces.chat.platforms.homeassistant import notification_id
+from tests.fakes.homeassistant import HomeAssistant
+from tests.fakes.scenarios import Received, Scenario, structured
+from tests.fakes.upstream import FakeUpstream, gated, responder, text, tool_call
+from tests.interop.conftest import StartIris
+from tests.interop.test_home_assistant import KEY, offered, run_steps
+
+pytestmark = pytest.mark.timeout(30)
+
+VOICE = "iris-voice"
+MARKDOWN = ("**Owls** can", " turn their heads", " about `270` degrees:\n\n", "- left\n- right")
+
+
+def answers(request: Received) -> Scenario:
+    """The model's side, as in the plain test, but it writes Markdown, as models do."""
+    body = request.body
+    messages = body["messages"]
+    if body.get("response_format"):
+        return structured({"summary": "The *kitchen* light is on.", "lights_on": [1]})
+    if messages[-1]["role"] == "tool":
+        return text("**Done!** The ", "kitchen light ", "is `on`.")
+    if "kitchen" in str(messages[-1]["content"]):
+        return tool_call("HassTurnOn", ['{"name":', '"kitchen light"}'], call_id="call_up_1")
+    if body.get("max_tokens") == 3:
+        return text("**Paris**")
+    return text(*MARKDOWN)
+
+
+def test_the_llama_cpp_sequence_on_iris_voice_is_spoken_text_and_its_own_tools(
+    start_iris: StartIris, upstream: FakeUpstream
+) -> None:
+    server = start_iris(platforms={"api_server": {"api_key": KEY}})
+    upstream.default = responder(answers)
+    with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
+        seen = run_steps(client, VOICE)
+    assert VOICE in seen["list_models"]
+    # The probes pass: setup succeeds on the voice model.
+    assert seen["probe"][0] == "Paris" and seen["probe_streaming"][0] == "Paris"
+    content, calls, finish = seen["control"]
+    assert finish == "tool_calls" and calls[0].function.name == "HassTurnOn"
+    assert len(calls) > 1, "the call streamed in fragments, as it formed"
+    arguments = "".join(call.function.arguments or "" for call in calls)
+    assert json.loads(arguments) == {"name": "kitchen light"}
+    assert seen["control_result"][0] == "Done! The kitchen light is on."
+    spoken = seen["no_control"][0]
+    assert spoken == "Owls can turn their heads about 270 degrees:\n\nleft\nright"
+    # Structured output is data: passed through as the model wrote it.
+    assert json.loads(seen["structured"][0])["summary"] == "The *kitchen* light is on."
+    for request in upstream.requests:
+        assert "terminal" not in offered(request) and "read_file" not in offered(request)
+        assert INSTRUCTIONS in str(request.body["messages"])
+    control = upstream.requests[2]
+    assert offered(control) == ["HassTurnOn", "HassTurnOff", "GetLiveContext"]
+    assert control.body["user"] == "01K2M3N4P5Q6R7S8T9V0W1X2Y3"
+    assert control.body["model"] == "fake-model"  # the configured model answers for speech
+
+
+def test_the_voice_model_never_gets_iris_tools_even_when_every_request_would(
+    start_iris: StartIris, upstream: FakeUpstream
+) -> None:
+    server = start_iris(platforms={"api_server": {"api_key": KEY, "agent_tools": "always"}})
+    upstream.script(text("Hello."))
+    with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
+        answer = client.chat.completions.create(
+            model=VOICE, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert answer.choices[0].message.content == "Hello."
+    assert offered(upstream.requests[0]) == []
+
+
+@pytest.fixture
+async def ha() -> AsyncIterator[HomeAssistant]:
+    async with HomeAssistant(states={"light.kitchen": "off"}) as fake:
+        yield fake
+
+
+async def test_a_slow_answer_is_acknowledged_then_arrives_as_a_notification(
+    start_iris: StartIris, upstream: FakeUpstream, ha: HomeAssistant
+) -> None:
+    house: dict[str, Any] = {"enabled": True, "url": ha.url, "token": ha.token}
+    house["voice"] = {"ack_after": 0.3}
+    platforms = {"api_server": {"api_key": KEY}, "homeassistant": house}
+    # Started off the loop: its start connects to the stand-in, which this loop serves.
+    server = await asyncio.to_thread(start_iris, platforms=platforms)
+    await ha.wait_until(lambda: ha.connections)
+    upstream.script(gated("**The forecast**", " says rain", " tomorrow.", after=0))
+    async with AsyncOpenAI(base_url=server.base_url, api_key=KEY, max_retries=0) as client:
+        stream = await client.chat.completions.create(
+            model=VOICE,
+            messages=[{"role": "user", "content": "Will it rain tomorrow?"}],
+            stream=True,
+        )
+        said = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert said == ACK  # one short sentence, and the response ended
+    assert ha.notifications == []
+    upstream.release()  # the answer comes after all
+    await ha.wait_until(lambda: ha.notifications)
+    [note] = ha.notifications
+    assert note.data["notification_id"] == notification_id("voice")
+    assert note.message == "The forecast says rain tomorrow."
+
+
+def test_the_responses_api_refuses_the_voice_model_with_a_code(
+    start_iris: StartIris, upstream: FakeUpstream
+) -> None:
+    server = start_iris(platforms={"api_server": {"api_key": KEY}})
+    client = OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10)
+    with client, pytest.raises(BadRequestError) as refused:
+        client.responses.create(model=VOICE, input="hi")
+    assert getattr(refused.value, "status_code", None) == 400
+    assert refused.value.code == "model_not_supported"
+    assert upstream.requests == []
+
+
+def test_a_tool_call_comes_back_whole_to_a_request_that_does_not_stream(
+    start_iris: StartIris, upstream: FakeUpstream
+) -> None:
+    server = start_iris(platforms={"api_server": {"api_key": KEY}})
+    upstream.script(tool_call("HassTurnOff", ['{"name": ', '"hall light"}'], call_id="call_h"))
+    tool = {"type": "function", "function": {"name": "HassTurnOff", "parameters": {}}}
+    with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=10) as client:
+        answer = client.chat.completions.create(
+            model=VOICE,
+            messages=[{"role": "user", "content": "Hall light off"}],
+            tools=[tool],  # pyright: ignore[reportArgumentType]
+            stream=False,
+        )
+    [call] = answer.choices[0].message.tool_calls or []
+    assert answer.choices[0].finish_reason == "tool_calls"
+    assert call.id == "call_h" and call.function.name == "HassTurnOff"  # pyright: ignore[reportAttributeAccessIssue]
+    assert json.loads(call.function.arguments) == {"name": "hall light"}  # pyright: ignore[reportAttributeAccessIssue]
