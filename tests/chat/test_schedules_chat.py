@@ -30,7 +30,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning"),
 ]
 
-CHUNKS = [f"joke{i} " for i in range(30)]
+CHUNKS = [f"joke{i} " for i in range(80)]  # ~3 s at 0.04 s: several edits at 1 call a second
 REPLY = "".join(CHUNKS).strip()
 
 
@@ -64,7 +64,7 @@ async def test_a_telegram_chat_gets_its_scheduled_reply_streamed(
         assert answer.startswith("⏰ ") and answer.endswith(": tell me a joke")
         assert not upstream.requests  # a command never reaches the model
 
-        upstream.script(text(*CHUNKS, delay=0.03))
+        upstream.script(text(*CHUNKS, delay=0.04))
         scheduler = scheduler_for(surface, later=20 * 60 + 1)
         (run,) = await scheduler.tick()
         assert await run == "delivered"
