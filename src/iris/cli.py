@@ -57,7 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     listing = actions.add_parser("list", help="paired devices: name, created, last seen")
     revoke = actions.add_parser("revoke", help="refuse a device's token from now on")
     revoke.add_argument("name")
-    for action in (add, listing, revoke):
+    push = actions.add_parser("push", help="Web Push subscriptions: id, device, chat, service")
+    unpush = actions.add_parser("unpush", help="drop a Web Push subscription (its id)")
+    unpush.add_argument("id")
+    for action in (add, listing, revoke, push, unpush):
         action.add_argument("--config", help="config file")
     return parser
 

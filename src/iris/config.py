@@ -277,6 +277,12 @@ class ApiServerConfig(_Section):
     background_keep: int = Field(default=1000, ge=1)
 
 
+class PushConfig(_Section):
+    """``platforms.iris.push``: Web Push to the web app (VAPID keys in Iris's private files)."""
+
+    enabled: bool = True
+
+
 class SocketConfig(_Section):
     enabled: bool = True
     tokens: list[str] = Field(default_factory=list[str])
@@ -286,6 +292,7 @@ class SocketConfig(_Section):
     queue_size: int = Field(default=256, ge=8)
     # Running turns one device token may have at once, across all its chats.
     max_turns_per_token: int = Field(default=4, ge=1)
+    push: PushConfig = Field(default_factory=PushConfig)
 
 
 # Seconds added to every budget's window (``platforms.<p>.budgets.<name>.margin``): calls leave
@@ -892,6 +899,15 @@ class AttachmentsConfig(_Section):
     timeout: float = Field(default=30.0, gt=0)  # seconds one download or transcription may take
 
 
+class SchedulesConfig(_Section):
+    """``schedules``: the chats' scheduled runs (``/remind``, ``/every``)."""
+
+    max_per_chat: int = Field(default=20, ge=0)  # and as many per user, across their chats
+    min_interval_s: float = Field(default=60, ge=0)  # the shortest gap between two runs of a rule
+    # A run that was due while every process was down: run once at start with a note, or skip.
+    missed: Literal["run_once", "skip"] = "run_once"
+
+
 class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
@@ -902,6 +918,7 @@ class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     attachments: AttachmentsConfig = Field(default_factory=AttachmentsConfig)
+    schedules: SchedulesConfig = Field(default_factory=SchedulesConfig)
     mcp_servers: dict[McpServerName, McpServerConfig] = Field(
         default_factory=dict[McpServerName, McpServerConfig]
     )

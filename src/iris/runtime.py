@@ -24,12 +24,18 @@ from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
 from iris.state.fingerprint import shared_store
 from iris.state.item_lists import ItemLists, item_lists_for
+from iris.state.push import PushSubscriptions, push_subscriptions_for
 from iris.state.redis_store import RedisStore
 from iris.state.responses import Responses, responses_for
+from iris.state.schedules import Schedules, schedules_for
 from iris.state.sessions import Sessions, sessions_for
 from iris.state.sqlite import Store
 from iris.state.threads import Threads, threads_for
 from iris.turn_slots import TurnLimiter
+
+
+def _nothing() -> None:
+    pass
 
 
 @dataclass
@@ -50,6 +56,12 @@ class Runtime:
     threads: Threads | None = None
     # Webhook deliveries taken already (a platform's redelivery is answered once).
     deliveries: Deliveries = field(default_factory=MemoryDeliveries)
+    # Scheduled runs (``/remind``, ``/every``): SQLite, or Redis with ``store.url``.
+    schedules: Schedules | None = None
+    # The web app's Web Push subscriptions (``push.subscribe``): SQLite or Redis.
+    push: PushSubscriptions | None = None
+    # Called when a schedule was added or moved: the scheduler looks again at once.
+    schedule_added: Callable[[], None] = _nothing
     # Running turns across every surface (``server.max_turns``); each surface takes a slot.
     turns: TurnLimiter = field(init=False)
     # Failed authentications per client address, every surface (``iris.auth_throttle``).
@@ -86,6 +98,8 @@ class Runtime:
             item_lists=item_lists_for(store, shared),
             threads=threads_for(store, shared),
             deliveries=deliveries_for(store, shared),
+            schedules=schedules_for(store, shared),
+            push=push_subscriptions_for(store, shared),
         )
 
 

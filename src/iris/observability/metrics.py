@@ -115,6 +115,12 @@ TOOL_DURATION = _histogram(
     ["tool"],
     _DURATION,
 )
+SCHEDULE_RUNS = _counter(
+    "iris_schedule_runs",
+    "Scheduled runs (/remind, /every), by outcome: delivered, undelivered, failed, skipped, "
+    "refused, lost.",
+    ["outcome"],
+)
 APPROVALS_PENDING = _gauge("iris_approvals_pending", "Tool calls waiting for a person's approval.")
 APPROVALS = _counter(
     "iris_approvals",
@@ -306,6 +312,15 @@ def frame_appended(backend: str) -> None:
 def store_failed(backend: str = "redis") -> None:
     if _state["on"]:
         STORE_ERRORS.labels(backend).inc()
+
+
+SCHEDULE_OUTCOMES = ("delivered", "undelivered", "failed", "skipped", "refused", "lost")
+
+
+def schedule_run(outcome: str) -> None:
+    """For the scheduler: one scheduled run ended with ``outcome`` (``SCHEDULE_OUTCOMES``)."""
+    if _state["on"]:
+        SCHEDULE_RUNS.labels(bounded(outcome, SCHEDULE_OUTCOMES)).inc()
 
 
 def approval_asked() -> None:

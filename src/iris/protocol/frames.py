@@ -118,6 +118,7 @@ class FrameEncoder:
     settings: EncoderSettings = field(default_factory=EncoderSettings)
     new_id: Callable[[], str] = new_message_id
     model: str = ""
+    schedule_id: str = ""  # a scheduled run's: its message.start carries it
     finished: bool = False
     _segments: Segments = field(default_factory=Segments)
     _bubble: _Bubble | None = None
@@ -236,6 +237,8 @@ class FrameEncoder:
                 "message_id": bubble.message_id,
                 "role": "assistant",
             }
+            if self.schedule_id:
+                start["schedule_id"] = self.schedule_id
             return [start, self._update(bubble, now)]
         if (
             bubble.waiting >= self.settings.buffer_threshold

@@ -39,6 +39,7 @@ from iris.protocol.types import (
     ElicitationRespond,
     Hello,
     Ping,
+    PushSubscribe,
     Resume,
     SendMessage,
     SentFile,
@@ -51,6 +52,7 @@ __all__ = [
     "ElicitationRespond",
     "Hello",
     "Ping",
+    "PushSubscribe",
     "Request",
     "Resume",
     "SendMessage",
@@ -75,6 +77,7 @@ _BAD_FIELD = {
     "elicitation_id": "'elicitation_id' must be an elicitation.request's elicitation_id",
     "action": "'action' must be accept, decline or cancel",
     "content": "'content' must be an object of the form's fields",
+    "subscription": "'subscription' must be {endpoint, keys: {p256dh, auth}}",
 }
 _LONE_SURROGATE = {"text": "'text' holds a lone surrogate (not valid Unicode)"}
 _MISSING = {"text": "message.send needs 'text'", "after_seq": "'after_seq' is required"}

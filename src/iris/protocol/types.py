@@ -113,6 +113,8 @@ class MessageStart(_Stamped):
     type: Literal["message.start"]
     message_id: MessageId
     role: Literal["assistant"]
+    # The reply of a scheduled run (``/remind``, ``/every``): the schedule's id.
+    schedule_id: NotRequired[str]
 
 
 @with_config(_CONFIG)
@@ -525,8 +527,44 @@ class ElicitationRespond:
     type: Literal["elicitation.respond"] = "elicitation.respond"
 
 
+@with_config(_CONFIG)
+@dataclass(frozen=True, slots=True)
+class PushKeys:
+    """A push subscription's keys, as the browser gives them (base64url)."""
+
+    p256dh: Annotated[str, Field(min_length=1, max_length=200)]
+    auth: Annotated[str, Field(min_length=1, max_length=100)]
+
+
+@with_config(_CONFIG)
+@dataclass(frozen=True, slots=True)
+class PushSubscriptionInfo:
+    """A browser's push subscription (``PushSubscription.toJSON()``)."""
+
+    endpoint: Annotated[str, Field(min_length=8, max_length=2048)]
+    keys: PushKeys
+    expirationTime: float | None = None  # noqa: N815 (the browser's name)
+
+
+@with_config(_CONFIG)
+@dataclass(frozen=True, slots=True)
+class PushSubscribe:
+    """Web Push: notify this browser of the connection's chat (a reply finished while no
+    device was connected, an approval waits, a scheduled run delivered)."""
+
+    subscription: PushSubscriptionInfo
+    type: Literal["push.subscribe"] = "push.subscribe"
+
+
 ClientFrame = (
-    Hello | SendMessage | CancelTurn | Resume | Ping | ApprovalRespond | ElicitationRespond
+    Hello
+    | SendMessage
+    | CancelTurn
+    | Resume
+    | Ping
+    | ApprovalRespond
+    | ElicitationRespond
+    | PushSubscribe
 )
 
 CLIENT: TypeAdapter[ClientFrame] = TypeAdapter(Annotated[ClientFrame, Field(discriminator="type")])
@@ -634,6 +672,8 @@ _PARTS = {
     "MessageStopAppend": "message_stop_append",
     "SentFile": "sent_file",
     "OpenApproval": "open_approval",
+    "PushKeys": "push_keys",
+    "PushSubscriptionInfo": "push_subscription",
 }
 
 

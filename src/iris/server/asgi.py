@@ -115,7 +115,28 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
         from iris.surfaces.chat.runner import ChatSurface
 
         surfaces.append(ChatSurface(runtime))
+    scheduler = _scheduler(runtime, surfaces)
+    if scheduler is not None:
+        surfaces.append(scheduler)  # last: it starts once the surfaces it runs on have
     return surfaces
+
+
+def _scheduler(runtime: Runtime, surfaces: list[ServerSurface]) -> ServerSurface | None:
+    """The scheduler of ``/remind`` and ``/every`` over the surfaces that deliver runs."""
+    from iris.surfaces.scheduler import RunSurface, Scheduler
+
+    if runtime.schedules is None:
+        return None
+    by_name: dict[str, RunSurface] = {}
+    for surface in surfaces:
+        if isinstance(surface, RunSurface):
+            by_name.update(dict.fromkeys(surface.run_targets, surface))
+    if not by_name:
+        return None
+    config = runtime.config
+    scheduler = Scheduler(runtime.schedules, config.schedules, by_name, lease=config.store.lease)
+    runtime.schedule_added = scheduler.wake
+    return scheduler
 
 
 def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:

@@ -59,7 +59,7 @@ import importlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -95,6 +95,8 @@ from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
+from iris.surfaces.scheduler import Delivery, Run
+from iris.surfaces.schedules import Desk
 from iris.tasks import OpenGroup, logged
 from iris.turn_slots import TurnSlot
 
@@ -111,6 +113,8 @@ QUEUED_AFTER = 3.0
 _THROTTLES_KEPT = 10_000
 # Commands that change the history: they wait for the turn that is saving its reply.
 HISTORY_COMMANDS = frozenset({"new", "compact"})
+# Seconds between the tries of a scheduled run's first message (then: undelivered).
+RETRY_DELAYS = (2.0, 10.0, 30.0)
 # How long a turn gets to end after an interrupt before its task is cancelled.
 _STOP_GRACE = 5.0
 
@@ -209,6 +213,9 @@ class ChatSurface:
             for p in self.platforms
         }
         self.queued_after = QUEUED_AFTER
+        # Seconds between tries of a scheduled run's first message before it counts as
+        # undelivered (the platform is down, the chat is gone, the bot was removed).
+        self.retry_delays: tuple[float, ...] = RETRY_DELAYS
 
     # -- ServerSurface ------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
@@ -445,6 +452,7 @@ class ChatSurface:
         chat = session.chat
         # Its files are fetched while the burst settles; what the model will not get is said now.
         user = await gather(platform, message, self.runtime.config)
+        await self._tell_notes(platform, message, session)
         if user.notes:
             notes = "\n".join(user.notes)
             await self._say(platform, message, session, notes, "attachment note")
@@ -480,6 +488,21 @@ class ChatSurface:
             finally:
                 slot.release()
             await self._answered(session, message)
+
+    async def _tell_notes(
+        self, platform: ChatPlatform, message: IncomingMessage, session: _Session
+    ) -> None:
+        """What the chat was not told before (a scheduled run that was not delivered)."""
+        schedules = self.runtime.schedules
+        if schedules is None:
+            return
+        try:
+            notes = await schedules.notes(session.chat.session)
+        except StoreUnavailable as exc:
+            log.warning("notes of %s not read: %s", session.chat.session, exc.message)
+            return
+        if notes:
+            await self._say(platform, message, session, "\n".join(notes), "schedule note")
 
     async def _turn_slot(
         self, platform: ChatPlatform, message: IncomingMessage, session: _Session
@@ -535,6 +558,7 @@ class ChatSurface:
             busy=session.turn is not None,
             stop=stop,
             show_reasoning=display.show_reasoning,
+            desk=self._desk(message, session),
         )
         try:
             if command.name in HISTORY_COMMANDS and not target.busy:
@@ -553,6 +577,93 @@ class ChatSurface:
         except PlatformError as exc:
             log.info("answer to /%s not delivered: %s", command.name, exc)
         await self._answered(session, message)
+
+    def _desk(self, message: IncomingMessage, session: _Session) -> Desk | None:
+        """The chat's schedules, for its commands (None: the store keeps none)."""
+        runtime = self.runtime
+        if runtime.schedules is None:
+            return None
+        target = {
+            "surface": message.platform,
+            "chat_id": message.chat_id,
+            "thread": dict(message.thread),
+            "is_group": message.is_group,
+            "user_id": message.user_id,
+            "user_name": message.user_name,
+        }
+        return Desk(
+            runtime.schedules,
+            runtime.config.schedules,
+            session.chat.session,
+            f"{message.platform}:{message.user_id}",
+            target,
+            added=runtime.schedule_added,
+        )
+
+    # -- scheduled runs (iris.surfaces.scheduler) ---------------------------------------------
+    @property
+    def run_targets(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.platforms)
+
+    def ready(self, target: Mapping[str, Any]) -> bool:
+        """A run for ``target`` can be delivered here: its platform is connected."""
+        return any(p.name == target.get("surface") for p in self._connected)
+
+    async def run(self, run: Run) -> Delivery:
+        """A scheduled run: its first message (``⏰`` and the prompt, tried with backoff), then
+        a turn of the chat's conversation streamed as a reply."""
+        target = run.schedule.target
+        platform = next((p for p in self._connected if p.name == target["surface"]), None)
+        if platform is None:
+            return Delivery("undelivered", f"{target['surface']} is not connected")
+        message = IncomingMessage(
+            platform=platform.name,
+            chat_id=str(target["chat_id"]),
+            user_id=str(target.get("user_id", "")),
+            text=run.schedule.text,
+            user_name=str(target.get("user_name", "")),
+            is_group=bool(target.get("is_group", False)),
+            thread=cast(dict[str, str], target.get("thread") or {}),
+        )
+        if not allowed(getattr(self.runtime.config.platforms, platform.name), message):
+            return Delivery("refused", f"user {message.user_id} is no longer allowed")
+        session = self._session(message)
+        failed = await self._first_message(platform, message, session, run)
+        if failed is not None:
+            return failed
+        session.latest += 1
+        sequence = session.latest
+        async with session.lock:
+            chat, user = session.chat, UserMessage(run.schedule.text)
+            await self._run_turn(platform, message, session, chat, user, sequence)
+        await self._answered(session, message)
+        return Delivery("delivered")
+
+    async def _first_message(
+        self,
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        session: _Session,
+        run: Run,
+    ) -> Delivery | None:
+        """Send the run's marker (with what the chat was not told before), retried with
+        backoff; the failure, if every try failed."""
+        schedules = self.runtime.schedules
+        notes = await schedules.notes(session.chat.session) if schedules else []
+        text = scheduled_marker(run, notes)
+        for delay in (*self.retry_delays, None):
+            try:
+                await self._send_once(platform, message, session, text)
+                return None
+            except PlatformError as exc:
+                log.warning("scheduled run in %s not delivered: %s", message.chat_id, exc)
+                if delay is None:
+                    for note in notes:  # told at the next delivery that works
+                        assert schedules is not None
+                        await schedules.note(session.chat.session, note)
+                    return Delivery("undelivered", str(exc) or type(exc).__name__)
+                await asyncio.sleep(delay)
+        return None
 
     def _session(self, message: IncomingMessage) -> _Session:
         """The session ``message`` belongs to, made on its first message."""
@@ -708,6 +819,13 @@ class ChatSurface:
             prompts=self.prompts,
             session=chat.session,
         )
+
+
+def scheduled_marker(run: Run, notes: list[str]) -> str:
+    """The first message of a scheduled run on a chat platform: what the chat was not told
+    before, then ``⏰`` with the prompt (and why it is late, when it is)."""
+    late = f" ({run.note})" if run.note else ""
+    return "\n".join([*notes, f"⏰ {run.schedule.text}{late}"])
 
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:

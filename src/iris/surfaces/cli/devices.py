@@ -10,6 +10,7 @@ it stays out of request lines and proxy logs; the web app reads it from there an
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import socket
 import sys
@@ -24,6 +25,7 @@ from iris.config import Config
 from iris.errors import DeviceError
 from iris.state.devices import Devices, devices_for
 from iris.state.fingerprint import shared_store
+from iris.state.push import PushSubscriptions, push_subscriptions_for, short
 from iris.state.sqlite import Store
 from iris.surfaces.origin import is_loopback
 from iris.surfaces.socket.access import REVOCATION_POLL
@@ -50,6 +52,9 @@ def run_devices(
                 print(f"iris: {note}", file=err)
         elif args.action == "list":
             _show_list(devices, out)
+        elif args.action in ("push", "unpush"):
+            subscriptions = push_subscriptions_for(store, shared)
+            return asyncio.run(_push(subscriptions, getattr(args, "id", None), out))
         else:
             devices.revoke(args.name)
             print(
@@ -161,6 +166,25 @@ def _show_list(devices: Devices, out: TextIO) -> None:
     width = max(len(name) for name, _, _ in rows)
     for name, created, seen in rows:
         print(f"{name.ljust(width)}  {created.ljust(16)}  {seen}", file=out)
+
+
+async def _push(subscriptions: PushSubscriptions, remove: str | None, out: TextIO) -> int:
+    """``iris devices push``: the Web Push subscriptions; ``unpush ID``: drop one."""
+    if remove is not None:
+        if not await subscriptions.remove(remove):
+            print(f"No push subscription {remove!r} (see `iris devices push`).", file=out)
+            return 1
+        print(f"Removed push subscription {remove!r}: no more notifications there.", file=out)
+        return 0
+    found = await subscriptions.listed()
+    if not found:
+        print("No push subscriptions (the web app asks after its first reply).", file=out)
+        return 0
+    print("ID            DEVICE  CHAT  SINCE  PUSH SERVICE", file=out)
+    for s in found:
+        host = urlsplit(s.endpoint).hostname or "?"
+        print(f"{short(s)}  {s.device}  {s.chat}  {_when(s.created)}  {host}", file=out)
+    return 0
 
 
 def _when(stamp: float) -> str:

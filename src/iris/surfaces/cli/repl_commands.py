@@ -139,6 +139,16 @@ def _status(settings: ChatSettings, arg: str) -> CommandResult:
     return CommandResult("", "status")
 
 
+SERVED_ONLY = (
+    "schedules run in `iris serve`, in the chats it keeps (the web app, the apps, the chat "
+    "platforms): this terminal chat lives in memory and ends with it"
+)
+
+
+def _served_only(settings: ChatSettings, arg: str) -> CommandResult:
+    return CommandResult(SERVED_ONLY)
+
+
 @dataclass(frozen=True, slots=True)
 class _Command:
     usage: str
@@ -164,6 +174,10 @@ _COMMANDS: dict[str, _Command] = {
     ),
     "compact": _Command("/compact", CHAT_COMMANDS["compact"].summary, _compact),
     "status": _Command("/status", CHAT_COMMANDS["status"].summary, _status),
+    **{
+        name: _Command(CHAT_COMMANDS[name].usage, CHAT_COMMANDS[name].summary, _served_only)
+        for name in ("remind", "every", "schedules", "unschedule", "tz")
+    },
     "help": _Command("/help", "this list", _help),
     "quit": _Command("/quit", "leave (also Ctrl-D)", _quit),
 }

@@ -28,15 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.elicitation import Action, ElicitationError
@@ -57,15 +60,25 @@ from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
 from iris.state.approvals import Decision
 from iris.state.devices import Check
+from iris.state.push import new_subscription
 from iris.state.turn_owners import turn_owners_for
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
 from iris.surfaces.prompts_command import fetched, wants_run
+from iris.surfaces.scheduler import Delivery, Run
+from iris.surfaces.schedules import Desk
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.socket.flood import FrameBucket
-from iris.surfaces.socket.room import INTERRUPTED, OWNER_LOST, ChatRoom, encoder_settings
+from iris.surfaces.socket.notifier import Notifier, allowed_endpoint, vapid_key
+from iris.surfaces.socket.room import (
+    INTERRUPTED,
+    OWNER_LOST,
+    ChatRoom,
+    Scheduled,
+    encoder_settings,
+)
 from iris.tasks import OpenGroup, logged, task_group
 
 log = logging.getLogger(__name__)
@@ -131,6 +144,7 @@ class SocketSurface:
         # The rooms' turns and the revocation watch, from start to stop (one task: the
         # server's lifespan).
         self._tasks = OpenGroup()
+        self.notifier: Notifier | None = None  # Web Push (platforms.iris.push), from start
 
     def _open_approvals(self, chat_id: str) -> list[Frame]:
         """The chat's approval requests still open, for a ``sync``: a device that resumes past
@@ -142,11 +156,31 @@ class SocketSurface:
     def routes(self) -> list[BaseRoute]:
         return [
             WebSocketRoute("/iris/ws", self._endpoint),
+            Route("/iris/push.json", self._push_key, methods=["GET"]),
             chats.route(self.runtime.sessions, self.gate, self.site, self.runtime.guard),
         ]
 
+    async def _push_key(self, _: Request) -> JSONResponse:
+        """The public VAPID key a browser subscribes with (nothing secret)."""
+        if self.notifier is None:
+            return JSONResponse({"enabled": False})
+        return JSONResponse({"enabled": True, "public_key": self.notifier.public_key})
+
+    def _notify(self, chat_id: str, kind: str, text: str, message_id: str) -> None:
+        """Web Push for what happened in a chat: a finished reply only when no device of the
+        chat is connected here; an approval that waits and a scheduled run always."""
+        notifier = self.notifier
+        if notifier is None or (kind == "reply" and self.hub.subscriptions(chat_id)):
+            return
+        title = {"approval": "Approval needed", "scheduled": "⏰ Scheduled run"}.get(kind, "Iris")
+        work = notifier.notify(chat_id, title, text, message_id)
+        self._tasks.create_task(logged(_pushed(work), f"push for {chat_id}"))
+
     async def start(self) -> None:
         await self._tasks.open()
+        if self.settings.push.enabled and self.runtime.push is not None:
+            folder = self.runtime.config.store.resolved_path().parent
+            self.notifier = Notifier(self.runtime.push, vapid_key(folder))
         # Turns a crash cut are closed now, on devices and in the model's history alike.
         for chat_id in await self.hub.log.open_turns():
             self.room(chat_id)
@@ -212,11 +246,45 @@ class SocketSurface:
         """The chat's room; raises ``StoreUnavailable`` if a new room cannot read its log."""
         if chat_id not in self.rooms:
             room = ChatRoom(self.runtime, self.hub, chat_id, self._tasks, self.owners)
+            room.notify = functools.partial(self._notify, chat_id)
             # Before it counts as open: a failed recovery is tried again. With a shared store a
             # turn left open had an owner whose lease ran out, whoever it was.
             room.recover(INTERRUPTED if self.owners is None else OWNER_LOST)
             self.rooms[chat_id] = room
         return self.rooms[chat_id]
+
+    # -- scheduled runs (iris.surfaces.scheduler) ---------------------------------------------
+    run_targets = ("iris",)
+
+    def ready(self, target: Mapping[str, Any]) -> bool:
+        """Any process can run an iris chat's scheduled run (its turn lease decides where)."""
+        return True
+
+    async def run(self, run: Run) -> Delivery:
+        """A scheduled run: a turn of the chat's room, its ``message.start`` marked with the
+        schedule's id, kept in the chat's log for every device (now or on its next resume)."""
+        chat_id = str(run.schedule.target["chat_id"])
+        try:
+            room = self.room(chat_id)
+            done = await room.run_scheduled(run.schedule.text, Scheduled(run.schedule.id, run.note))
+        except StoreUnavailable as exc:
+            return Delivery("undelivered", exc.message)
+        return Delivery("delivered") if done else Delivery("undelivered", "the turn was lost")
+
+    def desk(self, room: ChatRoom, device: str) -> Desk | None:
+        """A chat's schedules, for its commands (None: the store keeps none)."""
+        runtime = self.runtime
+        if runtime.schedules is None:
+            return None
+        target = {"surface": "iris", "chat_id": room.chat_id}
+        return Desk(
+            runtime.schedules,
+            runtime.config.schedules,
+            room.session,
+            f"iris:{device}",
+            target,
+            added=runtime.schedule_added,
+        )
 
     def _owner_lost(self, chat_id: str) -> None:
         """The reaper found the chat's turn owner gone: close its turn (if nobody has)."""
@@ -483,6 +551,9 @@ class _Connection:
                 self.subscription.resume(after_seq)
             case inbound.Hello():
                 self._error("unexpected_hello", "already authenticated")
+            case inbound.PushSubscribe(subscription=subscription):
+                assert self._group is not None  # frames are handled inside run()
+                self._group.create_task(self._subscribe(subscription))
             case inbound.ApprovalRespond(approval_id=approval_id, decision=decision):
                 assert self._group is not None  # frames are handled inside run()
                 self._group.create_task(self._respond(approval_id, decision))
@@ -503,6 +574,24 @@ class _Connection:
                 elicitation_id, action, content, chat_id=self.room.session, by=self.device
             )
         except ElicitationError as exc:
+            self._error(exc.code, exc.message)
+
+    async def _subscribe(self, subscription: protocol.PushSubscriptionInfo) -> None:
+        """Keep this browser's push subscription for the connection's chat."""
+        subscriptions = self.surface.runtime.push
+        if self.surface.notifier is None or subscriptions is None:
+            self._error("push_disabled", "Web Push is off on this server (platforms.iris.push)")
+            return
+        if not allowed_endpoint(subscription.endpoint):
+            self._error("bad_field", "'subscription.endpoint' must be an https URL")
+            return
+        info = {
+            "endpoint": subscription.endpoint,
+            "keys": {"p256dh": subscription.keys.p256dh, "auth": subscription.keys.auth},
+        }
+        try:
+            await subscriptions.add(new_subscription(self.room.chat_id, self.device, info))
+        except StoreUnavailable as exc:
             self._error(exc.code, exc.message)
 
     async def _respond(self, approval_id: str, decision: Decision) -> None:
@@ -530,6 +619,7 @@ class _Connection:
                 busy=room.busy,  # with a shared store, a read of who holds the turn
                 stop=room.cancel,
                 show_reasoning=encoder_settings(self.surface.runtime).show_reasoning,
+                desk=self.surface.desk(room, self.device),
             )
             answer = await execute(command, target)
         except StoreUnavailable as exc:
@@ -580,6 +670,10 @@ class _Connection:
         while self._bad and self._bad[0] < now - 60.0:
             self._bad.popleft()
         return len(self._bad) > BAD_FRAMES_PER_MINUTE
+
+
+async def _pushed(work: Coroutine[Any, Any, int]) -> None:
+    await work
 
 
 def _ready(asked: tuple[str, ...] | None, epoch: str) -> Ready:

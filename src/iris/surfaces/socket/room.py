@@ -34,7 +34,7 @@ from iris.agent import Turn
 from iris.agent.attachments import File, prepare
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.errors import StoreUnavailable, user_message
-from iris.events import Event, TurnEnded, TurnFailed
+from iris.events import ApprovalRequested, Event, TurnEnded, TurnFailed
 from iris.fanout.hub import Hub
 from iris.fanout.subscription import Subscription
 from iris.protocol import inbound
@@ -66,6 +66,23 @@ OWNER_LOST = ("owner_lost", "the server running this turn stopped")
 # ... or by its own process once the store it lost mid-turn is back (shared store).
 STORE_LOST = ("store_unavailable", "the store was lost during this turn")
 LOG_LOST = ("store_lost", "the store lost this chat's data during this turn; the reply is cut here")
+
+
+# Seconds between two looks at a busy chat that a scheduled run waits to start in.
+SCHEDULED_WAIT = 0.5
+
+
+# What a room tells its surface (for Web Push): ("reply" | "scheduled" | "approval", the
+# text to show a line of, the message id to open).
+Notify = Callable[[str, str, str], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scheduled:
+    """A turn that is a scheduled run: its schedule (on ``message.start``) and its note."""
+
+    schedule_id: str
+    note: str = ""  # why it runs late ("was due at 08:00"), said before its reply
 
 
 def encoder_settings(runtime: Runtime) -> EncoderSettings:
@@ -125,6 +142,7 @@ class ChatRoom:
         # the task still keeps the history; the next turn waits for it.
         self._finishing = False
         self._epoch: str | None = None  # the log's epoch when the running turn started
+        self.notify: Notify | None = None  # the surface's Web Push, when it has one
 
     @property
     def running(self) -> bool:
@@ -163,10 +181,11 @@ class ChatRoom:
         origin: Subscription | None = None,
         slot: TurnSlot | None = None,
         files: Sequence[SentFile] = (),
+        scheduled: Scheduled | None = None,
     ) -> bool:
         """Start a turn for ``text`` (and the ``files`` sent with it); False if one is already
         running. The turn gives ``slot`` (its place under ``server.max_turns``) back when it
-        ends."""
+        ends. ``scheduled``: the turn is a scheduled run's."""
         if self.busy or not self._claim():
             return False
         echo: Message = {
@@ -189,7 +208,7 @@ class ChatRoom:
             File(f["kind"], f["name"], f["mime"], inbound.decoded(f)) for f in files
         ]  # checked by inbound.parse: valid base64 within the cap
         self._task = self.tasks.create_task(
-            self._run(text, previous, received), name=f"iris-turn-{self.chat_id}"
+            self._run(text, previous, received, scheduled), name=f"iris-turn-{self.chat_id}"
         )
         if slot is not None:
             self._task.add_done_callback(lambda _: slot.release())
@@ -310,8 +329,23 @@ class ChatRoom:
             stuck.cancel()
         await asyncio.wait([task])
 
+    async def run_scheduled(self, text: str, scheduled: Scheduled) -> bool:
+        """A scheduled run's turn, once the chat is free; whether its frames all went out."""
+        while True:
+            if self.send(text, scheduled=scheduled):
+                break
+            await asyncio.sleep(SCHEDULED_WAIT)  # a person's turn runs: the run comes after
+        task = self._task
+        assert task is not None
+        await asyncio.wait([task])
+        return not (self._lost or self._unclosed)
+
     async def _run(
-        self, text: str, previous: asyncio.Task[None] | None = None, files: Sequence[File] = ()
+        self,
+        text: str,
+        previous: asyncio.Task[None] | None = None,
+        files: Sequence[File] = (),
+        scheduled: Scheduled | None = None,
     ) -> None:
         if previous is not None:  # its history must be whole before this turn reads it
             await asyncio.wait([previous])
@@ -320,7 +354,12 @@ class ChatRoom:
         try:
             controls = await self.conversation.controls()
             shown = controls.reasoning(settings.show_reasoning)
-            encoder = FrameEncoder(dataclasses.replace(settings, show_reasoning=shown))
+            encoder = FrameEncoder(
+                dataclasses.replace(settings, show_reasoning=shown),
+                schedule_id=scheduled.schedule_id if scheduled else "",
+            )
+            if scheduled is not None and scheduled.note:
+                self._publish([_commentary(f"⏰ {scheduled.note}")])
             await self._stream(text, encoder, controls, files)
         except Exception as exc:  # a broken turn must still end with error + typing off
             if isinstance(exc, StoreUnavailable):
@@ -343,12 +382,7 @@ class ChatRoom:
         self._publish(encoder.begin())
         user = UserMessage(text, await prepare(self.runtime.config, text, files) if files else None)
         if user.notes:  # what the model did not get of the files, said to every device
-            note: ServerFrame = {
-                "type": "commentary",
-                "message_id": new_message_id(),
-                "text": "\n".join(user.notes),
-            }
-            self._publish([note])
+            self._publish([_commentary("\n".join(user.notes))])
         if self._repair is not None:
             # The history a crash left must be whole before it is read.
             repair, self._repair = self._repair, None
@@ -373,7 +407,11 @@ class ChatRoom:
                     raise exchange.unkept  # the turn ends with the store's failure
                 self._finishing = True
 
-            await drive(turn, _Publishing(encoder, self._publish, keep, self._done))
+            publishing = _Publishing(encoder, self._publish, keep, self._done, self.notify)
+            await drive(turn, publishing)
+        if self.notify is not None and publishing.reply is not None:
+            kind = "scheduled" if encoder.schedule_id else "reply"
+            self.notify(kind, publishing.reply[1], publishing.reply[0])
 
     def _still_owner(self) -> bool:
         """Whether this room may still act for the chat's turn (asked of the store, with a
@@ -443,6 +481,10 @@ class ChatRoom:
             log.exception("iris turn in %s could not be closed", self.chat_id)
 
 
+def _commentary(text: str) -> ServerFrame:
+    return {"type": "commentary", "message_id": new_message_id(), "text": text}
+
+
 def _with_error(frames: list[ServerFrame], reason: tuple[str, str]) -> list[ServerFrame]:
     """``frames`` with an ``error`` frame for ``reason`` before the closing typing-off."""
     code, message = reason
@@ -464,15 +506,26 @@ class _Publishing:
         publish: Callable[[list[ServerFrame]], None],
         keep: Callable[[TurnEnded | TurnFailed], Awaitable[None]],
         done: Callable[[], None],
+        notify: Notify | None = None,
     ) -> None:
         self.encoder, self.publish, self.keep, self.done = encoder, publish, keep, done
+        self.notify = notify
         self.stalled = False  # the log refused a tick: the next event's frames end the turn
+        self.reply: tuple[str, str] | None = None  # (message id, text) of the last reply
 
     async def feed(self, event: Event) -> bool:
         last = isinstance(event, TurnEnded | TurnFailed)
         if last:
             await self.keep(event)
-        self.publish(self.encoder.feed(event, loop_clock()))
+        if isinstance(event, ApprovalRequested) and self.notify is not None:
+            self.notify("approval", f"{event.name} waits for your approval", "")
+        frames = self.encoder.feed(event, loop_clock())
+        self.publish(frames)
+        for frame in frames:
+            if frame["type"] == "message.stop" and frame.get("final_text"):
+                self.reply = (frame["message_id"], str(frame.get("final_text")))
+            elif frame["type"] == "message" and frame.get("role") == "assistant":
+                self.reply = (frame["message_id"], frame["text"])
         if last:
             self.done()
         return last

@@ -10,6 +10,7 @@ import { loadSettings, saveSettings } from "./settings.js";
 import { listChats, newChatId, rememberChat } from "./chats.js";
 import { tickCountdowns } from "./approval.js";
 import { Attachments } from "./attach.js";
+import { offerPush, takeOpened } from "./push.js";
 
 /** @typedef {import("./view.js").Frame} Frame */
 
@@ -98,7 +99,10 @@ function schedule() {
 function onFrame(frame) {
   if (frame.type === "typing") {
     if (frame.on && !app.turnActive) announce("Iris is replying");
-    if (!frame.on && app.turnActive) announce("Iris finished replying");
+    if (!frame.on && app.turnActive) {
+      announce("Iris finished replying");
+      offerNotifications(); // after the first reply, never on load
+    }
     app.turnActive = Boolean(frame.on);
   } else if (frame.type === "approval.request") {
     announce(`Iris asks to run ${frame.name}: allow or deny`);
@@ -109,6 +113,26 @@ function onFrame(frame) {
     rememberChat(frame.chat_id, first?.text.slice(0, 60));
   }
   schedule();
+}
+
+/** Ask whether this browser may be notified of the open chat (once it answered a message). */
+function offerNotifications() {
+  const chatId = localStorage.getItem(CHAT) || "main";
+  const send = (/** @type {object} */ frame) => Boolean(app.connection?.send(frame));
+  offerPush(chatId, send).catch(() => {}); // a browser without push, or one that said no
+}
+
+/** Show the message a notification named, once its chat has drawn it. @param {string} id */
+function showMessage(id) {
+  if (!id) return;
+  const found = () => log.querySelector(`[data-id="${CSS.escape(id)}"]`);
+  const tries = { left: 50 };
+  const look = () => {
+    const node = found();
+    if (node) { node.scrollIntoView({ block: "center" }); app.atBottom = false; return; }
+    if (--tries.left > 0) setTimeout(look, 100);
+  };
+  look();
 }
 
 /** @type {Record<string, string>} */
@@ -343,13 +367,22 @@ document.addEventListener("visibilitychange", () => {
 
 if ("serviceWorker" in navigator && window.isSecureContext) {
   navigator.serviceWorker.register("sw.js").catch(() => {});
+  // A tap on a notification while the app is open: that chat, at that message.
+  navigator.serviceWorker.addEventListener("message", (event) => {
+    const data = event.data || {};
+    if (data.type !== "open" || !data.chat_id) return;
+    if (data.chat_id !== localStorage.getItem(CHAT)) openChat(data.chat_id);
+    showMessage(data.message_id || "");
+  });
 }
 
 // -- start -------------------------------------------------------------------------------------
 
+const opened = takeOpened(); // a notification's tap opened this page: its chat and message
 if (takeToken()) {
   document.body.dataset.screen = "chat";
-  openChat(localStorage.getItem(CHAT) || "main");
+  openChat(opened?.chat || localStorage.getItem(CHAT) || "main");
+  if (opened) showMessage(opened.message);
 } else {
   showPairing("Open the pairing link from `iris devices add`, or paste a device token.");
 }

@@ -382,6 +382,9 @@ export const READING = {
     "role": {
      "const": "assistant",
      "type": "string"
+    },
+    "schedule_id": {
+     "type": "string"
     }
    },
    "required": [

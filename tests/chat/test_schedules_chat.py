@@ -1,0 +1,130 @@
+"""Scheduled runs on a chat platform: a turn of the chat's conversation, streamed as a reply
+after a ``⏰`` first message; a run that cannot be delivered is retried, then told in the
+chat's next delivery.
+
+The scheduler runs on a clock the test moves (no waiting for the minute to come); the
+platform is the Telegram stand-in over HTTP (python-telegram-bot, as in production) or the
+recording platform where a send must fail.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from iris.observability import metrics
+from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError
+from iris.surfaces.chat.runner import ChatSurface
+from iris.surfaces.scheduler import Scheduler
+from tests.chat.harness import platform_config, running
+from tests.chat.telegram.harness import CHAT, OWNER, telegram_config
+from tests.conftest import MakeConfig
+from tests.fakes.recording_platform import RecordingPlatform
+from tests.fakes.telegram_api import FakeBotApi
+from tests.fakes.upstream import FakeUpstream, text
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning"),
+]
+
+CHUNKS = [f"joke{i} " for i in range(80)]  # ~3 s at 0.04 s: several edits at 1 call a second
+REPLY = "".join(CHUNKS).strip()
+
+
+def scheduler_for(surface: ChatSurface, later: float) -> Scheduler:
+    """The surface's scheduler, its clock ``later`` seconds ahead of now."""
+    runtime = surface.runtime
+    assert runtime.schedules is not None
+    scheduler = Scheduler(
+        runtime.schedules,
+        runtime.config.schedules,
+        {name: surface for name in surface.run_targets},
+        clock=lambda: time.time() + later,
+    )
+    scheduler.started_at = time.time()  # it ran all along: no run is a missed one
+    return scheduler
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeBotApi]:
+    async with FakeBotApi() as fake:
+        yield fake
+
+
+async def test_a_telegram_chat_gets_its_scheduled_reply_streamed(
+    make_config: MakeConfig, upstream: FakeUpstream, api: FakeBotApi
+) -> None:
+    async with running(telegram_config(make_config, upstream, api)) as surface:
+        api.user_says(CHAT, OWNER, "/remind in 20m tell me a joke")
+        await api.wait_until(lambda: any("tell me a joke" in m for m in api.chat(CHAT)))
+        (answer,) = api.chat(CHAT)
+        assert answer.startswith("⏰ ") and answer.endswith(": tell me a joke")
+        assert not upstream.requests  # a command never reaches the model
+
+        upstream.script(text(*CHUNKS, delay=0.04))
+        scheduler = scheduler_for(surface, later=20 * 60 + 1)
+        (run,) = await scheduler.tick()
+        assert await run == "delivered"
+        await scheduler.stop()
+
+        assert api.chat(CHAT) == [answer, "⏰ tell me a joke", REPLY]
+        reply_id = max(api.messages[CHAT])
+        edits = [
+            c for c in api.sent_in(CHAT, "editMessageText") if c.params["message_id"] == reply_id
+        ]
+        assert edits, "the reply grew in place, like any reply"
+        assert upstream.requests[-1].body["messages"][-1]["content"] == "tell me a joke"
+        # The run is done: nothing is due any more, and the chat's list is empty.
+        assert await scheduler_for(surface, later=3600).tick() == []
+        api.user_says(CHAT, OWNER, "/schedules")
+        await api.wait_until(lambda: "no schedules" in api.chat(CHAT)[-1])
+
+
+async def test_an_undelivered_run_is_retried_then_told_in_the_next_delivery(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    was = metrics.enabled()
+    metrics.enable(True)
+    try:
+        await _undelivered(make_config, upstream)
+    finally:
+        metrics.enable(was)
+
+
+async def _undelivered(make_config: MakeConfig, upstream: FakeUpstream) -> None:
+    platform = RecordingPlatform()
+    config = platform_config(make_config, upstream, "telegram", {"allowed_users": [7]})
+    async with running(config, [platform]) as surface:
+        surface.retry_delays = (0.0, 0.0)
+        await platform.deliver(_message("/every day 08:00 summarise my inbox"))
+        await platform.wait_for(lambda: len(platform.messages) == 1)
+        schedule_id = platform.chat()[0].split(":")[0].removeprefix("🔁 ")
+
+        gone = PlatformError("Forbidden: bot was blocked by the user")
+        platform.script = [gone, gone, gone]
+        before = _counted("undelivered")
+        scheduler = scheduler_for(surface, later=25 * 3600)
+        (run,) = await scheduler.tick()
+        assert await run == "undelivered"
+        await scheduler.stop()
+        assert [c.ok for c in platform.calls if c.kind == "send"][-3:] == [False] * 3
+        assert _counted("undelivered") == before + 1
+        assert not upstream.requests  # no model call for a run nobody could be shown
+
+        upstream.script(text("hello"))
+        await platform.deliver(_message("hi"))
+        await platform.wait_for(lambda: platform.chat()[-1:] == ["hello"])
+        note = platform.chat()[-2]
+        assert f"scheduled run {schedule_id}" in note and "bot was blocked" in note
+
+
+def _message(words: str) -> IncomingMessage:
+    return IncomingMessage(platform="telegram", chat_id="42", user_id="7", text=words)
+
+
+def _counted(outcome: str) -> float:
+    found = metrics.REGISTRY.get_sample_value("iris_schedule_runs_total", {"outcome": outcome})
+    return found or 0.0
