@@ -105,7 +105,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_devices(config, args)
     if args.command == "mcp":
-        from iris.surfaces.mcp_server.stdio import run_stdio
+        from iris.surfaces.mcp_server.serve_stdio import run_stdio
 
         return run_stdio(config)
     if args.command == "serve":

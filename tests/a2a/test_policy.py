@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from iris.config import ConfigError, config_from_dict
 from iris.server.asgi import check_bind_safety
-from iris.surfaces.a2a.push import address_refusal, callback_refusal, signature
+from iris.surfaces.a2a.callbacks import address_refusal, callback_refusal, signature
 
 PRIVATE = ipaddress.ip_network("10.0.0.0/8")
 

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iris.surfaces.mcp_server.reply import ReplyFold, Waiting, growth
+from iris.surfaces.mcp_server.fold import ReplyFold, Waiting, growth
 
 segment_texts = st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=4)
 

@@ -1,4 +1,4 @@
-"""``iris.llm.sse``: a streamed body's lines and events, however the network cut it up."""
+"""``iris.llm.sse_lines``: a streamed body's lines and events, however the network cut it up."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iris.llm.sse import Event, line_batches, parse_events
+from iris.llm.sse_lines import Event, line_batches, parse_events
 
 # Text an SSE body carries, line ends of every kind among it, and characters that are line
 # breaks to ``str.splitlines`` but not to SSE (a model's text holds them raw in its JSON).

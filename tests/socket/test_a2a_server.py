@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from iris.surfaces.a2a.push import signature
+from iris.surfaces.a2a.callbacks import signature
 from tests.conftest import anywhere, shared_workspace
 from tests.fakes import loopback
 from tests.fakes.scenarios import gated, hold

@@ -22,7 +22,7 @@ from iris.llm.provider import (
     translate_errors,
 )
 from iris.llm.quirks import ModelQuirks
-from iris.llm.sse import line_batches, loads_object
+from iris.llm.sse_lines import line_batches, loads_object
 from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
 _STREAM = {"stream": True, "stream_options": {"include_usage": True}}

@@ -25,7 +25,7 @@ from iris.llm.provider import (
     describe_body,
     translate_errors,
 )
-from iris.llm.sse import Event, line_batches, loads_object, parse_events
+from iris.llm.sse_lines import Event, line_batches, loads_object, parse_events
 from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
 

@@ -57,7 +57,7 @@ async def post(client: openai.AsyncOpenAI, path: str, body: bytes, cast_to: type
 async def post_raw_stream(
     client: openai.AsyncOpenAI, path: str, body: bytes
 ) -> AsyncGenerator[openai.AsyncAPIResponse[object]]:
-    """POST and hand over the unread response (its body: ``iris.llm.sse``); closed on exit."""
+    """POST and hand over the unread response (its body: ``iris.llm.sse_lines``); closed on exit."""
     response = cast(
         "openai.AsyncAPIResponse[object]",
         await client.post(path, cast_to=object, options={"headers": _RAW_STREAM}, **_send(body)),

@@ -4,8 +4,8 @@ Surfaces plug in by constructing from the shared ``Runtime`` (see ``iris.runtime
 
 - ``iris.surfaces.api.routes.ApiSurface``      POST /v1/chat/completions, /v1/responses, …
 - ``iris.surfaces.socket.endpoint.SocketSurface``  GET /iris/ws (WebSocket)
-- ``iris.surfaces.mcp_server.endpoint.McpSurface`` /mcp (MCP server mode, beside the socket)
-- ``iris.surfaces.a2a.endpoint.A2aSurface``     /a2a, the agent card (``platforms.a2a``)
+- ``iris.surfaces.mcp_server.http.McpSurface`` /mcp (MCP server mode, beside the socket)
+- ``iris.surfaces.a2a.service.A2aSurface``     /a2a, the agent card (``platforms.a2a``)
 - ``iris.surfaces.chat.runner.ChatSurface``    Telegram, Discord, Slack, WhatsApp, Home Assistant
 - ``iris.surfaces.web``                        the browser app at ``/`` (with the iris socket)
 
@@ -95,14 +95,14 @@ def build_surfaces(runtime: Runtime) -> list[ServerSurface]:
 
         surfaces.append(ApiSurface(runtime))
     if config.platforms.iris.enabled:
-        from iris.surfaces.mcp_server.endpoint import McpSurface
+        from iris.surfaces.mcp_server.http import McpSurface
         from iris.surfaces.socket.endpoint import SocketSurface
 
         iris = SocketSurface(runtime)
         surfaces.append(iris)
         surfaces.append(McpSurface(iris))  # MCP server mode: the same chats, the same tokens
         if config.platforms.a2a.enabled:
-            from iris.surfaces.a2a.endpoint import A2aSurface
+            from iris.surfaces.a2a.service import A2aSurface
 
             surfaces.append(A2aSurface(iris))  # its tasks are turns in iris chats
     elif config.platforms.a2a.enabled:

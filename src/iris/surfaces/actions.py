@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from iris.agent.context import NOTE, Compaction
 from iris.agent.conversation import Conversation
-from iris.surfaces import schedules
+from iris.surfaces import schedule_commands
 from iris.surfaces.commands import Command, help_text
 from iris.surfaces.prompts_command import answer as prompt_answer
 
@@ -31,7 +31,7 @@ class CommandTarget:
     stop: Callable[[], bool]  # interrupt the running reply; False if there is none
     show_reasoning: bool  # what the config says for this surface
     # The chat's schedules (``/remind``, ``/every``...); None where runs cannot be delivered.
-    desk: schedules.Desk | None = None
+    desk: schedule_commands.Desk | None = None
 
     @property
     def session(self) -> str:
@@ -41,10 +41,10 @@ class CommandTarget:
 async def execute(command: Command, chat: CommandTarget) -> str:
     """Run ``command`` on ``chat``; the answer for the user (raises ``StoreUnavailable``)."""
     conversation = chat.conversation
-    if command.name in schedules.COMMANDS:
+    if command.name in schedule_commands.COMMANDS:
         if chat.desk is None:
             return f"/{command.name}: schedules run in `iris serve` (not here)"
-        return await schedules.answer(command, chat.desk)
+        return await schedule_commands.answer(command, chat.desk)
     match command.name:
         case "new":
             if chat.busy:

@@ -34,7 +34,7 @@ from iris.agent.approvals import DECISIONS
 from iris.fanout.subscription import Subscription
 from iris.protocol import inbound
 from iris.surfaces.a2a.content import Content, ContentError, content, decision
-from iris.surfaces.mcp_server.reply import ReplyFold, Waiting, growth
+from iris.surfaces.mcp_server.fold import ReplyFold, Waiting, growth
 from iris.surfaces.socket.endpoint import SocketSurface
 from iris.surfaces.socket.room import ChatRoom
 

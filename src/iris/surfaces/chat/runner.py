@@ -95,8 +95,8 @@ from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
+from iris.surfaces.schedule_commands import Desk
 from iris.surfaces.scheduler import Delivery, Run
-from iris.surfaces.schedules import Desk
 from iris.tasks import OpenGroup, logged
 from iris.turn_slots import TurnSlot
 

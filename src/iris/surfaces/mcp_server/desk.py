@@ -1,6 +1,6 @@
 """The iris chats as an outside assistant uses them: list, read, send, stop, approve.
 
-``ChatDesk`` is what MCP server mode's six tools call (``iris.surfaces.mcp_server.tools``).
+``ChatDesk`` is what MCP server mode's six tools call (``iris.surfaces.mcp_server.chat_tools``).
 It sees exactly what a device token sees on the iris socket, nothing more: the iris chats
 (sessions ``iris:<chat_id>``) and their approvals; a chat of another platform, or an approval
 asked there, is unknown to it. A message goes through the chat's room, as a device's
@@ -24,7 +24,7 @@ from iris.errors import IrisError
 from iris.fanout.subscription import Subscription
 from iris.protocol import inbound
 from iris.protocol.frames import approval_request
-from iris.surfaces.mcp_server.reply import ReplyFold, Waiting
+from iris.surfaces.mcp_server.fold import ReplyFold, Waiting
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.endpoint import SocketSurface
 from iris.surfaces.socket.room import ChatRoom

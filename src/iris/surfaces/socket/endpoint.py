@@ -66,8 +66,8 @@ from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
 from iris.surfaces.prompts_command import fetched, wants_run
+from iris.surfaces.schedule_commands import Desk
 from iris.surfaces.scheduler import Delivery, Run
-from iris.surfaces.schedules import Desk
 from iris.surfaces.socket import chats
 from iris.surfaces.socket.access import REVOCATION_POLL, Revocations, TokenGate, bearer
 from iris.surfaces.socket.flood import FrameBucket

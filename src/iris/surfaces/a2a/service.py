@@ -31,9 +31,9 @@ from starlette.routing import BaseRoute, Route
 from iris.auth_throttle import client_address
 from iris.config import Config
 from iris.state.a2a_tasks import a2a_tasks_for
+from iris.surfaces.a2a.callbacks import SignedPushSender
 from iris.surfaces.a2a.card import PATH, agent_card
 from iris.surfaces.a2a.executor import IrisExecutor
-from iris.surfaces.a2a.push import SignedPushSender
 from iris.surfaces.a2a.stores import StoredPushConfigs, StoredTasks
 from iris.surfaces.refusals import refusal, throttled, unauthorized
 from iris.surfaces.socket.access import bearer

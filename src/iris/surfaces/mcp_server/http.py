@@ -27,8 +27,8 @@ from starlette.types import Receive, Scope, Send
 
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
+from iris.surfaces.mcp_server.chat_tools import CALLER_HEADER, build_server
 from iris.surfaces.mcp_server.desk import Caller, ChatDesk
-from iris.surfaces.mcp_server.tools import CALLER_HEADER, build_server
 from iris.surfaces.refusals import refusal, throttled, unauthorized
 from iris.surfaces.socket.access import bearer
 from iris.surfaces.socket.endpoint import SocketSurface

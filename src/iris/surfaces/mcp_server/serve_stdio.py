@@ -14,8 +14,8 @@ import logging
 
 from iris.config import Config
 from iris.runtime import Runtime
+from iris.surfaces.mcp_server.chat_tools import build_server
 from iris.surfaces.mcp_server.desk import ChatDesk
-from iris.surfaces.mcp_server.tools import build_server
 from iris.surfaces.socket.endpoint import SocketSurface
 
 
