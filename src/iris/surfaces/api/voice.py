@@ -40,7 +40,7 @@ from iris.events import (
 )
 from iris.formats.speech import Speech, spoken
 from iris.observability import TurnWatch
-from iris.tasks import logged
+from iris.tasks import Supervisor, logged
 
 log = logging.getLogger("iris.api")
 
@@ -168,16 +168,14 @@ class VoiceTurns:
     agent: Agent
     ack_after: float
     announce: Callable[[], Announce | None]
-    _tasks: set[asyncio.Task[None]] = dataclasses.field(default_factory=set[asyncio.Task[None]])
+    _turns: Supervisor = dataclasses.field(default_factory=Supervisor)
 
     @contextlib.asynccontextmanager
     async def source(self, request: TurnRequest) -> AsyncGenerator[VoiceRun]:
         """The exchange's ``source``: the turn runs in a task of its own, so it can outlive
         the response once acknowledged."""
         run = VoiceRun(self.agent.run(request), self.ack_after)
-        task = asyncio.get_running_loop().create_task(logged(self._drive(run), "voice turn"))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._turns.create_task(logged(self._drive(run), "voice turn"), name="voice turn")
         try:
             yield run
         finally:
@@ -213,8 +211,4 @@ class VoiceTurns:
             log.warning("voice answer not delivered: %s", exc)
 
     async def stop(self) -> None:
-        tasks = set(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        await self._turns.close()  # cancels what still runs, awaits all

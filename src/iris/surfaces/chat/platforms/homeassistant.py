@@ -54,7 +54,7 @@ from iris.surfaces.chat.platforms.base import (
     PlatformError,
 )
 from iris.surfaces.chat.platforms.house_changes import Change, Changes, State
-from iris.tasks import logged
+from iris.tasks import Supervisor, logged
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class HomeAssistantPlatform:
         self._subscription = 0
         self._on_message: OnMessage | None = None
         self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Supervisor()  # the connection and the changes' delivery
         self._gone = asyncio.Event()  # the current connection is lost
         self.connected = asyncio.Event()
         self.connections = 0  # how many times it authenticated (tests, logs)
@@ -136,18 +136,12 @@ class HomeAssistantPlatform:
         self._spawn(self._deliver_changes(), "homeassistant changes")
 
     async def disconnect(self) -> None:
-        tasks, self._tasks = self._tasks, set()
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        await self._tasks.close()  # cancels both, awaits them
         await self._drop()
         await self._close_http()
 
     def _spawn(self, work: Any, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(logged(work, name), name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.create_task(logged(work, name), name=name)
 
     async def _close_http(self) -> None:
         http, self._http = self._http, None
