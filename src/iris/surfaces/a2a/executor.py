@@ -10,17 +10,17 @@ appends what the text grew by; a rewritten text replaces it), and the task ends
 A tool that needs approval puts the task in ``input-required``: its status message says what
 waits (text, and a data part ``{approval_id, name, args, preview, decisions}``), and the turn
 keeps waiting. The client's next message on the task answers (``once``/``chat``/``deny``, a
-yes or a no, or a data part ``{"decision": ...}``) and the task goes on from where it was: the
-frames the turn made meanwhile were kept for it. ``tasks/cancel`` interrupts the turn at once
-(its text so far stays in the chat) and the task ends ``canceled``.
+yes or a no, or a data part ``{"decision": ...}``) and the task goes on from where it was.
+``tasks/cancel`` interrupts the turn at once (its text so far stays in the chat) and the task
+ends ``canceled``.
 
 Any process can serve any task (a shared store): the task's metadata names its chat and the
 seq its turn started after (``iris_chat``, ``iris_from``) and the approval it waits for
-(``iris_waiting``). ``watch`` follows a task another process runs from the chat's shared frame
-log (``tasks/resubscribe``), and a client's answer that reaches another process answers the
-approval through the shared broker and follows the turn, which goes on on its owner, the same
-way: the frames are folded from the turn's start, and only what the task's stored reply lacks
-is streamed (no gap, no repeat).
+(``iris_waiting``). Nothing is held in memory between two requests: the answer to an approval,
+on whichever process it reaches, is written through the approvals broker (shared too) and the
+turn, which goes on where it runs, is followed from the chat's frame log; ``watch`` does the
+same for ``tasks/resubscribe`` of a task another process runs. The frames are folded from the
+turn's start and only what the task's stored reply lacks is streamed: no gap, no repeat.
 """
 
 from __future__ import annotations
@@ -79,7 +79,6 @@ class IrisExecutor(AgentExecutor):
     def __init__(self, iris: SocketSurface) -> None:
         self.iris = iris
         self.runtime = iris.runtime
-        self._following: dict[str, _Following] = {}  # task id -> its turn
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = str(context.task_id), str(context.context_id)
@@ -88,10 +87,14 @@ class IrisExecutor(AgentExecutor):
             history = [context.message] if context.message is not None else []
             task = new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
             await event_queue.enqueue_event(task)
-        following = self._waiting_on(task_id, context.current_task)
-        if following is not None and following.waiting is not None:
-            await self._answer(following, context.message, updater)
-            return
+        waiting = context.current_task
+        if waiting is not None and waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            following = self._from_log(waiting, owner=True)
+            if following is not None and following.waiting is not None:
+                await self._answer(following, context.message, updater)
+                return
+            if following is not None:
+                self.iris.hub.unsubscribe(following.subscription)
         try:
             said = content(_message(context), self.runtime.config.attachments.max_bytes)
         except ContentError as exc:
@@ -106,7 +109,7 @@ class IrisExecutor(AgentExecutor):
             return
         start = {CHAT_KEY: chat_id, FROM_KEY: following.subscription.position}
         await updater.update_status(TaskState.TASK_STATE_WORKING, metadata=start)
-        await self._follow(task_id, following, updater)
+        await self._follow(following, updater)
 
     def follows(self, task: Task) -> bool:
         """Does the task name the turn it is (a task this version started)?"""
@@ -119,30 +122,13 @@ class IrisExecutor(AgentExecutor):
         following = self._from_log(task, owner=False)
         if following is None:
             return False
-        await self._follow(task.id, following, TaskUpdater(event_queue, task.id, task.context_id))
+        await self._follow(following, TaskUpdater(event_queue, task.id, task.context_id))
         return True
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = str(context.task_id), str(context.context_id)
-        following = self._following.pop(task_id, None)
-        if following is not None:
-            self.iris.hub.unsubscribe(following.subscription)
         self.iris.room(chat_for(context_id)).cancel()
         await TaskUpdater(event_queue, task_id, context_id).cancel()
-
-    def _waiting_on(self, task_id: str, task: Task | None) -> _Following | None:
-        """The turn a task waits in: followed here, or (its answer reached this process) from
-        the shared log. A turn followed here for an earlier approval is let go."""
-        following = self._following.pop(task_id, None)
-        if task is None or task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
-            return following
-        waits = _metadata(task).get(WAITING_KEY)
-        asked = waits.get("approval_id") if isinstance(waits, dict) else None
-        if following is not None and following.waiting is not None:
-            if following.waiting.approval_id == asked:
-                return following
-            self.iris.hub.unsubscribe(following.subscription)
-        return self._from_log(task, owner=True)
 
     def _from_log(self, task: Task, *, owner: bool) -> _Following | None:
         """A task's turn followed from its chat's log, from the seq the turn started after."""
@@ -161,12 +147,6 @@ class IrisExecutor(AgentExecutor):
         if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and isinstance(waits, dict):
             following.waiting = _waiting(cast("dict[str, Any]", waits))
         return following
-
-    def close(self) -> None:
-        """Let go of the turns of tasks still waiting for input (the server stops)."""
-        for following in self._following.values():
-            self.iris.hub.unsubscribe(following.subscription)
-        self._following.clear()
 
     def _start(self, chat_id: str, said: Content) -> _Following | None:
         """The turn started in ``chat_id``; None when the chat is busy or no slot is free."""
@@ -195,31 +175,28 @@ class IrisExecutor(AgentExecutor):
             # Answered meanwhile (a device, the timeout): any message goes on with the task.
             following.waiting = None
             await updater.start_work()
-            await self._follow(updater.task_id, following, updater)
+            await self._follow(following, updater)
             return
         said = decision(message)
         if said is None:
-            self._following[updater.task_id] = following
+            self.iris.hub.unsubscribe(following.subscription)
             await updater.requires_input(_asking(updater, waiting, "Answer once, chat or deny."))
             return
         session = following.room.session
         await approvals.respond(waiting.approval_id, said, "a2a", chat_id=session)
         following.waiting = None
         await updater.start_work()
-        await self._follow(updater.task_id, following, updater)
+        await self._follow(following, updater)
 
-    async def _follow(self, task_id: str, following: _Following, updater: TaskUpdater) -> None:
-        """Stream the turn into the task until it ends or waits for an approval."""
-        parked = False
+    async def _follow(self, following: _Following, updater: TaskUpdater) -> None:
+        """Stream the turn into the task until it ends or waits for an approval (the answer,
+        on any process, follows the turn again from the log)."""
         try:
             while not following.fold.done:
                 told = following.fold.feed(await following.subscription.get())
                 if isinstance(told, Waiting):
                     if await self.runtime.approvals.resolution(told.approval_id) is not None:
                         continue  # answered already (a replay of the log, a device)
-                    following.waiting, parked = told, following.owner
-                    if parked:
-                        self._following[task_id] = following
                     waits = {WAITING_KEY: _waiting_data(told)}
                     await updater.update_status(
                         TaskState.TASK_STATE_INPUT_REQUIRED, _asking(updater, told), metadata=waits
@@ -234,8 +211,7 @@ class IrisExecutor(AgentExecutor):
                 following.room.cancel()
             raise
         finally:
-            if not parked:
-                self.iris.hub.unsubscribe(following.subscription)
+            self.iris.hub.unsubscribe(following.subscription)
 
     async def _stream(self, following: _Following, updater: TaskUpdater, *, last: bool) -> None:
         """What the reply's text grew by, as an artifact update (all of it when rewritten)."""

@@ -86,7 +86,6 @@ class A2aSurface:
         try:
             await self.handler.aclose()
         finally:
-            self.executor.close()
             await self._pushing.close()
             await self.push.aclose()
             _stop_sse_watcher()
