@@ -3,14 +3,16 @@ the scheduler on a virtual clock (a run comes due when the test moves the clock 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 
 from iris.surfaces.cli.repl import IN_MEMORY
 from tests.cli.repl_session import chat_on_terminal, streaming
 from tests.conftest import MakeConfig
-from tests.fakes.upstream import FakeUpstream, text
+from tests.fakes.upstream import FakeUpstream, gated, text
 
+FOOTER = "fake-model · 10 in · 5 out tokens"
 START = 1_800_000_000.0  # Fri 2027-01-15 08:00 UTC
 
 
@@ -91,6 +93,26 @@ async def test_the_conversation_goes_on_after_a_scheduled_run(
         "Summary: all quiet.",
         "anything else?",
     ]
+
+
+async def test_a_run_due_while_a_reply_is_written_waits_for_its_end(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    upstream.script(gated("Long ", "answer", after=1), text("Pinged."))
+    clock = Clock()
+    async with chat_on_terminal(streaming(make_config, upstream), clock) as s:
+        s.type("/remind in 1m ping\r")
+        await s.see(": ping")
+        s.type("go\r")
+        assert await asyncio.to_thread(upstream.gate_reached.wait, 5.0)
+        clock.now += 61
+        s.chat.scheduler.wake()
+        await asyncio.wait_for(s.chat.due.came.wait(), 5)  # the run is due, and waits
+        assert "⏰ ping" not in s.term.out.text
+        upstream.release()
+        shown = await s.replies(2)
+    assert shown.index("Long answer") < shown.index(FOOTER) < shown.index("⏰ ping")
+    assert shown.index("⏰ ping") < shown.index("Pinged.")
 
 
 async def test_what_is_typed_at_the_prompt_survives_a_run_that_comes_due(
