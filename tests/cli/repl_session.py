@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+import time
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +41,12 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def chat_on_terminal(config: Config) -> AsyncGenerator[Session]:
+async def chat_on_terminal(
+    config: Config, clock: Callable[[], float] = time.time
+) -> AsyncGenerator[Session]:
     with create_pipe_input() as pipe:
         term = Terminal(pipe)
-        chat = terminal_chat(config, pipe, term.output)
+        chat = terminal_chat(config, pipe, term.output, clock)
         session = Session(term, chat, asyncio.create_task(chat.run()))
         try:
             await session.see("/help for commands")

@@ -8,8 +8,6 @@ import io
 import re
 from typing import Any
 
-from iris.surfaces.cli.commands import SERVED_ONLY, ChatSettings, run_command
-
 from iris.config import config_from_dict
 from iris.surfaces.cli.repl import Chat, LinePrompt, history_path
 from iris.surfaces.cli.screen import PlainScreen
@@ -393,9 +391,3 @@ async def test_compact_and_status_in_the_repl(
     sent = upstream.requests[-1].body["messages"]
     assert sent[0]["role"] == "system" and sent[0]["content"].endswith("they asked twice")
     assert [m["content"] for m in sent[1:]] == ["two", "second answer", "three"]
-
-
-def test_schedule_commands_in_the_terminal_chat_say_where_schedules_run() -> None:
-    settings = ChatSettings(model="m", streaming=True, show_reasoning=False, tool_progress="new")
-    for line in ("/remind in 20m stretch", "/every day 08:00 news", "/schedules", "/tz UTC"):
-        assert run_command(line, settings).text == SERVED_ONLY

@@ -69,6 +69,7 @@ class RenderOptions:
     tool_progress: ToolProgressMode = "all"
     batch_interval: float = 0.05
     title: str = "Iris"
+    heading: str = ""  # a line the reply opens with (a scheduled run's ``⏰`` and its prompt)
 
 
 class ReplyRenderer:
@@ -77,6 +78,7 @@ class ReplyRenderer:
     def __init__(self, options: RenderOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
         self.clock = clock
+        self._heading = options.heading
         self._pending: list[Piece] = []
         self._dirty = False  # the live area changed since the last frame
         self._released_at: float | None = None
@@ -208,10 +210,19 @@ class ReplyRenderer:
         if not self.options.box:
             if block == "reasoning":
                 self._commit(("", "(reasoning)\n"))
+            self._open_heading(block)
             return
         title = "reasoning" if block == "reasoning" else self.options.title
         style = "class:reasoning.box" if block == "reasoning" else "class:box"
         self._commit((style, self._rule(f"╭─ {title} ")), ("", "\n"))
+        self._open_heading(block)
+
+    def _open_heading(self, block: Block) -> None:
+        """The heading, as the first line of the reply's first box of text."""
+        if block == "reasoning" or not self._heading:
+            return
+        self._commit(("class:commentary", self._heading), ("", "\n"))
+        self._heading = ""
 
     def _close_block(self, *, commentary: bool = False) -> None:
         block = self._block

@@ -7,6 +7,13 @@ When stdout or stdin is not a terminal the chat prints plain text; when stdin is
 reads one message per line, so ``iris chat < questions.txt > answers.txt`` works. The
 conversation lives in memory for the session (``iris.agent.conversation`` over memory stores,
 as a server's chats are over theirs); ``/new`` starts afresh.
+
+The schedule commands (``/remind``, ``/every``...; ``iris.surfaces.schedule_commands``) keep the
+chat's schedules in an in-memory SQLite store: the scheduler (``iris.surfaces.scheduler``) runs
+them while the chat is open, and they end with it. A due run is a turn of the conversation,
+printed like a reply and opened by a ``⏰`` line; it never cuts into a reply: it waits until the
+reply ends, and one that comes due at the prompt takes the prompt down, prints, and puts it
+back with what was typed.
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import getpass
+import logging
 import sys
-from collections.abc import AsyncIterable, AsyncIterator
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import create_app_session
@@ -32,21 +41,32 @@ from iris.agent.approvals import ApprovalPolicy
 from iris.agent.attachments import prepare
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.config import Config
+from iris.errors import StoreUnavailable
 from iris.events import ApprovalRequested, ApprovalResolved, Event
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
 from iris.state.approvals import Decision, MemoryApprovals
 from iris.state.controls import Controls, MemoryControls
+from iris.state.schedules import schedules_for
 from iris.state.sessions import MemorySessions
+from iris.state.sqlite import Store
 from iris.surfaces.actions import compacted, status
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.repl_commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
 from iris.surfaces.cli.staged import Staged, path_of, split_paths
 from iris.surfaces.cli.theme import STYLE
+from iris.surfaces.commands import parse
+from iris.surfaces.schedule_commands import PREVIEW, Desk, answer
+from iris.surfaces.scheduler import Delivery, Run, Scheduler
 from iris.tasks import Supervisor
 
+log = logging.getLogger(__name__)
+
 SESSION = "cli"  # the key of the REPL's one conversation in its memory stores
+IN_MEMORY = (
+    "this terminal chat keeps its schedules in memory: they run while it is open and end with it"
+)
 
 
 def history_path() -> Path:
@@ -68,15 +88,22 @@ def run_repl(config: Config) -> int:
         return asyncio.run(terminal_chat(config, input, output).run())
 
 
-def terminal_chat(config: Config, input: Input, output: Output) -> Chat:
+def terminal_chat(
+    config: Config, input: Input, output: Output, clock: Callable[[], float] = time.time
+) -> Chat:
     """The chat on a terminal: the prompt with its persisted history, the live screen."""
     prompt = TerminalPrompt(input, output, _file_history())
-    return Chat(config, prompt, LiveScreen(input, output, STYLE))
+    return Chat(config, prompt, LiveScreen(input, output, STYLE), clock)
 
 
 class Prompt(Protocol):
     async def read(self, default: str = "") -> str:
-        """The next message, starting from ``default``; ``EOFError`` when the user is done."""
+        """The next message, starting from ``default``; ``EOFError`` when the user is done.
+        Cancelling it loses nothing: what was typed is ``typed()``, a line read is kept."""
+        ...
+
+    def typed(self) -> str:
+        """What is typed at the prompt and not sent yet."""
         ...
 
 
@@ -98,32 +125,76 @@ class TerminalPrompt:
         except KeyboardInterrupt:
             raise EOFError from None  # Ctrl-C at an empty prompt leaves, like Ctrl-D
 
+    def typed(self) -> str:
+        return self.session.default_buffer.text
+
 
 class LinePrompt:
     """Messages from a stream, one per line (a trailing backslash continues the message)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self._lines: list[str] = []  # of a message continued with a backslash
+        self._reading: asyncio.Future[str] | None = None  # a line read on, if a read was cancelled
+
+    def typed(self) -> str:
+        return ""
+
+    async def _line(self) -> str:
+        if self._reading is None:
+            loop = asyncio.get_running_loop()
+            self._reading = loop.run_in_executor(None, self.stream.readline)
+        line = await asyncio.shield(self._reading)
+        self._reading = None
+        return line
 
     async def read(self, default: str = "") -> str:
         del default  # nothing is typed ahead without a terminal
-        lines: list[str] = []
+        lines = self._lines
         while True:
-            line = await asyncio.to_thread(self.stream.readline)
+            line = await self._line()
             if not line:
                 if lines:
+                    self._lines = []
                     return "\n".join(lines)
                 raise EOFError
             line = line.rstrip("\n")
             if not line.endswith("\\"):
+                self._lines = []
                 return "\n".join([*lines, line])
             lines.append(line[:-1])
+
+
+class DueRuns:
+    """The chat as the scheduler's surface: a run that comes due waits for the chat's next
+    turn (``Chat._scheduled_runs``), which resolves its delivery."""
+
+    run_targets = ("cli",)
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[Run, asyncio.Future[Delivery]]] = []
+        self.came = asyncio.Event()
+
+    def ready(self, target: Mapping[str, Any]) -> bool:
+        return True  # the chat runs its runs itself, while it is open
+
+    async def run(self, run: Run) -> Delivery:
+        done: asyncio.Future[Delivery] = asyncio.get_running_loop().create_future()
+        self.waiting.append((run, done))
+        self.came.set()
+        return await done
 
 
 class Chat:
     """One chat session: the conversation so far and the settings the slash commands change."""
 
-    def __init__(self, config: Config, prompt: Prompt, screen: Screen) -> None:
+    def __init__(
+        self,
+        config: Config,
+        prompt: Prompt,
+        screen: Screen,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
         self.prompt = prompt
         self.screen = screen
@@ -144,14 +215,31 @@ class Chat:
         self.conversation = Conversation(
             self.agent, MemorySessions(), self.controls, SESSION, asking
         )
+        # Its schedules, in memory like its conversation: run while the chat is open.
+        self._schedule_store = Store(":memory:")
+        self.schedules = schedules_for(self._schedule_store, None)
+        self.due = DueRuns()
+        self.scheduler = Scheduler(self.schedules, config.schedules, {"cli": self.due}, clock=clock)
+        self.desk = Desk(
+            self.schedules,
+            config.schedules,
+            chat=SESSION,
+            user=f"cli:{self.user}",
+            target={"surface": "cli"},
+            clock=clock,
+            added=self.scheduler.wake,
+        )
+        self._reading = Supervisor()  # the prompt, while a run may come due
 
     async def run(self) -> int:
         try:
             await self.agent.start_tools()  # MCP servers, each connected or failed once
             await self.say(self.banner())
+            await self.scheduler.start()
             queued: list[str] = []  # lines finished (Enter) while a reply streamed
             draft = ""
             while True:
+                await self._scheduled_runs()
                 *finished, tail = self.screen.take_typed().split("\n")
                 queued.extend(line for line in finished if line.strip())
                 draft += tail
@@ -162,10 +250,13 @@ class Chat:
                     await self.say(f"❯ {line}")
                 else:
                     try:
-                        line = await self.prompt.read(draft)
+                        read = await self._read(draft)
                     except EOFError:
                         return 0
-                    draft = ""
+                    if read is None:  # a scheduled run came due first
+                        draft = self.prompt.typed() or draft
+                        continue
+                    line, draft = read, ""
                 if not line.strip():
                     continue
                 if not is_command(line):
@@ -188,9 +279,14 @@ class Chat:
                         await self.say("\n".join(self.agent.tool_lines()))
                     elif result.action == "attach":
                         await self.say(self._attach(result.arg))
+                    elif result.action == "schedule":
+                        await self.say(await self._schedule(line))
                     continue
                 await self.turn(line)
         finally:
+            await self._reading.close()
+            await self.scheduler.stop()
+            self._schedule_store.close()
             await self.agent.aclose()
 
     def banner(self) -> str:
@@ -217,11 +313,12 @@ class Chat:
             await self.say(self.staged.add(path))
         return text
 
-    async def turn(self, text: str) -> None:
+    async def turn(self, text: str, heading: str = "") -> None:
+        """One turn; ``heading``: a scheduled run's first line (it takes no staged files)."""
         settings = self.settings
         await self._follow_settings()
         options = TurnOptions(stream=settings.streaming, metadata={"surface": "cli"})
-        files = self.staged.take()
+        files = () if heading else self.staged.take()
         user = UserMessage(text, await prepare(self.config, text, files) if files else None)
         if user.notes:  # what the model did not get of the files, as every surface says it
             await self.say("\n".join(user.notes))
@@ -233,6 +330,7 @@ class Chat:
                 streaming=settings.streaming,
                 show_reasoning=settings.show_reasoning,
                 tool_progress=settings.tool_progress,
+                heading=heading,
             )
         )
         async with exchange.turn as turn, self.screen.running(turn.interrupt):
@@ -252,6 +350,52 @@ class Chat:
                 self.screen.asked(event.approval_id)
             yield event
 
+    # -- schedules ------------------------------------------------------------------------------
+    async def _schedule(self, line: str) -> str:
+        """Answer ``/remind``, ``/every``, ``/schedules``, ``/unschedule`` or ``/tz``."""
+        command = parse(line)
+        assert command is not None
+        try:
+            said = await answer(command, self.desk)
+        except StoreUnavailable as exc:
+            return f"schedules unavailable: {exc.message}"
+        return f"{said}\n({IN_MEMORY})" if command.name == "schedules" else said
+
+    async def _scheduled_runs(self) -> None:
+        """Run, one turn each, the runs that came due (never while a reply is printed)."""
+        while self.due.waiting:
+            run, done = self.due.waiting.pop(0)
+            if done.done():
+                continue  # the scheduler gave it up (the chat is closing)
+            for note in await self.schedules.notes(SESSION):
+                await self.say(note)
+            try:
+                await self.turn(run.schedule.text, heading=_heading(run))
+            except Exception as exc:  # the chat goes on; the scheduler reports the failure
+                log.exception("scheduled run %s failed", run.schedule.id)
+                done.set_result(Delivery("failed", str(exc) or type(exc).__name__))
+            else:
+                done.set_result(Delivery("delivered"))
+
+    async def _read(self, draft: str) -> str | None:
+        """The next message from the prompt; None when a scheduled run came due first (the
+        prompt is taken down; what was typed stays in ``prompt.typed()``)."""
+        if self.due.waiting:
+            return None
+        self.due.came.clear()
+        reading = self._reading.create_task(self.prompt.read(draft), name="prompt")
+        due = self._reading.create_task(self.due.came.wait(), name="came-due")
+        try:
+            await asyncio.wait({reading, due}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            due.cancel()
+            if not reading.done():
+                reading.cancel()
+            await asyncio.wait({reading, due})
+        if reading.cancelled():
+            return None
+        return reading.result()
+
     def _answer(self, approval_id: str, decision: Decision) -> None:
         self._answering.create_task(self.approvals.respond(approval_id, decision, self.user))
 
@@ -268,6 +412,13 @@ class Chat:
     async def status(self) -> str:
         await self._follow_settings()
         return "\n".join(await status(self.conversation))
+
+
+def _heading(run: Run) -> str:
+    """A scheduled run's first line: ``⏰``, its prompt's start, why it is late if it is."""
+    text = run.schedule.text.split("\n", 1)[0]
+    text = text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+    return f"⏰ {text} ({run.note})" if run.note else f"⏰ {text}"
 
 
 def _user_name() -> str:

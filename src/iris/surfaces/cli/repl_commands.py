@@ -4,7 +4,8 @@ The grammar is every chat's (``iris.surfaces.commands``): only a first word of l
 letters after one slash is a command, so a message that starts with a path
 (``/etc/hosts looks odd``) is sent to the model as written. Besides the chat commands the REPL
 has ``/stream``, ``/tools``, ``/attach`` and ``/quit``; ``/compact``, ``/status``, the list of
-``/tools`` and ``/attach`` (which reads a file) come back as actions the chat carries out.
+``/tools``, ``/attach`` (which reads a file) and the schedule commands (``/remind`` and the
+rest, answered by ``iris.surfaces.schedule_commands``) come back as actions the chat carries out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Literal
 from iris.config import Config, ToolProgressMode
 from iris.surfaces.commands import ALIASES, CHAT_COMMANDS, split
 
-Action = Literal["continue", "new", "quit", "compact", "status", "tools", "attach"]
+Action = Literal["continue", "new", "quit", "compact", "status", "tools", "attach", "schedule"]
 
 _TOOL_MODES: dict[str, ToolProgressMode] = {m: m for m in ("off", "new", "all", "verbose")}
 
@@ -139,14 +140,8 @@ def _status(settings: ChatSettings, arg: str) -> CommandResult:
     return CommandResult("", "status")
 
 
-SERVED_ONLY = (
-    "schedules run in `iris serve`, in the chats it keeps (the web app, the apps, the chat "
-    "platforms): this terminal chat lives in memory and ends with it"
-)
-
-
-def _served_only(settings: ChatSettings, arg: str) -> CommandResult:
-    return CommandResult(SERVED_ONLY)
+def _schedule(settings: ChatSettings, arg: str) -> CommandResult:
+    return CommandResult("", "schedule", arg)  # answered by the chat (its store and clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +170,7 @@ _COMMANDS: dict[str, _Command] = {
     "compact": _Command("/compact", CHAT_COMMANDS["compact"].summary, _compact),
     "status": _Command("/status", CHAT_COMMANDS["status"].summary, _status),
     **{
-        name: _Command(CHAT_COMMANDS[name].usage, CHAT_COMMANDS[name].summary, _served_only)
+        name: _Command(CHAT_COMMANDS[name].usage, CHAT_COMMANDS[name].summary, _schedule)
         for name in ("remind", "every", "schedules", "unschedule", "tz")
     },
     "help": _Command("/help", "this list", _help),
