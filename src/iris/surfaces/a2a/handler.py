@@ -24,7 +24,7 @@ class IrisRequestHandler(DefaultRequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        if params.id in _running(self):
+        if await _runs_here(self, params.id):
             async for event in super().on_subscribe_to_task(params, context):
                 yield event
             return
@@ -42,10 +42,12 @@ class IrisRequestHandler(DefaultRequestHandler):
             yield event
 
 
-def _running(handler: DefaultRequestHandler) -> dict[str, object]:
-    """The SDK's tasks running here (task id -> its producer), which it keeps private."""
-    running: dict[str, object] = getattr(handler, "_running_agents", {})
-    return running
+async def _runs_here(handler: DefaultRequestHandler, task_id: str) -> bool:
+    """Does this process hold the task (the SDK's registry of active tasks, kept private)?"""
+    registry = getattr(handler, "_active_task_registry", None)
+    if registry is None:
+        return False
+    return await registry.get(task_id) is not None
 
 
 async def _watched(executor: IrisExecutor, task: Task) -> AsyncGenerator[Event, None]:
