@@ -67,3 +67,19 @@ def test_an_approval_and_an_error_are_told_and_the_echo_is_not() -> None:
     assert waiting == Waiting("ap1", "terminal", {"command": "ls"}, "ls", 5.0)
     assert fold.feed({"type": "error", "code": "provider_error", "message": "down"}) is None
     assert fold.error == ("provider_error", "down") and not fold.done
+
+
+def test_a_replayed_log_where_commentary_took_the_updates_place_keeps_that_text() -> None:
+    """The log coalesces a message's updates into the ``commentary`` that closed it: a fold of
+    the replay (another process resubscribing) still has the text said before the tool."""
+    fold = ReplyFold()
+    frames: list[dict[str, Any]] = [
+        {"type": "message.start", "message_id": "m1", "role": "assistant"},
+        {"type": "commentary", "message_id": "m1", "text": "Checking."},
+        {"type": "message.start", "message_id": "m2", "role": "assistant"},
+        {"type": "message.stop", "message_id": "m2", "final_text": "It ran."},
+        {"type": "typing", "on": False},
+    ]
+    for frame in frames:
+        fold.feed(frame)
+    assert fold.done and fold.text == "Checking.\n\nIt ran."

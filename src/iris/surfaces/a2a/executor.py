@@ -10,9 +10,17 @@ appends what the text grew by; a rewritten text replaces it), and the task ends
 A tool that needs approval puts the task in ``input-required``: its status message says what
 waits (text, and a data part ``{approval_id, name, args, preview, decisions}``), and the turn
 keeps waiting. The client's next message on the task answers (``once``/``chat``/``deny``, a
-yes or a no, or a data part ``{"decision": ...}``) and the task goes on from where it was: the
-frames the turn made meanwhile were kept for it. ``tasks/cancel`` interrupts the turn at once
-(its text so far stays in the chat) and the task ends ``canceled``.
+yes or a no, or a data part ``{"decision": ...}``) and the task goes on from where it was.
+``tasks/cancel`` interrupts the turn at once (its text so far stays in the chat) and the task
+ends ``canceled``.
+
+Any process can serve any task (a shared store): the task's metadata names its chat and the
+seq its turn started after (``iris_chat``, ``iris_from``) and the approval it waits for
+(``iris_waiting``). Nothing is held in memory between two requests: the answer to an approval,
+on whichever process it reaches, is written through the approvals broker (shared too) and the
+turn, which goes on where it runs, is followed from the chat's frame log; ``watch`` does the
+same for ``tasks/resubscribe`` of a task another process runs. The frames are folded from the
+turn's start and only what the task's stored reply lacks is streamed: no gap, no repeat.
 """
 
 from __future__ import annotations
@@ -21,13 +29,14 @@ import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from a2a.helpers.proto_helpers import new_task
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events.event_queue import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import Message, Part, Role, TaskState
-from google.protobuf.json_format import ParseDict
+from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState
+from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
 from iris.agent.approvals import DECISIONS
@@ -42,6 +51,7 @@ log = logging.getLogger(__name__)
 
 ARTIFACT = "reply"
 SLOT_KEY = "a2a"
+CHAT_KEY, FROM_KEY, WAITING_KEY = "iris_chat", "iris_from", "iris_waiting"  # task metadata
 
 
 def chat_for(context_id: str) -> str:
@@ -61,13 +71,14 @@ class _Following:
     fold: ReplyFold = field(default_factory=ReplyFold)
     streamed: str = ""  # the artifact's text so far
     waiting: Waiting | None = None
+    catching_up: bool = False  # replaying frames the task's stored reply already holds
+    owner: bool = True  # this request started the turn (a cancel here stops it)
 
 
 class IrisExecutor(AgentExecutor):
     def __init__(self, iris: SocketSurface) -> None:
         self.iris = iris
         self.runtime = iris.runtime
-        self._following: dict[str, _Following] = {}  # task id -> its turn
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = str(context.task_id), str(context.context_id)
@@ -76,37 +87,66 @@ class IrisExecutor(AgentExecutor):
             history = [context.message] if context.message is not None else []
             task = new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
             await event_queue.enqueue_event(task)
-        following = self._following.pop(task_id, None)
-        if following is not None and following.waiting is not None:
-            await self._answer(following, context.message, updater)
-            return
+        waiting = context.current_task
+        if waiting is not None and waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            following = self._from_log(waiting, owner=True)
+            if following is not None and following.waiting is not None:
+                await self._answer(following, context.message, updater)
+                return
+            if following is not None:
+                self.iris.hub.unsubscribe(following.subscription)
         try:
             said = content(_message(context), self.runtime.config.attachments.max_bytes)
         except ContentError as exc:
             await updater.reject(_agent(updater, str(exc)))
             return
-        following = self._start(chat_for(context_id), said)
+        chat_id = chat_for(context_id)
+        following = self._start(chat_id, said)
         if following is None:
             await updater.reject(
                 _agent(updater, "a turn is running in this context; wait or cancel it")
             )
             return
-        await updater.start_work()
-        await self._follow(task_id, following, updater)
+        start = {CHAT_KEY: chat_id, FROM_KEY: following.subscription.position}
+        await updater.update_status(TaskState.TASK_STATE_WORKING, metadata=start)
+        await self._follow(following, updater)
+
+    def follows(self, task: Task) -> bool:
+        """Does the task name the turn it is (a task this version started)?"""
+        meta = _metadata(task)
+        return isinstance(meta.get(CHAT_KEY), str) and isinstance(meta.get(FROM_KEY), int | float)
+
+    async def watch(self, task: Task, event_queue: EventQueue) -> bool:
+        """Follow a task another process runs, from the chat's shared frame log, until its
+        turn ends or waits (``tasks/resubscribe``); False if the task names no turn."""
+        following = self._from_log(task, owner=False)
+        if following is None:
+            return False
+        await self._follow(following, TaskUpdater(event_queue, task.id, task.context_id))
+        return True
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = str(context.task_id), str(context.context_id)
-        following = self._following.pop(task_id, None)
-        if following is not None:
-            self.iris.hub.unsubscribe(following.subscription)
         self.iris.room(chat_for(context_id)).cancel()
         await TaskUpdater(event_queue, task_id, context_id).cancel()
 
-    def close(self) -> None:
-        """Let go of the turns of tasks still waiting for input (the server stops)."""
-        for following in self._following.values():
-            self.iris.hub.unsubscribe(following.subscription)
-        self._following.clear()
+    def _from_log(self, task: Task, *, owner: bool) -> _Following | None:
+        """A task's turn followed from its chat's log, from the seq the turn started after."""
+        meta = _metadata(task)
+        chat_id, start = meta.get(CHAT_KEY), meta.get(FROM_KEY)
+        if not isinstance(chat_id, str) or not isinstance(start, int | float):
+            return None
+        subscription = self.iris.hub.subscribe(chat_id)
+        subscription.resume(int(start))
+        parts = (p for a in task.artifacts if a.artifact_id == ARTIFACT for p in a.parts)
+        streamed = "".join(p.text for p in parts)
+        following = _Following(
+            self.iris.room(chat_id), subscription, streamed=streamed, catching_up=True, owner=owner
+        )
+        waits = meta.get(WAITING_KEY)
+        if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and isinstance(waits, dict):
+            following.waiting = _waiting(cast("dict[str, Any]", waits))
+        return following
 
     def _start(self, chat_id: str, said: Content) -> _Following | None:
         """The turn started in ``chat_id``; None when the chat is busy or no slot is free."""
@@ -135,44 +175,51 @@ class IrisExecutor(AgentExecutor):
             # Answered meanwhile (a device, the timeout): any message goes on with the task.
             following.waiting = None
             await updater.start_work()
-            await self._follow(updater.task_id, following, updater)
+            await self._follow(following, updater)
             return
         said = decision(message)
         if said is None:
-            self._following[updater.task_id] = following
+            self.iris.hub.unsubscribe(following.subscription)
             await updater.requires_input(_asking(updater, waiting, "Answer once, chat or deny."))
             return
         session = following.room.session
         await approvals.respond(waiting.approval_id, said, "a2a", chat_id=session)
         following.waiting = None
         await updater.start_work()
-        await self._follow(updater.task_id, following, updater)
+        await self._follow(following, updater)
 
-    async def _follow(self, task_id: str, following: _Following, updater: TaskUpdater) -> None:
-        """Stream the turn into the task until it ends or waits for an approval."""
-        parked = False
+    async def _follow(self, following: _Following, updater: TaskUpdater) -> None:
+        """Stream the turn into the task until it ends or waits for an approval (the answer,
+        on any process, follows the turn again from the log)."""
         try:
             while not following.fold.done:
                 told = following.fold.feed(await following.subscription.get())
                 if isinstance(told, Waiting):
-                    following.waiting, parked = told, True
-                    self._following[task_id] = following
-                    await updater.requires_input(_asking(updater, told))
+                    if await self.runtime.approvals.resolution(told.approval_id) is not None:
+                        continue  # answered already (a replay of the log, a device)
+                    waits = {WAITING_KEY: _waiting_data(told)}
+                    await updater.update_status(
+                        TaskState.TASK_STATE_INPUT_REQUIRED, _asking(updater, told), metadata=waits
+                    )
                     return
                 if told is not None:
                     await self._stream(following, updater, last=False)
             await self._stream(following, updater, last=True)
             await self._end(following.fold, updater)
         except asyncio.CancelledError:
-            following.room.cancel()  # tasks/cancel: the turn stops within a round of the loop
+            if following.owner:  # tasks/cancel: the turn stops within a round of the loop
+                following.room.cancel()
             raise
         finally:
-            if not parked:
-                self.iris.hub.unsubscribe(following.subscription)
+            self.iris.hub.unsubscribe(following.subscription)
 
     async def _stream(self, following: _Following, updater: TaskUpdater, *, last: bool) -> None:
         """What the reply's text grew by, as an artifact update (all of it when rewritten)."""
         before, text = following.streamed, following.fold.text
+        if following.catching_up:
+            if before.startswith(text) and not last:
+                return  # the stored reply already has this much
+            following.catching_up = False
         piece, grew = growth(before, text)
         if not piece and not last:
             return
@@ -201,16 +248,33 @@ def _agent(updater: TaskUpdater, text: str) -> Message:
     return updater.new_agent_message([Part(text=text)])
 
 
-def _asking(updater: TaskUpdater, waiting: Waiting, more: str = "") -> Message:
-    """The ``input-required`` message: what waits, for a person and for a program."""
-    data = {
+def _metadata(task: Task) -> dict[str, Any]:
+    return MessageToDict(task.metadata) if task.HasField("metadata") else {}
+
+
+def _waiting_data(waiting: Waiting) -> dict[str, Any]:
+    return {
         "approval_id": waiting.approval_id,
         "name": waiting.name,
         "args": waiting.args,
         "preview": waiting.preview,
         "expires_at": waiting.expires_at,
-        "decisions": list(DECISIONS),
     }
+
+
+def _waiting(data: dict[str, Any]) -> Waiting:
+    return Waiting(
+        str(data.get("approval_id", "")),
+        str(data.get("name", "")),
+        dict(data.get("args") or {}),
+        str(data.get("preview", "")),
+        float(data.get("expires_at", 0.0)),
+    )
+
+
+def _asking(updater: TaskUpdater, waiting: Waiting, more: str = "") -> Message:
+    """The ``input-required`` message: what waits, for a person and for a program."""
+    data = {**_waiting_data(waiting), "decisions": list(DECISIONS)}
     text = f"Iris wants to run {waiting.name}: {waiting.preview}\nApprove? (once, chat or deny)"
     parts = [Part(text=f"{text}\n{more}".strip()), Part(data=ParseDict(data, Value()))]
     message = updater.new_agent_message(parts)

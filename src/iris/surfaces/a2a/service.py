@@ -10,8 +10,9 @@
 (``platforms.a2a.api_key``, else ``platforms.api_server.api_key``), ``Authorization: Bearer
 <key>`` compared in constant time, with the failed-authentication throttle; without a key the
 server must be bound to loopback (``check_bind_safety``). Tasks live in ``iris.state.a2a_tasks``
-(SQLite, or Redis with ``store.url``), so ``tasks/get`` answers on any process; the events of a
-running task stream from the process that runs it.
+(SQLite, or Redis with ``store.url``), so any process can serve any task: ``tasks/get`` and
+the push configs from the store; ``tasks/resubscribe`` and the answer to an approval on a
+process that does not run the turn follow the chat's shared frame log (``iris.surfaces.a2a.handler``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import asyncio
 import hmac
 import ipaddress
 
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
@@ -34,6 +34,7 @@ from iris.state.a2a_tasks import a2a_tasks_for
 from iris.surfaces.a2a.callbacks import SignedPushSender
 from iris.surfaces.a2a.card import PATH, agent_card
 from iris.surfaces.a2a.executor import IrisExecutor
+from iris.surfaces.a2a.handler import IrisRequestHandler
 from iris.surfaces.a2a.stores import StoredPushConfigs, StoredTasks
 from iris.surfaces.refusals import refusal, throttled, unauthorized
 from iris.surfaces.socket.access import bearer
@@ -62,7 +63,7 @@ class A2aSurface:
         allow = [ipaddress.ip_network(n, strict=False) for n in self.settings.push_allow]
         self.push = SignedPushSender(configs, allow, self._pushing)
         self.executor = IrisExecutor(iris)
-        self.handler = DefaultRequestHandler(
+        self.handler = IrisRequestHandler(
             agent_executor=self.executor,
             task_store=StoredTasks(tasks),
             agent_card=agent_card(self.settings, "http://127.0.0.1", self._key is not None),
@@ -85,7 +86,6 @@ class A2aSurface:
         try:
             await self.handler.aclose()
         finally:
-            self.executor.close()
             await self._pushing.close()
             await self.push.aclose()
             _stop_sse_watcher()

@@ -60,7 +60,7 @@ class ReplyFold:
                 str(frame.get("preview", "")),
                 float(frame.get("expires_at", 0.0)),
             )
-        elif kind in ("message.start", "message.update", "message.stop", "message"):
+        elif kind in ("message.start", "message.update", "message.stop", "message", "commentary"):
             return self._text(kind, frame)
         return None
 
@@ -71,6 +71,8 @@ class ReplyFold:
         if kind == "message.start":
             self.segments.setdefault(message_id, "")
             return None
+        # ``commentary``: the text before a tool call, whole (a log replay keeps it in place of
+        # the message's updates).
         text = frame.get("final_text") if kind == "message.stop" else frame.get("text")
         if not isinstance(text, str) or self.segments.get(message_id) == text:
             return None
