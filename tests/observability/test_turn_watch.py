@@ -56,17 +56,23 @@ def test_labels_stay_in_their_bounded_sets(
 ) -> None:
     metrics.enable(True)
     try:
+        # The registry is the process's: what other tests of this worker left is not ours.
+        before = now()
         meta = {"surface": surface, "platform": platform, "chat_id": "c", "user_id": "u"}
         watch = TurnWatch("turn_x", meta, MODELS, TOOLS)
         run(watch, model, tool, TurnFailed(code, "m"))
         got = now()
     finally:
         metrics.enable(False)
-    assert got.labels("iris_turns_started_total", "surface") <= {*metrics.SURFACES, "other"}
-    assert got.labels("iris_turns_started_total", "platform") <= {*metrics.PLATFORMS, ""}
-    assert got.labels("iris_turns_started_total", "model") <= {*MODELS, "other"}
-    assert got.labels("iris_tool_calls_total", "tool") <= {*TOOLS, "other"}
-    for outcome in got.labels("iris_turns_ended_total", "outcome"):
+
+    def added(name: str, label: str) -> set[str]:
+        return got.labels(name, label) - before.labels(name, label)
+
+    assert added("iris_turns_started_total", "surface") <= {*metrics.SURFACES, "other"}
+    assert added("iris_turns_started_total", "platform") <= {*metrics.PLATFORMS, ""}
+    assert added("iris_turns_started_total", "model") <= {*MODELS, "other"}
+    assert added("iris_tool_calls_total", "tool") <= {*TOOLS, "other"}
+    for outcome in added("iris_turns_ended_total", "outcome"):
         assert outcome in ("complete", "interrupted") or (
             outcome.startswith("failed:") and len(outcome) <= 47 and outcome.isascii()
         )

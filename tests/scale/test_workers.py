@@ -125,9 +125,10 @@ def test_a_burst_of_connections_is_spread_over_the_workers(
         # A worker listens a moment after its "startup complete": wait for both sockets.
         until(lambda: all(sockets(pid, port, "0A") for pid in workers))
         clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(24)]
-        until(lambda: sum(sockets(pid, port, "01") for pid in workers) == 24)
+        until(lambda: sum(sockets(pid, port, "01") for pid in workers) >= 24)
         counts = [sockets(pid, port, "01") for pid in workers]
-        assert sum(counts) == 24 and min(counts) > 0, counts
+        # (>= : a client of another test that reuses a freed port may be counted too)
+        assert sum(counts) >= 24 and min(counts) > 0, counts
     finally:
         for client in clients:
             client.close()

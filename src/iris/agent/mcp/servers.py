@@ -154,7 +154,7 @@ class McpServers:
                 )
             )
             offered.append(name)
-        offered += self._resource_tools(connection)
+        offered += self._resource_tools(connection, room - len(offered))
         self._offered[connection.name] = offered
         self._change.set()
         self._change = asyncio.Event()
@@ -185,16 +185,19 @@ class McpServers:
             return False
         return True
 
-    def _resource_tools(self, connection: McpConnection) -> list[str]:
+    def _resource_tools(self, connection: McpConnection, room: int) -> list[str]:
         """``mcp_<server>_resources_list`` / ``_read`` for a server that offers resources
-        (chosen as its tools are, and unless a tool of its own has the name already)."""
-        if not connection.has_resources:
+        (chosen as its tools are, unless a tool of its own has the name already, and within
+        the ``room`` its tools left under the caps)."""
+        if not connection.has_resources or room <= 0:
             return []
         server = connection.name
         added: list[str] = []
         config, servers = connection.config, list(self._config.mcp_servers)
         enabled = self._config.tools.enabled
         for tool in _resource_tools(connection):
+            if len(added) >= room:
+                break  # the caps hold for these as for the server's own tools
             own = tool.name.removeprefix(f"mcp_{server}_")
             if not chosen(server, own, config.include, config.exclude, enabled, servers):
                 continue  # include / exclude / tools.enabled choose these as the server's own
