@@ -2,10 +2,12 @@
 redis-server, the official ``a2a-sdk`` client. A stream started on A whose connection dropped
 is resubscribed on B and goes on from the task's stored reply with no gap and no repeat; a
 task waiting for an approval on A is answered by the client's message on B and completes
-there, the turn going on where it runs."""
+there, the turn going on where it runs; a ``tasks/cancel`` sent to B stops the turn running on A
+and the task ends ``canceled`` on both."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -15,10 +17,16 @@ import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.client.client import Client
-from a2a.types.a2a_pb2 import GetTaskRequest, StreamResponse, SubscribeToTaskRequest, TaskState
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    TaskState,
+)
 
 from tests.conftest import anywhere, shared_workspace
-from tests.fakes.scenarios import gated
+from tests.fakes.scenarios import gated, hold
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.scale.conftest import RedisServer, serve_on_redis
@@ -115,3 +123,43 @@ async def test_an_approval_asked_on_one_process_is_answered_by_the_message_sent_
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert reply_text(done) == "Checking.\n\nIt ran."
     assert anywhere(tmp_path, "runs.txt")
+
+
+async def test_a_cancel_sent_to_one_process_stops_the_turn_running_on_the_other(
+    two: list[tuple[Served, str]], upstream: FakeUpstream
+) -> None:
+    upstream.script(hold("Partial"))  # the upstream cannot finish: only a cancel ends it
+    (_, a_url), (_, b_url) = two
+    started: asyncio.Queue[str] = asyncio.Queue()
+    streamed: list[StreamResponse] = []
+    async with a2a_client(a_url) as on_a, a2a_client(b_url) as on_b:
+
+        async def stream_on_a() -> None:
+            async for event in on_a.send_message(user("long job", context_id="stop")):
+                streamed.append(event)
+                if event.HasField("artifact_update") and started.empty():
+                    started.put_nowait(event.artifact_update.task_id)
+
+        streaming = asyncio.create_task(stream_on_a())
+        try:
+            task_id = await asyncio.wait_for(started.get(), 10)
+            cancelled = await on_b.cancel_task(CancelTaskRequest(id=task_id))
+            assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+
+            async def cut() -> bool:  # the turn on A stopped: its model stream went away
+                return upstream.disconnected.is_set()
+
+            await until_async(cut, "the turn on A to stop")
+            await asyncio.wait_for(streaming, 10)  # A's stream ends: the reply does not go on
+        finally:
+            streaming.cancel()
+        for client in (on_a, on_b):
+
+            async def ended(client: Client = client) -> bool:
+                fetched = await client.get_task(GetTaskRequest(id=task_id))
+                return fetched.status.state == TaskState.TASK_STATE_CANCELED
+
+            await until_async(ended, "the canceled task in the store")
+        fetched = await on_a.get_task(GetTaskRequest(id=task_id))
+    assert streamed[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
+    assert reply_text(fetched) == "Partial"

@@ -12,7 +12,9 @@ waits (text, and a data part ``{approval_id, name, args, preview, decisions}``),
 keeps waiting. The client's next message on the task answers (``once``/``chat``/``deny``, a
 yes or a no, or a data part ``{"decision": ...}``) and the task goes on from where it was.
 ``tasks/cancel`` interrupts the turn at once (its text so far stays in the chat) and the task
-ends ``canceled``.
+ends ``canceled``; sent to a process that does not run the task, it stops the turn through the
+turn owners' inbox (as a device's cancel does) and the process running it ends the task
+``canceled``.
 
 Any process can serve any task (a shared store): the task's metadata names its chat and the
 seq its turn started after (``iris_chat``, ``iris_from``) and the approval it waits for
@@ -130,6 +132,16 @@ class IrisExecutor(AgentExecutor):
         self.iris.room(chat_for(context_id)).cancel()
         await TaskUpdater(event_queue, task_id, context_id).cancel()
 
+    def interrupt(self, task: Task) -> bool:
+        """Stop the turn of a task another process runs (``tasks/cancel`` reaching a process
+        that does not hold it): through the turn owners' inbox, as a device's cancel does; the
+        owner ends the task ``canceled``. False if the task names no turn."""
+        chat_id = _metadata(task).get(CHAT_KEY)
+        if not self.follows(task) or not isinstance(chat_id, str):
+            return False
+        self.iris.room(chat_id).cancel()
+        return True
+
     def _from_log(self, task: Task, *, owner: bool) -> _Following | None:
         """A task's turn followed from its chat's log, from the seq the turn started after."""
         meta = _metadata(task)
@@ -205,6 +217,10 @@ class IrisExecutor(AgentExecutor):
                 if told is not None:
                     await self._stream(following, updater, last=False)
             await self._stream(following, updater, last=True)
+            if following.owner and following.room.canceled:
+                # Stopped by a tasks/cancel another process received: it wrote canceled.
+                await updater.cancel(_agent(updater, following.fold.text))
+                return
             await self._end(following.fold, updater)
         except asyncio.CancelledError:
             if following.owner:  # tasks/cancel: the turn stops within a round of the loop

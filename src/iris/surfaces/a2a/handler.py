@@ -4,6 +4,10 @@ The SDK re-attaches a stream to the event queue of the process that runs the tas
 another process runs (a shared store: its stream dropped and the client came back elsewhere)
 is followed here from its chat's shared frame log instead (``IrisExecutor.watch``); what this
 process streams is not written to the task store, whose writer stays the task's owner.
+
+``tasks/cancel`` of a task another process runs: the SDK only writes ``canceled`` to the store,
+for the owner to notice through a versioned store (ours is not); here the turn is stopped too,
+through the chat's turn owners' inbox, and the owner ends the task ``canceled``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import AsyncGenerator
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventConsumer, EventQueueLegacy
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.types.a2a_pb2 import SubscribeToTaskRequest, Task
+from a2a.types.a2a_pb2 import CancelTaskRequest, SubscribeToTaskRequest, Task
 from a2a.utils.errors import TaskNotFoundError
 
 from iris.surfaces.a2a.executor import IrisExecutor
@@ -40,6 +44,20 @@ class IrisRequestHandler(DefaultRequestHandler):
         yield task
         async for event in _watched(executor, task):
             yield event
+
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        if not await _runs_here(self, params.id):
+            task = await self.task_store.get(params.id, context)
+            executor = self.agent_executor
+            if (
+                isinstance(task, Task)
+                and isinstance(executor, IrisExecutor)
+                and task.status.state not in _ENDED
+            ):
+                executor.interrupt(task)  # then the SDK stores it canceled and answers
+        return await super().on_cancel_task(params, context)
 
 
 async def _runs_here(handler: DefaultRequestHandler, task_id: str) -> bool:

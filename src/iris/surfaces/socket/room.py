@@ -313,6 +313,12 @@ class ChatRoom:
             self._turn.interrupt()
         return True
 
+    @property
+    def canceled(self) -> bool:
+        """The running (or last) turn was asked to stop by a cancel, here or from another
+        process (not by losing its lease)."""
+        return self._cancel_requested and not self._lost
+
     def cancel_held(self, token: str) -> None:
         """Another process asked to cancel the turn holding ``token``: if it still runs here."""
         if self._lease is not None and self._lease.token == token and self.running:
