@@ -18,7 +18,7 @@ from tests.chat.approval_chats import (
     the_prompt,
     tool_result,
 )
-from tests.chat.test_schedules_chat import scheduler_for
+from tests.chat.scheduled import scheduler_for
 from tests.fakes.upstream import FakeUpstream
 
 chat = approval_chats.chat

@@ -9,16 +9,14 @@ recording platform where a send must fail.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 
 import pytest
 
 from iris.observability import metrics
 from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError
-from iris.surfaces.chat.runner import ChatSurface
-from iris.surfaces.scheduler import Scheduler
 from tests.chat.harness import platform_config, running
+from tests.chat.scheduled import scheduler_for
 from tests.chat.telegram.harness import CHAT, OWNER, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.recording_platform import RecordingPlatform
@@ -32,20 +30,6 @@ pytestmark = [
 
 CHUNKS = [f"joke{i} " for i in range(80)]  # ~3 s at 0.04 s: several edits at 1 call a second
 REPLY = "".join(CHUNKS).strip()
-
-
-def scheduler_for(surface: ChatSurface, later: float) -> Scheduler:
-    """The surface's scheduler, its clock ``later`` seconds ahead of now."""
-    runtime = surface.runtime
-    assert runtime.schedules is not None
-    scheduler = Scheduler(
-        runtime.schedules,
-        runtime.config.schedules,
-        {name: surface for name in surface.run_targets},
-        clock=lambda: time.time() + later,
-    )
-    scheduler.started_at = time.time()  # it ran all along: no run is a missed one
-    return scheduler
 
 
 @pytest.fixture

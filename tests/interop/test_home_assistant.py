@@ -11,18 +11,17 @@ only for a client that asks for the agent)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from openai import OpenAI
 
 from tests.fakes.scenarios import Received, Scenario, structured
 from tests.fakes.upstream import FakeUpstream, responder, text, tool_call
-from tests.interop.conftest import StartIris, recording
+from tests.interop.conftest import StartIris
+from tests.interop.home_assistant_steps import KEY, offered, run_steps
 
 pytestmark = pytest.mark.timeout(30)
 
-KEY = "sk-home-assistant"
 # homeassistant/components/llama_cpp/const.py: RECOMMENDED_CHAT_MODELS
 RECOMMENDED = ("gpt-3.5-turbo", "gpt-4", "local-model")
 
@@ -30,10 +29,6 @@ RECOMMENDED = ("gpt-3.5-turbo", "gpt-4", "local-model")
 def recommended_model(models: list[str]) -> str:
     """The integration's own choice (api.py ``recommended_model``)."""
     return next((m for m in RECOMMENDED if m in models), models[0] if models else RECOMMENDED[0])
-
-
-def offered(request: Received) -> list[str]:
-    return [tool["function"]["name"] for tool in request.body.get("tools") or []]
 
 
 def answers(request: Received) -> Scenario:
@@ -50,36 +45,6 @@ def answers(request: Received) -> Scenario:
     if body.get("max_tokens") == 3:
         return text("Paris")
     return text("Owls cannot move their eyes.")
-
-
-def run_steps(client: OpenAI, model: str) -> dict[str, Any]:
-    """Each recorded step through the SDK, as the integration calls it; what each returned."""
-    steps = recording("home_assistant_llama_cpp", model=model)["steps"]
-    seen: dict[str, Any] = {}
-    for step in steps:
-        if step["call"] == "models.list":
-            seen[step["name"]] = [m.id for m in client.models.list()]
-            continue
-        kwargs = step["kwargs"]
-        result: Any = client.chat.completions.create(**kwargs)
-        if kwargs["stream"]:
-            content, calls, finish = "", [], None
-            for chunk in result:
-                if not chunk.choices:
-                    continue
-                delta = chunk.choices[0].delta
-                content += delta.content or ""
-                calls += delta.tool_calls or []
-                finish = chunk.choices[0].finish_reason or finish
-            seen[step["name"]] = (content, calls, finish)
-        else:
-            message = result.choices[0].message
-            seen[step["name"]] = (
-                message.content,
-                message.tool_calls,
-                result.choices[0].finish_reason,
-            )
-    return seen
 
 
 def test_setup_probes_control_and_structured_output_through_iris(

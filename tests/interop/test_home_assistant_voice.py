@@ -24,7 +24,7 @@ from tests.fakes.homeassistant import HomeAssistant
 from tests.fakes.scenarios import Received, Scenario, structured
 from tests.fakes.upstream import FakeUpstream, gated, responder, text, tool_call
 from tests.interop.conftest import StartIris
-from tests.interop.test_home_assistant import KEY, offered, run_steps
+from tests.interop.home_assistant_steps import KEY, offered, run_steps
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,3 +40,15 @@ class Process:
             frame = await device.recv()
             assert frame["type"] == "ready", frame
         return device
+
+
+async def until_async(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Wait (10 s at most: a hang guard) until ``check`` holds."""
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                if await check():
+                    return
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None

@@ -31,7 +31,7 @@ from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.scale.conftest import RedisServer, serve_on_redis
 from tests.scale.devices import STREAMING
-from tests.scale.test_data_background import until_async
+from tests.scale.processes import until_async
 from tests.socket.conftest import TOKEN
 from tests.socket.test_a2a_server import KEY, reply_text, user
 

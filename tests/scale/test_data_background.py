@@ -7,7 +7,7 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from tests.scale.across import (
     take_until_text,
 )
 from tests.scale.conftest import RedisServer, serve_on_redis
-from tests.scale.processes import Process
+from tests.scale.processes import Process, until_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -67,18 +67,6 @@ async def test_a_runs_events_while_redis_was_away_are_shared_once_it_is_back(
 async def entries(runs: SharedRuns, count: int) -> bool:
     found, _ = await runs.read("resp_1", "0-0", block=None)
     return len(found) >= count
-
-
-async def until_async(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Wait (10 s at most: a hang guard) until ``check`` holds."""
-    try:
-        async with asyncio.timeout(10):
-            while True:
-                if await check():
-                    return
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 def test_a_run_just_created_on_a_is_found_through_b_at_once(
