@@ -11,10 +11,10 @@ it is sent. Pure: text in, values out. The twin of ``formFields`` in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from iris.agent.elicitation import choices
+from iris.agent.elicitation import Answer, choices, schema_problem
 
 Kind = Literal["boolean", "choice", "integer", "number", "text"]
 
@@ -36,6 +36,16 @@ class Field:
     label: str  # the field's title, else its name
     description: str
     choices: tuple[Choice, ...] = ()
+    spec: dict[str, Any] = field(default_factory=dict[str, Any], compare=False)
+
+    @property
+    def hint(self) -> str:
+        """How to answer it: ``y/n``, the numbered choices, or nothing for text."""
+        if self.kind == "boolean":
+            return "y/n"
+        if self.kind == "choice":
+            return numbered(self)
+        return "a number" if self.kind in ("integer", "number") else ""
 
     @property
     def question(self) -> str:
@@ -64,7 +74,8 @@ def _field(name: str, spec: dict[str, Any], required: bool) -> Field:
     elif spec.get("type") in ("boolean", "integer", "number"):
         kind = spec["type"]
     label = str(spec.get("title") or name)
-    return Field(name, kind, required, label, str(spec.get("description") or ""), options)
+    about = str(spec.get("description") or "")
+    return Field(name, kind, required, label, about, options, spec)
 
 
 def _labelled(spec: dict[str, Any]) -> list[tuple[Any, str]]:
@@ -139,3 +150,55 @@ def _choice(field: Field, text: str) -> Any:
 def numbered(field: Field) -> str:
     """The choices of an enum as the person picks them: ``1. red  2. green``."""
     return "  ".join(f"{i}. {c.label}" for i, c in enumerate(field.choices, 1))
+
+
+class Filling:
+    """One person filling a form in, one typed answer per field (the chat platforms' replies,
+    ``iris chat``'s prompt). An answer that cannot be read, or does not fit its field, is asked
+    again with the reason (``problem``); an empty answer to a required field declines (to an
+    optional one, leaves it out). A form without fields (or a link to open) is a yes or no. ``give`` returns the finished answer, or None while a field
+    is left."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.fields = fields(schema)
+        self.content: dict[str, Any] = {}
+        self.problem = ""
+        self._at = 0
+
+    @property
+    def current(self) -> Field | None:
+        return self.fields[self._at] if self._at < len(self.fields) else None
+
+    def give(self, typed: str) -> Answer | None:
+        asked = self.current
+        if asked is None:  # no fields (or a link to open): a yes or no
+            return self._confirm(typed)
+        if not typed.strip():
+            if asked.required:
+                return Answer("decline")
+            return self._next()
+        try:
+            value = read(asked, typed)
+        except Unreadable as exc:
+            self.problem = str(exc)
+            return None
+        problem = schema_problem({"properties": {asked.name: asked.spec}}, {asked.name: value})
+        if problem is not None:
+            self.problem = problem.removeprefix(f"'{asked.name}' ")
+            return None
+        self.content[asked.name] = value
+        return self._next()
+
+    def _confirm(self, typed: str) -> Answer | None:
+        try:
+            yes = bool(typed.strip()) and _boolean(typed.strip())
+        except Unreadable as exc:
+            self.problem = str(exc)
+            return None
+        self.problem = ""
+        return Answer("accept", {}) if yes else Answer("decline")
+
+    def _next(self) -> Answer | None:
+        self.problem = ""
+        self._at += 1
+        return Answer("accept", self.content) if self.current is None else None
