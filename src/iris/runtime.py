@@ -22,6 +22,7 @@ from iris.state.approvals import Approvals, approvals_for
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
+from iris.state.elicitations import shared_elicitations_for
 from iris.state.fingerprint import shared_store
 from iris.state.item_lists import ItemLists, item_lists_for
 from iris.state.push import PushSubscriptions, push_subscriptions_for
@@ -68,14 +69,17 @@ class Runtime:
     guard: AuthThrottle = field(default_factory=AuthThrottle)
     # Tool calls waiting for a person's yes (``tools.approval``), shared through ``shared``.
     approvals: Approvals = field(init=False)
-    # MCP servers' requests for the person's input (``iris.agent.elicitation``), this process's.
+    # MCP servers' requests for the person's input (``iris.agent.elicitation``), shared through
+    # ``shared`` so that an answer reaching another process is taken.
     elicitations: Elicitations = field(init=False)
     # Delivers a text to the house as a notification (the Home Assistant platform sets it
     # once connected): the answer of a voice turn that outlived its spoken acknowledgement.
     announce: Callable[[str], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
-        self.elicitations = Elicitations(self.config.tools.approval.timeout)
+        self.elicitations = Elicitations(
+            self.config.tools.approval.timeout, shared=shared_elicitations_for(self.shared)
+        )
         self.turns = TurnLimiter(self.config.server.max_turns)
         policy = ApprovalPolicy.configured(self.config.tools.approval, self.config.mcp_servers)
         self.approvals = approvals_for(policy, self.shared)
