@@ -58,7 +58,7 @@ from iris.state.schedules import schedules_for
 from iris.state.sessions import MemorySessions
 from iris.state.sqlite import Store
 from iris.surfaces.actions import compacted, status
-from iris.surfaces.cli.questions import Questions
+from iris.surfaces.cli.form_prompt import FormPrompt
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.repl_commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
@@ -223,8 +223,8 @@ class Chat:
         # An MCP server's requests for input, asked in the status line too (declined where
         # the screen reads no keys).
         elicitations = Elicitations(config.tools.approval.timeout) if screen.asks else None
-        self.questions = (
-            Questions(screen, elicitations, SESSION, self.user) if elicitations else None
+        self.forms = (
+            FormPrompt(screen, elicitations, SESSION, self.user) if elicitations else None
         )
         self.conversation = Conversation(
             self.agent, MemorySessions(), self.controls, SESSION, asking, elicitations
@@ -363,10 +363,10 @@ class Chat:
                 self.screen.ask(event, functools.partial(self._answer, event.approval_id))
             elif isinstance(event, ApprovalResolved):
                 self.screen.asked(event.approval_id)
-            elif isinstance(event, ElicitationRequested) and self.questions:
-                self.questions.open(event)
-            elif isinstance(event, ElicitationResolved) and self.questions:
-                self.questions.close(event.elicitation_id)
+            elif isinstance(event, ElicitationRequested) and self.forms:
+                self.forms.open(event)
+            elif isinstance(event, ElicitationResolved) and self.forms:
+                self.forms.close(event.elicitation_id)
             yield event
 
     # -- schedules ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from iris.events import ElicitationRequested
 from iris.surfaces.cli.screen import Screen
 
 
-class Questions:
+class FormPrompt:
     """The request being asked in this chat (one at a time: the turn waits on it)."""
 
     def __init__(self, screen: Screen, broker: Elicitations, chat_id: str, by: str) -> None:
