@@ -779,6 +779,13 @@ class McpServerConfig(_Section):
     binds: list[Bind] = Field(default_factory=list[Bind])
     network: bool = False
     sampling: McpSampling = Field(default_factory=McpSampling)
+    # ``oauth``: a url server's sign-in (the MCP authorization flow; ``iris mcp login NAME``).
+    auth: Literal["none", "oauth"] = "none"
+    # A client registered by hand with the authorization server (else dynamic registration),
+    # the variable holding its secret, and the loopback port its redirect URI names.
+    client_id: str | None = None
+    client_secret_env: str | None = None
+    callback_port: int = Field(default=0, ge=0, le=65535)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -795,6 +802,18 @@ class McpServerConfig(_Section):
             raise ValueError("sandbox, binds and network are for a command (stdio) server")
         if not self.sandbox and (self.binds or self.network):
             raise ValueError("binds and network are the sandbox's: set sandbox: true")
+        return self._check_auth()
+
+    def _check_auth(self) -> McpServerConfig:
+        if self.auth == "oauth":
+            if self.url is None:
+                raise ValueError("auth: oauth is for a url server")
+            if any(key.lower() == "authorization" for key in self.headers):
+                raise ValueError("auth: oauth sends its own Authorization header; drop it")
+        elif self.client_id or self.client_secret_env or self.callback_port:
+            raise ValueError("client_id, client_secret_env and callback_port need auth: oauth")
+        if self.client_secret_env and not self.client_id:
+            raise ValueError("client_secret_env is the secret of a client_id: set client_id")
         return self
 
 
