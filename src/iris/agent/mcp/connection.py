@@ -185,6 +185,7 @@ class McpConnection:
     def retry_now(self) -> None:
         """Connect again at once, the backoff from the start (a sign-in finished)."""
         self._signin, self._refused, self._retry = False, None, True
+        self.state = "starting"
         self.backoff = Backoff(self.backoff.clock)
         self._poke(lost=True)
 

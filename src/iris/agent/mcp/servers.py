@@ -107,9 +107,14 @@ class McpServers:
                 f"no enabled MCP server {name!r} with auth: oauth"
                 + (f" (those with it: {', '.join(oauth)})" if oauth else "")
             )
-        return await self.sign_ins.start(
-            name, connection.config, redirect_uri, lambda _name: connection.retry_now()
-        )
+
+        async def connected() -> None:
+            connection.retry_now()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(connection.config.connect_timeout + 1.0):
+                    await self.wait_until(lambda: connection.state != "starting")
+
+        return await self.sign_ins.start(name, connection.config, redirect_uri, connected)
 
     async def wait_until(self, ready: Callable[[], bool]) -> None:
         """Until ``ready()`` holds, checked after each change of a server (state, tools)."""

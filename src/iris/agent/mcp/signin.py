@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 SIGN_IN_WAIT = 600.0  # seconds a link waits for the person
 LINK_WAIT = 60.0  # seconds discovery and registration may take before the link is shown
 MAX_LISTING_BYTES = 4_194_304
+
+
+Outcome = asyncio.Future[str]
 
 
 class SignInFailed(Exception):
@@ -74,7 +77,8 @@ class SignIns:
 
     def __init__(self, folder: Path) -> None:
         self._folder = folder
-        self._waiting: dict[str, asyncio.Future[AuthorizationCodeResult]] = {}
+        # By the state of its link: the redirect it waits for, and how it ended (said).
+        self._waiting: dict[str, tuple[asyncio.Future[AuthorizationCodeResult], Outcome]] = {}
         self._tasks = Supervisor()
 
     async def start(
@@ -82,18 +86,20 @@ class SignIns:
         name: str,
         config: McpServerConfig,
         redirect_uri: str,
-        done: Callable[[str], None],
+        done: Callable[[], Awaitable[None]],
     ) -> str:
         """Begin a sign-in to ``name``: the link for the person (raises ``SignInFailed``).
-        ``done(name)`` is called once it succeeded."""
+        ``done()`` is awaited once it succeeded (the server connects anew) before the
+        redirect's page says so."""
         loop = asyncio.get_running_loop()
         link: asyncio.Future[str] = loop.create_future()
         redirect: asyncio.Future[AuthorizationCodeResult] = loop.create_future()
+        outcome: Outcome = loop.create_future()
         state: list[str] = []
 
         async def show(url: str) -> None:
             state.extend(parse_qs(urlsplit(url).query).get("state", [""])[:1])
-            self._waiting[state[0]] = redirect
+            self._waiting[state[0]] = (redirect, outcome)
             link.set_result(url)
 
         async def run() -> None:
@@ -106,11 +112,13 @@ class SignIns:
                     link.set_exception(exc)
                 else:
                     log.warning("sign-in to MCP server %s failed: %s", name, exc)
+                    outcome.set_result(f"Sign-in to {name} failed: {exc}")
                 return
             finally:
                 self._waiting.pop(state[0] if state else "", None)
             log.info("signed in to MCP server %s: %d tools", name, tools)
-            done(name)
+            await done()
+            outcome.set_result(f"Signed in to {name}: {tools} tools. You can close this tab.")
 
         self._tasks.create_task(run(), name=f"sign-in {name}")
         try:
@@ -119,13 +127,19 @@ class SignIns:
         except TimeoutError:
             raise SignInFailed(f"the server gave no sign-in link within {LINK_WAIT:g} s") from None
 
-    def complete(self, state: str, code: str, iss: str | None) -> bool:
-        """The redirect of the sign-in whose link had ``state``: False when none waits."""
-        waiting = self._waiting.get(state)
-        if waiting is None or waiting.done():
-            return False
-        waiting.set_result(AuthorizationCodeResult(code=code, state=state, iss=iss))
-        return True
+    def complete(
+        self, state: str, code: str, iss: str | None, error: str | None = None
+    ) -> Outcome | None:
+        """The redirect of the sign-in whose link had ``state`` (``error``: the person or
+        the server refused): how it ends, to await; None when none waits."""
+        redirect, outcome = self._waiting.get(state, (None, None))
+        if redirect is None or outcome is None or redirect.done():
+            return None
+        if error is not None:
+            redirect.set_exception(SignInFailed(f"the authorization server said: {error}"))
+        else:
+            redirect.set_result(AuthorizationCodeResult(code=code, state=state, iss=iss))
+        return outcome
 
     async def aclose(self) -> None:
         await self._tasks.close()

@@ -43,6 +43,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.elicitation import Action, ElicitationError
+from iris.agent.mcp.signin import SignInFailed
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.fanout.framelog import RedisFrameLog, frame_log_for
@@ -62,6 +63,7 @@ from iris.state.approvals import Decision
 from iris.state.devices import Check
 from iris.state.push import new_subscription
 from iris.state.turn_owners import turn_owners_for
+from iris.surfaces import signin_command
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
@@ -157,6 +159,7 @@ class SocketSurface:
         return [
             WebSocketRoute("/iris/ws", self._endpoint),
             Route("/iris/push.json", self._push_key, methods=["GET"]),
+            signin_command.callback_route(self.runtime.agent),
             chats.route(self.runtime.sessions, self.gate, self.site, self.runtime.guard),
         ]
 
@@ -178,6 +181,7 @@ class SocketSurface:
 
     async def start(self) -> None:
         await self._tasks.open()
+        signin_command.quiet_access_log()
         if self.settings.push.enabled and self.runtime.push is not None:
             folder = self.runtime.config.store.resolved_path().parent
             self.notifier = Notifier(self.runtime.push, vapid_key(folder))
@@ -537,6 +541,9 @@ class _Connection:
                 elif command is not None and command.name == "prompt" and wants_run(command.arg):
                     assert self._group is not None  # frames are handled inside run()
                     self._group.create_task(self._run_prompt(command.arg))
+                elif command is not None and command.name == "signin" and command.arg:
+                    assert self._group is not None  # frames are handled inside run()
+                    self._group.create_task(self._sign_in(command.arg))
                 elif command is not None:
                     assert self._group is not None  # frames are handled inside run()
                     self._group.create_task(self._command(command))
@@ -642,6 +649,18 @@ class _Connection:
             self._error("turn_active", "a turn is running; cancel it or wait for it")
         else:
             self._start(run.text, ())
+
+    async def _sign_in(self, name: str) -> None:
+        """``/signin NAME``: the link to open; its redirect comes back to this server at the
+        address this device reached it by (``iris.surfaces.signin_command``)."""
+        origin = signin_command.origin_of(self.ws.url.scheme, self.ws.url.netloc)
+        try:
+            text = await signin_command.link(self.surface.runtime.agent, name, origin)
+        except SignInFailed as exc:
+            self._error("signin_failed", str(exc))
+            return
+        frame: protocol.Command = {"type": "command", "command": "signin", "text": text}
+        self.subscription.send_local(frame)
 
     def _start(self, text: str, files: Sequence[protocol.SentFile]) -> None:
         settings = self.surface.settings
