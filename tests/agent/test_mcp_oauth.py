@@ -8,12 +8,14 @@ turn goes on; the tokens never show in a log."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,8 +24,14 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyUrl
 
 from iris.agent import Agent, TurnRequest
+from iris.agent.mcp.oauth import TokenFile
+from iris.config import McpServerConfig
 from iris.events import ToolEnded
 from tests.agent.test_mcp import call, offered, tool_result, until
 from tests.agent.turns import USER, collect
@@ -212,3 +220,31 @@ def test_logout_forgets_the_tokens(tmp_path: Path, protected: str) -> None:
         timeout=60,
     )
     assert ran.stdout.strip() == "web: signed out" and not token_file(tmp_path).exists()
+
+
+@given(lifetime=st.integers(min_value=1, max_value=10**7))
+def test_a_token_is_refreshed_before_it_expires_never_before_half_its_life(lifetime: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        tokens = TokenFile(Path(folder), "web", McpServerConfig(url="http://h/mcp", auth="oauth"))
+        before = time.time()
+        asyncio.run(tokens.set_tokens(OAuthToken(access_token="a", expires_in=lifetime)))
+        refresh_at = tokens.refresh_at()
+        assert refresh_at is not None
+        assert before + lifetime / 2 <= refresh_at + 0.001
+        assert refresh_at <= time.time() + lifetime - min(60, lifetime / 2) + 0.001
+
+
+async def test_a_damaged_token_file_reads_as_not_signed_in(tmp_path: Path) -> None:
+    config = McpServerConfig(url="http://h/mcp", auth="oauth")
+    tokens = TokenFile(tmp_path, "web", config)
+    for damage in ("", "{", "[]", '{"tokens": {"token_type": "Bearer"}}'):
+        tokens.path.write_text(damage)
+        assert not tokens.signed_in() and await tokens.get_tokens() is None
+    client = OAuthClientInformationFull(
+        client_id="c", redirect_uris=[AnyUrl("http://127.0.0.1:5/callback")]
+    )
+    await tokens.set_client_info(client)
+    assert stat.S_IMODE(tokens.path.stat().st_mode) == 0o600
+    assert await tokens.get_client_info() == client
+    other = TokenFile(tmp_path, "web", config, redirect_uri="http://127.0.0.1:6/callback")
+    assert await other.get_client_info() is None  # registered for another redirect: anew

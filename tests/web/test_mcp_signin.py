@@ -6,6 +6,7 @@ server-side auth (``tests/fakes/mcp_oauth_server.py``, approving at once) and re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -28,6 +29,7 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
 
 
 def test_the_signin_link_opens_signs_in_and_the_tool_runs(web: Web) -> None:
+    folder = web.config.parent
     page = web.open("signin")
     send(page, "/signin web")
     link = page.locator(".bubble a.command-link")
@@ -51,3 +53,7 @@ def test_the_signin_link_opens_signs_in_and_the_tool_runs(web: Web) -> None:
         "tool_call_id": told["tool_call_id"],
         "content": "hello from the protected server",
     }
+    tokens = json.loads((folder / "mcp-auth" / "web.json").read_text())["tokens"]
+    logged = "\n".join(web.server.drain())
+    assert "code=" not in logged and "sign-in needed" in logged
+    assert tokens["access_token"] not in logged and tokens["refresh_token"] not in logged
