@@ -248,3 +248,31 @@ async def test_a_damaged_token_file_reads_as_not_signed_in(tmp_path: Path) -> No
     assert await tokens.get_client_info() == client
     other = TokenFile(tmp_path, "web", config, redirect_uri="http://127.0.0.1:6/callback")
     assert await other.get_client_info() is None  # registered for another redirect: anew
+
+
+def test_a_refused_sign_in_says_why_in_one_line_and_keeps_nothing(
+    tmp_path: Path, protected: str
+) -> None:
+    config = tmp_path / "config.yaml"
+    store = {"path": str(tmp_path / "iris.db")}
+    servers = {"web": {"url": protected, "auth": "oauth"}}
+    config.write_text(yaml.safe_dump({"store": store, "mcp_servers": servers}))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "iris.cli", "mcp", "login", "web", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    link = next(line.strip() for line in process.stdout if line.strip().startswith("http"))
+    query = httpx.URL(link).params
+    # The person says no: the authorization server redirects with an error, not a code.
+    denied = httpx.get(query["redirect_uri"], params={"error": "access_denied", "state": "x"})
+    assert denied.status_code == 200 and "Sign-in refused" in denied.text
+    rest, _ = process.communicate(timeout=60)
+    assert process.returncode == 1
+    said = rest.strip().splitlines()[-1]
+    assert said == "iris: sign-in to web failed: the authorization server said: access_denied"
+    assert "Traceback" not in rest and "OAuth flow error" not in rest
+    assert not (tmp_path / "mcp-auth" / "web.json").exists() or not stored(tmp_path).get("tokens")

@@ -18,6 +18,7 @@ written). Nothing here logs a token or a code.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -201,6 +202,7 @@ class McpOAuth(OAuthClientProvider):
             token_endpoint_auth_method="none",
         )
         super().__init__(url, metadata, store, show, callback)
+        _quiet_flow_errors()
         self.store = store
         self._interactive = show is not None
         self._refused = refused
@@ -266,6 +268,19 @@ class McpOAuth(OAuthClientProvider):
         context = self.context
         self.store.keep_metadata(context.oauth_metadata, context.protected_resource_metadata)
         context.token_expiry_time = self.store.refresh_at()
+
+
+class _FlowError(logging.Filter):
+    """The SDK logs a failed sign-in with its traceback; Iris's caller says why in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "OAuth flow error"
+
+
+def _quiet_flow_errors() -> None:
+    sdk = logging.getLogger("mcp.client.auth.oauth2")
+    if not any(isinstance(f, _FlowError) for f in sdk.filters):
+        sdk.addFilter(_FlowError())
 
 
 def _token(data: object) -> OAuthToken | None:

@@ -66,10 +66,17 @@ async def sign_in(
     except TimeoutError:
         raise SignInFailed(f"no sign-in within {SIGN_IN_WAIT:g} s") from None
     except Exception as exc:
-        raise SignInFailed(describe(exc)) from None
+        raise SignInFailed(_reason(exc)) from None
     if not store.signed_in():
         raise SignInFailed("the server needs no sign-in (it answered without a token)")
     return len(listed.tools)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a sign-in failed: a refusal we raised says it as it is, anything else named."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # pyright: ignore[reportUnknownMemberType]
+        exc = exc.exceptions[0]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return str(exc) if isinstance(exc, SignInFailed) else describe(exc)
 
 
 class SignIns:
