@@ -276,3 +276,20 @@ def test_a_refused_sign_in_says_why_in_one_line_and_keeps_nothing(
     assert said == "iris: sign-in to web failed: the authorization server said: access_denied"
     assert "Traceback" not in rest and "OAuth flow error" not in rest
     assert not (tmp_path / "mcp-auth" / "web.json").exists() or not stored(tmp_path).get("tokens")
+
+
+async def test_a_process_whose_token_another_refreshed_takes_the_new_one(
+    tmp_path: Path, protected: str, started: Any, upstream: FakeUpstream
+) -> None:
+    """Two processes (``--workers 2``) on one token file: when the first refreshes (and the
+    refresh token rotates), the second, refused with the old token, reads the new one instead
+    of refreshing with a refresh token that no longer works."""
+    login(tmp_path, protected)
+    first, second = await started(protected), await started(protected)
+    admin(protected, "expire")
+    for agent, n in ((first, 1), (second, 3)):
+        upstream.script(call("mcp_web_hello", {}), text("done"))
+        await collect(agent, TurnRequest(messages=USER))
+        assert tool_result(upstream, n) == "hello from the protected server"
+    assert admin(protected, "grants")["refresh_token"] == 1
+    assert all("connected" in lines_of(agent)[0] for agent in (first, second))

@@ -235,17 +235,31 @@ class McpOAuth(OAuthClientProvider):
                 await self._initialize()  # another process may have refreshed or signed in
             if not context.is_token_valid() and context.can_refresh_token():
                 await self._handle_refresh_response((yield await self._refresh_token()))
-            if context.is_token_valid():
-                self._add_auth_header(request)
-            response = yield request
+            response = yield self._signed(request)
+            if response.status_code == 401 and await self._newer_on_file(request):
+                response = yield self._signed(request)  # another process refreshed first
             # A token the server no longer takes (revoked, expired early): refresh once.
             if response.status_code == 401 and context.can_refresh_token():
                 refreshed = await self._handle_refresh_response((yield await self._refresh_token()))
                 if refreshed:
-                    self._add_auth_header(request)
-                    response = yield request
+                    response = yield self._signed(request)
             if response.status_code == 401:
                 self._refused()
+
+    def _signed(self, request: httpx2.Request) -> httpx2.Request:
+        if self.context.is_token_valid():
+            self._add_auth_header(request)
+        return request
+
+    async def _newer_on_file(self, request: httpx2.Request) -> bool:
+        """Does the file hold a token other than the one ``request`` was refused with (another
+        process refreshed it: its refresh token, rotated, would now be refused too)?"""
+        sent = request.headers.get("Authorization")
+        await self._initialize()
+        tokens = self.context.current_tokens
+        if tokens is None or not self.context.is_token_valid():
+            return False
+        return f"Bearer {tokens.access_token}" != sent
 
     async def _handle_token_response(self, response: httpx2.Response) -> None:
         await super()._handle_token_response(response)
