@@ -74,7 +74,7 @@ class TokenFile:
         self.path = folder / f"{name}.json"
         self._config = config
         self._redirect_uri = redirect_uri
-        self._fresh = fresh
+        self.fresh = fresh  # no tokens offered, none got yet (a sign-in under way)
 
     def read(self) -> dict[str, Any]:
         try:
@@ -86,12 +86,12 @@ class TokenFile:
     def write(self, data: dict[str, Any]) -> None:
         """Replace the file whole; the new one is 0600 from its first byte."""
         private_dir(self.path.parent)
-        fresh = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        fresh.unlink(missing_ok=True)
-        descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        staged = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        staged.unlink(missing_ok=True)
+        descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         with os.fdopen(descriptor, "w") as handle:
             json.dump(data, handle)
-        fresh.replace(self.path)
+        staged.replace(self.path)
 
     def stamp(self) -> tuple[int, int] | None:
         """When and how the file last changed (None: no file): a sign-in elsewhere shows."""
@@ -139,10 +139,10 @@ class TokenFile:
 
     # -- TokenStorage ------------------------------------------------------------------------
     async def get_tokens(self) -> OAuthToken | None:
-        return None if self._fresh else _token(self.read().get("tokens"))
+        return None if self.fresh else _token(self.read().get("tokens"))
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        self._fresh = False
+        self.fresh = False
         data = self.read()
         data["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
         lifetime = tokens.expires_in

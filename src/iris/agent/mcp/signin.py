@@ -67,7 +67,7 @@ async def sign_in(
         raise SignInFailed(f"no sign-in within {SIGN_IN_WAIT:g} s") from None
     except Exception as exc:
         raise SignInFailed(_reason(exc)) from None
-    if not store.signed_in():
+    if store.fresh:
         raise SignInFailed("the server needs no sign-in (it answered without a token)")
     return len(listed.tools)
 
