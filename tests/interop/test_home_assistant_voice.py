@@ -27,7 +27,7 @@ from tests.fakes.homeassistant import HomeAssistant
 from tests.fakes.scenarios import Received, Scenario, structured
 from tests.fakes.upstream import FakeUpstream, gated, responder, text, tool_call, tool_calls
 from tests.interop.conftest import StartIris
-from tests.interop.home_assistant_steps import KEY, offered, run_steps
+from tests.interop.home_assistant_steps import KEY, ask, offered, run_steps
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -155,14 +155,6 @@ def test_a_tool_call_comes_back_whole_to_a_request_that_does_not_stream(
     assert json.loads(call.function.arguments) == {"name": "hall light"}  # pyright: ignore[reportAttributeAccessIssue]
 
 
-# Assist's tools as Home Assistant offers them (``homeassistant/helpers/llm.py``): intents by
-# their intent type, and GetLiveContext, which is not one.
-ASSIST_TOOLS: list[Any] = [
-    {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
-    for name in ("HassTurnOn", "HassTurnOff", "GetLiveContext")
-]
-
-
 async def voice_server(
     start_iris: StartIris, ha: HomeAssistant, **voice: Any
 ) -> tuple[IrisServer, AsyncOpenAI]:
@@ -174,23 +166,6 @@ async def voice_server(
     server = await asyncio.to_thread(start_iris, platforms=platforms)
     await ha.wait_until(lambda: ha.connections)
     return server, AsyncOpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
-
-
-async def ask(client: AsyncOpenAI, question: str) -> str:
-    """One streamed voice request with Assist's tools, as Home Assistant sends it: what the
-    speaker says (a tool call in it fails the test: none should reach Home Assistant)."""
-    stream = await client.chat.completions.create(
-        model=VOICE,
-        messages=[{"role": "user", "content": question}],
-        tools=ASSIST_TOOLS,
-        stream=True,
-    )
-    said = ""
-    async for chunk in stream:
-        if chunk.choices:
-            assert not chunk.choices[0].delta.tool_calls, "a call went out with the reply"
-            said += chunk.choices[0].delta.content or ""
-    return said
 
 
 async def test_a_late_answer_is_spoken_on_the_configured_satellite(
