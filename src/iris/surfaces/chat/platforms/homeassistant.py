@@ -30,6 +30,11 @@ fails is retried with backoff (a notification with its id is the same notificati
 often it is sent) and logged once; a refused one (4xx) is not retried.
 
 The agent's house tools (``house_tools``) use the same connection (``command``).
+
+A voice turn that outlived its spoken reply (``Runtime.house``, ``iris.surfaces.api.voice_later``)
+is announced on ``voice.satellite`` with ``assist_satellite.announce`` over the connection (the
+notification when that fails), and its Assist tools are carried out with the REST API's
+``POST /api/intent/handle``.
 """
 
 from __future__ import annotations
