@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
+from iris.surfaces.api.voice import ACK
 from iris.surfaces.api.voice_later import APPROVE, REFUSED
 from tests.fakes.homeassistant import HomeAssistant
 from tests.fakes.scenarios import Received, Scenario
@@ -46,14 +47,20 @@ async def ha() -> AsyncIterator[HomeAssistant]:
 
 
 async def voice_server(
-    iris_server: StartServer, upstream: FakeUpstream, ha: HomeAssistant, **voice: Any
+    iris_server: StartServer,
+    upstream: FakeUpstream,
+    ha: HomeAssistant,
+    wait: float = 20,
+    **voice: Any,
 ) -> tuple[IrisServer, AsyncOpenAI]:
+    """``iris serve`` with its API, the iris socket and Home Assistant; ``wait``: seconds an
+    approval waits (``tools.approval.timeout``)."""
     upstream.default = responder(model)
     house: dict[str, Any] = {"enabled": True, "url": ha.url, "token": ha.token}
     house["voice"] = {"ack_after": 20, "approval": ASKED, **voice}
     server = await iris_server(
         platforms={"api_server": {"enabled": True, "api_key": KEY}, "homeassistant": house},
-        tools={"approval": {"mode": "ask", "timeout": 20}},
+        tools={"approval": {"mode": "ask", "timeout": wait}},
     )
     await ha.wait_until(lambda: ha.connections)
     base = server.url.replace("ws://", "http://").removesuffix("/iris/ws") + "/v1"
@@ -148,3 +155,34 @@ async def test_allowed_in_the_chat_the_next_voice_request_goes_to_assist_unasked
         ]
     assert calls[0].function is not None and calls[0].function.name == "HassTurnOff"
     assert len(ha.intents) == 1  # the first one only: Assist runs the second itself
+
+
+def slow_model(request: Received) -> Scenario:
+    """``model``, but its call comes after the acknowledgement (held back by its thinking)."""
+    if request.body["messages"][-1]["role"] == "tool":
+        return model(request)
+    thinking = ["The alarm, then."]
+    return tool_call(
+        "HassTurnOff", ['{"name": "alarm"}'], "call_a", reasoning=thinking, gate_after=0
+    )
+
+
+async def test_a_call_after_the_acknowledgement_asks_too_and_unanswered_it_is_not_done(
+    iris_server: StartServer, upstream: FakeUpstream, ha: HomeAssistant
+) -> None:
+    # Nobody answers within a second: the broker's own clock ends the request.
+    server, client = await voice_server(
+        iris_server, upstream, ha, wait=1.0, owner_chat="main", ack_after=0.3
+    )
+    upstream.default = responder(slow_model)
+    phone = await phone_on_main(server)
+    async with client:
+        assert await ask(client, "Turn off the alarm") == ACK
+    upstream.release()
+    asked = (await phone.until("approval.request"))[-1]
+    assert asked["name"] == "HassTurnOff"
+    resolved = (await phone.until("approval.resolved"))[-1]
+    assert (resolved["decision"], resolved["by"]) == ("timeout", "timeout")
+    await ha.wait_until(lambda: ha.notifications)
+    assert ha.intents == [] and ha.states["switch.alarm"] == "on"
+    assert ha.notifications[0].message == "I did not turn the alarm off: it was not approved."
