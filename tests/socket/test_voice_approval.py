@@ -20,9 +20,11 @@ from openai import AsyncOpenAI
 from iris.surfaces.api.voice import ACK
 from iris.surfaces.api.voice_later import APPROVE, REFUSED
 from tests.fakes.homeassistant import HomeAssistant
+from tests.fakes.push_service import PushService
 from tests.fakes.scenarios import Received, Scenario
 from tests.fakes.upstream import FakeUpstream, responder, text, tool_call
 from tests.interop.home_assistant_steps import ASSIST_TOOLS, KEY, ask
+from tests.scale.processes import until_async
 from tests.socket.conftest import Device, IrisServer, StartServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -186,3 +188,27 @@ async def test_a_call_after_the_acknowledgement_asks_too_and_unanswered_it_is_no
     await ha.wait_until(lambda: ha.notifications)
     assert ha.intents == [] and ha.states["switch.alarm"] == "on"
     assert ha.notifications[0].message == "I did not turn the alarm off: it was not approved."
+
+
+async def test_a_phone_away_from_the_app_is_told_by_web_push(
+    iris_server: StartServer, upstream: FakeUpstream, ha: HomeAssistant
+) -> None:
+    async with PushService() as service:
+        server, client = await voice_server(iris_server, upstream, ha, owner_chat="main")
+        phone = await phone_on_main(server)
+        browser = service.browser("phone")
+        await phone.send({"type": "push.subscribe", "subscription": browser.subscription()})
+        push = server.surface.runtime.push
+        assert push is not None
+
+        async def kept() -> bool:  # the frame has no answer: the store says when it was kept
+            return bool(await push.of_chat("main"))
+
+        await until_async(kept, "the push subscription")
+        await phone.close()  # the phone is in a pocket
+        async with client:
+            assert await ask(client, "Turn off the alarm") == APPROVE
+        (pushed,) = await service.wait_for(1)
+    assert pushed["to"] == "phone" and pushed["chat_id"] == "main"
+    assert pushed["title"] == "Approval needed"
+    assert pushed["body"] == "HassTurnOff waits for your approval"
