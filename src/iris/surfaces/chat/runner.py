@@ -634,8 +634,17 @@ class ChatSurface:
         session.latest += 1
         sequence = session.latest
         async with session.lock:
-            chat, user = session.chat, UserMessage(run.schedule.text)
-            await self._run_turn(platform, message, session, chat, user, sequence)
+            # Under server.max_turns like any message: it waits in the platform's line.
+            slot = await self._turn_slot(platform, message, session)
+            if slot == "full":
+                return Delivery("undelivered", "every turn slot was taken and the line was full")
+            if slot == "stopped":
+                return Delivery("undelivered", "stopped with /stop while it waited")
+            try:
+                chat, user = session.chat, UserMessage(run.schedule.text)
+                await self._run_turn(platform, message, session, chat, user, sequence)
+            finally:
+                slot.release()
         await self._answered(session, message)
         return Delivery("delivered")
 
