@@ -6,7 +6,8 @@
         await ha.wait_until(lambda: ha.notifications)
 
 The message shapes are Home Assistant's, as its developer docs (``docs/api/websocket``,
-``docs/api/rest``) and its ``websocket_api`` component define them:
+``docs/api/rest``) and its ``websocket_api`` component define them, and as a real client library
+(``hass-client``) parses them (``tests/chat/homeassistant/test_standin_wire.py``):
 
 - ``/api/websocket``: ``{"type": "auth_required", "ha_version"}``; the client's first frame
   must be ``{"type": "auth", "access_token"}``, answered ``auth_ok`` or ``auth_invalid``
