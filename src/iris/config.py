@@ -518,8 +518,22 @@ class HomeAssistantVoice(_Section):
     model: str = "iris-voice"  # the model id /v1/models lists for speech
     # Seconds without an answer begun before the spoken reply says it will come later.
     ack_after: float = Field(default=8.0, gt=0)
-    # The iris chat whose devices show a voice turn's approvals (None: such a tool is refused).
+    # The iris chat (``platforms.iris``, e.g. ``main``) whose devices show a voice turn's
+    # approvals (None: a tool that needs one is refused in one spoken sentence).
     owner_chat: str | None = None
+    # The satellite that speaks an answer that came after the spoken reply ended
+    # (``assist_satellite.<name>``; None: it comes as a notification).
+    satellite: str | None = None
+    # Assist's tools (names or globs: ``HassUnlock``, ``Hass*``) that wait for a person's yes
+    # on the owner chat's devices; none by default (see docs/platforms.md).
+    approval: list[str] = Field(default_factory=list[str])
+
+    @field_validator("satellite")
+    @classmethod
+    def _satellite(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"assist_satellite\.[a-z0-9_]+", value):
+            raise ValueError("must be an assist_satellite.<name> entity id")
+        return value
 
 
 # The one user the house is: every message of the platform comes from it.

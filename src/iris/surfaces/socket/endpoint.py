@@ -46,6 +46,7 @@ from iris.agent.elicitation import Action, ElicitationError
 from iris.agent.mcp.signin import SignInFailed
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
+from iris.events import ApprovalRequested, ApprovalResolved
 from iris.fanout.framelog import RedisFrameLog, frame_log_for
 from iris.fanout.hub import Hub
 from iris.fanout.rules import Frame
@@ -56,7 +57,7 @@ from iris.protocol import inbound
 from iris.protocol import types as protocol
 from iris.protocol.appends import FEATURE as APPEND
 from iris.protocol.appends import AppendWriter
-from iris.protocol.frames import approval_request
+from iris.protocol.frames import approval_request, approval_resolved
 from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
 from iris.state.approvals import Decision
@@ -129,6 +130,7 @@ class SocketSurface:
         )
         self.hub = Hub(log, queue_size=settings.queue_size)
         self.hub.open_approvals = self._open_approvals
+        runtime.show_approval = self._show_approval  # a voice turn's, on its owner chat
         self.tailer: Tailer | None = None
         if isinstance(log, RedisFrameLog) and runtime.shared is not None:
             self.tailer = Tailer(runtime.shared, log, self.hub)
@@ -154,6 +156,16 @@ class SocketSurface:
         requests = self.runtime.approvals.pending_now(chats.session_key(chat_id))
         frames = (approval_request(request) for request in requests)
         return [{k: v for k, v in f.items() if k != "type"} for f in frames]
+
+    def _show_approval(self, chat_id: str, event: ApprovalRequested | ApprovalResolved) -> None:
+        """An approval asked outside the chat's own turns (a voice turn's, from Home
+        Assistant) on the chat's devices, as a turn's would be: the request (with Web Push),
+        then how it ended. Answered as any other: ``approval.respond`` on the chat."""
+        if isinstance(event, ApprovalRequested):
+            self.hub.publish(chat_id, approval_request(event))
+            self._notify(chat_id, "approval", f"{event.name} waits for your approval", "")
+        else:
+            self.hub.publish(chat_id, approval_resolved(event))
 
     def routes(self) -> list[BaseRoute]:
         return [
