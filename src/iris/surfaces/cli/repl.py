@@ -223,9 +223,7 @@ class Chat:
         # An MCP server's requests for input, asked in the status line too (declined where
         # the screen reads no keys).
         elicitations = Elicitations(config.tools.approval.timeout) if screen.asks else None
-        self.forms = (
-            FormPrompt(screen, elicitations, SESSION, self.user) if elicitations else None
-        )
+        self.forms = FormPrompt(screen, elicitations, SESSION, self.user) if elicitations else None
         self.conversation = Conversation(
             self.agent, MemorySessions(), self.controls, SESSION, asking, elicitations
         )
