@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI, BadRequestError, OpenAI
+from openai import AsyncOpenAI, BadRequestError, OpenAI, RateLimitError
 
 from iris.surfaces.api.voice import ACK, ACK_HERE, INSTRUCTIONS
 from iris.surfaces.chat.platforms.homeassistant import notification_id
@@ -269,3 +269,36 @@ async def test_a_tool_that_is_not_an_intent_gets_an_error_result_and_the_turn_an
     assert vacuum.startswith("error: Home Assistant did not handle HassVacuumStart")
     assert [i["name"] for i in ha.intents] == ["HassVacuumStart"]  # GetLiveContext: not sent
     assert ha.notifications[0].message == "I could not check that."
+
+
+async def test_a_voice_turn_that_goes_on_after_its_reply_keeps_its_turn_slot(
+    start_iris: StartIris, upstream: FakeUpstream, ha: HomeAssistant
+) -> None:
+    """``server.max_turns`` counts the turn, not its response: while an acknowledged voice turn
+    is still working, a request over the limit is told the server is busy; once its answer
+    was announced the slot is free again."""
+    house: dict[str, Any] = {"enabled": True, "url": ha.url, "token": ha.token}
+    house["voice"] = {"ack_after": 0.3}
+    platforms = {"api_server": {"api_key": KEY}, "homeassistant": house}
+    server = await asyncio.to_thread(start_iris, platforms=platforms, server={"max_turns": 1})
+    await ha.wait_until(lambda: ha.connections)
+    upstream.script(gated("It will rain.", after=0), text("Hello."))
+    async with AsyncOpenAI(base_url=server.base_url, api_key=KEY, max_retries=0) as client:
+        assert await ask(client, "Will it rain tomorrow?") == ACK
+        with pytest.raises(RateLimitError) as busy:
+            await client.chat.completions.create(
+                model=VOICE, messages=[{"role": "user", "content": "hi"}]
+            )
+        assert busy.value.code == "too_many_turns"
+        upstream.release()
+        await ha.wait_until(lambda: ha.notifications)
+        async with asyncio.timeout(10):  # the slot comes back as the turn's task ends
+            while True:
+                try:
+                    said = await client.chat.completions.create(
+                        model=VOICE, messages=[{"role": "user", "content": "hi"}]
+                    )
+                    break
+                except RateLimitError:
+                    await asyncio.sleep(0.05)
+        assert said.choices[0].message.content == "Hello."

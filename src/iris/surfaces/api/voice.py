@@ -13,7 +13,8 @@ else:
   the request, the response is one short sentence saying the answer will follow (``ACK``) and
   ends; the turn goes on (``voice_later``: its Assist tools carried out through Home
   Assistant), and its answer is announced through the Home Assistant platform
-  (``Runtime.house``: the satellite, else a notification; without the platform it is logged);
+  (``Runtime.house``: the satellite, else a notification; without the platform it is logged)
+  — the turn holds its turn slots until then (``Slots``);
 - a tool call that needs a person's yes (``voice.approval``) is never streamed: its name is
   known at its first fragment, and the response becomes one sentence, ``APPROVE`` (the turn
   goes on, asking the owner chat's devices) or, with no owner chat, ``REFUSED`` (the turn
@@ -28,7 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.events import (
@@ -196,6 +197,26 @@ class Spoken:
         return rest, said
 
 
+class Slots:
+    """A voice turn's hold on its API and server turn slots (``server.max_turns`` counts the
+    turn, not its response): the exchange gives them back as its response ends, unless the
+    turn goes on after it (``goes_on``), in which case the turn gives them back at its end."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+        self.goes_on: Callable[[], bool] = lambda: False
+
+    def after_response(self) -> None:
+        """The exchange's release (as the response's last event goes out)."""
+        if not self.goes_on():
+            self.free()
+
+    def free(self) -> None:
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
+
+
 @dataclasses.dataclass
 class VoiceTurns:
     """Runs voice turns; one whose response ended early goes on here (``voice_later``)."""
@@ -206,11 +227,12 @@ class VoiceTurns:
     _turns: Supervisor = dataclasses.field(default_factory=Supervisor)
 
     @contextlib.asynccontextmanager
-    async def source(self, request: TurnRequest) -> AsyncGenerator[VoiceRun]:
+    async def source(self, request: TurnRequest, slots: Slots) -> AsyncGenerator[VoiceRun]:
         """The exchange's ``source``: the turn runs in a task of its own, so it can outlive
-        the response."""
+        the response (holding ``slots`` until it ends)."""
         run = VoiceRun(self.agent.run(request), request, self.ack_after, self.later)
-        self._turns.create_task(logged(self._drive(run), "voice turn"), name="voice turn")
+        slots.goes_on = lambda: run.acked  # decided before the response's last event
+        self._turns.create_task(logged(self._drive(run, slots), "voice turn"), name="voice turn")
         try:
             yield run
         finally:
@@ -218,7 +240,7 @@ class VoiceTurns:
             if not run.acked:
                 run.turn.interrupt()  # the client is done with it (or left)
 
-    async def _drive(self, run: VoiceRun) -> None:
+    async def _drive(self, run: VoiceRun, slots: Slots) -> None:
         final: Event | None = None
         try:
             async with run.turn as turn:
@@ -228,9 +250,12 @@ class VoiceTurns:
         except Exception:
             log.exception("voice turn failed outside its events")
             run.events.put_nowait(TurnFailed("internal_error", "The turn failed."))
-        await run.decided.wait()  # a turn that ends as its response ends: acked or not
-        if run.acked:
-            await self.later.finish(run.request, final, run.sent)
+        try:
+            await run.decided.wait()  # a turn that ends as its response ends: acked or not
+            if run.acked:
+                await self.later.finish(run.request, final, run.sent)
+        finally:
+            slots.free()
 
     async def stop(self) -> None:
         await self._turns.close()  # cancels what still runs, awaits all
