@@ -33,8 +33,7 @@ def platform_config(
             "iris": {"enabled": False},
             platform: {"enabled": True, **settings},
         },
-        tools={"enabled": []},
-        **sections,
+        **{"tools": {"enabled": []}, **sections},
     )
 
 

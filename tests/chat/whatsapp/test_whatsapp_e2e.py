@@ -70,8 +70,14 @@ async def api() -> AsyncIterator[WhatsAppAPI]:
 
 
 async def serve(
-    make_config: MakeConfig, upstream: FakeUpstream, api: WhatsAppAPI, **display: Any
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    api: WhatsAppAPI,
+    sections: dict[str, Any] | None = None,
+    **display: Any,
 ) -> AsyncIterator[Served]:
+    """``iris serve``'s app on loopback, WhatsApp its only platform (``sections``: more of the
+    config, ``display``: the platform's display keys)."""
     settings = {
         "base_url": api.base_url,
         "phone_number_id": api.phone_number_id,
@@ -82,7 +88,9 @@ async def serve(
         "budgets": {"pair": {"calls": 1, "per": 0.3}},
     }
     shown = {"platforms": {"whatsapp": {"min_block_chars": 120, "block_idle": 5.0, **display}}}
-    config = platform_config(make_config, upstream, "whatsapp", settings, display=shown)
+    config = platform_config(
+        make_config, upstream, "whatsapp", settings, display=shown, **(sections or {})
+    )
     runtime = Runtime.create(config)
     app = build_app(config, runtime)
     [chat] = [s for s in app.state.surfaces if isinstance(s, ChatSurface)]

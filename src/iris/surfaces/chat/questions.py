@@ -18,8 +18,15 @@ the request's end (answered, declined, timed out, the turn interrupted) closes t
 A button hands back ``iris-elicit:<token>:<code>`` (``y``/``n``, ``c<i>`` for the i-th choice,
 ``d`` decline, ``x`` cancel); the random token names the request in this process only: the
 platforms with buttons are received by one process at a time (their poller's lease), the one
-that runs their turns. A platform without buttons (WhatsApp) asks nobody: the request is
-declined at once (the runner gives its conversations no broker).
+that runs their turns.
+
+A platform without question buttons (``asks_by_reply``: WhatsApp has none, Matrix's reactions
+offer three answers) asks every field by reply: the question lists the form's fields, the
+current one's way to answer (an enum's choices numbered, yes or no), and the words that end it
+(``DECLINE`` / ``CANCEL``, the whole message); the person's next message answers, as above.
+Where messages cannot be edited (WhatsApp) the request's end is said in a message of its own.
+A platform that asks neither way (Home Assistant) asks nobody: the request is declined at once
+(the runner gives its conversations no broker).
 """
 
 from __future__ import annotations
@@ -30,16 +37,17 @@ import logging
 import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from iris.agent.elicitation import Answer, ElicitationError, Elicitations
 from iris.agent.forms import Filling
 from iris.events import ElicitationRequested, ElicitationResolved, Event
 from iris.surfaces.chat.platforms.base import (
-    ApprovalPlatform,
+    ChatPlatform,
     IncomingMessage,
     PlatformError,
     PlatformRateLimited,
+    approval_platform,
 )
 from iris.surfaces.chat.prompts import ATTEMPTS, NOT_ALLOWED, NOT_OPEN, QUESTION, Button, Prompt
 
@@ -54,6 +62,18 @@ OUTCOMES = {
     "cancel": "⏹ Cancelled",
     "timeout": "⌛ Declined: nobody answered in time",
 }
+# Asked by reply, these words (the whole message, any case) decline or cancel the request.
+DECLINE = "decline"
+CANCEL = "cancel"
+Way = Literal["buttons", "reply"]
+
+
+def asks(platform: ChatPlatform) -> Way | None:
+    """How ``platform`` asks an MCP server's question: with buttons (``asks_questions``: any
+    number of them), every field by reply (``asks_by_reply``), or not at all (None)."""
+    if getattr(platform, "asks_questions", False) and approval_platform(platform) is not None:
+        return "buttons"
+    return "reply" if getattr(platform, "asks_by_reply", False) else None
 
 
 @dataclass(eq=False)
@@ -61,10 +81,11 @@ class Asking:
     """One request asked in one chat, until it ends."""
 
     request: ElicitationRequested
-    platform: ApprovalPlatform
+    platform: ChatPlatform
     chat_id: str  # the platform's
     thread: Mapping[str, str]
     session: str  # the conversation: the chat the broker asks in
+    way: Way = "buttons"
     token: str = field(default_factory=lambda: secrets.token_hex(8))
     filling: Filling = field(init=False)
     message_id: str | None = None  # the question on screen now
@@ -75,13 +96,18 @@ class Asking:
 
     @property
     def by_reply(self) -> bool:
-        """The question on screen is answered by a reply (free text, a number)."""
+        """The question on screen is answered by a reply (free text, a number; any field
+        where the platform asks by reply)."""
         asked = self.filling.current
+        if self.way == "reply":
+            return True
         return asked is not None and asked.kind in ("text", "integer", "number")
 
 
 def question(asking: Asking) -> Prompt:
-    """The message asking the current field, with its buttons."""
+    """The message asking the current field, with its buttons (none where asked by reply)."""
+    if asking.way == "reply":
+        return Prompt(replied(asking), ())
     request, filling = asking.request, asking.filling
     lines = [f"❓ {request.server} asks: {request.message}"]
     if request.url:
@@ -104,6 +130,34 @@ def question(asking: Asking) -> Prompt:
     codes += [("d", "Decline"), ("x", "Cancel")]
     buttons = tuple(Button(label, f"{PREFIX}:{asking.token}:{code}") for code, label in codes)
     return Prompt("\n\n".join(lines), buttons)
+
+
+def replied(asking: Asking) -> str:
+    """The message asking the current field by reply: the form's fields, how to answer this
+    one, and the words that decline or cancel."""
+    request, filling = asking.request, asking.filling
+    lines = [f"❓ {request.server} asks: {request.message}"]
+    if request.url:
+        lines.append(f"Open: {request.url}")
+    asked = filling.current
+    if len(filling.fields) > 1:
+        listed = ", ".join(f"{f.label}{' *' if f.required else ''}" for f in filling.fields)
+        at = filling.fields.index(asked) + 1 if asked is not None else len(filling.fields)
+        lines.append(f"Fields: {listed} (* required); asking {at} of {len(filling.fields)}.")
+    if asked is None:
+        lines.append("↩️ Reply yes to continue, or no." if request.url else "↩️ Reply yes or no.")
+    elif asked.kind == "boolean":
+        lines.append(f"{asked.question}\n↩️ Reply yes or no.")
+    elif asked.kind == "choice":
+        listed = "\n".join(f"{i}. {c.label}" for i, c in enumerate(asked.choices, 1))
+        lines.append(f"{asked.question}\n{listed}\n↩️ Reply with a number or a name.")
+    else:
+        hint = f" ({asked.hint})" if asked.hint else ""
+        lines.append(f"{asked.question}\n↩️ Reply with the answer{hint}.")
+    if filling.problem:
+        lines.append(f"⚠️ {filling.problem}, please answer again.")
+    lines.append(f'Or reply "{DECLINE}" to refuse, "{CANCEL}" to dismiss the question.')
+    return "\n\n".join(lines)
 
 
 def typed(asking: Asking, code: str) -> str | None:
@@ -131,16 +185,18 @@ class ChatQuestions:
     async def watch(
         self,
         events: AsyncIterable[Event],
-        platform: ApprovalPlatform,
+        platform: ChatPlatform,
         message: IncomingMessage,
         session: str,
     ) -> AsyncIterator[Event]:
-        """The turn's events, its requests asked in the chat of ``message`` on the way."""
+        """The turn's events, its requests asked in the chat of ``message`` on the way (the
+        way ``asks`` says)."""
+        way = asks(platform) or "reply"
         mine: list[Asking] = []
         try:
             async for event in events:
                 if isinstance(event, ElicitationRequested):
-                    asking = Asking(event, platform, message.chat_id, message.thread, session)
+                    asking = Asking(event, platform, message.chat_id, message.thread, session, way)
                     mine.append(asking)
                     await self._open(asking)
                 elif isinstance(event, ElicitationResolved):
@@ -162,24 +218,47 @@ class ChatQuestions:
 
     async def _ask(self, asking: Asking) -> None:
         prompt = question(asking)
-        send = functools.partial(
-            asking.platform.send_prompt, asking.chat_id, prompt, thread=asking.thread
-        )
+        platform, buttons = asking.platform, approval_platform(asking.platform)
+        if asking.way == "buttons" and buttons is not None:
+            send = functools.partial(
+                buttons.send_prompt, asking.chat_id, prompt, thread=asking.thread
+            )
+        elif buttons is not None:  # its prompts' reactions are no answers here: plain text
+            send = functools.partial(
+                buttons.send_as_written, asking.chat_id, prompt.text, thread=asking.thread
+            )
+        else:
+            send = functools.partial(
+                platform.send, asking.chat_id, prompt.text, thread=asking.thread
+            )
         try:
             asking.message_id = await _paced(send)
             asking.said = prompt.text
         except PlatformError as exc:  # unanswered, it is declined at the timeout
             log.info("question in %s not delivered: %s", asking.chat_id, exc)
 
-    async def _close(self, asking: Asking, outcome: str) -> None:
-        """The question on screen loses its buttons and says how it was answered."""
+    async def _close(self, asking: Asking, outcome: str, *, last: bool = False) -> None:
+        """The question on screen loses its buttons and says how it was answered; where
+        messages cannot be edited, the request's end (``last``) is said in a message."""
         message_id, asking.message_id = asking.message_id, None
         if message_id is None:
             return
         text = f"{asking.said}\n\n{outcome}"
-        close = functools.partial(
-            asking.platform.close_prompt, asking.chat_id, message_id, text, thread=asking.thread
-        )
+        platform, buttons = asking.platform, approval_platform(asking.platform)
+        chat_id, thread = asking.chat_id, asking.thread
+        if buttons is not None:
+            close = functools.partial(
+                buttons.close_prompt, chat_id, message_id, text, thread=thread
+            )
+        elif platform.capabilities.can_edit:
+            close = functools.partial(
+                platform.edit_message, chat_id, message_id, text, thread=thread
+            )
+        elif last:
+            told = f"{asking.request.server} asked: {asking.request.message}\n{outcome}"
+            close = functools.partial(_sent, platform, chat_id, told, thread)
+        else:
+            return
         try:
             await _paced(close)
         except PlatformError as exc:
@@ -198,7 +277,8 @@ class ChatQuestions:
             return
         self._forget(asking)
         who = f" by {event.by}" if event.action in ("accept", "decline") else ""
-        await self._close(asking, f"{OUTCOMES.get(event.action, event.action)}{who}")
+        outcome = f"{OUTCOMES.get(event.action, event.action)}{who}"
+        await self._close(asking, outcome, last=True)
 
     # -- answers ------------------------------------------------------------------------------
 
@@ -239,8 +319,14 @@ class ChatQuestions:
         """The person's message while a request waits in ``session``: the current field's
         answer."""
         asking = self._by_session.get(session)
-        if asking is not None:
-            await self._give(asking, message.text, message.user_name or message.user_id)
+        if asking is None:
+            return
+        by = message.user_name or message.user_id
+        word = message.text.strip().lower()
+        if asking.way == "reply" and word in (DECLINE, CANCEL):
+            await self._answer(asking, Answer("decline" if word == DECLINE else "cancel"), by)
+            return
+        await self._give(asking, message.text, by)
 
     async def _give(self, asking: Asking, text: str, by: str, shown: str = "") -> None:
         shown = shown or text.strip()
@@ -268,6 +354,10 @@ class ChatQuestions:
             asking.filling.problem = exc.message
             await self._close(asking, "✗")
             await self._ask(asking)
+
+
+async def _sent(platform: ChatPlatform, chat_id: str, text: str, thread: Mapping[str, str]) -> None:
+    await platform.send(chat_id, text, thread=thread)
 
 
 async def _paced(call: Callable[[], Awaitable[T]]) -> T:

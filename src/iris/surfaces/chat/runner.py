@@ -92,7 +92,7 @@ from iris.surfaces.chat.platforms.base import (
 from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.prompts import Prompts
 from iris.surfaces.chat.questions import PREFIX as QUESTION
-from iris.surfaces.chat.questions import ChatQuestions
+from iris.surfaces.chat.questions import ChatQuestions, asks
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
@@ -704,10 +704,12 @@ class ChatSurface:
                 p.name == message.platform and approval_platform(p) for p in self.platforms
             )
             approvals = runtime.approvals if buttons else None
-            # An MCP server's question needs buttons of its own (Matrix's are three reactions).
+            # An MCP server's question is asked with buttons of its own, or by reply where the
+            # platform has none (WhatsApp) or too few (Matrix's three reactions); a platform
+            # that asks neither way declines it at once.
             platform = next((p for p in self.platforms if p.name == message.platform), None)
-            asks = buttons and bool(getattr(platform, "asks_questions", False))
-            elicitations = runtime.elicitations if asks else None
+            asking = platform is not None and asks(platform) is not None
+            elicitations = runtime.elicitations if asking else None
             chat = Conversation(
                 runtime.agent,
                 runtime.sessions,
@@ -828,11 +830,10 @@ class ChatSurface:
         chat: Conversation,
     ) -> AsyncIterable[Event]:
         """The turn's events, MCP servers' questions asked in the chat on the way (on a
-        platform with buttons: elsewhere the turn asks nobody)."""
-        buttons = approval_platform(platform)
-        if buttons is None or chat.elicitations is None:
+        platform that asks, ``questions.asks``: elsewhere the turn asks nobody)."""
+        if asks(platform) is None or chat.elicitations is None:
             return events
-        return self.questions.watch(events, buttons, message, chat.session)
+        return self.questions.watch(events, platform, message, chat.session)
 
     def _consumer(
         self,

@@ -120,6 +120,9 @@ def kept_path(folder: Path, settings: MatrixConfig) -> Path:
 
 class MatrixPlatform:
     name = "matrix"
+    asks_by_reply = (
+        True  # three reactions only: an MCP server's question, field by field (``questions``)
+    )
     approval_limit = MAX_TEXT - 100  # the reactions' legend goes below the prompt
     capabilities: Capabilities
     budget: SharedBudget

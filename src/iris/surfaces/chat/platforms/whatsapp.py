@@ -114,6 +114,7 @@ def signature(secret: str, body: bytes) -> str:
 
 class WhatsAppPlatform:
     name = "whatsapp"
+    asks_by_reply = True  # no buttons: an MCP server's question, field by field (``questions``)
     capabilities: Capabilities
     budget: SharedBudget
 
