@@ -329,8 +329,18 @@ class ChatQuestions:
         await self._give(asking, message.text, by)
 
     async def _give(self, asking: Asking, text: str, by: str, shown: str = "") -> None:
-        shown = shown or text.strip()
+        asked = asking.filling.current
         answer = asking.filling.give(text)
+        if (
+            not shown
+            and asked is not None
+            and asked.kind == "choice"
+            and not asking.filling.problem
+        ):
+            # A choice typed by its number says which it was.
+            value = asking.filling.content.get(asked.name)
+            shown = next((c.label for c in asked.choices if c.value == value), "")
+        shown = shown or text.strip()
         if answer is None:
             await self._close(asking, f"↪️ {shown}" if not asking.filling.problem else f"✗ {shown}")
             await self._ask(asking)
