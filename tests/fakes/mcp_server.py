@@ -16,6 +16,7 @@ written to PORTFILE once it listens). Its tools:
 - ``refuse()``: an ``isError`` result.
 - ``delete(path)``: asks the person to confirm (elicitation, a boolean), then says what it did.
 - ``paint()``: asks the person for a colour (an enum) and a count (a required integer).
+- ``label()``: asks the person for a title (required text) and a note (optional text).
 - ``visit()``: asks the person to open a link (URL-mode elicitation).
 - a resource ``notes://today`` ("buy milk") and a prompt ``review(topic)``.
 - ``ask_model(question)``: asks the client's model (sampling), says what it answered or why
@@ -136,6 +137,11 @@ class Paint(BaseModel):
     coats: int = Field(ge=1, le=5, description="How many coats")
 
 
+class Label(BaseModel):
+    title: str = Field(description="The label's title")
+    note: str = Field(default="", description="A note under it")
+
+
 @server.tool()
 async def delete(ctx: Context, path: str) -> str:
     """Delete a file, once the person confirmed."""
@@ -152,6 +158,15 @@ async def paint(ctx: Context) -> str:
     if answer.action == "accept":
         return f"painted {answer.data.color} x{answer.data.coats}"
     return f"no paint ({answer.action})"
+
+
+@server.tool()
+async def label(ctx: Context) -> str:
+    """Print a label, its title and an optional note asked of the person."""
+    answer = await ctx.elicit("What goes on the label?", schema=Label)
+    if answer.action == "accept":
+        return f"label {answer.data.title!r} note {answer.data.note!r}"
+    return f"no label ({answer.action})"
 
 
 @server.tool()

@@ -140,3 +140,19 @@ async def test_nobody_answering_declines(
     await api.wait_until(lambda: "Timed out." in api.texts_to(OWNER), within=30)
     assert tool_result(upstream.requests[1]) == "not deleted (decline)"
     assert any("nobody answered in time" in t for t in api.texts_to(OWNER))
+
+
+async def test_an_optional_field_is_left_out_with_the_skip_word(
+    served: Served, api: WhatsAppAPI, upstream: FakeUpstream
+) -> None:
+    upstream.script(tool_call("mcp_fake_label", ["{}"]), text("Printed."))
+    await api.user_says(served.url, OWNER, "print a label")
+    [title] = await said(api, 1)
+    assert "Fields: Title *, Note (* required); asking 1 of 2." in title
+    assert "skip" not in title, "a required field cannot be skipped"
+    await api.user_says(served.url, OWNER, "skip")  # no skip word here: the title is "skip"
+    note = (await said(api, 2))[1]
+    assert '(Optional: reply "skip" to leave it out.)' in note
+    await api.user_says(served.url, OWNER, "Skip")
+    await api.wait_until(lambda: "Printed." in api.texts_to(OWNER), within=30)
+    assert tool_result(upstream.requests[1]) == "label 'skip' note ''"

@@ -23,7 +23,8 @@ that runs their turns.
 A platform without question buttons (``asks_by_reply``: WhatsApp has none, Matrix's reactions
 offer three answers) asks every field by reply: the question lists the form's fields, the
 current one's way to answer (an enum's choices numbered, yes or no), and the words that end it
-(``DECLINE`` / ``CANCEL``, the whole message); the person's next message answers, as above.
+(``DECLINE`` / ``CANCEL``, the whole message; ``SKIP`` leaves an optional field out); the
+person's next message answers, as above.
 Where messages cannot be edited (WhatsApp) the request's end is said in a message of its own.
 A platform that asks neither way (Home Assistant) asks nobody: the request is declined at once
 (the runner gives its conversations no broker).
@@ -65,6 +66,7 @@ OUTCOMES = {
 # Asked by reply, these words (the whole message, any case) decline or cancel the request.
 DECLINE = "decline"
 CANCEL = "cancel"
+SKIP = "skip"  # an optional field: left out
 Way = Literal["buttons", "reply"]
 
 
@@ -154,6 +156,8 @@ def replied(asking: Asking) -> str:
     else:
         hint = f" ({asked.hint})" if asked.hint else ""
         lines.append(f"{asked.question}\n↩️ Reply with the answer{hint}.")
+    if asked is not None and not asked.required:
+        lines.append(f'(Optional: reply "{SKIP}" to leave it out.)')
     if filling.problem:
         lines.append(f"⚠️ {filling.problem}, please answer again.")
     lines.append(f'Or reply "{DECLINE}" to refuse, "{CANCEL}" to dismiss the question.')
@@ -325,6 +329,10 @@ class ChatQuestions:
         word = message.text.strip().lower()
         if asking.way == "reply" and word in (DECLINE, CANCEL):
             await self._answer(asking, Answer("decline" if word == DECLINE else "cancel"), by)
+            return
+        asked = asking.filling.current
+        if asking.way == "reply" and word == SKIP and asked is not None and not asked.required:
+            await self._give(asking, "", by, shown="(left out)")  # an empty answer skips it
             return
         await self._give(asking, message.text, by)
 
