@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 
 import pytest
+import uvloop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,8 +92,9 @@ def cut(data: bytes, size: int) -> list[bytes]:
     return [data[at : at + size] for at in range(0, len(data), size)]
 
 
-async def test_a_chunked_answer_cut_anywhere_arrives_whole_turn_after_turn(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_chunked_answer_cut_anywhere_arrives_whole_turn_after_turn(
+    monkeypatch: pytest.MonkeyPatch, loop: str
 ) -> None:
     taken: list[SocketBody | None] = []
     take = SocketBody.take
@@ -103,7 +105,8 @@ async def test_a_chunked_answer_cut_anywhere_arrives_whole_turn_after_turn(
 
     monkeypatch.setattr(SocketBody, "take", spied)
     framed = chunked(sse(WORDS))
-    texts = await streamed_text(head("transfer-encoding: chunked"), cut(framed, 5), turns=2)
+    reading = streamed_text(head("transfer-encoding: chunked"), cut(framed, 5), turns=2)
+    texts = uvloop.run(reading) if loop == "uvloop" else asyncio.run(reading)
     assert texts == ["".join(WORDS)] * 2
     assert len(taken) == 2 and None not in taken  # both read off the socket, not by httpx
 

@@ -31,6 +31,7 @@ _HIGH_WATER = 256 * 1024
 # A chunk-size line (and a trailer line) longer than this is not HTTP.
 _MAX_LINE = 8 * 1024
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_TRANSPORT = ("set_protocol", "get_protocol", "pause_reading", "resume_reading", "abort")
 
 
 def body_of(response: httpx.Response | Any) -> AsyncIterator[bytes]:
@@ -214,7 +215,7 @@ def _plain_connection(response: Any) -> tuple[Any, Any]:
     protocol: Any = getattr(socket, "_protocol", None)
     transport: Any = getattr(socket, "_transport", None)
     if not (
-        isinstance(transport, asyncio.Transport)
+        all(hasattr(transport, name) for name in _TRANSPORT)  # uvloop's are not asyncio's
         and hasattr(protocol, "read_queue")
         and hasattr(protocol, "read_event")
         and getattr(connection, "_h11_state", None) is not None
