@@ -49,10 +49,17 @@ def _parser() -> argparse.ArgumentParser:
         help="the address the device opens, e.g. https://iris.example.com behind a reverse proxy "
         "(default: http://server.host:server.port)",
     )
-    mcp = sub.add_parser("mcp", help="MCP server mode: Iris's chats as tools for other assistants")
+    mcp = sub.add_parser(
+        "mcp", help="MCP: serve Iris's chats as tools (serve), sign in to a server (login)"
+    )
     modes = mcp.add_subparsers(dest="action", required=True)
     mcp_serve = modes.add_parser("serve", help="serve MCP on stdin/stdout (no port, no token)")
     mcp_serve.add_argument("--config", help="config file")
+    login = modes.add_parser("login", help="sign in to an MCP server with auth: oauth")
+    logout = modes.add_parser("logout", help="forget an MCP server's sign-in (its tokens)")
+    for action in (login, logout):
+        action.add_argument("name", help="the server's name under mcp_servers")
+        action.add_argument("--config", help="config file")
 
     listing = actions.add_parser("list", help="paired devices: name, created, last seen")
     revoke = actions.add_parser("revoke", help="refuse a device's token from now on")
@@ -104,6 +111,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from iris.surfaces.cli.devices import run_devices
 
         return run_devices(config, args)
+    if args.command == "mcp" and args.action in ("login", "logout"):
+        from iris.surfaces.cli.mcp_login import run_login, run_logout
+
+        return (run_login if args.action == "login" else run_logout)(config, args.name)
     if args.command == "mcp":
         from iris.surfaces.mcp_server.serve_stdio import run_stdio
 

@@ -518,8 +518,22 @@ class HomeAssistantVoice(_Section):
     model: str = "iris-voice"  # the model id /v1/models lists for speech
     # Seconds without an answer begun before the spoken reply says it will come later.
     ack_after: float = Field(default=8.0, gt=0)
-    # The iris chat whose devices show a voice turn's approvals (None: such a tool is refused).
+    # The iris chat (``platforms.iris``, e.g. ``main``) whose devices show a voice turn's
+    # approvals (None: a tool that needs one is refused in one spoken sentence).
     owner_chat: str | None = None
+    # The satellite that speaks an answer that came after the spoken reply ended
+    # (``assist_satellite.<name>``; None: it comes as a notification).
+    satellite: str | None = None
+    # Assist's tools (names or globs: ``HassUnlock``, ``Hass*``) that wait for a person's yes
+    # on the owner chat's devices; none by default (see docs/platforms.md).
+    approval: list[str] = Field(default_factory=list[str])
+
+    @field_validator("satellite")
+    @classmethod
+    def _satellite(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"assist_satellite\.[a-z0-9_]+", value):
+            raise ValueError("must be an assist_satellite.<name> entity id")
+        return value
 
 
 # The one user the house is: every message of the platform comes from it.
@@ -779,6 +793,13 @@ class McpServerConfig(_Section):
     binds: list[Bind] = Field(default_factory=list[Bind])
     network: bool = False
     sampling: McpSampling = Field(default_factory=McpSampling)
+    # ``oauth``: a url server's sign-in (the MCP authorization flow; ``iris mcp login NAME``).
+    auth: Literal["none", "oauth"] = "none"
+    # A client registered by hand with the authorization server (else dynamic registration),
+    # the variable holding its secret, and the loopback port its redirect URI names.
+    client_id: str | None = None
+    client_secret_env: str | None = None
+    callback_port: int = Field(default=0, ge=0, le=65535)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -795,6 +816,18 @@ class McpServerConfig(_Section):
             raise ValueError("sandbox, binds and network are for a command (stdio) server")
         if not self.sandbox and (self.binds or self.network):
             raise ValueError("binds and network are the sandbox's: set sandbox: true")
+        return self._check_auth()
+
+    def _check_auth(self) -> McpServerConfig:
+        if self.auth == "oauth":
+            if self.url is None:
+                raise ValueError("auth: oauth is for a url server")
+            if any(key.lower() == "authorization" for key in self.headers):
+                raise ValueError("auth: oauth sends its own Authorization header; drop it")
+        elif self.client_id or self.client_secret_env or self.callback_port:
+            raise ValueError("client_id, client_secret_env and callback_port need auth: oauth")
+        if self.client_secret_env and not self.client_id:
+            raise ValueError("client_secret_env is the secret of a client_id: set client_id")
         return self
 
 

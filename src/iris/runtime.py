@@ -7,9 +7,9 @@ chats' controls, the webhook deliveries taken).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from starlette.routing import BaseRoute
 
@@ -18,6 +18,7 @@ from iris.agent.approvals import ApprovalPolicy
 from iris.agent.elicitation import Elicitations
 from iris.auth_throttle import AuthThrottle
 from iris.config import Config
+from iris.events import ApprovalRequested, ApprovalResolved
 from iris.state.approvals import Approvals, approvals_for
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
@@ -36,6 +37,26 @@ from iris.turn_slots import TurnLimiter
 
 def _nothing() -> None:
     pass
+
+
+class House(Protocol):
+    """What a voice turn needs of Home Assistant once its spoken reply has ended."""
+
+    async def announce(self, text: str) -> None:
+        """Say ``text`` to the house: on the configured satellite, else as a notification."""
+        ...
+
+    async def handle_intent(self, name: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Carry out one of Assist's intents (``HassTurnOn``...) with its slots; Home
+        Assistant's intent response. Raises ``HouseError`` when it was not carried out."""
+        ...
+
+
+class HouseError(Exception):
+    """Home Assistant did not carry out what was asked (its answer, or no answer)."""
+
+
+ShowApproval = Callable[[str, ApprovalRequested | ApprovalResolved], None]
 
 
 @dataclass
@@ -70,9 +91,12 @@ class Runtime:
     approvals: Approvals = field(init=False)
     # MCP servers' requests for the person's input (``iris.agent.elicitation``), this process's.
     elicitations: Elicitations = field(init=False)
-    # Delivers a text to the house as a notification (the Home Assistant platform sets it
-    # once connected): the answer of a voice turn that outlived its spoken acknowledgement.
-    announce: Callable[[str], Awaitable[None]] | None = None
+    # Home Assistant for the voice turns that outlive their spoken reply (the platform sets
+    # it once connected): where their answer is announced and their Assist tools carried out.
+    house: House | None = None
+    # Shows an approval asked outside an iris chat's own turns (a voice turn's) on that chat's
+    # devices, then its end (the iris socket sets it; None: no device can be asked).
+    show_approval: ShowApproval | None = None
 
     def __post_init__(self) -> None:
         self.elicitations = Elicitations(self.config.tools.approval.timeout)

@@ -72,6 +72,24 @@ def test_a_stdio_and_an_http_server_with_the_documented_keys() -> None:
         ({"mcp_servers": {"f": {"command": "x", "timeout": 0}}}, "'mcp_servers.f.timeout'"),
         ({"tools": {"enabled": ["shell"]}}, "unknown tool 'shell'"),
         ({"tools": {"enabled": ["mcp_ghost_*"]}}, "'mcp_ghost_*' names no server of mcp_servers"),
+        ({"mcp_servers": {"f": {"command": "x", "auth": "oauth"}}}, "auth: oauth is for a url"),
+        ({"mcp_servers": {"f": {"url": "http://h/mcp", "auth": "basic"}}}, "mcp_servers.f.auth"),
+        (
+            {"mcp_servers": {"f": {"url": "http://h/mcp", "client_id": "c"}}},
+            "client_id, client_secret_env and callback_port need auth: oauth",
+        ),
+        (
+            {"mcp_servers": {"f": {"url": "http://h", "auth": "oauth", "client_secret_env": "S"}}},
+            "client_secret_env is the secret of a client_id",
+        ),
+        (
+            {
+                "mcp_servers": {
+                    "f": {"url": "http://h", "auth": "oauth", "headers": {"authorization": "x"}}
+                }
+            },
+            "auth: oauth sends its own Authorization header",
+        ),
     ],
 )
 def test_bad_entries_are_errors_that_name_the_key(data: dict[str, Any], message: str) -> None:

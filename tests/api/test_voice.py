@@ -13,6 +13,7 @@ from iris.events import (
 )
 from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.voice import Spoken
+from iris.surfaces.api.voice_later import APPROVE
 
 
 def spoken(events: list[Event]) -> list[Event]:
@@ -72,3 +73,22 @@ def test_a_segment_of_marks_alone_says_nothing_and_the_answer_stays_the_last_sai
         ]
     )
     assert said[-2:] == [SegmentEnded(""), TurnEnded(text="Lights on.")]
+
+
+def test_a_reply_ended_early_says_what_it_had_then_the_one_sentence() -> None:
+    voice = Spoken()
+    events = [
+        out for e in [TurnStarted("t", "m"), TextDelta("**Sure**, ")] for out in voice.feed(e)
+    ]
+    events += voice.end_with(APPROVE)
+    encoder = ChatEncoder("c", "iris-voice", 0)
+    streamed = "".join(
+        chunk["choices"][0]["delta"].get("content") or ""
+        for event in events
+        for chunk in encoder.feed(event)
+        if chunk["choices"]
+    )
+    completion = encoder.completion()["choices"][0]
+    assert streamed == completion["message"]["content"] == f"Sure, \n\n{APPROVE}"
+    assert completion["finish_reason"] == "stop"  # no tool call reaches the client
+    assert Spoken().end_with(APPROVE)[-1] == TurnEnded(text=APPROVE, reason="stop")

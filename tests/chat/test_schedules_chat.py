@@ -9,6 +9,8 @@ recording platform where a send must fail.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,7 +23,8 @@ from tests.chat.telegram.harness import CHAT, OWNER, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.recording_platform import RecordingPlatform
 from tests.fakes.telegram_api import FakeBotApi
-from tests.fakes.upstream import FakeUpstream, text
+from tests.fakes.upstream import FakeUpstream, hold, text
+from tests.scale.processes import until_async
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -111,4 +114,56 @@ def _message(words: str) -> IncomingMessage:
 
 def _counted(outcome: str) -> float:
     found = metrics.REGISTRY.get_sample_value("iris_schedule_runs_total", {"outcome": outcome})
+    return found or 0.0
+
+
+async def test_a_scheduled_run_waits_for_a_turn_slot_like_any_message(
+    make_config: MakeConfig, upstream: FakeUpstream
+) -> None:
+    """``server.max_turns`` bounds every turn: a run that comes due while another chat's turn
+    has the only slot waits in the platform's line and starts its model call after that turn
+    ended, not beside it."""
+    was = metrics.enabled()
+    metrics.enable(True)
+    try:
+        await _waits_for_a_slot(make_config, upstream)
+    finally:
+        metrics.enable(was)
+
+
+async def _waits_for_a_slot(make_config: MakeConfig, upstream: FakeUpstream) -> None:
+    platform = RecordingPlatform()
+    config = platform_config(
+        make_config, upstream, "telegram", {"allowed_users": [7, 8]}, server={"max_turns": 1}
+    )
+    async with running(config, [platform]) as surface:
+        await platform.deliver(_message("/remind in 20m stretch"))
+        await platform.wait_for(lambda: len(platform.messages) == 1)
+        upstream.script(hold("working"), text("stretch now"))
+        other = IncomingMessage(platform="telegram", chat_id="43", user_id="8", text="hi")
+        await platform.deliver(other)  # another chat's turn takes the only slot
+        assert await asyncio.to_thread(upstream.gate_reached.wait, 10)
+
+        waited = _waited()
+        scheduler = scheduler_for(surface, later=20 * 60 + 1)
+        (run,) = await scheduler.tick()
+
+        async def joined_the_line() -> bool:
+            return _waited() > waited
+
+        await until_async(joined_the_line, "the run to wait in the line")
+        released_at = time.monotonic()
+        upstream.release()
+        assert await run == "delivered"
+        await scheduler.stop()
+        first, second = upstream.requests
+        assert first.body["messages"][-1]["content"] == "hi"
+        assert second.at > released_at, "the run's turn started beside the running one"
+        assert platform.chat()[-3:] == ["⏰ stretch", "working", "stretch now"]
+
+
+def _waited() -> float:
+    found = metrics.REGISTRY.get_sample_value(
+        "iris_chat_messages_waited_total", {"platform": "telegram"}
+    )
     return found or 0.0

@@ -6,7 +6,8 @@
         await ha.wait_until(lambda: ha.notifications)
 
 The message shapes are Home Assistant's, as its developer docs (``docs/api/websocket``,
-``docs/api/rest``) and its ``websocket_api`` component define them:
+``docs/api/rest``) and its ``websocket_api`` component define them, and as a real client library
+(``hass-client``) parses them (``tests/chat/homeassistant/test_standin_wire.py``):
 
 - ``/api/websocket``: ``{"type": "auth_required", "ha_version"}``; the client's first frame
   must be ``{"type": "auth", "access_token"}``, answered ``auth_ok`` or ``auth_invalid``
@@ -25,6 +26,16 @@ The message shapes are Home Assistant's, as its developer docs (``docs/api/webso
   ``return_response``): kept in ``service_calls``; ``light``/``switch`` ``turn_on`` /
   ``turn_off`` / ``toggle`` change the targets' states (and fire their events); an entity or
   service that does not exist is ``not_found``.
+- ``call_service`` of ``assist_satellite.announce`` (``service_data.message``, ``target
+  .entity_id``: an ``assist_satellite`` entity the house has, else ``not_found``): kept in
+  ``announcements`` as (entity id, message).
+- REST ``POST /api/intent/handle`` (``IntentHandleView`` of Home Assistant's ``intent``
+  component: ``name``, optional ``data``, ``language``, ``assistant``, ``device_id``,
+  ``satellite_id``, nothing else): kept in ``intents``; ``HassTurnOn`` / ``HassTurnOff`` with
+  ``data.name`` switch the entity of that friendly name (case-insensitive) and answer the
+  intent response (``response_type: action_done``, ``data.success``), a name that matches
+  nothing an ``error`` response (``no_valid_targets``); an intent Home Assistant does not have
+  is its 500 (``UnknownIntent`` is not caught by the view).
 - REST ``POST /api/services/<domain>/<service>`` with ``Authorization: Bearer``: 401 without
   the token; ``persistent_notification.create`` and ``notify.*`` calls are kept in
   ``notifications`` (a ``persistent_notification`` with the ``notification_id`` of an older one
@@ -79,6 +90,8 @@ class HomeAssistant:
     errors: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])  # error results
     service_calls: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     notifications: list[Notification] = field(default_factory=list[Notification])
+    announcements: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    intents: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     shown: dict[str, str] = field(default_factory=dict[str, str])  # notification_id -> message
     rest_calls: int = 0
     connections: int = 0  # sockets that authenticated
@@ -105,6 +118,7 @@ class HomeAssistant:
         app.router.add_get("/api/websocket", self._websocket)
         app.router.add_get("/api/", self._api_root)
         app.router.add_post("/api/services/{domain}/{service}", self._rest_service)
+        app.router.add_post("/api/intent/handle", self._intent)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -252,6 +266,11 @@ class HomeAssistant:
         entities = target.get("entity_id") or []
         entities = [entities] if isinstance(entities, str) else entities
         missing = [e for e in entities if e not in self._full]
+        if domain == "assist_satellite" and service == "announce" and entities and not missing:
+            message = str((frame.get("service_data") or {}).get("message", ""))
+            self.announcements.extend((entity_id, message) for entity_id in entities)
+            await self._result(ws, frame["id"], {"context": {"id": "ctx-call"}, "response": None})
+            return
         if missing or domain not in ("light", "switch", "homeassistant"):
             await self._error(
                 ws, frame["id"], "not_found", f"Entity or service not found: {missing}"
@@ -303,3 +322,51 @@ class HomeAssistant:
         ident = data.get("notification_id") or (data.get("data") or {}).get("tag") or ""
         self.shown[str(ident)] = str(data["message"])
         return web.json_response([])
+
+    async def _intent(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return web.json_response({"message": "Unauthorized"}, status=401)
+        body = await request.json()
+        allowed = {"name", "data", "language", "assistant", "device_id", "satellite_id"}
+        if not isinstance(body, dict) or "name" not in body or set(body) - allowed:
+            return web.json_response({"message": "Message format incorrect"}, status=400)
+        self.intents.append(body)
+        self._changed.set()
+        name, data = body["name"], body.get("data") or {}
+        if name not in ("HassTurnOn", "HassTurnOff"):
+            return web.Response(status=500, text="500 Internal Server Error")
+        wanted = str(data.get("name", "")).lower()
+        found = [
+            state
+            for state in self._full.values()
+            if state["attributes"].get("friendly_name", "").lower() == wanted
+        ]
+        if not found:
+            return web.json_response(_intent_error(f"No device or entity named {wanted}"))
+        for state in found:
+            await self.set_state(state["entity_id"], "on" if name == "HassTurnOn" else "off")
+        verb = "Turned on" if name == "HassTurnOn" else "Turned off"
+        success = [
+            {"name": s["attributes"]["friendly_name"], "type": "entity", "id": s["entity_id"]}
+            for s in found
+        ]
+        return web.json_response(
+            {
+                "speech": {"plain": {"speech": f"{verb} the {wanted}", "extra_data": None}},
+                "card": {},
+                "language": "en",
+                "response_type": "action_done",
+                "data": {"targets": [], "success": success, "failed": []},
+            }
+        )
+
+
+def _intent_error(text: str) -> dict[str, Any]:
+    """An intent response of ``response_type: error``, as ``IntentResponse.as_dict`` writes it."""
+    return {
+        "speech": {"plain": {"speech": text, "extra_data": None}},
+        "card": {},
+        "language": "en",
+        "response_type": "error",
+        "data": {"code": "no_valid_targets"},
+    }

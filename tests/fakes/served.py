@@ -52,7 +52,9 @@ class Served:
         for line in self.process.stderr:
             self.lines.put(line)
 
-    def wait_for(self, text: str, timeout: float = 20) -> None:
+    def wait_for(self, text: str, timeout: float = 60) -> None:
+        # A hang guard between two lines, not a speed check: a busy machine (CI's workers, a
+        # Synapse starting beside it) can take tens of seconds to import and start a process.
         while True:
             try:
                 line = self.lines.get(timeout=timeout)

@@ -20,7 +20,7 @@ from tests.api.openresponses import valid_response
 from tests.fakes.served import Served
 from tests.fakes.telegram_api import FakeBotApi
 from tests.fakes.upstream import FakeUpstream, gated, hold, text
-from tests.scale.conftest import Shared, serve_on_redis
+from tests.scale.conftest import LEASE, Shared, serve_on_redis
 from tests.scale.devices import chat_frames, device, essential, increasing
 from tests.scale.pollers import CHAT, USER, bot_servers, said
 from tests.scale.processes import TOKEN, Process
@@ -141,9 +141,6 @@ async def a_device_resumes_on_the_other_process_without_gap_or_duplicate(
     assert live[0]["seq"] == rest[-1]["seq"] + 1 and live[0]["text"] == "again"
     await stays.close()
     await back.close()
-
-
-LEASE = 2  # seconds: a dead owner's turn is closed within this (and a reaper round)
 
 
 def closing(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,7 +17,9 @@ import redis
 
 from tests.fakes.served import Served, free_port, serve
 from tests.fakes.upstream import FakeUpstream
+from tests.scale.devices import STREAMING
 from tests.scale.processes import TOKEN, Process
+from tests.socket.conftest import TOKEN as SOCKET_TOKEN
 
 REDIS_SERVER = shutil.which("redis-server")
 
@@ -134,6 +136,9 @@ def serve_on_redis(
             server.stop()
 
 
+LEASE = 2  # seconds: a dead owner's turn is closed within this (and a reaper round)
+
+
 def socket_url(url: str) -> str:
     """The iris socket of a server's base URL."""
     return url.replace("http://", "ws://") + "/iris/ws"
@@ -156,3 +161,21 @@ def processes(
         for process in started:
             process.config.chmod(0o600)
         yield started[0], started[1]
+
+
+@pytest.fixture
+def two(
+    tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
+) -> Iterator[list[tuple[Served, str]]]:
+    """Two ``iris serve`` processes sharing ``redis_server`` with a short turn lease (``LEASE``):
+    each with its iris socket URL."""
+    with serve_on_redis(
+        tmp_path,
+        upstream.base_url,
+        redis_server,
+        store={"lease": LEASE},
+        platforms={"iris": {"enabled": True, "tokens": [SOCKET_TOKEN]}},
+        streaming=STREAMING,
+        display={"platforms": {"iris": {"buffer_threshold": 1}}},
+    ) as running:
+        yield [(server, socket_url(url)) for server, url in running]

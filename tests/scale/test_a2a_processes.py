@@ -32,8 +32,8 @@ from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.scale.conftest import RedisServer, serve_on_redis
 from tests.scale.devices import STREAMING
 from tests.scale.processes import until_async
+from tests.socket.a2a_peers import KEY, reply_text, user
 from tests.socket.conftest import TOKEN
-from tests.socket.test_a2a_server import KEY, reply_text, user
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +18,12 @@ import pytest
 
 from tests.fakes.served import Served, serve
 from tests.fakes.upstream import FakeUpstream, gated, text
-from tests.scale.across import LEASE, nothing_more
-from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
+from tests.scale.across import nothing_more
+from tests.scale.conftest import LEASE, RedisServer, socket_url
 from tests.scale.devices import STREAMING, device
 from tests.socket.conftest import TOKEN, Device
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def two(
-    tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
-) -> Iterator[list[tuple[Served, str]]]:
-    with serve_on_redis(
-        tmp_path,
-        upstream.base_url,
-        redis_server,
-        store={"lease": LEASE},
-        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-        streaming=STREAMING,
-        display={"platforms": {"iris": {"buffer_threshold": 1}}},
-    ) as running:
-        yield [(server, socket_url(url)) for server, url in running]
 
 
 async def ask(dev: Device, words: str) -> str:

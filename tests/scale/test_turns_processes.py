@@ -5,8 +5,6 @@ survivor within the lease, and a Redis restarted mid-turn leaves the chat closed
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,33 +13,14 @@ from websockets.exceptions import ConnectionClosed
 from tests.fakes.served import Served
 from tests.fakes.upstream import FakeUpstream, gated, text
 from tests.scale.across import (
-    LEASE,
     a_killed_owners_turn_is_closed_by_the_survivor_within_the_lease,
     closing,
     one_turn_per_chat_and_a_stop_on_the_other_process_reaches_the_owner,
 )
-from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
-from tests.scale.devices import STREAMING, device
-from tests.socket.conftest import TOKEN
+from tests.scale.conftest import LEASE, RedisServer
+from tests.scale.devices import device
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def two(
-    tmp_path: Path, redis_server: RedisServer, upstream: FakeUpstream
-) -> Iterator[list[tuple[Served, str]]]:
-    """Two ``iris serve`` processes sharing ``redis_server``: each with its iris socket URL."""
-    with serve_on_redis(
-        tmp_path,
-        upstream.base_url,
-        redis_server,
-        store={"lease": LEASE},
-        platforms={"iris": {"enabled": True, "tokens": [TOKEN]}},
-        streaming=STREAMING,
-        display={"platforms": {"iris": {"buffer_threshold": 1}}},
-    ) as running:
-        yield [(server, socket_url(url)) for server, url in running]
 
 
 async def follow(url: str, after_seq: int, within: float) -> list[dict[str, Any]]:

@@ -165,6 +165,7 @@ async def iris_server(
     async def start(**sections: Any) -> IrisServer:
         platforms = {"iris": {"tokens": [TOKEN]}, "api_server": {"enabled": False}}
         platforms["iris"].update(sections.pop("iris", {}))
+        platforms.update(sections.pop("platforms", {}))  # the API, Home Assistant...
         if "a2a" in sections:  # the A2A server (tests/socket/test_a2a_server.py)
             platforms["a2a"] = sections.pop("a2a")
         config = make_config(upstream.base_url, platforms=platforms, **sections)

@@ -14,8 +14,8 @@ from iris.agent.approvals import ApprovalPolicy
 from iris.config import ApprovalConfig
 from tests.fakes.scenarios import gated, hold
 from tests.fakes.upstream import FakeUpstream, text, tool_call
+from tests.socket.a2a_peers import KEY, a2a_server, base_url
 from tests.socket.conftest import IrisServer, StartServer
-from tests.socket.test_a2a_server import KEY, a2a_server, base_url
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -4,17 +4,12 @@ agent against the scripted upstream; a device on the iris socket sees the same c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from a2a.client import ClientConfig, create_client
-from a2a.client.client import Client
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -41,52 +36,10 @@ from tests.conftest import anywhere, shared_workspace
 from tests.fakes import loopback
 from tests.fakes.scenarios import gated, hold
 from tests.fakes.upstream import FakeUpstream, text, tool_call
-from tests.socket.conftest import IrisServer, StartServer
+from tests.socket.a2a_peers import KEY, a2a_client, a2a_server, base_url, reply_text, user
+from tests.socket.conftest import StartServer
 
 pytestmark = pytest.mark.timeout(60)
-
-KEY = "a2a-key-0123456789abcdef"
-
-
-def base_url(server: IrisServer) -> str:
-    return server.url.replace("ws://", "http://").replace("/iris/ws", "")
-
-
-async def a2a_server(iris_server: StartServer, **a2a: Any) -> IrisServer:
-    return await iris_server(
-        streaming={"enabled": True}, a2a={"enabled": True, "api_key": KEY, **a2a}
-    )
-
-
-@contextlib.asynccontextmanager
-async def a2a_client(
-    server: IrisServer, *, streaming: bool = True, polling: bool = False
-) -> AsyncIterator[Client]:
-    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
-    config = ClientConfig(httpx_client=http, streaming=streaming, polling=polling)
-    client = await create_client(base_url(server), client_config=config)
-    try:
-        yield client
-    finally:
-        await client.close()
-        await http.aclose()
-
-
-def user(
-    text_: str, context_id: str | None = None, task_id: str | None = None
-) -> SendMessageRequest:
-    message = Message(
-        message_id=uuid.uuid4().hex,
-        role=Role.ROLE_USER,
-        parts=[Part(text=text_)],
-        context_id=context_id or "",
-        task_id=task_id or "",
-    )
-    return SendMessageRequest(message=message)
-
-
-def reply_text(task: Any) -> str:
-    return "".join(p.text for a in task.artifacts for p in a.parts)
 
 
 async def test_the_agent_card_names_skills_streaming_push_and_the_bearer_scheme(

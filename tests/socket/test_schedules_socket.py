@@ -5,10 +5,11 @@ answered to the device alone, and the run streams into the chat for every device
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
-from tests.fakes.upstream import FakeUpstream, text
+from tests.fakes.upstream import FakeUpstream, hold, text
 from tests.socket.conftest import StartServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,3 +70,29 @@ async def test_limits_and_bad_times_are_refused_in_one_line(iris_server: StartSe
     schedule_id = listed.splitlines()[1].split()[0]
     assert await ask("/unschedule nope") == "no schedule 'nope' in this chat (see /schedules)"
     assert await ask(f"/unschedule {schedule_id}") == f"removed {schedule_id}"
+
+
+async def test_a_scheduled_run_waits_for_a_turn_slot(
+    iris_server: StartServer, upstream: FakeUpstream
+) -> None:
+    """``server.max_turns`` bounds every turn: with the only slot taken by another chat's turn,
+    a run that comes due starts its model call after that turn, not beside it."""
+    server = await iris_server(streaming={"enabled": True}, server={"max_turns": 1})
+    busy = await server.connect(chat_id="busy")
+    device = await server.connect(chat_id="jobs")
+    upstream.script(hold("working"), text("stretch now"))
+    await device.send({"type": "message.send", "text": "/remind in 1s stretch"})
+    await device.until("command")
+    await busy.send({"type": "message.send", "text": "hi"})
+    assert await asyncio.to_thread(upstream.gate_reached.wait, 10)
+    # The run comes due now; beside the held turn its request would arrive within this window.
+    with pytest.raises(AssertionError):
+        await asyncio.to_thread(upstream.wait_for_request, 2, 3.0)
+    released_at = time.monotonic()
+    upstream.release()
+    frames = await device.turn(within=15)
+    stops = [f for f in frames if f["type"] == "message.stop"]
+    assert stops[-1]["final_text"] == "stretch now"
+    first, second = upstream.requests
+    assert first.body["messages"][-1]["content"] == "hi"
+    assert second.at > released_at

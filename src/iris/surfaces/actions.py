@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from iris.agent.context import NOTE, Compaction
 from iris.agent.conversation import Conversation
-from iris.surfaces import schedule_commands
+from iris.surfaces import schedule_commands, signin_command
 from iris.surfaces.commands import Command, help_text
 from iris.surfaces.prompts_command import answer as prompt_answer
 
@@ -83,6 +83,8 @@ async def execute(command: Command, chat: CommandTarget) -> str:
             return await _status(chat)
         case "prompt":
             return await prompt_answer(conversation.agent, command.arg)
+        case "signin":
+            return signin_command.elsewhere(conversation.agent, command.arg)
         case "help":
             return "commands:\n" + help_text()
         case _:

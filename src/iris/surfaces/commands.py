@@ -35,6 +35,7 @@ CHAT_COMMANDS: dict[str, Spec] = {
     "compact": Spec("/compact", "summarize the earlier conversation now"),
     "status": Spec("/status", "model, context used of the window, tokens of the last reply"),
     "prompt": Spec("/prompt [SERVER NAME [k=v]]", "list MCP servers' prompts, or run one"),
+    "signin": Spec("/signin [SERVER]", "sign in to an MCP server (a link, in the web app)"),
     "remind": Spec("/remind WHEN TEXT", "run TEXT once: in 20m, at 18:30, tomorrow 9:00"),
     "every": Spec("/every RULE PROMPT", "run PROMPT on a rule: day 08:00, weekday 7:30, cron"),
     "schedules": Spec("/schedules", "this chat's schedules and their next runs"),

@@ -44,6 +44,7 @@ from mcp.shared.message import SessionMessage
 
 from iris import __version__
 from iris.agent.mcp.callers import Callers
+from iris.agent.mcp.oauth import McpOAuth, TokenFile
 from iris.agent.mcp.results import progress_note, result
 from iris.agent.mcp.sampling import Sampler
 from iris.agent.mcp.stdio import stdio_transport
@@ -64,7 +65,7 @@ STDERR_TAIL = 4000  # characters of a child's stderr kept for the log and the mo
 # floods them must not push a chat's earlier frames out of its log.
 MAX_NOTES = 500
 
-State = Literal["starting", "connected", "down", "stopped"]
+State = Literal["starting", "connected", "down", "signin", "stopped"]
 Note = Callable[[str], None]
 
 
@@ -118,6 +119,7 @@ class McpConnection:
         clock: Callable[[], float] = time.monotonic,
         sandbox: Confined | str | None = None,
         sampler: Sampler | None = None,
+        auth_dir: Path | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -143,24 +145,35 @@ class McpConnection:
         self._said: set[str] = set()  # what was dropped and logged already (once each)
         self.callers = Callers(name)  # the calls in flight: where an elicitation goes
         self.sampler = sampler  # a request for the model (``sampling``); None: refused
+        # ``auth: oauth``: its sign-in record, and the record as it was when the server refused
+        # it (tried again only once it changed: a sign-in here or in another process).
+        self.tokens = TokenFile(auth_dir, name, config) if auth_dir is not None else None
+        self._refused: tuple[int, int] | None = None
+        self._signin = False  # the server wants a sign-in: no retry helps until one
+        self._signin_said = False  # and that was logged (once per sign-in)
+        self._retry = False  # try again now (a sign-in finished)
 
     # -- the connection's life -------------------------------------------------------------------
     async def run(self) -> None:
         """Connect, serve, reconnect after a backoff; until ``stop``."""
         while not self._stopping:
+            self._retry = False
             try:
                 await self._session()
                 why = "the server closed the connection"
             except Exception as exc:
-                why = _describe(exc)
+                why = describe(exc)
             if self._stopping:
                 break
             delay, news = self.backoff.down()
+            if self._signin:
+                why, news = self._signin_note(), not self._signin_said
+                self._signin_said = True
             self._down(why, quiet=not news)
             self.attempted.set()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
-                    while not self._stopping:
+                    while not (self._stopping or self._retry):
                         await self._wait()
         self.state = "stopped"
         self.attempted.set()
@@ -168,6 +181,25 @@ class McpConnection:
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
+
+    def retry_now(self) -> None:
+        """Connect again at once, the backoff from the start (a sign-in finished)."""
+        self._signin, self._refused, self._retry = False, None, True
+        self.state = "starting"
+        self.backoff = Backoff(self.backoff.clock)
+        self._poke(lost=True)
+
+    def _refused_tokens(self) -> None:
+        """The server refused the stored tokens and no refresh helped: sign-in needed."""
+        assert self.tokens is not None
+        self._signin, self._refused = True, self.tokens.stamp()
+        self._poke(lost=True)
+
+    def _signin_note(self) -> str:
+        return (
+            f"sign-in needed: run `iris mcp login {self.name}` on the server, or "
+            f"/signin {self.name} in the web app"
+        )
 
     async def _wait(self) -> None:
         await self._wake.wait()
@@ -186,7 +218,7 @@ class McpConnection:
 
     def _down(self, why: str, quiet: bool) -> None:
         tail = self._stderr.text()
-        self.state, self.error = "down", why
+        self.state, self.error = "signin" if self._signin else "down", why
         self._on_change(self)
         if quiet:
             log.debug("MCP server %s still unavailable: %s", self.name, why)
@@ -200,6 +232,7 @@ class McpConnection:
         self._lost = self._relist = False
         self.attempts += 1
         self._stderr = StderrTail()
+        self._check_signed_in()
         client = Client(
             self._transport(),
             mode="legacy",  # the initialize handshake every deployed server speaks
@@ -214,6 +247,7 @@ class McpConnection:
                 await stack.enter_async_context(client)
                 await self._list(client)
             self._client, self.state, self.error = client, "connected", ""
+            self._signin_said = False
             self.backoff.up()
             log.info("MCP server %s connected: %d tools", self.name, len(self.tools))
             self.attempted.set()
@@ -230,6 +264,20 @@ class McpConnection:
             finally:
                 self._client, self.tools, self.has_resources = None, [], False
                 self._on_change(self)
+
+    def _check_signed_in(self) -> None:
+        """An ``auth: oauth`` server is tried only with tokens it has not refused yet."""
+        tokens = self.tokens
+        if tokens is None:
+            return
+        if not tokens.signed_in():
+            self._signin = True
+            raise PermissionError("not signed in")
+        stamp = tokens.stamp()
+        if self._refused is not None and stamp == self._refused:
+            self._signin = True
+            raise PermissionError("the server refused the stored token")
+        self._signin, self._refused = False, None
 
     async def _list(self, client: Client) -> None:
         tools: list[types.Tool] = []
@@ -252,7 +300,10 @@ class McpConnection:
     def _transport(self) -> Any:
         config = self.config
         if config.url is not None:
-            return _http(config.url, config.headers, self._transport_limit())
+            auth = None
+            if self.tokens is not None:
+                auth = McpOAuth(config.url, self.tokens, refused=self._refused_tokens)
+            return http_transport(config.url, config.headers, self._transport_limit(), auth)
         assert config.command is not None
         env = command_env(self._terminal_env) | config.env
         if isinstance(self.sandbox, str):
@@ -314,6 +365,8 @@ class McpConnection:
                 why = f"sent neither a result nor progress for {idle:g} s"
             return ToolResult(False, f"error: the MCP tool {why}; it was cancelled")
         except MCPError as exc:
+            if self._signin:
+                return ToolResult(False, f"error: MCP server '{self.name}': {self._signin_note()}")
             return self._failed(exc)
         except (OSError, httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._poke(lost=True)
@@ -446,7 +499,7 @@ class Confined:
         return "/bin/sh", [*opener, *argv], {}
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "it did not answer within connect_timeout"
     if isinstance(exc, FileNotFoundError):
@@ -454,19 +507,24 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         inner: list[BaseException] = list(exc.exceptions)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         if inner:
-            return _describe(inner[0])
+            return describe(inner[0])
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 @contextlib.asynccontextmanager
-async def _http(
-    url: str, headers: dict[str, str], limit: tuple[int, Callable[[int], None]]
+async def http_transport(
+    url: str,
+    headers: dict[str, str],
+    limit: tuple[int, Callable[[int], None]],
+    auth: httpx2.Auth | None = None,
 ) -> AsyncGenerator[Any]:
     """Streamable HTTP with each answer capped: an SSE event by the SDK, a JSON body by
-    ``_CappedTransport`` (read through the cap, then the call fails)."""
+    ``_CappedTransport`` (read through the cap, then the call fails); ``auth`` signs each
+    request (``auth: oauth``)."""
     max_bytes, dropped = limit
     async with (
         httpx2.AsyncClient(
+            auth=auth,
             headers=headers,
             timeout=httpx2.Timeout(30.0, read=300.0),
             transport=_CappedTransport(max_bytes, dropped),

@@ -26,8 +26,10 @@ from urllib.parse import urlsplit
 
 from iris.agent.mcp.connection import Confined, McpConnection, Note
 from iris.agent.mcp.naming import chosen, tool_name, tool_names
+from iris.agent.mcp.oauth import auth_dir
 from iris.agent.mcp.results import parameters
 from iris.agent.mcp.sampling import Sampler
+from iris.agent.mcp.signin import SignInFailed, SignIns
 from iris.agent.sandbox import Unavailable, Workspaces, prepare
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
 from iris.config import Config, McpServerConfig
@@ -53,6 +55,8 @@ class McpServers:
     ) -> None:
         self._config = config
         self._registry = registry
+        self.auth_dir = auth_dir(config.store.resolved_path().parent)
+        self.sign_ins = SignIns(self.auth_dir)  # those the web app started
         self.connections = {
             name: McpConnection(
                 name,
@@ -63,6 +67,7 @@ class McpServers:
                 max_result_bytes=config.tools.mcp.max_result_bytes,
                 sandbox=_sandbox(config, name, server, private) if server.sandbox else None,
                 sampler=Sampler(name, server.sampling, model),
+                auth_dir=self.auth_dir if server.auth == "oauth" else None,
             )
             for name, server in config.mcp_servers.items()
             if server.enabled
@@ -89,7 +94,27 @@ class McpServers:
         self._started = False
         for connection in self.connections.values():
             connection.stop()
+        await self.sign_ins.aclose()
         await self._tasks.close(STOP_WAIT)
+
+    async def sign_in_link(self, name: str, redirect_uri: str) -> str:
+        """Start a sign-in to server ``name`` whose redirect comes to ``redirect_uri``: the
+        link for the person (raises ``SignInFailed``); once signed in, the server connects."""
+        connection = self.connections.get(name)
+        if connection is None or connection.tokens is None:
+            oauth = [n for n, c in self.connections.items() if c.tokens is not None]
+            raise SignInFailed(
+                f"no enabled MCP server {name!r} with auth: oauth"
+                + (f" (those with it: {', '.join(oauth)})" if oauth else "")
+            )
+
+        async def connected() -> None:
+            connection.retry_now()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(connection.config.connect_timeout + 1.0):
+                    await self.wait_until(lambda: connection.state != "starting")
+
+        return await self.sign_ins.start(name, connection.config, redirect_uri, connected)
 
     async def wait_until(self, ready: Callable[[], bool]) -> None:
         """Until ``ready()`` holds, checked after each change of a server (state, tools)."""
@@ -108,6 +133,8 @@ class McpServers:
                 lines.append(f"mcp {name}: connected, {len(names)} tools: {', '.join(names)}")
             elif connection.state == "down":
                 lines.append(f"mcp {name}: unavailable ({connection.error}); retrying")
+            elif connection.state == "signin":
+                lines.append(f"mcp {name}: {connection.error}")
             else:
                 lines.append(f"mcp {name}: {connection.state}")
         return lines

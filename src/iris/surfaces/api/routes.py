@@ -81,7 +81,8 @@ from iris.surfaces.api.problems import ApiError, bad_request, error_body, failur
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.sse import data_frames, named_frames
 from iris.surfaces.api.tool_runs import ToolView, listed_before, tool_view
-from iris.surfaces.api.voice import VoiceTurns, for_speech
+from iris.surfaces.api.voice import Slots, VoiceTurns, for_speech
+from iris.surfaces.api.voice_later import VoiceLater
 from iris.surfaces.numbers import MAX_SEQUENCE, ascii_count
 from iris.surfaces.origin import SiteGuard
 from iris.tasks import logged
@@ -252,7 +253,14 @@ class ApiSurface:
         # answered goes on here, followed there (``store.url``).
         self.held = HeldTurns(self._answered_elsewhere)
         voice = runtime.config.platforms.homeassistant.voice
-        self.voice = VoiceTurns(runtime.agent, voice.ack_after, lambda: runtime.announce)
+        later = VoiceLater(
+            runtime.agent,
+            voice,
+            runtime.approvals,
+            house=lambda: runtime.house,
+            show=lambda: runtime.show_approval,
+        )
+        self.voice = VoiceTurns(runtime.agent, voice.ack_after, later)
         self._active = 0  # admitted turns, held until their exchange ends
         self._key = (self.settings.api_key or "").encode()
         self.site = SiteGuard(runtime.config.server)
@@ -351,8 +359,15 @@ class ApiSurface:
         body = await self._json(request)
         call = parse_chat(body, models=self.model_names(), config=self.runtime.config)
         if call.model == voice_model(self.runtime.config) and for_speech(call.turn):
-            source = self.voice.source(call.turn)
-            return self._exchange(call.turn, ChatWire(call), stream=call.stream, source=source)
+            slots = Slots(self._admit())  # the turn's, kept if it goes on after its response
+            source = self.voice.source(call.turn, slots)
+            return self._exchange(
+                call.turn,
+                ChatWire(call),
+                stream=call.stream,
+                source=source,
+                release=slots.after_response,
+            )
         return self._exchange(call.turn, ChatWire(call), stream=call.stream)
 
     async def _referred(self, named: References) -> Stored:

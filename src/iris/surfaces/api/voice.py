@@ -11,8 +11,14 @@ else:
   word at a time (``iris.formats.speech``); reasoning is never in it;
 - if nothing of an answer (text or a tool call) has started ``voice.ack_after`` seconds after
   the request, the response is one short sentence saying the answer will follow (``ACK``) and
-  ends; the turn goes on, and its answer is delivered through the Home Assistant platform as
-  a notification (``Runtime.announce``; without that platform it is only logged).
+  ends; the turn goes on (``voice_later``: its Assist tools carried out through Home
+  Assistant), and its answer is announced through the Home Assistant platform
+  (``Runtime.house``: the satellite, else a notification; without the platform it is logged)
+  — the turn holds its turn slots until then (``Slots``);
+- a tool call that needs a person's yes (``voice.approval``) is never streamed: its name is
+  known at its first fragment, and the response becomes one sentence, ``APPROVE`` (the turn
+  goes on, asking the owner chat's devices) or, with no owner chat, ``REFUSED`` (the turn
+  stops: nothing runs).
 
 A client that leaves before the acknowledgement stops the turn, as any API client does.
 """
@@ -23,7 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.events import (
@@ -38,8 +44,9 @@ from iris.events import (
     TurnFailed,
     TurnStarted,
 )
-from iris.formats.speech import Speech, spoken
+from iris.formats.speech import Speech
 from iris.observability import TurnWatch
+from iris.surfaces.api.voice_later import APPROVE, REFUSED, VoiceLater
 from iris.tasks import Supervisor, logged
 
 log = logging.getLogger("iris.api")
@@ -50,8 +57,7 @@ INSTRUCTIONS = (
     "code, no emoji, no links. Say what you did or found; do not describe your reasoning."
 )
 ACK = "That takes a little longer; I'll send you the answer as a notification."
-
-Announce = Callable[[str], Awaitable[None]]
+ACK_HERE = "That takes a little longer; I'll tell you here when I have the answer."  # satellite
 
 
 def voice_request(request: TurnRequest) -> TurnRequest:
@@ -70,13 +76,20 @@ def for_speech(request: TurnRequest) -> bool:
 
 
 class VoiceRun:
-    """The exchange's view of one voice turn: its events for speech, or the acknowledgement."""
+    """The exchange's view of one voice turn: its events for speech, or the one sentence that
+    ends the response early (the acknowledgement, the approval's)."""
 
-    def __init__(self, turn: Turn, ack_after: float) -> None:
+    def __init__(
+        self, turn: Turn, request: TurnRequest, ack_after: float, later: VoiceLater
+    ) -> None:
         self.turn = turn
+        self.request = request
         self.ack_after = ack_after
+        self.later = later
         self.events: asyncio.Queue[Event] = asyncio.Queue()
-        self.acked = False
+        self.acked = False  # the response ended before the answer: the turn goes on after it
+        self.decided = asyncio.Event()  # the response has ended (``acked`` is final)
+        self.sent: set[int] = set()  # the client tool calls streamed with the response
 
     @property
     def watch(self) -> TurnWatch:
@@ -86,7 +99,14 @@ class VoiceRun:
         self.turn.interrupt()
 
     async def __aiter__(self) -> AsyncIterator[Event]:
-        spoken_so_far = Spoken()
+        try:
+            async for event in self._spoken():
+                yield event
+        finally:
+            self.decided.set()
+
+    async def _spoken(self) -> AsyncIterator[Event]:
+        speech = Spoken()
         deadline = asyncio.get_running_loop().time() + self.ack_after
         started = False
         while True:
@@ -95,10 +115,18 @@ class VoiceRun:
                     event = await self.events.get()
             except TimeoutError:
                 self.acked = True
-                for ack in _acknowledgement():
+                spoken_here = self.later.settings.satellite is not None
+                for ack in speech.end_with(ACK_HERE if spoken_here else ACK):
                     yield ack
                 return
-            for out in spoken_so_far.feed(event):
+            for out in speech.feed(event):
+                if isinstance(out, ToolCallDelta) and out.name:  # a call's first fragment
+                    if await self.later.needs_approval(out.name):
+                        self.acked = self.later.can_ask()
+                        for said in speech.end_with(APPROVE if self.acked else REFUSED):
+                            yield said
+                        return
+                    self.sent.add(out.index)
                 started = started or _begun(out)
                 yield out
             if isinstance(event, TurnEnded | TurnFailed):
@@ -110,10 +138,6 @@ def _begun(event: Event) -> bool:
     if isinstance(event, TextDelta):
         return bool(event.text.strip())
     return isinstance(event, ToolCallDelta)
-
-
-def _acknowledgement() -> list[Event]:
-    return [TextDelta(ACK), SegmentEnded(ACK), TurnEnded(text=ACK, reason="stop")]
 
 
 class Spoken:
@@ -145,6 +169,18 @@ class Spoken:
             case _:
                 return []  # the agent's own tools and approvals: none are offered here
 
+    def end_with(self, sentence: str) -> list[Event]:
+        """The response's end: what was said of the open segment, then ``sentence`` alone."""
+        rest, said = self._close()
+        closed: list[Event] = [SegmentEnded(said)] if said else []
+        return [
+            *rest,
+            *closed,
+            TextDelta(sentence),
+            SegmentEnded(sentence),
+            TurnEnded(text=sentence, reason="stop"),
+        ]
+
     def _text(self, text: str) -> list[Event]:
         if not text:
             return []
@@ -161,28 +197,50 @@ class Spoken:
         return rest, said
 
 
+class Slots:
+    """A voice turn's hold on its API and server turn slots (``server.max_turns`` counts the
+    turn, not its response): the exchange gives them back as its response ends, unless the
+    turn goes on after it (``goes_on``), in which case the turn gives them back at its end."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+        self.goes_on: Callable[[], bool] = lambda: False
+
+    def after_response(self) -> None:
+        """The exchange's release (as the response's last event goes out)."""
+        if not self.goes_on():
+            self.free()
+
+    def free(self) -> None:
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
+
+
 @dataclasses.dataclass
 class VoiceTurns:
-    """Runs voice turns; an acknowledged one goes on here until its answer is announced."""
+    """Runs voice turns; one whose response ended early goes on here (``voice_later``)."""
 
     agent: Agent
     ack_after: float
-    announce: Callable[[], Announce | None]
+    later: VoiceLater
     _turns: Supervisor = dataclasses.field(default_factory=Supervisor)
 
     @contextlib.asynccontextmanager
-    async def source(self, request: TurnRequest) -> AsyncGenerator[VoiceRun]:
+    async def source(self, request: TurnRequest, slots: Slots) -> AsyncGenerator[VoiceRun]:
         """The exchange's ``source``: the turn runs in a task of its own, so it can outlive
-        the response once acknowledged."""
-        run = VoiceRun(self.agent.run(request), self.ack_after)
-        self._turns.create_task(logged(self._drive(run), "voice turn"), name="voice turn")
+        the response (holding ``slots`` until it ends)."""
+        run = VoiceRun(self.agent.run(request), request, self.ack_after, self.later)
+        slots.goes_on = lambda: run.acked  # decided before the response's last event
+        self._turns.create_task(logged(self._drive(run, slots), "voice turn"), name="voice turn")
         try:
             yield run
         finally:
+            run.decided.set()
             if not run.acked:
                 run.turn.interrupt()  # the client is done with it (or left)
 
-    async def _drive(self, run: VoiceRun) -> None:
+    async def _drive(self, run: VoiceRun, slots: Slots) -> None:
         final: Event | None = None
         try:
             async with run.turn as turn:
@@ -192,23 +250,12 @@ class VoiceTurns:
         except Exception:
             log.exception("voice turn failed outside its events")
             run.events.put_nowait(TurnFailed("internal_error", "The turn failed."))
-        if run.acked:
-            await self._later(final)
-
-    async def _later(self, final: Event | None) -> None:
-        """The acknowledged turn's answer, through Home Assistant."""
-        if not isinstance(final, TurnEnded) or not final.text.strip():
-            log.info("voice turn ended after its acknowledgement without an answer")
-            return
-        text = spoken(final.text)
-        announce = self.announce()
-        if announce is None:
-            log.warning("voice answer not delivered (no Home Assistant platform): %s", text)
-            return
         try:
-            await announce(text)
-        except Exception as exc:
-            log.warning("voice answer not delivered: %s", exc)
+            await run.decided.wait()  # a turn that ends as its response ends: acked or not
+            if run.acked:
+                await self.later.finish(run.request, final, run.sent)
+        finally:
+            slots.free()
 
     async def stop(self) -> None:
         await self._turns.close()  # cancels what still runs, awaits all

@@ -59,7 +59,7 @@ import importlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -72,7 +72,7 @@ from iris.config import Config, Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
 from iris.observability import metrics
-from iris.runtime import Runtime
+from iris.runtime import House, Runtime
 from iris.state.controls import Controls
 from iris.state.prompts import SharedPrompts
 from iris.state.threads import threads_for
@@ -242,9 +242,9 @@ class ChatSurface:
             log.error("chat platform %s not started: %s", platform.name, exc)
             return False
         self._connected.append(platform)
-        announce = getattr(platform, "announce", None)
-        if callable(announce):  # Home Assistant: where a voice turn's later answer goes
-            self.runtime.announce = cast(Callable[[str], Awaitable[None]], announce)
+        if callable(getattr(platform, "handle_intent", None)):
+            # Home Assistant: where a voice turn that outlived its spoken reply goes on
+            self.runtime.house = cast(House, platform)
         tools = getattr(platform, "tools", None)
         if callable(tools):  # Home Assistant: the house tools, over its connection
             for tool in cast(Callable[[], list[Tool]], tools)():
@@ -634,8 +634,17 @@ class ChatSurface:
         session.latest += 1
         sequence = session.latest
         async with session.lock:
-            chat, user = session.chat, UserMessage(run.schedule.text)
-            await self._run_turn(platform, message, session, chat, user, sequence)
+            # Under server.max_turns like any message: it waits in the platform's line.
+            slot = await self._turn_slot(platform, message, session)
+            if slot == "full":
+                return Delivery("undelivered", "every turn slot was taken and the line was full")
+            if slot == "stopped":
+                return Delivery("undelivered", "stopped with /stop while it waited")
+            try:
+                chat, user = session.chat, UserMessage(run.schedule.text)
+                await self._run_turn(platform, message, session, chat, user, sequence)
+            finally:
+                slot.release()
         await self._answered(session, message)
         return Delivery("delivered")
 

@@ -43,8 +43,10 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.elicitation import Action, ElicitationError
+from iris.agent.mcp.signin import SignInFailed
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
+from iris.events import ApprovalRequested, ApprovalResolved
 from iris.fanout.framelog import RedisFrameLog, frame_log_for
 from iris.fanout.hub import Hub
 from iris.fanout.rules import Frame
@@ -55,13 +57,14 @@ from iris.protocol import inbound
 from iris.protocol import types as protocol
 from iris.protocol.appends import FEATURE as APPEND
 from iris.protocol.appends import AppendWriter
-from iris.protocol.frames import approval_request
+from iris.protocol.frames import approval_request, approval_resolved
 from iris.protocol.types import RULES, Error, Pong, Ready
 from iris.runtime import Runtime
 from iris.state.approvals import Decision
 from iris.state.devices import Check
 from iris.state.push import new_subscription
 from iris.state.turn_owners import turn_owners_for
+from iris.surfaces import signin_command
 from iris.surfaces.actions import CommandTarget, execute
 from iris.surfaces.commands import Command, parse
 from iris.surfaces.origin import SiteGuard
@@ -127,6 +130,7 @@ class SocketSurface:
         )
         self.hub = Hub(log, queue_size=settings.queue_size)
         self.hub.open_approvals = self._open_approvals
+        runtime.show_approval = self._show_approval  # a voice turn's, on its owner chat
         self.tailer: Tailer | None = None
         if isinstance(log, RedisFrameLog) and runtime.shared is not None:
             self.tailer = Tailer(runtime.shared, log, self.hub)
@@ -153,10 +157,21 @@ class SocketSurface:
         frames = (approval_request(request) for request in requests)
         return [{k: v for k, v in f.items() if k != "type"} for f in frames]
 
+    def _show_approval(self, chat_id: str, event: ApprovalRequested | ApprovalResolved) -> None:
+        """An approval asked outside the chat's own turns (a voice turn's, from Home
+        Assistant) on the chat's devices, as a turn's would be: the request (with Web Push),
+        then how it ended. Answered as any other: ``approval.respond`` on the chat."""
+        if isinstance(event, ApprovalRequested):
+            self.hub.publish(chat_id, approval_request(event))
+            self._notify(chat_id, "approval", f"{event.name} waits for your approval", "")
+        else:
+            self.hub.publish(chat_id, approval_resolved(event))
+
     def routes(self) -> list[BaseRoute]:
         return [
             WebSocketRoute("/iris/ws", self._endpoint),
             Route("/iris/push.json", self._push_key, methods=["GET"]),
+            signin_command.callback_route(self.runtime.agent),
             chats.route(self.runtime.sessions, self.gate, self.site, self.runtime.guard),
         ]
 
@@ -178,6 +193,7 @@ class SocketSurface:
 
     async def start(self) -> None:
         await self._tasks.open()
+        signin_command.quiet_access_log()
         if self.settings.push.enabled and self.runtime.push is not None:
             folder = self.runtime.config.store.resolved_path().parent
             self.notifier = Notifier(self.runtime.push, vapid_key(folder))
@@ -537,6 +553,9 @@ class _Connection:
                 elif command is not None and command.name == "prompt" and wants_run(command.arg):
                     assert self._group is not None  # frames are handled inside run()
                     self._group.create_task(self._run_prompt(command.arg))
+                elif command is not None and command.name == "signin" and command.arg:
+                    assert self._group is not None  # frames are handled inside run()
+                    self._group.create_task(self._sign_in(command.arg))
                 elif command is not None:
                     assert self._group is not None  # frames are handled inside run()
                     self._group.create_task(self._command(command))
@@ -642,6 +661,18 @@ class _Connection:
             self._error("turn_active", "a turn is running; cancel it or wait for it")
         else:
             self._start(run.text, ())
+
+    async def _sign_in(self, name: str) -> None:
+        """``/signin NAME``: the link to open; its redirect comes back to this server at the
+        address this device reached it by (``iris.surfaces.signin_command``)."""
+        origin = signin_command.origin_of(self.ws.url.scheme, self.ws.url.netloc)
+        try:
+            text = await signin_command.link(self.surface.runtime.agent, name, origin)
+        except SignInFailed as exc:
+            self._error("signin_failed", str(exc))
+            return
+        frame: protocol.Command = {"type": "command", "command": "signin", "text": text}
+        self.subscription.send_local(frame)
 
     def _start(self, text: str, files: Sequence[protocol.SentFile]) -> None:
         settings = self.surface.settings

@@ -337,10 +337,13 @@ class ChatRoom:
 
     async def run_scheduled(self, text: str, scheduled: Scheduled) -> bool:
         """A scheduled run's turn, once the chat is free; whether its frames all went out."""
-        while True:
-            if self.send(text, scheduled=scheduled):
-                break
-            await asyncio.sleep(SCHEDULED_WAIT)  # a person's turn runs: the run comes after
+        while True:  # a turn slot (server.max_turns), then the chat free of a person's turn
+            slot = self.runtime.turns.acquire()
+            if slot is not None:
+                if self.send(text, slot=slot, scheduled=scheduled):
+                    break
+                slot.release()
+            await asyncio.sleep(SCHEDULED_WAIT)
         task = self._task
         assert task is not None
         await asyncio.wait([task])

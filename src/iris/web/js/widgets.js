@@ -37,6 +37,28 @@ function el(tag, className, text) {
   return node;
 }
 
+const URL_IN_TEXT = /https?:\/\/[^\s<>"]+/g;
+
+/**
+ * A command's answer as plain text with its http(s) addresses as links (the sign-in link of
+ * `/signin NAME` opens in a new tab).
+ * @param {HTMLElement} node @param {string} text
+ */
+function linkedText(node, text) {
+  node.replaceChildren();
+  let at = 0;
+  for (const match of text.matchAll(URL_IN_TEXT)) {
+    const start = match.index ?? 0;
+    const link = el("a", "command-link", match[0]);
+    link.href = match[0];
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+    node.append(text.slice(at, start), link);
+    at = start + match[0].length;
+  }
+  node.append(text.slice(at));
+}
+
 /** @param {string} label @param {() => string} text */
 function copyButton(label, text) {
   const button = el("button", "copy", "Copy");
@@ -168,7 +190,9 @@ export class BubbleView {
       this.body.replaceChildren(elicitationCard(bubble.elicitation, this.options));
       return true;
     }
-    if (bubble.role === "user" || bubble.kind === "error" || bubble.kind === "command") {
+    if (bubble.kind === "command") {
+      linkedText(this.body, bubble.shown);
+    } else if (bubble.role === "user" || bubble.kind === "error") {
       this.body.textContent = bubble.shown;
     } else {
       this.markdown ||= new MarkdownView(this.body);

@@ -30,6 +30,11 @@ fails is retried with backoff (a notification with its id is the same notificati
 often it is sent) and logged once; a refused one (4xx) is not retried.
 
 The agent's house tools (``house_tools``) use the same connection (``command``).
+
+A voice turn that outlived its spoken reply (``Runtime.house``, ``iris.surfaces.api.voice_later``)
+is announced on ``voice.satellite`` with ``assist_satellite.announce`` over the connection (the
+notification when that fails), and its Assist tools are carried out with the REST API's
+``POST /api/intent/handle``.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import aiohttp
 
 from iris.agent.tools import Tool
 from iris.config import HOUSE_USER, HomeAssistantConfig, Rate
+from iris.runtime import HouseError
 from iris.surfaces.chat.budget import SharedBudget, rate_budget
 from iris.surfaces.chat.platforms.base import (
     Capabilities,
@@ -62,6 +68,8 @@ HOME_CHAT = "home"
 VOICE_CHAT = "voice"  # the notification id of voice answers that came later: iris_voice
 BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # seconds between reconnects, then the last
 NOTIFY_BACKOFF = (0.5, 1.0, 2.0, 4.0)  # seconds between tries of a notification
+# Seconds an announcement may take: Home Assistant answers once the satellite has said it.
+ANNOUNCE_WITHIN = 120.0
 _MAX_FRAME = 16 * 1024 * 1024  # get_states of a large house is megabytes
 
 
@@ -366,7 +374,8 @@ class HomeAssistantPlatform:
                 )
             return
 
-    async def _post(self, path: str, data: dict[str, Any]) -> None:
+    async def _post(self, path: str, data: dict[str, Any]) -> str:
+        """One REST call with the token; the answer's body."""
         http = self._http
         if http is None:
             raise PlatformError("homeassistant: not connected")
@@ -382,6 +391,7 @@ class HomeAssistantPlatform:
             raise _Retry(f"HTTP {answer.status}")
         if answer.status >= 400:
             raise PlatformError(f"homeassistant: {path} refused: HTTP {answer.status} {body[:200]}")
+        return body
 
     def tools(self) -> list[Tool]:
         """The agent's house tools over this connection (``house_tools``)."""
@@ -389,9 +399,45 @@ class HomeAssistantPlatform:
 
         return house_tools(self)
 
+    # -- voice turns that outlived their spoken reply (``Runtime.house``) ---------------------
     async def announce(self, text: str) -> None:
-        """The answer of a voice turn that outlived its spoken acknowledgement."""
+        """A voice turn's later answer: spoken by ``voice.satellite``
+        (``assist_satellite.announce`` over the connection, which returns once it was said),
+        else, or when that fails, a notification (``iris_voice``)."""
+        satellite = self.settings.voice.satellite
+        if satellite is not None:
+            try:
+                await self.command(
+                    {
+                        "type": "call_service",
+                        "domain": "assist_satellite",
+                        "service": "announce",
+                        "service_data": {"message": text},
+                        "target": {"entity_id": satellite},
+                    },
+                    within=ANNOUNCE_WITHIN,
+                )
+                return
+            except PlatformError as exc:
+                log.warning("homeassistant: %s could not announce; notifying: %s", satellite, exc)
         await self.send(VOICE_CHAT, text)
+
+    async def handle_intent(self, name: str, data: dict[str, Any]) -> dict[str, Any]:
+        """``POST /api/intent/handle``: one of Assist's intents, as its own tool call would
+        run it (``assistant: conversation``: only entities exposed to Assist match). Tried
+        once: an intent acts on the house, so one that may have landed is not sent again."""
+        asked = {"name": name, "data": data, "assistant": "conversation"}
+        try:
+            body = await self._post("/api/intent/handle", asked)
+        except (_Retry, PlatformError) as exc:
+            raise HouseError(f"Home Assistant did not handle {name}: {exc}") from None
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise HouseError(f"Home Assistant answered {name} with no JSON") from None
+        if not isinstance(answer, dict):
+            raise HouseError(f"Home Assistant answered {name} with no object")
+        return cast(dict[str, Any], answer)
 
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, *, thread: Mapping[str, str] | None = None
