@@ -461,6 +461,7 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    global LINE_MS, LINE_P50_MS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100)
     parser.add_argument("--rate", type=float, default=100.0, help="chunks per second per stream")
@@ -486,7 +487,6 @@ def main() -> None:
         help="API setups to run: 0 (1 process, SQLite), 1 (1, Redis), 2 (--workers 2, Redis)",
     )
     args = parser.parse_args()
-    global LINE_MS, LINE_P50_MS
     LINE_MS = args.line_p99
     LINE_P50_MS = args.line_p50 if args.line_p50 is not None else float("inf")
     asyncio.run(run(args))
