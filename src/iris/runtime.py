@@ -23,6 +23,7 @@ from iris.state.approvals import Approvals, approvals_for
 from iris.state.controls import ChatControls, MemoryControls, controls_for
 from iris.state.deliveries import Deliveries, MemoryDeliveries, deliveries_for
 from iris.state.devices import Devices, devices_for
+from iris.state.elicitations import shared_elicitations_for
 from iris.state.fingerprint import shared_store
 from iris.state.item_lists import ItemLists, item_lists_for
 from iris.state.push import PushSubscriptions, push_subscriptions_for
@@ -89,7 +90,8 @@ class Runtime:
     guard: AuthThrottle = field(default_factory=AuthThrottle)
     # Tool calls waiting for a person's yes (``tools.approval``), shared through ``shared``.
     approvals: Approvals = field(init=False)
-    # MCP servers' requests for the person's input (``iris.agent.elicitation``), this process's.
+    # MCP servers' requests for the person's input (``iris.agent.elicitation``), shared through
+    # ``shared`` so that an answer reaching another process is taken.
     elicitations: Elicitations = field(init=False)
     # Home Assistant for the voice turns that outlive their spoken reply (the platform sets
     # it once connected): where their answer is announced and their Assist tools carried out.
@@ -99,7 +101,9 @@ class Runtime:
     show_approval: ShowApproval | None = None
 
     def __post_init__(self) -> None:
-        self.elicitations = Elicitations(self.config.tools.approval.timeout)
+        self.elicitations = Elicitations(
+            self.config.tools.approval.timeout, shared=shared_elicitations_for(self.shared)
+        )
         self.turns = TurnLimiter(self.config.server.max_turns)
         policy = ApprovalPolicy.configured(self.config.tools.approval, self.config.mcp_servers)
         self.approvals = approvals_for(policy, self.shared)

@@ -204,6 +204,12 @@ async def chat(
     approval_timeout: float,
 ) -> AsyncIterator[Chat]:
     name: str = request.param
+    # A module whose chats need other config sections (``tools``, ``mcp_servers``) defines a
+    # ``chat_keys`` fixture giving them; they replace the fixture's own.
+    try:
+        chat_keys: dict[str, Any] = request.getfixturevalue("chat_keys")
+    except pytest.FixtureLookupError:
+        chat_keys = {}
     owner, friend, _ = USERS[name]
     approval = {"timeout": approval_timeout}
     async with contextlib.AsyncExitStack() as stack:
@@ -236,12 +242,15 @@ async def chat(
                     **settings,
                 },
             },
-            tools={
-                "enabled": ["terminal"],
-                "terminal": shared_workspace(tmp_path),
-                "approval": {"mode": "ask", **approval},
-            },
             display={"platforms": {name: {"transport": "edit"}}},
+            **{
+                "tools": {
+                    "enabled": ["terminal"],
+                    "terminal": shared_workspace(tmp_path),
+                    "approval": {"mode": "ask", **approval},
+                },
+                **chat_keys,
+            },
         )
         surface = await stack.enter_async_context(running(config))
         if name == "telegram":

@@ -15,22 +15,30 @@ sent. ``decline`` and ``cancel`` carry none. A request nobody answers within the
 (the API, a chat platform without buttons), or no single turn's call is in flight — declines
 at once. An interrupted call cancels its open requests.
 
-Kept in this process's memory: a request lives as long as the call that asked, in the process
-that runs it.
+A request lives as long as the call that asked, in the memory of the process that runs it;
+where processes share a store (``store.url``), also there (``iris.state.elicitations``): an
+answer given to another process (``answer``) is checked against the schema there and written
+once, and the asking process, which reads it every ``POLL`` seconds while it waits, sends it
+on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from iris.errors import StoreUnavailable
 from iris.events import ElicitationRequested, ElicitationResolved, Event
+from iris.state.elicitations import POLL, Given, OpenRequest, SharedElicitations
+
+log = logging.getLogger(__name__)
 
 Action = Literal["accept", "decline", "cancel"]
 Emit = Callable[[Event], None]
@@ -84,10 +92,16 @@ class _Open:
 class Elicitations:
     """The broker: open requests by id, each waiting for its answer."""
 
-    def __init__(self, timeout: float = 120.0, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        timeout: float = 120.0,
+        clock: Callable[[], float] = time.time,
+        shared: SharedElicitations | None = None,
+    ) -> None:
         self.timeout = timeout
         self._clock = clock
         self._open: dict[str, _Open] = {}
+        self.shared = shared  # with processes sharing a store: answers from any of them
 
     async def ask(
         self, asker: Asker, server: str, message: str, schema: dict[str, Any], url: str = ""
@@ -102,17 +116,70 @@ class Elicitations:
             url=url,
         )
         waiting = self._open[request.elicitation_id] = _Open(asker, request)
+        shared = await self._share(waiting)
         asker.emit(request)
         try:
             async with asyncio.timeout(self.timeout):
-                answer, by = await waiting.answer
+                answer, by = await self._wait(waiting, shared)
         except TimeoutError:
             answer, by = Answer("decline"), "timeout"
         finally:
             self._open.pop(request.elicitation_id, None)
+            if shared is not None:
+                await _quietly(shared.close(request.elicitation_id))
         action = "timeout" if by == "timeout" else answer.action
         asker.emit(ElicitationResolved(request.elicitation_id, action, by))
         return answer
+
+    async def _share(self, waiting: _Open) -> SharedElicitations | None:
+        """Put the request in the shared store (None: none, or it is away: answers then reach
+        this process only)."""
+        request = waiting.request
+        if self.shared is None:
+            return None
+        shared = OpenRequest(waiting.asker.chat_id, request.schema, request.url)
+        if await _quietly(self.shared.open(request.elicitation_id, shared, self.timeout)):
+            return self.shared
+        return None
+
+    async def _wait(self, waiting: _Open, shared: SharedElicitations | None) -> tuple[Answer, str]:
+        """The answer given here, or (shared) to another process, read every ``POLL`` s."""
+        if shared is None:
+            return await waiting.answer
+        while True:
+            done, _ = await asyncio.wait({waiting.answer}, timeout=POLL)
+            if done:
+                return waiting.answer.result()
+            try:
+                given = await shared.answered(waiting.request.elicitation_id)
+            except StoreUnavailable:
+                continue  # an answer given here still arrives
+            if given is not None:
+                content = given.content if given.action == "accept" else None
+                return Answer(cast(Action, given.action), content), given.by
+
+    async def answer(
+        self,
+        elicitation_id: str,
+        action: Action,
+        content: dict[str, Any] | None,
+        *,
+        chat_id: str,
+        by: str,
+    ) -> None:
+        """``respond``, for a request of this process or (shared store) of another one."""
+        if elicitation_id in self._open or self.shared is None:
+            self.respond(elicitation_id, action, content, chat_id=chat_id, by=by)
+            return
+        try:
+            found = await self.shared.find(elicitation_id)
+            if found is None or found.chat_id != chat_id:
+                raise _unknown(elicitation_id)
+            taken = _checked(found.schema, found.url, action, content)
+            if not await self.shared.answer(elicitation_id, Given(*_parts(taken), by)):
+                raise _unknown(elicitation_id)
+        except StoreUnavailable as exc:
+            raise ElicitationError(exc.code, exc.message) from exc
 
     def respond(
         self,
@@ -127,18 +194,9 @@ class Elicitations:
         none, or when ``accept``'s content does not fit the schema (the request stays open)."""
         waiting = self._open.get(elicitation_id)
         if waiting is None or waiting.asker.chat_id != chat_id or waiting.answer.done():
-            raise ElicitationError(
-                "elicitation_unknown", f"no elicitation {elicitation_id!r} waits in this chat"
-            )
-        if action == "accept":
-            content = content or {}
-            problem = schema_problem(waiting.request.schema, content)
-            if problem is not None and not waiting.request.url:
-                raise ElicitationError("elicitation_invalid", problem)
-            answer = Answer("accept", None if waiting.request.url else content)
-        else:
-            answer = Answer(action)
-        waiting.answer.set_result((answer, by))
+            raise _unknown(elicitation_id)
+        request = waiting.request
+        waiting.answer.set_result((_checked(request.schema, request.url, action, content), by))
 
     def cancel(self, asker: Asker) -> None:
         """The call ``asker`` made ended (interrupted): its open requests are cancelled."""
@@ -149,6 +207,40 @@ class Elicitations:
     def open_requests(self, chat_id: str) -> list[ElicitationRequested]:
         """The requests waiting in ``chat_id`` (for a device that connects later)."""
         return [w.request for w in self._open.values() if w.asker.chat_id == chat_id]
+
+
+def _unknown(elicitation_id: str) -> ElicitationError:
+    return ElicitationError(
+        "elicitation_unknown", f"no elicitation {elicitation_id!r} waits in this chat"
+    )
+
+
+def _checked(
+    schema: dict[str, Any], url: str, action: Action, content: dict[str, Any] | None
+) -> Answer:
+    """The answer to send; ``elicitation_invalid`` when ``accept``'s content does not fit."""
+    if action != "accept":
+        return Answer(action)
+    content = content or {}
+    problem = schema_problem(schema, content)
+    if problem is not None and not url:
+        raise ElicitationError("elicitation_invalid", problem)
+    return Answer("accept", None if url else content)
+
+
+def _parts(answer: Answer) -> tuple[str, dict[str, Any] | None]:
+    return answer.action, answer.content
+
+
+async def _quietly(work: Awaitable[Any]) -> bool:
+    """Shared-store work that may fail without failing the request (it stays this
+    process's); whether it was done."""
+    try:
+        await work
+    except StoreUnavailable as exc:
+        log.warning("elicitation: %s", exc.message)
+        return False
+    return True
 
 
 # -- the schema check (pure) ------------------------------------------------------------------

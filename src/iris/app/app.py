@@ -22,15 +22,17 @@ from textual.widgets import Footer, Input, Static
 from iris.app.attach_screen import AttachScreen
 from iris.app.client import IrisConnection, Status
 from iris.app.core.attach import Attachments
-from iris.app.core.view import ChatView
+from iris.app.core.view import Bubble, ChatView
 from iris.app.settings import Settings, save_settings
 from iris.app.settings_screen import SettingsScreen
 from iris.app.widgets.approval_panel import ApprovalPanel
 from iris.app.widgets.bubble import MessageBubble
+from iris.app.widgets.elicitation_panel import ElicitationPanel
 from iris.app.widgets.lines import warm_up_highlighting
 from iris.app.widgets.typing_indicator import TypingIndicator
 
 FPS = 30
+Card = MessageBubble | ApprovalPanel | ElicitationPanel
 _STATUS_MARK = {
     "connecting": "◌",
     "connected": "●",
@@ -80,7 +82,7 @@ class IrisApp(App[None]):
         self.connection = self._connection(retry_min)
         self._retry_min = retry_min
         self._wall_clock = wall_clock
-        self._widgets: dict[str, MessageBubble | ApprovalPanel] = {}
+        self._widgets: dict[str, Card] = {}
         self._epoch = 0
         self._frame = 0
         # Held directly: while Settings is open, queries would search the modal screen.
@@ -164,15 +166,11 @@ class IrisApp(App[None]):
             self._epoch = self.store.epoch
             chat.remove_children()
             self._widgets = {}
-        fresh: list[MessageBubble | ApprovalPanel] = []
+        fresh: list[Card] = []
         for bubble in self.store.bubbles:
             widget = self._widgets.get(bubble.message_id)
             if widget is None or widget.bubble is not bubble:
-                widget = (
-                    ApprovalPanel(bubble, self._wall_clock)
-                    if bubble.approval
-                    else MessageBubble(bubble, self.settings.tool_detail)
-                )
+                widget = self._card(bubble)
                 self._widgets[bubble.message_id] = widget
                 fresh.append(widget)
             elif widget.is_mounted:
@@ -180,6 +178,13 @@ class IrisApp(App[None]):
         if fresh:
             chat.mount_all(fresh)
         self._typing.show(self.store.typing, self._frame)
+
+    def _card(self, bubble: Bubble) -> Card:
+        if bubble.approval:
+            return ApprovalPanel(bubble, self._wall_clock)
+        if bubble.elicitation:
+            return ElicitationPanel(bubble)
+        return MessageBubble(bubble, self.settings.tool_detail)
 
     # -- user actions ------------------------------------------------------------------------
 
@@ -215,6 +220,18 @@ class IrisApp(App[None]):
             return
         self.store.answered(event.approval_id, event.decision)
         self.sync_view()
+
+    @on(ElicitationPanel.Answered)
+    async def _elicitation_answered(self, event: ElicitationPanel.Answered) -> None:
+        frame: dict[str, Any] = {
+            "type": "elicitation.respond",
+            "elicitation_id": event.elicitation_id,
+            "action": event.action,
+        }
+        if event.content is not None:
+            frame["content"] = event.content
+        if not await self.connection.send(frame):
+            self.notify("Not connected; the answer was not sent.", severity="warning")
 
     async def action_cancel_turn(self) -> None:
         await self.connection.send({"type": "turn.cancel"})

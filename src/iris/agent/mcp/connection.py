@@ -350,6 +350,8 @@ class McpConnection:
                 note(progress_note(progress, total, message))
 
         def hold(asking: bool) -> None:
+            if finished:  # the call ended (interrupted) while the person was asked
+                return
             limit.reschedule(cap if asking else min(loop.time() + idle, cap))
 
         try:

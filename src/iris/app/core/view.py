@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from iris.app.core.approval import Answer, ApprovalCard, is_approval_error
 from iris.app.core.artifact import find_html
+from iris.app.core.elicitation import ElicitationCard, is_elicitation_error
 from iris.app.core.reveal import Reveal
 from iris.protocol.appends import Held, extended, held
 from iris.protocol.types import (
@@ -45,7 +46,7 @@ from iris.protocol.types import (
     ToolStart,
 )
 
-Kind = Literal["message", "commentary", "tools", "error", "approval"]
+Kind = Literal["message", "commentary", "tools", "error", "approval", "elicitation"]
 
 
 @dataclass
@@ -74,6 +75,7 @@ class Bubble:
     tokens: int | None = None
     tools: list[ToolCall] = field(default_factory=list[ToolCall])
     approval: ApprovalCard | None = None  # on a bubble of kind approval
+    elicitation: ElicitationCard | None = None  # on a bubble of kind elicitation
     version: int = 0  # bumped on every change, so a widget knows when to look again
 
     @property
@@ -221,6 +223,12 @@ class ChatView:
             self._tool(frame)
         elif frame["type"] == "approval.request" or frame["type"] == "approval.resolved":
             self._approval(frame)
+        elif frame["type"] == "elicitation.request":
+            self._elicitation_asked(dict(frame))
+        elif frame["type"] == "elicitation.resolved":
+            self._elicitation_resolved(frame["elicitation_id"], frame["action"], frame["by"])
+        elif frame["type"] == "error" and is_elicitation_error(frame["code"]):
+            self._elicitation_refused(frame["message"] or frame["code"])
         elif frame["type"] == "error" and is_approval_error(frame["code"]):
             # The answer to this device's late press; the turn goes on.
             code, message = frame["code"], frame["message"]
@@ -423,7 +431,7 @@ class ChatView:
         for bubble in reversed(self.bubbles):
             if bubble.role == "user":
                 break
-            if bubble.kind != "error" and bubble.kind != "approval":
+            if bubble.kind not in ("error", "approval", "elicitation"):
                 return bubble
         return self._add(Bubble(f"tools-{len(self.bubbles)}", "assistant", "tools"))
 
@@ -466,6 +474,28 @@ class ChatView:
             change(card)
             bubble.version += 1
             if answering:
+                return
+
+    # -- elicitations (the card's rules are iris.app.core.elicitation's) --------------------------
+
+    def _elicitation_asked(self, frame: dict[str, Any]) -> None:
+        key = f"elicitation-{frame['elicitation_id']}"
+        bubble = self._by_id.get(key) or self._add(Bubble(key, "system", "elicitation"))
+        bubble.elicitation = ElicitationCard.of(frame)
+        bubble.version += 1
+
+    def _elicitation_resolved(self, elicitation_id: str, action: str, by: str) -> None:
+        bubble = self._by_id.get(f"elicitation-{elicitation_id}")
+        if bubble is not None and bubble.elicitation is not None:
+            bubble.elicitation.resolve(action, by)
+            bubble.version += 1
+
+    def _elicitation_refused(self, message: str) -> None:
+        """This device's answer was refused: the latest open form says why, and stays."""
+        for bubble in reversed(self.bubbles):
+            if bubble.elicitation is not None and bubble.elicitation.pending:
+                bubble.elicitation.refused(message)
+                bubble.version += 1
                 return
 
     def _sync(self, frame: Sync) -> None:

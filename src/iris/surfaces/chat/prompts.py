@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PREFIX = "iris-approval"
+QUESTION = "iris-elicit"  # the buttons of an MCP server's question (``questions``)
 _CODES: dict[str, Decision] = {"o": "once", "c": "chat", "d": "deny"}
 LABELS: dict[Decision, str] = {"once": "Allow once", "chat": "Allow in this chat", "deny": "Deny"}
 
@@ -66,7 +67,7 @@ NO_BUTTONS = "It cannot be answered here; without an answer in time it is not ru
 class Button:
     label: str
     data: str  # handed back by the platform on a press (callback_data, custom_id, value)
-    decision: Decision
+    decision: Decision | None = None  # an approval's; None on an MCP server's question
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,11 @@ def buttons(token: str) -> tuple[Button, ...]:
         Button(LABELS[decision], f"{PREFIX}:{code}:{token}", decision)
         for code, decision in _CODES.items()
     )
+
+
+def is_button(data: str) -> bool:
+    """A button of ours: an approval's or an MCP server's question's."""
+    return data.startswith((f"{PREFIX}:", f"{QUESTION}:"))
 
 
 def parse_press(data: str) -> tuple[str, Decision] | None:

@@ -59,7 +59,7 @@ import importlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -91,6 +91,8 @@ from iris.surfaces.chat.platforms.base import (
 )
 from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.prompts import Prompts
+from iris.surfaces.chat.questions import PREFIX as QUESTION
+from iris.surfaces.chat.questions import ChatQuestions
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
@@ -205,6 +207,8 @@ class ChatSurface:
         # The approval prompts open in every chat (with a shared store: in every process).
         shared = runtime.shared
         self.prompts = Prompts(None if shared is None else SharedPrompts(shared))
+        # MCP servers' requests for input, asked in the chat (buttons or a reply).
+        self.questions = ChatQuestions(runtime.elicitations)
         # Which threads the bot answered in, kept across restarts and processes.
         self.threads = runtime.threads or threads_for(runtime.store, runtime.shared)
         # Per platform: the messages waiting for a turn slot (platforms.<name>.queue_size).
@@ -325,6 +329,9 @@ class ChatSurface:
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
         settings = getattr(self.runtime.config.platforms, platform.name)
+        if message.press is not None and message.press.data.startswith(f"{QUESTION}:"):
+            self._spawn(self.questions.press(message, allowed(settings, message)))
+            return
         if message.press is not None:
             self._spawn(self._press(platform, message, allowed(settings, message)))
             return
@@ -332,6 +339,9 @@ class ChatSurface:
             self._stop_button(message)
             return
         if not message.text.strip() and not message.attachments:
+            return
+        if self._answers_question(settings, message):
+            self._spawn(self.questions.reply(message, session_key(message)))
             return
         known = self._sessions.get(session_key(message))
         if not addressed(settings, message, known is not None and known.answered):
@@ -366,6 +376,14 @@ class ChatSurface:
         if session.turn is not None:
             session.turn.interrupt()  # finalized without the cursor, then this one runs
         self._spawn(self._handle(platform, message, session, session.latest, debounce * settle))
+
+    def _answers_question(self, settings: Any, message: IncomingMessage) -> bool:
+        """The message answers an MCP server's question waiting in its chat (rather than
+        starting a turn): from an allowed user, addressed to the bot as the chat's settings
+        say (the bot asked in this conversation: a follow-up in its thread is)."""
+        if not self.questions.waiting(session_key(message)) or parse(message.text) is not None:
+            return False
+        return allowed(settings, message) and addressed(settings, message, True)
 
     def _press(
         self, platform: ChatPlatform, message: IncomingMessage, admitted: bool
@@ -686,8 +704,17 @@ class ChatSurface:
                 p.name == message.platform and approval_platform(p) for p in self.platforms
             )
             approvals = runtime.approvals if buttons else None
+            # An MCP server's question needs buttons of its own (Matrix's are three reactions).
+            platform = next((p for p in self.platforms if p.name == message.platform), None)
+            asks = buttons and bool(getattr(platform, "asks_questions", False))
+            elicitations = runtime.elicitations if asks else None
             chat = Conversation(
-                runtime.agent, runtime.sessions, runtime.controls, key, approvals=approvals
+                runtime.agent,
+                runtime.sessions,
+                runtime.controls,
+                key,
+                approvals=approvals,
+                elicitations=elicitations,
             )
             session = self._sessions[key] = _Session(chat)
         return session
@@ -784,7 +811,7 @@ class ChatSurface:
                 if sequence != session.latest:
                     turn.interrupt()  # overtaken while it was being set up
                 events = whole(turn) if platform.capabilities.whole else turn
-                outcome = await consumer.consume(events)
+                outcome = await consumer.consume(self._asking(events, platform, message, chat))
         finally:
             session.turn = session.consumer = None
             session.next_draft = consumer.next_draft
@@ -792,6 +819,20 @@ class ChatSurface:
         # A turn whose stream broke has no record of its own: the reply as the user saw it.
         # One not kept is logged by the conversation; the user has it in the chat already.
         await exchange.keep(outcome, consumer.reply.cut_text)
+
+    def _asking(
+        self,
+        events: AsyncIterable[Event],
+        platform: ChatPlatform,
+        message: IncomingMessage,
+        chat: Conversation,
+    ) -> AsyncIterable[Event]:
+        """The turn's events, MCP servers' questions asked in the chat on the way (on a
+        platform with buttons: elsewhere the turn asks nobody)."""
+        buttons = approval_platform(platform)
+        if buttons is None or chat.elicitations is None:
+            return events
+        return self.questions.watch(events, buttons, message, chat.session)
 
     def _consumer(
         self,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
+from iris.agent.forms import fields
 from iris.config import ToolProgressMode
 from iris.events import (
     ApprovalRequested,
@@ -136,8 +137,10 @@ class ReplyRenderer:
                 self._approval_asked(item)
             case ApprovalResolved():
                 self._approval_resolved(item)
-            case ElicitationRequested() | ElicitationResolved():
-                pass  # the terminal chat does not ask yet: such a request is declined
+            case ElicitationRequested():
+                self._elicitation_asked(item)
+            case ElicitationResolved():
+                self._elicitation_resolved(item)
             case TurnEnded():
                 self._turn_ended(item)
             case TurnFailed(message=message):
@@ -353,6 +356,28 @@ class ReplyRenderer:
             "timeout": "not approved: nobody answered in time",
             "cancelled": "not approved: the turn was interrupted",
         }[event.decision]
+        self._commit(("class:tool", "┊ "), mark, ("class:tool", f" {said}"), ("", "\n"))
+        self._dirty = True
+
+    def _elicitation_asked(self, event: ElicitationRequested) -> None:
+        # What the server asks and its fields, printed; the prompt is the status line's.
+        self._commit(("class:approval", f"┊ ❓ {event.server} asks: {event.message}"), ("", "\n"))
+        if event.url:
+            self._commit(("class:tool.detail", f"┊   │ open: {event.url}"), ("", "\n"))
+        for field in fields(event.schema):
+            hint = f"  [{field.hint}]" if field.hint else ""
+            self._commit(("class:tool.detail", f"┊   │ {field.question}{hint}"), ("", "\n"))
+        self._dirty = True
+
+    def _elicitation_resolved(self, event: ElicitationResolved) -> None:
+        ok = event.action == "accept"
+        mark = ("class:tool.ok", "✓") if ok else ("class:tool.fail", "✗")
+        said = {
+            "accept": f"answered by {event.by}",
+            "decline": f"declined by {event.by}",
+            "cancel": f"cancelled ({event.by})",
+            "timeout": "declined: nobody answered in time",
+        }.get(event.action, event.action)
         self._commit(("class:tool", "┊ "), mark, ("class:tool", f" {said}"), ("", "\n"))
         self._dirty = True
 

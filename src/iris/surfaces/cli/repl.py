@@ -40,9 +40,16 @@ from iris.agent import Agent
 from iris.agent.approvals import ApprovalPolicy
 from iris.agent.attachments import prepare
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
+from iris.agent.elicitation import Elicitations
 from iris.config import Config
 from iris.errors import StoreUnavailable
-from iris.events import ApprovalRequested, ApprovalResolved, Event
+from iris.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    ElicitationRequested,
+    ElicitationResolved,
+    Event,
+)
 from iris.llm.local import DEMO_NOTICE
 from iris.private import private_dir, private_file
 from iris.state.approvals import Decision, MemoryApprovals
@@ -51,6 +58,7 @@ from iris.state.schedules import schedules_for
 from iris.state.sessions import MemorySessions
 from iris.state.sqlite import Store
 from iris.surfaces.actions import compacted, status
+from iris.surfaces.cli.form_prompt import FormPrompt
 from iris.surfaces.cli.render import RenderOptions, ReplyRenderer
 from iris.surfaces.cli.repl_commands import ChatSettings, is_command, run_command
 from iris.surfaces.cli.screen import EOF, LiveScreen, PlainScreen, Screen, show_turn
@@ -212,8 +220,12 @@ class Chat:
         self.staged = Staged(config.attachments.max_bytes)  # files for the next message
         self._answering = Supervisor()  # the screen's answers to approval prompts
         asking = self.approvals if screen.asks else None
+        # An MCP server's requests for input, asked in the status line too (declined where
+        # the screen reads no keys).
+        elicitations = Elicitations(config.tools.approval.timeout) if screen.asks else None
+        self.forms = FormPrompt(screen, elicitations, SESSION, self.user) if elicitations else None
         self.conversation = Conversation(
-            self.agent, MemorySessions(), self.controls, SESSION, asking
+            self.agent, MemorySessions(), self.controls, SESSION, asking, elicitations
         )
         # Its schedules, in memory like its conversation: run while the chat is open.
         self._schedule_store = Store(":memory:")
@@ -342,12 +354,17 @@ class Chat:
             raise exchange.unkept
 
     async def _asking(self, events: AsyncIterable[Event]) -> AsyncIterator[Event]:
-        """The turn's events, with its approval requests asked on the screen."""
+        """The turn's events, with its approval requests and MCP servers' questions asked on
+        the screen."""
         async for event in events:
             if isinstance(event, ApprovalRequested):
                 self.screen.ask(event, functools.partial(self._answer, event.approval_id))
             elif isinstance(event, ApprovalResolved):
                 self.screen.asked(event.approval_id)
+            elif isinstance(event, ElicitationRequested) and self.forms:
+                self.forms.open(event)
+            elif isinstance(event, ElicitationResolved) and self.forms:
+                self.forms.close(event.elicitation_id)
             yield event
 
     # -- schedules ------------------------------------------------------------------------------

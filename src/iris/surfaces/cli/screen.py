@@ -90,6 +90,15 @@ class Screen(Protocol):
         """The request ended (answered here or not): the prompt goes."""
         ...
 
+    def question(self, text: str, answer: Callable[[str], None]) -> None:
+        """Ask for a line in the status line (an MCP server's form); Enter gives it to
+        ``answer``."""
+        ...
+
+    def unquestion(self) -> None:
+        """The question's request ended: the prompt goes."""
+        ...
+
 
 EOF = "\x04"  # in what take_typed returns: Ctrl-D pressed on an empty line during a reply
 
@@ -112,6 +121,41 @@ class LiveScreen:
         self._quiet_since = 0.0  # the last key (or the prompt appearing), while asking
         self._ignored = 0  # keys dropped by the prompt not armed yet
         self._confirming = False  # "c" was pressed: "c" again allows the tool in this chat
+        self._question: tuple[str, Callable[[str], None]] | None = None
+        self._line = ""  # typed in answer to the question
+        self._line_armed = False  # the question takes keys (the keyboard was quiet once)
+
+    def question(self, text: str, answer: Callable[[str], None]) -> None:
+        self._question, self._line, self._line_armed = (text, answer), "", False
+        self._quiet_since, self._ignored = self.clock(), 0
+        if self._app is not None:
+            self._app.invalidate()
+
+    def unquestion(self) -> None:
+        self._question = None
+        if self._app is not None:
+            self._app.invalidate()
+
+    def _answer_line(self, key: str) -> bool:
+        """A key while a question is asked: typed into the answer (Enter gives it). Keys
+        before it is armed are dropped, as an approval's are."""
+        if self._question is None:
+            return False
+        # Armed once the keyboard was quiet long enough; then the line is typed freely.
+        armed = self._line_armed or self.clock() - self._quiet_since >= self.arm_after
+        self._line_armed = armed
+        self._quiet_since = self.clock()
+        if not armed:
+            self._ignored += 1
+        elif key == "\r":
+            answer, line = self._question[1], self._line
+            self._question, self._line = None, ""
+            answer(line)
+        elif key == "\x7f":
+            self._line = self._line[:-1]
+        elif key.isprintable():
+            self._line += key
+        return True
 
     def ask(self, request: ApprovalRequested, answer: Answer) -> None:
         self._asking = (request, answer)
@@ -198,6 +242,7 @@ class LiveScreen:
                 self._app = None
                 self._live = ()
                 self._asking = None
+                self._question = None
                 if not task.done():
                     app.exit()
                 # Let it restore the terminal even when the turn was cancelled, not cut it off.
@@ -218,7 +263,7 @@ class LiveScreen:
         @bindings.add(Keys.Any)
         def _type_ahead(event: KeyPressEvent) -> None:
             # Typing while a reply streams must not land in the reply: keep it for the prompt.
-            if self._answer(event.data):
+            if self._answer_line(event.data) or self._answer(event.data):
                 event.app.invalidate()
             elif event.data.isprintable():
                 self._typed += event.data
@@ -226,7 +271,7 @@ class LiveScreen:
         @bindings.add("enter")
         def _submit(event: KeyPressEvent) -> None:
             # A line finished while a reply streams is sent after it, as the user meant.
-            if self._answer("\r"):
+            if self._answer_line("\r") or self._answer("\r"):
                 event.app.invalidate()
             else:
                 self._typed += "\n"
@@ -239,7 +284,9 @@ class LiveScreen:
 
         @bindings.add("backspace")
         def _erase(event: KeyPressEvent) -> None:
-            if not self._typed.endswith("\n"):
+            if self._answer_line("\x7f"):
+                event.app.invalidate()
+            elif not self._typed.endswith("\n"):
                 self._typed = self._typed[:-1]
 
         return bindings
@@ -249,11 +296,23 @@ class LiveScreen:
         or the approval being asked."""
         elapsed = time.monotonic() - started_at
         spin = _SPINNER[int(elapsed * 10) % len(_SPINNER)]
+        if self._question is not None:
+            return self._question_line(spin)
         if self._asking is not None:
             return self._asking_line(self._asking[0], spin)
         shown = self._typed[-40:].replace(EOF, "^D").replace("\n", " ⏎ ")
         typed = f" · next: {shown}" if self._typed else ""
         return [("class:footer", f"{spin} {elapsed:.0f} s · {self._status}{typed}")]
+
+    def _question_line(self, spin: str) -> StyleAndTextTuples:
+        assert self._question is not None
+        if self.clock() - self._quiet_since < self.arm_after:
+            ignored = f" ({self._ignored} ignored)" if self._ignored else ""
+            return [("class:footer", f"{spin} keys typed before this are ignored{ignored}")]
+        return [
+            ("class:approval", f"{spin} {self._question[0]} "),
+            ("class:approval.prompt", f"› {self._line}"),
+        ]
 
     def _asking_line(self, request: ApprovalRequested, spin: str) -> StyleAndTextTuples:
         left = max(0.0, request.expires_at - time.time())
@@ -311,6 +370,12 @@ class PlainScreen:
 
     def asked(self, approval_id: str) -> None:
         del approval_id
+
+    def question(self, text: str, answer: Callable[[str], None]) -> None:
+        del text, answer
+
+    def unquestion(self) -> None:
+        pass
 
     def __init__(self, stream: TextIO, info: TextIO | None = None) -> None:
         self.stream = stream

@@ -579,17 +579,18 @@ class _Connection:
             case inbound.ElicitationRespond(
                 elicitation_id=elicitation_id, action=action, content=content
             ):
-                self._elicitation_answer(elicitation_id, action, content)
+                assert self._group is not None  # frames are handled inside run()
+                self._group.create_task(self._elicitation_answer(elicitation_id, action, content))
             case _:
                 assert_never(request)
 
-    def _elicitation_answer(
+    async def _elicitation_answer(
         self, elicitation_id: str, action: Action, content: dict[str, Any] | None
     ) -> None:
-        """An answer to an MCP server's request for input; a wrong one is told why (an
-        invalid form stays open, to be answered again)."""
+        """An answer to an MCP server's request for input, asked here or (shared store) by
+        another process; a wrong one is told why (an invalid form stays open)."""
         try:
-            self.surface.runtime.elicitations.respond(
+            await self.surface.runtime.elicitations.answer(
                 elicitation_id, action, content, chat_id=self.room.session, by=self.device
             )
         except ElicitationError as exc:

@@ -42,7 +42,7 @@ from iris.surfaces.chat.platforms.base import (
     aiohttp_failures,
 )
 from iris.surfaces.chat.platforms.discord_rest import DiscordREST
-from iris.surfaces.chat.prompts import PREFIX, Press, Prompt
+from iris.surfaces.chat.prompts import Press, Prompt, is_button
 from iris.tasks import OpenGroup
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class DiscordPlatform:
     name = "discord"
     # Half of Discord's 2000: the prompt's markdown is escaped, at most doubling it.
     approval_limit = 1000
+    asks_questions = True  # any number of buttons: an MCP server's question (``questions``)
     capabilities: Capabilities  # per chat, from platforms.discord.budgets
     budget: SharedBudget  # shared by every chat of the bot
 
@@ -179,7 +180,8 @@ class DiscordPlatform:
         """The prompt as shown (markdown escaped: a command's ``*`` stays a ``*``), with its
         buttons as one row of components."""
         view = discord.ui.View(timeout=None)
-        for button, style in zip(prompt.buttons, _STYLES, strict=False):
+        for button in prompt.buttons:
+            style = _STYLES.get(button.decision or "", discord.ButtonStyle.secondary)
             view.add_item(discord.ui.Button(label=button.label, custom_id=button.data, style=style))
         text = discord.utils.escape_markdown(prompt.text)
         return await self._session().create_message(
@@ -225,7 +227,12 @@ class DiscordPlatform:
         return self._rest
 
 
-_STYLES = (discord.ButtonStyle.success, discord.ButtonStyle.primary, discord.ButtonStyle.danger)
+# An approval's buttons by decision; an MCP server's question's (no decision) are plain.
+_STYLES = {
+    "once": discord.ButtonStyle.success,
+    "chat": discord.ButtonStyle.primary,
+    "deny": discord.ButtonStyle.danger,
+}
 
 
 def _channel(chat_id: str, thread: Mapping[str, str] | None) -> str:
@@ -372,7 +379,7 @@ class _IrisClient(discord.Client):
         custom_id = str(data.get("custom_id", "")) if isinstance(data, dict) else ""
         if interaction.type is not discord.InteractionType.component or self.hand_off is None:
             return
-        if not custom_id.startswith(PREFIX + ":"):
+        if not is_button(custom_id):
             return
         await self.hand_off(pressed(interaction, custom_id))
 

@@ -67,7 +67,7 @@ from iris.surfaces.chat.platforms.base import (
     Task,
     aiohttp_failures,
 )
-from iris.surfaces.chat.prompts import PREFIX, Press, Prompt
+from iris.surfaces.chat.prompts import Press, Prompt, is_button
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,7 @@ class SlackPlatform:
 
     name = "slack"
     approval_limit = 3000  # a section block's text
+    asks_questions = True  # any number of buttons: an MCP server's question (``questions``)
     capabilities: Capabilities  # per chat, from platforms.slack.budgets
     budget: SharedBudget  # shared by every chat of the bot
 
@@ -278,7 +279,9 @@ class SlackPlatform:
         self, chat_id: str, prompt: Prompt, *, thread: Mapping[str, str] | None = None
     ) -> str:
         buttons: list[dict[str, Any]] = []
-        for button, style in zip(prompt.buttons, ("primary", None, "danger"), strict=False):
+        for button in prompt.buttons:
+            # An approval's allow and deny stand out; an MCP server's question's are plain.
+            style = {"once": "primary", "deny": "danger"}.get(button.decision or "")
             element: dict[str, Any] = {
                 "type": "button",
                 "text": {"type": "plain_text", "text": button.label},
@@ -457,7 +460,7 @@ class SlackPlatform:
         presses: list[IncomingMessage] = []
         for action in actions if isinstance(actions, list) else []:
             value = str(action.get("value") or "") if isinstance(action, dict) else ""
-            if not value.startswith(PREFIX + ":"):
+            if not is_button(value):
                 continue
             presses.append(
                 IncomingMessage(

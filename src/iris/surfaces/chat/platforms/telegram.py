@@ -137,6 +137,7 @@ def _chat(chat_id: str) -> int | str:
 class TelegramPlatform:
     name = "telegram"
     approval_limit = 4096  # a message with an inline keyboard takes as much text as any
+    asks_questions = True  # any number of buttons: an MCP server's question (``questions``)
     capabilities: Capabilities  # per chat, from platforms.telegram.budgets
     budget: SharedBudget  # shared by every chat of the bot
 

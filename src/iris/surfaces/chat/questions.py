@@ -1,0 +1,287 @@
+"""An MCP server's request for input, asked in the chat of the turn whose call it came from.
+
+``iris.agent.elicitation`` brings the request into the turn as ``ElicitationRequested``; here
+it becomes a message in the chat, one field at a time (``iris.agent.forms.Filling``):
+
+- a yes-or-no (a boolean field, a form without fields, a link to open) or an enum: buttons, one
+  per answer (a Telegram inline keyboard, Discord components, Slack blocks: the platform's
+  approval buttons, ``ApprovalPlatform.send_prompt``), beside **Decline** and **Cancel**;
+- a free-text or number field: "reply to this message" — the person's next message in that
+  chat (or thread) answers it, instead of starting a turn; in a group, one addressed to the
+  bot (a reply to its message is).
+
+An answer that cannot be read or does not fit its field is asked again with the reason; the
+whole answer goes to the broker, which checks it against the schema once more and sends it to
+the server. Each question, once answered, is edited to say what was answered (its buttons go);
+the request's end (answered, declined, timed out, the turn interrupted) closes the last one.
+
+A button hands back ``iris-elicit:<token>:<code>`` (``y``/``n``, ``c<i>`` for the i-th choice,
+``d`` decline, ``x`` cancel); the random token names the request in this process only: the
+platforms with buttons are received by one process at a time (their poller's lease), the one
+that runs their turns. A platform without buttons (WhatsApp) asks nobody: the request is
+declined at once (the runner gives its conversations no broker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import secrets
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from iris.agent.elicitation import Answer, ElicitationError, Elicitations
+from iris.agent.forms import Filling
+from iris.events import ElicitationRequested, ElicitationResolved, Event
+from iris.surfaces.chat.platforms.base import (
+    ApprovalPlatform,
+    IncomingMessage,
+    PlatformError,
+    PlatformRateLimited,
+)
+from iris.surfaces.chat.prompts import ATTEMPTS, NOT_ALLOWED, NOT_OPEN, QUESTION, Button, Prompt
+
+log = logging.getLogger(__name__)
+
+PREFIX = QUESTION
+T = TypeVar("T")
+RATE_WAIT_MAX = 30.0  # seconds: a longer wait the platform asks for is cut to this
+OUTCOMES = {
+    "accept": "✅ Answered",
+    "decline": "❌ Declined",
+    "cancel": "⏹ Cancelled",
+    "timeout": "⌛ Declined: nobody answered in time",
+}
+
+
+@dataclass(eq=False)
+class Asking:
+    """One request asked in one chat, until it ends."""
+
+    request: ElicitationRequested
+    platform: ApprovalPlatform
+    chat_id: str  # the platform's
+    thread: Mapping[str, str]
+    session: str  # the conversation: the chat the broker asks in
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+    filling: Filling = field(init=False)
+    message_id: str | None = None  # the question on screen now
+    said: str = ""  # its text, kept when it is closed
+
+    def __post_init__(self) -> None:
+        self.filling = Filling(self.request.schema)
+
+    @property
+    def by_reply(self) -> bool:
+        """The question on screen is answered by a reply (free text, a number)."""
+        asked = self.filling.current
+        return asked is not None and asked.kind in ("text", "integer", "number")
+
+
+def question(asking: Asking) -> Prompt:
+    """The message asking the current field, with its buttons."""
+    request, filling = asking.request, asking.filling
+    lines = [f"❓ {request.server} asks: {request.message}"]
+    if request.url:
+        lines.append(f"Open: {request.url}")
+    asked = filling.current
+    codes: list[tuple[str, str]] = []
+    if asked is None:
+        codes.append(("y", "Continue" if request.url else "Yes"))
+    elif asked.kind == "boolean":
+        lines.append(asked.question)
+        codes += [("y", "Yes"), ("n", "No")]
+    elif asked.kind == "choice":
+        lines.append(asked.question)
+        codes += [(f"c{i}", c.label) for i, c in enumerate(asked.choices)]
+    else:
+        hint = f" ({asked.hint})" if asked.hint else ""
+        lines.append(f"{asked.question}\n↩️ Reply to this message with the answer{hint}.")
+    if filling.problem:
+        lines.append(f"⚠️ {filling.problem}, please answer again.")
+    codes += [("d", "Decline"), ("x", "Cancel")]
+    buttons = tuple(Button(label, f"{PREFIX}:{asking.token}:{code}") for code, label in codes)
+    return Prompt("\n\n".join(lines), buttons)
+
+
+def typed(asking: Asking, code: str) -> str | None:
+    """What a button's ``code`` types into the current field; None: not one of its buttons."""
+    asked = asking.filling.current
+    if code in ("y", "n"):
+        return "yes" if code == "y" else "no"
+    if asked is not None and code.startswith("c") and code[1:].isdigit():
+        return str(int(code[1:]) + 1) if int(code[1:]) < len(asked.choices) else None
+    return None
+
+
+class ChatQuestions:
+    """The requests asked in this process's chats, by button token and by conversation."""
+
+    def __init__(self, broker: Elicitations) -> None:
+        self.broker = broker
+        self._by_token: dict[str, Asking] = {}
+        self._by_session: dict[str, Asking] = {}
+
+    def waiting(self, session: str) -> bool:
+        """A request waits for an answer in this conversation (its next message answers)."""
+        return session in self._by_session
+
+    async def watch(
+        self,
+        events: AsyncIterable[Event],
+        platform: ApprovalPlatform,
+        message: IncomingMessage,
+        session: str,
+    ) -> AsyncIterator[Event]:
+        """The turn's events, its requests asked in the chat of ``message`` on the way."""
+        mine: list[Asking] = []
+        try:
+            async for event in events:
+                if isinstance(event, ElicitationRequested):
+                    asking = Asking(event, platform, message.chat_id, message.thread, session)
+                    mine.append(asking)
+                    await self._open(asking)
+                elif isinstance(event, ElicitationResolved):
+                    await self._resolved(event)
+                yield event
+        finally:
+            for asking in mine:
+                self._forget(asking)
+
+    async def _open(self, asking: Asking) -> None:
+        self._by_token[asking.token] = asking
+        self._by_session[asking.session] = asking
+        await self._ask(asking)
+
+    def _forget(self, asking: Asking) -> None:
+        self._by_token.pop(asking.token, None)
+        if self._by_session.get(asking.session) is asking:
+            del self._by_session[asking.session]
+
+    async def _ask(self, asking: Asking) -> None:
+        prompt = question(asking)
+        send = functools.partial(
+            asking.platform.send_prompt, asking.chat_id, prompt, thread=asking.thread
+        )
+        try:
+            asking.message_id = await _paced(send)
+            asking.said = prompt.text
+        except PlatformError as exc:  # unanswered, it is declined at the timeout
+            log.info("question in %s not delivered: %s", asking.chat_id, exc)
+
+    async def _close(self, asking: Asking, outcome: str) -> None:
+        """The question on screen loses its buttons and says how it was answered."""
+        message_id, asking.message_id = asking.message_id, None
+        if message_id is None:
+            return
+        text = f"{asking.said}\n\n{outcome}"
+        close = functools.partial(
+            asking.platform.close_prompt, asking.chat_id, message_id, text, thread=asking.thread
+        )
+        try:
+            await _paced(close)
+        except PlatformError as exc:
+            log.info("question in %s not closed: %s", asking.chat_id, exc)
+
+    async def _resolved(self, event: ElicitationResolved) -> None:
+        asking = next(
+            (
+                a
+                for a in self._by_token.values()
+                if a.request.elicitation_id == event.elicitation_id
+            ),
+            None,
+        )
+        if asking is None:
+            return
+        self._forget(asking)
+        who = f" by {event.by}" if event.action in ("accept", "decline") else ""
+        await self._close(asking, f"{OUTCOMES.get(event.action, event.action)}{who}")
+
+    # -- answers ------------------------------------------------------------------------------
+
+    async def press(self, message: IncomingMessage, allowed: bool) -> None:
+        """A press of a question's button; the presser is told the outcome (once)."""
+        press = message.press
+        assert press is not None
+        note, refused = await self._pressed(message, allowed)
+        try:
+            await press.answer(note, refused)
+        except PlatformError as exc:
+            log.info("answer to a question's press in %s not delivered: %s", message.chat_id, exc)
+
+    async def _pressed(self, message: IncomingMessage, allowed: bool) -> tuple[str, bool]:
+        assert message.press is not None
+        _prefix, _, rest = message.press.data.partition(":")
+        token, _, code = rest.partition(":")
+        asking = self._by_token.get(token)
+        if asking is None or (asking.chat_id, asking.message_id) != (
+            message.chat_id,
+            message.message_id,
+        ):
+            return NOT_OPEN, True
+        if not allowed:
+            return NOT_ALLOWED, True
+        by = message.user_name or message.user_id
+        if code in ("d", "x"):
+            await self._answer(asking, Answer("decline" if code == "d" else "cancel"), by)
+            return "Declined" if code == "d" else "Cancelled", False
+        value = typed(asking, code)
+        if value is None:
+            return NOT_OPEN, True
+        label = _label(asking, code)
+        await self._give(asking, value, by, shown=label)
+        return f"Answered: {label}", False
+
+    async def reply(self, message: IncomingMessage, session: str) -> None:
+        """The person's message while a request waits in ``session``: the current field's
+        answer."""
+        asking = self._by_session.get(session)
+        if asking is not None:
+            await self._give(asking, message.text, message.user_name or message.user_id)
+
+    async def _give(self, asking: Asking, text: str, by: str, shown: str = "") -> None:
+        shown = shown or text.strip()
+        answer = asking.filling.give(text)
+        if answer is None:
+            await self._close(asking, f"↪️ {shown}" if not asking.filling.problem else f"✗ {shown}")
+            await self._ask(asking)
+            return
+        await self._answer(asking, answer, by)
+
+    async def _answer(self, asking: Asking, answer: Answer, by: str) -> None:
+        request = asking.request
+        try:
+            self.broker.respond(
+                request.elicitation_id,
+                answer.action,
+                answer.content,
+                chat_id=asking.session,
+                by=by,
+            )
+        except ElicitationError as exc:
+            if exc.code != "elicitation_invalid":
+                return  # it ended meanwhile: its resolution closes the question
+            asking.filling = Filling(request.schema)  # the form as a whole: from the start
+            asking.filling.problem = exc.message
+            await self._close(asking, "✗")
+            await self._ask(asking)
+
+
+async def _paced(call: Callable[[], Awaitable[T]]) -> T:
+    """``call``, again after the wait a rate-limited platform asks for (``ATTEMPTS`` tries)."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return await call()
+        except PlatformRateLimited as exc:
+            if attempt == ATTEMPTS:
+                raise
+            await asyncio.sleep(min(exc.retry_after, RATE_WAIT_MAX))
+    raise AssertionError("unreachable")
+
+
+def _label(asking: Asking, code: str) -> str:
+    """The label of the button ``code`` on the question on screen."""
+    return next((b.label for b in question(asking).buttons if b.data.endswith(f":{code}")), code)
