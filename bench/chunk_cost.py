@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import pstats
 import signal
@@ -46,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from api_overhead import free_port, start_iris, wait_port  # noqa: E402
+from sse_upstream import serve  # noqa: E402
 
 SRC = Path(__file__).resolve().parent.parent / "src"  # this checkout's, for --against
 MODEL = "bench-model"
@@ -73,46 +75,6 @@ def upstream_events(path: str, body: dict[str, Any], chunks: int) -> list[bytes]
         scenario = text(*(f"tok{i} " for i in range(chunks)))
     reply = scenario.reply(Received("POST", path, body, {}, time.monotonic()))
     return [event.data for event in reply.events or ()]
-
-
-async def upstream_connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chunks: int, rate: float
-) -> None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        body = json.loads(await reader.readexactly(length)) if length else {}
-        path = head.split(b" ", 2)[1].decode()
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
-        )
-        start, interval = time.monotonic(), 1.0 / rate
-        for i, data in enumerate(upstream_events(path, body, chunks)):
-            delay = start + i * interval - time.monotonic()  # an absolute schedule
-            if delay > 0:
-                await asyncio.sleep(delay)
-            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            await writer.drain()
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-    except (ConnectionError, asyncio.IncompleteReadError):
-        pass
-    finally:
-        writer.close()
-
-
-async def run_upstream(port: int, chunks: int, rate: float) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await upstream_connection(reader, writer, chunks, rate)
-
-    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
-    async with server:
-        await server.serve_forever()
 
 
 # -- the light client ---------------------------------------------------------------------
@@ -386,7 +348,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.upstream is not None:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_upstream(args.upstream, args.chunks, args.rate))
+            events = functools.partial(upstream_events, chunks=args.chunks)
+            asyncio.run(serve(args.upstream, events, args.rate, MODEL))
         return
     asyncio.run(run(args))
 
