@@ -37,9 +37,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sse_upstream import Events, serve  # noqa: E402 - the bench directory is not a package
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "bench-model"
@@ -48,73 +53,33 @@ MODEL = "bench-model"
 # -- the fake upstream (runs in its own process: ``--upstream PORT``) ---------------------
 
 
-async def _upstream_connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chunks: int, rate: float
-) -> None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        body = json.loads(await reader.readexactly(length)) if length else {}
-        if head.startswith(b"GET"):
-            payload = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
-                + f"content-length: {len(payload)}\r\n\r\n{payload}".encode()
-            )
-            await writer.drain()
-            return
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
-        )
+def chat_chunks(chunks: int) -> Events:
+    """A chat-completion stream of ``chunks`` content chunks, each carrying the
+    ``time.monotonic_ns()`` it was made at (``sse_upstream`` makes an event when it is due)."""
 
-        def frame(obj: dict[str, object]) -> bytes:
-            data = f"data: {json.dumps(obj, separators=(',', ':'))}\n\n".encode()
-            return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+    def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+        return {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
-        def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
-            return {
-                "id": "chatcmpl-bench",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": MODEL,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }
+    def data(obj: dict[str, object]) -> bytes:
+        return f"data: {json.dumps(obj, separators=(',', ':'))}\n\n".encode()
 
-        writer.write(frame(chunk({"role": "assistant", "content": ""})))
-        interval = 1.0 / rate
-        start = time.monotonic()
-        for i in range(chunks):
-            # Absolute schedule: the rate does not drift with the time a write takes.
-            delay = start + i * interval - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            writer.write(frame(chunk({"content": f"[{time.monotonic_ns()}]"})))
-            await writer.drain()
-        writer.write(frame(chunk({}, "stop")))
+    def events(path: str, body: dict[str, Any]) -> Iterator[bytes]:
+        yield data(chunk({"role": "assistant", "content": ""}))
+        for _ in range(chunks):
+            yield data(chunk({"content": f"[{time.monotonic_ns()}]"}))
+        yield data(chunk({}, "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = {"prompt_tokens": 1, "completion_tokens": chunks, "total_tokens": chunks + 1}
-            writer.write(frame({**chunk({}), "choices": [], "usage": usage}))
-        done = b"data: [DONE]\n\n"
-        writer.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
-        await writer.drain()
-    except (ConnectionError, asyncio.IncompleteReadError):
-        pass
-    finally:
-        writer.close()
+            yield data({**chunk({}), "choices": [], "usage": usage})
+        yield b"data: [DONE]\n\n"
 
-
-async def run_upstream(port: int, chunks: int, rate: float) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _upstream_connection(reader, writer, chunks, rate)
-
-    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=256)
-    async with server:
-        await server.serve_forever()
+    return events
 
 
 # -- the light client ---------------------------------------------------------------------
@@ -508,7 +473,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.upstream is not None:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_upstream(args.upstream, args.chunks, args.rate))
+            asyncio.run(serve(args.upstream, chat_chunks(args.chunks), args.rate, MODEL))
         return
     asyncio.run(run(args))
 

@@ -16,7 +16,13 @@ Paths: ``chat`` is a client on ``/v1/chat/completions`` with a ``chat_completion
 Chat Completions text) and the profile's top 15 functions by own time are printed.
 
     python bench/chunk_cost.py [--chunks 200] [--rate 100] [--streams 1 50 200] [--no-profile]
-        [--only chat] [--loop asyncio|uvloop]
+        [--only chat] [--loop asyncio|uvloop] [--against OTHER/src [--rounds 4]]
+
+``--against`` compares this checkout with another one's ``src`` (an older commit's, made with
+``git archive``) instead: a server of each, text chunks at the largest ``--streams``, measured
+in alternating rounds so both see the same neighbours; it prints each one's median and least
+µs per chunk and their ratio (the CPU figure still moves with the machine's load, the ratio
+much less).
 
 Target: ≤ 50 µs per text chunk at 50 streams.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import pstats
 import signal
@@ -40,7 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from api_overhead import free_port, start_iris, wait_port  # noqa: E402
+from sse_upstream import serve  # noqa: E402
 
+SRC = Path(__file__).resolve().parent.parent / "src"  # this checkout's, for --against
 MODEL = "bench-model"
 KEY = "sk-bench-key-0123456789"
 TOOL = {
@@ -66,46 +75,6 @@ def upstream_events(path: str, body: dict[str, Any], chunks: int) -> list[bytes]
         scenario = text(*(f"tok{i} " for i in range(chunks)))
     reply = scenario.reply(Received("POST", path, body, {}, time.monotonic()))
     return [event.data for event in reply.events or ()]
-
-
-async def upstream_connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, chunks: int, rate: float
-) -> None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        body = json.loads(await reader.readexactly(length)) if length else {}
-        path = head.split(b" ", 2)[1].decode()
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
-        )
-        start, interval = time.monotonic(), 1.0 / rate
-        for i, data in enumerate(upstream_events(path, body, chunks)):
-            delay = start + i * interval - time.monotonic()  # an absolute schedule
-            if delay > 0:
-                await asyncio.sleep(delay)
-            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            await writer.drain()
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-    except (ConnectionError, asyncio.IncompleteReadError):
-        pass
-    finally:
-        writer.close()
-
-
-async def run_upstream(port: int, chunks: int, rate: float) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await upstream_connection(reader, writer, chunks, rate)
-
-    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
-    async with server:
-        await server.serve_forever()
 
 
 # -- the light client ---------------------------------------------------------------------
@@ -264,7 +233,56 @@ def start_upstream(args: argparse.Namespace) -> tuple[int, subprocess.Popen[byte
     return up_port, upstream
 
 
+async def compare(args: argparse.Namespace) -> None:
+    """This checkout against ``args.against`` (another ``src``), alternating rounds."""
+    import os
+    import statistics
+
+    up_port, upstream = start_upstream(args)
+    streams = max(args.streams)
+    trees = {"this": str(SRC), "other": args.against}
+    print(f"{streams} streams, {args.chunks} chunks each at {args.rate:g}/s; other: {args.against}")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for api in args.only or ("chat", "responses"):
+                servers: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
+                kept = os.environ.get("PYTHONPATH")
+                try:
+                    for name, tree in trees.items():
+                        os.environ["PYTHONPATH"] = tree
+                        servers[name] = start_server(up_port, Path(tmp), args, api, False, name)
+                finally:
+                    os.environ.pop("PYTHONPATH", None)
+                    if kept is not None:
+                        os.environ["PYTHONPATH"] = kept
+                costs: dict[str, list[float]] = {name: [] for name in servers}
+                try:
+                    for port, server in servers.values():
+                        await measure(server.pid, port, api, False, 2, args.chunks)  # warm up
+                    for turn in range(args.rounds):
+                        order = list(servers.items())
+                        for name, (port, server) in order[:: 1 if turn % 2 else -1]:
+                            cost, _, _ = await measure(
+                                server.pid, port, api, False, streams, args.chunks
+                            )
+                            costs[name].append(cost)
+                finally:
+                    for _, server in servers.values():
+                        stop(server)
+                mine, theirs = (statistics.median(costs[name]) for name in ("this", "other"))
+                load = os.getloadavg()[0]
+                for name, values in costs.items():
+                    print(f"  {api:<10} {name:<6} median {statistics.median(values):6.1f} "
+                          f"least {min(values):6.1f} µs/chunk")  # fmt: skip
+                print(f"  {api:<10} this / other: {mine / theirs:.2f} (load average {load:.1f})")
+    finally:
+        stop(upstream)
+
+
 async def run(args: argparse.Namespace) -> None:
+    if args.against:
+        await compare(args)
+        return
     up_port, upstream = start_upstream(args)
     print(f"{args.chunks} chunks per stream at {args.rate:g} chunks/s; loop {args.loop or 'auto'}")
     print(f"  {'path':<12} {'kind':<5} {'streams':>7} {'µs/chunk':>11} {'delivered':>9}  errors")
@@ -324,11 +342,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=("chat", "responses"), default=None)
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default=None)
     parser.add_argument("--no-profile", dest="profile", action="store_false")
+    parser.add_argument("--against", default=None, help="another checkout's src to compare")
+    parser.add_argument("--rounds", type=int, default=4, help="--against: rounds of each")
     parser.add_argument("--upstream", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream is not None:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_upstream(args.upstream, args.chunks, args.rate))
+            events = functools.partial(upstream_events, chunks=args.chunks)
+            asyncio.run(serve(args.upstream, events, args.rate, MODEL))
         return
     asyncio.run(run(args))
 

@@ -94,12 +94,16 @@ async def one_reply(url: str) -> int:
                 return received
 
 
-def poll_health(url: str, stop: threading.Event, samples: list[float]) -> None:
+def poll_health(url: str, stop: threading.Event, samples: list[float], sent: list[int]) -> None:
+    """``/health`` every 10 ms; ``sent`` gets the bytes of each answer (the server's socket
+    writes count in its ``wchar``, so they are taken off the log's bytes)."""
     with httpx.Client(timeout=30) as client:
         while not stop.is_set():
             started = time.monotonic()
-            client.get(f"{url}/health")
+            response = client.get(f"{url}/health")
             samples.append(time.monotonic() - started)
+            head = sum(len(name) + len(value) + 4 for name, value in response.headers.raw)
+            sent.append(len(b"HTTP/1.1 200 OK\r\n\r\n") + head + len(response.content))
             time.sleep(0.01)
 
 
@@ -123,9 +127,9 @@ def bench(size: int, rate: float, kind: str, redis: Any) -> tuple[float, list[fl
             before = (
                 int(probe.info("stats")["total_net_input_bytes"]) if probe else wchar(child.pid)
             )
-            stop, samples = threading.Event(), list[float]()
+            stop, samples, health = threading.Event(), list[float](), list[int]()
             poller = threading.Thread(
-                target=poll_health, args=(f"http://127.0.0.1:{port}", stop, samples)
+                target=poll_health, args=(f"http://127.0.0.1:{port}", stop, samples, health)
             )
             poller.start()
             received = asyncio.run(one_reply(f"ws://127.0.0.1:{port}/iris/ws"))
@@ -136,7 +140,7 @@ def bench(size: int, rate: float, kind: str, redis: Any) -> tuple[float, list[fl
                 written = int(probe.info("stats")["total_net_input_bytes"]) - before
                 probe.close()
             else:
-                written = wchar(child.pid) - before - received
+                written = wchar(child.pid) - before - received - sum(health)
             return written / size, samples
         finally:
             child.terminate()

@@ -155,3 +155,50 @@ async def test_held_updates_reach_the_file_without_another_frame(tmp_path: Path)
     finally:
         other.close()
         store.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+async def test_a_short_turn_writes_at_most_40_bytes_per_character_to_sqlite(
+    tmp_path: Path,
+) -> None:
+    """Issue 45: a 2 000-character reply cost ~60 bytes per character, most of it the turn's
+    other frames (the person's message, typing, the reply's start and end), each write a
+    transaction rewriting whole pages; now what one step publishes is one transaction, the
+    reply's start waits with its text, and the pages are 2 KB."""
+    store = Store(tmp_path / "iris.db")
+    log = SqliteFrameLog(store, rules=RULES)
+    hub = Hub(log)
+    try:
+        for turn in range(3):  # the first turn of a file also grows it: count them all
+            before = written()
+            hub.publish("c", {"type": "message", "message_id": f"u{turn}", "role": "user",
+                              "text": "tell me"})  # fmt: skip
+            hub.publish("c", {"type": "typing", "on": True})
+            await asyncio.sleep(0.01)
+            reply = f"m{turn}"
+            hub.publish("c", {"type": "message.start", "message_id": reply, "role": "assistant"})
+            text = ""
+            while len(text) < 2_000:
+                text += ("lorem ipsum dolor sit amet " * 2)[:STEP]
+                hub.publish("c", {"type": "message.update", "message_id": reply, "text": text})
+                await asyncio.sleep(0.002)
+            hub.publish("c", {"type": "message.stop", "message_id": reply, "final_text": text})
+            hub.publish("c", {"type": "typing", "on": False})
+            assert log.messages("c")[-1]["text"] == text
+            assert (written() - before) / len(text) <= 40
+    finally:
+        store.close()
+
+
+async def test_what_is_held_is_written_when_the_store_closes(tmp_path: Path) -> None:
+    """A server that stops (not killed) loses none of the live text it held back."""
+    store = Store(tmp_path / "iris.db")
+    hub = Hub(SqliteFrameLog(store, rules=RULES))
+    hub.publish("c", {"type": "message.start", "message_id": "m", "role": "assistant"})
+    hub.publish("c", {"type": "message.update", "message_id": "m", "text": "held back"})
+    store.close()
+    reopened = Store(tmp_path / "iris.db")
+    try:
+        assert SqliteFrameLog(reopened, rules=RULES).open_messages("c") == {"m": "held back"}
+    finally:
+        reopened.close()

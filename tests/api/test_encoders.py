@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from openai import omit
 from openai._models import construct_type
 from openai.lib.streaming.responses._responses import ResponseStreamState
@@ -567,3 +570,16 @@ def test_a_tool_run_cut_by_the_turns_end_closes_as_an_incomplete_mcp_call() -> N
     assert "response.mcp_call.completed" not in types and "response.mcp_call.failed" not in types
     note = [p for p in payloads if p["type"] == "response.mcp_call.in_progress"][-1]
     assert note["note"] == "still sleeping"
+
+
+@given(st.lists(st.text(), min_size=1, max_size=5))
+def test_a_text_chunk_is_the_same_bytes_however_it_is_made(deltas: list[str]) -> None:
+    """Issue 45: a text delta's chunk is written from a shape encoded once; a client reads
+    exactly what encoding the whole chunk gives, whatever the text holds (quotes, controls,
+    surrogates' replacements, line separators)."""
+    encoder = ChatEncoder("chatcmpl-1", 'm"odel\u2028', 1700000000)
+    encoder.feed(TurnStarted("turn_1", "m"))
+    for delta in deltas:
+        for chunk in encoder.feed(TextDelta(delta)):
+            whole = json.dumps(dict(chunk), separators=(",", ":"), ensure_ascii=False)
+            assert data_frame(chunk) == f"data: {whole}\n\n".encode()

@@ -108,7 +108,7 @@ CREATE TABLE IF NOT EXISTS iris_frames (
     created REAL NOT NULL,
     frame TEXT NOT NULL,
     PRIMARY KEY (chat_id, seq)
-);
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS iris_frames_message ON iris_frames (chat_id, message_id);
 CREATE TABLE IF NOT EXISTS iris_chats (
     chat_id TEXT PRIMARY KEY,
@@ -120,7 +120,7 @@ CREATE TABLE IF NOT EXISTS iris_live_text (
     part INTEGER NOT NULL,
     text TEXT NOT NULL,
     PRIMARY KEY (chat_id, message_id, part)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS iris_log_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -130,7 +130,7 @@ CREATE TABLE IF NOT EXISTS iris_transcript (
     seq INTEGER NOT NULL,
     message TEXT NOT NULL,
     PRIMARY KEY (chat_id, seq)
-);
+) WITHOUT ROWID;
 """
 
 _PRUNE_EVERY = 64  # appends per chat between two bound checks
@@ -184,9 +184,11 @@ class SqliteFrameLog:
         self._written = 0.0
         self._held: dict[tuple[str, str], int] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._soon = False  # a write is due at the loop's next turn (``_submit_soon``)
         # (chat_id, message_id) -> (the live text stored, its parts): the store's thread's own.
         self._texts: dict[tuple[str, str], tuple[str, int] | None] = {}
         store.ensure_schema(_DDL)
+        store.before_close(self._flush)  # what is held is written when the store closes
         # One epoch per database file: its seqs never restart while the file lives (a file
         # replaced under a running server is refused by the store, see ``iris.state.sqlite``).
         store.execute(
@@ -226,28 +228,51 @@ class SqliteFrameLog:
             text = "" if self.rules.traits(frame["type"]).snapshot else json.dumps(frame)
         self._pending.append((frame, text, self._clock(), count % _PRUNE_EVERY == 0))
         if not self._hold(frame):
-            self._submit()
+            self._submit_soon()
+
+    def _submit_soon(self) -> None:
+        """Write at the loop's next turn, so the frames one step of a turn publishes together
+        (a person's message and the typing that follows it) share one transaction."""
+        if self._soon or self._scheduled.is_set():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._submit()  # a synchronous caller: write now
+            return
+        self._soon = True
+        loop.call_soon(self._submit)
 
     def _submit(self) -> None:
         self._timer = None
-        if not self._scheduled.is_set():
+        self._soon = False
+        if not self._scheduled.is_set() and self._store.available:
             self._scheduled.set()
             self._store.submit(self._flush)
 
     def _hold(self, frame: Frame) -> bool:
-        """Whether this snapshot waits for the next write (``HOLD_SECONDS``/``HOLD_CHARS``)
-        rather than being written now; the write is then scheduled on the event loop."""
-        if not self.rules.traits(frame["type"]).snapshot or self._scheduled.is_set():
+        """Whether this frame waits for the next write (``HOLD_SECONDS``/``HOLD_CHARS``)
+        rather than being written now; the write is then scheduled on the event loop.
+
+        A live message's snapshots are held, and so is its opening frame: a kill -9 before it
+        is written loses at most what holding its text loses (the message's first moments),
+        and a reply's start no longer costs a transaction of its own (each one writes every
+        page it touches whole: 3 to 8 of them, bench/log_writes.py)."""
+        traits = self.rules.traits(frame["type"])
+        if not (traits.snapshot or traits.opens) or self._scheduled.is_set():
             return False
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return False  # no loop to wait on (a synchronous caller): write now
-        key = (frame["chat_id"], str(frame.get("message_id")))
-        size = len(self.rules.snapshot_text(frame))
-        start = self._held.setdefault(key, size)
+        grown = False
+        if traits.snapshot:
+            key = (frame["chat_id"], str(frame.get("message_id")))
+            size = len(self.rules.snapshot_text(frame))
+            start = self._held.setdefault(key, size)
+            grown = size - start >= HOLD_CHARS or size < start
         wait = self._written + HOLD_SECONDS - time.monotonic()
-        if wait <= 0 or size - start >= HOLD_CHARS or size < start:
+        if wait <= 0 or grown:
             return False
         if self._timer is None:
             self._timer = loop.call_later(wait, self._submit)

@@ -22,6 +22,7 @@ from iris.llm.provider import (
     translate_errors,
 )
 from iris.llm.quirks import ModelQuirks
+from iris.llm.socket_body import body_of
 from iris.llm.sse_lines import line_batches, loads_object
 from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
@@ -51,7 +52,7 @@ class ChatCompletionsProvider(SdkProvider):
                 with translate_errors(streaming=True):
                     async with post_raw_stream(self._client, "/chat/completions", body) as response:
                         async for raw in _stream_deltas(
-                            line_batches(response.http_response.aiter_bytes())
+                            line_batches(body_of(response.http_response))
                         ):
                             started = True
                             yield raw

@@ -25,6 +25,7 @@ from iris.llm.provider import (
     describe_body,
     translate_errors,
 )
+from iris.llm.socket_body import body_of
 from iris.llm.sse_lines import Event, line_batches, loads_object, parse_events
 from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
@@ -118,7 +119,7 @@ class ResponsesProvider(SdkProvider):
         body = await encode(lambda: {**request_body(request), "stream": True})
         with translate_errors(streaming=True):
             async with post_raw_stream(self._client, "/responses", body) as response:
-                async for payload in _payloads(response.http_response.aiter_bytes()):
+                async for payload in _payloads(body_of(response.http_response)):
                     for raw in state.feed(_event_object(payload)):
                         yield raw
                 content_type = response.http_response.headers.get("content-type")

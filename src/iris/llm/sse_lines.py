@@ -1,7 +1,8 @@
 """The hot path of a streamed answer: the response body's SSE lines and events, read in bulk.
 
 The SDK keeps the control path (auth, the request, status errors before the body); the body is
-then read here, straight from ``aiter_bytes()`` (content-encoding undone): lines are split in
+then read here, off its socket where it can be (``iris.llm.socket_body``) or from httpx's
+``aiter_bytes()`` (content-encoding undone): lines are split in
 bytes, every complete line of one network read at once, and each event's JSON is parsed once.
 The SDK's own iteration runs each line through four async generators and a text decoder (and,
 typed, builds a model per event): most of the CPU a proxied chunk cost.

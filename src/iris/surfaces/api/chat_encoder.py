@@ -50,6 +50,7 @@ from iris.segments import (
     appended,
 )
 from iris.surfaces.api.problems import error_body
+from iris.surfaces.api.sse import Shape
 
 Chunk = dict[str, Any]
 
@@ -92,6 +93,7 @@ class ChatEncoder:
         self._calls_sent: dict[int, str] = {}  # streamed calls: index → arguments sent
         self._segment_fresh = True  # no text of the current segment was sent yet
         self._text_sent = False  # some segment's text was sent
+        self._text_shape: Shape | None = None  # a text chunk, all but its text encoded once
 
     @property
     def done(self) -> bool:
@@ -190,7 +192,9 @@ class ChatEncoder:
             text = "\n\n" + text
         self._segment_fresh = False
         self._text_sent = True
-        out.append(self._chunk({"content": text}))
+        if self._text_shape is None:
+            self._text_shape = Shape(lambda content: self._chunk({"content": content}))
+        out.append(self._text_shape.fill(text))
 
     def _rest_of_call(self, index: int, call: dict[str, str]) -> list[Chunk]:
         """What the client lacks of a finished call: all of it when it was not streamed (as

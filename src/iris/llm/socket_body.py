@@ -1,0 +1,235 @@
+"""A streamed 200's body read straight off its socket, when its connection allows it.
+
+The SDK makes the request (auth, headers, status errors before the body); what is left is the
+body of a 200. Read through httpx, each network read of it goes down seven async layers
+(httpx, httpcore's pool and connection, h11's chunk parser, anyio's stream with a cancel scope
+and a timer armed per read, the transport's reading paused and resumed per read): a third of a
+proxied chunk's CPU. ``body_of`` takes the connection's transport over instead: its protocol
+becomes a ``SocketBody``, which undoes the framing (chunked, a ``content-length``, or to the
+close) as bytes arrive and hands the body to one reader.
+
+Only where the read is plain: HTTP/1.1 over TCP without TLS, no content-encoding, the
+connection the one httpcore made (anyio's socket stream). Anything else (TLS, HTTP/2, gzip,
+a test's mock transport, a different httpcore) is read through httpx as before. A connection
+taken over is not reused: closing the response closes it (httpcore never saw its body end).
+Silence is the caller's to time (the agent's per-delta deadline), as with httpx's read timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from iris.errors import ProviderConnectionError
+
+# Past this much unread body the socket is not read until the reader catches up.
+_HIGH_WATER = 256 * 1024
+# A chunk-size line (and a trailer line) longer than this is not HTTP.
+_MAX_LINE = 8 * 1024
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_TRANSPORT = ("set_protocol", "get_protocol", "pause_reading", "resume_reading", "abort")
+
+
+def body_of(response: httpx.Response | Any) -> AsyncIterator[bytes]:
+    """The body of a streamed ``response`` (from ``AsyncAPIResponse.http_response``): off the
+    socket where it can be (``SocketBody``), else ``response.aiter_bytes()``."""
+    body = SocketBody.take(response)
+    return body.chunks() if body is not None else response.aiter_bytes()
+
+
+class SocketBody(asyncio.Protocol):
+    """The protocol of a connection taken over after its response head: the body's bytes,
+    framing undone, for ``chunks()``."""
+
+    def __init__(self, transport: asyncio.Transport, length: int | None, chunked: bool) -> None:
+        self._transport = transport
+        self._chunked = chunked
+        # Bytes of the body still to come: a content-length's rest, or the current chunk's
+        # (-1: the CRLF after a chunk's data is next; 0: a chunk-size line is next).
+        self._left = length if length is not None else 0
+        self._to_close = length is None and not chunked  # the body ends when the peer closes
+        self._trailers = False  # past the last chunk: trailer lines until an empty one
+        self._line = b""  # an incomplete framing line
+        self._parts: list[bytes] = []
+        self._held = 0
+        self._paused = False
+        self._ended = length == 0  # the body's last byte came
+        self._lost: str | None = None  # why the body ended before its end
+        self._waiter: asyncio.Future[None] | None = None
+
+    @classmethod
+    def take(cls, response: Any) -> SocketBody | None:
+        """Take ``response``'s connection over, or None where it is not a plain one."""
+        headers = response.headers
+        if response.http_version != "HTTP/1.1" or headers.get(
+            "content-encoding", "identity"
+        ) not in (
+            "identity",
+            "",
+        ):
+            return None
+        connection, socket = _plain_connection(response)
+        if connection is None or socket is None:
+            return None
+        h11: Any = connection._h11_state
+        if h11.their_state.__name__ != "SEND_BODY":
+            return None
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        length = None if chunked else _content_length(headers.get("content-length"))
+        transport: asyncio.Transport = socket._transport
+        old: Any = socket._protocol
+        # What was read past the head: h11's unparsed buffer, then anyio's queue.
+        early, closed = h11.trailing_data
+        queued = b"".join(old.read_queue)
+        old.read_queue.clear()
+        old.read_event.clear()
+        body = cls(transport, length, chunked)
+        transport.set_protocol(body)
+        body.data_received(bytes(early) + queued)
+        if closed or old.is_at_eof or old.exception is not None or transport.is_closing():
+            body.connection_lost(old.exception)
+        else:
+            transport.resume_reading()  # anyio pauses reading between its reads
+        return body
+
+    # -- the reader's side ----------------------------------------------------------------
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they arrive (several reads' worth at once when the reader is
+        behind); ``ProviderConnectionError`` when the connection ends before the body."""
+        while True:
+            if self._parts:
+                parts, self._parts, self._held = self._parts, [], 0
+                if self._paused:
+                    self._paused = False
+                    self._transport.resume_reading()
+                yield parts[0] if len(parts) == 1 else b"".join(parts)
+                continue
+            if self._ended:
+                return
+            if self._lost is not None:
+                raise ProviderConnectionError(f"connection to the provider lost: {self._lost}")
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    # -- the transport's side -------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        if self._ended or self._lost is not None or not data:
+            return  # bytes past the body's end are not the body
+        if self._chunked:
+            self._unchunk(data)
+        elif self._to_close:
+            self._keep(data)
+        else:
+            part = data[: self._left]
+            self._left -= len(part)
+            self._keep(part)
+            self._ended = self._left == 0
+        if self._held > _HIGH_WATER and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._closed(None)
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed(exc)
+
+    def _closed(self, exc: Exception | None) -> None:
+        if self._to_close and exc is None:
+            self._ended = True
+        elif not self._ended and self._lost is None:
+            self._lost = type(exc).__name__ if exc else "the body was cut short"
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _keep(self, part: bytes) -> None:
+        if part:
+            self._parts.append(part)
+            self._held += len(part)
+
+    def _unchunk(self, data: bytes) -> None:
+        """Chunked framing undone (RFC 9112 §7.1): size lines, data, CRLFs, trailers."""
+        buffer = self._line + data if self._line else data
+        at, end = 0, len(buffer)
+        while at < end:
+            if self._left > 0:  # inside a chunk's data
+                part = buffer[at : at + self._left]
+                self._keep(part)
+                at += len(part)
+                self._left -= len(part)
+                if not self._left:
+                    self._left = -1
+                continue
+            newline = buffer.find(b"\n", at)
+            if newline < 0:
+                break
+            line = buffer[at:newline].removesuffix(b"\r")
+            at = newline + 1
+            if self._left < 0:  # the CRLF that ends a chunk's data
+                if line:
+                    return self._broken("a chunk's data ran past its size")
+                self._left = 0
+            elif self._trailers:
+                if not line:
+                    self._ended = True
+                    return
+            else:
+                size = line.split(b";", 1)[0].strip()
+                if not _CHUNK_SIZE.fullmatch(size):
+                    return self._broken("a malformed chunk size")
+                self._left = int(size, 16)
+                self._trailers = self._left == 0
+        self._line = buffer[at:]
+        if len(self._line) > _MAX_LINE:
+            self._broken("a chunk-size line without an end")
+
+    def _broken(self, why: str) -> None:
+        self._lost = f"the body's framing is broken ({why})"
+        self._transport.abort()
+
+
+def _plain_connection(response: Any) -> tuple[Any, Any]:
+    """(httpcore's HTTP/1.1 connection, anyio's socket stream) under ``response``, or Nones
+    when the layers are not the ones known here (no TLS: the stream is the socket's own)."""
+    stream: Any = getattr(response, "stream", None)
+    for name in ("_stream", "_httpcore_stream", "_stream"):  # httpx, its transport, the pool
+        stream = getattr(stream, name, None)
+    connection: Any = getattr(stream, "_connection", None)
+    network: Any = getattr(connection, "_network_stream", None)
+    if network is None or network is not response.extensions.get("network_stream"):
+        return None, None
+    socket: Any = getattr(network, "_stream", None)
+    protocol: Any = getattr(socket, "_protocol", None)
+    transport: Any = getattr(socket, "_transport", None)
+    if not (
+        all(hasattr(transport, name) for name in _TRANSPORT)  # uvloop's are not asyncio's
+        and hasattr(protocol, "read_queue")
+        and hasattr(protocol, "read_event")
+        and getattr(connection, "_h11_state", None) is not None
+        and transport.get_extra_info("sslcontext") is None
+        and transport.get_protocol() is protocol
+    ):
+        return None, None
+    return connection, socket
+
+
+def _content_length(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
