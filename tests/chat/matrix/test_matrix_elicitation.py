@@ -110,3 +110,41 @@ async def test_a_yes_or_no_and_the_decline_word(
         await alice.wait_until(lambda: "Done." in texts(alice, room, bot))
         await surface.idle()
     assert tool_result(upstream.requests[1]) == result
+
+
+async def test_in_a_group_room_a_reply_to_the_question_answers_it(
+    make_config: MakeConfig,
+    upstream: FakeUpstream,
+    synapse: Synapse,
+    bot: tuple[str, str],
+    alice: Person,
+    bob: Person,
+) -> None:
+    room = await alice.room(bot[0], bob.user_id)
+    await bob.join(room)
+    config = elicitation_config(make_config, upstream, synapse, bot, alice)
+    upstream.script(tool_call("mcp_fake_delete", ['{"path": "a.txt"}']), text("Done."))
+    async with gateway(config) as (surface, _):
+        await joined(alice, room, bot[0])
+        await alice.say(room, "delete a.txt", **{"m.mentions": {"user_ids": [bot[0]]}})
+
+        def the_question() -> dict[str, Any] | None:
+            return next(
+                (
+                    e
+                    for e in messages(alice, room, bot[0])
+                    if "Delete a.txt?" in e["content"]["body"]
+                ),
+                None,
+            )
+
+        await alice.wait_until(lambda: the_question() is not None)
+        question = the_question()
+        assert question is not None
+        await alice.say(room, "no")  # in a group, neither a reply nor a mention: not an answer
+        reply = {"m.relates_to": {"m.in_reply_to": {"event_id": question["event_id"]}}}
+        await alice.say(room, "yes", **reply)
+        await alice.wait_until(lambda: "Done." in texts(alice, room, bot))
+        await surface.idle()
+    assert tool_result(upstream.requests[1]) == "deleted a.txt"
+    assert len(upstream.requests) == 2
