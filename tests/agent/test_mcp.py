@@ -7,9 +7,8 @@ on, an interrupt stopping the server's work, and a child that never sees Iris's 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,35 +17,13 @@ import pytest
 from iris.agent import Agent, TurnRequest
 from iris.agent.mcp.connection import McpConnection
 from iris.events import Event, ToolEnded, ToolProgress, ToolStarted, TurnEnded
+from tests.agent.mcp_turns import call, ended, offered, tool_result, until
 from tests.agent.turns import USER, collect
 from tests.conftest import MakeConfig
 from tests.fakes.mcp_launch import http_server, stdio
-from tests.fakes.upstream import FakeUpstream, text, tool_call
+from tests.fakes.upstream import FakeUpstream, text
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def offered(upstream: FakeUpstream, n: int) -> list[str]:
-    return [t["function"]["name"] for t in upstream.requests[n].body.get("tools") or []]
-
-
-def tool_result(upstream: FakeUpstream, n: int) -> str:
-    """The tool message Iris sent the model in its ``n``-th request."""
-    return next(m for m in upstream.requests[n].body["messages"] if m["role"] == "tool")["content"]
-
-
-def ended(events: list[Event]) -> ToolEnded:
-    return next(e for e in events if isinstance(e, ToolEnded))
-
-
-def call(name: str, args: dict[str, Any]) -> Any:
-    return tool_call(name, [json.dumps(args)])
-
-
-async def until(agent: Agent, ready: Callable[[], bool], within: float = 10.0) -> None:
-    assert agent.mcp is not None
-    async with asyncio.timeout(within):
-        await agent.mcp.wait_until(ready)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from iris.agent import Agent, TurnRequest
 from iris.agent.mcp.oauth import TokenFile
 from iris.config import McpServerConfig
 from iris.events import ToolEnded
-from tests.agent.test_mcp import call, offered, tool_result, until
+from tests.agent.mcp_turns import call, offered, tool_result, until
 from tests.agent.turns import USER, collect
 from tests.conftest import MakeConfig
 from tests.fakes.mcp_launch import ROOT, http_server

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.chat.approval_chats import tool_result
-from tests.chat.whatsapp.test_whatsapp_e2e import OWNER, Served, serve
+from tests.chat.whatsapp.harness import OWNER, Served, serve
 from tests.conftest import MakeConfig
 from tests.fakes.mcp_launch import stdio
 from tests.fakes.upstream import FakeUpstream, text, tool_call
