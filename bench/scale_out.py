@@ -356,8 +356,8 @@ class LogFigures:
 
 async def framelog_run(url: str, mode: str, args: argparse.Namespace) -> LogFigures:
     """One writer appends, another process's hub and tailer deliver: both on ``url``."""
-    from iris.fanout.framelog import RedisFrameLog
     from iris.fanout.hub import Hub
+    from iris.fanout.redis_log import RedisFrameLog
     from iris.fanout.tailer import Tailer
     from iris.protocol.types import RULES
     from iris.state.redis_store import RedisStore

@@ -13,8 +13,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from iris.fanout.framelog import RedisFrameLog, SqliteFrameLog
+from iris.fanout.framelog import SqliteFrameLog
 from iris.fanout.hub import Hub
+from iris.fanout.redis_log import RedisFrameLog
 from iris.protocol.types import RULES
 from iris.state.redis_store import RedisStore
 from iris.state.sqlite import Store

@@ -10,8 +10,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from iris.fanout.framelog import RedisFrameLog
 from iris.fanout.hub import Hub
+from iris.fanout.redis_log import RedisFrameLog
 from iris.fanout.subscription import Subscription
 from iris.fanout.tailer import Tailer
 from iris.protocol.types import RULES

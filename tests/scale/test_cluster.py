@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from iris.errors import StoreUnavailable
-from iris.fanout.framelog import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.hub import Hub
+from iris.fanout.redis_log import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.tailer import Tailer
 from iris.protocol.types import RULES
 from iris.state.background import SharedRuns

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from iris.errors import StoreUnavailable
 from iris.fanout import tailer as tailer_module
-from iris.fanout.framelog import PRUNE_EVERY, RedisFrameLog
 from iris.fanout.hub import Hub
+from iris.fanout.redis_log import PRUNE_EVERY, RedisFrameLog
 from iris.protocol.types import RULES
 from iris.state.lease import LeaseLost
 from iris.state.redis_store import RedisStore

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from iris.fanout.framelog import RedisFrameLog
 from iris.fanout.hub import Hub
+from iris.fanout.redis_log import RedisFrameLog
 from iris.protocol.types import RULES
 from iris.state.lease import holder_process
 from iris.state.redis_store import RedisStore

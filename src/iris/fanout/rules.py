@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 Frame = dict[str, Any]  # one frame as JSON data: the one declaration every layer uses
 # What a frame's maker hands the transport: a ``Frame``, or a protocol's typed dict of one.
 Body = Mapping[str, Any]
+TRANSCRIPT_LIMIT = 500  # closed messages a frame log keeps per chat, for a ``sync``
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,8 +34,8 @@ from typing import cast
 from redis.crc import key_slot
 
 from iris.errors import StoreUnavailable
-from iris.fanout.framelog import Entry, RedisFrameLog
 from iris.fanout.hub import Hub
+from iris.fanout.redis_log import Entry, RedisFrameLog
 from iris.state.redis_store import RedisStore, Retry, stop_if_cancelled, translated
 from iris.tasks import Supervisor
 

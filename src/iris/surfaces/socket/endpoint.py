@@ -47,8 +47,9 @@ from iris.agent.mcp.signin import SignInFailed
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.events import ApprovalRequested, ApprovalResolved
-from iris.fanout.framelog import RedisFrameLog, frame_log_for
+from iris.fanout.framelog import frame_log_for
 from iris.fanout.hub import Hub
+from iris.fanout.redis_log import RedisFrameLog
 from iris.fanout.rules import Frame
 from iris.fanout.subscription import Subscription, TooSlow, encode_frame
 from iris.fanout.tailer import Tailer
