@@ -46,6 +46,8 @@ def test_through_a_trusted_proxy_the_attacker_alone_is_locked_out(served: StartS
         assert client.get("/v1/models", headers={**RIGHT, **forwarded}).status_code == 200
         # The proxy itself (no forwarding header) was never counted.
         assert client.get("/v1/models", headers=RIGHT).status_code == 200
+    # The line comes through the process's stderr pipe: wait for it, then read what is there.
+    server.wait_for("failed authentications")
     log = "".join(server.drain())
     lines = [line for line in log.splitlines() if "failed authentications" in line]
     assert len(lines) == 1 and "203.0.113.7" in lines[0], lines
@@ -63,6 +65,8 @@ def test_a_spoofed_forwarded_for_from_an_untrusted_peer_is_ignored(
         # All ten were this peer's: it is refused, whatever address it claims now.
         claimed = {"x-forwarded-for": "192.0.2.99"}
         assert client.get("/v1/models", headers={**RIGHT, **claimed}).status_code == 429
+    # The line comes through the process's stderr pipe: wait for it, then read what is there.
+    server.wait_for("failed authentications")
     log = "".join(server.drain())
     lines = [line for line in log.splitlines() if "failed authentications" in line]
     assert len(lines) == 1 and "127.0.0.1" in lines[0], lines
