@@ -74,6 +74,13 @@ async def phone_on_main(server: IrisServer) -> Device:
     return await server.connect(token)  # the default chat: main
 
 
+async def decide(phone: Device, asked: dict[str, Any], decision: str) -> None:
+    """The phone answers the approval request ``asked``."""
+    await phone.send(
+        {"type": "approval.respond", "approval_id": asked["approval_id"], "decision": decision}
+    )
+
+
 async def test_approved_on_the_phone_it_runs_in_the_house_and_the_answer_is_announced(
     iris_server: StartServer, upstream: FakeUpstream, ha: HomeAssistant
 ) -> None:
@@ -86,9 +93,7 @@ async def test_approved_on_the_phone_it_runs_in_the_house_and_the_answer_is_anno
     assert asked["name"] == "HassTurnOff" and asked["args"] == {"name": "alarm"}
     assert asked["preview"].endswith("(runs in Home Assistant, asked by voice)")
     assert ha.intents == [] and ha.states["switch.alarm"] == "on"  # nothing before the yes
-    await phone.send(
-        {"type": "approval.respond", "approval_id": asked["approval_id"], "decision": "once"}
-    )
+    await decide(phone, asked, "once")
     resolved = (await phone.until("approval.resolved"))[-1]
     assert (resolved["decision"], resolved["by"]) == ("once", "phone")
     await ha.wait_until(lambda: ha.notifications)
@@ -108,9 +113,7 @@ async def test_denied_nothing_happens_and_the_announced_answer_says_it_was_not_d
     async with client:
         assert await ask(client, "Turn off the alarm") == APPROVE
     asked = (await phone.until("approval.request"))[-1]
-    await phone.send(
-        {"type": "approval.respond", "approval_id": asked["approval_id"], "decision": "deny"}
-    )
+    await decide(phone, asked, "deny")
     await ha.wait_until(lambda: ha.notifications)
     assert ha.intents == [] and ha.states["switch.alarm"] == "on"
     told = upstream.requests[1].body["messages"][-1]["content"]
@@ -138,9 +141,7 @@ async def test_allowed_in_the_chat_the_next_voice_request_goes_to_assist_unasked
     async with client:
         assert await ask(client, "Turn off the alarm") == APPROVE
         asked = (await phone.until("approval.request"))[-1]
-        await phone.send(
-            {"type": "approval.respond", "approval_id": asked["approval_id"], "decision": "chat"}
-        )
+        await decide(phone, asked, "chat")
         await ha.wait_until(lambda: ha.notifications)
         # Allowed in the owner chat: the call goes back to Home Assistant, which runs it.
         stream = await client.chat.completions.create(
