@@ -34,6 +34,9 @@ The facts, per segment (``segment`` numbers them from 0 within the turn):
   which says which of these it was. Text the agent held back (a closer longer than the stream)
   is growth before the close; an answer given only in ``TurnEnded`` is a segment of its own.
 
+``Segments.grew`` is the fast lane of a plain text delta for such surfaces: the segment
+records it, and no item is made.
+
 ``appended`` is the rule for surfaces that cannot take text back (SSE): growth is sent as it
 comes; a reset sends the replay whole after a blank line, so the client sees both attempts
 rather than a spliced one.
@@ -212,6 +215,14 @@ class Track:
         self._replayed = 0 if len(self._text) else None
         self._reason, self._model = reason, model
 
+    def extend(self, delta: str) -> bool:
+        """Plain growth, recorded without a fact: True when no replay is pending (the facts of
+        ``grow`` would be one ``SegmentGrown`` of ``delta``), else False and nothing recorded."""
+        if self._replayed is not None:
+            return False
+        self._text.append(delta)
+        return True
+
     def grow(self, delta: str) -> list[SegmentGrown | SegmentReset]:
         if not delta:
             return []
@@ -291,6 +302,19 @@ class Segments:
                 out += self._settle()
                 out += self._feed(event)
         return out
+
+    @property
+    def open_segment(self) -> int | None:
+        """The number of the segment open now, if any."""
+        return None if self._open is None else self._open.track.segment
+
+    def grew(self, delta: str) -> bool:
+        """The fast lane of a ``TextDelta`` (a proxied stream's common case): when ``delta``
+        only grows the open segment, it is recorded and True returned — ``feed`` would have
+        given exactly ``[SegmentGrown(open_segment, ..., delta)]``, which a caller that reads
+        only ``appended`` text need not build. Else False, nothing recorded: ``feed`` it."""
+        seg = self._open
+        return seg is not None and seg.ended is None and bool(delta) and seg.track.extend(delta)
 
     def _feed(self, event: Event) -> list[Item]:
         match event:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from openai import APIError, OpenAI
 
-from iris.surfaces.api.routes import ResponsesWire
+from iris.surfaces.api.wires import ResponsesWire
 from tests.api.conftest import IrisServer, StartIris
 from tests.fakes.upstream import FakeUpstream, hold, stream_error, text
 

@@ -42,6 +42,7 @@ from iris.server.connections import MAX_HEAD_BYTES, BodyGuard, connection_cap, g
 from iris.server.endpoints import metrics_routes
 from iris.state.redis_store import ERRORS as REDIS_ERRORS
 from iris.state.redis_store import RedisStore
+from iris.surfaces.api.exchange import SERVER_SEND
 from iris.surfaces.api.problems import error_body
 from iris.surfaces.origin import is_loopback
 
@@ -150,7 +151,7 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
 
         routes.extend(web_routes())
     routes.extend(metrics_routes(config))  # GET /metrics, /status: only when enabled
-    app = Starlette(
+    app = IrisApp(
         routes=routes,
         lifespan=_lifespan(config, runtime, surfaces),
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
@@ -163,6 +164,17 @@ def build_app(config: Config, runtime: Runtime | None = None) -> Starlette:
     app.state.runtime = runtime
     app.state.surfaces = surfaces
     return app
+
+
+class IrisApp(Starlette):
+    """The app: Starlette, leaving the server's own ``send`` in each HTTP request's scope
+    (``SERVER_SEND``), where a streamed answer writes its body messages past the wrappers that
+    act on a response's start only (``iris.surfaces.api.exchange``)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[SERVER_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 def _health(runtime: Runtime) -> Callable[[Request], Awaitable[JSONResponse]]:

@@ -107,6 +107,15 @@ class ChatEncoder:
             self._item(out, item)
         return out
 
+    def text_frame(self, text: str) -> bytes | None:
+        """The SSE bytes of a ``TextDelta`` of ``text`` that only grows a segment whose text
+        has begun (a proxied stream's common case), as ``feed`` would make them, without the
+        chunk objects; None when it is not that: ``feed`` the event."""
+        shape = self._text_shape
+        if shape is None or self._segment_fresh or not self._segments.grew(text):
+            return None
+        return shape.text(text)
+
     def _item(self, out: list[Chunk], item: Item) -> None:
         match item:
             case TurnStarted():

@@ -13,7 +13,7 @@
 Items are validated as ``/v1/responses`` input items are (a bad one is a 400 naming it) and
 kept in the Responses format with an id each. A response created with ``conversation`` reads
 the conversation's items as the model's history, and its input and output items are appended
-when it ends (see ``routes.ResponsesWire``).
+when it ends (see ``wires.ResponsesWire``).
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 The thin async transport around the pure encoders:
 
 - each event's frames are written as soon as the agent yields it, in one network write;
+- once the stream is open, an event that neither opens nor ends the turn (text, reasoning,
+  tool deltas: nearly all of them) takes the fast lane: its frames go straight to the server's
+  own ``send`` (``SERVER_SEND``), past the middleware wrappers, which act on a response's start
+  message only (see ``SERVER_SEND``); the start and a whole JSON answer pass through them;
 - the opening frames wait for the first output, so a turn that fails before it still gets a
   real status; a silent stream gets ``: keep-alive`` comments (``heartbeat``);
 - the turn races the client leaving: Starlette's own disconnect detection only fires on a
@@ -32,6 +36,16 @@ from iris.surfaces.api.sse import DONE
 from iris.tasks import task_group
 
 log = logging.getLogger("iris.api")
+
+# The scope key under which the app (``iris.server.asgi.IrisApp``) leaves the server's own
+# ``send`` for a streamed body. Each wrapper between it and a route (Starlette's exception
+# handling, ``ServerErrorMiddleware``, ``NoSniff``, ``BodyGuard``) acts on the start message
+# only: it records that the response started (so a later error is re-raised, not answered
+# with a 500) or adds a header; ``BodyGuard`` drops what follows its own 408/413, which only a
+# request whose body was never read whole gets, and an exchange starts after the body was read.
+# A body message after the start passes each of them unchanged: a coroutine each per chunk,
+# a fifth of a proxied chunk's cost. Without the key (an app built otherwise), the route's send.
+SERVER_SEND = "iris.server_send"
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -93,10 +107,12 @@ class TurnExchange(Response):
         self._live = live  # the surface's open exchanges, wound down on shutdown
         self._closed = asyncio.Event()
         self._release: Callable[[], None] | None = release  # frees the turn's slot, once
-        self._head_sent = False
+        self._head_sent = False  # the start has gone (or is going) out
+        self._flowing = False  # the start and the held frames are out: writes go direct
         self._held = b""  # opening frames not yet written
-        self._sending = asyncio.Lock()  # the turn and the heartbeat share one stream
-        self._last_write = 0.0
+        self._opening = asyncio.Lock()  # the turn and the heartbeat may both open the stream
+        self._direct: Send | None = None  # the server's own send (``SERVER_SEND``)
+        self._writes = 0  # body writes so far: the heartbeat's sign of a silent stream
         self._ended = False  # the terminal event was seen: the heartbeat stays quiet
         self._turn: Running | None = None
         self._retry_after: float | None = None  # the provider's, from a failed turn
@@ -116,6 +132,7 @@ class TurnExchange(Response):
         await self._closed.wait()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._direct = scope.get(SERVER_SEND, send)
         self._live.add(self)
         beat = [self._beat(send)] if self._stream else []
         metrics.api_stream(self._stream)
@@ -141,7 +158,14 @@ class TurnExchange(Response):
             source = self._source or self._agent.run(self._request)
             async with source as turn:
                 self._turn = turn
+                frames = self._wire.frames
                 async for event in turn:
+                    if self._flowing and type(event) not in _EDGES:
+                        # The fast lane: a streamed event that neither opens nor ends the turn.
+                        data = frames(event)
+                        if data:
+                            await self._body(data)
+                        continue
                     ended = ended or isinstance(event, TurnEnded | TurnFailed)
                     if isinstance(event, TurnFailed):
                         self._retry_after = event.retry_after
@@ -219,24 +243,39 @@ class TurnExchange(Response):
             await self._write(send, data)
 
     async def _write(self, send: Send, data: bytes, *, more: bool = True) -> None:
-        async with self._sending:
-            if not self._head_sent:
-                self._head_sent = True
-                start = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
-                await send(start)
-                data, self._held = self._held + data, b""
-            await send({"type": "http.response.body", "body": data, "more_body": more})
-            self._last_write = asyncio.get_running_loop().time()
+        if not self._flowing:
+            async with self._opening:
+                if not self._flowing:
+                    self._head_sent = True
+                    # Through the route's send: the wrappers see the response start.
+                    start = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
+                    await send(start)
+                    data, self._held = self._held + data, b""
+                    await self._body(data, more)
+                    self._flowing = True
+                    return
+        await self._body(data, more)
+
+    async def _body(self, data: bytes, more: bool = True) -> None:
+        """One body message after the start, straight to the server (``SERVER_SEND``)."""
+        assert self._direct is not None, "the exchange was called"
+        self._writes += 1
+        await self._direct({"type": "http.response.body", "body": data, "more_body": more})
 
     async def _beat(self, send: Send) -> None:
         """Comment lines while the stream is silent; after ``heartbeat`` seconds without any
         output the head goes out too, so a long wait for the first token stays open."""
-        loop = asyncio.get_running_loop()
-        self._last_write = loop.time()
+        seen = self._writes
         while True:
             await asyncio.sleep(self.heartbeat)
-            if not self._ended and loop.time() - self._last_write >= self.heartbeat:
+            # Nothing written since the last look, ``heartbeat`` seconds ago: silence.
+            if not self._ended and self._writes == seen:
                 await self._write(send, b": keep-alive\n\n")
+            seen = self._writes
+
+
+# Events that open or end a turn: they take ``_emit``'s way, never the fast lane.
+_EDGES = frozenset({TurnStarted, TurnEnded, TurnFailed})
 
 
 async def while_connected(

@@ -67,6 +67,7 @@ from iris.segments import (
     Track,
     appended,
 )
+from iris.surfaces.api.sse import Shape
 from iris.surfaces.api.tool_runs import Run, ToolView, call_arguments, list_item
 
 Payload = dict[str, Any]
@@ -178,6 +179,7 @@ class _Item:
         self.summary_sent: list[str] = []
         self.segment = segment  # a message: the text segment it shows
         self.whole = False  # a message: it shows its segment from the start
+        self.delta_shape: Shape | None = None  # a message: its text delta event, encoded once
 
 
 class _Call:
@@ -294,6 +296,25 @@ class ResponsesEncoder:
         for item in self._segments.feed(event):
             self._item(out, item)
         return out
+
+    def text_frame(self, text: str) -> bytes | None:
+        """The SSE bytes of a ``TextDelta`` of ``text`` that only grows the segment of the
+        message item open now (a proxied stream's common case), as ``feed`` would make them,
+        without the event objects; None when it is not that: ``feed`` the event."""
+        item = self._open
+        if (
+            item is None
+            or item.kind != "message"
+            or item.segment != self._segments.open_segment
+            or not self._segments.grew(text)
+        ):
+            return None
+        item.sent.append(text)
+        shape = item.delta_shape
+        if shape is None:
+            shape = item.delta_shape = Shape(_delta_event(item), 2, named=True)
+        self._seq += 1
+        return shape.numbered(self._seq - 1, text)
 
     def _item(self, out: list[Payload], item: Item) -> None:
         match item:
@@ -663,6 +684,23 @@ class ResponsesEncoder:
         done = {**item, "status": "completed", "arguments": arguments}
         self.output.append(done)
         self._event(out, "response.output_item.done", output_index=index, item=done)
+
+
+def _delta_event(item: _Item) -> Callable[[Any, str], Payload]:
+    """``response.output_text.delta`` of ``item``, as ``_part_event`` spells it."""
+
+    def build(sequence: Any, delta: str) -> Payload:
+        return {
+            "type": "response.output_text.delta",
+            "sequence_number": sequence,
+            "item_id": item.id,
+            "output_index": item.index,
+            "content_index": 0,
+            "delta": delta,
+            "logprobs": [],
+        }
+
+    return build
 
 
 def _item_payload(item: _Item, status: str, final: str) -> Payload:

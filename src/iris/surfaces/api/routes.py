@@ -29,7 +29,6 @@ import hmac
 import json
 import math
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -43,13 +42,12 @@ from iris.agent.core import TurnRequest
 from iris.agent.history import kept
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
-from iris.events import ApprovalRequested, Event, TerminalEvent, TurnEnded, TurnFailed
+from iris.events import ApprovalRequested
 from iris.runtime import Runtime
 from iris.state.approvals import Decision
 from iris.state.background import SharedRuns
-from iris.state.item_lists import ItemLists, item_lists_for
+from iris.state.item_lists import item_lists_for
 from iris.state.redis_store import translated
-from iris.state.responses import Responses
 from iris.surfaces.api.background import (
     BackgroundRun,
     BackgroundRuns,
@@ -57,7 +55,6 @@ from iris.surfaces.api.background import (
     RunStream,
 )
 from iris.surfaces.api.bodies import (
-    ChatCall,
     References,
     ResponsesCall,
     Stored,
@@ -65,7 +62,6 @@ from iris.surfaces.api.bodies import (
     parse_responses,
     references,
 )
-from iris.surfaces.api.chat_encoder import ChatEncoder
 from iris.surfaces.api.conversations import ConversationRoutes
 from iris.surfaces.api.exchange import Running, TurnExchange, Wire
 from iris.surfaces.api.held import (
@@ -77,106 +73,16 @@ from iris.surfaces.api.held import (
 )
 from iris.surfaces.api.items import input_items, page
 from iris.surfaces.api.offering import ServedModel, resolve_model, served_models, voice_model
-from iris.surfaces.api.problems import ApiError, bad_request, error_body, failure_status
-from iris.surfaces.api.responses_encoder import ResponsesEncoder
-from iris.surfaces.api.sse import data_frames, named_frames
+from iris.surfaces.api.problems import ApiError, bad_request
 from iris.surfaces.api.tool_runs import ToolView, listed_before, tool_view
 from iris.surfaces.api.voice import Slots, VoiceTurns, for_speech
 from iris.surfaces.api.voice_later import VoiceLater
+from iris.surfaces.api.wires import ChatWire, ResponsesWire, shown_text
 from iris.surfaces.numbers import MAX_SEQUENCE, ascii_count
 from iris.surfaces.origin import SiteGuard
 from iris.tasks import logged
 
 Json = dict[str, Any]
-
-
-class ChatWire:
-    def __init__(self, call: ChatCall) -> None:
-        self.encoder = ChatEncoder(
-            f"chatcmpl-{uuid.uuid4().hex}",
-            call.model,
-            int(time.time()),
-            include_usage=call.include_usage,
-            legacy=call.legacy_functions,
-        )
-
-    def frames(self, event: Event) -> bytes:
-        return data_frames(self.encoder.feed(event))
-
-    def answer(self) -> tuple[int, Json]:
-        failure = self.encoder.failure
-        if failure is not None:
-            return _failure(failure.code, failure.message)
-        return 200, self.encoder.completion()
-
-    async def finished(self) -> None:
-        pass
-
-
-class ResponsesWire:
-    def __init__(
-        self,
-        call: ResponsesCall,
-        store: Responses,
-        inputs: list[Json] | None = None,
-        conversations: ItemLists | None = None,
-        tools: ToolView | None = None,
-    ) -> None:
-        self.call = call
-        self.store = store
-        self.inputs = inputs  # the request's input items, as listed by input_items
-        self.conversations = conversations  # where ``call.conversation_id`` lives
-        self.encoder = ResponsesEncoder(
-            f"resp_{uuid.uuid4().hex}",
-            call.model,
-            int(time.time()),
-            call.echo,
-            clock=time.time,
-            tools=tools,
-        )
-        self._end: TerminalEvent | None = None  # the turn's last event, once it came
-
-    def frames(self, event: Event) -> bytes:
-        return named_frames(self.feed(event))
-
-    def feed(self, event: Event) -> list[Json]:
-        if isinstance(event, TurnEnded | TurnFailed):
-            self._end = event
-        return self.encoder.feed(event)
-
-    def stop(self, status: str, reason: str) -> list[Json]:
-        return self.encoder.stop(status, reason)
-
-    def snapshot(self) -> Json:
-        return self.encoder.snapshot()
-
-    def answer(self) -> tuple[int, Json]:
-        failure = self.encoder.failure
-        if failure is not None:
-            return _failure(failure.code, failure.message)
-        assert self.encoder.response is not None, "answer() before the turn ended"
-        return 200, self.encoder.response
-
-    async def finished(self) -> None:
-        response = self.encoder.response
-        if response is not None and self.call.store:
-            conversation = [*self.call.history, *self._turn_messages()]
-            await self.store.save(response, conversation, self.inputs)
-        conversation_id = self.call.conversation_id
-        # The turn's input and output join the conversation, as OpenAI's do; a failed turn
-        # adds nothing (its client retries the same input).
-        if (
-            response is not None
-            and conversation_id
-            and self.conversations is not None
-            and response["status"] != "failed"
-        ):
-            added = [*(self.inputs or []), *response["output"]]
-            await self.conversations.append(conversation_id, added)
-
-    def _turn_messages(self) -> list[Json]:
-        """What this turn added to the conversation, for ``previous_response_id``."""
-        return kept(self._end, shown_text(self.encoder.output))
 
 
 async def _nothing_seen() -> None:
@@ -188,16 +94,6 @@ def _model_object(model: ServedModel, created: int) -> Json:
     if model.description:
         entry["description"] = model.description
     return entry
-
-
-def shown_text(output: list[Json]) -> str:
-    """The text a response's message items show."""
-    return "\n\n".join(
-        part.get("text", "")
-        for item in output
-        if item["type"] == "message"
-        for part in item["content"]
-    )
 
 
 def _starting_after(raw: str | None) -> int:
@@ -212,12 +108,6 @@ def _starting_after(raw: str | None) -> int:
         )
     # Past every run's last event: the rest, which is nothing (a valid stream id too).
     return min(value, MAX_SEQUENCE)
-
-
-def _failure(code: str, message: str) -> tuple[int, Json]:
-    status = failure_status(code)
-    kind = "rate_limit_error" if status == 429 else "server_error"
-    return status, error_body(message, type=kind, code=code)
 
 
 def _error_response(error: ApiError) -> JSONResponse:

@@ -18,6 +18,8 @@ DONE = b"data: [DONE]\n\n"
 # Compact separators: the payload is parsed by machines, and bytes are latency. One encoder
 # for all: json.dumps with options builds a new one per call, a fifth of a chunk's cost.
 _json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# What ``_json`` makes of a ``str``, without its dispatch on the type.
+_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def data_frame(obj: Mapping[str, Any]) -> bytes:
@@ -35,21 +37,40 @@ class Made(dict[str, Any]):
 
 
 class Shape:
-    """One object's ``data:`` event with one string left open, encoded once: ``fill(text)``
-    is the object with ``text`` in that place, with the bytes ``data_frame`` makes of it,
-    encoding only ``text`` (a streamed text delta's chunk: the rest of it never changes)."""
+    """One event with open places, encoded once (a streamed text delta's: all but its text,
+    and its sequence number, never changes): the bytes the whole event would encode to with
+    values in those places, encoding only the values. ``build(*places)`` makes the event's
+    object; ``named``: an event named after its ``type`` (``named_frame``), else an unnamed one
+    (``data_frame``).
 
-    _OPEN = "\x00open\x00"
+    ``text(s)`` fills one place with a string; ``numbered(n, s)`` two, a number then a string;
+    ``fill(s)`` is the object itself with its bytes (``Made``)."""
 
-    def __init__(self, build: Callable[[str], dict[str, Any]]) -> None:
+    def __init__(
+        self, build: Callable[..., dict[str, Any]], places: int = 1, *, named: bool = False
+    ) -> None:
         self._build = build
-        frame = f"data: {_json(build(self._OPEN))}\n\n".encode()
-        self._head, found, self._tail = frame.partition(_json(self._OPEN).encode())
-        assert found and _json(self._OPEN).encode() not in self._tail, "one open place"
+        marks = [f"\x00open{i}\x00" for i in range(places)]
+        rest = (named_frame if named else data_frame)(build(*marks))
+        pieces: list[bytes] = []
+        for mark in marks:
+            before, found, rest = rest.partition(_json(mark).encode())
+            assert found and _json(mark).encode() not in rest, "each place once, in order"
+            pieces.append(before)
+        pieces.append(rest)
+        self._pieces = pieces
+
+    def text(self, text: str) -> bytes:
+        head, tail = self._pieces
+        return head + _string(text).encode() + tail
+
+    def numbered(self, number: int, text: str) -> bytes:
+        head, middle, tail = self._pieces
+        return head + str(number).encode() + middle + _string(text).encode() + tail
 
     def fill(self, text: str) -> Made:
         made = Made(self._build(text))
-        made.frame = self._head + _json(text).encode() + self._tail
+        made.frame = self.text(text)
         return made
 
 
