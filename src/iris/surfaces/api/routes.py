@@ -11,9 +11,8 @@
     GET  /v1/models, /v1/models/{id}  the configured model, and ``iris-agent`` (see ``offering``)
     /v1/conversations[/{id}[/items[/{item_id}]]]  the Conversations API (see ``conversations``)
 
-Every request passes ``_guard`` before any work: the cross-site check (``Host``, ``Origin``:
-see ``iris.surfaces.origin``), CORS for listed origins only, the API key, the method, and a
-JSON ``Content-Type`` for a body. (Which requests get the agent's own tools — the model
+Every request passes the ``gate`` before any work: the cross-site check, CORS for listed
+origins only, the API key, the method, and a JSON ``Content-Type`` for a body. (Which requests get the agent's own tools — the model
 ``iris-agent``, an API key — is ``offering``'s to say.)
 
 Every failure before the first byte is an OpenAI error body with a 4xx (see ``problems``);
@@ -25,22 +24,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hmac
-import json
-import math
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from iris.agent.core import TurnRequest
 from iris.agent.history import kept
-from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.events import ApprovalRequested
 from iris.runtime import Runtime
@@ -64,6 +59,7 @@ from iris.surfaces.api.bodies import (
 )
 from iris.surfaces.api.conversations import ConversationRoutes
 from iris.surfaces.api.exchange import Running, TurnExchange, Wire
+from iris.surfaces.api.gate import Gate, Handler, read_json
 from iris.surfaces.api.held import (
     APPROVED_BY,
     ApprovalAnswer,
@@ -110,11 +106,6 @@ def _starting_after(raw: str | None) -> int:
     return min(value, MAX_SEQUENCE)
 
 
-def _error_response(error: ApiError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
-
-
-Handler = Callable[[Request], Awaitable[Response]]
 ConversationHandler = Callable[[Request, object | None], Awaitable[Response]]
 _ANY = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
@@ -152,35 +143,34 @@ class ApiSurface:
         )
         self.voice = VoiceTurns(runtime.agent, voice.ack_after, later)
         self._active = 0  # admitted turns, held until their exchange ends
-        self._key = (self.settings.api_key or "").encode()
-        self.site = SiteGuard(runtime.config.server)
+        self.gate = Gate(SiteGuard(runtime.config.server), self.settings.api_key, runtime.guard)
 
     # -- ServerSurface --------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
         # Routes take every method and the last one every /v1 path, so a wrong method or an
         # endpoint Iris lacks is an OpenAI error body too, not Starlette's plain text.
         return [
-            Route("/v1/chat/completions", self._guard(self.chat, "POST"), methods=_ANY),
-            Route("/v1/responses", self._guard(self.create_response, "POST"), methods=_ANY),
+            Route("/v1/chat/completions", self.gate(self.chat, "POST"), methods=_ANY),
+            Route("/v1/responses", self.gate(self.create_response, "POST"), methods=_ANY),
             Route(
                 "/v1/responses/{response_id}/cancel",
-                self._guard(self.cancel_response, "POST"),
+                self.gate(self.cancel_response, "POST"),
                 methods=_ANY,
             ),
             Route(
                 "/v1/responses/{response_id}/input_items",
-                self._guard(self.input_items, "GET"),
+                self.gate(self.input_items, "GET"),
                 methods=_ANY,
             ),
             Route(
                 "/v1/responses/{response_id}",
-                self._guard(self.response_by_id, ("GET", "DELETE")),
+                self.gate(self.response_by_id, ("GET", "DELETE")),
                 methods=_ANY,
             ),
-            Route("/v1/models", self._guard(self.models, "GET"), methods=_ANY),
-            Route("/v1/models/{model_id:path}", self._guard(self.model, "GET"), methods=_ANY),
+            Route("/v1/models", self.gate(self.models, "GET"), methods=_ANY),
+            Route("/v1/models/{model_id:path}", self.gate(self.model, "GET"), methods=_ANY),
             *self._conversation_routes(),
-            Route("/v1/{path:path}", self._guard(self.unknown, None), methods=_ANY),
+            Route("/v1/{path:path}", self.gate(self.unknown, None), methods=_ANY),
         ]
 
     def _conversation_routes(self) -> list[BaseRoute]:
@@ -193,13 +183,13 @@ class ApiSurface:
             (f"{at}/{{conversation_id}}", routes.by_id, ("GET", "POST", "DELETE")),
         ]
         return [
-            Route(path, self._guard(self._with_body(handler), methods), methods=_ANY)
+            Route(path, self.gate(self._with_body(handler), methods), methods=_ANY)
             for path, handler, methods in paths
         ]
 
     def _with_body(self, handler: ConversationHandler) -> Handler:
         async def handle(request: Request) -> Response:
-            body = await self._json(request) if request.method == "POST" else None
+            body = await read_json(request) if request.method == "POST" else None
             return await handler(request, body)
 
         return handle
@@ -246,7 +236,7 @@ class ApiSurface:
         return JSONResponse(_model_object(served[model_id], int(time.time())))
 
     async def chat(self, request: Request) -> Response:
-        body = await self._json(request)
+        body = await read_json(request)
         call = parse_chat(body, models=self.model_names(), config=self.runtime.config)
         if call.model == voice_model(self.runtime.config) and for_speech(call.turn):
             slots = Slots(self._admit())  # the turn's, kept if it goes on after its response
@@ -272,7 +262,7 @@ class ApiSurface:
         return Stored(history, items, found)
 
     async def create_response(self, request: Request) -> Response:
-        body = await self._json(request)
+        body = await read_json(request)
         answer = approval_answer(body)
         if answer is not None:
             return await self._answer_approval(answer)
@@ -605,89 +595,6 @@ class ApiSurface:
             )
         return found
 
-    # -- the parts every endpoint shares --------------------------------------------------
-    def _guard(self, handler: Handler, method: str | tuple[str, ...] | None) -> Handler:
-        allowed = (method,) if isinstance(method, str) else method
-
-        async def guarded(request: Request) -> Response:
-            cors = self.site.cors_origin(request.headers)
-            try:
-                # Before any work, the body included: a web page must not get this far.
-                self._check_site(request)
-                if cors is not None and _is_preflight(request):
-                    return _preflight(cors, allowed, request)
-                self._authorize(request)
-                if allowed is not None and request.method not in allowed:
-                    names = ", ".join(allowed)
-                    raise ApiError(
-                        405,
-                        f"{request.method} is not allowed here; use {' or '.join(allowed)}.",
-                        code="method_not_allowed",
-                        headers={"allow": names},
-                    )
-                _check_content_type(request)
-                response = await handler(request)
-            except ApiError as error:
-                response = _error_response(error)
-            except StoreUnavailable as exc:
-                response = _error_response(ApiError(503, exc.message, code=exc.code))
-            return response if cors is None else _WithHeaders(response, _cors_headers(cors))
-
-        return guarded
-
-    def _check_site(self, request: Request) -> None:
-        scope = request.scope
-        refusal = self.site.refusal(request.headers, scope.get("server"), scope["scheme"])
-        if refusal is not None:
-            raise ApiError(403, refusal.message, code=refusal.code, type="permission_error")
-
-    def _authorize(self, request: Request) -> None:
-        if not self._key:
-            return
-        guard, address = self.runtime.guard, client_address(request.scope)
-        wait = guard.refused(address, "api")
-        if wait is not None:  # guessing: too many wrong keys from this address (iris.auth_throttle)
-            raise ApiError(
-                429,
-                "Too many failed authentications from this address; retry later.",
-                code="too_many_failed_authentications",
-                type="rate_limit_error",
-                headers={"retry-after": str(math.ceil(wait))},
-            )
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        # Constant-time: the comparison must not tell an attacker how much of a guess matched.
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self._key):
-            guard.failed(address, "api")
-            raise ApiError(
-                401,
-                "Incorrect API key provided. Send 'Authorization: Bearer <key>'.",
-                code="invalid_api_key",
-                headers={"www-authenticate": "Bearer"},
-            )
-
-    async def _json(self, request: Request) -> object:
-        # The body's deadline (408) and size cap (413) are the server's ``BodyGuard``: one
-        # place, so no route can forget them.
-        raw = bytearray()
-        try:
-            async for chunk in request.stream():
-                raw += chunk
-        except ClientDisconnect:
-            raise bad_request("the client went away while sending the body") from None
-        if not raw:
-            raise bad_request("the request body is empty; send a JSON object", code="invalid_json")
-        try:
-            return json.loads(raw)
-        except RecursionError:
-            raise bad_request(
-                "the request body is nested too deeply", code="invalid_json"
-            ) from None
-        except ValueError as exc:
-            raise bad_request(
-                f"the request body is not valid JSON: {exc}", code="invalid_json"
-            ) from None
-
     def _admit(self) -> Callable[[], None]:
         """Take an API slot and a server turn slot, or refuse with a 429; returns the release."""
         limit = self.settings.max_concurrent
@@ -770,67 +677,3 @@ async def _followed_to_the_end(runs: SharedRuns, response_id: str) -> dict[str, 
     if state is None:
         raise ApiError(502, "The server running this response stopped.", code="owner_lost")
     return state[0]
-
-
-_JSON_TYPES = ("application/json",)
-
-
-def _check_content_type(request: Request) -> None:
-    """A body must say it is JSON: a browser sends text/plain and form posts cross-site
-    without asking first (no CORS preflight), so those never reach a handler."""
-    if request.method not in ("POST", "PUT", "PATCH"):
-        return
-    length = request.headers.get("content-length")
-    if length is None and "transfer-encoding" not in request.headers:
-        return
-    if length is not None and length.strip() == "0":
-        return
-    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json")):
-        return
-    raise ApiError(
-        415,
-        f"Send the body as JSON with 'Content-Type: application/json' (got {media or 'none'!r}).",
-        code="unsupported_media_type",
-    )
-
-
-def _is_preflight(request: Request) -> bool:
-    return request.method == "OPTIONS" and "access-control-request-method" in request.headers
-
-
-def _preflight(origin: str, methods: tuple[str, ...] | None, request: Request) -> Response:
-    headers = _cors_headers(origin)
-    allowed = ", ".join(methods) if methods else "GET, POST"
-    headers["access-control-allow-methods"] = f"{allowed}, OPTIONS" if methods else allowed
-    asked = request.headers.get("access-control-request-headers")
-    # The SDKs send their own x-stainless-* headers; a listed origin may send what it asks.
-    headers["access-control-allow-headers"] = asked or "authorization, content-type"
-    headers["access-control-max-age"] = "600"
-    return Response(status_code=204, headers=headers)
-
-
-def _cors_headers(origin: str) -> dict[str, str]:
-    return {
-        "access-control-allow-origin": origin,
-        "access-control-expose-headers": "retry-after, retry-after-ms",
-        "vary": "Origin",
-    }
-
-
-class _WithHeaders(Response):
-    """Another response with extra headers (CORS) added to whatever head it sends; the turn
-    exchanges write their own heads, so the headers go in at the ASGI level."""
-
-    def __init__(self, inner: Response, headers: dict[str, str]) -> None:
-        super().__init__()
-        self.inner = inner
-        self.extra = [(k.encode(), v.encode()) for k, v in headers.items()]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_with(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *self.extra]}
-            await send(message)
-
-        await self.inner(scope, receive, send_with)
