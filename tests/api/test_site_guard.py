@@ -19,7 +19,8 @@ from tests.fakes.upstream import FakeUpstream, text
 
 pytestmark = pytest.mark.timeout(30)
 
-BODY = json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]})
+USER = [{"role": "user", "content": "hi"}]
+BODY = json.dumps({"model": "fake-model", "messages": USER})
 
 
 def post(server: IrisServer, headers: dict[str, str], body: str = BODY) -> httpx.Response:
@@ -109,6 +110,41 @@ def test_an_allowed_host_and_a_listed_origin_get_cors_headers(
     # Another origin is still refused.
     other = post(server, {**headers, "origin": "https://evil.example"})
     assert other.status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
+def test_a_streamed_answer_has_the_head_every_answer_has(
+    iris_server: StartIris, upstream: FakeUpstream, path: str
+) -> None:
+    """Issue 45: a stream's chunks go straight to the server, past the app's wrappers; its
+    head still passes each of them: the listed origin's CORS headers and ``nosniff``, and
+    every chunk follows it."""
+    server = iris_server(server={"cors_origins": ["https://app.example"]})
+    upstream.script(text("Hel", "lo", " there"))
+    key = "messages" if path == "/chat/completions" else "input"
+    ask = USER if key == "messages" else "hi"
+    headers = {"content-type": "application/json", "origin": "https://app.example"}
+    with (
+        httpx.Client(timeout=10) as http,
+        http.stream(
+            "POST",
+            f"{server.base_url}{path}",
+            json={"model": "fake-model", key: ask, "stream": True},
+            headers=headers,
+        ) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["access-control-allow-origin"] == "https://app.example"
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    events = [json.loads(line[6:]) for line in lines[:-1]]
+    if key == "messages":
+        deltas = [e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"]]
+    else:
+        deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+    assert "".join(deltas) == "Hello there"
 
 
 def test_a_preflight_is_answered_for_listed_origins_only(iris_server: StartIris) -> None:
