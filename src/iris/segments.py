@@ -308,6 +308,12 @@ class Segments:
         """The number of the segment open now, if any."""
         return None if self._open is None else self._open.track.segment
 
+    @property
+    def settled(self) -> bool:
+        """No segment waits to be closed by the next event: ``feed`` passes an event that is
+        not segment text (a ``ToolCallDelta``, a ``ReasoningDelta``) through alone."""
+        return self._open is None or self._open.ended is None
+
     def grew(self, delta: str) -> bool:
         """The fast lane of a ``TextDelta`` (a proxied stream's common case): when ``delta``
         only grows the open segment, it is recorded and True returned — ``feed`` would have

@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iris.config import config_from_dict
-from iris.events import Event, SegmentEnded, TextDelta, TurnEnded, TurnStarted
+from iris.events import (
+    Event,
+    SegmentEnded,
+    TextDelta,
+    ToolCallDelta,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
 from iris.state.responses import SqliteResponses
 from iris.state.sqlite import Store
 from iris.surfaces.api.bodies import parse_chat, parse_responses
@@ -26,9 +34,11 @@ CONFIG = config_from_dict({"model": {"provider": "chat_completions", "name": "m"
 STORE = SqliteResponses(Store(":memory:"))  # never written: no test here finishes a turn
 
 
-def chat_wire() -> ChatWire:
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    return ChatWire(parse_chat(body, models=["m"], config=CONFIG))
+def chat_wire(legacy: bool = False) -> ChatWire:
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    if legacy:  # the one call as ``function_call`` deltas
+        body["functions"] = [{"name": "tool_0", "parameters": {"type": "object"}}]
+    return ChatWire(parse_chat({**body, "stream": True}, models=["m"], config=CONFIG))
 
 
 def responses_wire() -> ResponsesWire:
@@ -87,6 +97,51 @@ def test_any_text_streams_the_same_bytes_either_way(deltas: list[str]) -> None:
         assert done.answer() == reference.answer()
 
 
+@st.composite
+def call_turns(draw: st.DrawFn, most: int = 3) -> list[Event]:
+    """A turn that streams 1 to ``most`` client tool calls, their fragments interleaved,
+    after some text or none; it ends with the calls (whole, or with more than was streamed),
+    or fails midway."""
+    events: list[Event] = [TurnStarted("t1", "m")]
+    events += [TextDelta(t) for t in draw(st.lists(st.sampled_from(["Hi", " so"]), max_size=2))]
+    calls = [
+        {"id": f"call_{n}", "name": f"tool_{n}", "arguments": draw(st.text('a"\\{}é🙂\n'))}
+        for n in range(draw(st.integers(1, most)))
+    ]
+    queues: list[list[Event]] = []
+    for n, call in enumerate(calls):
+        pieces = draw(split_deltas(call["arguments"])) if call["arguments"] else []
+        head = ToolCallDelta(n, pieces[0] if pieces else "", call["id"], call["name"])
+        queues.append([head, *(ToolCallDelta(n, piece) for piece in pieces[1:])])
+    while any(queues):
+        n = draw(st.sampled_from([i for i, q in enumerate(queues) if q]))
+        if queues[n][0] is not queues[n][-1] or draw(st.booleans()):
+            events.append(queues[n].pop(0))
+        else:
+            queues[n].pop(0)  # the last fragment only in the turn's end
+        if draw(st.integers(0, 9)) == 0:
+            events.append(TurnFailed("upstream_error", "the provider failed", True, ""))
+            return events
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    events.append(TurnEnded(text, model="m", usage={}, reason="tool_calls", tool_calls=calls))
+    return events
+
+
+@settings(max_examples=100)
+@given(call_turns(), st.booleans())
+def test_every_call_stream_is_the_same_bytes_and_answer_either_way(
+    events: list[Event], legacy: bool
+) -> None:
+    """A client's tool calls as they form: each call's head, its argument fragments, calls
+    interleaved, the rest sent at the end; also as legacy ``function_call`` deltas."""
+    for make in (lambda: chat_wire(legacy), responses_wire):
+        if legacy and make is responses_wire:
+            continue
+        fast, slow, done, reference = both_ways(make, events)
+        assert fast == slow
+        assert done.answer() == reference.answer()
+
+
 def test_the_fast_lane_carries_the_common_case() -> None:
     """The plain deltas of an open segment after its first are the ones that skip the
     objects (what the benchmark's proxied streams are made of)."""
@@ -95,11 +150,17 @@ def test_the_fast_lane_carries_the_common_case() -> None:
         wire.frames(TextDelta("first"))
         fast = [wire.encoder.text_frame(f" tok{i}") for i in range(3)]
         assert all(frame is not None for frame in fast)
-        wire.frames(TurnEnded("", model="m", usage={}, reason="stop"))
+        wire.frames(ToolCallDelta(0, '{"q":', "call_1", "lookup"))
+        assert wire.encoder.call_frame(ToolCallDelta(0, '"x"}')) is not None
+        call = {"id": "call_1", "name": "lookup", "arguments": '{"q":"x"}'}
+        wire.frames(TurnEnded("", model="m", usage={}, reason="tool_calls", tool_calls=[call]))
         status, body = wire.answer()
         assert status == 200
         text = "".join(itertools.chain(["first"], (f" tok{i}" for i in range(3))))
         if isinstance(wire, ChatWire):
-            assert body["choices"][0]["message"]["content"] == text
+            message = body["choices"][0]["message"]
+            assert message["content"] == text
+            assert message["tool_calls"][0]["function"]["arguments"] == call["arguments"]
         else:
             assert body["output"][0]["content"][0]["text"] == text
+            assert body["output"][1]["arguments"] == call["arguments"]

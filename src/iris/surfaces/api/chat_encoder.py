@@ -90,7 +90,8 @@ class ChatEncoder:
         self._segments = Segments()
         self._thinking = Track()  # this round's reasoning as the client was sent it
         self._role_sent = False
-        self._calls_sent: dict[int, str] = {}  # streamed calls: index → arguments sent
+        self._calls_sent: dict[int, list[str]] = {}  # streamed calls: index → arguments sent
+        self._argument_shapes: dict[int, Shape] = {}  # a call's arguments chunk, encoded once
         self._segment_fresh = True  # no text of the current segment was sent yet
         self._text_sent = False  # some segment's text was sent
         self._text_shape: Shape | None = None  # a text chunk, all but its text encoded once
@@ -115,6 +116,21 @@ class ChatEncoder:
         if shape is None or self._segment_fresh or not self._segments.grew(text):
             return None
         return shape.text(text)
+
+    def call_frame(self, delta: ToolCallDelta) -> bytes | None:
+        """The SSE bytes of a ``ToolCallDelta`` that adds arguments to a call whose head was
+        sent, as ``feed`` would make them, without the chunk objects; None when it is not
+        that: ``feed`` the event."""
+        sent = self._calls_sent.get(delta.index)
+        if sent is None or delta.call_id or not delta.arguments or not self._segments.settled:
+            return None
+        sent.append(delta.arguments)
+        shape = self._argument_shapes.get(delta.index)
+        if shape is None:
+            shape = self._argument_shapes[delta.index] = Shape(
+                lambda arguments, index=delta.index: self._arguments_chunk(index, arguments)
+            )
+        return shape.text(delta.arguments)
 
     def _item(self, out: list[Chunk], item: Item) -> None:
         match item:
@@ -158,12 +174,12 @@ class ChatEncoder:
         """A client tool call as it streams: its head (id, type, name) once, then arguments."""
         index, arguments = delta.index, delta.arguments
         if delta.call_id:
-            self._calls_sent[index] = arguments
+            self._calls_sent[index] = [arguments]
             function = {"name": delta.name, "arguments": arguments}
             head = {"index": index, "id": delta.call_id, "type": "function", "function": function}
             return [self._chunk(self._calls_delta(head))]
         if index in self._calls_sent and arguments:
-            self._calls_sent[index] += arguments
+            self._calls_sent[index].append(arguments)
             return [self._arguments_chunk(index, arguments)]
         return []
 
@@ -210,8 +226,9 @@ class ChatEncoder:
         OpenAI streams one: id, type and name once, then the arguments), else the arguments
         past those sent."""
         arguments = call.get("arguments", "")
-        sent = self._calls_sent.get(index)
-        if sent is not None:
+        parts = self._calls_sent.get(index)
+        if parts is not None:
+            sent = "".join(parts)
             rest = arguments[len(sent) :] if arguments.startswith(sent) else ""
             return [self._arguments_chunk(index, rest)] if rest else []
         head = {

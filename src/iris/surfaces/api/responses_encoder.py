@@ -191,6 +191,7 @@ class _Call:
         self.call_id = call_id
         self.name = name
         self.sent = ""  # the arguments sent as deltas
+        self.delta_shape: Shape | None = None  # its arguments delta event, encoded once
 
     def payload(self, status: str, arguments: str) -> Payload:
         return {
@@ -315,6 +316,20 @@ class ResponsesEncoder:
             shape = item.delta_shape = Shape(_delta_event(item), 2, named=True)
         self._seq += 1
         return shape.numbered(self._seq - 1, text)
+
+    def call_frame(self, delta: ToolCallDelta) -> bytes | None:
+        """The SSE bytes of a ``ToolCallDelta`` that adds arguments to a call whose item is
+        open, as ``feed`` would make them, without the event objects; None when it is not
+        that: ``feed`` the event."""
+        call = self._streamed.get(delta.index)
+        if call is None or delta.call_id or not delta.arguments or not self._segments.settled:
+            return None
+        call.sent += delta.arguments
+        shape = call.delta_shape
+        if shape is None:
+            shape = call.delta_shape = Shape(_arguments_event(call), 2, named=True)
+        self._seq += 1
+        return shape.numbered(self._seq - 1, delta.arguments)
 
     def _item(self, out: list[Payload], item: Item) -> None:
         match item:
@@ -698,6 +713,22 @@ def _delta_event(item: _Item) -> Callable[[Any, str], Payload]:
             "content_index": 0,
             "delta": delta,
             "logprobs": [],
+        }
+
+    return build
+
+
+def _arguments_event(call: _Call) -> Callable[[Any, str], Payload]:
+    """``response.function_call_arguments.delta`` of ``call``, as ``_call_arguments`` spells
+    it."""
+
+    def build(sequence: Any, delta: str) -> Payload:
+        return {
+            "type": "response.function_call_arguments.delta",
+            "sequence_number": sequence,
+            "item_id": call.id,
+            "output_index": call.index,
+            "delta": delta,
         }
 
     return build

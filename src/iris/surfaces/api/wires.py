@@ -2,9 +2,10 @@
 the answer of a turn that was not streamed or failed before its first byte, and what the
 finished turn stores.
 
-A text delta that only grows the text the client is reading is the hot path of a proxied
-stream: each encoder gives its bytes straight from an event shape encoded once
-(``sse.Shape``); every other event goes through the encoder's objects.
+A text delta that only grows the text the client is reading, and a fragment of a client tool
+call's arguments after its head, are the hot path of a proxied stream (``fast_lane``): each
+encoder gives their bytes straight from an event shape encoded once (``sse.Shape``); every
+other event goes through the encoder's objects.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import uuid
 from typing import Any
 
 from iris.agent.history import kept
-from iris.events import Event, TerminalEvent, TextDelta, TurnEnded, TurnFailed
+from iris.events import Event, TerminalEvent, TextDelta, ToolCallDelta, TurnEnded, TurnFailed
 from iris.state.item_lists import ItemLists
 from iris.state.responses import Responses
 from iris.surfaces.api.bodies import ChatCall, ResponsesCall
@@ -38,10 +39,9 @@ class ChatWire:
         )
 
     def frames(self, event: Event) -> bytes:
-        if type(event) is TextDelta:
-            fast = self.encoder.text_frame(event.text)
-            if fast is not None:
-                return fast
+        fast = fast_lane(self.encoder, event)
+        if fast is not None:
+            return fast
         return data_frames(self.encoder.feed(event))
 
     def answer(self) -> tuple[int, Json]:
@@ -78,10 +78,9 @@ class ResponsesWire:
         self._end: TerminalEvent | None = None  # the turn's last event, once it came
 
     def frames(self, event: Event) -> bytes:
-        if type(event) is TextDelta:
-            fast = self.encoder.text_frame(event.text)
-            if fast is not None:
-                return fast
+        fast = fast_lane(self.encoder, event)
+        if fast is not None:
+            return fast
         return named_frames(self.feed(event))
 
     def feed(self, event: Event) -> list[Json]:
@@ -122,6 +121,16 @@ class ResponsesWire:
     def _turn_messages(self) -> list[Json]:
         """What this turn added to the conversation, for ``previous_response_id``."""
         return kept(self._end, shown_text(self.encoder.output))
+
+
+def fast_lane(encoder: ChatEncoder | ResponsesEncoder, event: Event) -> bytes | None:
+    """The bytes of ``event`` when it takes the fast lane (text that only grows what the
+    client reads, arguments of a call whose head was sent), else None."""
+    if type(event) is TextDelta:
+        return encoder.text_frame(event.text)
+    if type(event) is ToolCallDelta:
+        return encoder.call_frame(event)
+    return None
 
 
 def shown_text(output: list[Json]) -> str:
