@@ -1,6 +1,9 @@
 """Agent events → Chat Completions chunks (streamed) and the completion object (not streamed).
 
-Pure: events in, plain dicts out, no I/O. What the official clients parse, in order:
+Pure: events in, plain dicts out, no I/O; for the hot path of a proxied stream (a text delta
+that only grows the open segment, a call's argument fragment) the SSE bytes themselves
+(``text_frame``, ``call_frame``: the same bytes, from a chunk encoded once). What the official
+clients parse, in order:
 
 - the first chunk carries ``role`` (once: the SDK concatenates repeated strings);
 - ``content`` deltas as the model produces them; segments of one turn (commentary before a

@@ -1,7 +1,9 @@
 """Agent events → Responses API stream events and the response object.
 
-Pure: events in, plain dicts out, no I/O. The order the official SDK's ``responses.stream()``
-helper enforces::
+Pure: events in, plain dicts out, no I/O; for the hot path of a proxied stream (a text delta
+of the open message, a call's argument fragment) the SSE bytes themselves (``text_frame``,
+``call_frame``: the same bytes, from an event encoded once). The order the official SDK's
+``responses.stream()`` helper enforces::
 
     response.created, response.in_progress
     per output item:  response.output_item.added
