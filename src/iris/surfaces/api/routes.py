@@ -1,4 +1,4 @@
-"""The OpenAI-compatible API surface: routes, auth, limits, and the wiring of the encoders.
+"""The OpenAI-compatible API surface: its routes, the turn slots, and what each route runs.
 
     POST /v1/chat/completions    Chat Completions, streamed (SSE) or not
     POST /v1/responses           Responses, streamed (SSE) or not; stored (SQLite, or Redis);
@@ -12,8 +12,9 @@
     /v1/conversations[/{id}[/items[/{item_id}]]]  the Conversations API (see ``conversations``)
 
 Every request passes the ``gate`` before any work: the cross-site check, CORS for listed
-origins only, the API key, the method, and a JSON ``Content-Type`` for a body. (Which requests get the agent's own tools — the model
-``iris-agent``, an API key — is ``offering``'s to say.)
+origins only, the API key, the method, and a JSON ``Content-Type`` for a body. (Which requests
+get the agent's own tools — the model ``iris-agent``, an API key — is ``offering``'s to say.)
+A turn runs in an ``exchange`` through its API's ``wires``.
 
 Every failure before the first byte is an OpenAI error body with a 4xx (see ``problems``);
 after it, the encoders report it in-band (see ``exchange``).
