@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from iris.config import config_from_dict
 from iris.events import (
     Event,
+    ReasoningDelta,
     SegmentEnded,
+    StreamReset,
     TextDelta,
     ToolCallDelta,
     TurnEnded,
@@ -28,7 +30,7 @@ from iris.surfaces.api.bodies import parse_chat, parse_responses
 from iris.surfaces.api.responses_encoder import ResponsesEncoder
 from iris.surfaces.api.sse import data_frames, named_frames
 from iris.surfaces.api.wires import ChatWire, ResponsesWire
-from tests.strategies import ScriptedTurn, split_deltas, turns
+from tests.strategies import ScriptedTurn, split_deltas, turns, words
 
 CONFIG = config_from_dict({"model": {"provider": "chat_completions", "name": "m"}}, env={})
 STORE = SqliteResponses(Store(":memory:"))  # never written: no test here finishes a turn
@@ -142,11 +144,31 @@ def test_every_call_stream_is_the_same_bytes_and_answer_either_way(
         assert done.answer() == reference.answer()
 
 
+THINKING = st.one_of(
+    st.builds(ReasoningDelta, words, st.booleans()),
+    st.builds(TextDelta, words),
+    st.just(StreamReset("falling back to b", "b")),
+)
+
+
+@settings(max_examples=100)
+@given(st.lists(THINKING, max_size=12))
+def test_reasoning_streams_the_same_bytes_and_answer_either_way(middle: list[Event]) -> None:
+    """Raw reasoning and a provider's summary, between texts and across replays."""
+    events = [TurnStarted("t1", "m"), *middle, TurnEnded("", model="m", usage={}, reason="stop")]
+    for make in (chat_wire, responses_wire):
+        fast, slow, done, reference = both_ways(make, events)
+        assert fast == slow
+        assert done.answer() == reference.answer()
+
+
 def test_the_fast_lane_carries_the_common_case() -> None:
-    """The plain deltas of an open segment after its first are the ones that skip the
-    objects (what the benchmark's proxied streams are made of)."""
+    """What proxied streams are made of skips the objects: reasoning and text that only grow
+    what the client reads (after each one's first delta), a call's arguments after its head."""
     for wire in (chat_wire(), responses_wire()):
         wire.frames(TurnStarted("t1", "m"))
+        wire.frames(ReasoningDelta("hmm"))
+        assert wire.encoder.reasoning_frame(ReasoningDelta(", so")) is not None
         wire.frames(TextDelta("first"))
         fast = [wire.encoder.text_frame(f" tok{i}") for i in range(3)]
         assert all(frame is not None for frame in fast)
@@ -160,7 +182,9 @@ def test_the_fast_lane_carries_the_common_case() -> None:
         if isinstance(wire, ChatWire):
             message = body["choices"][0]["message"]
             assert message["content"] == text
+            assert message["reasoning_content"] == "hmm, so"
             assert message["tool_calls"][0]["function"]["arguments"] == call["arguments"]
         else:
-            assert body["output"][0]["content"][0]["text"] == text
-            assert body["output"][1]["arguments"] == call["arguments"]
+            assert body["output"][0]["content"][0]["text"] == "hmm, so"
+            assert body["output"][1]["content"][0]["text"] == text
+            assert body["output"][2]["arguments"] == call["arguments"]

@@ -98,6 +98,7 @@ class ChatEncoder:
         self._segment_fresh = True  # no text of the current segment was sent yet
         self._text_sent = False  # some segment's text was sent
         self._text_shape: Shape | None = None  # a text chunk, all but its text encoded once
+        self._reasoning_shape: Shape | None = None  # the same for reasoning
 
     @property
     def done(self) -> bool:
@@ -118,6 +119,23 @@ class ChatEncoder:
         shape = self._text_shape
         if shape is None or self._segment_fresh or not self._segments.grew(text):
             return None
+        return shape.text(text)
+
+    def reasoning_frame(self, delta: ReasoningDelta) -> bytes | None:
+        """The SSE bytes of a ``ReasoningDelta`` that only grows this round's reasoning after
+        the role chunk, as ``feed`` would make them, without the chunk objects; None when it
+        is not that: ``feed`` the event."""
+        text = delta.text
+        if not self._role_sent or not text or not self._segments.settled:
+            return None
+        if not self._thinking.extend(text):
+            return None
+        self.reasoning += text
+        shape = self._reasoning_shape
+        if shape is None:
+            shape = self._reasoning_shape = Shape(
+                lambda reasoning: self._chunk({"reasoning_content": reasoning})
+            )
         return shape.text(text)
 
     def call_frame(self, delta: ToolCallDelta) -> bytes | None:

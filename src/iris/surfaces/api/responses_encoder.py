@@ -181,7 +181,7 @@ class _Item:
         self.summary_sent: list[str] = []
         self.segment = segment  # a message: the text segment it shows
         self.whole = False  # a message: it shows its segment from the start
-        self.delta_shape: Shape | None = None  # a message: its text delta event, encoded once
+        self.delta_shape: Shape | None = None  # its text (or raw reasoning) delta, encoded once
 
 
 class _Call:
@@ -316,6 +316,29 @@ class ResponsesEncoder:
         shape = item.delta_shape
         if shape is None:
             shape = item.delta_shape = Shape(_delta_event(item), 2, named=True)
+        self._seq += 1
+        return shape.numbered(self._seq - 1, text)
+
+    def reasoning_frame(self, delta: ReasoningDelta) -> bytes | None:
+        """The SSE bytes of a ``ReasoningDelta`` (raw reasoning, not a summary) that only grows
+        the reasoning item open now, as ``feed`` would make them, without the event objects;
+        None when it is not that: ``feed`` the event."""
+        item = self._open
+        text = delta.text
+        if (
+            item is None
+            or item.kind != "reasoning"
+            or not item.text_open
+            or delta.summary
+            or not text
+            or not self._segments.settled
+            or not item.raw.extend(text)
+        ):
+            return None
+        item.sent.append(text)
+        shape = item.delta_shape
+        if shape is None:
+            shape = item.delta_shape = Shape(_reasoning_event(item), 2, named=True)
         self._seq += 1
         return shape.numbered(self._seq - 1, text)
 
@@ -715,6 +738,22 @@ def _delta_event(item: _Item) -> Callable[[Any, str], Payload]:
             "content_index": 0,
             "delta": delta,
             "logprobs": [],
+        }
+
+    return build
+
+
+def _reasoning_event(item: _Item) -> Callable[[Any, str], Payload]:
+    """``response.reasoning_text.delta`` of ``item``, as ``_part_event`` spells it."""
+
+    def build(sequence: Any, delta: str) -> Payload:
+        return {
+            "type": "response.reasoning_text.delta",
+            "sequence_number": sequence,
+            "item_id": item.id,
+            "output_index": item.index,
+            "content_index": 0,
+            "delta": delta,
         }
 
     return build

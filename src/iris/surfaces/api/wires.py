@@ -2,8 +2,8 @@
 the answer of a turn that was not streamed or failed before its first byte, and what the
 finished turn stores.
 
-A text delta that only grows the text the client is reading, and a fragment of a client tool
-call's arguments after its head, are the hot path of a proxied stream (``fast_lane``): each
+A text or reasoning delta that only grows what the client is reading, and a fragment of a
+client tool call's arguments after its head, are the hot path of a proxied stream (``fast_lane``): each
 encoder gives their bytes straight from an event shape encoded once (``sse.Shape``); every
 other event goes through the encoder's objects.
 """
@@ -15,7 +15,15 @@ import uuid
 from typing import Any
 
 from iris.agent.history import kept
-from iris.events import Event, TerminalEvent, TextDelta, ToolCallDelta, TurnEnded, TurnFailed
+from iris.events import (
+    Event,
+    ReasoningDelta,
+    TerminalEvent,
+    TextDelta,
+    ToolCallDelta,
+    TurnEnded,
+    TurnFailed,
+)
 from iris.state.item_lists import ItemLists
 from iris.state.responses import Responses
 from iris.surfaces.api.bodies import ChatCall, ResponsesCall
@@ -124,12 +132,14 @@ class ResponsesWire:
 
 
 def fast_lane(encoder: ChatEncoder | ResponsesEncoder, event: Event) -> bytes | None:
-    """The bytes of ``event`` when it takes the fast lane (text that only grows what the
-    client reads, arguments of a call whose head was sent), else None."""
+    """The bytes of ``event`` when it takes the fast lane (text or reasoning that only grows
+    what the client reads, arguments of a call whose head was sent), else None."""
     if type(event) is TextDelta:
         return encoder.text_frame(event.text)
     if type(event) is ToolCallDelta:
         return encoder.call_frame(event)
+    if type(event) is ReasoningDelta:
+        return encoder.reasoning_frame(event)
     return None
 
 
