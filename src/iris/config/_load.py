@@ -19,27 +19,6 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-def _check_mcp(config: Config) -> None:
-    """Every MCP entry of tools.enabled names a configured server, and no server's name starts
-    with another's and ``_`` (``a`` and ``a_b``: a's tool ``b_c`` and a_b's tool ``c`` would
-    both be ``mcp_a_b_c``)."""
-    names = sorted(config.mcp_servers)
-    for short, long in ((a, b) for a in names for b in names if b.startswith(f"{a}_")):
-        raise ConfigError(
-            f"{config.source + ': ' if config.source else ''}config key 'mcp_servers': the "
-            f"server names {short!r} and {long!r} clash (mcp_{long}_x could be a tool of "
-            f"either); rename one, e.g. {long.replace('_', '-')!r}"
-        )
-    for entry in config.tools.enabled:
-        if entry.startswith("mcp_") and not any(
-            entry.startswith(f"mcp_{name}_") for name in config.mcp_servers
-        ):
-            raise ConfigError(
-                f"{config.source + ': ' if config.source else ''}config key 'tools.enabled': "
-                f"{entry!r} names no server of mcp_servers"
-            )
-
-
 def default_path() -> Path:
     return Path.home() / ".iris" / "config.yaml"
 
@@ -150,6 +129,27 @@ def config_from_dict(
     if flag is not None:
         config.streaming.enabled = flag
     return config
+
+
+def _check_mcp(config: Config) -> None:
+    """Every MCP entry of tools.enabled names a configured server, and no server's name starts
+    with another's and ``_`` (``a`` and ``a_b``: a's tool ``b_c`` and a_b's tool ``c`` would
+    both be ``mcp_a_b_c``)."""
+    names = sorted(config.mcp_servers)
+    for short, long in ((a, b) for a in names for b in names if b.startswith(f"{a}_")):
+        raise ConfigError(
+            f"{config.source + ': ' if config.source else ''}config key 'mcp_servers': the "
+            f"server names {short!r} and {long!r} clash (mcp_{long}_x could be a tool of "
+            f"either); rename one, e.g. {long.replace('_', '-')!r}"
+        )
+    for entry in config.tools.enabled:
+        if entry.startswith("mcp_") and not any(
+            entry.startswith(f"mcp_{name}_") for name in config.mcp_servers
+        ):
+            raise ConfigError(
+                f"{config.source + ': ' if config.source else ''}config key 'tools.enabled': "
+                f"{entry!r} names no server of mcp_servers"
+            )
 
 
 def _env_flag(environ: Mapping[str, str]) -> bool | None:

@@ -211,6 +211,7 @@ class McpServerConfig(Section):
 McpServerName = Annotated[str, StringConstraints(pattern=MCP_SERVER_NAME.pattern)]
 
 
+# -- remote A2A agents (iris.agent.peers) ------------------------------------------------------
 class A2aAgentConfig(Section):
     """A remote A2A agent offered to the model as the tool ``a2a_<name>``."""
 
