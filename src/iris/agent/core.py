@@ -1,7 +1,8 @@
 """The turn loop: model rounds, tools, fallback, interruption — one turn, one event stream.
 
-A ``Turn`` runs as one task that pushes events into an unbounded queue, so the provider is
-read as fast as it produces and a consumer never slows it down. ``Turn.interrupt`` cancels
+A ``Turn`` runs as one task that pushes events into an unbounded buffer, so the provider is
+read as fast as it produces and a consumer never slows it down; its one consumer (``async for``)
+takes every event buffered at each wake-up. ``Turn.interrupt`` cancels
 that task: cancellation closes the upstream HTTP response (the SDK stream is an
 ``async with``), and the turn ends with ``TurnEnded(reason="interrupted")`` and the text so far.
 
@@ -42,6 +43,7 @@ import json
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,6 +303,9 @@ def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
             return LocalProvider(config.model)
 
 
+_TERMINAL = (TurnEnded, TurnFailed)
+
+
 class _OutputCapped(Exception):
     """The turn reached ``model.max_output_chars``: stop reading the upstream."""
 
@@ -316,7 +321,10 @@ class Turn:
         self.agent = agent
         self.request = request
         self.turn_id = f"turn_{uuid.uuid4().hex[:16]}"
-        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        # The events not yet read, and the consumer's wait for more (``_events``): cheaper than
+        # an ``asyncio.Queue``, whose every get and put also asks for the running loop.
+        self._out: deque[Event] = deque()
+        self._reader: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._tasks = OpenGroup()  # the turn's own, for its ``async with``
         self._interrupted = False
@@ -382,19 +390,30 @@ class Turn:
 
     async def _events(self) -> AsyncIterator[Event]:
         self.start()
+        out = self._out
+        loop = asyncio.get_running_loop()
         while True:
-            event = await self._queue.get()
-            yield event
-            if isinstance(event, TurnEnded | TurnFailed):
-                return
+            while out:
+                event = out.popleft()
+                yield event
+                if isinstance(event, _TERMINAL):
+                    return
+            self._reader = loop.create_future()
+            try:
+                await self._reader
+            finally:
+                self._reader = None
 
     def _emit(self, event: Event) -> None:
-        if isinstance(event, TurnEnded | TurnFailed):
+        if isinstance(event, _TERMINAL):
             if self._finished:
                 return
             self._finished = True
         self.watch.saw(event)
-        self._queue.put_nowait(event)
+        self._out.append(event)
+        reader = self._reader
+        if reader is not None and not reader.done():
+            reader.set_result(None)
 
     # -- the turn ----------------------------------------------------------------------------
     async def _main(self) -> None:
