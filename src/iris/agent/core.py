@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -50,7 +49,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from iris.agent.approvals import ApprovalPolicy, refusal, unaskable
+from iris.agent.calls import ToolCalls, Unanswered
 from iris.agent.context import (
     NOTE,
     Compaction,
@@ -61,16 +60,13 @@ from iris.agent.context import (
     is_overflow,
     request_chars,
 )
-from iris.agent.elicitation import ASKER, Asker, Elicitations
+from iris.agent.elicitation import Elicitations
 from iris.agent.history import MARK
 from iris.agent.round import CallStream, RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
 from iris.agent.tools import (
-    CALL_CHAT,
     ToolRegistry,
-    ToolResult,
     builtin_tools,
-    validate_args,
 )
 from iris.config import Config, ModelEndpoint
 from iris.errors import (
@@ -82,7 +78,6 @@ from iris.errors import (
     user_message,
 )
 from iris.events import (
-    ApprovalResolved,
     Commentary,
     Event,
     ReasoningDelta,
@@ -90,9 +85,6 @@ from iris.events import (
     StreamReset,
     TerminalEvent,
     TextDelta,
-    ToolEnded,
-    ToolProgress,
-    ToolStarted,
     TurnEnded,
     TurnFailed,
     TurnStarted,
@@ -108,8 +100,6 @@ if TYPE_CHECKING:
     from iris.agent.peers import Peers
 
 log = logging.getLogger(__name__)
-
-PREVIEW_CHARS = 500
 
 
 @dataclass
@@ -312,10 +302,6 @@ class _OutputCapped(Exception):
     answered = True  # the provider's request succeeded; Iris stopped reading (metrics)
 
 
-class _Unanswered(Exception):
-    """An approval timed out in a turn with ``unanswered_ends``: the turn stops here."""
-
-
 class Turn:
     def __init__(self, agent: Agent, request: TurnRequest) -> None:
         self.agent = agent
@@ -337,6 +323,7 @@ class Turn:
         self._added: list[dict[str, Any]] = []
         self._unanswered: list[ToolCall] = []
         self._usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        self._tool_calls = ToolCalls(agent.tools, agent.config, request, self._emit, self._spend)
         self._model = agent.model_name
         self._shown_chars = 0  # visible text of the finished rounds, for the output cap
         # What compaction replaced of ``request.messages`` (for the caller's store).
@@ -429,7 +416,7 @@ class Turn:
             self._end_interrupted()
         except _OutputCapped:
             self._end_capped()
-        except _Unanswered:
+        except Unanswered:
             self._end_interrupted()
         except ProviderError as exc:
             code, message, retryable = user_message(exc)
@@ -510,7 +497,7 @@ class Turn:
                     )
                 else:
                     index += 1
-                    output = (await self._run_tool(index, call, offered)).output
+                    output = (await self._tool_calls.run(index, call, offered)).output
                 message = {"role": "tool", "tool_call_id": call.id, "content": output}
                 self._unanswered.remove(call)
                 self._added.append(message)
@@ -688,111 +675,11 @@ class Turn:
             self._emit(kind(head))
         raise _OutputCapped
 
-    # -- tools -------------------------------------------------------------------------------
-    async def _run_tool(self, index: int, call: ToolCall, offered: frozenset[str]) -> ToolResult:
-        """Run one call, if and only if its tool was offered to the model in this round."""
-        started = time.monotonic()
-        try:
-            args: Any = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            self._emit(ToolStarted(index, call.name, {"_raw": call.arguments}, call.id))
-            result = ToolResult(
-                False,
-                f"error: the arguments were not valid JSON ({exc.msg} at position {exc.pos}); "
-                "call the tool again with a valid JSON object",
-            )
-            return self._tool_ended(index, call, result, started)
-        if not isinstance(args, dict):
-            args = {"_value": args}
-        self._emit(ToolStarted(index, call.name, args, call.id))
-        # A model may call any name it likes; only what this round offered may run
-        # (agent_tools off, tool_choice "none" and the last round offer nothing).
-        tool = self.agent.tools.get(call.name) if call.name in offered else None
-        if tool is None or (call.name == "terminal" and not self.request.allow_terminal):
-            if call.name == "terminal" and not self.request.allow_terminal:
-                why = "is not allowed for this user"
-            elif call.name in offered:  # its MCP server went down since the round began
-                why = "is no longer available (its server disconnected)"
-            else:
-                why = "was not offered to you in this round"
-            refusal = ToolResult(False, f"error: tool '{call.name}' {why}; it was not run")
-            return self._tool_ended(index, call, refusal, started)
-        problem = validate_args(tool.parameters, args)
-        if problem:
-            return self._tool_ended(index, call, ToolResult(False, f"error: {problem}"), started)
-        CALL_CHAT.set(self.request.chat_id)  # the terminal's workspace is the chat's
-        where = tool.where(self.request.chat_id) if tool.where is not None else None
-        refused = await self._approval(index, call.name, args, where)
-        if refused is not None:
-            return self._tool_ended(index, call, ToolResult(False, refused), started)
-        last_note = 0.0
-
-        def progress(note: str) -> None:
-            nonlocal last_note
-            now = time.monotonic()
-            if note and now - last_note >= tool.progress_every:
-                last_note = now
-                self._emit(ToolProgress(index, call.name, note))
-
-        ASKER.set(self._asker(progress))
-        try:
-            result = await tool.run(args, progress)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("tool %s failed", call.name)
-            result = ToolResult(False, f"error: {type(exc).__name__}: {exc}")
-        return self._tool_ended(index, call, result, started)
-
-    async def _approval(
-        self, index: int, name: str, args: dict[str, Any], where: str | None
-    ) -> str | None:
-        """The gate before every tool run (built-in and MCP): None when the call may run, else
-        the refusal the model gets as the tool's result (``tools.approval``). ``where``: how
-        the call will run, for the person asked."""
-        approvals = self.request.approvals
-        if approvals is None:
-            policy = ApprovalPolicy.configured(
-                self.agent.config.tools.approval, self.agent.config.mcp_servers
-            )
-            return unaskable(name) if policy.asks(name, self.request.ask_also) else None
-        chat_id = self.request.chat_id
-        # An "allow in this chat" of a group holds for the turns of the person who gave it.
-        person = str(self.request.metadata.get("user_id") or "")
-        if not await approvals.asks(chat_id, name, self.request.ask_also, person):
-            return None
-        asked = approvals.request(index, name, args, where=where)
-        self._emit(asked)
-        try:
-            resolution = await approvals.wait(chat_id, asked)
-        except asyncio.CancelledError:
-            self._emit(ApprovalResolved(asked.approval_id, "cancelled", "interrupt"))
-            raise
-        self._emit(resolution.event())
-        if resolution.decision in ("once", "chat"):
-            return None
-        if resolution.decision == "timeout" and self.request.unanswered_ends:
-            raise _Unanswered
-        return refusal(resolution.decision, resolution.by)
-
-    def _asker(self, progress: Callable[[str], None]) -> Asker:
-        """The turn, for an MCP server that asks during the call (``iris.agent.elicitation``)."""
-        request = self.request
-        return Asker(request.chat_id, self._emit, progress, request.elicitations, self._spend)
-
     def _spend(self, input_tokens: int, output_tokens: int) -> None:
         """An MCP server's request for the model ran during a call: its tokens are the turn's."""
         self._usage["input_tokens"] += input_tokens
         self._usage["output_tokens"] += output_tokens
         self._usage["total_tokens"] = self._usage["input_tokens"] + self._usage["output_tokens"]
-
-    def _tool_ended(
-        self, index: int, call: ToolCall, result: ToolResult, started: float
-    ) -> ToolResult:
-        duration = round(time.monotonic() - started, 3)
-        preview = result.output[-PREVIEW_CHARS:]
-        self._emit(ToolEnded(index, call.name, result.ok, duration, preview))
-        return result
 
     # -- endings -----------------------------------------------------------------------------
     def _end(self, reason: str, text: str, tool_calls: list[dict[str, str]] | None = None) -> None:
