@@ -1,10 +1,14 @@
 """The turn loop: model rounds, tools, fallback, interruption — one turn, one event stream.
 
-A ``Turn`` runs as one task that pushes events into an unbounded buffer, so the provider is
-read as fast as it produces and a consumer never slows it down; its one consumer (``async for``)
-takes every event buffered at each wake-up. ``Turn.interrupt`` cancels
-that task: cancellation closes the upstream HTTP response (the SDK stream is an
-``async with``), and the turn ends with ``TurnEnded(reason="interrupted")`` and the text so far.
+A ``Turn`` runs as one task that buffers its events for one consumer, so the provider is read
+as fast as it produces and a consumer that is busy never slows it down; ``async for`` takes
+every event buffered at each wake-up. A consumer that reads with ``Turn.deliver(sink)``
+instead (the API server's streams) costs one task wake-up less per streamed delta: while it
+waits, the turn's own task hands a round's events to ``sink`` itself, and a sink that waits
+(a slow client's full socket) holds the reading of the upstream meanwhile — the provider's
+silence deadline does not count that time. ``Turn.interrupt`` cancels the turn's task:
+cancellation closes the upstream HTTP response (the SDK stream is an ``async with``), and the
+turn ends with ``TurnEnded(reason="interrupted")`` and the text so far.
 
 Failure policy for one round (``_round``):
 
@@ -43,7 +47,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -311,6 +315,11 @@ class Turn:
         # an ``asyncio.Queue``, whose every get and put also asks for the running loop.
         self._out: deque[Event] = deque()
         self._reader: asyncio.Future[None] | None = None
+        # ``deliver``'s consumer; while it waits, the turn's task hands a round's events to it
+        # (``_handing``), and an exception it raised there waits for the consumer.
+        self._sink: Callable[[Event], Awaitable[None]] | None = None
+        self._handing = False
+        self._sink_failed: Exception | None = None
         self._task: asyncio.Task[None] | None = None
         self._tasks = OpenGroup()  # the turn's own, for its ``async with``
         self._interrupted = False
@@ -369,22 +378,37 @@ class Turn:
         if self._finished or self._interrupted:
             return
         self._interrupted = True
-        if self._task is not None and not self._task.done():
+        # An event in the middle of being handed over goes out whole first (``_hand_over``).
+        if self._task is not None and not self._task.done() and not self._handing:
             self._task.cancel()
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._events()
+
+    async def deliver(self, sink: Callable[[Event], Awaitable[None]]) -> None:
+        """Every event of the turn to ``sink``, in order, up to the terminal one: ``async for``
+        with ``await sink(event)`` in its body, one task wake-up cheaper per streamed delta.
+        While this waits for events, the turn's own task hands a model round's events to
+        ``sink`` itself; an exception ``sink`` raised there is raised here."""
+        self._sink = sink
+        try:
+            async for event in self._events():
+                await sink(event)
+        finally:
+            self._sink = None
 
     async def _events(self) -> AsyncIterator[Event]:
         self.start()
         out = self._out
         loop = asyncio.get_running_loop()
         while True:
-            while out:
+            while out and not self._handing and self._sink_failed is None:
                 event = out.popleft()
                 yield event
                 if isinstance(event, _TERMINAL):
                     return
+            if self._sink_failed is not None:
+                raise self._sink_failed
             self._reader = loop.create_future()
             try:
                 await self._reader
@@ -398,9 +422,43 @@ class Turn:
             self._finished = True
         self.watch.saw(event)
         self._out.append(event)
+        if not self._handing:
+            self._wake()
+
+    def _wake(self) -> None:
         reader = self._reader
         if reader is not None and not reader.done():
             reader.set_result(None)
+
+    async def _hand_over(self, silence: Silence) -> None:
+        """Give the events of the delta just read to ``deliver``'s sink from the turn's own
+        task, the consumer waiting. Neither the provider's silence deadline nor an interrupt
+        cuts an event in the middle of going out."""
+        if not self._handing:
+            return  # no sink, or the consumer is busy: ``_emit`` woke it
+        sink, out = self._sink, self._out
+        try:
+            if sink is not None and out:
+                silence.hold()
+                try:
+                    while out:
+                        event = out.popleft()
+                        try:
+                            await sink(event)
+                        except Exception as exc:
+                            self._sink, self._sink_failed = None, exc  # the consumer raises it
+                            break
+                finally:
+                    silence.release()
+        finally:
+            self._stop_handing()
+        if self._interrupted and self._task is not None:
+            self._task.cancel()  # ``interrupt`` waited for the event in hand
+
+    def _stop_handing(self) -> None:
+        self._handing = False
+        if self._out or self._sink_failed is not None:
+            self._wake()
 
     # -- the turn ----------------------------------------------------------------------------
     async def _main(self) -> None:
@@ -637,6 +695,8 @@ class Turn:
                 async with silence:
                     async for raw in deltas:
                         silence.seen()
+                        # The consumer waits: the turn's task hands it this delta's events.
+                        self._handing = self._sink is not None and self._reader is not None
                         if isinstance(raw, RawToolCall):
                             arguments_room -= len(raw.arguments)
                             if arguments_room < 0:
@@ -651,10 +711,14 @@ class Turn:
                                 if thought_room < 0:
                                     self._emit_head(builder.reasoning, ReasoningDelta, thought_room)
                             self._emit(event)
+                        await self._hand_over(silence)
             except TimeoutError:
                 if not silence.expired():
                     raise
                 raise timed_out(deadline) from None
+            finally:
+                if self._handing:  # a delta's events that failed before their hand-over
+                    self._stop_handing()
         for event in builder.finish():
             self._emit(event)
         self._shown_chars += len(builder.shown_text)
