@@ -2,7 +2,8 @@
 
 The thin async transport around the pure encoders:
 
-- each event's frames are written as soon as the agent yields it, in one network write;
+- each event's frames are written as soon as the turn delivers it (``Running.deliver``), in one
+  network write;
 - once the stream is open, an event that neither opens nor ends the turn (text, reasoning,
   tool deltas: nearly all of them) takes the fast lane: its frames go straight to the server's
   own ``send`` (``SERVER_SEND``), past the middleware wrappers, which act on a response's start
@@ -17,10 +18,11 @@ The thin async transport around the pure encoders:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -79,7 +81,9 @@ class Running(Protocol):
 
     def interrupt(self) -> None: ...
 
-    def __aiter__(self) -> AsyncIterator[Event]: ...
+    async def deliver(self, sink: Callable[[Event], Awaitable[None]]) -> None:
+        """``await sink(event)`` for every event, in order, up to the terminal one."""
+        ...
 
 
 class TurnExchange(Response):
@@ -153,25 +157,13 @@ class TurnExchange(Response):
         return work in done and not work.cancelled() and work.exception() is None
 
     async def _run(self, send: Send) -> None:
-        ended = False
         try:
             source = self._source or self._agent.run(self._request)
             async with source as turn:
                 self._turn = turn
-                frames = self._wire.frames
-                async for event in turn:
-                    if self._flowing and type(event) not in _EDGES:
-                        # The fast lane: a streamed event that neither opens nor ends the turn.
-                        data = frames(event)
-                        if data:
-                            await self._body(data)
-                        continue
-                    ended = ended or isinstance(event, TurnEnded | TurnFailed)
-                    if isinstance(event, TurnFailed):
-                        self._retry_after = event.retry_after
-                    await self._emit(send, event)
+                await turn.deliver(functools.partial(self._take, send))
         except Exception as exc:
-            if ended:
+            if self._ended:
                 raise
             # The agent reports failures as TurnFailed; anything else still ends the turn
             # in the client's format, never as a 500 or a silent hang.
@@ -222,14 +214,27 @@ class TurnExchange(Response):
             release, self._release = self._release, None
             release()
 
+    async def _take(self, send: Send, event: Event) -> None:
+        """The turn's sink (``Running.deliver``): once the stream is open, an event that
+        neither opens nor ends the turn takes the fast lane, its frames straight to the
+        server; the rest ``_emit``."""
+        if self._flowing and type(event) not in _EDGES:
+            data = self._wire.frames(event)
+            if data:
+                await self._body(data)
+            return
+        await self._emit(send, event)
+
     async def _emit(self, send: Send, event: Event) -> None:
         data = self._wire.frames(event)
         terminal = isinstance(event, TurnEnded | TurnFailed)
+        if isinstance(event, TurnFailed):
+            self._retry_after = event.retry_after
+        self._ended = self._ended or terminal
         if terminal:
             await self._end()
         if not self._stream:
             return
-        self._ended = self._ended or terminal
         if not self._head_sent:
             # The opening frames (role chunk, response.created) wait for the model's first
             # output; they carry no text, and a turn that fails before any output can still
