@@ -151,12 +151,15 @@ class BackgroundRun:
             return False
         return True
 
+    async def _take(self, event: Event) -> None:
+        """The turn's sink (``Running.deliver``)."""
+        self._add(self._wire.feed(event))
+
     async def _run(self) -> None:
         try:
             try:
                 async with self._source or self._agent.run(self._request) as turn:
-                    async for event in turn:
-                        self._add(self._wire.feed(event))
+                    await turn.deliver(self._take)
             except asyncio.CancelledError:
                 if self._stop is None:
                     raise
