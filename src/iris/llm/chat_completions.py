@@ -59,6 +59,8 @@ class ChatCompletionsProvider(SdkProvider):
                                 yield raw
                             if chunks.over:
                                 break
+                        for raw in chunks.end():
+                            yield raw
                         chunks.close()
                 return
             except ProviderHTTPError as exc:
@@ -143,10 +145,11 @@ def _response_format(flat: dict[str, Any]) -> dict[str, Any]:
 
 class ChatChunks:
     """A Chat Completions SSE body, a network read at a time: ``feed`` gives the raw deltas of
-    the chunks a read completes, ``close`` says how the body ended. A body that is not SSE is
-    a bad response; one that stops without ``[DONE]`` or a ``finish_reason`` was cut, not
-    finished. An error (in-band, a malformed chunk, a body that is not SSE) comes after the
-    deltas before it: ``feed`` keeps it, sets ``over`` and ``close`` raises it."""
+    the chunks a read completes, ``end`` those the body's last byte completes, ``close`` says
+    how the body ended. A body that is not SSE is a bad response;
+    one that stops without ``[DONE]`` or a ``finish_reason`` was cut, not finished. An error
+    (in-band, a malformed chunk, a body that is not SSE) comes after the deltas before it:
+    ``feed`` keeps it and sets ``over``, and ``close`` raises it."""
 
     def __init__(self) -> None:
         self._sse = SseData(strict=True)
@@ -156,9 +159,28 @@ class ChatChunks:
         self.over = False  # [DONE] or an error: read no further
 
     def feed(self, data: bytes) -> list[RawDelta]:
+        return self._deltas(self._sse.feed(data))
+
+    def end(self) -> list[RawDelta]:
+        """At the body's end: the deltas of an event its last byte ends (none once ``over``)."""
+        return [] if self.over else self._deltas(self._sse.end())
+
+    def close(self) -> None:
+        """After ``end``: the held error, or why the body's end is not the answer's."""
+        if self._error is not None:
+            raise self._error
+        if self.over or self.finished:
+            return
+        if not self.chunks:
+            raise bad_response(describe_body(self._sse.first))
+        raise ProviderConnectionError(
+            "connection to the provider lost mid-response (the stream ended without [DONE])"
+        )
+
+    def _deltas(self, payloads: list[str]) -> list[RawDelta]:
         out: list[RawDelta] = []
         try:
-            for payload in self._sse.feed(data):
+            for payload in payloads:
                 if payload == "[DONE]":
                     self.over = True
                     return out
@@ -171,23 +193,6 @@ class ChatChunks:
             self._error = exc
             self.over = True
         return out
-
-    def close(self) -> None:
-        """After the last read (or ``over``): the held error, or why the body's end is not the
-        answer's."""
-        if self._error is None and not self.over:
-            self._sse.end()  # an unended last line ends no event, but may be no SSE
-            if self._sse.not_sse is not None:
-                self._error = bad_response(describe_body(self._sse.not_sse))
-        if self._error is not None:
-            raise self._error
-        if self.over or self.finished:
-            return
-        if not self.chunks:
-            raise bad_response(describe_body(self._sse.first))
-        raise ProviderConnectionError(
-            "connection to the provider lost mid-response (the stream ended without [DONE])"
-        )
 
 
 def _chunk_deltas(chunk: dict[str, Any], out: list[RawDelta]) -> bool:

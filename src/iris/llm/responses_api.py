@@ -126,6 +126,8 @@ class ResponsesProvider(SdkProvider):
                         yield raw
                     if events.over:
                         break
+                for raw in events.end():
+                    yield raw
                 events.close(response.http_response.headers.get("content-type"))
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
@@ -225,8 +227,9 @@ def _event_object(payload: str) -> dict[str, Any]:
 class ResponseEvents:
     """A Responses SSE body, a network read at a time: ``feed`` gives the raw deltas of the
     events a read completes (up to ``[DONE]``: as the SDK's reader, nothing after it counts),
-    ``close`` says how the body ended. An error event (or a malformed one) comes after the
-    deltas before it: ``feed`` keeps it, sets ``over`` and ``close`` raises it."""
+    ``end`` those the body's last byte completes, ``close`` says how the body ended. An error
+    event (or a malformed one) comes after the deltas before it: ``feed`` keeps it and sets
+    ``over``, and ``close`` raises it."""
 
     def __init__(self) -> None:
         self._sse = SseData()
@@ -238,9 +241,16 @@ class ResponseEvents:
         self.over = False  # [DONE] or an error: read no further
 
     def feed(self, data: bytes) -> list[RawDelta]:
+        return self._deltas(self._sse.feed(data))
+
+    def end(self) -> list[RawDelta]:
+        """At the body's end: the deltas of an event its last byte ends (none once ``over``)."""
+        return [] if self.over else self._deltas(self._sse.end())
+
+    def _deltas(self, payloads: list[str]) -> list[RawDelta]:
         out: list[RawDelta] = []
         try:
-            for payload in self._sse.feed(data):
+            for payload in payloads:
                 if payload.startswith("[DONE]"):
                     self.over = True
                     break
@@ -251,8 +261,8 @@ class ResponseEvents:
         return out
 
     def close(self, content_type: str | None) -> None:
-        """After the last read (or ``over``): the held error, or why the body's end is not the
-        answer's (``content_type``: the response's, for a body without events)."""
+        """After ``end``: the held error, or why the body's end is not the answer's
+        (``content_type``: the response's, for a body without events)."""
         if self._error is not None:
             raise self._error
         if self.finished:
