@@ -156,7 +156,9 @@ class SocketBody(asyncio.Protocol):
         if self._held > _HIGH_WATER and not self._paused:
             self._paused = True
             self._transport.pause_reading()
-        self._wake()
+        waiter = self._waiter  # (``_wake``, inlined: once per network read)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def eof_received(self) -> bool:
         self._closed(None)
@@ -194,7 +196,8 @@ class SocketBody(asyncio.Protocol):
                     at = head.end()
                     stop = at + size
                     if size and buffer[stop : stop + 2] == b"\r\n":
-                        self._keep(buffer[at:stop])
+                        self._parts.append(buffer[at:stop])
+                        self._held += size
                         at = stop + 2
                     else:
                         self._left = size
