@@ -1,4 +1,9 @@
-"""Chat Completions through the official ``openai`` SDK, against any compatible ``base_url``."""
+"""Chat Completions through the official ``openai`` SDK, against any compatible ``base_url``.
+
+The SDK makes the request (auth, headers, status errors before the body); a streamed body is
+parsed here by ``ChatChunks``, fed one network read at a time by ``stream()``, the one async
+generator between the socket and the agent.
+"""
 
 from __future__ import annotations
 
@@ -146,10 +151,10 @@ def _response_format(flat: dict[str, Any]) -> dict[str, Any]:
 class ChatChunks:
     """A Chat Completions SSE body, a network read at a time: ``feed`` gives the raw deltas of
     the chunks a read completes, ``end`` those the body's last byte completes, ``close`` says
-    how the body ended. A body that is not SSE is a bad response;
-    one that stops without ``[DONE]`` or a ``finish_reason`` was cut, not finished. An error
-    (in-band, a malformed chunk, a body that is not SSE) comes after the deltas before it:
-    ``feed`` keeps it and sets ``over``, and ``close`` raises it."""
+    how the body ended. A body that is not SSE is a bad response; one that stops without
+    ``[DONE]`` or a ``finish_reason`` was cut, not finished. An error (in-band, a malformed
+    chunk, a body that is not SSE) comes after the deltas before it: ``feed`` keeps it and
+    sets ``over``, and ``close`` raises it."""
 
     def __init__(self) -> None:
         self._sse = SseData(strict=True)
