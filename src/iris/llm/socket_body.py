@@ -135,11 +135,6 @@ class SocketBody(asyncio.Protocol):
             finally:
                 self._waiter = None
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """``read()`` as an async iterator, up to the body's end."""
-        while data := await self.read():
-            yield data
-
     # -- the transport's side -------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
         if self._ended or self._lost is not None or not data:

@@ -17,8 +17,6 @@ as U+FFFD as the SDK reads it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, field
 from json.scanner import make_scanner
 from typing import Any, cast
 
@@ -54,17 +52,6 @@ class Lines:
         """The last line, unended (or ended by a "\r" that was the body's last byte)."""
         rest, self._rest = self._rest, b""
         return [rest.removesuffix(b"\r").decode("utf-8", "replace")] if rest else []
-
-
-async def line_batches(body: AsyncIterator[bytes]) -> AsyncGenerator[list[str]]:
-    """``Lines`` over an async body: all the complete lines of each read, as one list (none
-    empty of lines); a last line without an end comes out at the end of the body."""
-    lines = Lines()
-    async for chunk in body:
-        if batch := lines.split(chunk):
-            yield batch
-    if last := lines.end():
-        yield last
 
 
 _FIELDS = ("data", "event", "id", "retry", ":")
@@ -111,35 +98,6 @@ class SseData:
                 self.events += 1
                 data.clear()
         return done
-
-
-@dataclass
-class Event:
-    """One server-sent event: its ``event:`` name ("" when unnamed) and its data lines."""
-
-    name: str = ""
-    data: list[str] = field(default_factory=list[str])
-
-    @property
-    def payload(self) -> str:
-        return "\n".join(self.data)
-
-
-def parse_events(lines: list[str], pending: Event) -> tuple[list[Event], Event]:
-    """The events ``lines`` complete (a blank line ends one that has data), and the one still
-    being read (pass it back in with the next lines), with their names. Comments and
-    ``id``/``retry`` are skipped."""
-    done: list[Event] = []
-    for line in lines:
-        if not line:
-            if pending.data:
-                done.append(pending)
-            pending = Event()
-        elif line.startswith("data:"):
-            pending.data.append(line[5:].removeprefix(" "))
-        elif line.startswith("event:"):
-            pending.name = line[6:].strip()
-    return done, pending
 
 
 # The C scanner ``json.loads`` runs (its context: a decoder with the default settings).
