@@ -10,6 +10,13 @@ counts the chunks that reach it. The figure is the server's user + system CPU ti
 spent, whatever the neighbours on a shared machine do to wall-clock times. Each request's own
 cost (its head, the turn's start and end) is in it too, spread over ``--chunks`` chunks.
 
+Beside it, wake-ups per chunk: how often the server's threads were put on a CPU (after sleeping
+in the event loop, or after another process had the CPU), and, once per run, what one
+sleep/wake cycle of an idle process costs this machine in CPU. A wake-up costs the kernel's
+switch and cold caches whatever the work (~26 µs on the 2-core VM this was written on), so the
+figure is lowest where a wake-up finds many chunks (200 streams, a busy machine) and highest at
+one stream.
+
 Paths: ``chat`` is a client on ``/v1/chat/completions`` with a ``chat_completions`` provider,
 ``responses`` a client on ``/v1/responses`` with a ``responses`` provider; each with
 ``server.metrics`` off and on (``+m``). Then one more server runs under cProfile (50 streams,
@@ -145,6 +152,19 @@ def cpu_ns(pid: int) -> tuple[int, int]:
     return total, runs
 
 
+def wake_cost(cycles: int = 2000) -> float:
+    """CPU µs this machine charges a process for one sleep/wake cycle with no work in it
+    (``epoll_wait`` with a 1 ms timeout): the floor under a chunk that wakes the server."""
+    import select
+
+    poller = select.epoll()
+    start = time.process_time()
+    for _ in range(cycles):
+        poller.poll(0.001)
+    poller.close()
+    return (time.process_time() - start) / cycles * 1e6
+
+
 async def measure(
     pid: int, port: int, api: str, tools: bool, streams: int, chunks: int
 ) -> tuple[float, int, list[str], float]:
@@ -251,6 +271,7 @@ async def compare(args: argparse.Namespace) -> None:
     streams = max(args.streams)
     trees = {"this": str(SRC), "other": args.against}
     print(f"{streams} streams, {args.chunks} chunks each at {args.rate:g}/s; other: {args.against}")
+    print(f"one sleep/wake cycle of an idle process costs {wake_cost():.1f} µs CPU here")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for api in args.only or ("chat", "responses"):
@@ -297,6 +318,7 @@ async def run(args: argparse.Namespace) -> None:
         return
     up_port, upstream = start_upstream(args)
     print(f"{args.chunks} chunks per stream at {args.rate:g} chunks/s; loop {args.loop or 'auto'}")
+    print(f"one sleep/wake cycle of an idle process costs {wake_cost():.1f} µs CPU here")
     print(f"  {'path':<12} {'kind':<5} {'streams':>7} {'µs/chunk':>11} {'wakes/chunk':>12}"
           f" {'delivered':>9}  errors")  # fmt: skip
     try:
