@@ -10,6 +10,13 @@ counts the chunks that reach it. The figure is the server's user + system CPU ti
 spent, whatever the neighbours on a shared machine do to wall-clock times. Each request's own
 cost (its head, the turn's start and end) is in it too, spread over ``--chunks`` chunks.
 
+Beside it, wake-ups per chunk: how often the server's threads were put on a CPU (after sleeping
+in the event loop, or after another process had the CPU), and, once per run, what one
+sleep/wake cycle of an idle process costs this machine in CPU. A wake-up costs the kernel's
+switch and cold caches whatever the work (~26 µs on the 2-core VM this was written on), so the
+figure is lowest where a wake-up finds many chunks (200 streams, a busy machine) and highest at
+one stream.
+
 Paths: ``chat`` is a client on ``/v1/chat/completions`` with a ``chat_completions`` provider,
 ``responses`` a client on ``/v1/responses`` with a ``responses`` provider; each with
 ``server.metrics`` off and on (``+m``). Then one more server runs under cProfile (50 streams,
@@ -132,26 +139,47 @@ async def read_stream(port: int, api: str, tools: bool) -> tuple[int, str | None
             await writer.wait_closed()
 
 
-def cpu_ns(pid: int) -> int:
-    """The process's CPU time so far in ns, all its threads (``/proc/<pid>/task/*/schedstat``:
-    the scheduler's own count, finer than ``stat``'s clock ticks; ``stat``'s utime + stime
-    count the same time, 10 ms at a time)."""
-    total = 0
+def cpu_ns(pid: int) -> tuple[int, int]:
+    """The process's CPU time so far in ns, all its threads, and how many times its threads
+    were put on a CPU (``/proc/<pid>/task/*/schedstat``: the scheduler's own counts, finer than
+    ``stat``'s clock ticks; ``stat``'s utime + stime count the same time, 10 ms at a time)."""
+    total = runs = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError):
-            total += int((task / "schedstat").read_text().split()[0])
-    return total
+            fields = (task / "schedstat").read_text().split()
+            total += int(fields[0])
+            runs += int(fields[2])
+    return total, runs
+
+
+def wake_cost(cycles: int = 2000) -> float:
+    """CPU µs this machine charges a process for one sleep/wake cycle with no work in it
+    (``epoll_wait`` with a 1 ms timeout): the floor under a chunk that wakes the server."""
+    import select
+
+    poller = select.epoll()
+    start = time.process_time()
+    for _ in range(cycles):
+        poller.poll(0.001)
+    poller.close()
+    return (time.process_time() - start) / cycles * 1e6
 
 
 async def measure(
     pid: int, port: int, api: str, tools: bool, streams: int, chunks: int
-) -> tuple[float, int, list[str]]:
-    """(CPU µs per proxied chunk, chunks the client saw, errors) of ``streams`` at once."""
-    before = cpu_ns(pid)
+) -> tuple[float, int, list[str], float]:
+    """(CPU µs per proxied chunk, chunks the client saw, errors, wake-ups per chunk) of
+    ``streams`` at once. A wake-up (the process put on a CPU after sleeping in its event loop,
+    or after another process had the CPU) costs the kernel's switch and cold caches whatever
+    the work: on a quiet machine each chunk may wake the server, on a busy one a wake-up finds
+    several chunks waiting, so the CPU per chunk falls as the load rises."""
+    before, runs = cpu_ns(pid)
     results = await asyncio.gather(*(read_stream(port, api, tools) for _ in range(streams)))
-    used = cpu_ns(pid) - before
+    after, runs_after = cpu_ns(pid)
     errors = [error for _, error in results if error]
-    return used / 1e3 / (streams * chunks), sum(count for count, _ in results), errors
+    delivered = streams * chunks
+    cost = (after - before) / 1e3 / delivered
+    return cost, sum(count for count, _ in results), errors, (runs_after - runs) / delivered
 
 
 # -- the servers and the run --------------------------------------------------------------
@@ -178,13 +206,14 @@ async def one_path(
         for tools in (False, True):
             await measure(server.pid, port, api, tools, 2, args.chunks)  # warm up
             for streams in args.streams:
-                cost, seen, errors = await measure(
+                cost, seen, errors, wakes = await measure(
                     server.pid, port, api, tools, streams, args.chunks
                 )
                 shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
                 kind = "tool" if tools else "text"
                 print(
-                    f"  {label:<12} {kind:<5} {streams:>7} {cost:>11.1f} {seen:>9}  {shown}",
+                    f"  {label:<12} {kind:<5} {streams:>7} {cost:>11.1f} {wakes:>12.2f}"
+                    f" {seen:>9}  {shown}",
                     flush=True,
                 )
     finally:
@@ -242,6 +271,7 @@ async def compare(args: argparse.Namespace) -> None:
     streams = max(args.streams)
     trees = {"this": str(SRC), "other": args.against}
     print(f"{streams} streams, {args.chunks} chunks each at {args.rate:g}/s; other: {args.against}")
+    print(f"one sleep/wake cycle of an idle process costs {wake_cost():.1f} µs CPU here")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for api in args.only or ("chat", "responses"):
@@ -256,16 +286,18 @@ async def compare(args: argparse.Namespace) -> None:
                     if kept is not None:
                         os.environ["PYTHONPATH"] = kept
                 costs: dict[str, list[float]] = {name: [] for name in servers}
+                wakes: dict[str, list[float]] = {name: [] for name in servers}
                 try:
                     for port, server in servers.values():
                         await measure(server.pid, port, api, False, 2, args.chunks)  # warm up
                     for turn in range(args.rounds):
                         order = list(servers.items())
                         for name, (port, server) in order[:: 1 if turn % 2 else -1]:
-                            cost, _, _ = await measure(
+                            cost, _, _, woken = await measure(
                                 server.pid, port, api, False, streams, args.chunks
                             )
                             costs[name].append(cost)
+                            wakes[name].append(woken)
                 finally:
                     for _, server in servers.values():
                         stop(server)
@@ -273,7 +305,8 @@ async def compare(args: argparse.Namespace) -> None:
                 load = os.getloadavg()[0]
                 for name, values in costs.items():
                     print(f"  {api:<10} {name:<6} median {statistics.median(values):6.1f} "
-                          f"least {min(values):6.1f} µs/chunk")  # fmt: skip
+                          f"least {min(values):6.1f} µs/chunk, "
+                          f"{statistics.median(wakes[name]):.2f} wake-ups/chunk")  # fmt: skip
                 print(f"  {api:<10} this / other: {mine / theirs:.2f} (load average {load:.1f})")
     finally:
         stop(upstream)
@@ -285,7 +318,9 @@ async def run(args: argparse.Namespace) -> None:
         return
     up_port, upstream = start_upstream(args)
     print(f"{args.chunks} chunks per stream at {args.rate:g} chunks/s; loop {args.loop or 'auto'}")
-    print(f"  {'path':<12} {'kind':<5} {'streams':>7} {'µs/chunk':>11} {'delivered':>9}  errors")
+    print(f"one sleep/wake cycle of an idle process costs {wake_cost():.1f} µs CPU here")
+    print(f"  {'path':<12} {'kind':<5} {'streams':>7} {'µs/chunk':>11} {'wakes/chunk':>12}"
+          f" {'delivered':>9}  errors")  # fmt: skip
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for api in args.only or ("chat", "responses"):

@@ -151,15 +151,12 @@ class BackgroundRun:
             return False
         return True
 
-    async def _take(self, event: Event) -> None:
-        """The turn's sink (``Running.deliver``)."""
-        self._add(self._wire.feed(event))
-
     async def _run(self) -> None:
         try:
             try:
                 async with self._source or self._agent.run(self._request) as turn:
-                    await turn.deliver(self._take)
+                    async for event in turn:
+                        self._add(self._wire.feed(event))
             except asyncio.CancelledError:
                 if self._stop is None:
                     raise

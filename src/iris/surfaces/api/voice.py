@@ -106,7 +106,6 @@ class VoiceRun:
             self.decided.set()
 
     async def deliver(self, sink: Callable[[Event], Awaitable[None]]) -> None:
-        """Each event for speech to ``sink`` (``exchange.Running``)."""
         async for event in self:
             await sink(event)
 
