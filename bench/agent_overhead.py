@@ -12,6 +12,12 @@ event-loop thread's CPU time (``time.thread_time``, so the fake's work is not co
 
 The difference divided by N is Iris's overhead per delta. Target: < 50 µs/delta.
 
+The fake streams as fast as it can, so one network read carries many deltas. A proxied stream
+at 100 chunks/s gets one per read, and then each wake-up counts: the last lines read a turn
+whose provider (a stub, no network) yields one delta per event-loop timer (0.5 ms), on uvloop,
+through ``async for`` and through ``Turn.deliver`` (the turn's task hands each delta's events
+to the waiting consumer: one task wake-up per delta instead of two), as process CPU per delta.
+
     python bench/agent_overhead.py [--deltas 10000] [--runs 5]
 """
 
@@ -22,6 +28,7 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -31,7 +38,8 @@ from tests.fakes.upstream import FakeUpstream, text  # noqa: E402
 
 from iris.agent import Agent, TurnRequest  # noqa: E402
 from iris.config import config_from_dict  # noqa: E402
-from iris.events import TextDelta  # noqa: E402
+from iris.events import Event, TextDelta  # noqa: E402
+from iris.llm.provider import ProviderRequest, RawDelta, RawText  # noqa: E402
 
 USER = [{"role": "user", "content": "go"}]
 
@@ -89,7 +97,66 @@ async def through_iris(base_url: str, n: int) -> tuple[float, int]:
     return spent, count
 
 
-async def main() -> None:
+class TimerProvider:
+    """A provider stub: ``n`` text deltas, each after one event-loop timer."""
+
+    name = "fake-model"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
+        loop = asyncio.get_running_loop()
+        for i in range(self.n):
+            tick: asyncio.Future[None] = loop.create_future()
+            loop.call_later(0.0005, tick.set_result, None)
+            await tick
+            yield RawText(f"w{i % 10} ")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def one_per_wakeup(n: int, deliver: bool) -> float:
+    """Process CPU µs per delta of a turn whose deltas come one per wake-up."""
+    config = config_from_dict(
+        {
+            "model": {"base_url": "http://127.0.0.1:9/v1", "name": "fake-model", "api_key": "x"},
+            "tools": {"enabled": []},
+            "store": {"path": ":memory:"},
+        },
+        env={},
+    )
+    agent = Agent(config)
+    agent._providers[0] = TimerProvider(n)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    count = 0
+
+    async def sink(event: Event) -> None:
+        nonlocal count
+        count += isinstance(event, TextDelta)
+
+    start = time.process_time()
+    async with agent.run(TurnRequest(messages=USER)) as turn:
+        if deliver:
+            await turn.deliver(sink)
+        else:
+            async for event in turn:
+                await sink(event)
+    spent = time.process_time() - start
+    assert count == n, count
+    return spent / n * 1e6
+
+
+async def wakeups(n: int, runs: int) -> tuple[float, float]:
+    plain: list[float] = []
+    handed: list[float] = []
+    for _ in range(runs):
+        plain.append(await one_per_wakeup(n, deliver=False))
+        handed.append(await one_per_wakeup(n, deliver=True))
+    return statistics.median(plain), statistics.median(handed)
+
+
+async def main() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--deltas", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
@@ -119,7 +186,16 @@ async def main() -> None:
     print(f"SDK lines + Iris agent:         {i * 1e6 / n:7.1f} µs CPU/delta")
     print(f"Iris overhead:                  {overhead_us:7.1f} µs/delta  (target < 50)")
     print(f"ratio iris/transport:           {i / b:7.2f}x")
+    return args
+
+
+def per_wakeup(args: argparse.Namespace) -> None:
+    import uvloop
+
+    plain, handed = uvloop.run(wakeups(min(args.deltas, 3000), args.runs))
+    print(f"one delta per wake-up, async for: {plain:6.1f} µs CPU/delta")
+    print(f"one delta per wake-up, deliver:   {handed:6.1f} µs CPU/delta ({handed / plain:.2f}x)")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    per_wakeup(asyncio.run(main()))

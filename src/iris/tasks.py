@@ -135,8 +135,18 @@ class Silence:
         self._last = self._loop.time()
         self._timeout = asyncio.timeout(None)
         self._timer: asyncio.TimerHandle | None = None
+        self._held = False
 
     def seen(self) -> None:
+        self._last = self._loop.time()
+
+    def hold(self) -> None:
+        """No deadline until ``release()``: the stream is not being read meanwhile."""
+        self._held = True
+
+    def release(self) -> None:
+        """The deadline counts again, from now."""
+        self._held = False
         self._last = self._loop.time()
 
     def expired(self) -> bool:
@@ -161,7 +171,8 @@ class Silence:
 
     def _check(self) -> None:
         assert self._seconds is not None
-        due, now = self._last + self._seconds, self._loop.time()
+        now = self._loop.time()
+        due = now + self._seconds if self._held else self._last + self._seconds
         if now + 0.001 < due:  # timers may fire up to a millisecond early (uvloop)
             self._timer = self._loop.call_at(due, self._check)
         else:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from iris.runtime import Runtime
+from iris.surfaces.chat.platforms import PLATFORMS, build_platforms
 from iris.surfaces.chat.platforms.base import IncomingMessage, PlatformError
-from iris.surfaces.chat.runner import BUSY, PLATFORMS, QUEUED, ChatSurface, build_platforms
+from iris.surfaces.chat.runner import BUSY, QUEUED, ChatSurface
 from tests.chat.conftest import Gateway
 from tests.chat.messages import message
 from tests.conftest import MakeConfig

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iris.llm.sse_lines import Event, line_batches, parse_events
+from iris.llm.sse_lines import Lines, SseData
 
 # Text an SSE body carries, line ends of every kind among it, and characters that are line
 # breaks to ``str.splitlines`` but not to SSE (a model's text holds them raw in its JSON).
@@ -16,14 +13,11 @@ _TEXT = st.lists(st.sampled_from([*'ab{}":é\u2028\x85\x0c\r\n', "\r\n"]), max_s
 
 
 def _lines(body: bytes) -> list[str]:
-    async def pieces() -> AsyncIterator[bytes]:
-        for at in range(len(body)):
-            yield body[at : at + 1]  # the worst network: one byte a read
-
-    async def read() -> list[str]:
-        return [line async for lines in line_batches(pieces()) for line in lines]
-
-    return asyncio.run(read())
+    lines = Lines()
+    read: list[str] = []
+    for at in range(len(body)):
+        read += lines.split(body[at : at + 1])  # the worst network: one byte a read
+    return read + lines.end()
 
 
 @given(_TEXT)
@@ -42,8 +36,7 @@ def test_a_model_text_with_a_unicode_line_separator_stays_one_line() -> None:
 
 
 def test_events_span_reads_and_skip_comments() -> None:
-    first, pending = parse_events([": keep-alive", "", "event: x", "data: 1"], Event())
-    assert first == []
-    done, pending = parse_events(["data: 2", "", "id: 7"], pending)
-    assert [(event.name, event.payload) for event in done] == [("x", "1\n2")]
-    assert pending.data == []
+    events = SseData()
+    assert events.feed(b": keep-alive\n\nevent: x\ndata: 1\n") == []
+    assert events.feed(b"data: 2\n\nid: 7\n") == ["1\n2"]
+    assert events.end() == [] and events.events == 1

@@ -1,9 +1,14 @@
 """The turn loop: model rounds, tools, fallback, interruption — one turn, one event stream.
 
-A ``Turn`` runs as one task that pushes events into an unbounded queue, so the provider is
-read as fast as it produces and a consumer never slows it down. ``Turn.interrupt`` cancels
-that task: cancellation closes the upstream HTTP response (the SDK stream is an
-``async with``), and the turn ends with ``TurnEnded(reason="interrupted")`` and the text so far.
+A ``Turn`` runs as one task that buffers its events for one consumer, so the provider is read
+as fast as it produces and a consumer that is busy never slows it down; ``async for`` takes
+every event buffered at each wake-up. A consumer that reads with ``Turn.deliver(sink)``
+instead (the API server's streams) costs one task wake-up less per streamed delta: while it
+waits, the turn's own task hands a round's events to ``sink`` itself, and a sink that waits
+(a slow client's full socket) holds the reading of the upstream meanwhile — the provider's
+silence deadline does not count that time. ``Turn.interrupt`` cancels the turn's task:
+cancellation closes the upstream HTTP response (the SDK stream is an ``async with``), and the
+turn ends with ``TurnEnded(reason="interrupted")`` and the text so far.
 
 Failure policy for one round (``_round``):
 
@@ -38,17 +43,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from iris.agent.approvals import ApprovalPolicy, refusal, unaskable
+from iris.agent.calls import ToolCalls, Unanswered
 from iris.agent.context import (
     NOTE,
     Compaction,
@@ -59,16 +64,13 @@ from iris.agent.context import (
     is_overflow,
     request_chars,
 )
-from iris.agent.elicitation import ASKER, Asker, Elicitations
+from iris.agent.elicitation import Elicitations
 from iris.agent.history import MARK
 from iris.agent.round import CallStream, RoundBuilder, ToolCall
 from iris.agent.scrubber import finalize
 from iris.agent.tools import (
-    CALL_CHAT,
     ToolRegistry,
-    ToolResult,
     builtin_tools,
-    validate_args,
 )
 from iris.config import Config, ModelEndpoint
 from iris.errors import (
@@ -80,7 +82,6 @@ from iris.errors import (
     user_message,
 )
 from iris.events import (
-    ApprovalResolved,
     Commentary,
     Event,
     ReasoningDelta,
@@ -88,9 +89,6 @@ from iris.events import (
     StreamReset,
     TerminalEvent,
     TextDelta,
-    ToolEnded,
-    ToolProgress,
-    ToolStarted,
     TurnEnded,
     TurnFailed,
     TurnStarted,
@@ -106,8 +104,6 @@ if TYPE_CHECKING:
     from iris.agent.peers import Peers
 
 log = logging.getLogger(__name__)
-
-PREVIEW_CHARS = 500
 
 
 @dataclass
@@ -301,14 +297,13 @@ def _make_provider(config: Config, endpoint: ModelEndpoint) -> Provider:
             return LocalProvider(config.model)
 
 
+_TERMINAL = (TurnEnded, TurnFailed)
+
+
 class _OutputCapped(Exception):
     """The turn reached ``model.max_output_chars``: stop reading the upstream."""
 
     answered = True  # the provider's request succeeded; Iris stopped reading (metrics)
-
-
-class _Unanswered(Exception):
-    """An approval timed out in a turn with ``unanswered_ends``: the turn stops here."""
 
 
 class Turn:
@@ -316,7 +311,15 @@ class Turn:
         self.agent = agent
         self.request = request
         self.turn_id = f"turn_{uuid.uuid4().hex[:16]}"
-        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        # The events not yet read, and the consumer's wait for more (``_events``): cheaper than
+        # an ``asyncio.Queue``, whose every get and put also asks for the running loop.
+        self._out: deque[Event] = deque()
+        self._reader: asyncio.Future[None] | None = None
+        # ``deliver``'s consumer; while it waits, the turn's task hands a round's events to it
+        # (``_handing``), and an exception it raised there waits for the consumer.
+        self._sink: Callable[[Event], Awaitable[None]] | None = None
+        self._handing = False
+        self._sink_failed: Exception | None = None
         self._task: asyncio.Task[None] | None = None
         self._tasks = OpenGroup()  # the turn's own, for its ``async with``
         self._interrupted = False
@@ -329,6 +332,7 @@ class Turn:
         self._added: list[dict[str, Any]] = []
         self._unanswered: list[ToolCall] = []
         self._usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        self._tool_calls = ToolCalls(agent.tools, agent.config, request, self._emit, self._spend)
         self._model = agent.model_name
         self._shown_chars = 0  # visible text of the finished rounds, for the output cap
         # What compaction replaced of ``request.messages`` (for the caller's store).
@@ -374,27 +378,87 @@ class Turn:
         if self._finished or self._interrupted:
             return
         self._interrupted = True
-        if self._task is not None and not self._task.done():
+        # An event in the middle of being handed over goes out whole first (``_hand_over``).
+        if self._task is not None and not self._task.done() and not self._handing:
             self._task.cancel()
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._events()
 
+    async def deliver(self, sink: Callable[[Event], Awaitable[None]]) -> None:
+        """Every event of the turn to ``sink``, in order, up to the terminal one: ``async for``
+        with ``await sink(event)`` in its body, one task wake-up cheaper per streamed delta.
+        While this waits for events, the turn's own task hands a model round's events to
+        ``sink`` itself; an exception ``sink`` raised there is raised here."""
+        self._sink = sink
+        try:
+            async for event in self._events():
+                await sink(event)
+        finally:
+            self._sink = None
+
     async def _events(self) -> AsyncIterator[Event]:
         self.start()
+        out = self._out
+        loop = asyncio.get_running_loop()
         while True:
-            event = await self._queue.get()
-            yield event
-            if isinstance(event, TurnEnded | TurnFailed):
-                return
+            while out and not self._handing and self._sink_failed is None:
+                event = out.popleft()
+                yield event
+                if isinstance(event, _TERMINAL):
+                    return
+            if self._sink_failed is not None:
+                raise self._sink_failed
+            self._reader = loop.create_future()
+            try:
+                await self._reader
+            finally:
+                self._reader = None
 
     def _emit(self, event: Event) -> None:
-        if isinstance(event, TurnEnded | TurnFailed):
+        if isinstance(event, _TERMINAL):
             if self._finished:
                 return
             self._finished = True
         self.watch.saw(event)
-        self._queue.put_nowait(event)
+        self._out.append(event)
+        if not self._handing:
+            self._wake()
+
+    def _wake(self) -> None:
+        reader = self._reader
+        if reader is not None and not reader.done():
+            reader.set_result(None)
+
+    async def _hand_over(self, silence: Silence) -> None:
+        """Give the events of the delta just read to ``deliver``'s sink from the turn's own
+        task, the consumer waiting. Neither the provider's silence deadline nor an interrupt
+        cuts an event in the middle of going out."""
+        if not self._handing:
+            return  # no sink, or the consumer is busy: ``_emit`` woke it
+        sink, out = self._sink, self._out
+        try:
+            if sink is not None and out:
+                silence.hold()
+                try:
+                    while out:
+                        event = out.popleft()
+                        try:
+                            await sink(event)
+                        except Exception as exc:
+                            self._sink, self._sink_failed = None, exc  # the consumer raises it
+                            break
+                finally:
+                    silence.release()
+        finally:
+            self._stop_handing()
+        if self._interrupted and self._task is not None:
+            self._task.cancel()  # ``interrupt`` waited for the event in hand
+
+    def _stop_handing(self) -> None:
+        self._handing = False
+        if self._out or self._sink_failed is not None:
+            self._wake()
 
     # -- the turn ----------------------------------------------------------------------------
     async def _main(self) -> None:
@@ -410,7 +474,7 @@ class Turn:
             self._end_interrupted()
         except _OutputCapped:
             self._end_capped()
-        except _Unanswered:
+        except Unanswered:
             self._end_interrupted()
         except ProviderError as exc:
             code, message, retryable = user_message(exc)
@@ -491,7 +555,7 @@ class Turn:
                     )
                 else:
                     index += 1
-                    output = (await self._run_tool(index, call, offered)).output
+                    output = (await self._tool_calls.run(index, call, offered)).output
                 message = {"role": "tool", "tool_call_id": call.id, "content": output}
                 self._unanswered.remove(call)
                 self._added.append(message)
@@ -631,6 +695,8 @@ class Turn:
                 async with silence:
                     async for raw in deltas:
                         silence.seen()
+                        # The consumer waits: the turn's task hands it this delta's events.
+                        self._handing = self._sink is not None and self._reader is not None
                         if isinstance(raw, RawToolCall):
                             arguments_room -= len(raw.arguments)
                             if arguments_room < 0:
@@ -645,10 +711,14 @@ class Turn:
                                 if thought_room < 0:
                                     self._emit_head(builder.reasoning, ReasoningDelta, thought_room)
                             self._emit(event)
+                        await self._hand_over(silence)
             except TimeoutError:
                 if not silence.expired():
                     raise
                 raise timed_out(deadline) from None
+            finally:
+                if self._handing:  # a delta's events that failed before their hand-over
+                    self._stop_handing()
         for event in builder.finish():
             self._emit(event)
         self._shown_chars += len(builder.shown_text)
@@ -669,111 +739,11 @@ class Turn:
             self._emit(kind(head))
         raise _OutputCapped
 
-    # -- tools -------------------------------------------------------------------------------
-    async def _run_tool(self, index: int, call: ToolCall, offered: frozenset[str]) -> ToolResult:
-        """Run one call, if and only if its tool was offered to the model in this round."""
-        started = time.monotonic()
-        try:
-            args: Any = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            self._emit(ToolStarted(index, call.name, {"_raw": call.arguments}, call.id))
-            result = ToolResult(
-                False,
-                f"error: the arguments were not valid JSON ({exc.msg} at position {exc.pos}); "
-                "call the tool again with a valid JSON object",
-            )
-            return self._tool_ended(index, call, result, started)
-        if not isinstance(args, dict):
-            args = {"_value": args}
-        self._emit(ToolStarted(index, call.name, args, call.id))
-        # A model may call any name it likes; only what this round offered may run
-        # (agent_tools off, tool_choice "none" and the last round offer nothing).
-        tool = self.agent.tools.get(call.name) if call.name in offered else None
-        if tool is None or (call.name == "terminal" and not self.request.allow_terminal):
-            if call.name == "terminal" and not self.request.allow_terminal:
-                why = "is not allowed for this user"
-            elif call.name in offered:  # its MCP server went down since the round began
-                why = "is no longer available (its server disconnected)"
-            else:
-                why = "was not offered to you in this round"
-            refusal = ToolResult(False, f"error: tool '{call.name}' {why}; it was not run")
-            return self._tool_ended(index, call, refusal, started)
-        problem = validate_args(tool.parameters, args)
-        if problem:
-            return self._tool_ended(index, call, ToolResult(False, f"error: {problem}"), started)
-        CALL_CHAT.set(self.request.chat_id)  # the terminal's workspace is the chat's
-        where = tool.where(self.request.chat_id) if tool.where is not None else None
-        refused = await self._approval(index, call.name, args, where)
-        if refused is not None:
-            return self._tool_ended(index, call, ToolResult(False, refused), started)
-        last_note = 0.0
-
-        def progress(note: str) -> None:
-            nonlocal last_note
-            now = time.monotonic()
-            if note and now - last_note >= tool.progress_every:
-                last_note = now
-                self._emit(ToolProgress(index, call.name, note))
-
-        ASKER.set(self._asker(progress))
-        try:
-            result = await tool.run(args, progress)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("tool %s failed", call.name)
-            result = ToolResult(False, f"error: {type(exc).__name__}: {exc}")
-        return self._tool_ended(index, call, result, started)
-
-    async def _approval(
-        self, index: int, name: str, args: dict[str, Any], where: str | None
-    ) -> str | None:
-        """The gate before every tool run (built-in and MCP): None when the call may run, else
-        the refusal the model gets as the tool's result (``tools.approval``). ``where``: how
-        the call will run, for the person asked."""
-        approvals = self.request.approvals
-        if approvals is None:
-            policy = ApprovalPolicy.configured(
-                self.agent.config.tools.approval, self.agent.config.mcp_servers
-            )
-            return unaskable(name) if policy.asks(name, self.request.ask_also) else None
-        chat_id = self.request.chat_id
-        # An "allow in this chat" of a group holds for the turns of the person who gave it.
-        person = str(self.request.metadata.get("user_id") or "")
-        if not await approvals.asks(chat_id, name, self.request.ask_also, person):
-            return None
-        asked = approvals.request(index, name, args, where=where)
-        self._emit(asked)
-        try:
-            resolution = await approvals.wait(chat_id, asked)
-        except asyncio.CancelledError:
-            self._emit(ApprovalResolved(asked.approval_id, "cancelled", "interrupt"))
-            raise
-        self._emit(resolution.event())
-        if resolution.decision in ("once", "chat"):
-            return None
-        if resolution.decision == "timeout" and self.request.unanswered_ends:
-            raise _Unanswered
-        return refusal(resolution.decision, resolution.by)
-
-    def _asker(self, progress: Callable[[str], None]) -> Asker:
-        """The turn, for an MCP server that asks during the call (``iris.agent.elicitation``)."""
-        request = self.request
-        return Asker(request.chat_id, self._emit, progress, request.elicitations, self._spend)
-
     def _spend(self, input_tokens: int, output_tokens: int) -> None:
         """An MCP server's request for the model ran during a call: its tokens are the turn's."""
         self._usage["input_tokens"] += input_tokens
         self._usage["output_tokens"] += output_tokens
         self._usage["total_tokens"] = self._usage["input_tokens"] + self._usage["output_tokens"]
-
-    def _tool_ended(
-        self, index: int, call: ToolCall, result: ToolResult, started: float
-    ) -> ToolResult:
-        duration = round(time.monotonic() - started, 3)
-        preview = result.output[-PREVIEW_CHARS:]
-        self._emit(ToolEnded(index, call.name, result.ok, duration, preview))
-        return result
 
     # -- endings -----------------------------------------------------------------------------
     def _end(self, reason: str, text: str, tool_calls: list[dict[str, str]] | None = None) -> None:

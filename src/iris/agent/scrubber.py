@@ -22,6 +22,8 @@ class ThinkScrubber:
 
     def feed(self, chunk: str) -> tuple[str, str]:
         """Feed raw content; return the (visible, reasoning) text that is now certain."""
+        if self._closer is None and not self._pending and "<" not in chunk:
+            return chunk, ""  # most deltas: no tag begins here
         text = self._pending + chunk
         self._pending = ""
         visible: list[str] = []

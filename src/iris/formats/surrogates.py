@@ -40,6 +40,8 @@ class SurrogateMender:
         self._held = ""
 
     def feed(self, text: str) -> str:
+        if not self._held and text.isascii():  # most deltas: nothing to mend (O(1) check)
+            return text
         text, self._held = self._held + text, ""
         if text and ord(text[-1]) in _HIGH:
             text, self._held = text[:-1], text[-1]

@@ -1,9 +1,14 @@
-"""Chat Completions through the official ``openai`` SDK, against any compatible ``base_url``."""
+"""Chat Completions through the official ``openai`` SDK, against any compatible ``base_url``.
+
+The SDK makes the request (auth, headers, status errors before the body); a streamed body is
+parsed here by ``ChatChunks``, fed one network read at a time by ``stream()``, the one async
+generator between the socket and the agent.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from collections.abc import AsyncGenerator
+from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -23,7 +28,7 @@ from iris.llm.provider import (
 )
 from iris.llm.quirks import ModelQuirks
 from iris.llm.socket_body import body_of
-from iris.llm.sse_lines import line_batches, loads_object
+from iris.llm.sse_lines import SseData, loads_object
 from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
 _STREAM = {"stream": True, "stream_options": {"include_usage": True}}
@@ -43,19 +48,25 @@ class ChatCompletionsProvider(SdkProvider):
 
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         # The SDK's raw-response mode: same client, auth, errors and connection handling, but
-        # chunks are read as JSON dicts. Building an SDK model per chunk cost ~300 µs on this
-        # machine and dominated a busy server's per-chunk delay (bench/api_overhead.py).
+        # the body is read here (``iris.llm.sse_lines``): building an SDK model per chunk cost
+        # ~300 µs on this machine and dominated a busy server's per-chunk delay.
         while True:
             body = await encode(lambda: self._body(request, _STREAM))
             started = False
             try:
                 with translate_errors(streaming=True):
                     async with post_raw_stream(self._client, "/chat/completions", body) as response:
-                        async for raw in _stream_deltas(
-                            line_batches(body_of(response.http_response))
-                        ):
+                        reader = body_of(response.http_response)
+                        chunks = ChatChunks()
+                        while data := await reader.read():
                             started = True
+                            for raw in chunks.feed(data):
+                                yield raw
+                            if chunks.over:
+                                break
+                        for raw in chunks.end():
                             yield raw
+                        chunks.close()
                 return
             except ProviderHTTPError as exc:
                 # Refused before the first byte: again, as the model takes it (``quirks``).
@@ -137,70 +148,97 @@ def _response_format(flat: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": spec}
 
 
-_SSE_FIELDS = ("data", "event", "id", "retry", ":")
+class ChatChunks:
+    """A Chat Completions SSE body, a network read at a time: ``feed`` gives the raw deltas of
+    the chunks a read completes, ``end`` those the body's last byte completes, ``close`` says
+    how the body ended. A body that is not SSE is a bad response; one that stops without
+    ``[DONE]`` or a ``finish_reason`` was cut, not finished. An error (in-band, a malformed
+    chunk, a body that is not SSE) comes after the deltas before it: ``feed`` keeps it and
+    sets ``over``, and ``close`` raises it."""
+
+    def __init__(self) -> None:
+        self._sse = SseData(strict=True)
+        self._error: ProviderError | None = None
+        self.chunks = 0
+        self.finished = False  # a finish_reason came
+        self.over = False  # [DONE] or an error: read no further
+
+    def feed(self, data: bytes) -> list[RawDelta]:
+        return self._deltas(self._sse.feed(data))
+
+    def end(self) -> list[RawDelta]:
+        """At the body's end: the deltas of an event its last byte ends (none once ``over``)."""
+        return [] if self.over else self._deltas(self._sse.end())
+
+    def close(self) -> None:
+        """After ``end``: the held error, or why the body's end is not the answer's."""
+        if self._error is not None:
+            raise self._error
+        if self.over or self.finished:
+            return
+        if not self.chunks:
+            raise bad_response(describe_body(self._sse.first))
+        raise ProviderConnectionError(
+            "connection to the provider lost mid-response (the stream ended without [DONE])"
+        )
+
+    def _deltas(self, payloads: list[str]) -> list[RawDelta]:
+        out: list[RawDelta] = []
+        try:
+            for payload in payloads:
+                if payload == "[DONE]":
+                    self.over = True
+                    return out
+                self.chunks += 1
+                if _chunk_deltas(loads_object(payload), out):
+                    self.finished = True
+            if self._sse.not_sse is not None:
+                raise bad_response(describe_body(self._sse.not_sse))  # an HTML page...
+        except ProviderError as exc:
+            self._error = exc
+            self.over = True
+        return out
 
 
-async def _stream_deltas(batches: AsyncIterator[list[str]]) -> AsyncGenerator[RawDelta]:
-    """Raw deltas of an SSE body (its lines, a read's worth at a time). A body that is not
-    SSE is a bad response; a stream that stops without ``[DONE]`` or a ``finish_reason`` was
-    cut, not finished."""
-    data: list[str] = []
-    chunks = 0
-    finished = False
-    first = ""
-    async for lines in batches:
-        first = first or next(filter(None, lines), "")
-        for line in lines:
-            if line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-                continue
-            if line and not chunks and not line.startswith(_SSE_FIELDS):
-                raise bad_response(describe_body(line))  # an HTML page, plain text...
-            if line or not data:
-                continue  # comments, other fields, keep-alives
-            payload, data = "\n".join(data), []
-            if payload == "[DONE]":
-                return
-            chunk = loads_object(payload)
-            chunks += 1
-            finished = finished or _finishes(chunk)
-            for raw in _chunk_deltas(chunk):
-                yield raw
-    if finished:
-        return
-    if not chunks:
-        raise bad_response(describe_body(first))
-    raise ProviderConnectionError(
-        "connection to the provider lost mid-response (the stream ended without [DONE])"
-    )
-
-
-def _finishes(chunk: dict[str, Any]) -> bool:
-    choices = chunk.get("choices")
-    return isinstance(choices, list) and any(
-        isinstance(c, dict) and c.get("finish_reason") for c in cast(list[Any], choices)
-    )
-
-
-def _chunk_deltas(chunk: dict[str, Any]) -> list[RawDelta]:
-    """Raw deltas of one ``chat.completion.chunk`` (as a dict)."""
+def _chunk_deltas(chunk: dict[str, Any], out: list[RawDelta]) -> bool:
+    """Raw deltas of one ``chat.completion.chunk`` (as a dict), added to ``out``; whether a
+    choice in it finished."""
     if "error" in chunk:  # an in-band error after the 200
         error = chunk["error"]
         message = error.get("message") if isinstance(error, dict) else str(error)
         raise ProviderError(f"provider error: {message or 'the stream failed'}")
-    out: list[RawDelta] = []
     usage = chunk.get("usage")
     if usage:
         out.append(RawUsage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0))
-    choices = chunk.get("choices") or []
-    if not choices:
-        return out
-    delta = choices[0].get("delta") or {}
+    choices: list[Any] | Any = chunk.get("choices")
+    if not choices or not isinstance(choices, list):
+        return False
+    first: dict[str, Any] | Any = choices[0]
+    if not isinstance(first, dict):
+        raise ProviderError("the provider sent a malformed stream chunk")
+    delta: dict[str, Any] | Any = first.get("delta")
+    if delta and isinstance(delta, dict):
+        if len(delta) == 1 and "content" in delta:  # the usual chunk: text alone
+            content = delta["content"]
+            if content and isinstance(content, str):
+                out.append(RawText(content))
+        else:
+            _delta_parts(delta, out)
+    if first.get("finish_reason"):
+        return True
+    # Only ``n`` > 1 has choices past the first.
+    return len(choices) > 1 and any(
+        isinstance(c, dict) and c.get("finish_reason") for c in choices[1:]
+    )
+
+
+def _delta_parts(delta: dict[str, Any], out: list[RawDelta]) -> None:
+    """A choice's ``delta``: reasoning, text, tool-call fragments, in that order."""
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
+    if reasoning and isinstance(reasoning, str):
         out.append(RawReasoning(reasoning))
     content = delta.get("content")
-    if isinstance(content, str) and content:
+    if content and isinstance(content, str):
         out.append(RawText(content))
     for call in delta.get("tool_calls") or ():
         function = call.get("function") or {}
@@ -212,7 +250,6 @@ def _chunk_deltas(chunk: dict[str, Any]) -> list[RawDelta]:
                 arguments=function.get("arguments") or "",
             )
         )
-    return out
 
 
 def _reasoning_of(obj: Any) -> str:

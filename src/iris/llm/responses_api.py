@@ -1,14 +1,15 @@
 """The Responses API (``model.provider: responses``) through the official ``openai`` SDK.
 
 The agent speaks chat-format messages; this file maps them to Responses input items and maps
-the Responses event stream back to raw deltas. The final tool calls are taken from
-``response.output_item.done`` items, which carry the complete arguments.
+the Responses event stream back to raw deltas (``ResponseEvents``, fed the body a network read
+at a time). The final tool calls are taken from ``response.output_item.done`` items, which
+carry the complete arguments.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 from openai.types.responses import Response
@@ -26,7 +27,7 @@ from iris.llm.provider import (
     translate_errors,
 )
 from iris.llm.socket_body import body_of
-from iris.llm.sse_lines import Event, line_batches, loads_object, parse_events
+from iris.llm.sse_lines import SseData, loads_object
 from iris.llm.wire import SdkProvider, encode, post, post_raw_stream
 
 
@@ -115,22 +116,19 @@ def _text_of(content: Any) -> str:
 
 class ResponsesProvider(SdkProvider):
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
-        state = _StreamState()
         body = await encode(lambda: {**request_body(request), "stream": True})
         with translate_errors(streaming=True):
             async with post_raw_stream(self._client, "/responses", body) as response:
-                async for payload in _payloads(body_of(response.http_response)):
-                    for raw in state.feed(_event_object(payload)):
+                reader = body_of(response.http_response)
+                events = ResponseEvents()
+                while data := await reader.read():
+                    for raw in events.feed(data):
                         yield raw
-                content_type = response.http_response.headers.get("content-type")
-        if state.finished:
-            return
-        if not state.events:
-            # What is not SSE reads as no events (an HTML page, plain text).
-            raise bad_response(f"no events (content type {content_type!r})")
-        raise ProviderConnectionError(
-            "connection to the provider lost mid-response (no response.completed)"
-        )
+                    if events.over:
+                        break
+                for raw in events.end():
+                    yield raw
+                events.close(response.http_response.headers.get("content-type"))
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         body = await encode(lambda: request_body(request))
@@ -214,17 +212,6 @@ def _failure_text(data: dict[str, Any]) -> str:
     return str(data.get("message") or "the response failed")
 
 
-async def _payloads(body: AsyncIterator[bytes]) -> AsyncGenerator[str]:
-    """Each event's data, up to ``[DONE]`` (as the SDK's reader: nothing after it counts)."""
-    pending = Event()
-    async for lines in line_batches(body):
-        events, pending = parse_events(lines, pending)
-        for event in events:
-            if event.payload.startswith("[DONE]"):
-                return
-            yield event.payload
-
-
 def _event_object(payload: str) -> dict[str, Any]:
     """One event's JSON; an ``error`` in it fails the stream, as the SDK's reader does."""
     data = loads_object(payload)
@@ -237,46 +224,86 @@ def _event_object(payload: str) -> dict[str, Any]:
     return data
 
 
-class _StreamState:
-    """What a Responses event stream said so far, and the raw deltas of each next event."""
+class ResponseEvents:
+    """A Responses SSE body, a network read at a time: ``feed`` gives the raw deltas of the
+    events a read completes (up to ``[DONE]``: as the SDK's reader, nothing after it counts),
+    ``end`` those the body's last byte completes, ``close`` says how the body ended. An error
+    event (or a malformed one) comes after the deltas before it: ``feed`` keeps it and sets
+    ``over``, and ``close`` raises it."""
 
     def __init__(self) -> None:
+        self._sse = SseData()
+        self._error: ProviderError | None = None
         self.streamed_text: set[int] = set()
         self.streamed_reasoning: set[int] = set()
         self.events = 0
         self.finished = False  # response.completed / incomplete: the stream ended on purpose
+        self.over = False  # [DONE] or an error: read no further
 
-    def feed(self, data: dict[str, Any]) -> list[RawDelta]:
+    def feed(self, data: bytes) -> list[RawDelta]:
+        return self._deltas(self._sse.feed(data))
+
+    def end(self) -> list[RawDelta]:
+        """At the body's end: the deltas of an event its last byte ends (none once ``over``)."""
+        return [] if self.over else self._deltas(self._sse.end())
+
+    def _deltas(self, payloads: list[str]) -> list[RawDelta]:
+        out: list[RawDelta] = []
+        try:
+            for payload in payloads:
+                if payload.startswith("[DONE]"):
+                    self.over = True
+                    break
+                self.event(_event_object(payload), out)
+        except ProviderError as exc:
+            self._error = exc
+            self.over = True
+        return out
+
+    def close(self, content_type: str | None) -> None:
+        """After ``end``: the held error, or why the body's end is not the answer's
+        (``content_type``: the response's, for a body without events)."""
+        if self._error is not None:
+            raise self._error
+        if self.finished:
+            return
+        if not self.events:
+            # What is not SSE reads as no events (an HTML page, plain text).
+            raise bad_response(f"no events (content type {content_type!r})")
+        raise ProviderConnectionError(
+            "connection to the provider lost mid-response (no response.completed)"
+        )
+
+    def event(self, data: dict[str, Any], out: list[RawDelta]) -> None:
+        """The raw deltas of one event (its JSON), added to ``out``."""
         kind = data.get("type", "")
         self.events += 1
         index = int(data.get("output_index") or 0)
         if kind == "response.output_text.delta":
             self.streamed_text.add(index)
-            return [RawText(data.get("delta", ""))]
-        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            out.append(RawText(data.get("delta", "")))
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             self.streamed_reasoning.add(index)
             summary = kind == "response.reasoning_summary_text.delta"
-            return [RawReasoning(data.get("delta", ""), summary=summary)]
-        if kind == "response.function_call_arguments.delta":
-            return [RawToolCall(index, arguments=data.get("delta", ""))]
-        if kind == "response.output_item.added":
+            out.append(RawReasoning(data.get("delta", ""), summary=summary))
+        elif kind == "response.function_call_arguments.delta":
+            out.append(RawToolCall(index, arguments=data.get("delta", "")))
+        elif kind == "response.output_item.added":
             item = data.get("item") or {}
             if item.get("type") == "function_call":
-                return [RawToolCall(index, item.get("call_id", ""), item.get("name", ""))]
-            return []
-        if kind == "response.output_item.done":
-            return _item_deltas(
+                out.append(RawToolCall(index, item.get("call_id", ""), item.get("name", "")))
+        elif kind == "response.output_item.done":
+            out += _item_deltas(
                 data.get("item") or {},
                 index,
                 with_text=index not in self.streamed_text,
                 with_reasoning=index not in self.streamed_reasoning,
             )
-        if kind in ("response.completed", "response.incomplete"):
+        elif kind in ("response.completed", "response.incomplete"):
             self.finished = True
             usage = (data.get("response") or {}).get("usage") or {}
-            return [
+            out.append(
                 RawUsage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
-            ]
-        if kind in ("response.failed", "error"):
+            )
+        elif kind in ("response.failed", "error"):
             raise ProviderError(f"provider error: {_failure_text(data)}")
-        return []

@@ -13,6 +13,9 @@ connection the one httpcore made (anyio's socket stream). Anything else (TLS, HT
 a test's mock transport, a different httpcore) is read through httpx as before. A connection
 taken over is not reused: closing the response closes it (httpcore never saw its body end).
 Silence is the caller's to time (the agent's per-delta deadline), as with httpx's read timeout.
+
+Either way the reader gets a ``Body``: one ``await body.read()`` per network read (several
+reads' worth when it is behind), no async generator between the socket and the parser.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -31,19 +34,34 @@ _HIGH_WATER = 256 * 1024
 # A chunk-size line (and a trailer line) longer than this is not HTTP.
 _MAX_LINE = 8 * 1024
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+# A chunk-size line as servers write it (others, e.g. with spaces, take the long way).
+_CHUNK_HEAD = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r?\n")
 _TRANSPORT = ("set_protocol", "get_protocol", "pause_reading", "resume_reading", "abort")
 
 
-def body_of(response: httpx.Response | Any) -> AsyncIterator[bytes]:
+class Body(Protocol):
+    async def read(self) -> bytes:
+        """The body's next bytes (all that arrived since the last read), b"" at its end."""
+        ...
+
+
+def body_of(response: httpx.Response | Any) -> Body:
     """The body of a streamed ``response`` (from ``AsyncAPIResponse.http_response``): off the
     socket where it can be (``SocketBody``), else ``response.aiter_bytes()``."""
-    body = SocketBody.take(response)
-    return body.chunks() if body is not None else response.aiter_bytes()
+    return SocketBody.take(response) or _HttpxBody(response.aiter_bytes())
+
+
+class _HttpxBody:
+    def __init__(self, reads: AsyncIterator[bytes]) -> None:
+        self._reads = reads
+
+    async def read(self) -> bytes:
+        return await anext(self._reads, b"")  # httpx gives no empty read before the end
 
 
 class SocketBody(asyncio.Protocol):
     """The protocol of a connection taken over after its response head: the body's bytes,
-    framing undone, for ``chunks()``."""
+    framing undone, for ``read()``."""
 
     def __init__(self, transport: asyncio.Transport, length: int | None, chunked: bool) -> None:
         self._transport = transport
@@ -97,19 +115,18 @@ class SocketBody(asyncio.Protocol):
         return body
 
     # -- the reader's side ----------------------------------------------------------------
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The body's bytes as they arrive (several reads' worth at once when the reader is
-        behind); ``ProviderConnectionError`` when the connection ends before the body."""
+    async def read(self) -> bytes:
+        """The body's bytes that arrived since the last read (b"" at the body's end);
+        ``ProviderConnectionError`` when the connection ends before the body."""
         while True:
             if self._parts:
                 parts, self._parts, self._held = self._parts, [], 0
                 if self._paused:
                     self._paused = False
                     self._transport.resume_reading()
-                yield parts[0] if len(parts) == 1 else b"".join(parts)
-                continue
+                return parts[0] if len(parts) == 1 else b"".join(parts)
             if self._ended:
-                return
+                return b""
             if self._lost is not None:
                 raise ProviderConnectionError(f"connection to the provider lost: {self._lost}")
             self._waiter = asyncio.get_running_loop().create_future()
@@ -134,7 +151,9 @@ class SocketBody(asyncio.Protocol):
         if self._held > _HIGH_WATER and not self._paused:
             self._paused = True
             self._transport.pause_reading()
-        self._wake()
+        waiter = self._waiter  # (``_wake``, inlined: once per network read)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def eof_received(self) -> bool:
         self._closed(None)
@@ -165,6 +184,20 @@ class SocketBody(asyncio.Protocol):
         buffer = self._line + data if self._line else data
         at, end = 0, len(buffer)
         while at < end:
+            if not self._left and not self._trailers:  # a chunk-size line is next
+                head = _CHUNK_HEAD.match(buffer, at)
+                if head is not None:  # the usual one: a whole chunk is one match and a slice
+                    size = int(head[1], 16)
+                    at = head.end()
+                    stop = at + size
+                    if size and buffer[stop : stop + 2] == b"\r\n":
+                        self._parts.append(buffer[at:stop])
+                        self._held += size
+                        at = stop + 2
+                    else:
+                        self._left = size
+                        self._trailers = not size
+                    continue
             if self._left > 0:  # inside a chunk's data
                 part = buffer[at : at + self._left]
                 self._keep(part)

@@ -13,6 +13,7 @@ The thin async transport around the pure encoders:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -66,6 +67,11 @@ class Running(Protocol):
     def interrupt(self) -> None: ...
 
     def __aiter__(self) -> AsyncIterator[Event]: ...
+
+    async def deliver(self, sink: Callable[[Event], Awaitable[None]]) -> None:
+        """``await sink(event)`` for every event, in order, up to the terminal one (what the
+        exchange reads with: a ``Turn`` does it a task wake-up cheaper than ``async for``)."""
+        ...
 
 
 class TurnExchange(Response):
@@ -136,18 +142,13 @@ class TurnExchange(Response):
         return work in done and not work.cancelled() and work.exception() is None
 
     async def _run(self, send: Send) -> None:
-        ended = False
         try:
             source = self._source or self._agent.run(self._request)
             async with source as turn:
                 self._turn = turn
-                async for event in turn:
-                    ended = ended or isinstance(event, TurnEnded | TurnFailed)
-                    if isinstance(event, TurnFailed):
-                        self._retry_after = event.retry_after
-                    await self._emit(send, event)
+                await turn.deliver(functools.partial(self._emit, send))
         except Exception as exc:
-            if ended:
+            if self._ended:
                 raise
             # The agent reports failures as TurnFailed; anything else still ends the turn
             # in the client's format, never as a 500 or a silent hang.
@@ -201,11 +202,13 @@ class TurnExchange(Response):
     async def _emit(self, send: Send, event: Event) -> None:
         data = self._wire.frames(event)
         terminal = isinstance(event, TurnEnded | TurnFailed)
+        if isinstance(event, TurnFailed):
+            self._retry_after = event.retry_after
+        self._ended = self._ended or terminal
         if terminal:
             await self._end()
         if not self._stream:
             return
-        self._ended = self._ended or terminal
         if not self._head_sent:
             # The opening frames (role chunk, response.created) wait for the model's first
             # output; they carry no text, and a turn that fails before any output can still

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
@@ -202,6 +202,10 @@ class Leg:
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._events()
+
+    async def deliver(self, sink: Callable[[Event], Awaitable[None]]) -> None:
+        async for event in self._events():
+            await sink(event)
 
     async def _events(self) -> AsyncIterator[Event]:
         held = self.held

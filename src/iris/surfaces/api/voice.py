@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 from iris.agent.core import Agent, Turn, TurnRequest
 from iris.events import (
@@ -104,6 +104,10 @@ class VoiceRun:
                 yield event
         finally:
             self.decided.set()
+
+    async def deliver(self, sink: Callable[[Event], Awaitable[None]]) -> None:
+        async for event in self:
+            await sink(event)
 
     async def _spoken(self) -> AsyncIterator[Event]:
         speech = Spoken()

@@ -47,6 +47,9 @@
   a press counts only from a user ``allowed_users`` lets in, on a prompt of that chat; anyone
   else is told so where only they see it, and nothing changes. The first answer wins
   (``runtime.approvals``); a later press is told what was decided, and by whom.
+- a scheduled run (``/remind``, ``/every``) comes as the message of the user who scheduled
+  it: its first message (``⏰`` and the prompt, ``scheduled``), then its turn, in line like
+  any message's.
 - the history sent to the model fits its window; what a compaction replaced is recorded as a
   cut in the session (``iris.agent.context``).
 """
@@ -55,7 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -68,7 +71,7 @@ from starlette.routing import BaseRoute
 from iris.agent.conversation import Conversation, TurnOptions, UserMessage
 from iris.agent.core import Turn
 from iris.agent.tools import Tool
-from iris.config import Config, Surface
+from iris.config import Surface
 from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
 from iris.observability import metrics
@@ -82,6 +85,7 @@ from iris.surfaces.chat.consumer import StreamConsumer
 from iris.surfaces.chat.downloads import gather
 from iris.surfaces.chat.line import Line, Place
 from iris.surfaces.chat.oneoff import send_once
+from iris.surfaces.chat.platforms import build_platforms
 from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
     IncomingMessage,
@@ -93,18 +97,16 @@ from iris.surfaces.chat.poller import BotPoller, bot_token
 from iris.surfaces.chat.prompts import Prompts
 from iris.surfaces.chat.questions import PREFIX as QUESTION
 from iris.surfaces.chat.questions import ChatQuestions, asks
+from iris.surfaces.chat.scheduled import RETRY_DELAYS, desk, first_message, run_message, untold
 from iris.surfaces.chat.throttle import Throttle
 from iris.surfaces.chat.transport import choose, whole
 from iris.surfaces.chat.typing_lease import TypingLease
 from iris.surfaces.commands import Command, parse
-from iris.surfaces.schedule_commands import Desk
 from iris.surfaces.scheduler import Delivery, Run
 from iris.tasks import OpenGroup, logged
 from iris.turn_slots import TurnSlot
 
 log = logging.getLogger(__name__)
-
-PlatformFactory = Callable[[Config], ChatPlatform]
 
 BUSY = "Busy right now, please try again in a moment."
 QUEUED = "⏳ Queued ({ahead} ahead of you): I'll answer as soon as it's your turn."
@@ -115,53 +117,8 @@ QUEUED_AFTER = 3.0
 _THROTTLES_KEPT = 10_000
 # Commands that change the history: they wait for the turn that is saving its reply.
 HISTORY_COMMANDS = frozenset({"new", "compact"})
-# Seconds between the tries of a scheduled run's first message (then: undelivered).
-RETRY_DELAYS = (2.0, 10.0, 30.0)
 # How long a turn gets to end after an interrupt before its task is cancelled.
 _STOP_GRACE = 5.0
-
-
-def _adapter(module: str, cls: str) -> PlatformFactory:
-    # Imported when enabled only: each adapter pulls in its platform's client library.
-    def build(config: Config) -> ChatPlatform:
-        adapter = getattr(importlib.import_module(f"iris.surfaces.chat.platforms.{module}"), cls)
-        return cast(ChatPlatform, adapter(getattr(config.platforms, module)))
-
-    return build
-
-
-def _matrix(config: Config) -> ChatPlatform:
-    # Its sync token is kept beside the database, in Iris's private files.
-    from iris.surfaces.chat.platforms.matrix import MatrixPlatform
-
-    folder = config.store.resolved_path().parent / "matrix"
-    return cast(ChatPlatform, MatrixPlatform(config.platforms.matrix, folder))
-
-
-PLATFORMS: dict[str, PlatformFactory] = {
-    "telegram": _adapter("telegram", "TelegramPlatform"),
-    "discord": _adapter("discord", "DiscordPlatform"),
-    "slack": _adapter("slack", "SlackPlatform"),
-    "whatsapp": _adapter("whatsapp", "WhatsAppPlatform"),
-    "matrix": _matrix,
-    "homeassistant": _adapter("homeassistant", "HomeAssistantPlatform"),
-}
-
-
-def build_platforms(config: Config) -> list[ChatPlatform]:
-    """One adapter per enabled platform, in ``PLATFORMS`` order.
-
-    A platform that cannot be built (say, an empty token) is logged and left out: one bad
-    platform section must not take the other surfaces of the server down with it."""
-    platforms: list[ChatPlatform] = []
-    for name, build in PLATFORMS.items():
-        if not getattr(config.platforms, name).enabled:
-            continue
-        try:
-            platforms.append(build(config))
-        except (PlatformError, ImportError) as exc:
-            log.error("chat platform %s not started: %s", name, exc)
-    return platforms
 
 
 def session_key(message: IncomingMessage) -> str:
@@ -511,14 +468,7 @@ class ChatSurface:
         self, platform: ChatPlatform, message: IncomingMessage, session: _Session
     ) -> None:
         """What the chat was not told before (a scheduled run that was not delivered)."""
-        schedules = self.runtime.schedules
-        if schedules is None:
-            return
-        try:
-            notes = await schedules.notes(session.chat.session)
-        except StoreUnavailable as exc:
-            log.warning("notes of %s not read: %s", session.chat.session, exc.message)
-            return
+        notes = await untold(self.runtime.schedules, session.chat.session)
         if notes:
             await self._say(platform, message, session, "\n".join(notes), "schedule note")
 
@@ -576,7 +526,7 @@ class ChatSurface:
             busy=session.turn is not None,
             stop=stop,
             show_reasoning=display.show_reasoning,
-            desk=self._desk(message, session),
+            desk=desk(self.runtime, message, session.chat.session),
         )
         try:
             if command.name in HISTORY_COMMANDS and not target.busy:
@@ -596,28 +546,6 @@ class ChatSurface:
             log.info("answer to /%s not delivered: %s", command.name, exc)
         await self._answered(session, message)
 
-    def _desk(self, message: IncomingMessage, session: _Session) -> Desk | None:
-        """The chat's schedules, for its commands (None: the store keeps none)."""
-        runtime = self.runtime
-        if runtime.schedules is None:
-            return None
-        target = {
-            "surface": message.platform,
-            "chat_id": message.chat_id,
-            "thread": dict(message.thread),
-            "is_group": message.is_group,
-            "user_id": message.user_id,
-            "user_name": message.user_name,
-        }
-        return Desk(
-            runtime.schedules,
-            runtime.config.schedules,
-            session.chat.session,
-            f"{message.platform}:{message.user_id}",
-            target,
-            added=runtime.schedule_added,
-        )
-
     # -- scheduled runs (iris.surfaces.scheduler) ---------------------------------------------
     @property
     def run_targets(self) -> tuple[str, ...]:
@@ -634,19 +562,13 @@ class ChatSurface:
         platform = next((p for p in self._connected if p.name == target["surface"]), None)
         if platform is None:
             return Delivery("undelivered", f"{target['surface']} is not connected")
-        message = IncomingMessage(
-            platform=platform.name,
-            chat_id=str(target["chat_id"]),
-            user_id=str(target.get("user_id", "")),
-            text=run.schedule.text,
-            user_name=str(target.get("user_name", "")),
-            is_group=bool(target.get("is_group", False)),
-            thread=cast(dict[str, str], target.get("thread") or {}),
-        )
+        message = run_message(run, platform.name)
         if not allowed(getattr(self.runtime.config.platforms, platform.name), message):
             return Delivery("refused", f"user {message.user_id} is no longer allowed")
         session = self._session(message)
-        failed = await self._first_message(platform, message, session, run)
+        send = functools.partial(self._send_once, platform, message, session)
+        schedules, retry = self.runtime.schedules, self.retry_delays
+        failed = await first_message(run, send, schedules, session.chat.session, retry)
         if failed is not None:
             return failed
         session.latest += 1
@@ -665,32 +587,6 @@ class ChatSurface:
                 slot.release()
         await self._answered(session, message)
         return Delivery("delivered")
-
-    async def _first_message(
-        self,
-        platform: ChatPlatform,
-        message: IncomingMessage,
-        session: _Session,
-        run: Run,
-    ) -> Delivery | None:
-        """Send the run's marker (with what the chat was not told before), retried with
-        backoff; the failure, if every try failed."""
-        schedules = self.runtime.schedules
-        notes = await schedules.notes(session.chat.session) if schedules else []
-        text = scheduled_marker(run, notes)
-        for delay in (*self.retry_delays, None):
-            try:
-                await self._send_once(platform, message, session, text)
-                return None
-            except PlatformError as exc:
-                log.warning("scheduled run in %s not delivered: %s", message.chat_id, exc)
-                if delay is None:
-                    for note in notes:  # told at the next delivery that works
-                        assert schedules is not None
-                        await schedules.note(session.chat.session, note)
-                    return Delivery("undelivered", str(exc) or type(exc).__name__)
-                await asyncio.sleep(delay)
-        return None
 
     def _session(self, message: IncomingMessage) -> _Session:
         """The session ``message`` belongs to, made on its first message."""
@@ -870,13 +766,6 @@ class ChatSurface:
             prompts=self.prompts,
             session=chat.session,
         )
-
-
-def scheduled_marker(run: Run, notes: list[str]) -> str:
-    """The first message of a scheduled run on a chat platform: what the chat was not told
-    before, then ``⏰`` with the prompt (and why it is late, when it is)."""
-    late = f" ({run.note})" if run.note else ""
-    return "\n".join([*notes, f"⏰ {run.schedule.text}{late}"])
 
 
 async def _only(event: TurnFailed) -> AsyncIterator[Event]:
