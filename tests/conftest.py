@@ -23,6 +23,40 @@ from tests.fakes.upstream import FakeUpstream
 settings.register_profile("iris", deadline=None)
 settings.load_profile("iris")
 
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marks on the workers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep the tests that share an expensive fixture on one xdist worker (``--dist
+    loadgroup``, in pyproject's addopts), so that it is built once, not once per worker that
+    runs one of them: a module-scoped fixture (a served app and its browser, the embedded
+    model, a Redis cluster) groups its module's tests; a session-scoped one of ours (Synapse)
+    groups every test that uses it. Other tests are spread one by one, as before."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        group = _shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    grouped: str | None = None
+    for name in info.names_closure:
+        definitions = info.name2fixturedefs.get(name) or ()
+        if not definitions or not definitions[-1].func.__module__.startswith("tests."):
+            continue  # pytest's own and plugins' (tmp_path_factory, event loops)
+        scope = definitions[-1].scope
+        if scope == "session":
+            return name
+        module = getattr(item, "module", None)
+        if scope in ("module", "package") and module is not None:
+            grouped = module.__name__
+    return grouped
+
+
 _ENV = (
     "OPENAI_BASE_URL",
     "OPENAI_API_KEY",

@@ -222,7 +222,9 @@ async def test_a_lone_surrogate_from_the_model_still_ends_the_turn(
 async def test_a_database_locked_by_another_process_is_an_error_frame(
     served: StartServed, tmp_path: Path
 ) -> None:
-    server, base = served(**IRIS)
+    # A second's busy timeout, not the default five: the error frame is the path under test,
+    # and the turn's writes each wait it out before meeting the lock.
+    server, base = served(**IRIS, store={"busy_timeout": 1.0})
     ws = await device(base)
     other = sqlite3.connect(tmp_path / "iris.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # what another process holding the write lock looks like

@@ -217,8 +217,12 @@ async def chat(
         if name == "telegram":
             tg = await stack.enter_async_context(FakeBotApi())
             settings = {"token": tg.token, "base_url": tg.base_url, "poll_timeout": 1}
-            # The fake limits the bot, not each chat: these tests need not wait a second a call.
-            settings["budgets"] = {"private_chat": {"calls": 5, "per": 1.0}}
+            # The fake limits the bot, not each chat: these tests need not wait a second a call
+            # (nor three in a group, whose default is twenty a minute).
+            settings["budgets"] = {
+                "private_chat": {"calls": 5, "per": 1.0},
+                "group_chat": {"calls": 20, "per": 2.0},
+            }
         elif name == "discord":
             dc = await stack.enter_async_context(DiscordAPI())
             gateway = await stack.enter_async_context(DiscordGateway(token=dc.token))

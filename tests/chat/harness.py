@@ -24,14 +24,18 @@ def platform_config(
     settings: dict[str, Any],
     **sections: Any,
 ) -> Config:
-    """Only ``platform`` enabled (no API server, no iris socket, no agent tools)."""
+    """Only ``platform`` enabled (no API server, no iris socket, no agent tools).
+
+    No ``debounce`` unless ``settings`` gives one: a test's next message, sent as soon as the
+    reply came, would otherwise wait out the default 1.5 s of quiet each time. The tests of
+    bursts (an album, a flood) set it."""
     return make_config(
         upstream.base_url,
         streaming=STREAMING,
         platforms={
             "api_server": {"enabled": False},
             "iris": {"enabled": False},
-            platform: {"enabled": True, **settings},
+            platform: {"enabled": True, "debounce": 0, **settings},
         },
         **{"tools": {"enabled": []}, **sections},
     )

@@ -149,7 +149,8 @@ async def test_an_album_is_one_turn_that_sees_every_photo_once(
 ) -> None:
     # An album arrives as one message per photo; within the debounce they are one turn.
     upstream.script(text("Two squares."), text("Yes."))
-    async with running(config(make_config, upstream, api)) as surface:
+    burst = {"debounce": 1.5}  # the default, which the harness turns off
+    async with running(config(make_config, upstream, api, burst)) as surface:
         api.user_sends_file(CHAT, OWNER, "photo", photo(300, 300), caption="compare")
         api.user_sends_file(CHAT, OWNER, "photo", photo(200, 100))
         await api.wait_until(lambda: api.chat(CHAT) == ["Two squares."])

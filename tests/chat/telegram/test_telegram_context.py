@@ -13,7 +13,7 @@ import pytest
 from iris.agent.context import SUMMARY_PREFIX
 from iris.surfaces.commands import CHAT_COMMANDS
 from tests.chat.harness import running
-from tests.chat.telegram.harness import CHAT, OWNER, telegram_config
+from tests.chat.telegram.harness import CHAT, OWNER, UNPACED, telegram_config
 from tests.conftest import MakeConfig
 from tests.fakes.long_chat import LongChat, is_summary_request
 from tests.fakes.telegram_api import FakeBotApi
@@ -24,8 +24,12 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning"),
 ]
 
-# One whole message per reply: the conversation, not the edits, is under test.
-WHOLE = {"display": {"platforms": {"telegram": {"streaming": False}}}}
+# One whole message per reply, and no second's pace between a chat's messages: the
+# conversation, not the edits or their pacing, is under test.
+WHOLE: dict[str, Any] = {
+    "settings": {"budgets": UNPACED},
+    "display": {"platforms": {"telegram": {"streaming": False}}},
+}
 
 
 async def say(api: FakeBotApi, text_: str, chat: int = CHAT) -> str:
