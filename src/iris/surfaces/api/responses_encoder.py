@@ -41,7 +41,7 @@ begins closes first, as commentary.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, assert_never
+from typing import Any, TypeVar, assert_never
 
 from iris.events import (
     ApprovalRequested,
@@ -206,6 +206,9 @@ class _Call:
         }
 
 
+_Grows = TypeVar("_Grows", _Item, _Call)  # what a delta event adds to
+
+
 class ResponsesEncoder:
     def __init__(
         self,
@@ -313,11 +316,7 @@ class ResponsesEncoder:
         ):
             return None
         item.sent.append(text)
-        shape = item.delta_shape
-        if shape is None:
-            shape = item.delta_shape = Shape(_delta_event(item), 2, named=True)
-        self._seq += 1
-        return shape.numbered(self._seq - 1, text)
+        return self._grown(item, _delta_event, text)
 
     def reasoning_frame(self, delta: ReasoningDelta) -> bytes | None:
         """The SSE bytes of a ``ReasoningDelta`` (raw reasoning, not a summary) that only grows
@@ -336,11 +335,7 @@ class ResponsesEncoder:
         ):
             return None
         item.sent.append(text)
-        shape = item.delta_shape
-        if shape is None:
-            shape = item.delta_shape = Shape(_reasoning_event(item), 2, named=True)
-        self._seq += 1
-        return shape.numbered(self._seq - 1, text)
+        return self._grown(item, _reasoning_event, text)
 
     def call_frame(self, delta: ToolCallDelta) -> bytes | None:
         """The SSE bytes of a ``ToolCallDelta`` that adds arguments to a call whose item is
@@ -350,11 +345,18 @@ class ResponsesEncoder:
         if call is None or delta.call_id or not delta.arguments or not self._segments.settled:
             return None
         call.sent += delta.arguments
-        shape = call.delta_shape
+        return self._grown(call, _arguments_event, delta.arguments)
+
+    def _grown(
+        self, grows: _Grows, event: Callable[[_Grows], Callable[[Any, str], Payload]], text: str
+    ) -> bytes:
+        """The next event's bytes, adding ``text`` to what ``grows`` (an item or a call) sent:
+        from its delta event's shape, encoded the first time."""
+        shape = grows.delta_shape
         if shape is None:
-            shape = call.delta_shape = Shape(_arguments_event(call), 2, named=True)
+            shape = grows.delta_shape = Shape(event(grows), 2, named=True)
         self._seq += 1
-        return shape.numbered(self._seq - 1, delta.arguments)
+        return shape.numbered(self._seq - 1, text)
 
     def _item(self, out: list[Payload], item: Item) -> None:
         match item:
