@@ -170,7 +170,8 @@ async def test_gate_proves_first_delta_arrives_before_upstream_finishes(
                     assert not upstream.finished.is_set()
                     upstream.release()
     assert received == ["one", "two", "three"]
-    assert upstream.finished.is_set()
+    # The client's stream ends at [DONE]; the fake notes its end after its last write returns.
+    assert upstream.finished.wait(5)
     assert len(upstream.delta_times) == 3
     assert upstream.finished_at is not None and upstream.finished_at >= upstream.delta_times[-1]
 
