@@ -127,8 +127,9 @@ def test_iris_command_line_and_environment_are_not_in_proc(
         "echo ppid=$PPID; cat /proc/$PPID/cmdline /proc/$PPID/environ; "
         "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done",
     )
-    # Its parent is its sandbox's PID 1 (bwrap's init): Iris is not in its /proc at all.
-    assert "ppid=1" in result
+    # Its parent is its sandbox's own clock (``timeout``, PID 2, under bwrap's init): Iris is not
+    # in its /proc at all.
+    assert "ppid=2\n/usr/bin/timeout" in result
     assert "iris.cli" not in result and config not in result and KEY not in result
 
 
@@ -262,7 +263,9 @@ def test_iris_serve_exiting_ends_a_running_sandbox(
 
     asking = threading.Thread(target=ask, daemon=True)
     asking.start()
-    until(lambda: host_processes(f"sleep {marker}") != [], "the command never started")
+    # The command itself, not bwrap (whose command line holds it too): a kill -9 while bwrap
+    # sets up is the test below's, in tests/agent/test_sandbox.py.
+    until(lambda: host_processes(f"sleep\0{marker}") != [], "the command never started")
     server.stop()  # SIGKILL: no clean shutdown runs
     # a hang guard (the command sleeps far longer): a loaded machine may take its time
     gone = lambda: host_processes(f"sleep {marker}") == []  # noqa: E731

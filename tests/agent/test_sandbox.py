@@ -8,7 +8,9 @@ import logging
 import os
 import stat
 import struct
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -337,3 +339,47 @@ async def test_an_mcp_server_whose_sandbox_cannot_run_is_not_started_on_the_host
         assert agent.tools.get("mcp_fake_steps") is None
     finally:
         await agent.aclose()
+
+
+# -- Iris killed while a command starts ----------------------------------------------------------
+
+# The "Iris" of this test: a process that starts a sandboxed command and is SIGKILLed (the OOM
+# killer, kill -9) at once, before bwrap has bound its life to Iris's, in a forked child each
+# time. ``timeout`` is the command's own (tools.terminal.timeout).
+_KILLED_AS_IT_STARTS = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from iris.agent.sandbox import prepare, start
+from iris.config import TerminalTool
+
+marker, workspace, times = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+sandbox = prepare(TerminalTool())
+
+async def iris() -> None:
+    await start(sandbox, ["/bin/sh", "-c", f"sleep {marker}"], workspace, {}, lifetime=1)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+for _ in range(times):
+    pid = os.fork()
+    if pid == 0:
+        asyncio.run(iris())
+    os.waitpid(pid, 0)
+"""
+
+
+def test_iris_killed_as_a_command_starts_leaves_no_sandbox_behind(tmp_path: Path) -> None:
+    marker = f"300.{os.getpid() % 10**6:06d}"
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = [sys.executable, "-c", _KILLED_AS_IT_STARTS, marker, str(workspace), "6"]
+    subprocess.run(script, check=True, timeout=60)
+    # Each command sleeps 300 s. Most end with Iris; one whose bwrap was cut off before it
+    # could learn of Iris's end still ends at its own timeout (1 s) and a grace, inside.
+    deadline = time.monotonic() + 25  # a hang guard, not a speed check
+    while left := [
+        pid for pid in os.listdir("/proc") if pid.isdigit() and marker.encode() in _cmdline(pid)
+    ]:
+        assert time.monotonic() < deadline, (
+            f"{len(left)} sandboxes outlived the Iris that started them"
+        )
+        time.sleep(0.1)

@@ -28,7 +28,8 @@ What a sandboxed command sees (``Sandbox.argv``):
 The sandbox has its own PID namespace whose PID 1 is bwrap's init: when the command exits, or
 its PID 1 is killed (the timeout, an interrupted turn), the kernel ends every process of the
 namespace — a ``setsid`` or double-forked child included — and ``--die-with-parent`` does the
-same when Iris itself goes.
+same when Iris itself goes. A terminal command also ends itself at its timeout and a grace
+(coreutils' ``timeout`` inside), for an Iris killed while bwrap was still setting up.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ ALWAYS_HIDDEN = (
 )
 PROBE_TIMEOUT = 10.0
 KILL_WAIT = 5.0  # seconds the outer bwrap gets to see its sandbox gone
+# A command's own deadline inside its sandbox is its timeout and this: Iris ends it at the
+# timeout; the sandbox ends itself later only where Iris could not (Iris killed as it started).
+GRACE = 10.0
 
 
 class Unavailable(Exception):
@@ -91,6 +95,8 @@ class Sandbox:
     seccomp: bytes | None = None
     # Iris as root: bwrap runs privileged and ``setpriv`` (this path) drops to nobody inside.
     setpriv: str | None = None
+    # coreutils' ``timeout``: a command with a timeout ends inside at its own deadline too.
+    clock: str | None = None
 
     def argv(
         self,
@@ -100,9 +106,11 @@ class Sandbox:
         *,
         seccomp_fd: int | None = None,
         info_fd: int | None = None,
+        deadline: float | None = None,
     ) -> list[str]:
         """``bwrap … prlimit … command``: ``command`` run in the sandbox, ``workspace`` its cwd.
-        ``seccomp_fd``: a descriptor the child inherits holding ``self.seccomp``."""
+        ``seccomp_fd``: a descriptor the child inherits holding ``self.seccomp``; ``deadline``:
+        seconds after which the sandbox kills the command itself."""
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         args += ["--unshare-cgroup-try", "--hostname", "sandbox"]
         if self.setpriv is None:
@@ -150,8 +158,10 @@ class Sandbox:
             args += ["--seccomp", str(seccomp_fd)]
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
-        args += ["--", *self.drop(), *self.rlimits(), *command]
-        return args
+        inside = [*self.drop(), *self.rlimits()]
+        if deadline is not None and self.clock is not None:
+            inside += [self.clock, "--signal=KILL", f"{deadline:g}"]
+        return [*args, "--", *inside, *command]
 
     def drop(self) -> list[str]:
         """Iris as root: the command becomes nobody, with no capability it could regain."""
@@ -231,7 +241,10 @@ def prepare(
         settings.limits,
         seccomp=program(machine or platform.machine()),
         setpriv=setpriv,
+        clock=shutil.which("timeout", path=PATH),
     )
+    if sandbox.clock is None:
+        log.warning("sandbox: coreutils' timeout not found; a command ends at Iris's timeout only")
     if sandbox.seccomp is None:
         log.warning(
             "sandbox: no seccomp filter for %s; commands run with the namespaces only",
@@ -382,8 +395,15 @@ async def start(
     command: Sequence[str],
     workspace: Path,
     env: Mapping[str, str],
+    *,
+    lifetime: float | None = None,
 ) -> Run:
-    """Start ``command`` in ``sandbox``: stdout and stderr together in ``process.stdout``."""
+    """Start ``command`` in ``sandbox``: stdout and stderr together in ``process.stdout``.
+
+    The sandbox ends with Iris (``--die-with-parent``), except where Iris is killed while bwrap
+    sets the sandbox up (a few milliseconds): bwrap binds each of its processes to the one
+    before only once that one runs. A command given a ``lifetime`` (its timeout) therefore ends
+    itself too, inside, ``GRACE`` seconds after it (``Sandbox.clock``), whether Iris is there or not."""
     seccomp_read = info_read = info_write = -1
     try:
         passed: list[int] = []
@@ -401,6 +421,7 @@ async def start(
             env,
             seccomp_fd=seccomp_read if seccomp_read != -1 else None,
             info_fd=info_write,
+            deadline=None if lifetime is None else lifetime + GRACE,
         )
         process = await asyncio.create_subprocess_exec(
             *argv,

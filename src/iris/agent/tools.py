@@ -202,7 +202,9 @@ def _terminal_tool(
                 pass
         else:
             workspace = workspaces.open(CALL_CHAT.get())
-            sandboxed = await start(sandbox, ["/bin/sh", "-c", command], workspace, env)
+            sandboxed = await start(
+                sandbox, ["/bin/sh", "-c", command], workspace, env, lifetime=settings.timeout
+            )
             process, stop, close = sandboxed.process, sandboxed.kill, sandboxed.close
         try:
             return await _finish(process, stop, settings.timeout, settings.output_limit, progress)
