@@ -19,8 +19,10 @@ one stream.
 
 Paths: ``chat`` is a client on ``/v1/chat/completions`` with a ``chat_completions`` provider,
 ``responses`` a client on ``/v1/responses`` with a ``responses`` provider; each with
-``server.metrics`` off and on (``+m``). Then one more server runs under cProfile (50 streams,
-Chat Completions text) and the profile's top 15 functions by own time are printed.
+``server.metrics`` off and on (``+m``). ``lean proxy`` is the floor: ``bench/lean_proxy.py``,
+a protocol that parses each upstream line and writes a line, on the same loop and upstream
+(Chat Completions text). Then one more server runs under cProfile (50 streams, Chat
+Completions text) and the profile's top 15 functions by own time are printed.
 
     python bench/chunk_cost.py [--chunks 200] [--rate 100] [--streams 1 50 200] [--no-profile]
         [--only chat] [--loop asyncio|uvloop] [--against OTHER/src [--rounds 4]]
@@ -220,6 +222,33 @@ async def one_path(
         stop(server)
 
 
+def start_lean(up_port: int) -> tuple[int, subprocess.Popen[bytes]]:
+    port = free_port()
+    script = Path(__file__).resolve().parent / "lean_proxy.py"
+    return port, subprocess.Popen([sys.executable, str(script), str(port), str(up_port)])
+
+
+async def lean(up_port: int, args: argparse.Namespace) -> None:
+    """The floor: ``bench/lean_proxy.py`` (parse a line, write a line) on the same upstream,
+    Chat Completions text, measured the same way."""
+    port, server = start_lean(up_port)
+    try:
+        wait_port(port, server)
+        await measure(server.pid, port, "chat", False, 2, args.chunks)  # warm up
+        for streams in args.streams:
+            cost, seen, errors, wakes = await measure(
+                server.pid, port, "chat", False, streams, args.chunks
+            )
+            shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
+            print(
+                f"  {'lean proxy':<12} {'text':<5} {streams:>7} {cost:>11.1f} {wakes:>12.2f}"
+                f" {seen:>9}  {shown}",
+                flush=True,
+            )
+    finally:
+        stop(server)
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
@@ -326,6 +355,8 @@ async def run(args: argparse.Namespace) -> None:
             for api in args.only or ("chat", "responses"):
                 for metrics in (False, True):
                     await one_path(up_port, Path(tmp), args, api, metrics)
+            if "chat" in (args.only or ("chat",)):
+                await lean(up_port, args)
             if args.profile:
                 await profile(up_port, Path(tmp), args)
     finally:
