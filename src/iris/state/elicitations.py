@@ -7,8 +7,15 @@ form's schema and the link (``open``), gone ``KEPT_S`` seconds after it expires 
 Another process that gets an answer finds the request (``find``), checks the content against
 the schema as the asking one would, and writes it once (``answer``: ``HSETNX``, so the first
 answer wins); the asking process reads it (``answered``) every ``POLL`` seconds while it waits,
-and deletes the hash when the request ends (``close``). Every Redis failure is
-``StoreUnavailable``.
+and deletes the hash when the request ends (``close``).
+
+A question asked by typed reply (WhatsApp) is answered by the person's next message in its
+chat, which a webhook may bring to any process: while it waits, the chat names its request
+(``{chat:<chat>}:asking``, ``asking``); a process that gets a message for that chat and does
+not ask there itself finds the request (``asked``) and hands the text over
+(``relay``: the list ``{elicitation:<id>}:replies``), and the asking one takes the replies
+(``replies``) every ``POLL`` seconds and reads them as it reads its own: one that does not fit
+is asked again from there. Every Redis failure is ``StoreUnavailable``.
 """
 
 from __future__ import annotations
@@ -33,6 +40,24 @@ class OpenRequest:
     chat_id: str
     schema: dict[str, Any]
     url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A typed reply another process received for a question asked by reply: its text and
+    who wrote it."""
+
+    text: str
+    by: str
+
+
+# Forget the chat's question only if it is still this request's (a later one may have begun).
+_FORGET = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +111,52 @@ class SharedElicitations:
 
     async def close(self, elicitation_id: str) -> None:
         with translated(self._shared.url):
-            await self._shared.aio.delete(self._key(elicitation_id))
+            await self._shared.aio.delete(self._key(elicitation_id), self._replies(elicitation_id))
+
+    # -- questions asked by typed reply -----------------------------------------------------
+
+    def _asking(self, chat_id: str) -> str:
+        return self._shared.chat_key(chat_id, "asking")
+
+    def _replies(self, elicitation_id: str) -> str:
+        return self._shared.tagged_key(f"elicitation:{elicitation_id}", "replies")
+
+    async def asking(self, chat_id: str, elicitation_id: str, ttl: float) -> None:
+        """``chat_id``'s next message answers ``elicitation_id`` (for ``ttl`` seconds at most)."""
+        with translated(self._shared.url, "cannot share the question"):
+            await self._shared.aio.set(self._asking(chat_id), elicitation_id, ex=max(1, int(ttl)))
+
+    async def asked(self, chat_id: str) -> str | None:
+        """The request a question in ``chat_id`` waits for by reply, while it is open."""
+        with translated(self._shared.url):
+            found = cast(str | None, await self._shared.aio.get(self._asking(chat_id)))
+        if found is None or await self.find(found) is None:
+            return None
+        return found
+
+    async def done_asking(self, chat_id: str, elicitation_id: str) -> None:
+        with translated(self._shared.url):
+            forget = self._shared.aio.register_script(_FORGET)
+            await forget(keys=[self._asking(chat_id)], args=[elicitation_id])
+
+    async def relay(self, elicitation_id: str, reply: Reply, ttl: float) -> None:
+        """Hand ``reply`` to the process asking ``elicitation_id``."""
+        key = self._replies(elicitation_id)
+        with translated(self._shared.url, "the reply was not passed on"):
+            async with self._shared.aio.pipeline(transaction=True) as pipe:
+                pipe.rpush(key, json.dumps({"text": reply.text, "by": reply.by}))
+                pipe.expire(key, max(1, int(ttl) + KEPT_S))
+                await pipe.execute()
+
+    async def replies(self, elicitation_id: str) -> list[Reply]:
+        """The replies other processes handed over since the last call, oldest first."""
+        key = self._replies(elicitation_id)
+        with translated(self._shared.url):
+            async with self._shared.aio.pipeline(transaction=True) as pipe:
+                pipe.lrange(key, 0, -1)
+                pipe.delete(key)
+                taken, _ = await pipe.execute()
+        return [Reply(str(d["text"]), str(d["by"])) for d in map(json.loads, taken)]
 
 
 def shared_elicitations_for(shared: RedisStore | None) -> SharedElicitations | None:

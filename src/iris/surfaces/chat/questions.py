@@ -26,6 +26,11 @@ current one's way to answer (an enum's choices numbered, yes or no), and the wor
 (``DECLINE`` / ``CANCEL``, the whole message; ``SKIP`` leaves an optional field out); the
 person's next message answers, as above.
 Where messages cannot be edited (WhatsApp) the request's end is said in a message of its own.
+A webhook may bring that reply to another process than the one asking (``--workers``, two
+processes on one store): the asking one names the request in the shared store while the
+question waits, the other hands the reply over (``hand_over``) instead of starting a turn, and
+the asking one reads it as its own (``iris.state.elicitations``): a wrong answer is asked again
+from there.
 A platform that asks neither way (Home Assistant) asks nobody: the request is declined at once
 (the runner gives its conversations no broker).
 """
@@ -36,21 +41,26 @@ import asyncio
 import functools
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from iris.agent.elicitation import Answer, ElicitationError, Elicitations
 from iris.agent.forms import Filling
+from iris.errors import StoreUnavailable
 from iris.events import ElicitationRequested, ElicitationResolved, Event
+from iris.state.elicitations import POLL, Reply, SharedElicitations
 from iris.surfaces.chat.platforms.base import (
     ChatPlatform,
     IncomingMessage,
     PlatformError,
     PlatformRateLimited,
+    WebhookPlatform,
     approval_platform,
 )
 from iris.surfaces.chat.prompts import ATTEMPTS, NOT_ALLOWED, NOT_OPEN, QUESTION, Button, Prompt
+from iris.tasks import logged
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +102,8 @@ class Asking:
     filling: Filling = field(init=False)
     message_id: str | None = None  # the question on screen now
     said: str = ""  # its text, kept when it is closed
+    # With a shared store, on a webhook platform: takes the replies other processes got.
+    relayed: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         self.filling = Filling(self.request.schema)
@@ -213,12 +225,72 @@ class ChatQuestions:
     async def _open(self, asking: Asking) -> None:
         self._by_token[asking.token] = asking
         self._by_session[asking.session] = asking
+        await self._share(asking)
         await self._ask(asking)
 
     def _forget(self, asking: Asking) -> None:
         self._by_token.pop(asking.token, None)
         if self._by_session.get(asking.session) is asking:
             del self._by_session[asking.session]
+        if asking.relayed is not None:
+            asking.relayed.cancel()  # it forgets the chat's question in the store
+
+    async def _share(self, asking: Asking) -> None:
+        """A question by reply on a webhook platform, with a shared store: the reply may reach
+        any process, so the store names the request in its chat (before the question is seen)
+        and the replies other processes hand over come here. The store away: replies reach
+        this process only."""
+        shared = self.broker.shared
+        if shared is None or asking.way != "reply":
+            return
+        if not isinstance(asking.platform, WebhookPlatform):
+            return  # received by one process (its poller's lease): the one asking
+        request = asking.request
+        ttl = request.expires_at - time.time()
+        try:
+            await shared.asking(asking.session, request.elicitation_id, ttl)
+        except StoreUnavailable as exc:
+            log.warning("question in %s asked here only: %s", asking.chat_id, exc.message)
+            return
+        work = logged(self._take_replies(asking, shared), "a question's relayed replies")
+        asking.relayed = asyncio.create_task(work)
+
+    async def _take_replies(self, asking: Asking, shared: SharedElicitations) -> None:
+        """Every ``POLL`` s, the replies other processes handed over, read as this process's
+        own, until the request ends (cancelled); then the chat's question is forgotten."""
+        elicitation_id = asking.request.elicitation_id
+        try:
+            while True:
+                await asyncio.sleep(POLL)
+                try:
+                    replies = await shared.replies(elicitation_id)
+                except StoreUnavailable:
+                    continue  # a reply given here still arrives
+                for reply in replies:
+                    await self._reply(asking, reply.text, reply.by)
+        finally:
+            try:
+                await shared.done_asking(asking.session, elicitation_id)
+            except StoreUnavailable as exc:  # it expires with the request
+                log.info("question in %s not forgotten: %s", asking.chat_id, exc.message)
+
+    async def hand_over(self, session: str, message: IncomingMessage) -> bool:
+        """``message`` answers a question another process asks by reply in its conversation
+        (a webhook reaches any process): handed to that one, which reads it (True). False:
+        none waits there (or the store is away), it is a message like any other."""
+        shared = self.broker.shared
+        if shared is None or session in self._by_session:
+            return False
+        reply = Reply(message.text, message.user_name or message.user_id)
+        try:
+            elicitation_id = await shared.asked(session)
+            if elicitation_id is None:
+                return False
+            await shared.relay(elicitation_id, reply, self.broker.timeout)
+        except StoreUnavailable as exc:
+            log.warning("reply in %s not handed over: %s", message.chat_id, exc.message)
+            return False
+        return True
 
     async def _ask(self, asking: Asking) -> None:
         prompt = question(asking)
@@ -325,8 +397,10 @@ class ChatQuestions:
         asking = self._by_session.get(session)
         if asking is None:
             return
-        by = message.user_name or message.user_id
-        word = message.text.strip().lower()
+        await self._reply(asking, message.text, message.user_name or message.user_id)
+
+    async def _reply(self, asking: Asking, text: str, by: str) -> None:
+        word = text.strip().lower()
         if asking.way == "reply" and word in (DECLINE, CANCEL):
             await self._answer(asking, Answer("decline" if word == DECLINE else "cancel"), by)
             return
@@ -334,7 +408,7 @@ class ChatQuestions:
         if asking.way == "reply" and word == SKIP and asked is not None and not asked.required:
             await self._give(asking, "", by, shown="(left out)")  # an empty answer skips it
             return
-        await self._give(asking, message.text, by)
+        await self._give(asking, text, by)
 
     async def _give(self, asking: Asking, text: str, by: str, shown: str = "") -> None:
         asked = asking.filling.current

@@ -41,7 +41,8 @@
 - with a shared store (``store.url``), a platform receives only in the process that holds its
   bot's poller lease; the others stand by (``iris.surfaces.chat.poller``). A platform whose
   messages come to a webhook (WhatsApp: its ``routes``, served by ``iris serve``) receives in
-  whichever process the request reaches.
+  whichever process the request reaches; a reply to an MCP server's question another process
+  asks in that chat goes to that process (``questions.hand_over``), not to a turn here.
 - a tool call that waits for approval shows a prompt with buttons in the chat (``prompts``;
   on a platform without buttons such a call is refused: nobody can be asked there);
   a press counts only from a user ``allowed_users`` lets in, on a prompt of that chat; anyone
@@ -278,10 +279,26 @@ class ChatSurface:
 
     # -- messages -----------------------------------------------------------------------------
     def _receiver(self, platform: ChatPlatform) -> Callable[[IncomingMessage], Any]:
+        # A webhook may bring the answer to a question another process asks (shared store).
+        relays = isinstance(platform, WebhookPlatform) and self.runtime.shared is not None
+
         async def on_message(message: IncomingMessage) -> None:
+            if relays and await self._handed_over(platform, message):
+                return
             self.receive(platform, message)
 
         return on_message
+
+    async def _handed_over(self, platform: ChatPlatform, message: IncomingMessage) -> bool:
+        """The message answers an MCP server's question another process asks by reply in
+        its chat: handed to that process (``questions.hand_over``), it starts no turn here.
+        Only what would answer a question asked here does (``_may_answer``)."""
+        settings = getattr(self.runtime.config.platforms, platform.name)
+        if message.press is not None or message.stop or not message.text.strip():
+            return False
+        if not self._may_answer(settings, message):
+            return False
+        return await self.questions.hand_over(session_key(message), message)
 
     def receive(self, platform: ChatPlatform, message: IncomingMessage) -> None:
         """Take one message; returns at once (the platform's receive loop must not block)."""
@@ -338,7 +355,12 @@ class ChatSurface:
         """The message answers an MCP server's question waiting in its chat (rather than
         starting a turn): from an allowed user, addressed to the bot as the chat's settings
         say (the bot asked in this conversation: a follow-up in its thread is)."""
-        if not self.questions.waiting(session_key(message)) or parse(message.text) is not None:
+        return self.questions.waiting(session_key(message)) and self._may_answer(settings, message)
+
+    def _may_answer(self, settings: Any, message: IncomingMessage) -> bool:
+        """Not a command, from an allowed user, addressed to the bot (the bot asked in this
+        conversation: a follow-up in its thread is)."""
+        if parse(message.text) is not None:
             return False
         return allowed(settings, message) and addressed(settings, message, True)
 
