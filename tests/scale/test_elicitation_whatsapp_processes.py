@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(120)
 @contextlib.asynccontextmanager
 async def two(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, api: WhatsAppAPI
-) -> AsyncIterator[tuple[str, str]]:
+) -> AsyncGenerator[tuple[str, str]]:
     """The webhooks of A and B (each checks its token against the stand-in as it starts,
     which this loop serves: they start aside)."""
     whatsapp: dict[str, Any] = {
