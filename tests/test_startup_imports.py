@@ -1,6 +1,7 @@
 """What ``iris serve`` loads: a server with no ``mcp_servers:`` and its optional surfaces off
 starts and answers on the API and the iris socket without ever importing the MCP SDK (half a
-second of every start, and of every test that starts a server) or an off surface's SDK.
+second of every start, and of every test that starts a server), an off surface's SDK, or Web
+Push's before a notification is sent.
 
 The server is the real ``iris serve`` process; code run around ``iris.cli`` in it says, as the
 process exits, which of the watched packages it had imported by then."""
@@ -22,8 +23,9 @@ from tests.socket.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(90)
 
-# The MCP SDK (client, server and its types package), and the SDKs of surfaces that are off.
-WATCHED = ("mcp", "mcp_types", "a2a", "slack_sdk", "telegram", "discord", "nio")
+# The MCP SDK (client, server and its types package), the SDKs of surfaces that are off, and
+# Web Push's (it brings requests) while no browser is subscribed.
+WATCHED = ("mcp", "mcp_types", "a2a", "slack_sdk", "telegram", "discord", "nio", "pywebpush")
 ENTRY = (
     "-c",
     "import atexit, sys\n"
