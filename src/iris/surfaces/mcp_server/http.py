@@ -104,11 +104,14 @@ class McpSurface:
             manager = server.session_manager
             async with manager.run():
                 started.set_result(manager)
-                await asyncio.Event().wait()
+                await asyncio.Event().wait()  # until stop cancels this task
         except Exception as exc:
             log.exception("MCP server mode failed")
             if not started.done():
                 started.set_exception(exc)
+        finally:
+            if not started.done():
+                started.cancel()  # stopped while it started: its requests end with it
 
     async def _refusal(self, scope: Scope) -> Caller | JSONResponse:
         """The request's caller, or the answer that refuses it."""
