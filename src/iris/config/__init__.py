@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from iris.config._chat import (
     BUDGET_MARGIN,
+    CHAT_ID,
     HOUSE_USER,
     QUEUE_SIZE,
     DiscordBudgets,
@@ -94,6 +95,7 @@ __all__ = [
     "ApprovalConfig",
     "AttachmentsConfig",
     "BUDGET_MARGIN",
+    "CHAT_ID",
     "Bind",
     "Config",
     "ConfigError",

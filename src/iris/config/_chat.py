@@ -11,6 +11,9 @@ from pydantic import Field, field_validator
 
 from iris.config._section import Section
 
+# An iris chat's id, as a device opens it (``platforms.iris``; the wire's ``ChatId``).
+CHAT_ID = r"[A-Za-z0-9._:@-]{1,128}"
+
 # Seconds added to every budget's window (``platforms.<p>.budgets.<name>.margin``): calls leave
 # Iris paced as ``calls`` per ``per + margin`` seconds, so two calls sent one interval apart
 # still arrive one interval apart when the first took up to this much longer to get there.
@@ -243,6 +246,13 @@ class HomeAssistantVoice(Section):
     # Assist's tools (names or globs: ``HassUnlock``, ``Hass*``) that wait for a person's yes
     # on the owner chat's devices; none by default (see docs/platforms.md).
     approval: list[str] = Field(default_factory=list[str])
+
+    @field_validator("owner_chat")
+    @classmethod
+    def _owner_chat(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(CHAT_ID, value):
+            raise ValueError(f"must be an iris chat id ({CHAT_ID}), as a device opens it")
+        return value
 
     @field_validator("satellite")
     @classmethod

@@ -38,6 +38,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
+from iris.config import CHAT_ID as CHAT_ID
 from iris.fanout.rules import PLAIN, Frame, Traits
 
 SCHEMA_FILE = Path(__file__).with_name("frames.schema.json")
@@ -63,7 +64,6 @@ def _unicode(value: str) -> str:
 
 
 Text = Annotated[str, Field(strict=True), AfterValidator(_unicode)]
-CHAT_ID = r"[A-Za-z0-9._:@-]{1,128}"
 ChatId = Annotated[str, StringConstraints(strict=True, pattern=f"^{CHAT_ID}$")]
 Seq = Annotated[int, Field(strict=True, ge=0, le=MAX_SEQ)]
 MessageId = Annotated[str, StringConstraints(min_length=1)]

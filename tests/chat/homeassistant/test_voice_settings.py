@@ -1,5 +1,5 @@
-"""``platforms.homeassistant.voice``: a satellite that is not one is a config error that names
-the key, before anything starts."""
+"""``platforms.homeassistant.voice``: a satellite that is not one, or an owner chat no iris
+device could open, is a config error that names the key, before anything starts."""
 
 from __future__ import annotations
 
@@ -21,6 +21,15 @@ def test_a_satellite_that_is_no_assist_satellite_entity_is_refused_by_name(satel
     assert "assist_satellite.<name>" in str(refused.value)
 
 
+@pytest.mark.parametrize("chat", ["my chat", "", "main/kitchen", "x" * 129])
+def test_an_owner_chat_no_device_could_open_is_refused_by_name(chat: str) -> None:
+    # Its approvals would go to a chat no device can join: every one would time out unseen.
+    with pytest.raises(ConfigError) as refused:
+        config_from_dict(voice(owner_chat=chat), env={})
+    assert "platforms.homeassistant.voice.owner_chat" in str(refused.value)
+    assert "chat id" in str(refused.value)
+
+
 def test_the_defaults_ask_nothing_and_announce_as_a_notification() -> None:
     settings = config_from_dict(voice(), env={}).platforms.homeassistant.voice
     assert (settings.satellite, settings.owner_chat, settings.approval) == (None, None, [])
@@ -29,3 +38,9 @@ def test_the_defaults_ask_nothing_and_announce_as_a_notification() -> None:
     ).platforms.homeassistant.voice
     assert chosen.satellite == "assist_satellite.kitchen"
     assert chosen.approval == ["HassUnlock", "Hass*Open"]
+    assert (
+        config_from_dict(
+            voice(owner_chat="main:house@home"), env={}
+        ).platforms.homeassistant.voice.owner_chat
+        == "main:house@home"
+    )
