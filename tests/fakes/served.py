@@ -21,7 +21,8 @@ import yaml
 
 
 class Served:
-    """A running ``iris serve`` whose stderr lines are readable as they come."""
+    """A running ``iris serve`` whose stderr lines are readable as they come (``entry``: how
+    the interpreter starts ``iris.cli``; ``("-c", code)`` runs code of the test's around it)."""
 
     def __init__(
         self,
@@ -29,13 +30,14 @@ class Served:
         env: dict[str, str] | None = None,
         open_files: int | None = None,
         args: tuple[str, ...] = (),
+        entry: tuple[str, ...] = ("-m", "iris.cli"),
     ) -> None:
         def limit_files() -> None:
             if open_files is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
 
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "iris.cli", "serve", "--config", str(config), *args],
+            [sys.executable, *entry, "serve", "--config", str(config), *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -119,15 +121,16 @@ def serve(
     open_files: int | None = None,
     name: str = "config.yaml",
     args: tuple[str, ...] = (),
+    entry: tuple[str, ...] = ("-m", "iris.cli"),
     **sections: Any,
 ) -> tuple[Served, str]:
     """Start ``iris serve`` and wait until it answers; returns it and its base URL.
     ``open_files`` sets the process's file limit (soft and hard), as a small host's would;
     ``name`` is the config file's (several servers in one test each need their own); ``args``
-    go to ``iris serve`` (``("--workers", "2")``)."""
+    go to ``iris serve`` (``("--workers", "2")``); ``entry`` as ``Served``'s."""
     port = free_port()
     config = write_config(tmp_path, upstream_url, port, name=name, **sections)
-    server = Served(config, open_files=open_files, args=args)
+    server = Served(config, open_files=open_files, args=args, entry=entry)
     try:
         server.wait_for("Application startup complete")
     except BaseException:

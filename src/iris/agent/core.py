@@ -98,7 +98,7 @@ from iris.observability import TurnWatch
 from iris.tasks import OpenGroup, Silence
 
 if TYPE_CHECKING:
-    from iris.agent.mcp import McpServers
+    from iris.agent.mcp.servers import McpServers
     from iris.agent.peers import Peers
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class Agent:
         # MCP tool servers (``mcp_servers:``); their tools join ``self.tools`` once listed.
         self.mcp: McpServers | None = None
         if config.mcp_servers:
-            from iris.agent.mcp import McpServers
+            from iris.agent.mcp.servers import McpServers
 
             self.mcp = McpServers(
                 config, self.tools, _private(config), lambda: (self.provider(0), self.model_name)

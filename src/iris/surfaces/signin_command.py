@@ -24,7 +24,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from iris.agent.core import Agent
-from iris.agent.mcp.signin import SignInFailed
+from iris.agent.mcp import SignInFailed
 
 CALLBACK_PATH = "/iris/mcp/callback"
 OUTCOME_WAIT = 60.0  # seconds the callback page waits for the code's exchange

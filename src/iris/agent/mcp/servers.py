@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from iris.agent.mcp import SignInFailed
 from iris.agent.mcp.connection import Confined, McpConnection, Note
 from iris.agent.mcp.naming import chosen, tool_name, tool_names
 from iris.agent.mcp.oauth import auth_dir
 from iris.agent.mcp.results import parameters
 from iris.agent.mcp.sampling import Sampler
-from iris.agent.mcp.signin import SignInFailed, SignIns
+from iris.agent.mcp.signin import SignIns
 from iris.agent.sandbox import Unavailable, Workspaces, prepare
 from iris.agent.tools import Tool, ToolRegistry, ToolResult
 from iris.config import Config, McpServerConfig

@@ -22,6 +22,7 @@ from mcp import Client, types
 from mcp.shared.auth import AuthorizationCodeResult
 
 from iris import __version__
+from iris.agent.mcp import SignInFailed
 from iris.agent.mcp.connection import describe, http_transport
 from iris.agent.mcp.oauth import Callback, McpOAuth, Show, TokenFile
 from iris.config import McpServerConfig
@@ -35,10 +36,6 @@ MAX_LISTING_BYTES = 4_194_304
 
 
 Outcome = asyncio.Future[str]
-
-
-class SignInFailed(Exception):
-    """Why a sign-in did not end with tokens (said to the person; never holds a secret)."""
 
 
 async def sign_in(

@@ -21,8 +21,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from mcp.shared.auth import AuthorizationCodeResult
 
+from iris.agent.mcp import SignInFailed
 from iris.agent.mcp.oauth import TokenFile, auth_dir
-from iris.agent.mcp.signin import SignInFailed, sign_in
+from iris.agent.mcp.signin import sign_in
 from iris.config import Config, McpServerConfig
 from iris.errors import ConfigError
 

@@ -20,9 +20,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from iris import __version__
 from iris.errors import StoreUnavailable
-from iris.surfaces.mcp_server.desk import Caller, ChatDesk, DeskError
+from iris.surfaces.mcp_server.desk import CALLER_HEADER, Caller, ChatDesk, DeskError
 
-CALLER_HEADER = "x-iris-caller"
 LOCAL = Caller("local", "mcp:local")
 INSTRUCTIONS = (
     "Iris's chats. chats_list and chat_read show them; chat_send sends a message to a chat "

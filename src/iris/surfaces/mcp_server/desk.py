@@ -32,6 +32,7 @@ from iris.surfaces.socket.room import ChatRoom
 MAX_PAGE = 200  # messages one chat_read returns at most
 MAX_READ = 10_000  # messages of a chat's history a read looks through
 SEND_TIMEOUT = 600.0  # seconds chat_send waits for the turn's end before it answers
+CALLER_HEADER = "x-iris-caller"  # where the HTTP endpoint names the caller it authenticated
 
 
 class DeskError(IrisError):

@@ -10,16 +10,20 @@ site guard, 429 ``too_many_failed_authentications``, 401 ``unauthorized`` / ``re
 
 The transport is stateless (each POST is answered on its own, its progress on its own SSE
 stream): any process of ``iris serve --workers N`` can answer any request.
+
+The SDK (half a second to import) loads with the first request that passed the checks, not at
+start-up: most servers never see an MCP client. Its transport then runs in a task of its own
+until ``stop`` (the SDK's task group is entered and left by one task).
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import hmac
+import logging
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
@@ -27,30 +31,30 @@ from starlette.types import Receive, Scope, Send
 
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
-from iris.surfaces.mcp_server.chat_tools import CALLER_HEADER, build_server
-from iris.surfaces.mcp_server.desk import Caller, ChatDesk
+from iris.surfaces.mcp_server.desk import CALLER_HEADER, Caller, ChatDesk
 from iris.surfaces.refusals import refusal, throttled, unauthorized
 from iris.surfaces.socket.access import bearer
 from iris.surfaces.socket.endpoint import SocketSurface
+from iris.tasks import Supervisor
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+log = logging.getLogger(__name__)
 
 PATH = "/mcp"
 SURFACE = "mcp"  # the throttle's name for this surface
 
 
 class McpSurface:
-    """MCP server mode on the server: the route, and the SDK's transport from start to stop."""
+    """MCP server mode on the server: the route, and the SDK's transport from its first
+    request to stop."""
 
     def __init__(self, iris: SocketSurface) -> None:
         self.iris = iris
         self.runtime = iris.runtime
-        server = build_server(ChatDesk(iris))
-        # Host/Origin are the site guard's: the SDK's own check would refuse a proxy's name.
-        server.streamable_http_app(
-            stateless_http=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        self.manager: StreamableHTTPSessionManager = server.session_manager
-        self._running = contextlib.AsyncExitStack()
+        self._manager: asyncio.Future[StreamableHTTPSessionManager] | None = None
+        self._running = Supervisor()
         key = self.runtime.config.platforms.api_server.api_key
         self._key = key.encode() if key else None
 
@@ -60,10 +64,10 @@ class McpSurface:
         return [Route(PATH, self, methods=["GET", "POST", "DELETE"])]
 
     async def start(self) -> None:
-        await self._running.enter_async_context(self.manager.run())
+        pass  # the SDK's transport starts with the first request (``_transport``)
 
     async def stop(self) -> None:
-        await self._running.aclose()
+        await self._running.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         refused = await self._refusal(scope)
@@ -72,7 +76,42 @@ class McpSurface:
             return
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != CALLER_HEADER.encode()]
         headers.append((CALLER_HEADER.encode(), quote(refused.name).encode()))
-        await self.manager.handle_request({**scope, "headers": headers}, receive, send)
+        manager = await self._transport()
+        await manager.handle_request({**scope, "headers": headers}, receive, send)
+
+    async def _transport(self) -> StreamableHTTPSessionManager:
+        """The SDK's transport, started by the first request that asks for it."""
+        if self._manager is None:
+            self._manager = asyncio.get_running_loop().create_future()
+            self._running.create_task(self._run(self._manager), name="mcp server mode")
+        # Shielded: a request that goes away must not cancel the start every request awaits.
+        return await asyncio.shield(self._manager)
+
+    async def _run(self, started: asyncio.Future[StreamableHTTPSessionManager]) -> None:
+        """Load the SDK, build the server on the iris chats and run its transport until
+        ``stop`` cancels this task."""
+        try:
+            from mcp.server.transport_security import TransportSecuritySettings
+
+            from iris.surfaces.mcp_server.chat_tools import build_server
+
+            server = build_server(ChatDesk(self.iris))
+            # Host/Origin are the site guard's: the SDK's own check would refuse a proxy's name.
+            server.streamable_http_app(
+                stateless_http=True,
+                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            manager = server.session_manager
+            async with manager.run():
+                started.set_result(manager)
+                await asyncio.Event().wait()  # until stop cancels this task
+        except Exception as exc:
+            log.exception("MCP server mode failed")
+            if not started.done():
+                started.set_exception(exc)
+        finally:
+            if not started.done():
+                started.cancel()  # stopped while it started: its requests end with it
 
     async def _refusal(self, scope: Scope) -> Caller | JSONResponse:
         """The request's caller, or the answer that refuses it."""

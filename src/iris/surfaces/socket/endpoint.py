@@ -43,7 +43,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from iris.agent.elicitation import Action, ElicitationError
-from iris.agent.mcp.signin import SignInFailed
+from iris.agent.mcp import SignInFailed
 from iris.auth_throttle import client_address
 from iris.errors import StoreUnavailable
 from iris.events import ApprovalRequested, ApprovalResolved

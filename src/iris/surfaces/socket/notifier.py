@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 import httpx
 from cryptography.hazmat.primitives import serialization
 from py_vapid import Vapid02  # pyright: ignore[reportMissingTypeStubs]
-from pywebpush import WebPusher  # pyright: ignore[reportMissingTypeStubs]
 
 from iris.private import private_dir, write_private_bytes
 from iris.state.push import PushSubscription, PushSubscriptions
@@ -98,6 +97,10 @@ class Notifier:
     async def _send(self, client: httpx.AsyncClient, s: PushSubscription, data: bytes) -> bool:
         if not allowed_endpoint(s.endpoint):
             return False
+        # pywebpush brings requests with it (a twentieth of a second of every start): it loads
+        # with the first notification, not with the server.
+        from pywebpush import WebPusher  # pyright: ignore[reportMissingTypeStubs]
+
         body: bytes = WebPusher(s.subscription).encode(data, "aes128gcm")["body"]
         parts = urlsplit(s.endpoint)
         claims: dict[str, Any] = {
