@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import pstats
 import signal
 import subprocess
@@ -277,7 +278,7 @@ async def profile(up_port: int, workdir: Path, args: argparse.Namespace) -> None
         stop(server)
     print("\nprofile (cProfile, 50 chat text streams; top 15 by own time)")
     stats = pstats.Stats(str(out))
-    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats(os.environ.get("CHUNK_COST_SORT", "tottime")).print_stats(15)
 
 
 def start_upstream(args: argparse.Namespace) -> tuple[int, subprocess.Popen[bytes]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 
 HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -92,7 +92,11 @@ async def serve(port: int, upstream: int) -> None:
     loop = asyncio.get_running_loop()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:  # a probe of the port: connected, then closed
+            writer.close()
+            return
         length = 0
         for line in head.split(b"\r\n"):
             name, _, value = line.partition(b":")
@@ -103,8 +107,7 @@ async def serve(port: int, upstream: int) -> None:
             {"model": request["model"], "messages": request["messages"], "stream": True}
         ).encode()
         done: asyncio.Future[None] = loop.create_future()
-        client = writer.transport
-        assert isinstance(client, asyncio.WriteTransport)
+        client = cast(asyncio.WriteTransport, writer.transport)  # uvloop's: not a subclass
         relay, _ = await loop.create_connection(lambda: Relay(client, done), "127.0.0.1", upstream)
         relay.write(
             b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
