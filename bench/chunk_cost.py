@@ -22,7 +22,8 @@ Paths: ``chat`` is a client on ``/v1/chat/completions`` with a ``chat_completion
 ``server.metrics`` off and on (``+m``). ``lean proxy`` is the floor: ``bench/lean_proxy.py``,
 a protocol that parses each upstream line and writes a line, on the same loop and upstream
 (Chat Completions text). Then one more server runs under cProfile (50 streams, Chat
-Completions text) and the profile's top 15 functions by own time are printed.
+Completions text) and the profile's top 15 functions by own time are printed
+(``CHUNK_COST_SORT=cumulative`` sorts them by cumulative time instead).
 
     python bench/chunk_cost.py [--chunks 200] [--rate 100] [--streams 1 50 200] [--no-profile]
         [--only chat] [--loop asyncio|uvloop] [--against OTHER/src [--rounds 4]]
