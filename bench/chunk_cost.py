@@ -23,7 +23,8 @@ Paths: ``chat`` is a client on ``/v1/chat/completions`` with a ``chat_completion
 a protocol that parses each upstream line and writes a line, on the same loop and upstream
 (Chat Completions text). Then one more server runs under cProfile (50 streams, Chat
 Completions text) and the profile's top 15 functions by own time are printed
-(``CHUNK_COST_SORT=cumulative`` sorts them by cumulative time instead).
+(``CHUNK_COST_SORT=cumulative`` sorts them by cumulative time, ``CHUNK_COST_TOP=40``
+prints more).
 
     python bench/chunk_cost.py [--chunks 200] [--rate 100] [--streams 1 50 200] [--no-profile]
         [--only chat] [--loop asyncio|uvloop] [--against OTHER/src [--rounds 4]]
@@ -279,7 +280,8 @@ async def profile(up_port: int, workdir: Path, args: argparse.Namespace) -> None
         stop(server)
     print("\nprofile (cProfile, 50 chat text streams; top 15 by own time)")
     stats = pstats.Stats(str(out))
-    stats.sort_stats(os.environ.get("CHUNK_COST_SORT", "tottime")).print_stats(15)
+    stats.sort_stats(os.environ.get("CHUNK_COST_SORT", "tottime"))
+    stats.print_stats(int(os.environ.get("CHUNK_COST_TOP", "15")))
 
 
 def start_upstream(args: argparse.Namespace) -> tuple[int, subprocess.Popen[bytes]]:
