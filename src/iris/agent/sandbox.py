@@ -381,8 +381,8 @@ class Run:
 
     def _inner_pid(self) -> int | None:
         try:
-            data = os.read(self._info, 4096)
-        except OSError:  # nothing written yet: bwrap is still setting up
+            data = os.pread(self._info, 4096, 0)
+        except OSError:
             return None
         with contextlib.suppress(ValueError, AttributeError):
             found = json.loads(data.decode(errors="replace")).get("child-pid")
@@ -403,8 +403,11 @@ async def start(
     The sandbox ends with Iris (``--die-with-parent``), except where Iris is killed while bwrap
     sets the sandbox up (a few milliseconds): bwrap binds each of its processes to the one
     before only once that one runs. A command given a ``lifetime`` (its timeout) therefore ends
-    itself too, inside, ``GRACE`` seconds after it (``Sandbox.clock``), whether Iris is there or not."""
-    seccomp_read = info_read = info_write = -1
+    itself too, inside, ``GRACE`` seconds after it (``Sandbox.clock``), whether Iris is there
+    or not. bwrap's outer process writes the sandbox's PID 1 (``--info-fd``) before it lets the
+    sandbox go on; to a pipe Iris no longer read, that write would end bwrap there and leave
+    the sandbox waiting for it forever, so it goes to a file (``memfd``) that Iris reads back."""
+    seccomp_read = info = -1
     try:
         passed: list[int] = []
         if sandbox.seccomp is not None:
@@ -412,15 +415,15 @@ async def start(
             os.write(seccomp_write, sandbox.seccomp)  # a few hundred bytes: the pipe holds them
             os.close(seccomp_write)
             passed.append(seccomp_read)
-        info_read, info_write = os.pipe()
-        os.set_blocking(info_read, False)
-        passed.append(info_write)
+        # A file, not a pipe: bwrap writes it whether or not Iris still reads (see above).
+        info = os.memfd_create("iris-sandbox-info")
+        passed.append(info)
         argv = sandbox.argv(
             command,
             workspace,
             env,
             seccomp_fd=seccomp_read if seccomp_read != -1 else None,
-            info_fd=info_write,
+            info_fd=info,
             deadline=None if lifetime is None else lifetime + GRACE,
         )
         process = await asyncio.create_subprocess_exec(
@@ -433,11 +436,10 @@ async def start(
             start_new_session=True,
         )
     except BaseException:
-        if info_read != -1:
-            os.close(info_read)
+        if info != -1:
+            os.close(info)
         raise
     finally:
-        for fd in (seccomp_read, info_write):
-            if fd != -1:
-                os.close(fd)
-    return Run(process, info_read)
+        if seccomp_read != -1:
+            os.close(seccomp_read)
+    return Run(process, info)
