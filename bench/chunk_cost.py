@@ -209,20 +209,24 @@ async def one_path(
     port, server = start_server(up_port, workdir, args, api, metrics, label)
     try:
         for tools in (False, True):
-            await measure(server.pid, port, api, tools, 2, args.chunks)  # warm up
-            for streams in args.streams:
-                cost, seen, errors, wakes = await measure(
-                    server.pid, port, api, tools, streams, args.chunks
-                )
-                shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
-                kind = "tool" if tools else "text"
-                print(
-                    f"  {label:<12} {kind:<5} {streams:>7} {cost:>11.1f} {wakes:>12.2f}"
-                    f" {seen:>9}  {shown}",
-                    flush=True,
-                )
+            await rows(server.pid, port, label, api, tools, args)
     finally:
         stop(server)
+
+
+async def rows(
+    pid: int, port: int, label: str, api: str, tools: bool, args: argparse.Namespace
+) -> None:
+    """A warm-up, then one printed row per ``--streams`` count."""
+    await measure(pid, port, api, tools, 2, args.chunks)
+    for streams in args.streams:
+        cost, seen, errors, wakes = await measure(pid, port, api, tools, streams, args.chunks)
+        shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
+        kind = "tool" if tools else "text"
+        print(
+            f"  {label:<12} {kind:<5} {streams:>7} {cost:>11.1f} {wakes:>12.2f} {seen:>9}  {shown}",
+            flush=True,
+        )
 
 
 def start_lean(up_port: int) -> tuple[int, subprocess.Popen[bytes]]:
@@ -237,17 +241,7 @@ async def lean(up_port: int, args: argparse.Namespace) -> None:
     port, server = start_lean(up_port)
     try:
         wait_port(port, server)
-        await measure(server.pid, port, "chat", False, 2, args.chunks)  # warm up
-        for streams in args.streams:
-            cost, seen, errors, wakes = await measure(
-                server.pid, port, "chat", False, streams, args.chunks
-            )
-            shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
-            print(
-                f"  {'lean proxy':<12} {'text':<5} {streams:>7} {cost:>11.1f} {wakes:>12.2f}"
-                f" {seen:>9}  {shown}",
-                flush=True,
-            )
+        await rows(server.pid, port, "lean proxy", "chat", False, args)
     finally:
         stop(server)
 
