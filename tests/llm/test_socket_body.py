@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from iris.config import ModelEndpoint
 from iris.errors import ProviderConnectionError
+from iris.llm import chat_completions
 from iris.llm.chat_completions import ChatCompletionsProvider
 from iris.llm.provider import ProviderRequest, RawText
-from iris.llm.socket_body import SocketBody
+from iris.llm.socket_body import SocketBody, body_of
 
 REQUEST = ProviderRequest("gpt-4.1-mini", [{"role": "user", "content": "hi"}])
 WORDS = ["Hel", "lo, ", "wörld", " — ", "again"]
@@ -96,19 +97,19 @@ def cut(data: bytes, size: int) -> list[bytes]:
 def test_a_chunked_answer_cut_anywhere_arrives_whole_turn_after_turn(
     monkeypatch: pytest.MonkeyPatch, loop: str
 ) -> None:
-    taken: list[SocketBody | None] = []
-    take = SocketBody.take
+    taken: list[object] = []
 
-    def spied(response: object) -> SocketBody | None:
-        taken.append(take(response))
+    def spied(response: object) -> object:
+        taken.append(body_of(response))
         return taken[-1]
 
-    monkeypatch.setattr(SocketBody, "take", spied)
+    monkeypatch.setattr(chat_completions, "body_of", spied)
     framed = chunked(sse(WORDS))
     reading = streamed_text(head("transfer-encoding: chunked"), cut(framed, 5), turns=2)
     texts = uvloop.run(reading) if loop == "uvloop" else asyncio.run(reading)
     assert texts == ["".join(WORDS)] * 2
-    assert len(taken) == 2 and None not in taken  # both read off the socket, not by httpx
+    # both read off the socket, not by httpx
+    assert len(taken) == 2 and all(isinstance(body, SocketBody) for body in taken)
 
 
 async def test_a_content_length_answer_and_one_that_ends_at_the_close_arrive_whole() -> None:

@@ -63,6 +63,7 @@ class ChatCompletionsProvider(SdkProvider):
                             for raw in chunks.feed(data):
                                 yield raw
                             if chunks.over:
+                                reader.over()
                                 break
                         for raw in chunks.end():
                             yield raw

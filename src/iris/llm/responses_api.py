@@ -125,6 +125,7 @@ class ResponsesProvider(SdkProvider):
                     for raw in events.feed(data):
                         yield raw
                     if events.over:
+                        reader.over()
                         break
                 for raw in events.end():
                     yield raw

@@ -1,18 +1,18 @@
-"""A streamed 200's body read straight off its socket, when its connection allows it.
+"""A streamed answer's body read straight off its socket.
 
-The SDK makes the request (auth, headers, status errors before the body); what is left is the
-body of a 200. Read through httpx, each network read of it goes down seven async layers
-(httpx, httpcore's pool and connection, h11's chunk parser, anyio's stream with a cancel scope
-and a timer armed per read, the transport's reading paused and resumed per read): a third of a
-proxied chunk's CPU. ``body_of`` takes the connection's transport over instead: its protocol
-becomes a ``SocketBody``, which undoes the framing (chunked, a ``content-length``, or to the
-close) as bytes arrive and hands the body to one reader.
+Read through httpx, each network read of a body goes down seven async layers (httpx,
+httpcore's pool and connection, h11's chunk parser, anyio's stream with a cancel scope and a
+timer armed per read, the transport's reading paused and resumed per read): a third of a
+proxied chunk's CPU. ``iris.llm.plain_http`` reads the answer's head itself and makes the
+connection's protocol a ``SocketBody``, which undoes the framing (chunked, a
+``content-length``, or to the close) as bytes arrive and hands the body to one reader; when
+the reader is done (``settle``) it reads the framing to its end, and the connection is kept
+for the next request.
 
-Only where the read is plain: HTTP/1.1 over TCP without TLS, no content-encoding, the
-connection the one httpcore made (anyio's socket stream). Anything else (TLS, HTTP/2, gzip,
-a test's mock transport, a different httpcore) is read through httpx as before. A connection
-taken over is not reused: closing the response closes it (httpcore never saw its body end).
-Silence is the caller's to time (the agent's per-delta deadline), as with httpx's read timeout.
+Only where the read is plain: HTTP/1.1 over TCP without TLS, no content-encoding. Anything
+else (TLS, a proxy, gzip, a test's mock transport, an SDK not on httpx2) is read through httpx
+as before. Silence is the caller's to time (the agent's per-delta deadline), as with httpx's
+read timeout.
 
 Either way the reader gets a ``Body``: one ``await body.read()`` per network read (several
 reads' worth when it is behind), no async generator between the socket and the parser.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -36,7 +36,8 @@ _MAX_LINE = 8 * 1024
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 # A chunk-size line as servers write it (others, e.g. with spaces, take the long way).
 _CHUNK_HEAD = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r?\n")
-_TRANSPORT = ("set_protocol", "get_protocol", "pause_reading", "resume_reading", "abort")
+# Where ``iris.llm.plain_http`` puts the ``SocketBody`` of a response it read the head of.
+BODY_EXTENSION = "iris.socket_body"
 
 
 class Body(Protocol):
@@ -44,11 +45,18 @@ class Body(Protocol):
         """The body's next bytes (all that arrived since the last read), b"" at its end."""
         ...
 
+    def over(self) -> None:
+        """The reader has the stream's last event: what is left is framing, worth waiting
+        for to keep the connection (an interrupted stream's connection is closed instead,
+        so the provider stops)."""
+        ...
+
 
 def body_of(response: httpx.Response | Any) -> Body:
     """The body of a streamed ``response`` (from ``AsyncAPIResponse.http_response``): off the
     socket where it can be (``SocketBody``), else ``response.aiter_bytes()``."""
-    return SocketBody.take(response) or _HttpxBody(response.aiter_bytes())
+    own = getattr(response, "extensions", {}).get(BODY_EXTENSION)
+    return own if isinstance(own, SocketBody) else _HttpxBody(response.aiter_bytes())
 
 
 class _HttpxBody:
@@ -57,6 +65,9 @@ class _HttpxBody:
 
     async def read(self) -> bytes:
         return await anext(self._reads, b"")  # httpx gives no empty read before the end
+
+    def over(self) -> None:
+        pass  # httpx closes or keeps the connection itself
 
 
 class SocketBody(asyncio.Protocol):
@@ -76,43 +87,12 @@ class SocketBody(asyncio.Protocol):
         self._held = 0
         self._paused = False
         self._ended = length == 0  # the body's last byte came
+        self._past = False  # bytes came after the body's end
+        self._dropping = False  # the reader is gone (``settle``): the rest is not kept
+        self._then: Callable[[], None] | None = None
+        self.finished = False  # the reader had the stream's last event (``over``)
         self._lost: str | None = None  # why the body ended before its end
         self._waiter: asyncio.Future[None] | None = None
-
-    @classmethod
-    def take(cls, response: Any) -> SocketBody | None:
-        """Take ``response``'s connection over, or None where it is not a plain one."""
-        headers = response.headers
-        if response.http_version != "HTTP/1.1" or headers.get(
-            "content-encoding", "identity"
-        ) not in (
-            "identity",
-            "",
-        ):
-            return None
-        connection, socket = _plain_connection(response)
-        if connection is None or socket is None:
-            return None
-        h11: Any = connection._h11_state
-        if h11.their_state.__name__ != "SEND_BODY":
-            return None
-        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        length = None if chunked else _content_length(headers.get("content-length"))
-        transport: asyncio.Transport = socket._transport
-        old: Any = socket._protocol
-        # What was read past the head: h11's unparsed buffer, then anyio's queue.
-        early, closed = h11.trailing_data
-        queued = b"".join(old.read_queue)
-        old.read_queue.clear()
-        old.read_event.clear()
-        body = cls(transport, length, chunked)
-        transport.set_protocol(body)
-        body.data_received(bytes(early) + queued)
-        if closed or old.is_at_eof or old.exception is not None or transport.is_closing():
-            body.connection_lost(old.exception)
-        else:
-            transport.resume_reading()  # anyio pauses reading between its reads
-        return body
 
     # -- the reader's side ----------------------------------------------------------------
     async def read(self) -> bytes:
@@ -136,8 +116,34 @@ class SocketBody(asyncio.Protocol):
                 self._waiter = None
 
     # -- the transport's side -------------------------------------------------------------
+    @property
+    def reusable(self) -> bool:
+        """The body was read to its end (marked by its framing, not by a close) and nothing
+        came after it: the connection may carry another request."""
+        return self._ended and not self._to_close and not self._past and self._lost is None
+
+    def over(self) -> None:
+        self.finished = True
+
+    def settle(self, then: Callable[[], None]) -> None:
+        """The reader is done with the body: drop what is left of it, and call ``then`` once
+        its framing ends or the connection does (at once when that happened already)."""
+        self._then = then
+        self._parts, self._held, self._dropping = [], 0, True
+        if self._paused:
+            self._paused = False
+            self._transport.resume_reading()
+        if self._ended or self._lost is not None:
+            self._settled()
+
+    def _settled(self) -> None:
+        then, self._then = self._then, None
+        if then is not None:
+            then()
+
     def data_received(self, data: bytes) -> None:
         if self._ended or self._lost is not None or not data:
+            self._past = self._past or bool(data)
             return  # bytes past the body's end are not the body
         if self._chunked:
             self._unchunk(data)
@@ -148,12 +154,15 @@ class SocketBody(asyncio.Protocol):
             self._left -= len(part)
             self._keep(part)
             self._ended = self._left == 0
+            self._past = len(data) > len(part)
         if self._held > _HIGH_WATER and not self._paused:
             self._paused = True
             self._transport.pause_reading()
         waiter = self._waiter  # (``_wake``, inlined: once per network read)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        elif self._then is not None and (self._ended or self._lost is not None):
+            self._settled()
 
     def eof_received(self) -> bool:
         self._closed(None)
@@ -168,6 +177,7 @@ class SocketBody(asyncio.Protocol):
         elif not self._ended and self._lost is None:
             self._lost = type(exc).__name__ if exc else "the body was cut short"
         self._wake()
+        self._settled()
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -175,7 +185,7 @@ class SocketBody(asyncio.Protocol):
             waiter.set_result(None)
 
     def _keep(self, part: bytes) -> None:
-        if part:
+        if part and not self._dropping:
             self._parts.append(part)
             self._held += len(part)
 
@@ -191,8 +201,9 @@ class SocketBody(asyncio.Protocol):
                     at = head.end()
                     stop = at + size
                     if size and buffer[stop : stop + 2] == b"\r\n":
-                        self._parts.append(buffer[at:stop])
-                        self._held += size
+                        if not self._dropping:
+                            self._parts.append(buffer[at:stop])
+                            self._held += size
                         at = stop + 2
                     else:
                         self._left = size
@@ -218,6 +229,7 @@ class SocketBody(asyncio.Protocol):
             elif self._trailers:
                 if not line:
                     self._ended = True
+                    self._past = at < end
                     return
             else:
                 size = line.split(b";", 1)[0].strip()
@@ -232,37 +244,3 @@ class SocketBody(asyncio.Protocol):
     def _broken(self, why: str) -> None:
         self._lost = f"the body's framing is broken ({why})"
         self._transport.abort()
-
-
-def _plain_connection(response: Any) -> tuple[Any, Any]:
-    """(httpcore's HTTP/1.1 connection, anyio's socket stream) under ``response``, or Nones
-    when the layers are not the ones known here (no TLS: the stream is the socket's own)."""
-    stream: Any = getattr(response, "stream", None)
-    for name in ("_stream", "_httpcore_stream", "_stream"):  # httpx, its transport, the pool
-        stream = getattr(stream, name, None)
-    connection: Any = getattr(stream, "_connection", None)
-    network: Any = getattr(connection, "_network_stream", None)
-    if network is None or network is not response.extensions.get("network_stream"):
-        return None, None
-    socket: Any = getattr(network, "_stream", None)
-    protocol: Any = getattr(socket, "_protocol", None)
-    transport: Any = getattr(socket, "_transport", None)
-    if not (
-        all(hasattr(transport, name) for name in _TRANSPORT)  # uvloop's are not asyncio's
-        and hasattr(protocol, "read_queue")
-        and hasattr(protocol, "read_event")
-        and getattr(connection, "_h11_state", None) is not None
-        and transport.get_extra_info("sslcontext") is None
-        and transport.get_protocol() is protocol
-    ):
-        return None, None
-    return connection, socket
-
-
-def _content_length(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None

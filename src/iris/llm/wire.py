@@ -87,7 +87,23 @@ def make_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
         api_key=endpoint.resolved_api_key(),
         max_retries=0,
         timeout=endpoint.timeout,
+        http_client=_http_client(),
     )
+
+
+def _http_client() -> Any:
+    """The SDK's own default client on ``PlainTransport`` (plain HTTP kept alive, the rest
+    through httpx's transport with the SDK's limits); None (the SDK's default) for an SDK
+    that does not run on httpx2."""
+    import httpx2
+
+    from iris.llm.plain_http import PlainTransport
+
+    if not issubclass(openai.DefaultAsyncHttpxClient, httpx2.AsyncClient):  # pyright: ignore[reportUnnecessaryIsInstance]
+        return None  # pragma: no cover - depends on the installed SDK
+    limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+    fallback = httpx2.AsyncHTTPTransport(limits=limits)
+    return openai.DefaultAsyncHttpxClient(transport=PlainTransport(fallback))
 
 
 class SdkProvider:
