@@ -217,8 +217,10 @@ async def one_path(
 async def rows(
     pid: int, port: int, label: str, api: str, tools: bool, args: argparse.Namespace
 ) -> None:
-    """A warm-up, then one printed row per ``--streams`` count."""
-    await measure(pid, port, api, tools, 2, args.chunks)
+    """A warm-up (as many streams as the most measured: the server's connections to the
+    upstream are kept alive, as under steady traffic), then one printed row per ``--streams``
+    count."""
+    await measure(pid, port, api, tools, max(args.streams), args.chunks)
     for streams in args.streams:
         cost, seen, errors, wakes = await measure(pid, port, api, tools, streams, args.chunks)
         shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
@@ -262,7 +264,7 @@ async def profile(up_port: int, workdir: Path, args: argparse.Namespace) -> None
     launch = (__file__, "--serve-profiled", str(out))
     port, server = start_iris(up_port, workdir, 50, name="profiled", launcher=launch)
     try:
-        await measure(server.pid, port, "chat", False, 2, args.chunks)  # warm up
+        await measure(server.pid, port, "chat", False, 50, args.chunks)  # warm up
         server.send_signal(signal.SIGUSR1)
         await measure(server.pid, port, "chat", False, 50, args.chunks)
         server.send_signal(signal.SIGUSR2)
@@ -315,8 +317,8 @@ async def compare(args: argparse.Namespace) -> None:
                 costs: dict[str, list[float]] = {name: [] for name in servers}
                 wakes: dict[str, list[float]] = {name: [] for name in servers}
                 try:
-                    for port, server in servers.values():
-                        await measure(server.pid, port, api, False, 2, args.chunks)  # warm up
+                    for port, server in servers.values():  # warm up (and fill the pool)
+                        await measure(server.pid, port, api, False, streams, args.chunks)
                     for turn in range(args.rounds):
                         order = list(servers.items())
                         for name, (port, server) in order[:: 1 if turn % 2 else -1]:
