@@ -51,7 +51,7 @@ class ChatCompletionsProvider(SdkProvider):
         # the body is read here (``iris.llm.sse_lines``): building an SDK model per chunk cost
         # ~300 µs on this machine and dominated a busy server's per-chunk delay.
         while True:
-            body = await encode(lambda: self._body(request, _STREAM))
+            body = await encode(lambda: self._body(request, _STREAM), request)
             started = False
             try:
                 with translate_errors(streaming=True):
@@ -76,7 +76,7 @@ class ChatCompletionsProvider(SdkProvider):
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
         while True:
-            body = await encode(lambda: self._body(request, {}))
+            body = await encode(lambda: self._body(request, {}), request)
             try:
                 with translate_errors(streaming=False):
                     response: Any = await post(

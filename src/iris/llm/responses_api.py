@@ -116,7 +116,7 @@ def _text_of(content: Any) -> str:
 
 class ResponsesProvider(SdkProvider):
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
-        body = await encode(lambda: {**request_body(request), "stream": True})
+        body = await encode(lambda: {**request_body(request), "stream": True}, request)
         with translate_errors(streaming=True):
             async with post_raw_stream(self._client, "/responses", body) as response:
                 reader = body_of(response.http_response)
@@ -132,7 +132,7 @@ class ResponsesProvider(SdkProvider):
                 events.close(response.http_response.headers.get("content-type"))
 
     async def complete(self, request: ProviderRequest) -> AsyncGenerator[RawDelta]:
-        body = await encode(lambda: request_body(request))
+        body = await encode(lambda: request_body(request), request)
         with translate_errors(streaming=False):
             response: Any = await post(self._client, "/responses", body, Response)
         if isinstance(response, str):  # the SDK's answer for a body that is not JSON

@@ -1,9 +1,10 @@
-"""The upstream HTTP request: its JSON body built and encoded in a worker thread, then posted
-through the SDK's low-level ``post`` (same auth, timeouts and error translation).
+"""The upstream HTTP request: its JSON body built and encoded, then posted through the SDK's
+low-level ``post`` (same auth, timeouts and error translation).
 
 The SDK's typed ``create()`` transforms its params message by message on the event loop:
 3.9 s for a 20 000-message conversation on this machine, during which the whole server stood
-still. Posting pre-encoded bytes skips that transform; the encoding itself runs off the loop.
+still. Posting pre-encoded bytes skips that transform; a large request's encoding runs in a
+worker thread, a small one's on the loop (the thread's hop would cost more than its JSON).
 
 ``SdkProvider`` is what both providers built on the SDK share: the client made from the
 endpoint, the model listing's context window, and closing.
@@ -23,6 +24,7 @@ import httpx
 import openai
 
 from iris.config import ModelEndpoint
+from iris.llm.provider import ProviderRequest
 
 Body = dict[str, Any]
 T = TypeVar("T")
@@ -43,9 +45,32 @@ def _send(body: bytes) -> dict[str, Any]:
     return {_bytes_keyword(): body}
 
 
-async def encode(build: Callable[[], Body]) -> bytes:
-    """``build()`` and its JSON, computed in a worker thread."""
+# A request within these is encoded on the event loop: a worker thread's hop (waking it, the
+# GIL passed back and forth) costs more than its JSON (tens of µs).
+_INLINE_ITEMS = 32  # messages, and tools
+_INLINE_CHARS = 32 * 1024  # of message text and tool-call arguments
+
+
+async def encode(build: Callable[[], Body], request: ProviderRequest) -> bytes:
+    """``build()`` and its JSON: on the loop for a small request, else in a worker thread."""
+    if _small(request):
+        return json.dumps(build()).encode()
     return await asyncio.to_thread(lambda: json.dumps(build()).encode())
+
+
+def _small(request: ProviderRequest) -> bool:
+    if len(request.messages) > _INLINE_ITEMS or len(request.tools) > _INLINE_ITEMS:
+        return False
+    chars = 0
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif content is not None:
+            return False  # parts (images, files): their data may be large
+        for call in message.get("tool_calls") or ():
+            chars += len(str(call.get("function", {}).get("arguments", "")))
+    return chars <= _INLINE_CHARS
 
 
 async def post(client: openai.AsyncOpenAI, path: str, body: bytes, cast_to: type[T]) -> T:
