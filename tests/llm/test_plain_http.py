@@ -322,3 +322,24 @@ async def test_a_key_that_would_add_a_header_is_never_sent() -> None:
         await client.aclose()
         server.close()
     assert (provider.connections, provider.requests) == (0, 0)
+
+
+async def test_a_proxy_named_by_the_environment_still_carries_the_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``HTTP_PROXY`` set: the requests go through the proxy (here the raw provider, which
+    answers whatever it is asked), as the SDK's own client sends them."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    provider = Provider(streamed())
+    server = await asyncio.start_server(provider.answer, "127.0.0.1", 0)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    client = ChatCompletionsProvider(
+        ModelEndpoint(name="raw", base_url="http://provider.invalid:9/v1", api_key="k")
+    )
+    try:
+        assert await text_of(client) == "".join(WORDS)
+    finally:
+        await client.aclose()
+        server.close()
+    assert provider.requests == 1

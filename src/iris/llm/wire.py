@@ -119,11 +119,16 @@ def make_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
 def _http_client() -> Any:
     """The SDK's own default client on ``PlainTransport`` (plain HTTP kept alive, the rest
     through httpx's transport with the SDK's limits); None (the SDK's default) for an SDK
-    that does not run on httpx2."""
+    that does not run on httpx2, or where the environment names a proxy (httpx honours
+    ``HTTP_PROXY`` and the like only on a client of its own transport)."""
+    import urllib.request
+
     import httpx2
 
     from iris.llm.plain_http import PlainTransport
 
+    if urllib.request.getproxies():
+        return None
     if not issubclass(openai.DefaultAsyncHttpxClient, httpx2.AsyncClient):  # pyright: ignore[reportUnnecessaryIsInstance]
         return None  # pragma: no cover - depends on the installed SDK
     limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
