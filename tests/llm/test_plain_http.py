@@ -260,6 +260,18 @@ async def test_bytes_after_an_answer_end_its_connection() -> None:
     assert provider.connections == 2
 
 
+async def test_an_http_1_0_answer_is_read_to_its_close_and_its_connection_not_kept() -> None:
+    """Servers built on Python's ``http.server`` answer HTTP/1.0 by default."""
+    answer = b"HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + sse(WORDS)
+
+    async def use(client: ChatCompletionsProvider, provider: Provider) -> None:
+        for _ in range(2):
+            assert await text_of(client) == "".join(WORDS)
+
+    provider = await talking_to(lambda number, head: ([answer], True), use)
+    assert provider.connections == 2
+
+
 async def test_an_interim_answer_is_skipped() -> None:
     answer = STREAM_HEAD + chunked(sse(WORDS))
 
@@ -271,8 +283,8 @@ async def test_an_interim_answer_is_skipped() -> None:
 
 @pytest.mark.parametrize(
     "answer",
-    [b"", b"HTTP/1.1 200 OK\r\ncontent-le", b"NOT HTTP AT ALL\r\n\r\n", b"HTTP/1.0 200 OK\r\n\r\n"],
-    ids=["nothing", "half a head", "not HTTP", "HTTP/1.0"],
+    [b"", b"HTTP/1.1 200 OK\r\ncontent-le", b"NOT HTTP AT ALL\r\n\r\n", b"HTTP/2 200\r\n\r\n"],
+    ids=["nothing", "half a head", "not HTTP", "HTTP/2"],
 )
 async def test_a_provider_that_does_not_answer_http_is_a_connection_error(answer: bytes) -> None:
     async def use(client: ChatCompletionsProvider, provider: Provider) -> None:

@@ -22,7 +22,7 @@ import re
 import socket
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import httptools
 import httpx2
@@ -90,23 +90,29 @@ class PlainTransport(httpx2.AsyncBaseTransport):
             else:  # no copy of a long conversation
                 link.transport.write(head)
                 link.transport.write(body)
-            status, reason, fields, rest = await link.read_head(timeouts.get("read"), request)
-            length, chunked = _framing(request.method, status, fields, request)
+            answer = await link.read_head(timeouts.get("read"), request)
+            length, chunked = _framing(request.method, answer.status, answer.fields, request)
         except BaseException:
             link.transport.abort()
             raise
         reader = SocketBody(link.transport, length, chunked)
         link.transport.set_protocol(reader)
-        reader.data_received(rest)
+        reader.data_received(answer.rest)
         if link.head.lost is not None:
             reader.connection_lost(None)
         elif link.head.eof:
             reader.eof_received()
-        stream = _Body(self, link, reader, where, timeouts.get("read"), _keeps_alive(fields))
-        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", "reason_phrase": reason}
-        if _identity(fields):
+        kept = answer.version == "1.1" and _keeps_alive(answer.fields)
+        stream = _Body(self, link, reader, where, timeouts.get("read"), kept)
+        extensions: dict[str, Any] = {
+            "http_version": f"HTTP/{answer.version}".encode(),
+            "reason_phrase": answer.reason,
+        }
+        if _identity(answer.fields):
             extensions[BODY_EXTENSION] = reader
-        return httpx2.Response(status, headers=fields, stream=stream, extensions=extensions)
+        return httpx2.Response(
+            answer.status, headers=answer.fields, stream=stream, extensions=extensions
+        )
 
     def _take_idle(self, where: tuple[str, int]) -> _Link | None:
         links = self._idle.get(where)
@@ -200,22 +206,19 @@ class _Link:
         self.idle = _Idle(0.0)
         self.reused = False
 
-    async def read_head(
-        self, within: float | None, request: httpx2.Request
-    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes]:
-        """(status, reason, header fields, what came after the head) of the answer; 1xx
-        interim answers skipped."""
+    async def read_head(self, within: float | None, request: httpx2.Request) -> _AnswerHead:
+        """The answer's head, and what came after it; 1xx interim answers skipped."""
         head = self.head
         try:
             async with asyncio.timeout(within):
                 while True:
                     end = head.buffer.find(b"\r\n\r\n")
                     if end >= 0:
-                        parsed = _parse_head(bytes(head.buffer[: end + 4]), request)
+                        answer = _parse_head(bytes(head.buffer[: end + 4]), request)
                         del head.buffer[: end + 4]
-                        if 100 <= parsed[0] < 200:
+                        if 100 <= answer.status < 200:
                             continue
-                        return (*parsed, bytes(head.buffer))
+                        return answer._replace(rest=bytes(head.buffer))
                     if len(head.buffer) > _MAX_HEAD:
                         raise httpx2.RemoteProtocolError(
                             "a response head too long", request=request
@@ -337,9 +340,15 @@ class _HeadFields:
         self.fields.append((name, value))
 
 
-def _parse_head(
-    data: bytes, request: httpx2.Request
-) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+class _AnswerHead(NamedTuple):
+    status: int
+    version: str  # "1.1" or "1.0"
+    reason: bytes
+    fields: list[tuple[bytes, bytes]]
+    rest: bytes = b""  # what came after the head
+
+
+def _parse_head(data: bytes, request: httpx2.Request) -> _AnswerHead:
     found = _HeadFields()
     parser = httptools.HttpResponseParser(found)
     try:
@@ -348,9 +357,10 @@ def _parse_head(
         raise httpx2.RemoteProtocolError(
             f"a malformed response head: {exc}", request=request
         ) from exc
-    if parser.get_http_version() != "1.1":
-        raise httpx2.RemoteProtocolError("only HTTP/1.1 answers are read here", request=request)
-    return parser.get_status_code(), found.reason, found.fields
+    version = parser.get_http_version()
+    if version not in ("1.1", "1.0"):
+        raise httpx2.RemoteProtocolError(f"an HTTP/{version} answer", request=request)
+    return _AnswerHead(parser.get_status_code(), version, found.reason, found.fields)
 
 
 def _field(fields: list[tuple[bytes, bytes]], name: bytes) -> list[bytes]:
