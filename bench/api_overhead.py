@@ -15,8 +15,10 @@ send time. The same run measures:
 
 and prints, at 1 stream, at N (20) and at M (100) concurrent streams, each path's p50/p99 chunk
 delay, what the proxy adds over direct (its percentile minus the direct path's), the proxy's CPU
-use (% of one core, from /proc: near 100 % it saturates) and the errors (failed or incomplete
-streams).
+use (% of one core, from /proc: near 100 % it saturates), the p50/p99 time from a request's
+write to its first chunk (``1st``: at a burst of starts, the chunk delay counts from when the
+request reached the upstream, so a proxy that sets requests up faster can show a higher chunk
+delay and a lower ``1st``) and the errors (failed or incomplete streams).
 
     python bench/api_overhead.py [--chunks 100] [--rate 100] [--concurrent 20] [--many 100]
 
@@ -89,6 +91,10 @@ def chat_chunks(chunks: int) -> Events:
 class StreamResult:
     delays_ms: list[float] = field(default_factory=list[float])
     error: str | None = None
+    # From the request's write to its first content chunk: what a user waits for the first
+    # token (a faster proxy may show a higher chunk delay at a burst of starts: the upstream's
+    # clock starts when the request reaches it, and this counts from when the client sent it).
+    first_ms: float | None = None
 
 
 async def read_stream(port: int, path: str, chunks: int, headers: dict[str, str]) -> StreamResult:
@@ -107,6 +113,7 @@ async def read_stream(port: int, path: str, chunks: int, headers: dict[str, str]
         result.error = f"connect: {exc}"
         return result
     try:
+        asked = time.monotonic_ns()
         writer.write(request)
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
@@ -144,6 +151,8 @@ async def read_stream(port: int, path: str, chunks: int, headers: dict[str, str]
                     if start >= 0:
                         end = payload.index(b"]", start)
                         sent = int(payload[start + 12 : end])
+                        if result.first_ms is None:
+                            result.first_ms = (now - asked) / 1e6
                         result.delays_ms.append((now - sent) / 1e6)
         if not done:
             result.error = "stream ended without [DONE]"
@@ -299,8 +308,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure(
-    port: int, path: str, streams: int, chunks: int, repeat: int = 1
+    port: int,
+    path: str,
+    streams: int,
+    chunks: int,
+    repeat: int = 1,
+    firsts: list[float] | None = None,
 ) -> tuple[list[float], list[str]]:
+    """(every chunk's delay, the errors); each stream's time to its first chunk to ``firsts``."""
     delays: list[float] = []
     errors: list[str] = []
     for _ in range(repeat):
@@ -312,6 +327,8 @@ async def measure(
         )
         for result in results:
             delays.extend(result.delays_ms)
+            if firsts is not None and result.first_ms is not None:
+                firsts.append(result.first_ms)
             if result.error:
                 errors.append(result.error)
     return delays, errors
@@ -377,20 +394,29 @@ def recording_cost() -> None:
     metrics.enable(False)
 
 
-def report(label: str, paths: dict[str, tuple[list[float], list[str], float]]) -> None:
+def report(
+    label: str,
+    paths: dict[str, tuple[list[float], list[str], float]],
+    firsts: dict[str, list[float]],
+) -> None:
     direct = paths["direct"][0]
     d50, d99 = percentile(direct, 0.5), percentile(direct, 0.99)
     print(f"\n{label}")
     print(
         f"  {'path':<8} {'chunks':>7} {'p50 ms':>8} {'p99 ms':>8} {'adds p50':>9} "
-        f"{'adds p99':>9} {'proxy cpu':>10}  errors"
+        f"{'adds p99':>9} {'proxy cpu':>10} {'1st p50':>8} {'1st p99':>8}  errors"
     )
     for name, (delays, errors, cpu) in paths.items():
         p50, p99 = percentile(delays, 0.5), percentile(delays, 0.99)
         adds = "" if name == "direct" else f"{p50 - d50:9.2f} {p99 - d99:9.2f}"
         load = "" if name == "direct" else f"{cpu:9.0f}%"
+        first = firsts.get(name, [])
+        waits = f"{percentile(first, 0.5):8.1f} {percentile(first, 0.99):8.1f}"
         shown = f"{len(errors)}" + (f" ({errors[0]})" if errors else "")
-        print(f"  {name:<8} {len(delays):>7} {p50:8.2f} {p99:8.2f} {adds:>19} {load:>10}  {shown}")
+        print(
+            f"  {name:<8} {len(delays):>7} {p50:8.2f} {p99:8.2f} {adds:>19} {load:>10} "
+            f"{waits}  {shown}"
+        )
     if "iris" in paths and "iris+m" in paths:
         off, on = paths["iris"][0], paths["iris+m"][0]
         print(
@@ -431,23 +457,27 @@ async def run(args: argparse.Namespace) -> None:
             for port, path in targets.values():  # warm up connections, imports, caches
                 await measure(port, path, 2, args.chunks)
             print(f"{args.chunks} chunks per stream at {args.rate:g} chunks/s")
+            firsts: dict[str, list[float]] = {name: [] for name in targets}
             single = {
-                name: await timed(pids[name], measure(port, path, 1, args.chunks, args.repeat))
+                name: await timed(
+                    pids[name], measure(port, path, 1, args.chunks, args.repeat, firsts[name])
+                )
                 for name, (port, path) in targets.items()
             }
-            report(f"1 stream (x{args.repeat} runs)", single)
+            report(f"1 stream (x{args.repeat} runs)", single, firsts)
             for streams in (args.concurrent, args.many):
                 # Rounds alternate between the paths, so a neighbour's load on a shared machine
                 # falls on each of them alike.
                 many: dict[str, tuple[list[float], list[str], float]] = {}
+                firsts = {name: [] for name in targets}
                 for _ in range(args.rounds):
                     for name, (port, path) in targets.items():
                         delays, errors, cpu = await timed(
-                            pids[name], measure(port, path, streams, args.chunks)
+                            pids[name], measure(port, path, streams, args.chunks, 1, firsts[name])
                         )
                         pooled, failed, used = many.get(name, ([], [], 0.0))
                         many[name] = (pooled + delays, failed + errors, used + cpu / args.rounds)
-                report(f"{streams} concurrent streams (x{args.rounds} rounds)", many)
+                report(f"{streams} concurrent streams (x{args.rounds} rounds)", many, firsts)
             print(f"\niris+m counted {scraped_turns(metered_port)} turns (GET /metrics)")
             recording_cost()
         finally:
