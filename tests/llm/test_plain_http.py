@@ -355,3 +355,39 @@ async def test_a_proxy_named_by_the_environment_still_carries_the_requests(
         await client.aclose()
         server.close()
     assert provider.requests == 1
+
+
+async def test_an_answer_given_before_the_request_body_was_read_ends_its_connection() -> None:
+    """A provider that answers a large request from its head alone while the body is still
+    on its way: the rest of that body must never reach it as the next request."""
+    connections: list[asyncio.Task[object] | None] = []
+    answers = [whole(WORDS), STREAM_HEAD + chunked(sse(WORDS))]
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(asyncio.current_task())
+        try:
+            await reader.readuntil(b"\r\n\r\n")  # the head only: the body is left unread
+            writer.write(answers[len(connections) - 1])
+            await writer.drain()
+            while await reader.read(1 << 20):  # then read on, answering nothing more
+                pass
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = ChatCompletionsProvider(
+        ModelEndpoint(name="raw", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", timeout=5)
+    )
+    large = ProviderRequest("m", [{"role": "user", "content": "x" * (8 << 20)}])
+    try:
+        texts = [raw.text async for raw in client.complete(large) if isinstance(raw, RawText)]
+        assert "".join(texts) == "".join(WORDS)
+        assert await text_of(client) == "".join(WORDS)
+    finally:
+        await client.aclose()
+        server.close()
+        await asyncio.wait_for(asyncio.gather(*filter(None, connections)), 5)
+    assert len(connections) == 2

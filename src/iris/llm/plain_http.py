@@ -128,7 +128,12 @@ class PlainTransport(httpx2.AsyncBaseTransport):
     def _release(self, link: _Link, where: tuple[str, int]) -> None:
         """``link``'s answer was read to its end: kept for the next request (or closed)."""
         links = self._idle.setdefault(where, [])
-        if self._closed or len(links) >= self._keep or link.transport.is_closing():
+        if (
+            self._closed
+            or len(links) >= self._keep
+            or link.transport.is_closing()
+            or link.transport.get_write_buffer_size()  # an early answer: the body still going
+        ):
             link.transport.close()
             return
         link.idle = _Idle(time.monotonic())
