@@ -272,6 +272,18 @@ async def test_an_http_1_0_answer_is_read_to_its_close_and_its_connection_not_ke
     assert provider.connections == 2
 
 
+async def test_an_answer_with_both_a_coding_and_a_length_is_refused() -> None:
+    """Both ``transfer-encoding`` and ``content-length`` mark a response split or smuggled
+    (RFC 9112 §6.3): the answer is not read, its connection not kept."""
+    answer = STREAM_HEAD.replace(b"\r\n\r\n", b"\r\ncontent-length: 3\r\n\r\n")
+
+    async def use(client: ChatCompletionsProvider, provider: Provider) -> None:
+        with pytest.raises(ProviderConnectionError):
+            await text_of(client)
+
+    await talking_to(lambda number, head: ([answer + chunked(sse(WORDS))], False), use)
+
+
 async def test_an_interim_answer_is_skipped() -> None:
     answer = STREAM_HEAD + chunked(sse(WORDS))
 
