@@ -72,8 +72,7 @@ async def _one(
         return
     path = head.split(b" ", 2)[1].decode()
     writer.write(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-        b"transfer-encoding: chunked\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
     )
     start, interval = time.monotonic(), 1.0 / rate
     due = iter(events(path, body))

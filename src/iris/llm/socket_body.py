@@ -71,8 +71,8 @@ class _HttpxBody:
 
 
 class SocketBody(asyncio.Protocol):
-    """The protocol of a connection taken over after its response head: the body's bytes,
-    framing undone, for ``read()``."""
+    """A connection's protocol once its answer's head was read (``plain_http``): the body's
+    bytes, framing undone, for ``read()``."""
 
     def __init__(self, transport: asyncio.Transport, length: int | None, chunked: bool) -> None:
         self._transport = transport
