@@ -202,6 +202,17 @@ def live(app: IrisApp) -> bool:
     return len(panels(app)) == 1 and len(buttons(panels(app)[0])) == 3
 
 
+async def stays_put(pilot: Any, widget: Any) -> None:
+    """Until ``widget``'s place on the screen is the same across three refreshes."""
+    seen, same = None, 0
+    async with asyncio.timeout(5):
+        while same < 3:
+            await pilot.pause(0.02)
+            place = widget.region
+            same = same + 1 if place == seen else 0
+            seen = place
+
+
 def tool_output(app: IrisApp) -> str:
     return "".join(card.call.output_preview for card in app.query(ToolCard))
 
@@ -262,6 +273,10 @@ async def test_a_device_that_reconnects_while_pending_can_still_answer(
         connects = app.connection.connects
         await app.connection.drop()  # the network goes; the app reconnects and resumes
         await until(pilot, lambda: app.connection.connects > connects and live(app), within=10)
+        # The status line's text (and height) changes back from "reconnecting …": the card
+        # moves with it. Click where the button is once it stays put, as a person would.
+        await until(pilot, lambda: app.status.state == "connected")
+        await stays_put(pilot, app.query_one("#approval-once"))
         await pilot.click("#approval-once")
         await until(pilot, lambda: len(bubbles(app)) == 3 and settled(app), within=15)
         assert "again" in tool_output(app)
