@@ -10,8 +10,9 @@ response head with httptools, and hands the body to a ``SocketBody`` (in the res
 ``extensions``, for ``socket_body.body_of``; httpx reads it as a plain byte stream). A body
 read to its end, with nothing after it, returns its connection to the pool.
 
-Everything else (https, a body sent in chunks, a request with a trailing upgrade) goes to
-``fallback``: httpx's own transport, as before.
+Everything else (https, a body sent in chunks) goes to ``fallback``: httpx's own transport,
+as before. Where the environment names a proxy, ``wire`` does not use this transport at all
+(httpx honours proxies only on a client of its own transport).
 """
 
 from __future__ import annotations
@@ -214,6 +215,7 @@ class _Link:
     async def read_head(self, within: float | None, request: httpx2.Request) -> _AnswerHead:
         """The answer's head, and what came after it; 1xx interim answers skipped."""
         head = self.head
+        interim = False  # a 1xx came: the provider read this request
         try:
             async with asyncio.timeout(within):
                 while True:
@@ -222,6 +224,7 @@ class _Link:
                         answer = _parse_head(bytes(head.buffer[: end + 4]), request)
                         del head.buffer[: end + 4]
                         if 100 <= answer.status < 200:
+                            interim = True
                             continue
                         return answer._replace(rest=bytes(head.buffer))
                     if len(head.buffer) > _MAX_HEAD:
@@ -229,7 +232,7 @@ class _Link:
                             "a response head too long", request=request
                         )
                     if head.eof or head.lost is not None:
-                        if self.reused and not head.buffer:
+                        if self.reused and not head.buffer and not interim:
                             raise _Stale
                         raise httpx2.RemoteProtocolError(
                             "the provider closed the connection before its answer's head",
