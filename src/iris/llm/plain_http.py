@@ -126,7 +126,7 @@ class PlainTransport(httpx2.AsyncBaseTransport):
             link.transport.abort()
         return None
 
-    def _release(self, link: _Link, where: tuple[str, int]) -> None:
+    def keep(self, link: _Link, where: tuple[str, int]) -> None:
         """``link``'s answer was read to its end: kept for the next request (or closed)."""
         links = self._idle.setdefault(where, [])
         if (
@@ -301,7 +301,7 @@ class _Body(httpx2.AsyncByteStream):
             if reader.reusable:
                 link.head = _Head()
                 link.reused = True
-                self._pool._release(link, self._where)  # pyright: ignore[reportPrivateUsage]
+                self._pool.keep(link, self._where)
             else:
                 link.transport.abort()
 
