@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from iris.state.redis_store import RedisStore, translated
+from iris.state.redis_store import DELETE_IF_HELD, RedisStore, translated
 
 if TYPE_CHECKING:
     from redis.typing import EncodableT, FieldT
@@ -51,15 +51,6 @@ class Reply:
     by: str
 
 
-# Forget the chat's question only if it is still this request's (a later one may have begun).
-_FORGET = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-
 @dataclass(frozen=True, slots=True)
 class Given:
     """An answer written by some process: ``content`` only with ``accept``."""
@@ -72,6 +63,9 @@ class Given:
 class SharedElicitations:
     def __init__(self, shared: RedisStore) -> None:
         self._shared = shared
+        # Forget a chat's question only while it is still that request's (a later one may
+        # have begun).
+        self._forget = shared.aio.register_script(DELETE_IF_HELD)
 
     def _key(self, elicitation_id: str) -> str:
         return self._shared.tagged_key(f"elicitation:{elicitation_id}", "request")
@@ -136,8 +130,7 @@ class SharedElicitations:
 
     async def done_asking(self, chat_id: str, elicitation_id: str) -> None:
         with translated(self._shared.url):
-            forget = self._shared.aio.register_script(_FORGET)
-            await forget(keys=[self._asking(chat_id)], args=[elicitation_id])
+            await self._forget(keys=[self._asking(chat_id)], args=[elicitation_id])
 
     async def relay(self, elicitation_id: str, reply: Reply, ttl: float) -> None:
         """Hand ``reply`` to the process asking ``elicitation_id``."""

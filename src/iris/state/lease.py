@@ -16,19 +16,13 @@ import uuid
 from collections.abc import Callable
 
 from iris.errors import StoreUnavailable
-from iris.state.redis_store import ERRORS, RedisStore
+from iris.state.redis_store import DELETE_IF_HELD, ERRORS, RedisStore
 
 log = logging.getLogger(__name__)
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
 end
 return 0
 """
@@ -44,7 +38,7 @@ class Lease:
         # The value in Redis: the process (readable by ``holder``) and this lease's own token.
         self.token = f"{store.process_id}/{uuid.uuid4().hex[:8]}"
         self._renew = store.aio.register_script(_RENEW)
-        self._release = store.aio.register_script(_RELEASE)
+        self._release = store.aio.register_script(DELETE_IF_HELD)
 
     @property
     def _ms(self) -> int:

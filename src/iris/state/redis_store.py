@@ -64,6 +64,15 @@ ERRORS: tuple[type[Exception], ...] = (
 
 Mode = str  # "single" | "cluster" | "sentinel" (``store.mode``)
 
+# Delete KEYS[1] only while it still holds ARGV[1] (a lease's token, a chat's open question):
+# whoever set it since keeps it. 1 when deleted, else 0.
+DELETE_IF_HELD = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 
 def chat_key(prefix: str, chat_id: str, suffix: str) -> str:
     """A key of one chat: ``<prefix>{chat:<id>}:<suffix>``. Every key a chat's frame log, turn

@@ -38,7 +38,14 @@ from typing import Any
 
 from iris.errors import StoreUnavailable
 from iris.state.lease import Lease, holder_process
-from iris.state.redis_store import ERRORS, RedisStore, Retry, stop_if_cancelled, translated
+from iris.state.redis_store import (
+    DELETE_IF_HELD,
+    ERRORS,
+    RedisStore,
+    Retry,
+    stop_if_cancelled,
+    translated,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +54,6 @@ INBOX_MAXLEN = 256  # requests kept per inbox: each is acted on within a round t
 INBOX_TTL_S = 3600  # the inbox of a process that died goes away on its own
 RETRY_MAX = 5.0  # seconds between two tries while Redis is away
 
-# Give the lease up, only if still this token's (KEYS[1] the lease, ARGV[1] the token).
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
 _FORGET = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
   return redis.call('HDEL', KEYS[1], ARGV[1])
@@ -70,7 +70,8 @@ class TurnOwners:
         self.ttl = ttl
         self.registry = store.key("turns")
         self.inbox = self.inbox_of(store.process_id)
-        self._release = store.sync.register_script(_RELEASE)
+        # Give the lease up, only if still this token's (KEYS[1] the lease, ARGV[1] the token).
+        self._release = store.sync.register_script(DELETE_IF_HELD)
         self._forget_now = store.sync.register_script(_FORGET)
         self._forget = store.aio.register_script(_FORGET)
 
