@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 from openai import BadRequestError, OpenAI
 
+from iris.agent import Agent, TurnRequest
 from iris.agent.approvals import ApprovalPolicy
 from iris.events import ApprovalRequested
 from iris.state.approvals import RedisApprovals
 from iris.state.redis_store import RedisStore
+from tests.agent.turns import USER
+from tests.conftest import MakeConfig
 from tests.fakes.upstream import FakeUpstream, text, tool_call
 from tests.scale.conftest import RedisServer, serve_on_redis, socket_url
 from tests.scale.devices import device
@@ -162,6 +165,70 @@ async def test_the_first_answer_wins_atomically_among_many_brokers(
     finally:
         for store in stores:
             await store.aclose()
+
+
+class SlowToShare(RedisApprovals):
+    """A broker whose write of a new request to Redis takes a while (a busy store)."""
+
+    async def _open(self, chat_id: str, request: ApprovalRequested) -> None:
+        await asyncio.sleep(0.3)
+        await super()._open(chat_id, request)
+
+
+async def test_a_request_is_in_the_shared_store_before_any_device_is_shown_it(
+    redis_server: RedisServer, upstream: FakeUpstream, make_config: MakeConfig, tmp_path: Path
+) -> None:
+    """A device that sees ``approval.request`` and resumes on the other process at once (a
+    ``sync`` read from Redis) finds the request there, however slow the write: the turn keeps
+    the request in the store before it shows it."""
+    upstream.script(CALL, text("ok"))
+    config = make_config(
+        upstream.base_url,
+        tools={
+            "terminal": {"workspace": str(tmp_path / "ws"), "workspace_scope": "shared"},
+            "approval": {"mode": "ask", "timeout": 30},
+        },
+    )
+    policy = ApprovalPolicy.configured(config.tools.approval)
+    here, there = RedisStore(redis_server.url, prefix="t"), RedisStore(redis_server.url, prefix="t")
+    asking, other = SlowToShare(policy, here), RedisApprovals(policy, there)
+    agent = Agent(config)
+    asked: list[str] = []
+    seen: list[list[str]] = []
+    try:
+        request = TurnRequest(messages=USER, approvals=asking, chat_id="chat:x")
+        async with agent.run(request) as turn:
+            async for event in turn:
+                if isinstance(event, ApprovalRequested):
+                    asked.append(event.approval_id)
+                    seen.append([r.approval_id for r in other.pending_now("chat:x")])
+                    assert await other.respond(event.approval_id, "deny", "b") == "decided"
+        assert len(asked) == 1 and seen == [asked]
+    finally:
+        await agent.aclose()
+        await here.aclose()
+        await there.aclose()
+
+
+async def test_a_request_nobody_could_be_shown_is_closed_for_every_process(
+    redis_server: RedisServer,
+) -> None:
+    """Opened, then the owner's devices could not be reached (a voice turn): the request is
+    closed in the store, so no device is shown it later and no answer to it is taken."""
+    here, there = RedisStore(redis_server.url, prefix="t"), RedisStore(redis_server.url, prefix="t")
+    try:
+        policy = ApprovalPolicy("ask", (), 30.0)
+        asking, other = RedisApprovals(policy, here), RedisApprovals(policy, there)
+        request = asking.request(1, "terminal", {"command": "ls"})
+        await asking.open("chat:x", request)
+        assert [r.approval_id for r in await other.pending("chat:x")] == [request.approval_id]
+        await asking.abandon(request.approval_id)
+        assert await other.pending("chat:x") == []
+        assert await other.respond(request.approval_id, "once", "b") == "already_decided"
+        assert await asking.pending("chat:x") == []
+    finally:
+        await here.aclose()
+        await there.aclose()
 
 
 API_KEY = "sk-approvals-processes-0123456789"

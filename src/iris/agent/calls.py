@@ -138,6 +138,7 @@ class ToolCalls:
         if not await approvals.asks(chat_id, name, request.ask_also, person):
             return None
         asked = approvals.request(index, name, args, where=where)
+        await approvals.open(chat_id, asked)  # in the store before any device sees it
         self._emit(asked)
         try:
             resolution = await approvals.wait(chat_id, asked)

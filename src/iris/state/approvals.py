@@ -161,12 +161,37 @@ class Approvals(ABC):
         ``timeout``. Decision ``chat`` is remembered for the chat before this returns."""
         return (await self.wait(chat_id, request)).decision
 
+    async def open(self, chat_id: str, request: ApprovalRequested) -> None:
+        """Keep ``request`` where every process reads it, before the turn shows it: a device
+        that sees it and answers (or resumes) on another process at once finds it there.
+        ``wait`` follows; it opens the request itself where this was not called."""
+        approval_id = request.approval_id
+        self._waiting[approval_id] = _Waiting(chat_id, request)
+        try:
+            await self._open(chat_id, request)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._close(approval_id, "cancelled", "interrupt"))
+            self._waiting.pop(approval_id, None)
+            raise
+        except BaseException:
+            self._waiting.pop(approval_id, None)
+            raise
+
+    async def abandon(self, approval_id: str) -> None:
+        """Close an opened request nobody could be shown (``cancelled`` by ``unreachable``)."""
+        try:
+            await self._close(approval_id, "cancelled", "unreachable")
+        finally:
+            self._waiting.pop(approval_id, None)
+
     async def wait(self, chat_id: str, request: ApprovalRequested) -> Resolution:
         """``ask``, returning who decided too (for ``ApprovalResolved``)."""
         approval_id = request.approval_id
-        waiting = self._waiting[approval_id] = _Waiting(chat_id, request)
+        if approval_id not in self._waiting:
+            await self.open(chat_id, request)
+        waiting = self._waiting[approval_id]
         try:
-            await self._open(chat_id, request)
             resolution = await self._wait(waiting)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):

@@ -153,10 +153,13 @@ class VoiceLater:
                 "owner chat is configured to ask"
             )
         request = self.approvals.request(index + 1, name, args, where=WHERE)  # from 1
+        await self.approvals.open(self._session, request)  # in the store before it is shown
         try:
             show(chat, request)
         except Exception:
             log.exception("voice turn: the approval of %s could not be shown", name)
+            with contextlib.suppress(Exception):
+                await self.approvals.abandon(request.approval_id)
             return refused("the owner's devices could not be reached")
         try:
             resolution = await self.approvals.wait(self._session, request)
