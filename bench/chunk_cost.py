@@ -28,12 +28,21 @@ prints more).
 
     python bench/chunk_cost.py [--chunks 200] [--rate 100] [--streams 1 50 200] [--no-profile]
         [--only chat] [--loop asyncio|uvloop] [--against OTHER/src [--rounds 4]]
+        [--workers 2 [--rounds 4]]
 
 ``--against`` compares this checkout with another one's ``src`` (an older commit's, made with
 ``git archive``) instead: a server of each, text chunks at the largest ``--streams``, measured
 in alternating rounds so both see the same neighbours; it prints each one's median and least
 µs per chunk and their ratio (the CPU figure still moves with the machine's load, the ratio
 much less).
+
+``--workers N`` puts one process and ``iris serve --workers N`` on one Redis store (needs
+``redis-server``) and measures the largest ``--streams`` through each, Chat Completions text, in
+alternating rounds: the whole process tree's CPU per chunk, and each worker's share of it.
+Wall-clock scale-out (``bench/scale_out.py``) needs cores the load generator does not take; on
+a 2-core machine the fake upstream and the clients take one. CPU per chunk and the spread do
+not: N cores carry at most ``1 / busiest share`` times one process's streams, less what a chunk
+costs more in a worker.
 
 Target: ≤ 50 µs per text chunk at 50 streams.
 """
@@ -341,9 +350,87 @@ async def compare(args: argparse.Namespace) -> None:
         stop(upstream)
 
 
+def children(pid: int) -> list[int]:
+    with contextlib.suppress(OSError):
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
+async def shares(
+    pid: int, port: int, streams: int, chunks: int
+) -> tuple[float, dict[int, float], int]:
+    """``streams`` Chat Completions text streams through a server and its workers: (CPU µs per
+    chunk of the whole tree, each process's share of that CPU, chunks the clients saw)."""
+    pids = [pid, *children(pid)]
+    before = {p: cpu_ns(p)[0] for p in pids}
+    results = await asyncio.gather(*(read_stream(port, "chat", False) for _ in range(streams)))
+    spent = {p: cpu_ns(p)[0] - before[p] for p in pids}
+    total = sum(spent.values())
+    seen = sum(count for count, _ in results)
+    return total / 1e3 / (streams * chunks), {p: n / total for p, n in spent.items()}, seen
+
+
+async def spread(args: argparse.Namespace) -> None:
+    """``--workers N``: one process and N workers on one Redis store, Chat Completions text at
+    the largest ``--streams``, in alternating rounds. Per chunk, the whole tree's CPU (the
+    supervisor's included), and how it fell on the workers: N cores carry at most
+    1 / (the busiest worker's share) times what one process carries, less what a chunk costs
+    more in a worker."""
+    import statistics
+
+    from scale_out import redis_server
+
+    up_port, upstream = start_upstream(args)
+    streams, count = max(args.streams), args.workers
+    print(f"{streams} streams, {args.chunks} chunks each at {args.rate:g}/s; "
+          f"1 process against --workers {count}, one Redis")  # fmt: skip
+    try:
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+            store: dict[str, object] = {"url": stack.enter_context(redis_server(Path(tmp)))}
+            setups = {"1 process": (), f"--workers {count}": ("--workers", str(count))}
+            servers = {
+                name: start_iris(up_port, Path(tmp), streams, name=f"w{n}", args=extra, store=store)
+                for n, (name, extra) in enumerate(setups.items())
+            }
+            costs: dict[str, list[float]] = {name: [] for name in servers}
+            busiest: list[float] = []
+            try:
+                for port, server in servers.values():  # warm up (and fill the pools)
+                    await shares(server.pid, port, streams, args.chunks)
+                for turn in range(args.rounds):
+                    order = list(servers.items())[:: 1 if turn % 2 else -1]
+                    for name, (port, server) in order:
+                        cost, split, seen = await shares(server.pid, port, streams, args.chunks)
+                        costs[name].append(cost)
+                        if name != "1 process":
+                            # The N busiest children: the workers (a helper process idles).
+                            workers = sorted(v for p, v in split.items() if p != server.pid)
+                            workers = workers[-count:]
+                            busiest.append(workers[-1] / (sum(workers) or 1))
+                            parts = " / ".join(f"{100 * v:.0f} %" for v in reversed(workers))
+                            print(f"  round {turn + 1}: the workers' CPU {parts}, "
+                                  f"{seen} of {streams * args.chunks} chunks")  # fmt: skip
+            finally:
+                for _, server in servers.values():
+                    stop(server)
+        one, many = (statistics.median(costs[name]) for name in servers)
+        for name, values in costs.items():
+            print(f"  {name:<12} median {statistics.median(values):6.1f} "
+                  f"least {min(values):6.1f} µs/chunk (the whole tree)")  # fmt: skip
+        top = statistics.median(busiest)
+        print(f"  a chunk costs {many / one:.2f}x in a worker; the busiest worker took "
+              f"{100 * top:.0f} % (median): {count} cores carry at most "
+              f"{one / many / top:.2f}x the streams of one process")  # fmt: skip
+    finally:
+        stop(upstream)
+
+
 async def run(args: argparse.Namespace) -> None:
     if args.against:
         await compare(args)
+        return
+    if args.workers:
+        await spread(args)
         return
     up_port, upstream = start_upstream(args)
     print(f"{args.chunks} chunks per stream at {args.rate:g} chunks/s; loop {args.loop or 'auto'}")
@@ -410,6 +497,7 @@ def main() -> None:
     parser.add_argument("--no-profile", dest="profile", action="store_false")
     parser.add_argument("--against", default=None, help="another checkout's src to compare")
     parser.add_argument("--rounds", type=int, default=4, help="--against: rounds of each")
+    parser.add_argument("--workers", type=int, default=0, help="1 process against N workers")
     parser.add_argument("--upstream", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream is not None:
