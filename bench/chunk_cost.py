@@ -73,7 +73,7 @@ from sse_upstream import serve  # noqa: E402
 SRC = Path(__file__).resolve().parent.parent / "src"  # this checkout's, for --against
 MODEL = "bench-model"
 KEY = "sk-bench-key-0123456789"
-TOOL = {
+TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "lookup",
@@ -202,13 +202,13 @@ async def measure(
 def start_server(
     up_port: int, workdir: Path, args: argparse.Namespace, api: str, metrics: bool, name: str
 ) -> tuple[int, subprocess.Popen[bytes]]:
-    sections: dict[str, dict[str, object]] = {
-        "model": {"provider": "chat_completions" if api == "chat" else "responses"}
-    }
-    if metrics:
-        sections["server"] = {"metrics": {"enabled": True, "token": KEY}}
+    model: dict[str, object] = {"provider": "chat_completions" if api == "chat" else "responses"}
+    server: dict[str, object] = {"metrics": {"enabled": True, "token": KEY}} if metrics else {}
     launch = (__file__, "--serve-loop", args.loop) if args.loop else ()
-    return start_iris(up_port, workdir, max(args.streams), name=name, launcher=launch, **sections)
+    streams = max(args.streams)
+    return start_iris(
+        up_port, workdir, streams, name=name, launcher=launch, model=model, server=server
+    )
 
 
 async def one_path(
@@ -488,7 +488,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--serve-profiled"]:
         serve_profiled(sys.argv[2], sys.argv[3:])
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--chunks", type=int, default=200, help="model-output chunks a stream")
     parser.add_argument("--rate", type=float, default=100.0, help="chunks per second a stream")
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 50, 200])
