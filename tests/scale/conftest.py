@@ -15,10 +15,11 @@ from typing import Any, Protocol
 import pytest
 import redis
 
-from tests.fakes.served import Served, free_port, serve
+from tests.fakes.served import Served, serve
 from tests.fakes.upstream import FakeUpstream
 from tests.scale.devices import STREAMING
 from tests.scale.processes import TOKEN, Process
+from tests.scale.topologies import low_ports
 from tests.socket.conftest import TOKEN as SOCKET_TOKEN
 
 REDIS_SERVER = shutil.which("redis-server")
@@ -31,7 +32,7 @@ class RedisServer:
     def __init__(self, directory: Path) -> None:
         assert REDIS_SERVER is not None
         self.directory = directory
-        self.port = free_port()
+        self.port = low_ports(1, bus=False)[0]  # kept across a restart: see ``low_ports``
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
 

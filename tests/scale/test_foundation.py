@@ -16,6 +16,7 @@ from iris.state.lease import Lease, holder_process
 from iris.state.redis_store import RedisStore, redacted
 from tests.fakes.served import free_port
 from tests.scale.conftest import RedisServer
+from tests.scale.topologies import ephemeral_range
 
 
 def test_the_check_passes_on_a_live_server(redis_server: RedisServer) -> None:
@@ -25,6 +26,19 @@ def test_the_check_passes_on_a_live_server(redis_server: RedisServer) -> None:
     assert store.chat_key("c1", "log") == "iris{chat:c1}:log"
     assert store.key("proc", "p1", "inbox") == "iris:proc:p1:inbox"
     store.close()
+
+
+def test_a_restarted_redis_finds_its_port_free_and_its_data_kept(
+    redis_server: RedisServer,
+) -> None:
+    """A test's Redis is stopped and started again on its port (as the restart tests do). Its
+    port lies below the range the kernel takes outgoing connections' ports from, so none of
+    the connections a busy test run opens meanwhile can hold it when it starts again."""
+    assert redis_server.port < ephemeral_range()[0]
+    redis_server.client().set("kept", "yes")
+    redis_server.stop()
+    redis_server.start()
+    assert redis_server.client().get("kept") == "yes"
 
 
 def test_an_unreachable_server_is_one_line_without_the_password() -> None:

@@ -2,8 +2,8 @@
 processes on free loopback ports in a temp dir, never the system service.
 
 - ``Cluster``: 3 primaries and 3 replicas (``redis-cli --cluster create … --cluster-replicas 1``).
-  The cluster bus listens on port + 10000, so every port is below 55 536 and both it and its
-  bus port are free when picked.
+  The cluster bus listens on port + 10000; both ports are free when picked, and below the
+  ephemeral range (``low_ports``).
 - ``SentinelSetup``: a primary, a replica and three Sentinels (quorum 2) watching it.
 
 Both persist with AOF and ``appendfsync always`` (what a node acknowledged survives it) and
@@ -40,11 +40,23 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel gives outgoing connections (and ``bind`` to port 0)."""
+    with contextlib.suppress(OSError, ValueError):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    return 32_768, 60_999
+
+
 def low_ports(count: int, *, bus: bool) -> list[int]:
-    """``count`` free loopback ports below 55 536 (with ``bus``: port + 10000 free too)."""
+    """``count`` free loopback ports below the ephemeral range (with ``bus``: port + 10000
+    free too, and below it as well). A Redis stopped and started again on its port (a restart,
+    a failover test) finds it free: no outgoing connection made meanwhile can have taken it,
+    as one can take a port from the ephemeral range."""
+    top = ephemeral_range()[0] - 1 - (10_000 if bus else 0)
     found: list[int] = []
     while len(found) < count:
-        port = random.randint(20_000, 45_535 if bus else 55_535)
+        port = random.randint(10_000, top)
         if port in found or (bus and port + 10_000 in found):
             continue
         if _bindable(port) and (not bus or _bindable(port + 10_000)):
