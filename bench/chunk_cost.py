@@ -350,17 +350,13 @@ async def compare(args: argparse.Namespace) -> None:
         stop(upstream)
 
 
-def children(pid: int) -> list[int]:
-    with contextlib.suppress(OSError):
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    return []
-
-
 async def shares(
     pid: int, port: int, streams: int, chunks: int
 ) -> tuple[float, dict[int, float], int]:
     """``streams`` Chat Completions text streams through a server and its workers: (CPU µs per
     chunk of the whole tree, each process's share of that CPU, chunks the clients saw)."""
+    from scale_out import children
+
     pids = [pid, *children(pid)]
     before = {p: cpu_ns(p)[0] for p in pids}
     results = await asyncio.gather(*(read_stream(port, "chat", False) for _ in range(streams)))
@@ -496,7 +492,9 @@ def main() -> None:
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default=None)
     parser.add_argument("--no-profile", dest="profile", action="store_false")
     parser.add_argument("--against", default=None, help="another checkout's src to compare")
-    parser.add_argument("--rounds", type=int, default=4, help="--against: rounds of each")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="--against, --workers: rounds of each"
+    )
     parser.add_argument("--workers", type=int, default=0, help="1 process against N workers")
     parser.add_argument("--upstream", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -111,13 +111,16 @@ def redis_server(workdir: Path) -> Iterator[str]:
         process.wait(10)
 
 
+def children(pid: int) -> list[int]:
+    """A process's children (the workers of ``--workers``); none once it is gone."""
+    with contextlib.suppress(OSError):
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
 def tree_cpu(pid: int) -> float:
     """CPU seconds of a process and its children (the workers of ``--workers``)."""
-    total = cpu_seconds(pid)
-    with contextlib.suppress(OSError):
-        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-            total += cpu_seconds(int(child))
-    return total
+    return cpu_seconds(pid) + sum(cpu_seconds(child) for child in children(pid))
 
 
 def stop(processes: list[subprocess.Popen[bytes]]) -> None:
