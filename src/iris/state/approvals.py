@@ -169,12 +169,9 @@ class Approvals(ABC):
         self._waiting[approval_id] = _Waiting(chat_id, request)
         try:
             await self._open(chat_id, request)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._close(approval_id, "cancelled", "interrupt"))
-            self._waiting.pop(approval_id, None)
-            raise
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                await self._interrupted(approval_id)
             self._waiting.pop(approval_id, None)
             raise
 
@@ -194,8 +191,7 @@ class Approvals(ABC):
         try:
             resolution = await self._wait(waiting)
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._close(approval_id, "cancelled", "interrupt"))
+            await self._interrupted(approval_id)
             raise
         finally:
             self._waiting.pop(approval_id, None)
@@ -215,6 +211,12 @@ class Approvals(ABC):
             found = await self.resolution(approval_id)
             if found is not None:
                 return found
+
+    async def _interrupted(self, approval_id: str) -> None:
+        """The turn stopped waiting (an interrupt): the request ends ``cancelled``, even while
+        the turn itself is being cancelled; a store that fails here changes nothing."""
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._close(approval_id, "cancelled", "interrupt"))
 
     async def _close(self, approval_id: str, outcome: Outcome, by: str) -> Resolution:
         """End a request the turn gives up on, unless an answer won first: what won."""
