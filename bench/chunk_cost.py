@@ -21,7 +21,10 @@ Paths: ``chat`` is a client on ``/v1/chat/completions`` with a ``chat_completion
 ``responses`` a client on ``/v1/responses`` with a ``responses`` provider; each with
 ``server.metrics`` off and on (``+m``). ``lean proxy`` is the floor: ``bench/lean_proxy.py``,
 a protocol that parses each upstream line and writes a line, on the same loop and upstream
-(Chat Completions text). Then one more server runs under cProfile (50 streams, Chat
+(Chat Completions text). Then the floor apart: Iris and the lean proxy, Chat Completions text at 50
+streams, each at ``--chunks`` and at a tenth of it (the client asks the upstream for the count),
+in alternating rounds, solved for what one request costs and what one more chunk costs, with
+Iris's chunk over the proxy's. Then one more server runs under cProfile (50 streams, Chat
 Completions text) and the profile's top 15 functions by own time are printed
 (``CHUNK_COST_SORT=cumulative`` sorts them by cumulative time, ``CHUNK_COST_TOP=40``
 prints more).
@@ -56,6 +59,7 @@ import functools
 import json
 import os
 import pstats
+import re
 import signal
 import subprocess
 import sys
@@ -87,9 +91,12 @@ TOOL: dict[str, Any] = {
 
 
 def upstream_events(path: str, body: dict[str, Any], chunks: int) -> list[bytes]:
-    """The SSE events of one answer, as the test fakes write them."""
+    """The SSE events of one answer, as the test fakes write them: ``chunks`` of them, or the
+    count a ``chunks=N`` in the request asks for (the floor's short streams)."""
     from tests.fakes.scenarios import Received, text, tool_call
 
+    asked = re.search(r"chunks=(\d+)", json.dumps(body))
+    chunks = int(asked[1]) if asked else chunks
     if body.get("tools"):
         scenario = tool_call("lookup", ['{"q": "', *("ab" for _ in range(chunks - 2)), '"}'])
     else:
@@ -101,14 +108,17 @@ def upstream_events(path: str, body: dict[str, Any], chunks: int) -> list[bytes]
 # -- the light client ---------------------------------------------------------------------
 
 
-def request_bytes(port: int, api: str, tools: bool) -> bytes:
+def request_bytes(port: int, api: str, tools: bool, chunks: int | None = None) -> bytes:
+    """The request of one stream; ``chunks`` asks the upstream for that many instead of its
+    ``--chunks``."""
     body: dict[str, Any] = {"model": MODEL, "stream": True}
+    ask = "go" if chunks is None else f"go chunks={chunks}"
     if api == "chat":
-        path, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": "go"}]
+        path, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": ask}]
         if tools:
             body["tools"] = [TOOL]
     else:
-        path, body["input"] = "/v1/responses", "go"
+        path, body["input"] = "/v1/responses", ask
         if tools:
             body["tools"] = [{"type": "function", **TOOL["function"]}]
     data = json.dumps(body).encode()
@@ -128,7 +138,9 @@ MARKS = {
 }
 
 
-async def read_stream(port: int, api: str, tools: bool) -> tuple[int, str | None]:
+async def read_stream(
+    port: int, api: str, tools: bool, chunks: int | None = None
+) -> tuple[int, str | None]:
     """(model-output chunks received, error or None). Reads to the end of the body."""
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -136,7 +148,7 @@ async def read_stream(port: int, api: str, tools: bool) -> tuple[int, str | None
         return 0, f"connect: {exc}"
     seen, tail, mark = 0, b"", MARKS[(api, tools)]
     try:
-        writer.write(request_bytes(port, api, tools))
+        writer.write(request_bytes(port, api, tools, chunks))
         head = await reader.readuntil(b"\r\n\r\n")
         if head.split(b" ", 2)[1] != b"200":
             return 0, head.split(b"\r\n", 1)[0].decode()
@@ -180,15 +192,17 @@ def wake_cost(cycles: int = 2000) -> float:
 
 
 async def measure(
-    pid: int, port: int, api: str, tools: bool, streams: int, chunks: int
+    pid: int, port: int, api: str, tools: bool, streams: int, chunks: int, asked: bool = False
 ) -> tuple[float, int, list[str], float]:
     """(CPU µs per proxied chunk, chunks the client saw, errors, wake-ups per chunk) of
     ``streams`` at once. A wake-up (the process put on a CPU after sleeping in its event loop,
     or after another process had the CPU) costs the kernel's switch and cold caches whatever
     the work: on a quiet machine each chunk may wake the server, on a busy one a wake-up finds
-    several chunks waiting, so the CPU per chunk falls as the load rises."""
+    several chunks waiting, so the CPU per chunk falls as the load rises. ``asked``: the
+    streams ask the upstream for ``chunks`` (not its ``--chunks``)."""
+    ask = chunks if asked else None
     before, runs = cpu_ns(pid)
-    results = await asyncio.gather(*(read_stream(port, api, tools) for _ in range(streams)))
+    results = await asyncio.gather(*(read_stream(port, api, tools, ask) for _ in range(streams)))
     after, runs_after = cpu_ns(pid)
     errors = [error for _, error in results if error]
     delivered = streams * chunks
@@ -255,6 +269,46 @@ async def lean(up_port: int, args: argparse.Namespace) -> None:
         await rows(server.pid, port, "lean proxy", "chat", False, args)
     finally:
         stop(server)
+
+
+async def floor(up_port: int, workdir: Path, args: argparse.Namespace) -> None:
+    """Iris and the lean proxy, Chat Completions text at 50 streams (or the most measured),
+    each at ``--chunks`` and at a tenth of it, in alternating rounds: the CPU of one request
+    (its head, the turn's start and end, the upstream request) apart from the CPU of one more
+    chunk, from the two lengths' medians (cost = request + chunks × chunk)."""
+    import statistics
+
+    streams = 50 if 50 in args.streams else max(args.streams)
+    long, short = args.chunks, max(10, args.chunks // 10)
+    iris_port, iris = start_server(up_port, workdir, args, "chat", False, "floor")
+    lean_port, proxy = start_lean(up_port)
+    try:
+        wait_port(lean_port, proxy)
+        servers = {"iris": (iris.pid, iris_port), "lean proxy": (proxy.pid, lean_port)}
+        costs = {(name, n): list[float]() for name in servers for n in (long, short)}
+        for pid, port in servers.values():  # warm up
+            await measure(pid, port, "chat", False, streams, long)
+        for turn in range(3):
+            for name, (pid, port) in list(servers.items())[:: 1 if turn % 2 else -1]:
+                for n in (long, short):
+                    cost = (await measure(pid, port, "chat", False, streams, n, asked=True))[0]
+                    costs[name, n].append(cost)
+    finally:
+        stop(iris)
+        stop(proxy)
+    print(f"\nper request and per chunk (chat text, {streams} streams, {long} and {short} chunks "
+          "a stream, medians of 3 rounds)")  # fmt: skip
+    split: dict[str, tuple[float, float]] = {}
+    for name in servers:
+        at_long, at_short = (statistics.median(costs[name, n]) * n for n in (long, short))
+        chunk = (at_long - at_short) / (long - short)
+        split[name] = (at_short - chunk * short, chunk)
+        print(f"  {name:<12} {split[name][0]:8.0f} µs a request  {chunk:6.1f} µs a chunk  "
+              f"{at_long / long:6.1f} µs/chunk at {long} chunks")  # fmt: skip
+    (iris_request, iris_chunk), (lean_request, lean_chunk) = split.values()
+    print(f"  iris / lean proxy: {iris_chunk / lean_chunk:.2f}x a chunk, "
+          f"{iris_request / lean_request:.1f}x a request; iris adds "
+          f"{iris_chunk - lean_chunk:.1f} µs a chunk to the proxy's")  # fmt: skip
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -440,6 +494,7 @@ async def run(args: argparse.Namespace) -> None:
                     await one_path(up_port, Path(tmp), args, api, metrics)
             if "chat" in (args.only or ("chat",)):
                 await lean(up_port, args)
+                await floor(up_port, Path(tmp), args)
             if args.profile:
                 await profile(up_port, Path(tmp), args)
     finally:
