@@ -120,6 +120,17 @@ class Supervisor:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def stop_if_cancelled() -> None:
+    """Raise a cancellation the awaited call lost. redis-py's asyncio client sends each
+    command under ``asyncio.wait_for``, which on Python 3.11 returns the result when the
+    result and the cancellation arrive in the same turn of the loop (redis/redis-py#2028): a
+    loop that goes on around it would keep a stopping server waiting for ever. Every loop
+    that calls the store for as long as the server runs calls this after each call."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class Silence:
     """``asyncio.timeout`` for the gap between two events of a stream, cheap per event.
 

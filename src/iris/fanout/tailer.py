@@ -36,8 +36,8 @@ from redis.crc import key_slot
 from iris.errors import StoreUnavailable
 from iris.fanout.hub import Hub
 from iris.fanout.redis_log import Entry, RedisFrameLog
-from iris.state.redis_store import RedisStore, Retry, stop_if_cancelled, translated
-from iris.tasks import Supervisor
+from iris.state.redis_store import RedisStore, Retry, translated
+from iris.tasks import Supervisor, stop_if_cancelled
 
 log = logging.getLogger(__name__)
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args
 
 from iris.events import ApprovalRequested, ApprovalResolved
 from iris.state.redis_store import RedisStore, translated
+from iris.tasks import stop_if_cancelled
 
 if TYPE_CHECKING:
     from redis.typing import EncodableT, FieldT
@@ -209,6 +210,7 @@ class Approvals(ABC):
                 async with asyncio.timeout(left if self.poll is None else min(left, self.poll)):
                     await waiting.answered.wait()
             found = await self.resolution(approval_id)
+            stop_if_cancelled()  # the turn stopped waiting as the store answered
             if found is not None:
                 return found
 

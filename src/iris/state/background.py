@@ -43,6 +43,7 @@ from redis.typing import EncodableT, FieldT
 
 from iris.state.lease import Lease
 from iris.state.redis_store import ERRORS, RedisStore, translated
+from iris.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +305,7 @@ class RunPublisher:
             self._pending = []
             try:
                 await self._write(batch, ended)
+                stop_if_cancelled()  # a stopping server must not wait on a cancellation lost there
             except ERRORS as exc:
                 if not self._failing:
                     log.warning("background response %s not shared: %s", self._id, exc)

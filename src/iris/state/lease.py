@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from iris.errors import StoreUnavailable
 from iris.state.redis_store import DELETE_IF_HELD, ERRORS, RedisStore
+from iris.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,9 @@ class Lease:
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
-                if await self.renew():
+                renewed = await self.renew()
+                stop_if_cancelled()  # its owner let it go as it was renewed
+                if renewed:
                     expires = time.monotonic() + self.ttl
                     continue
                 log.warning("lease %s was taken over", self.key)

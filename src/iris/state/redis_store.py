@@ -9,7 +9,7 @@ without a restart.
 Every ``redis.RedisError`` reaching Iris becomes ``StoreUnavailable`` (``translated``), with
 the URL's password removed from the message. The loops that read Redis for as long as the
 server runs (the frame tailer, the turn inbox) retry through ``Retry`` while it is away and
-check ``stop_if_cancelled`` each round.
+check ``iris.tasks.stop_if_cancelled`` each round.
 
 Three topologies (``store.mode``), one interface: ``single`` (one primary at ``store.url``),
 ``cluster`` (redis-py's cluster clients: each command goes to its key's slot owner, and a
@@ -474,12 +474,3 @@ class Retry:
         if self.lost:
             log.warning("%s reaches the store again", self.what)
         self.lost, self.delay = False, self.first
-
-
-def stop_if_cancelled() -> None:
-    """Raise the cancellation redis-py's asyncio client can swallow (a command cancelled at
-    the wrong moment returns normally, redis/redis-py#2028): a loop that goes on around it
-    would keep a stopping server waiting."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError

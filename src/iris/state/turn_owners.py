@@ -43,9 +43,9 @@ from iris.state.redis_store import (
     ERRORS,
     RedisStore,
     Retry,
-    stop_if_cancelled,
     translated,
 )
+from iris.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from iris.config import SchedulesConfig
 from iris.errors import StoreUnavailable
 from iris.observability import metrics
 from iris.state.schedules import Claim, Schedule, Schedules
-from iris.tasks import Supervisor
+from iris.tasks import Supervisor, stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class Scheduler:
                 log.warning("scheduled runs not read: %s", exc.message)
             except Exception:
                 log.exception("the scheduler failed; it looks again shortly")
+            stop_if_cancelled()  # a stopping server must not wait on a cancellation lost there
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll)
             self._wake.clear()
@@ -220,6 +221,7 @@ class Scheduler:
                     return
             except StoreUnavailable as exc:
                 log.warning("scheduled run %s: claim not renewed: %s", claim.schedule.id, exc)
+            stop_if_cancelled()
 
     async def _report(self, schedule: Schedule, delivery: Delivery) -> None:
         """Say in the log, and in the chat's next delivery, that a run did not reach it."""

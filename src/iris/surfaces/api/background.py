@@ -41,11 +41,10 @@ from iris.errors import StoreUnavailable, user_message
 from iris.events import Event, TurnFailed
 from iris.state.background import CANCEL_POLL, RunPublisher, SharedRuns
 from iris.state.lease import Lease
-from iris.state.redis_store import stop_if_cancelled
 from iris.surfaces.api.exchange import SSE_HEADERS, Running, TurnExchange, while_connected
 from iris.surfaces.api.responses_encoder import failed_elsewhere
 from iris.surfaces.api.sse import DONE, named_frames
-from iris.tasks import OpenGroup, logged
+from iris.tasks import OpenGroup, logged, stop_if_cancelled
 
 log = logging.getLogger("iris.api")
 
@@ -246,6 +245,7 @@ class BackgroundRuns:
         failing = False
         refreshed = self._clock()
         while True:
+            stop_if_cancelled()  # shutdown must not wait on a cancellation lost in the store
             await asyncio.sleep(CANCEL_POLL)
             running = {run.id: run for run in self.running()}
             try:

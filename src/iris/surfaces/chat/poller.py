@@ -30,6 +30,7 @@ from iris.config import Config
 from iris.errors import StoreUnavailable
 from iris.state.lease import Lease, holder_process
 from iris.state.redis_store import ERRORS, RedisStore
+from iris.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class BotPoller:
                 reason = f"{holder} receives for this bot" if holder else "the lease just changed"
             except ERRORS as exc:
                 reason = f"the store does not answer ({exc})"
+            stop_if_cancelled()  # a stopping server must not wait on a cancellation lost there
             if not standing_by:
                 log.warning("chat platform %s: standing by: %s", self.name, reason)
                 standing_by = True

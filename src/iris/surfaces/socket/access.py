@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from iris.protocol import inbound
 from iris.state.devices import Check, Devices
+from iris.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +103,4 @@ class Revocations:
                 failing = True
             else:
                 failing = False
+            stop_if_cancelled()  # a stopping server must not wait on a cancellation lost there
