@@ -418,6 +418,7 @@ class RemoteRunStream(_Follower):
                 await self._done(send)
                 return
             entries, ended = await self._runs.read(self._id, cursor, block=TurnExchange.heartbeat)
+            stop_if_cancelled()  # shutdown must not wait on a cancellation lost in the read
             if not entries:
                 if await self._runs.state(self._id) is None:
                     ended = True  # its events are gone: nothing more will come
