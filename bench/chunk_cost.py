@@ -280,6 +280,9 @@ async def floor(up_port: int, workdir: Path, args: argparse.Namespace) -> None:
 
     streams = 50 if 50 in args.streams else max(args.streams)
     long, short = args.chunks, max(10, args.chunks // 10)
+    if long <= short:
+        print(f"\nno request/chunk split: it needs --chunks above {short}")
+        return
     iris_port, iris = start_server(up_port, workdir, args, "chat", False, "floor")
     lean_port, proxy = start_lean(up_port)
     try:
